@@ -1,0 +1,72 @@
+"""The `ferry` console script: one entry point, each subcommand living in its component's package.
+
+Subcommands are imported lazily so that `ferry broker` never pays for importing PySpark or Airflow.
+Each command module exposes ``register(subparsers)`` which adds exactly one parser and sets
+``func`` (called with the parsed namespace; its return value is the exit code).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+# name -> (module, one-line summary). The spellings are a contract (DESIGN.md "CLI").
+COMMANDS: dict[str, tuple[str, str]] = {
+    "zookeeper": ("broker.cli.zookeeper_cmd", "run a local ZooKeeper server (Debian's zookeeper package)"),
+    "broker": ("broker.cli.broker_cmd", "run a broker"),
+    "topics": ("broker.cli.topics_cmd", "create, list and describe topics"),
+    "produce": ("broker.cli.produce_cmd", "console producer: publish lines from stdin"),
+    "consume": ("broker.cli.consume_cmd", "console consumer, optionally as a member of a group"),
+    "groups": ("broker.cli.groups_cmd", "list, describe and reset consumer groups"),
+    "schemas": ("schemas.cli", "register, list and show Avro schemas"),
+    "mirror": ("mirror.cli", "mirror a live cluster into the offline cluster"),
+    "load": ("loaders.cli", "load offset ranges into the hourly warehouse tables (PySpark)"),
+    "audit": ("audit.cli", "audit reports: the books per topic and hour"),
+    "demo": ("ferry.demo", "run the whole two-datacenter pipeline on this machine"),
+}
+
+
+def _top_parser() -> argparse.ArgumentParser:
+    epilog = "commands:\n" + "\n".join(f"  {name:<10} {summary}" for name, (_, summary) in COMMANDS.items())
+    parser = argparse.ArgumentParser(
+        prog="ferry",
+        description="ferry: a two-datacenter activity-event pipeline (Kafka, 2011 style).",
+        epilog=epilog + "\n\nRun `ferry COMMAND --help` for a command's flags.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("command", nargs="?", help="one of the commands below")
+    return parser
+
+
+def build_parser(name: str) -> argparse.ArgumentParser:
+    """A parser holding just one subcommand (imported on demand)."""
+    module_name, summary = COMMANDS[name]
+    parser = argparse.ArgumentParser(prog="ferry")
+    sub = parser.add_subparsers(dest="command", required=True)
+    module = importlib.import_module(module_name)
+    module.register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0] in ("-h", "--help"):
+        _top_parser().print_help()
+        return 0 if argv else 2
+    name = argv[0]
+    if name not in COMMANDS:
+        _top_parser().print_usage(sys.stderr)
+        print(f"ferry: unknown command {name!r} (choose from {', '.join(COMMANDS)})", file=sys.stderr)
+        return 2
+    parser = build_parser(name)
+    args = parser.parse_args(argv)
+    try:
+        rc = args.func(args)
+    except KeyboardInterrupt:
+        return 130
+    return int(rc or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
