@@ -1,0 +1,47 @@
+"""The API keys this broker speaks and the version ranges it advertises.
+
+Advertise exactly what is served: clients pick the highest common version. Produce is advertised from v0
+(as Kafka 4.0 does, KAFKA-18659: older librdkafka drops compression otherwise) but v0-2 get
+UNSUPPORTED_VERSION because they predate RecordBatch v2.
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum
+
+
+class ApiKey(IntEnum):
+    PRODUCE = 0
+    FETCH = 1
+    LIST_OFFSETS = 2
+    METADATA = 3
+    FIND_COORDINATOR = 10
+    API_VERSIONS = 18
+    CREATE_TOPICS = 19
+    INIT_PRODUCER_ID = 22
+
+
+# api key -> (min, max) advertised in ApiVersions.
+ADVERTISED: dict[int, tuple[int, int]] = {
+    ApiKey.PRODUCE: (0, 8),
+    ApiKey.FETCH: (4, 11),
+    ApiKey.LIST_OFFSETS: (1, 5),
+    ApiKey.METADATA: (0, 8),
+    ApiKey.FIND_COORDINATOR: (0, 0),
+    ApiKey.API_VERSIONS: (0, 2),
+    ApiKey.CREATE_TOPICS: (0, 4),
+    ApiKey.INIT_PRODUCER_ID: (0, 1),
+}
+
+# Versions actually served; an advertised version outside this range is answered with UNSUPPORTED_VERSION.
+SERVED: dict[int, tuple[int, int]] = {**ADVERTISED, ApiKey.PRODUCE: (3, 8)}
+
+
+def is_advertised(api_key: int, version: int) -> bool:
+    rng = ADVERTISED.get(api_key)
+    return rng is not None and rng[0] <= version <= rng[1]
+
+
+def is_served(api_key: int, version: int) -> bool:
+    rng = SERVED.get(api_key)
+    return rng is not None and rng[0] <= version <= rng[1]

@@ -1,0 +1,191 @@
+"""Kafka's wire primitives for non-flexible versions: big-endian ints, int16-length strings, int32-length
+bytes, int32-counted arrays (-1 = null).
+
+Reader works on a memoryview so that record bytes inside a Produce request are handed to the log without a
+copy. Writer builds into one bytearray. Both are deliberately small: per-request Python work is the cost.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Callable, Iterable
+from typing import TypeVar
+
+T = TypeVar("T")
+
+_I8 = struct.Struct(">b")
+_I16 = struct.Struct(">h")
+_I32 = struct.Struct(">i")
+_I64 = struct.Struct(">q")
+_U32 = struct.Struct(">I")
+
+MAX_ARRAY_LEN = 1 << 20  # a request listing more than a million topics/partitions is malformed
+
+
+class ProtocolError(ValueError):
+    """The bytes do not form a valid request (truncated, negative length, absurd count)."""
+
+
+class Reader:
+    """Sequential reader over one request body."""
+
+    __slots__ = ("buf", "pos", "end")
+
+    def __init__(self, buf: bytes | bytearray | memoryview, pos: int = 0) -> None:
+        self.buf = buf if isinstance(buf, memoryview) else memoryview(buf)
+        self.pos = pos
+        self.end = len(self.buf)
+
+    def _need(self, n: int) -> int:
+        p = self.pos
+        if p + n > self.end:
+            raise ProtocolError(f"truncated: need {n} bytes at {p}, have {self.end - p}")
+        self.pos = p + n
+        return p
+
+    def int8(self) -> int:
+        return _I8.unpack_from(self.buf, self._need(1))[0]
+
+    def boolean(self) -> bool:
+        return self.int8() != 0
+
+    def int16(self) -> int:
+        return _I16.unpack_from(self.buf, self._need(2))[0]
+
+    def int32(self) -> int:
+        return _I32.unpack_from(self.buf, self._need(4))[0]
+
+    def int64(self) -> int:
+        return _I64.unpack_from(self.buf, self._need(8))[0]
+
+    def nullable_string(self) -> str | None:
+        n = self.int16()
+        if n < 0:
+            if n != -1:
+                raise ProtocolError(f"bad string length {n}")
+            return None
+        p = self._need(n)
+        try:
+            return str(self.buf[p:p + n], "utf-8")
+        except UnicodeDecodeError as e:
+            raise ProtocolError(f"string is not UTF-8: {e}") from None
+
+    def string(self) -> str:
+        s = self.nullable_string()
+        if s is None:
+            raise ProtocolError("null where a string is required")
+        return s
+
+    def nullable_bytes(self) -> memoryview | None:
+        """int32-length bytes as a view into the request (no copy)."""
+        n = self.int32()
+        if n < 0:
+            if n != -1:
+                raise ProtocolError(f"bad bytes length {n}")
+            return None
+        p = self._need(n)
+        return self.buf[p:p + n]
+
+    def array_len(self) -> int:
+        """An array's element count; -1 means null."""
+        n = self.int32()
+        if n < -1 or n > MAX_ARRAY_LEN:
+            raise ProtocolError(f"bad array length {n}")
+        return n
+
+    def array(self, read_item: Callable[[Reader], T]) -> list[T]:
+        n = self.array_len()
+        return [read_item(self) for _ in range(n)] if n > 0 else []
+
+    def nullable_array(self, read_item: Callable[[Reader], T]) -> list[T] | None:
+        n = self.array_len()
+        if n < 0:
+            return None
+        return [read_item(self) for _ in range(n)]
+
+    def int32_array(self) -> list[int]:
+        n = self.array_len()
+        if n <= 0:
+            return []
+        p = self._need(4 * n)
+        return list(struct.unpack_from(f">{n}i", self.buf, p))
+
+    def remaining(self) -> int:
+        return self.end - self.pos
+
+
+class Writer:
+    """Appends primitives to one bytearray."""
+
+    __slots__ = ("buf",)
+
+    def __init__(self) -> None:
+        self.buf = bytearray()
+
+    def int8(self, v: int) -> Writer:
+        self.buf += _I8.pack(v)
+        return self
+
+    def boolean(self, v: bool) -> Writer:
+        self.buf.append(1 if v else 0)
+        return self
+
+    def int16(self, v: int) -> Writer:
+        self.buf += _I16.pack(v)
+        return self
+
+    def int32(self, v: int) -> Writer:
+        self.buf += _I32.pack(v)
+        return self
+
+    def int64(self, v: int) -> Writer:
+        self.buf += _I64.pack(v)
+        return self
+
+    def string(self, s: str | None) -> Writer:
+        if s is None:
+            self.buf += _I16.pack(-1)
+        else:
+            b = s.encode()
+            self.buf += _I16.pack(len(b))
+            self.buf += b
+        return self
+
+    nullable_string = string
+
+    def bytes_(self, b: bytes | bytearray | memoryview | None) -> Writer:
+        if b is None:
+            self.buf += _I32.pack(-1)
+        else:
+            self.buf += _I32.pack(len(b))
+            self.buf += b
+        return self
+
+    def array_len(self, n: int) -> Writer:
+        self.buf += _I32.pack(n)
+        return self
+
+    def int32_array(self, values: Iterable[int] | None) -> Writer:
+        if values is None:
+            self.buf += _I32.pack(-1)
+            return self
+        vals = list(values)
+        self.buf += _I32.pack(len(vals))
+        if vals:
+            self.buf += struct.pack(f">{len(vals)}i", *vals)
+        return self
+
+    def raw(self, b: bytes | bytearray | memoryview) -> Writer:
+        self.buf += b
+        return self
+
+    def getvalue(self) -> bytes:
+        return bytes(self.buf)
+
+
+def pack_int32(v: int) -> bytes:
+    return _I32.pack(v)
+
+
+def pack_uint32(v: int) -> bytes:
+    return _U32.pack(v)
