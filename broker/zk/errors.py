@@ -1,0 +1,46 @@
+"""Errors raised by the ZooKeeper registry (all carry a message fit for a CLI user)."""
+
+from __future__ import annotations
+
+
+class RegistryError(Exception):
+    """Base class of the cluster-registry errors."""
+
+
+class InvalidZkConnectError(RegistryError, ValueError):
+    """A malformed ``host:port[,host:port]/chroot`` string."""
+
+
+class InvalidTopicError(RegistryError, ValueError):
+    """A topic name Kafka would refuse (characters, length, "." / "..", collisions)."""
+
+
+class InvalidPartitionsError(RegistryError, ValueError):
+    """A partition count below 1, or an add_partitions that would not add any."""
+
+
+class InvalidConfigError(RegistryError, ValueError):
+    """A topic config that is not a mapping of non-empty string keys to string values."""
+
+
+class TopicExistsError(RegistryError):
+    """create_topic on a name that is already taken."""
+
+
+class UnknownTopicError(RegistryError, KeyError):
+    """An operation on a topic that does not exist."""
+
+    def __str__(self) -> str:  # KeyError would quote the message
+        return str(self.args[0]) if self.args else ""
+
+
+class NoBrokersError(RegistryError):
+    """No live broker is registered, so partitions cannot be assigned."""
+
+
+class BrokerIdConflictError(RegistryError):
+    """Another live process holds /brokers/ids/<id>."""
+
+
+class RegistryNotStartedError(RegistryError):
+    """The registry was used before start() or after stop()."""

@@ -1,0 +1,121 @@
+"""What the registry's znodes hold, and their JSON encoding.
+
+Layout under a cluster's chroot (Kafka's, minus replication):
+``/brokers/ids/<id>`` (ephemeral) ``{"version":1,"host":..,"port":..,"datacenter":..,"timestamp":"<ms>"}``;
+``/brokers/topics/<topic>`` ``{"version":1,"partitions":{"0":[1],"1":[2]},"config":{"retention.ms":".."}}``
+where the first broker of each replica list is the partition's leader.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+
+BROKERS_PATH = "/brokers"
+BROKER_IDS_PATH = "/brokers/ids"
+BROKER_TOPICS_PATH = "/brokers/topics"
+
+
+def broker_path(broker_id: int) -> str:
+    return f"{BROKER_IDS_PATH}/{int(broker_id)}"
+
+
+def topic_path(name: str) -> str:
+    return f"{BROKER_TOPICS_PATH}/{name}"
+
+
+@dataclass(frozen=True)
+class BrokerInfo:
+    id: int
+    host: str
+    port: int
+    datacenter: str = ""
+
+    @property
+    def address(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    def encode(self) -> bytes:
+        doc = {
+            "version": 1,
+            "host": self.host,
+            "port": self.port,
+            "datacenter": self.datacenter,
+            "timestamp": str(int(time.time() * 1000)),
+        }
+        return json.dumps(doc, sort_keys=True).encode()
+
+    @classmethod
+    def decode(cls, broker_id: int, data: bytes) -> BrokerInfo:
+        """Raises ValueError on anything but a well-formed broker registration."""
+        doc = _json_object(data, f"broker {broker_id}")
+        host, port = doc.get("host"), doc.get("port")
+        if not isinstance(host, str) or not host or not isinstance(port, int) or isinstance(port, bool):
+            raise ValueError(f"broker {broker_id} registration lacks host/port: {doc!r}")
+        datacenter = doc.get("datacenter") or ""
+        return cls(id=int(broker_id), host=host, port=port, datacenter=str(datacenter))
+
+
+@dataclass(frozen=True)
+class TopicInfo:
+    name: str
+    partitions: dict[int, int]  # partition -> leader broker id
+    config: dict[str, str] = field(default_factory=dict)
+    replicas: dict[int, tuple[int, ...]] = field(default_factory=dict)  # partition -> replica list
+
+    @property
+    def partition_count(self) -> int:
+        return len(self.partitions)
+
+    def encode(self) -> bytes:
+        replicas = self.replicas or {p: (leader,) for p, leader in self.partitions.items()}
+        doc = {
+            "version": 1,
+            "partitions": {str(p): list(replicas[p]) for p in sorted(replicas)},
+            "config": dict(sorted(self.config.items())),
+        }
+        return json.dumps(doc).encode()
+
+    @classmethod
+    def from_assignment(
+        cls, name: str, assignment: dict[int, tuple[int, ...] | list[int]], config: dict[str, str] | None = None
+    ) -> TopicInfo:
+        replicas = {int(p): tuple(int(b) for b in r) for p, r in sorted(assignment.items())}
+        return cls(
+            name=name,
+            partitions={p: r[0] for p, r in replicas.items()},
+            config=dict(config or {}),
+            replicas=replicas,
+        )
+
+    @classmethod
+    def decode(cls, name: str, data: bytes) -> TopicInfo:
+        """Raises ValueError on anything but a well-formed topic assignment."""
+        doc = _json_object(data, f"topic {name!r}")
+        parts = doc.get("partitions")
+        if not isinstance(parts, dict) or not parts:
+            raise ValueError(f"topic {name!r} has no partition assignment: {doc!r}")
+        assignment: dict[int, tuple[int, ...]] = {}
+        for key, brokers in parts.items():
+            if not str(key).isdigit() or not isinstance(brokers, list) or not brokers:
+                raise ValueError(f"topic {name!r} has a bad partition entry {key!r}: {brokers!r}")
+            if not all(isinstance(b, int) and not isinstance(b, bool) for b in brokers):
+                raise ValueError(f"topic {name!r} partition {key} names a non-integer broker: {brokers!r}")
+            assignment[int(key)] = tuple(brokers)
+        if sorted(assignment) != list(range(len(assignment))):
+            raise ValueError(f"topic {name!r} partitions are not 0..{len(assignment) - 1}: {sorted(assignment)}")
+        config = doc.get("config") or {}
+        if not isinstance(config, dict):
+            raise ValueError(f"topic {name!r} config is not an object: {config!r}")
+        return cls.from_assignment(name, assignment, {str(k): str(v) for k, v in config.items()})
+
+
+def _json_object(data: bytes | None, what: str) -> dict:
+    try:
+        doc = json.loads((data or b"").decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ValueError(f"{what}: znode data is not JSON ({exc})") from None
+    if not isinstance(doc, dict):
+        raise ValueError(f"{what}: znode data is not a JSON object")
+    return doc
