@@ -64,9 +64,10 @@ MAX_PARTITIONS = 100_000  # a sanity bound: each partition is a directory and op
 class ClusterRegistry:
     """Brokers and topics of the cluster rooted at ``zk_connect``'s chroot."""
 
-    def __init__(self, zk_connect: str | ZkConnect, timeout: float = 10.0) -> None:
+    def __init__(self, zk_connect: str | ZkConnect, timeout: float = 10.0, create: bool = True) -> None:
         self.zk = ZkConnect.parse(zk_connect) if isinstance(zk_connect, str) else zk_connect
         self.timeout = timeout  # connect timeout and ZooKeeper session timeout, seconds
+        self.create = create  # False: a read-only look (a missing chroot is an error; nothing is created)
         self._client: KazooClient | None = None
         self._stopping = threading.Event()
         self._registration: BrokerInfo | None = None
@@ -90,10 +91,11 @@ class ClusterRegistry:
         if self._client is not None:
             return self
         self._stopping.clear()
-        client = connect(self.zk, timeout=self.timeout)
+        client = connect(self.zk, timeout=self.timeout, create_chroot=self.create)
         try:
-            client.ensure_path(BROKER_IDS_PATH)
-            client.ensure_path(BROKER_TOPICS_PATH)
+            if self.create:
+                client.ensure_path(BROKER_IDS_PATH)
+                client.ensure_path(BROKER_TOPICS_PATH)
         except Exception:
             client.stop()
             client.close()
@@ -197,7 +199,7 @@ class ClusterRegistry:
         _check_partition_count(partitions, "partitions")
         config = _check_config(config)
         client = self.client
-        existing = client.get_children(BROKER_TOPICS_PATH)
+        existing = _children(client, BROKER_TOPICS_PATH, None)
         if name in existing:
             raise TopicExistsError(f"topic {name!r} already exists")
         other = colliding_topic(name, existing)
@@ -208,7 +210,7 @@ class ClusterRegistry:
         assignment = assign_round_robin(name, self.brokers(), 0, partitions)
         info = TopicInfo.from_assignment(name, assignment, config)
         try:
-            client.create(topic_path(name), info.encode())
+            client.create(topic_path(name), info.encode(), makepath=True)
         except NodeExistsError:
             raise TopicExistsError(f"topic {name!r} already exists") from None
         log.info("created topic %s with %d partitions: %s", name, partitions, info.partitions)
@@ -418,7 +420,7 @@ class ClusterRegistry:
     def _read_topics(self, watch: Callable[[Any], None] | None) -> dict[str, TopicInfo]:
         client = self.client
         out: dict[str, TopicInfo] = {}
-        for name in sorted(client.get_children(BROKER_TOPICS_PATH, watch=watch)):
+        for name in sorted(_children(client, BROKER_TOPICS_PATH, watch)):
             try:
                 data, _ = client.get(topic_path(name), watch=watch)
             except NoNodeError:
@@ -432,7 +434,7 @@ class ClusterRegistry:
     def _read_brokers(self, watch: Callable[[Any], None] | None) -> dict[int, BrokerInfo]:
         client = self.client
         out: dict[int, BrokerInfo] = {}
-        for child in client.get_children(BROKER_IDS_PATH, watch=watch):
+        for child in _children(client, BROKER_IDS_PATH, watch):
             if not child.isdigit():
                 continue
             try:
@@ -444,6 +446,19 @@ class ClusterRegistry:
             except ValueError as exc:
                 log.warning("ignoring malformed broker znode: %s", exc)
         return dict(sorted(out.items()))
+
+
+def _children(client: KazooClient, path: str, watch: Callable[[Any], None] | None) -> list[str]:
+    """Children of ``path``; a missing path (a read-only registry of an empty cluster) has none.
+
+    With a watch, a missing path gets an exists-watch so that its creation is noticed too.
+    """
+    try:
+        return client.get_children(path, watch=watch)
+    except NoNodeError:
+        if watch is not None and client.exists(path, watch=watch) is not None:
+            return client.get_children(path, watch=watch)
+        return []
 
 
 def _deliver(callbacks: list[Callable[[Any], Any]], snapshot: dict) -> None:

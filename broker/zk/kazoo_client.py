@@ -27,15 +27,23 @@ def _start(client: KazooClient, zk: ZkConnect, timeout: float) -> None:
         raise RegistryError(f"cannot connect to ZooKeeper at {zk.hosts} within {timeout:g} s") from None
 
 
-def connect(zk: ZkConnect | str, timeout: float = 10.0, session_timeout: float | None = None) -> KazooClient:
-    """Return a connected KazooClient rooted at ``zk.chroot`` (created if missing)."""
+def connect(
+    zk: ZkConnect | str, timeout: float = 10.0, session_timeout: float | None = None, create_chroot: bool = True
+) -> KazooClient:
+    """Return a connected KazooClient rooted at ``zk.chroot`` (created if missing, unless ``create_chroot``
+    is false: then a missing chroot raises RegistryError, so that a read-only tool never leaves znodes behind).
+    """
     zk = ZkConnect.parse(zk) if isinstance(zk, str) else zk
     session_timeout = timeout if session_timeout is None else session_timeout
     if zk.chroot:
         root = KazooClient(hosts=zk.hosts, timeout=session_timeout, connection_retry=_retry_policy(3))
         _start(root, zk, timeout)
         try:
-            root.ensure_path(zk.chroot)
+            if create_chroot:
+                root.ensure_path(zk.chroot)
+            elif root.exists(zk.chroot) is None:
+                raise RegistryError(f"ZooKeeper at {zk.hosts} has no {zk.chroot}: nothing was ever registered "
+                                    "under that chroot (is the --zookeeper chroot right?)")
         finally:
             root.stop()
             root.close()
