@@ -1,0 +1,488 @@
+"""A partition's log: a directory of segments ordered by base offset (paper 3.1).
+
+Appends go to the last (active) segment; reads find the segment by binary search on base
+offsets, then the batch through the segment's sparse offset index. A flush fsyncs outside the
+append lock so the event loop is never stuck behind the disk. Consumers see only flushed data
+unless the config says otherwise.
+"""
+
+from __future__ import annotations
+
+import bisect
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from broker.log.log_config import LogConfig
+from broker.log.log_segment import DELETED_SUFFIX, INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, LogSegment
+from broker.log.producer_state import ProducerStateManager
+from broker.record.errors import OffsetOutOfRangeError, RecordTooLargeError, StorageError
+from broker.record.record_batch import validate_batches
+
+logger = logging.getLogger("ferry.log")
+
+
+def wall_clock_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+@dataclass(frozen=True, slots=True)
+class AppendInfo:
+    first_offset: int
+    last_offset: int
+    duplicate: bool = False
+    log_append_time: int = -1  # -1: CreateTime (the only timestamp type stored)
+
+
+@dataclass(frozen=True, slots=True)
+class FetchSlice:
+    """Whole batches in one segment file, for ``os.sendfile(sock, fd, position, size)``.
+
+    The fd belongs to the log: do not close it. It stays valid at least
+    ``file_delete_delay_ms`` after retention removes the segment.
+    """
+
+    fd: int
+    position: int
+    size: int
+    first_offset: int  # base offset of the first batch (may be below the offset asked for)
+
+    def read_bytes(self) -> bytes:
+        """The slice's bytes (for tests and callers that cannot sendfile)."""
+        return os.pread(self.fd, self.size, self.position)
+
+
+class Log:
+    def __init__(
+        self,
+        directory: Path | str,
+        config: LogConfig | None = None,
+        now_ms: Callable[[], int] = wall_clock_ms,
+        recovery_point: int | None = None,
+    ) -> None:
+        """Open (recovering if needed) or create the log in ``directory``.
+
+        ``recovery_point``: offset up to which the data is known to be flushed (from the log
+        manager's checkpoint); segments holding data beyond it are scanned and verified. None
+        means unknown: the last segment is verified.
+        """
+        self.dir = Path(directory)
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.name = self.dir.name
+        self.config = config if config is not None else LogConfig()
+        self._clock = now_ms
+        self._lock = threading.RLock()
+        self._flush_lock = threading.Lock()
+        self._segments: list[LogSegment] = []
+        self._bases: list[int] = []
+        self._pending_deletes: list[tuple[int, LogSegment]] = []
+        self._listeners: list[Callable[[Log], None]] = []
+        self.flush_requested: Callable[[Log], None] | None = None  # set by LogManager
+        self.producer_state = ProducerStateManager()
+        self._appended_messages = 0
+        self._flushed_messages = 0
+        self._first_unflushed_ms: int | None = None
+        self._dir_dirty = False
+        self._closed = False
+        self.log_start_offset = 0
+        self.log_end_offset = 0
+        self.flushed_offset = 0
+        self._load(recovery_point)
+
+    # -- properties ------------------------------------------------------------------------------
+
+    @property
+    def high_watermark(self) -> int:
+        """The end of what a fetch may read (exclusive)."""
+        return self.log_end_offset if self.config.consumers_see_unflushed else self.flushed_offset
+
+    @property
+    def segments(self) -> list[LogSegment]:
+        with self._lock:
+            return list(self._segments)
+
+    @property
+    def size_in_bytes(self) -> int:
+        with self._lock:
+            return sum(s.size for s in self._segments)
+
+    @property
+    def unflushed_messages(self) -> int:
+        return self._appended_messages - self._flushed_messages
+
+    def update_config(self, config: LogConfig) -> None:
+        with self._lock:
+            self.config = config
+            for s in self._segments:
+                s.index_interval_bytes = config.index_interval_bytes
+
+    def add_high_watermark_listener(self, callback: Callable[[Log], None]) -> None:
+        """``callback(log)`` runs (in the thread that moved it) whenever high_watermark grows."""
+        with self._lock:
+            self._listeners.append(callback)
+
+    def remove_high_watermark_listener(self, callback: Callable[[Log], None]) -> None:
+        with self._lock:
+            if callback in self._listeners:
+                self._listeners.remove(callback)
+
+    def _notify(self) -> None:
+        for cb in list(self._listeners):
+            try:
+                cb(self)
+            except Exception:
+                logger.exception("high watermark listener of %s failed", self.name)
+
+    # -- loading ---------------------------------------------------------------------------------
+
+    def _load(self, recovery_point: int | None) -> None:
+        now = self._clock()
+        bases: list[int] = []
+        for entry in os.listdir(self.dir):
+            path = self.dir / entry
+            if entry.endswith(DELETED_SUFFIX) or entry.endswith(".tmp"):
+                # left by a deletion or a checkpoint write that did not finish
+                path.unlink(missing_ok=True)
+                continue
+            stem, dot, suffix = entry.partition(".")
+            if not (len(stem) == 20 and stem.isdigit()):
+                continue
+            if "." + suffix == LOG_SUFFIX:
+                bases.append(int(stem))
+            elif "." + suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX) and not (self.dir / (stem + LOG_SUFFIX)).exists():
+                logger.info("%s: removing index %s without a log file", self.name, entry)
+                path.unlink(missing_ok=True)
+        bases.sort()
+        if not bases:
+            bases = [0]
+        segments = [LogSegment(self.dir, b, self.config, now) for b in bases]
+        last = len(segments) - 1
+        recovered: list[LogSegment] = []
+        i = 0
+        while i < len(segments):
+            seg = segments[i]
+            must_verify = i == last if recovery_point is None else False
+            reason = None if must_verify else seg.load(now)
+            if must_verify or reason is not None or (
+                recovery_point is not None and seg.next_offset > recovery_point and seg.size > 0
+            ):
+                if reason is not None:
+                    logger.warning("%s: segment %d needs recovery: %s", self.name, seg.base_offset, reason)
+                truncated = seg.recover(now)
+                recovered.append(seg)
+                if truncated and i < last:
+                    # Offsets must stay contiguous: whatever followed the damage goes too.
+                    for later in segments[i + 1 :]:
+                        logger.error(
+                            "%s: deleting segment %d (%d bytes) after the truncated segment %d",
+                            self.name, later.base_offset, later.size, seg.base_offset,
+                        )
+                        later.delete()
+                    segments = segments[: i + 1]
+                    last = i
+            i += 1
+        for seg in segments[:-1]:
+            seg.on_become_inactive()
+        segments[-1].on_become_active()
+        for seg in recovered:
+            seg.flush()  # what survived recovery is now durable: flushed_offset may cover it
+        if recovered:
+            self._fsync_dir()
+        self._segments = segments
+        self._bases = [s.base_offset for s in segments]
+        self.log_start_offset = segments[0].base_offset
+        self.log_end_offset = segments[-1].next_offset
+        self.flushed_offset = self.log_end_offset
+        self._rebuild_producer_state()
+        logger.info(
+            "%s: loaded %d segments, offsets [%d, %d)", self.name, len(segments),
+            self.log_start_offset, self.log_end_offset,
+        )
+
+    def _rebuild_producer_state(self) -> None:
+        snap = ProducerStateManager.take_snapshot(self.dir)
+        start = self.log_start_offset
+        if snap is not None and self.log_start_offset <= snap[0] <= self.log_end_offset:
+            start, self.producer_state = snap
+        state = self.producer_state
+        for seg in self._segments:
+            if seg.next_offset <= start:
+                continue
+            found = seg.find_batch(start)
+            if found is None:
+                continue
+            for _, h in seg.iter_headers(found[0]):
+                if h.producer_id >= 0 and h.base_offset >= start:
+                    state.update(h, h.base_offset)
+
+    # -- append ----------------------------------------------------------------------------------
+
+    def append(self, records: bytes | bytearray | memoryview) -> AppendInfo:
+        """Validate, sequence-check, assign offsets and write one produce payload.
+
+        Raises CorruptRecordError, InvalidRecordError, RecordTooLargeError,
+        OutOfOrderSequenceError or InvalidProducerEpochError; nothing is written then.
+        """
+        mv = records if isinstance(records, memoryview) else memoryview(records)
+        if mv.format != "B" or mv.ndim != 1:
+            mv = mv.cast("B")
+        config = self.config
+        if len(mv) > config.segment_bytes:
+            raise RecordTooLargeError(f"record set of {len(mv)} bytes exceeds segment.bytes {config.segment_bytes}")
+        headers = validate_batches(mv, config.max_message_bytes)
+        count = 0
+        span = 0
+        for h in headers:
+            count += h.records_count
+            span += h.last_offset_delta + 1
+        with self._lock:
+            if self._closed:
+                raise StorageError(f"log {self.name} is closed")
+            state = self.producer_state
+            dup = state.find_duplicate(headers)
+            if dup is not None:
+                return AppendInfo(dup.first_offset, dup.last_offset, duplicate=True)
+            state.check(headers)
+            first = self.log_end_offset
+            seg = self._segments[-1]
+            now = self._clock()
+            if seg.should_roll(len(mv), first + span - 1, now, config):
+                seg = self._roll(now)
+            next_offset = seg.append(mv, headers, first)
+            offset = first
+            for h in headers:
+                if h.producer_id >= 0:
+                    state.update(h, offset)
+                offset += h.last_offset_delta + 1
+            self.log_end_offset = next_offset
+            if self._first_unflushed_ms is None:
+                self._first_unflushed_ms = now
+            self._appended_messages += count
+            want_flush = self._appended_messages - self._flushed_messages >= config.flush_interval_messages
+        if config.consumers_see_unflushed:
+            self._notify()
+        if want_flush and self.flush_requested is not None:
+            self.flush_requested(self)
+        return AppendInfo(first, next_offset - 1)
+
+    def _roll(self, now: int) -> LogSegment:
+        old = self._segments[-1]
+        old.on_become_inactive()
+        new = LogSegment(self.dir, self.log_end_offset, self.config, now)
+        if new.size:
+            new.close()
+            raise StorageError(f"{new.log_path} already exists with {new.size} bytes; refusing to roll onto it")
+        new.on_become_active()
+        self._segments.append(new)
+        self._bases.append(new.base_offset)
+        self._dir_dirty = True
+        logger.debug("%s: rolled segment %d", self.name, new.base_offset)
+        return new
+
+    def roll_if_needed(self, now_ms: int | None = None) -> bool:
+        """Roll the active segment when it is older than segment.ms (so retention can reach it)."""
+        with self._lock:
+            now = self._clock() if now_ms is None else now_ms
+            seg = self._segments[-1]
+            if self._closed or seg.size == 0 or now - seg.created_ms <= self.config.segment_ms:
+                return False
+            self._roll(now)
+            return True
+
+    # -- read ------------------------------------------------------------------------------------
+
+    def read(self, offset: int, max_bytes: int, upper_bound: int | None = None) -> FetchSlice | None:
+        """Whole batches from the one containing ``offset``, ending before ``upper_bound``
+        (default: the high watermark), at most ``max_bytes`` unless the first batch alone is
+        larger. None when there is nothing to read yet. OffsetOutOfRangeError outside
+        [log_start_offset, log_end_offset]."""
+        with self._lock:
+            if offset < self.log_start_offset or offset > self.log_end_offset:
+                raise OffsetOutOfRangeError(
+                    f"offset {offset} is out of range [{self.log_start_offset}, {self.log_end_offset}] of {self.name}"
+                )
+            bound = self.high_watermark if upper_bound is None else min(upper_bound, self.log_end_offset)
+            if offset >= bound:
+                return None
+            i = max(0, bisect.bisect_right(self._bases, offset) - 1)
+            segments = self._segments
+            while i < len(segments):
+                seg = segments[i]
+                if seg.base_offset >= bound:
+                    return None
+                found = seg.find_batch(offset)
+                if found is None:
+                    i += 1
+                    continue
+                pos, h = found
+                if h.next_offset > bound:
+                    return None
+                if bound >= seg.next_offset:
+                    end = seg.size
+                else:
+                    bound_batch = seg.find_batch(bound)
+                    end = bound_batch[0] if bound_batch is not None else seg.size
+                if end - pos > max_bytes:
+                    end = max(pos + h.size, seg.boundary_before(pos + max(max_bytes, 0), pos))
+                return FetchSlice(seg.fd, pos, end - pos, h.base_offset)
+            return None
+
+    def offset_for_timestamp(self, timestamp_ms: int, upper_bound: int | None = None) -> tuple[int, int] | None:
+        """(base offset, max timestamp) of the first batch with max_timestamp >= ``timestamp_ms``
+        below ``upper_bound`` (default: the high watermark), or None."""
+        with self._lock:
+            bound = self.high_watermark if upper_bound is None else min(upper_bound, self.log_end_offset)
+            for seg in self._segments:
+                if seg.base_offset >= bound:
+                    return None
+                if seg.max_timestamp >= timestamp_ms:
+                    return seg.find_timestamp(timestamp_ms, bound)
+            return None
+
+    # -- flush -----------------------------------------------------------------------------------
+
+    def needs_flush(self, now_ms: int | None = None) -> bool:
+        """flush.messages reached, or the oldest unflushed append is flush.ms old."""
+        first = self._first_unflushed_ms
+        if first is None or self._closed:
+            return False
+        if self._appended_messages - self._flushed_messages >= self.config.flush_interval_messages:
+            return True
+        now = self._clock() if now_ms is None else now_ms
+        return now - first >= self.config.flush_interval_ms
+
+    def maybe_flush(self) -> bool:
+        if self.needs_flush():
+            self.flush()
+            return True
+        return False
+
+    def flush(self, offset: int | None = None) -> int:
+        """fsync everything appended so far (returns at once if ``offset`` is already flushed).
+
+        The append lock is held only to take a snapshot; the fsyncs run without it.
+        Returns the flushed offset.
+        """
+        with self._flush_lock:
+            with self._lock:
+                if self._closed:
+                    return self.flushed_offset
+                target = self.log_end_offset
+                if self.flushed_offset >= (target if offset is None else min(offset, target)):
+                    return self.flushed_offset
+                i = max(0, bisect.bisect_right(self._bases, self.flushed_offset) - 1)
+                segments = self._segments[i:]
+                active = self._segments[-1]
+                messages = self._appended_messages
+                dir_dirty, self._dir_dirty = self._dir_dirty, False
+                first_unflushed = self._first_unflushed_ms
+                self._first_unflushed_ms = None
+            try:
+                for seg in segments:
+                    seg.flush(indexes=seg is not active)
+                if dir_dirty:
+                    self._fsync_dir()
+            except BaseException:
+                with self._lock:
+                    self._dir_dirty = self._dir_dirty or dir_dirty
+                    if self._first_unflushed_ms is None:
+                        self._first_unflushed_ms = first_unflushed
+                raise
+            with self._lock:
+                before = self.high_watermark
+                self.flushed_offset = max(self.flushed_offset, target)
+                self._flushed_messages = max(self._flushed_messages, messages)
+                if self.log_end_offset > self.flushed_offset and self._first_unflushed_ms is None:
+                    self._first_unflushed_ms = self._clock()
+                moved = self.high_watermark != before
+            if moved:
+                self._notify()
+            return self.flushed_offset
+
+    def _fsync_dir(self) -> None:
+        fd = os.open(self.dir, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    # -- retention -------------------------------------------------------------------------------
+
+    def delete_retained(self, now_ms: int | None = None) -> int:
+        """Delete whole segments past retention.ms (by their largest timestamp) or beyond
+        retention.bytes, oldest first, never the active one nor unflushed data. Moves
+        log_start_offset. Returns the number of segments deleted."""
+        with self._lock:
+            now = self._clock() if now_ms is None else now_ms
+            config = self.config
+            candidates = self._segments[:-1]
+            doomed: list[LogSegment] = []
+            if config.retention_ms >= 0:
+                for seg in candidates:
+                    if seg.next_offset > self.flushed_offset:
+                        break
+                    ts = seg.max_timestamp if seg.max_timestamp >= 0 else int(os.fstat(seg.fd).st_mtime * 1000)
+                    if now - ts <= config.retention_ms:
+                        break
+                    doomed.append(seg)
+            if config.retention_bytes >= 0:
+                total = sum(s.size for s in self._segments) - sum(s.size for s in doomed)
+                for seg in candidates[len(doomed) :]:
+                    if seg.next_offset > self.flushed_offset or total - seg.size < config.retention_bytes:
+                        break
+                    doomed.append(seg)
+                    total -= seg.size
+            if doomed:
+                n = len(doomed)
+                self._segments = self._segments[n:]
+                self._bases = self._bases[n:]
+                self.log_start_offset = max(self.log_start_offset, self._segments[0].base_offset)
+                for seg in doomed:
+                    seg.mark_deleted()
+                    self._pending_deletes.append((now + config.file_delete_delay_ms, seg))
+                logger.info(
+                    "%s: retention deleted %d segments; log start offset is now %d",
+                    self.name, n, self.log_start_offset,
+                )
+            self._delete_pending(now)
+            return len(doomed)
+
+    def _delete_pending(self, now: int | None) -> None:
+        keep = []
+        for deadline, seg in self._pending_deletes:
+            if now is None or deadline <= now:
+                seg.delete()
+            else:
+                keep.append((deadline, seg))
+        self._pending_deletes = keep
+
+    # -- close -----------------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Flush, save the producer state, trim the indexes and close every file."""
+        if self._closed:
+            return
+        try:
+            self.flush()
+        except OSError:
+            logger.exception("%s: flush at close failed", self.name)
+        with self._flush_lock, self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            try:
+                self.producer_state.write_snapshot(self.dir, self.log_end_offset)
+            except OSError:
+                logger.exception("%s: could not write the producer state snapshot", self.name)
+            self._segments[-1].on_become_inactive()
+            for seg in self._segments:
+                seg.flush()
+                seg.close()
+            self._delete_pending(None)
+
+    def __repr__(self) -> str:
+        return f"Log({self.name}, [{self.log_start_offset}, {self.log_end_offset}), flushed={self.flushed_offset})"

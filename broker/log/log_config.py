@@ -1,0 +1,104 @@
+"""Per-partition log settings, with Kafka's topic-config names.
+
+Topic configs arrive as strings (from ZooKeeper or CreateTopics); ``from_topic_config`` parses
+the names the log understands and ignores the others (compression.type, cleanup.policy, ...
+belong to other layers or are not implemented) so a client's usual topic configs are accepted.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+DAY_MS = 24 * 3600 * 1000
+MAX_SEGMENT_BYTES = 0x7FFFFFFF  # file positions in the offset index are u32; Kafka caps at Int.MaxValue
+
+
+@dataclass(frozen=True)
+class LogConfig:
+    segment_bytes: int = 1 << 30
+    segment_ms: int = 7 * DAY_MS
+    retention_ms: int = 7 * DAY_MS  # -1: keep forever
+    retention_bytes: int = -1  # -1: no size limit
+    index_interval_bytes: int = 4096
+    max_index_bytes: int = 10 * 1024 * 1024
+    flush_interval_messages: int = 10_000
+    flush_interval_ms: int = 200
+    max_message_bytes: int = 1_048_588
+    consumers_see_unflushed: bool = False
+    file_delete_delay_ms: int = 60_000  # deleted segments stay open this long (sendfile in flight)
+
+    def __post_init__(self) -> None:
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            name = _ATTR_TO_NAME.get(f.name, f.name)
+            if f.type in ("bool", bool):
+                if not isinstance(value, bool):
+                    raise ValueError(f"{name}: expected true or false, got {value!r}")
+                continue
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise ValueError(f"{name}: expected an integer, got {value!r}")
+            low, high = _BOUNDS[f.name]
+            if value < low or (high is not None and value > high):
+                upper = f" and at most {high}" if high is not None else ""
+                raise ValueError(f"{name}: {value} is out of range (must be at least {low}{upper})")
+
+    @classmethod
+    def from_topic_config(
+        cls, config: Mapping[str, str] | None, defaults: LogConfig | None = None
+    ) -> LogConfig:
+        """Overlay Kafka-named topic settings (``retention.ms`` ...) on ``defaults``.
+
+        Raises ValueError naming the setting when a value is not a number or out of range.
+        """
+        base = defaults if defaults is not None else cls()
+        if not config:
+            return base
+        changes: dict[str, object] = {}
+        for name, raw in config.items():
+            attr = TOPIC_CONFIG_NAMES.get(name)
+            if attr is None:
+                continue
+            text = str(raw).strip()
+            if attr == "consumers_see_unflushed":
+                if text.lower() not in ("true", "false"):
+                    raise ValueError(f"{name}: expected true or false, got {raw!r}")
+                changes[attr] = text.lower() == "true"
+                continue
+            try:
+                changes[attr] = int(text)
+            except ValueError:
+                raise ValueError(f"{name}: expected an integer, got {raw!r}") from None
+        return dataclasses.replace(base, **changes)
+
+
+# Kafka topic-config name -> LogConfig attribute.
+TOPIC_CONFIG_NAMES: dict[str, str] = {
+    "segment.bytes": "segment_bytes",
+    "segment.ms": "segment_ms",
+    "retention.ms": "retention_ms",
+    "retention.bytes": "retention_bytes",
+    "index.interval.bytes": "index_interval_bytes",
+    "segment.index.bytes": "max_index_bytes",
+    "flush.messages": "flush_interval_messages",
+    "flush.ms": "flush_interval_ms",
+    "max.message.bytes": "max_message_bytes",
+    "file.delete.delay.ms": "file_delete_delay_ms",
+    "consumers.see.unflushed": "consumers_see_unflushed",  # ferry's own
+}
+_ATTR_TO_NAME = {attr: name for name, attr in TOPIC_CONFIG_NAMES.items()}
+
+# attribute -> (minimum, maximum or None)
+_BOUNDS: dict[str, tuple[int, int | None]] = {
+    "segment_bytes": (14, MAX_SEGMENT_BYTES),
+    "segment_ms": (1, None),
+    "retention_ms": (-1, None),
+    "retention_bytes": (-1, None),
+    "index_interval_bytes": (0, None),
+    "max_index_bytes": (12, MAX_SEGMENT_BYTES),
+    "flush_interval_messages": (1, None),
+    "flush_interval_ms": (0, None),
+    "max_message_bytes": (0, MAX_SEGMENT_BYTES),
+    "file_delete_delay_ms": (0, None),
+}

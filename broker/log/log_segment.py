@@ -1,0 +1,376 @@
+"""One segment of a partition's log: ``<base offset, 20 digits>.log`` plus its ``.index`` and
+``.timeindex``.
+
+The log file holds record batches exactly as producers sent them, except for the rewritten
+baseOffset. Reads hand out (fd, position, size) for ``os.sendfile``; nothing is cached in the
+broker's memory.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import crc32c
+
+from broker.log.log_config import LogConfig
+from broker.log.offset_index import OffsetIndex
+from broker.log.time_index import TimeIndex
+from broker.record.errors import CorruptRecordError, InvalidRecordError
+from broker.record.record_batch import (
+    ATTRIBUTES_POS,
+    BASE_OFFSET_STRUCT,
+    BATCH_HEADER_SIZE,
+    HEADER_STRUCT,
+    RecordBatchHeader,
+    check_header,
+)
+
+logger = logging.getLogger("ferry.log")
+
+LOG_SUFFIX = ".log"
+INDEX_SUFFIX = ".index"
+TIME_INDEX_SUFFIX = ".timeindex"
+DELETED_SUFFIX = ".deleted"
+MAX_RELATIVE_OFFSET = 0x7FFFFFFF  # relative offsets must fit the index's u32 (Kafka keeps them < 2^31)
+_SCAN_CHUNK = 16 * 1024
+_RECOVERY_CHUNK = 4 * 1024 * 1024
+try:
+    _IOV_MAX = max(16, os.sysconf("SC_IOV_MAX"))
+except (ValueError, OSError, AttributeError):
+    _IOV_MAX = 1024
+
+
+def segment_name(base_offset: int) -> str:
+    return f"{base_offset:020d}"
+
+
+def pwrite_all(fd: int, pieces: list, position: int) -> None:
+    """Write every buffer in ``pieces`` at ``position`` with as few pwritev() calls as possible."""
+    views = [memoryview(p).cast("B") for p in pieces]
+    i = 0
+    while i < len(views):
+        chunk = views[i : i + _IOV_MAX]
+        written = os.pwritev(fd, chunk, position)
+        position += written
+        # drop what was fully written, keep the unwritten rest of a partially written buffer
+        while written and i < len(views):
+            n = len(views[i])
+            if written >= n:
+                written -= n
+                i += 1
+            else:
+                views[i] = views[i][written:]
+                written = 0
+        while i < len(views) and len(views[i]) == 0:
+            i += 1
+
+
+class LogSegment:
+    def __init__(self, directory: Path, base_offset: int, config: LogConfig, now_ms: int) -> None:
+        self.directory = Path(directory)
+        self.base_offset = base_offset
+        name = segment_name(base_offset)
+        self.log_path = self.directory / (name + LOG_SUFFIX)
+        self.fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            self.size = os.fstat(self.fd).st_size
+            self.offset_index = OffsetIndex(self.directory / (name + INDEX_SUFFIX), base_offset, config.max_index_bytes)
+            self.time_index = TimeIndex(self.directory / (name + TIME_INDEX_SUFFIX), base_offset, config.max_index_bytes)
+        except BaseException:
+            os.close(self.fd)
+            raise
+        self.index_interval_bytes = config.index_interval_bytes
+        self.next_offset = base_offset
+        self.max_timestamp = -1
+        self.offset_of_max_timestamp = base_offset
+        self.bytes_since_last_index_entry = 0
+        self.created_ms = now_ms
+        self.closed = False
+
+    # -- writing ---------------------------------------------------------------------------------
+
+    def append(self, buf: memoryview, headers: list[RecordBatchHeader], first_offset: int) -> int:
+        """Write validated batches at the end with consecutive offsets from ``first_offset``.
+
+        The caller's buffer is not modified: each batch goes out as its new 8-byte baseOffset
+        followed by the rest of its bytes, in one pwritev(). Returns the next offset.
+        """
+        pieces: list = []
+        pack = BASE_OFFSET_STRUCT.pack
+        offset = first_offset
+        pos = 0
+        for h in headers:
+            pieces.append(pack(offset))
+            pieces.append(buf[pos + 8 : pos + h.size])
+            offset += h.last_offset_delta + 1
+            pos += h.size
+        start = self.size
+        try:
+            pwrite_all(self.fd, pieces, start)
+        except OSError:
+            # A partial write (disk full ...) must not leave a torn batch behind live data.
+            try:
+                os.ftruncate(self.fd, start)
+            except OSError:
+                logger.exception("could not undo a partial write to %s", self.log_path)
+            raise
+        offset = first_offset
+        pos = start
+        for h in headers:
+            self._index_batch(pos, offset, h.max_timestamp, h.size)
+            offset += h.last_offset_delta + 1
+            pos += h.size
+        self.size = pos
+        self.next_offset = offset
+        return offset
+
+    def _index_batch(self, position: int, base_offset: int, max_timestamp: int, size: int) -> None:
+        if max_timestamp > self.max_timestamp:
+            self.max_timestamp = max_timestamp
+            self.offset_of_max_timestamp = base_offset
+        if self.bytes_since_last_index_entry > self.index_interval_bytes:
+            if not self.offset_index.is_full:
+                self.offset_index.append(base_offset, position)
+            self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
+            self.bytes_since_last_index_entry = 0
+        self.bytes_since_last_index_entry += size
+
+    def should_roll(self, incoming_bytes: int, incoming_last_offset: int, now_ms: int, config: LogConfig) -> bool:
+        if self.size == 0:
+            return False
+        return (
+            self.size > config.segment_bytes - incoming_bytes
+            or now_ms - self.created_ms > config.segment_ms
+            or self.offset_index.is_full
+            or self.time_index.is_full
+            or incoming_last_offset - self.base_offset > MAX_RELATIVE_OFFSET
+        )
+
+    def on_become_active(self) -> None:
+        self.offset_index.make_writable()
+        self.time_index.make_writable()
+
+    def on_become_inactive(self) -> None:
+        """Record the final largest timestamp and trim the preallocated index files."""
+        if self.max_timestamp >= 0:
+            self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
+        self.offset_index.trim()
+        self.time_index.trim()
+
+    def flush(self, indexes: bool = True) -> None:
+        os.fdatasync(self.fd)
+        if indexes:
+            self.offset_index.flush()
+            self.time_index.flush()
+
+    # -- reading ---------------------------------------------------------------------------------
+
+    def read_header(self, position: int) -> RecordBatchHeader | None:
+        data = os.pread(self.fd, BATCH_HEADER_SIZE, position)
+        if len(data) < BATCH_HEADER_SIZE:
+            return None
+        return RecordBatchHeader(*HEADER_STRUCT.unpack(data))
+
+    def iter_headers(self, start: int, end: int | None = None) -> Iterator[tuple[int, RecordBatchHeader]]:
+        """(position, header) of each batch from ``start`` (a batch boundary) up to ``end``.
+
+        Reads headers in small chunks; stops quietly at a header that is short or inconsistent
+        (recovery, not reads, deals with damaged data).
+        """
+        end = self.size if end is None else min(end, self.size)
+        pos = start
+        fd = self.fd
+        unpack = HEADER_STRUCT.unpack_from
+        while end - pos >= BATCH_HEADER_SIZE:
+            chunk = os.pread(fd, min(_SCAN_CHUNK, end - pos), pos)
+            chunk_start = pos
+            used = 0
+            while len(chunk) - used >= BATCH_HEADER_SIZE:
+                h = RecordBatchHeader(*unpack(chunk, used))
+                if h.magic != 2 or h.batch_length < BATCH_HEADER_SIZE - 12 or pos + h.size > end:
+                    return
+                yield pos, h
+                pos += h.size
+                used = pos - chunk_start
+            if used == 0:
+                return
+
+    def find_batch(self, offset: int) -> tuple[int, RecordBatchHeader] | None:
+        """(position, header) of the first batch whose last offset is >= ``offset``, or None."""
+        if offset >= self.next_offset:
+            return None
+        _, start = self.offset_index.lookup(offset)
+        for pos, h in self.iter_headers(start):
+            if h.base_offset + h.last_offset_delta >= offset:
+                return pos, h
+        return None
+
+    def boundary_before(self, limit: int, start: int) -> int:
+        """The last batch end at or before ``limit``, scanning from ``start`` (a batch boundary)."""
+        if limit >= self.size:
+            return self.size
+        _, pos = self.offset_index.lookup_position(limit)
+        pos = max(pos, start)
+        best = pos
+        for p, h in self.iter_headers(pos, limit):
+            best = p + h.size
+        return best
+
+    def find_timestamp(self, timestamp: int, end_offset: int) -> tuple[int, int] | None:
+        """(base offset, max timestamp) of the first batch with max_timestamp >= ``timestamp``
+        and base offset < ``end_offset``."""
+        if self.max_timestamp < timestamp:
+            return None
+        _, from_offset = self.time_index.lookup(timestamp)
+        found = self.find_batch(from_offset)
+        if found is None:
+            return None
+        for _, h in self.iter_headers(found[0]):
+            if h.base_offset >= end_offset:
+                return None
+            if h.max_timestamp >= timestamp:
+                return h.base_offset, h.max_timestamp
+        return None
+
+    # -- loading and recovery --------------------------------------------------------------------
+
+    def load(self, now_ms: int) -> str | None:
+        """Load a segment that is not recovered: trust the indexes, find the end by a header scan.
+
+        Returns why the segment needs recovery (damaged index, inconsistent tail), or None.
+        """
+        reason = self.offset_index.sanity_check(self.size)
+        if reason:
+            return f"offset index: {reason}"
+        last_offset, last_pos = self.offset_index.last_entry()
+        next_offset = last_offset
+        max_ts, max_ts_offset = self.time_index.last_entry()
+        end = last_pos
+        for pos, h in self.iter_headers(last_pos):
+            if h.base_offset < next_offset:
+                return f"batch at byte {pos} has base offset {h.base_offset} < {next_offset}"
+            next_offset = h.next_offset
+            if h.max_timestamp > max_ts:
+                max_ts, max_ts_offset = h.max_timestamp, h.base_offset
+            end = pos + h.size
+        if end != self.size:
+            return f"{self.size - end} bytes at the end do not form a whole batch"
+        if self.size and self.time_index.entries == 0:
+            return "time index is empty"
+        reason = self.time_index.sanity_check(next_offset - 1)
+        if reason:
+            return f"time index: {reason}"
+        self.next_offset = next_offset if self.size else self.base_offset
+        self.max_timestamp, self.offset_of_max_timestamp = max_ts, max_ts_offset
+        self.bytes_since_last_index_entry = self.size - last_pos
+        self._set_created(now_ms)
+        return None
+
+    def _set_created(self, now_ms: int) -> None:
+        # Age for segment.ms counts from the first batch's timestamp when it is plausible.
+        first = self.read_header(0) if self.size else None
+        if first is not None and 0 < first.max_timestamp <= now_ms:
+            self.created_ms = first.max_timestamp
+        else:
+            self.created_ms = now_ms
+
+    def recover(self, now_ms: int) -> int:
+        """Scan every batch (header checks, CRC-32C, offsets increasing), rebuild both indexes,
+        and truncate the file after the last good batch. Returns the number of bytes removed."""
+        self.offset_index.reset()
+        self.time_index.reset()
+        self.offset_index.make_writable()
+        self.time_index.make_writable()
+        self.max_timestamp = -1
+        self.offset_of_max_timestamp = self.base_offset
+        self.bytes_since_last_index_entry = 0
+        expected = self.base_offset
+        pos = 0
+        size = os.fstat(self.fd).st_size
+        buf = b""
+        buf_start = 0
+        problem = None
+        while pos < size:
+            if pos + BATCH_HEADER_SIZE > buf_start + len(buf):
+                buf = os.pread(self.fd, min(_RECOVERY_CHUNK, size - pos), pos)
+                buf_start = pos
+            rel = pos - buf_start
+            if len(buf) - rel < BATCH_HEADER_SIZE:
+                problem = f"{size - pos} bytes too short for a batch header"
+                break
+            h = RecordBatchHeader(*HEADER_STRUCT.unpack_from(buf, rel))
+            try:
+                check_header(h, pos, size - pos)
+            except (CorruptRecordError, InvalidRecordError) as exc:
+                problem = str(exc)
+                break
+            if h.base_offset < expected or h.last_offset - self.base_offset > MAX_RELATIVE_OFFSET:
+                problem = f"batch at byte {pos} has base offset {h.base_offset}, expected at least {expected}"
+                break
+            if rel + h.size <= len(buf):
+                mv = memoryview(buf)
+                crc = crc32c.crc32c(mv[rel + ATTRIBUTES_POS : rel + h.size])
+            else:
+                crc = self._streamed_crc(pos + ATTRIBUTES_POS, pos + h.size)
+            if crc != h.crc:
+                problem = f"batch at byte {pos} (offset {h.base_offset}) fails its CRC-32C check"
+                break
+            self._index_batch(pos, h.base_offset, h.max_timestamp, h.size)
+            expected = h.next_offset
+            pos += h.size
+        truncated = size - pos
+        if truncated:
+            os.ftruncate(self.fd, pos)
+            logger.warning(
+                "recovery of %s: truncated %d bytes after offset %d (%s)",
+                self.log_path, truncated, expected - 1, problem,
+            )
+        self.size = pos
+        self.next_offset = expected
+        self._set_created(now_ms)
+        return truncated
+
+    def _streamed_crc(self, start: int, end: int) -> int:
+        """CRC-32C of file bytes [start, end) read in chunks (a batch larger than the read buffer)."""
+        crc = 0
+        pos = start
+        while pos < end:
+            data = os.pread(self.fd, min(_RECOVERY_CHUNK, end - pos), pos)
+            if not data:
+                break
+            crc = crc32c.crc32c(data, crc)
+            pos += len(data)
+        return crc
+
+    # -- lifecycle -------------------------------------------------------------------------------
+
+    def mark_deleted(self) -> None:
+        """Rename the files to ``*.deleted``; the fd stays open so in-flight sendfiles finish."""
+        deleted = self.log_path.with_name(self.log_path.name + DELETED_SUFFIX)
+        os.rename(self.log_path, deleted)
+        self.log_path = deleted
+        for index in (self.offset_index, self.time_index):
+            index.rename(index.path.with_name(index.path.name + DELETED_SUFFIX))
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        self.offset_index.close()
+        self.time_index.close()
+        os.close(self.fd)
+
+    def delete(self) -> None:
+        self.close()
+        self.offset_index.delete()
+        self.time_index.delete()
+        try:
+            os.unlink(self.log_path)
+        except FileNotFoundError:
+            pass
+
+    def __repr__(self) -> str:
+        return f"LogSegment({self.log_path.name}, size={self.size}, next_offset={self.next_offset})"

@@ -1,0 +1,61 @@
+"""Sparse offset index: (offset relative to the segment base u32, file position u32), every
+``index_interval_bytes`` of log. A lookup is a binary search here, then a short header scan in
+the log file from the position found."""
+
+from __future__ import annotations
+
+import struct
+
+from broker.log.abstract_index import AbstractIndex
+
+
+class OffsetIndex(AbstractIndex):
+    ENTRY = struct.Struct(">II")
+
+    def append(self, offset: int, position: int) -> None:
+        """Index the batch whose base offset is ``offset`` at byte ``position``."""
+        rel = offset - self.base_offset
+        if self.entries:
+            last_rel, last_pos = self.entry(self.entries - 1)
+            if rel <= last_rel or position < last_pos:
+                raise ValueError(
+                    f"offset index {self.path}: entry ({offset}, {position}) does not follow "
+                    f"({self.base_offset + last_rel}, {last_pos})"
+                )
+        self._append_raw(rel, position)
+
+    def lookup(self, offset: int) -> tuple[int, int]:
+        """(offset, position) of the last entry at or before ``offset``; (base, 0) if none."""
+        i = self._search(0, offset - self.base_offset)
+        if i < 0:
+            return self.base_offset, 0
+        rel, pos = self.entry(i)
+        return self.base_offset + rel, pos
+
+    def lookup_position(self, position: int) -> tuple[int, int]:
+        """(offset, position) of the last entry whose position is <= ``position``; (base, 0) if none."""
+        i = self._search(1, position)
+        if i < 0:
+            return self.base_offset, 0
+        rel, pos = self.entry(i)
+        return self.base_offset + rel, pos
+
+    def last_entry(self) -> tuple[int, int]:
+        if not self.entries:
+            return self.base_offset, 0
+        rel, pos = self.entry(self.entries - 1)
+        return self.base_offset + rel, pos
+
+    def sanity_check(self, log_size: int) -> str | None:
+        """A reason the index cannot be trusted, or None."""
+        if self._file_size % self.entry_size:
+            return f"size {self._file_size} is not a multiple of {self.entry_size}"
+        if self.entries == 0:
+            return None
+        first_rel, _ = self.entry(0)
+        last_rel, last_pos = self.entry(self.entries - 1)
+        if self.entries > 1 and last_rel <= first_rel:
+            return f"last entry offset {self.base_offset + last_rel} is not after the first"
+        if last_pos >= log_size:
+            return f"last entry position {last_pos} is beyond the log size {log_size}"
+        return None

@@ -1,0 +1,58 @@
+"""Sparse time index: (largest timestamp so far int64, relative offset u32 of the batch that
+carried it). Timestamps only grow along the index, so "first batch with max_timestamp >= T" is a
+binary search for the last entry below T followed by a short scan."""
+
+from __future__ import annotations
+
+import struct
+
+from broker.log.abstract_index import AbstractIndex
+
+
+class TimeIndex(AbstractIndex):
+    ENTRY = struct.Struct(">qI")
+
+    def last_entry(self) -> tuple[int, int]:
+        """(timestamp, offset) of the last entry; (-1, base) if empty."""
+        if not self.entries:
+            return -1, self.base_offset
+        ts, rel = self.entry(self.entries - 1)
+        return ts, self.base_offset + rel
+
+    def maybe_append(self, timestamp: int, offset: int) -> bool:
+        """Add (timestamp, offset) if the timestamp is larger than the last entry's."""
+        if self.entries:
+            last_ts, last_rel = self.entry(self.entries - 1)
+            if timestamp <= last_ts:
+                return False
+            if offset - self.base_offset < last_rel:
+                raise ValueError(f"time index {self.path}: offset {offset} goes backwards")
+        if self.is_full:
+            return False
+        self._append_raw(timestamp, offset - self.base_offset)
+        return True
+
+    def lookup(self, timestamp: int) -> tuple[int, int]:
+        """(timestamp, offset) of the last entry with timestamp <= ``timestamp``; (-1, base) if none.
+
+        Every batch before that offset has max_timestamp <= the entry's, so a search for the
+        first batch reaching ``timestamp`` can start at that offset.
+        """
+        i = self._search(0, timestamp)
+        if i < 0:
+            return -1, self.base_offset
+        ts, rel = self.entry(i)
+        return ts, self.base_offset + rel
+
+    def sanity_check(self, max_offset: int) -> str | None:
+        if self._file_size % self.entry_size:
+            return f"size {self._file_size} is not a multiple of {self.entry_size}"
+        if self.entries == 0:
+            return None
+        first_ts, first_rel = self.entry(0)
+        last_ts, last_rel = self.entry(self.entries - 1)
+        if self.entries > 1 and last_ts <= first_ts:
+            return f"last timestamp {last_ts} is not after the first {first_ts}"
+        if self.base_offset + last_rel > max_offset:
+            return f"last entry offset {self.base_offset + last_rel} is beyond the segment's last offset {max_offset}"
+        return None
