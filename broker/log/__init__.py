@@ -1,0 +1,1 @@
+"""The paper's log: segments, sparse indexes, recovery, flush, retention, idempotence."""

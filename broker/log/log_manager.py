@@ -1,0 +1,278 @@
+"""All partition logs of one broker under one data directory, plus the threads that flush
+them and apply retention.
+
+Layout: ``<data dir>/<topic>-<partition>/`` per partition, ``recovery-point-offset-checkpoint``
+(what each log had flushed, so start-up only verifies data beyond it) and a ``.lock`` that keeps a
+second broker out of the same directory.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import logging
+import os
+import re
+import threading
+from collections.abc import Callable, Mapping
+from pathlib import Path
+
+from broker.log.log import Log, wall_clock_ms
+from broker.log.log_config import LogConfig
+from broker.record.errors import StorageError
+
+logger = logging.getLogger("ferry.log")
+
+CHECKPOINT_FILE = "recovery-point-offset-checkpoint"
+LOCK_FILE = ".lock"
+_TOPIC_RE = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
+
+
+def validate_topic_partition(topic: str, partition: int) -> None:
+    if not isinstance(topic, str) or not _TOPIC_RE.match(topic) or topic in (".", ".."):
+        raise ValueError(f"invalid topic name {topic!r}: use 1-249 of [A-Za-z0-9._-]")
+    if isinstance(partition, bool) or not isinstance(partition, int) or partition < 0:
+        raise ValueError(f"invalid partition {partition!r}: must be an integer >= 0")
+
+
+def read_checkpoint(path: Path) -> dict[tuple[str, int], int]:
+    """Kafka's offset checkpoint format: version line, count line, ``topic partition offset`` lines."""
+    try:
+        lines = path.read_text().splitlines()
+    except FileNotFoundError:
+        return {}
+    try:
+        if lines[0].strip() != "0":
+            raise ValueError(f"unknown version {lines[0]!r}")
+        count = int(lines[1])
+        result: dict[tuple[str, int], int] = {}
+        for line in lines[2 : 2 + count]:
+            topic, partition, offset = line.split()
+            result[(topic, int(partition))] = int(offset)
+        if len(result) != count:
+            raise ValueError(f"expected {count} entries, found {len(result)}")
+        return result
+    except (IndexError, ValueError) as exc:
+        # Losing the checkpoint only costs a longer recovery: verify every log's last segment.
+        logger.warning("ignoring damaged checkpoint %s: %s", path, exc)
+        return {}
+
+
+def write_checkpoint(path: Path, offsets: Mapping[tuple[str, int], int]) -> None:
+    lines = ["0", str(len(offsets))] + [f"{t} {p} {o}" for (t, p), o in sorted(offsets.items())]
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "w") as f:
+        f.write("\n".join(lines) + "\n")
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    fd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+class LogManager:
+    def __init__(
+        self,
+        data_dir: Path | str,
+        default_config: LogConfig | None = None,
+        now_ms: Callable[[], int] = wall_clock_ms,
+        retention_check_interval_ms: int = 300_000,
+        checkpoint_interval_ms: int = 5_000,
+    ) -> None:
+        self.data_dir = Path(data_dir)
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self.default_config = default_config if default_config is not None else LogConfig()
+        self._clock = now_ms
+        self.retention_check_interval_ms = retention_check_interval_ms
+        self.checkpoint_interval_ms = checkpoint_interval_ms
+        self._lock = threading.Lock()
+        self._logs: dict[tuple[str, int], Log] = {}
+        self._listeners: list[Callable[[Log], None]] = []
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self._last_checkpoint: dict[tuple[str, int], int] = {}
+        self._closed = False
+        self._lock_fd = os.open(self.data_dir / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(self._lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(self._lock_fd)
+            raise StorageError(f"data directory {self.data_dir} is in use by another process") from None
+        try:
+            self._load_all()
+        except BaseException:
+            self._close_logs()
+            os.close(self._lock_fd)
+            raise
+
+    # -- loading ---------------------------------------------------------------------------------
+
+    def _load_all(self) -> None:
+        checkpoint = read_checkpoint(self.data_dir / CHECKPOINT_FILE)
+        for entry in sorted(os.listdir(self.data_dir)):
+            path = self.data_dir / entry
+            topic, dash, part = entry.rpartition("-")
+            if not dash or not part.isdigit() or not path.is_dir():
+                continue
+            try:
+                validate_topic_partition(topic, int(part))
+            except ValueError:
+                logger.warning("ignoring directory %s: not <topic>-<partition>", path)
+                continue
+            key = (topic, int(part))
+            try:
+                log = Log(path, self.default_config, self._clock, recovery_point=checkpoint.get(key))
+            except Exception as exc:
+                raise StorageError(f"cannot load the log in {path}: {exc}") from exc
+            self._attach(key, log)
+        self.checkpoint_recovery_points()
+
+    def _attach(self, key: tuple[str, int], log: Log) -> None:
+        log.flush_requested = self._on_flush_requested
+        for cb in self._listeners:
+            log.add_high_watermark_listener(cb)
+        self._logs[key] = log
+
+    # -- access ----------------------------------------------------------------------------------
+
+    def get(self, topic: str, partition: int) -> Log | None:
+        return self._logs.get((topic, partition))
+
+    def get_or_create(self, topic: str, partition: int, topic_config: Mapping[str, str] | None = None) -> Log:
+        """The partition's log, created if new. A given ``topic_config`` (Kafka names) is applied
+        to an existing log too; ValueError for a bad name or config value."""
+        key = (topic, partition)
+        log = self._logs.get(key)
+        if log is not None and topic_config is None:
+            return log
+        validate_topic_partition(topic, partition)
+        config = LogConfig.from_topic_config(topic_config, self.default_config)
+        with self._lock:
+            if self._closed:
+                raise StorageError("log manager is shut down")
+            log = self._logs.get(key)
+            if log is None:
+                log = Log(self.data_dir / f"{topic}-{partition}", config, self._clock)
+                self._attach(key, log)
+                logger.info("created log %s-%d", topic, partition)
+            elif log.config != config:
+                log.update_config(config)
+            return log
+
+    def all_logs(self) -> dict[tuple[str, int], Log]:
+        return dict(self._logs)
+
+    def add_high_watermark_listener(self, callback: Callable[[Log], None]) -> None:
+        """Register ``callback(log)`` on every log, present and future (see Log)."""
+        with self._lock:
+            self._listeners.append(callback)
+            for log in self._logs.values():
+                log.add_high_watermark_listener(callback)
+
+    # -- flushing, checkpoints, retention ------------------------------------------------------
+
+    def _on_flush_requested(self, log: Log) -> None:
+        self._wake.set()
+
+    def flush_all(self) -> None:
+        for log in list(self._logs.values()):
+            log.flush()
+
+    def checkpoint_recovery_points(self) -> None:
+        """Persist every log's flushed offset (only when something changed)."""
+        offsets = {key: log.flushed_offset for key, log in list(self._logs.items())}
+        if offsets != self._last_checkpoint:
+            write_checkpoint(self.data_dir / CHECKPOINT_FILE, offsets)
+            self._last_checkpoint = offsets
+
+    def flush_pass(self) -> int:
+        """Flush every log that needs it (flush.messages / flush.ms). Returns how many."""
+        n = 0
+        now = self._clock()
+        for log in list(self._logs.values()):
+            try:
+                if log.needs_flush(now):
+                    log.flush()
+                    n += 1
+            except Exception:
+                logger.exception("flush of %s failed", log.name)
+        return n
+
+    def retention_pass(self) -> int:
+        """Roll aged active segments and delete retained ones. Returns segments deleted."""
+        deleted = 0
+        for log in list(self._logs.values()):
+            try:
+                log.roll_if_needed()
+                deleted += log.delete_retained()
+            except Exception:
+                logger.exception("retention of %s failed", log.name)
+        return deleted
+
+    def _tick_seconds(self) -> float:
+        intervals = [log.config.flush_interval_ms for log in list(self._logs.values())]
+        intervals.append(self.default_config.flush_interval_ms)
+        return min(1.0, max(0.005, min(intervals) / 4000))
+
+    def _flusher(self) -> None:
+        last_checkpoint = self._clock()
+        while not self._stop.is_set():
+            self._wake.wait(self._tick_seconds())
+            self._wake.clear()
+            if self._stop.is_set():
+                break
+            self.flush_pass()
+            now = self._clock()
+            if now - last_checkpoint >= self.checkpoint_interval_ms:
+                last_checkpoint = now
+                try:
+                    self.checkpoint_recovery_points()
+                except OSError:
+                    logger.exception("could not write the recovery point checkpoint")
+
+    def _retainer(self) -> None:
+        while not self._stop.wait(self.retention_check_interval_ms / 1000):
+            self.retention_pass()
+
+    def start_background(self) -> None:
+        """Start the flusher and retention threads (daemon threads; stop with shutdown())."""
+        if self._threads:
+            return
+        for target, name in ((self._flusher, "ferry-log-flusher"), (self._retainer, "ferry-log-retention")):
+            t = threading.Thread(target=target, name=name, daemon=True)
+            t.start()
+            self._threads.append(t)
+
+    def shutdown(self) -> None:
+        """Stop the threads, flush and close every log, write the checkpoint, release the lock."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+        self._stop.set()
+        self._wake.set()
+        for t in self._threads:
+            t.join(timeout=30)
+        self._threads = []
+        self._close_logs()
+        try:
+            self.checkpoint_recovery_points()
+        except OSError:
+            logger.exception("could not write the recovery point checkpoint")
+        os.close(self._lock_fd)
+
+    def _close_logs(self) -> None:
+        for log in list(self._logs.values()):
+            try:
+                log.close()
+            except Exception:
+                logger.exception("closing %s failed", log.name)
+
+    def __enter__(self) -> LogManager:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.shutdown()
