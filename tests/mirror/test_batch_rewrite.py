@@ -1,0 +1,123 @@
+"""The batch rewrite keeps every record byte-identical and produces batches a broker accepts."""
+
+from __future__ import annotations
+
+import struct
+
+import pytest
+from kafka.record import MemoryRecords
+from mirror_batches import build_batch, make_control, records
+
+from broker.record.record_batch import validate_batches
+from mirror.batch_rewrite import CorruptBatchError, forward_batches, resequence
+
+T0 = 1_700_000_000_000
+
+
+def decoded(buf: bytes) -> list[tuple]:
+    """Every batch's records as (offset delta, timestamp, key, value, headers), via kafka-python."""
+    out = []
+    mr = MemoryRecords(bytes(buf))
+    while mr.has_next():
+        batch = mr.next_batch()
+        assert batch.validate_crc()
+        out.append([(r.offset - batch.base_offset, r.timestamp, r.key, r.value, r.headers) for r in batch])
+    return out
+
+
+def batch_meta(buf: bytes) -> list[tuple]:
+    out = []
+    mr = MemoryRecords(bytes(buf))
+    while mr.has_next():
+        b = mr.next_batch()
+        out.append((b.producer_id, b.producer_epoch, b.base_sequence, b.is_transactional, b.compression_type,
+                    b.records_count, b.first_timestamp, b.max_timestamp))
+    return out
+
+
+@pytest.mark.parametrize("codec", ["none", "gzip", "snappy", "lz4", "zstd"])
+def test_rewrite_keeps_records_and_stamps_the_mirror_producer(codec: str) -> None:
+    sizes = [5, 1, 17]
+    batches, offset = [], 100
+    for i, n in enumerate(sizes):
+        batches.append(build_batch(records(n, T0 + i * 1000, prefix=f"b{i}"), offset, codec,
+                                   producer_id=9, producer_epoch=2, base_sequence=offset))
+        offset += n
+    data = b"".join(batches)
+    out = forward_batches(data, 100, producer_id=4242, producer_epoch=3, sequence=10)
+    assert out.next_offset == offset and out.messages == sum(sizes) and not out.truncated
+    assert out.next_sequence == 10 + sum(sizes)
+    assert decoded(out.records) == decoded(data)
+    meta = batch_meta(out.records)
+    assert [m[:4] for m in meta] == [(4242, 3, 10, False), (4242, 3, 15, False), (4242, 3, 16, False)]
+    assert [m[4:] for m in meta] == [m[4:] for m in batch_meta(data)]
+    # the compressed payload is untouched: bytes after the 61-byte header are identical
+    for (start, size), h, src in zip(out.spans, out.headers, batches, strict=True):
+        assert bytes(out.records[start + 61:start + size]) == src[61:]
+        assert h.size == size
+    # what the offline broker checks: framing and CRC-32C
+    assert len(validate_batches(bytes(out.records))) == 3
+    assert struct.unpack_from(">q", out.records, 0)[0] == 0  # the target assigns offsets
+
+
+def test_skips_batches_below_the_fetch_offset_and_forwards_a_straddling_one_whole() -> None:
+    b1 = build_batch(records(4, T0), 0)
+    b2 = build_batch(records(4, T0), 4)
+    b3 = build_batch(records(4, T0), 8)
+    data = b1 + b2 + b3
+    out = forward_batches(data, 4, 1, 0, 0)  # b1 ends before 4
+    assert out.skipped_batches == 1 and out.messages == 8 and out.next_offset == 12
+    out = forward_batches(data, 6, 1, 0, 0)  # inside b2: forwarded whole (duplicates, never loss)
+    assert out.messages == 8 and [h.base_offset for h in out.headers] == [4, 8]
+    out = forward_batches(data, 12, 1, 0, 0)
+    assert out.empty and out.next_offset == 12 and out.skipped_batches == 3
+
+
+def test_control_batches_are_skipped_but_consumed() -> None:
+    b1 = build_batch(records(3, T0), 0, producer_id=5, producer_epoch=0, base_sequence=0, transactional=True)
+    ctl = make_control(build_batch(records(1, T0), 3, producer_id=5, producer_epoch=0, base_sequence=3,
+                                   transactional=True))
+    b3 = build_batch(records(2, T0), 4)
+    out = forward_batches(b1 + ctl + b3, 0, 77, 1, 5)
+    assert out.next_offset == 6 and out.messages == 5 and out.skipped_batches == 1
+    meta = batch_meta(out.records)
+    assert [(m[0], m[2], m[3]) for m in meta] == [(77, 5, False), (77, 8, False)]
+    validate_batches(bytes(out.records))  # transactional bit cleared: the broker accepts it
+
+
+def test_truncated_tail_is_left_for_the_next_fetch() -> None:
+    b1 = build_batch(records(3, T0), 0)
+    b2 = build_batch(records(3, T0), 3)
+    out = forward_batches(b1 + b2[:-5], 0, 1, 0, 0)
+    assert out.truncated and out.next_offset == 3 and out.messages == 3
+    out = forward_batches(b2[:30], 3, 1, 0, 0)
+    assert out.truncated and out.empty and out.next_offset == 3
+
+
+def test_corrupt_batch_is_refused_not_laundered() -> None:
+    b1 = bytearray(build_batch(records(3, T0), 0))
+    b1[-1] ^= 0xFF
+    with pytest.raises(CorruptBatchError) as e:
+        forward_batches(bytes(b1), 0, 1, 0, 0)
+    assert e.value.offset == 0
+    bad_magic = bytearray(build_batch(records(3, T0), 0))
+    bad_magic[16] = 1
+    with pytest.raises(CorruptBatchError):
+        forward_batches(bytes(bad_magic), 0, 1, 0, 0)
+
+
+def test_sequences_wrap_like_kafka() -> None:
+    data = build_batch(records(3, T0), 0) + build_batch(records(2, T0), 3)
+    out = forward_batches(data, 0, 1, 0, (1 << 31) - 2)
+    assert [m[2] for m in batch_meta(out.records)] == [(1 << 31) - 2, 1]
+    assert out.next_sequence == 3
+
+
+def test_resequence_restamps_for_a_new_producer() -> None:
+    data = build_batch(records(3, T0), 0, "lz4") + build_batch(records(2, T0), 3, "gzip")
+    out = forward_batches(data, 0, 1, 0, 40)
+    nxt = resequence(out.records, out.spans, 99, 0, 0, out.headers)
+    assert nxt == 5
+    assert [m[:3] for m in batch_meta(out.records)] == [(99, 0, 0), (99, 0, 3)]
+    assert decoded(out.records) == decoded(data)
+    validate_batches(bytes(out.records))
