@@ -1,4 +1,5 @@
-"""Produce (key 0), versions 3-8 served (RecordBatch v2 only; v0-2 carry older message formats)."""
+"""Produce (key 0). Versions 3-8 are served (RecordBatch v2 only). v0-2 still parse and get a well-formed
+answer, so that a client that picked them learns UNSUPPORTED_VERSION per partition instead of hanging."""
 
 from __future__ import annotations
 
@@ -25,7 +26,7 @@ def _topic(r: Reader) -> tuple[str, list[tuple[int, memoryview | None]]]:
 
 
 def parse_request(r: Reader, version: int) -> ProduceRequest:
-    txn = r.nullable_string()  # v3+
+    txn = r.nullable_string() if version >= 3 else None
     acks = r.int16()
     timeout = r.int32()
     return ProduceRequest(txn, acks, timeout, r.array(_topic))
@@ -46,11 +47,14 @@ def encode_response(version: int, topics: list[tuple[str, list[PartitionProduceR
     for name, parts in topics:
         w.string(name).array_len(len(parts))
         for p in parts:
-            w.int32(p.partition).int16(p.error_code).int64(p.base_offset).int64(p.log_append_time)
+            w.int32(p.partition).int16(p.error_code).int64(p.base_offset)
+            if version >= 2:
+                w.int64(p.log_append_time)
             if version >= 5:
                 w.int64(p.log_start_offset)
             if version >= 8:
                 w.array_len(0)  # record_errors
                 w.string(p.error_message)
-    w.int32(0)  # throttle_time_ms
+    if version >= 1:
+        w.int32(0)  # throttle_time_ms
     return bytes(w.buf)

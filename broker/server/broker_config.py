@@ -1,0 +1,195 @@
+"""BrokerConfig: everything a broker process needs, from CLI flags or a Kafka-style properties file.
+
+Flags override the file. Every value is checked here so that a typo stops the broker at start-up with a
+message naming the setting (exit code 2), not with a stack trace minutes later.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from broker.log.log_config import LogConfig
+
+DEFAULT_MAX_REQUEST_BYTES = 100 * 1024 * 1024
+
+
+class ConfigError(ValueError):
+    """A missing or bad broker setting; the message names it."""
+
+
+@dataclass(frozen=True)
+class BrokerConfig:
+    broker_id: int
+    listen_host: str
+    listen_port: int
+    data_dir: Path
+    zookeeper: str
+    datacenter: str
+    advertised_host: str = ""
+    advertised_port: int = 0
+    log: LogConfig = field(default_factory=LogConfig)
+    max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES
+    auto_create_topics: bool = False
+    num_partitions: int = 1
+    zk_session_timeout_s: float = 10.0
+
+    def __post_init__(self) -> None:
+        if self.broker_id < 0 or self.broker_id > 0x7FFFFFFF:
+            raise ConfigError(f"broker.id: {self.broker_id} is out of range (0..2147483647)")
+        _check_port("listeners", self.listen_port, allow_zero=True)
+        if not self.advertised_host:
+            host = self.listen_host
+            if host in ("", "0.0.0.0", "::"):
+                raise ConfigError("advertised.listeners: required when listening on a wildcard address")
+            object.__setattr__(self, "advertised_host", host)
+        if not self.advertised_port:
+            object.__setattr__(self, "advertised_port", self.listen_port)
+        _check_port("advertised.listeners", self.advertised_port, allow_zero=True)
+        if self.max_request_bytes < 1024:
+            raise ConfigError(f"socket.request.max.bytes: {self.max_request_bytes} is too small (minimum 1024)")
+        if self.num_partitions < 1:
+            raise ConfigError(f"num.partitions: {self.num_partitions} must be at least 1")
+        if not self.zookeeper:
+            raise ConfigError("zookeeper.connect: required")
+        if not self.datacenter:
+            raise ConfigError("datacenter: required")
+
+    @property
+    def listen(self) -> str:
+        return f"{self.listen_host}:{self.listen_port}"
+
+    @property
+    def advertised(self) -> str:
+        return f"{self.advertised_host}:{self.advertised_port}"
+
+    @classmethod
+    def from_properties(cls, props: Mapping[str, str]) -> BrokerConfig:
+        """Build from Kafka-style keys (broker.id, listeners, log.dirs, zookeeper.connect, log.segment.bytes...)."""
+        p = {k.strip(): v.strip() for k, v in props.items()}
+        unknown = sorted(set(p) - KNOWN_KEYS)
+        if unknown:
+            raise ConfigError(f"unknown setting(s): {', '.join(unknown)} (known: {', '.join(sorted(KNOWN_KEYS))})")
+        missing = [k for k in ("broker.id", "listeners", "log.dirs", "zookeeper.connect", "datacenter")
+                   if not p.get(k) and not (k == "log.dirs" and p.get("log.dir"))]
+        if missing:
+            raise ConfigError(f"missing required setting(s): {', '.join(missing)}")
+        host, port = parse_host_port(p["listeners"], "listeners")
+        adv_host, adv_port = ("", 0)
+        if p.get("advertised.listeners"):
+            adv_host, adv_port = parse_host_port(p["advertised.listeners"], "advertised.listeners")
+        log_changes: dict[str, object] = {}
+        for key, attr in LOG_KEYS.items():
+            if key in p:
+                log_changes[attr] = _parse_bool(key, p[key]) if attr == "consumers_see_unflushed" \
+                    else _parse_int(key, p[key])
+        if "log.retention.hours" in p and "log.retention.ms" not in p:
+            log_changes["retention_ms"] = _parse_int("log.retention.hours", p["log.retention.hours"]) * 3600_000
+        try:
+            log_config = dataclasses.replace(LogConfig(), **log_changes)
+        except ValueError as e:
+            raise ConfigError(f"log settings: {e}") from None
+        data_dir = p.get("log.dirs") or p["log.dir"]
+        if "," in data_dir:
+            raise ConfigError(f"log.dirs: one directory only, got {data_dir!r}")
+        return cls(
+            broker_id=_parse_int("broker.id", p["broker.id"]),
+            listen_host=host,
+            listen_port=port,
+            data_dir=Path(data_dir),
+            zookeeper=p["zookeeper.connect"],
+            datacenter=p["datacenter"],
+            advertised_host=adv_host,
+            advertised_port=adv_port,
+            log=log_config,
+            max_request_bytes=_parse_int("socket.request.max.bytes",
+                                         p.get("socket.request.max.bytes", str(DEFAULT_MAX_REQUEST_BYTES))),
+            auto_create_topics=_parse_bool("auto.create.topics.enable", p.get("auto.create.topics.enable", "false")),
+            num_partitions=_parse_int("num.partitions", p.get("num.partitions", "1")),
+            zk_session_timeout_s=_parse_int("zookeeper.session.timeout.ms",
+                                            p.get("zookeeper.session.timeout.ms", "10000")) / 1000.0,
+        )
+
+
+# Kafka broker-config key -> LogConfig attribute.
+LOG_KEYS: dict[str, str] = {
+    "log.segment.bytes": "segment_bytes",
+    "log.roll.ms": "segment_ms",
+    "log.retention.ms": "retention_ms",
+    "log.retention.bytes": "retention_bytes",
+    "log.index.interval.bytes": "index_interval_bytes",
+    "log.index.size.max.bytes": "max_index_bytes",
+    "log.flush.interval.messages": "flush_interval_messages",
+    "log.flush.interval.ms": "flush_interval_ms",
+    "message.max.bytes": "max_message_bytes",
+    "log.segment.delete.delay.ms": "file_delete_delay_ms",
+    "log.consumers.see.unflushed": "consumers_see_unflushed",
+}
+
+KNOWN_KEYS = {
+    "broker.id", "listeners", "advertised.listeners", "log.dirs", "log.dir", "zookeeper.connect", "datacenter",
+    "broker.rack", "socket.request.max.bytes", "auto.create.topics.enable", "num.partitions",
+    "zookeeper.session.timeout.ms", "log.retention.hours", *LOG_KEYS,
+}
+
+
+def read_properties(path: str | Path) -> dict[str, str]:
+    """Parse a Java-style properties file (key=value or key: value; # and ! comments)."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as e:
+        raise ConfigError(f"cannot read config file {path}: {e.strerror or e}") from None
+    props: dict[str, str] = {}
+    for lineno, raw in enumerate(text.splitlines(), 1):
+        line = raw.strip()
+        if not line or line[0] in "#!":
+            continue
+        sep = min((i for i in (line.find("="), line.find(":")) if i >= 0), default=-1)
+        if sep <= 0:
+            raise ConfigError(f"{path}:{lineno}: expected key=value, got {raw!r}")
+        key, value = line[:sep].strip(), line[sep + 1:].strip()
+        if key == "broker.rack":
+            key = "datacenter"
+        props[key] = value
+    return props
+
+
+def parse_host_port(text: str, what: str) -> tuple[str, int]:
+    """'HOST:PORT' or 'PLAINTEXT://HOST:PORT' (one listener) -> (host, port)."""
+    value = text.strip()
+    if "://" in value:
+        scheme, _, value = value.partition("://")
+        if scheme.upper() != "PLAINTEXT":
+            raise ConfigError(f"{what}: only PLAINTEXT listeners are supported, got {text!r}")
+    if "," in value:
+        raise ConfigError(f"{what}: exactly one listener expected, got {text!r}")
+    host, sep, port_text = value.rpartition(":")
+    if not sep or not port_text.isdigit():
+        raise ConfigError(f"{what}: expected HOST:PORT, got {text!r}")
+    host = host.strip("[]")
+    port = int(port_text)
+    _check_port(what, port, allow_zero=True)
+    return host, port
+
+
+def _check_port(what: str, port: int, allow_zero: bool) -> None:
+    if port < (0 if allow_zero else 1) or port > 65535:
+        raise ConfigError(f"{what}: port {port} is out of range")
+
+
+def _parse_int(key: str, text: str) -> int:
+    try:
+        return int(str(text).strip())
+    except ValueError:
+        raise ConfigError(f"{key}: expected an integer, got {text!r}") from None
+
+
+def _parse_bool(key: str, text: str) -> bool:
+    t = str(text).strip().lower()
+    if t in ("true", "1", "yes"):
+        return True
+    if t in ("false", "0", "no"):
+        return False
+    raise ConfigError(f"{key}: expected true or false, got {text!r}")

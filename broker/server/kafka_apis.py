@@ -1,0 +1,460 @@
+"""KafkaApis: one handler per API key, called by a connection with each request frame, in order.
+
+`handle(frame)` runs synchronously on the event loop up to the point where a request would wait (an fsync
+for acks=-1, a parked fetch, a ZooKeeper call): appends therefore happen in request order. It returns the
+correlation id and one of: response body (`bytes`, or a list of parts with record slices for sendfile),
+a coroutine producing such a body, or None (acks=0: no response). Bad requests raise CloseConnection.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from broker.protocol import (
+    api_versions,
+    create_topics,
+    fetch,
+    find_coordinator,
+    init_producer_id,
+    list_offsets,
+    metadata,
+    produce,
+)
+from broker.protocol.api_keys import ADVERTISED, ApiKey, is_advertised, is_served
+from broker.protocol.errors import ErrorCode, error_code_of
+from broker.protocol.header import RequestHeader, peek_header, read_request_header
+from broker.protocol.primitives import ProtocolError, Reader
+from broker.server.broker_config import BrokerConfig
+from broker.server.fetch_purgatory import FetchPurgatory
+from broker.server.log_flusher import LogFlusher
+from broker.server.metadata_cache import MetadataCache
+from broker.server.producer_id_manager import ProducerIdManager
+from broker.server.replica_manager import ReplicaManager
+
+log = logging.getLogger(__name__)
+
+Result = bytes | list | Awaitable[Any] | None
+
+EMPTY = b""
+CREATE_TOPIC_WAIT_S = 5.0
+
+
+class CloseConnection(Exception):
+    """The request cannot be answered (malformed, unknown API or version): log it and close the connection."""
+
+
+class KafkaApis:
+    def __init__(self, config: BrokerConfig, metadata_cache: MetadataCache, replicas: ReplicaManager,
+                 registry: Any, producer_ids: ProducerIdManager, purgatory: FetchPurgatory,
+                 flusher: LogFlusher, executor: Any = None) -> None:
+        self.config = config
+        self.metadata = metadata_cache
+        self.replicas = replicas
+        self.registry = registry
+        self.producer_ids = producer_ids
+        self.purgatory = purgatory
+        self.flusher = flusher
+        self.executor = executor
+        self.cluster_id = _cluster_id(config.zookeeper)
+        self._handlers: dict[int, Callable[[RequestHeader, Reader], Result]] = {
+            ApiKey.PRODUCE: self.handle_produce,
+            ApiKey.FETCH: self.handle_fetch,
+            ApiKey.LIST_OFFSETS: self.handle_list_offsets,
+            ApiKey.METADATA: self.handle_metadata,
+            ApiKey.FIND_COORDINATOR: self.handle_find_coordinator,
+            ApiKey.API_VERSIONS: self.handle_api_versions,
+            ApiKey.CREATE_TOPICS: self.handle_create_topics,
+            ApiKey.INIT_PRODUCER_ID: self.handle_init_producer_id,
+        }
+
+    # ------------------------------------------------------------------ dispatch
+    def handle(self, frame: bytes | bytearray) -> tuple[int, Result]:
+        try:
+            api_key, version, correlation_id = peek_header(frame)
+        except ProtocolError as e:
+            raise CloseConnection(str(e)) from None
+        if api_key == ApiKey.API_VERSIONS and version > ADVERTISED[ApiKey.API_VERSIONS][1]:
+            # A newer client: answer in v0 with the ranges we speak (the body of a v3+ request is flexible).
+            return correlation_id, api_versions.encode_response(0, ErrorCode.UNSUPPORTED_VERSION, ADVERTISED)
+        handler = self._handlers.get(api_key)
+        if handler is None:
+            raise CloseConnection(f"unknown api key {api_key} (version {version}, correlation id {correlation_id})")
+        if not is_advertised(api_key, version):
+            lo, hi = ADVERTISED[api_key]
+            raise CloseConnection(f"unsupported version {version} of {ApiKey(api_key).name} (supported {lo}-{hi})")
+        try:
+            header, reader = read_request_header(frame)
+            return correlation_id, handler(header, reader)
+        except ProtocolError as e:
+            raise CloseConnection(f"malformed {ApiKey(api_key).name} v{version} request: {e}") from None
+
+    # ------------------------------------------------------------------ ApiVersions
+    def handle_api_versions(self, header: RequestHeader, r: Reader) -> Result:
+        return api_versions.encode_response(header.api_version, ErrorCode.NONE, ADVERTISED)
+
+    # ------------------------------------------------------------------ Metadata
+    def handle_metadata(self, header: RequestHeader, r: Reader) -> Result:
+        version = header.api_version
+        req = metadata.parse_request(r, version)
+        cache_topics = self.metadata.topics
+        missing = [] if req.topics is None else [t for t in req.topics if t not in cache_topics]
+        if missing and self.config.auto_create_topics and req.allow_auto_topic_creation:
+            return self._metadata_after_create(version, req, missing)
+        return self._metadata_body(version, req.topics)
+
+    async def _metadata_after_create(self, version: int, req: metadata.MetadataRequest,
+                                     missing: list[str]) -> bytes:
+        loop = asyncio.get_running_loop()
+        for name in missing:
+            try:
+                await loop.run_in_executor(self.executor, self.registry.create_topic, name,
+                                           self.config.num_partitions, None)
+                log.info("auto-created topic %s with %d partition(s)", name, self.config.num_partitions)
+            except Exception as e:  # exists already (a race), invalid name ...: the answer below says which
+                log.debug("auto-create of %s: %s", name, e)
+        return self._metadata_body(version, req.topics, created=set(missing))
+
+    def _metadata_body(self, version: int, names: list[str] | None, created: set[str] | frozenset = frozenset()
+                       ) -> bytes:
+        live = self.metadata.brokers
+        topics = self.metadata.topics
+        brokers = [metadata.BrokerMetadata(b.id, b.host, b.port, b.datacenter or None)
+                   for b in sorted(live.values(), key=lambda b: b.id)]
+        out: list[metadata.TopicMetadata] = []
+        for name in (sorted(topics) if names is None else names):
+            info = topics.get(name)
+            if info is None:
+                code = ErrorCode.LEADER_NOT_AVAILABLE if name in created else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                if name in created and _invalid_topic_name(name):
+                    code = ErrorCode.INVALID_TOPIC_EXCEPTION
+                out.append(metadata.TopicMetadata(code, name, []))
+                continue
+            parts = []
+            for p in sorted(info.partitions):
+                leader = info.partitions[p]
+                replicas = list(info.replicas.get(p, (leader,))) if info.replicas else [leader]
+                offline = [b for b in replicas if b not in live]
+                if leader in live:
+                    parts.append(metadata.PartitionMetadata(0, p, leader, replicas, [leader], offline))
+                else:
+                    parts.append(metadata.PartitionMetadata(ErrorCode.LEADER_NOT_AVAILABLE, p, -1, replicas, [],
+                                                            offline))
+            out.append(metadata.TopicMetadata(0, name, parts))
+        return metadata.encode_response(version, brokers, self.cluster_id, self.metadata.controller_id(), out)
+
+    # ------------------------------------------------------------------ Produce
+    def handle_produce(self, header: RequestHeader, r: Reader) -> Result:
+        version = header.api_version
+        req = produce.parse_request(r, version)
+        served = is_served(ApiKey.PRODUCE, version)
+        acks = req.acks
+        results: list[tuple[str, list[produce.PartitionProduceResult]]] = []
+        to_flush: list[tuple[Any, int, produce.PartitionProduceResult]] = []
+        failed = False
+        replicas = self.replicas
+        for topic, partitions in req.topics:
+            tres = []
+            for partition, records in partitions:
+                res = produce.PartitionProduceResult(partition)
+                tres.append(res)
+                if not served:
+                    res.error_code = ErrorCode.UNSUPPORTED_VERSION
+                    res.error_message = "Produce v0-2 (message format v0/v1) is not supported; use v3+"
+                elif acks not in (0, 1, -1):
+                    res.error_code = ErrorCode.INVALID_REQUIRED_ACKS
+                elif req.transactional_id is not None:
+                    res.error_code = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+                    res.error_message = "transactions are not supported"
+                else:
+                    lg, code = replicas.leader_log(topic, partition)
+                    if code:
+                        res.error_code = code
+                    elif not records:
+                        res.error_code = ErrorCode.CORRUPT_MESSAGE
+                        res.error_message = "empty record set"
+                    else:
+                        end = self._append(lg, topic, partition, records, res)
+                        if acks == -1 and end is not None:
+                            to_flush.append((lg, end, res))
+                if res.error_code:
+                    failed = True
+            results.append((topic, tres))
+        if acks == 0:
+            if failed:
+                raise CloseConnection("acks=0 produce failed: " + _describe_errors(results))
+            return None
+        if to_flush:
+            return self._produce_after_flush(version, results, to_flush)
+        return produce.encode_response(version, results)
+
+    def _append(self, lg: Any, topic: str, partition: int, records: memoryview,
+                res: produce.PartitionProduceResult) -> int | None:
+        """Append and fill in `res`; returns the end offset (exclusive) on success."""
+        try:
+            info = lg.append(records)
+        except Exception as e:
+            code = error_code_of(e)
+            res.error_code = code
+            res.error_message = str(e)[:500] or type(e).__name__
+            if code == ErrorCode.UNKNOWN_SERVER_ERROR:
+                log.exception("append to %s-%d failed", topic, partition)
+            else:
+                log.warning("produce to %s-%d rejected (%s): %s", topic, partition, ErrorCode(code).name, e)
+            return None
+        res.base_offset = info.first_offset
+        res.log_append_time = info.log_append_time
+        res.log_start_offset = lg.log_start_offset
+        return info.last_offset + 1
+
+    async def _produce_after_flush(self, version: int, results: list, to_flush: list) -> bytes:
+        outcomes = await asyncio.gather(*(self.flusher.flushed_to(lg, end) for lg, end, _ in to_flush),
+                                        return_exceptions=True)
+        for (lg, _end, res), outcome in zip(to_flush, outcomes, strict=True):
+            if isinstance(outcome, BaseException):
+                log.error("flush of %s failed: %s", lg, outcome)
+                res.error_code = ErrorCode.KAFKA_STORAGE_ERROR
+                res.error_message = f"flush failed: {outcome}"
+        return produce.encode_response(version, results)
+
+    # ------------------------------------------------------------------ Fetch
+    def handle_fetch(self, header: RequestHeader, r: Reader) -> Result:
+        version = header.api_version
+        req = fetch.parse_request(r, version)
+        results, total, errors = self._read_fetch(req)
+        if errors or total >= req.min_bytes or req.max_wait_ms <= 0:
+            return fetch.encode_response(version, results)
+        keys = self._fetch_logs(req)
+        if not keys:
+            return fetch.encode_response(version, results)
+        deadline = time.monotonic() + req.max_wait_ms / 1000.0
+        fut = self.purgatory.watch(keys)  # registered now, so no wake-up between this read and the wait is lost
+        return self._delayed_fetch(version, req, keys, fut, deadline)
+
+    async def _delayed_fetch(self, version: int, req: fetch.FetchRequest, keys: list, fut: asyncio.Future,
+                             deadline: float) -> list:
+        purgatory = self.purgatory
+        try:
+            while True:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    break
+                try:
+                    await asyncio.wait_for(fut, remaining)
+                except TimeoutError:
+                    break
+                purgatory.unwatch(keys, fut)
+                fut = purgatory.watch(keys)
+                results, total, errors = self._read_fetch(req)
+                if errors or total >= req.min_bytes:
+                    return fetch.encode_response(version, results)
+        finally:
+            purgatory.unwatch(keys, fut)
+        results, _total, _errors = self._read_fetch(req)
+        return fetch.encode_response(version, results)
+
+    def _fetch_logs(self, req: fetch.FetchRequest) -> list:
+        out = []
+        for topic, parts in req.topics:
+            for fp in parts:
+                lg, code = self.replicas.leader_log(topic, fp.partition)
+                if lg is not None:
+                    out.append(lg)
+        return out
+
+    def _read_fetch(self, req: fetch.FetchRequest) -> tuple[list, int, bool]:
+        budget = req.max_bytes if req.max_bytes > 0 else 0x7FFFFFFF
+        total = 0
+        errors = False
+        first = True
+        replicas = self.replicas
+        topics_out = []
+        for topic, parts in req.topics:
+            tres = []
+            for fp in parts:
+                lg, code = replicas.leader_log(topic, fp.partition)
+                if code:
+                    tres.append(fetch.PartitionFetchResult(fp.partition, code, records=EMPTY))
+                    errors = True
+                    continue
+                hw = lg.high_watermark
+                start = lg.log_start_offset
+                res = fetch.PartitionFetchResult(fp.partition, 0, hw, hw, start, EMPTY)
+                tres.append(res)
+                offset = fp.fetch_offset
+                if offset < start or offset > lg.log_end_offset:
+                    res.error_code = ErrorCode.OFFSET_OUT_OF_RANGE
+                    errors = True
+                    continue
+                if offset >= hw or budget <= 0 or fp.max_bytes <= 0:
+                    continue
+                try:
+                    sl = lg.read(offset, min(fp.max_bytes, budget), hw)
+                except Exception as e:
+                    res.error_code = error_code_of(e)
+                    errors = True
+                    if res.error_code == ErrorCode.UNKNOWN_SERVER_ERROR:
+                        log.exception("read of %s-%d at %d failed", topic, fp.partition, offset)
+                    continue
+                if sl is None or sl.size <= 0:
+                    continue
+                if not first and sl.size > budget:
+                    continue  # only the first partition may exceed the response limit (KIP-74)
+                first = False
+                res.records = sl
+                budget -= sl.size
+                total += sl.size
+            topics_out.append((topic, tres))
+        return topics_out, total, errors
+
+    # ------------------------------------------------------------------ ListOffsets
+    def handle_list_offsets(self, header: RequestHeader, r: Reader) -> Result:
+        version = header.api_version
+        req = list_offsets.parse_request(r, version)
+        out = []
+        for topic, parts in req.topics:
+            tres = []
+            for partition, ts in parts:
+                res = list_offsets.PartitionOffsetResult(partition)
+                tres.append(res)
+                lg, code = self.replicas.leader_log(topic, partition)
+                if code:
+                    res.error_code = code
+                    continue
+                try:
+                    if ts == list_offsets.EARLIEST_TIMESTAMP:
+                        res.offset = lg.log_start_offset
+                    elif ts == list_offsets.LATEST_TIMESTAMP:
+                        res.offset = lg.high_watermark
+                    elif ts < 0:
+                        res.error_code = ErrorCode.INVALID_REQUEST  # -3 (max timestamp) needs v7
+                    else:
+                        found = lg.offset_for_timestamp(ts)
+                        if found is not None and found[0] < lg.high_watermark:
+                            res.offset, res.timestamp = found
+                except Exception as e:
+                    res.error_code = error_code_of(e)
+                    log.exception("ListOffsets on %s-%d failed", topic, partition)
+            out.append((topic, tres))
+        return list_offsets.encode_response(version, out)
+
+    # ------------------------------------------------------------------ InitProducerId
+    def handle_init_producer_id(self, header: RequestHeader, r: Reader) -> Result:
+        req = init_producer_id.parse_request(r, header.api_version)
+        if req.transactional_id is not None:
+            return init_producer_id.encode_response(header.api_version,
+                                                    ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, -1, -1)
+        return self._init_producer_id(header.api_version)
+
+    async def _init_producer_id(self, version: int) -> bytes:
+        try:
+            pid = await self.producer_ids.next_id()
+        except Exception as e:
+            log.error("cannot allocate a producer id: %s", e)
+            return init_producer_id.encode_response(version, ErrorCode.COORDINATOR_NOT_AVAILABLE, -1, -1)
+        return init_producer_id.encode_response(version, ErrorCode.NONE, pid, 0)
+
+    # ------------------------------------------------------------------ FindCoordinator
+    def handle_find_coordinator(self, header: RequestHeader, r: Reader) -> Result:
+        find_coordinator.parse_request(r, header.api_version)
+        return find_coordinator.encode_response(header.api_version, ErrorCode.COORDINATOR_NOT_AVAILABLE)
+
+    # ------------------------------------------------------------------ CreateTopics
+    def handle_create_topics(self, header: RequestHeader, r: Reader) -> Result:
+        req = create_topics.parse_request(r, header.api_version)
+        return self._create_topics(header.api_version, req)
+
+    async def _create_topics(self, version: int, req: create_topics.CreateTopicsRequest) -> bytes:
+        from broker.log.log_config import LogConfig
+
+        loop = asyncio.get_running_loop()
+        results: list[tuple[str, int, str | None]] = []
+        created: list[str] = []
+        seen: set[str] = set()
+        for t in req.topics:
+            if t.name in seen:
+                results.append((t.name, ErrorCode.INVALID_REQUEST, "topic listed twice in one request"))
+                continue
+            seen.add(t.name)
+            n = self.config.num_partitions if t.num_partitions == -1 else t.num_partitions
+            if t.assignments:
+                results.append((t.name, ErrorCode.INVALID_REQUEST, "manual replica assignments are not supported"))
+                continue
+            if t.replication_factor not in (-1, 1):
+                results.append((t.name, ErrorCode.INVALID_REPLICATION_FACTOR,
+                                "replication factor must be 1 (ferry does not replicate)"))
+                continue
+            if n < 1:
+                results.append((t.name, ErrorCode.INVALID_PARTITIONS, f"partition count {n} must be at least 1"))
+                continue
+            configs = {k: v for k, v in t.configs.items() if v is not None}
+            try:
+                LogConfig.from_topic_config(configs)
+            except ValueError as e:
+                results.append((t.name, ErrorCode.INVALID_CONFIG, str(e)))
+                continue
+            try:
+                if req.validate_only:
+                    if t.name in self.metadata.topics:
+                        raise _topic_exists(t.name)
+                else:
+                    await loop.run_in_executor(self.executor, self.registry.create_topic, t.name, n, configs or None)
+                    created.append(t.name)
+                    log.info("created topic %s with %d partition(s)", t.name, n)
+                results.append((t.name, ErrorCode.NONE, None))
+            except Exception as e:
+                code, message = _registry_error(e)
+                if code == ErrorCode.UNKNOWN_SERVER_ERROR:
+                    log.exception("create_topic %s failed", t.name)
+                results.append((t.name, code, message))
+        # Answer once this broker's metadata shows the new topics, so the client's next request finds them.
+        deadline = time.monotonic() + min(CREATE_TOPIC_WAIT_S, max(req.timeout_ms, 0) / 1000.0)
+        while created and time.monotonic() < deadline:
+            if all(name in self.metadata.topics for name in created):
+                break
+            await asyncio.sleep(0.02)
+        return create_topics.encode_response(version, results)
+
+
+class _TopicExists(Exception):
+    pass
+
+
+def _topic_exists(name: str) -> Exception:
+    return _TopicExists(f"topic {name!r} already exists")
+
+
+def _registry_error(e: Exception) -> tuple[int, str]:
+    name = type(e).__name__
+    code = {
+        "TopicExistsError": ErrorCode.TOPIC_ALREADY_EXISTS,
+        "_TopicExists": ErrorCode.TOPIC_ALREADY_EXISTS,
+        "InvalidTopicError": ErrorCode.INVALID_TOPIC_EXCEPTION,
+        "InvalidPartitionsError": ErrorCode.INVALID_PARTITIONS,
+        "InvalidConfigError": ErrorCode.INVALID_CONFIG,
+        "NoBrokersError": ErrorCode.INVALID_REPLICATION_FACTOR,
+    }.get(name, error_code_of(e))
+    return code, str(e) or name
+
+
+def _invalid_topic_name(name: str) -> bool:
+    try:
+        from broker.zk.topic_name import validate_topic_name
+
+        validate_topic_name(name)
+    except Exception:
+        return True
+    return False
+
+
+def _describe_errors(results: list) -> str:
+    errs = [f"{t}-{p.partition}: {ErrorCode(p.error_code).name}" for t, ps in results for p in ps if p.error_code]
+    return ", ".join(errs[:10])
+
+
+def _cluster_id(zk_connect: str) -> str:
+    _, _, chroot = zk_connect.partition("/")
+    return "ferry:/" + chroot if chroot else "ferry"

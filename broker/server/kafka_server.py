@@ -1,0 +1,109 @@
+"""KafkaServer: one broker process. Wires the LogManager (storage), the ClusterRegistry (ZooKeeper), the
+metadata cache fed by registry watches, and the socket server; registers /brokers/ids/<id> once it listens,
+and on SIGTERM/SIGINT unregisters, closes connections and flushes every log.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from broker.server.broker_config import BrokerConfig
+from broker.server.fetch_purgatory import FetchPurgatory
+from broker.server.kafka_apis import KafkaApis
+from broker.server.log_flusher import LogFlusher
+from broker.server.metadata_cache import MetadataCache
+from broker.server.producer_id_manager import ProducerIdManager
+from broker.server.replica_manager import ReplicaManager
+from broker.server.socket_server import SocketServer
+
+log = logging.getLogger(__name__)
+
+METADATA_WAIT_S = 10.0
+
+
+class KafkaServer:
+    def __init__(self, config: BrokerConfig) -> None:
+        self.config = config
+        self.log_manager: Any = None
+        self.registry: Any = None
+        self.socket_server: SocketServer | None = None
+        self._stop = asyncio.Event()
+        self._executor = ThreadPoolExecutor(max_workers=8, thread_name_prefix="broker-io")
+
+    def request_stop(self) -> None:
+        self._stop.set()
+
+    async def run(self) -> None:
+        """Start, serve until a stop signal, shut down cleanly."""
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            try:
+                loop.add_signal_handler(sig, self.request_stop)
+            except (NotImplementedError, RuntimeError):  # not the main thread
+                pass
+        try:
+            await self.startup()
+            await self._stop.wait()
+            log.info("broker %d shutting down", self.config.broker_id)
+        finally:
+            await self.shutdown()
+
+    async def startup(self) -> None:
+        from broker.log.log_manager import LogManager
+        from broker.zk.cluster_registry import ClusterRegistry
+
+        cfg = self.config
+        loop = asyncio.get_running_loop()
+        cfg.data_dir.mkdir(parents=True, exist_ok=True)
+        log.info("broker %d starting: data dir %s, zookeeper %s, datacenter %s", cfg.broker_id, cfg.data_dir,
+                 cfg.zookeeper, cfg.datacenter)
+        # Recovery scans segments: do it off the loop (nothing else runs yet, but signals stay responsive).
+        self.log_manager = await loop.run_in_executor(self._executor, LogManager, cfg.data_dir, cfg.log)
+        self.registry = ClusterRegistry(cfg.zookeeper, timeout=cfg.zk_session_timeout_s)
+        await loop.run_in_executor(self._executor, self.registry.start)
+
+        purgatory = FetchPurgatory(loop)
+        metadata = MetadataCache()
+        # Parked fetches wake when a log's high watermark moves (flush, or append if unflushed is visible).
+        self.log_manager.add_high_watermark_listener(purgatory.notify_threadsafe)
+        replicas = ReplicaManager(cfg.broker_id, metadata, self.log_manager)
+        self.registry.watch_brokers(metadata.update_brokers)
+        self.registry.watch_topics(metadata.update_topics)
+        # Serve only after the first snapshot of the topics arrived (and our partitions have logs).
+        if not await loop.run_in_executor(self._executor, metadata.topics_seen.wait, METADATA_WAIT_S):
+            log.warning("no topic snapshot from ZooKeeper after %.0fs; serving anyway", METADATA_WAIT_S)
+        self.log_manager.start_background()
+
+        producer_ids = ProducerIdManager(lambda: self.registry.client, cfg.broker_id)
+        flusher = LogFlusher(loop, self._executor)
+        apis = KafkaApis(cfg, metadata, replicas, self.registry, producer_ids, purgatory, flusher, self._executor)
+        self.socket_server = SocketServer(cfg.listen_host, cfg.listen_port, apis, cfg.max_request_bytes)
+        port = self.socket_server.bind()
+        self.socket_server.start()
+        adv_port = cfg.advertised_port or port
+        log.info("broker %d listening on %s:%d (advertised %s:%d)", cfg.broker_id, cfg.listen_host, port,
+                 cfg.advertised_host, adv_port)
+        await loop.run_in_executor(self._executor, self.registry.register_broker, cfg.broker_id,
+                                   cfg.advertised_host, adv_port, cfg.datacenter)
+        log.info("broker %d registered in ZooKeeper", cfg.broker_id)
+
+    async def shutdown(self) -> None:
+        loop = asyncio.get_running_loop()
+        if self.registry is not None:
+            try:
+                await loop.run_in_executor(self._executor, self.registry.unregister_broker)
+            except Exception as e:
+                log.warning("unregistering from ZooKeeper failed: %s", e)
+        if self.socket_server is not None:
+            await self.socket_server.stop()
+        if self.log_manager is not None:
+            await loop.run_in_executor(self._executor, self.log_manager.shutdown)
+            log.info("logs flushed and closed")
+        if self.registry is not None:
+            await loop.run_in_executor(self._executor, self.registry.stop)
+        self._executor.shutdown(wait=True)
+        log.info("broker %d stopped", self.config.broker_id)

@@ -1,0 +1,79 @@
+"""SocketServer: accepts connections on the listen address and runs one Connection per client.
+
+Connections own their sockets outright (no asyncio transport in between), which lets the fetch path call
+`os.sendfile` on the socket and wait for writability itself.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import socket
+
+from broker.server.connection import Connection
+from broker.server.kafka_apis import KafkaApis
+
+log = logging.getLogger(__name__)
+
+
+class SocketServer:
+    def __init__(self, host: str, port: int, apis: KafkaApis, max_request_bytes: int, backlog: int = 1024) -> None:
+        self.host = host
+        self.port = port
+        self.apis = apis
+        self.max_request_bytes = max_request_bytes
+        self.backlog = backlog
+        self._listener: socket.socket | None = None
+        self._accept_task: asyncio.Task | None = None
+        self._connections: set[asyncio.Task] = set()
+
+    def bind(self) -> int:
+        """Bind and listen (synchronously, so a taken port fails start-up); returns the bound port."""
+        family = socket.AF_INET6 if ":" in self.host else socket.AF_INET
+        self._listener = socket.create_server((self.host, self.port), family=family, backlog=self.backlog,
+                                              reuse_port=False)
+        self._listener.setblocking(False)
+        self.port = self._listener.getsockname()[1]
+        return self.port
+
+    def start(self) -> None:
+        if self._listener is None:
+            self.bind()
+        self._accept_task = asyncio.create_task(self._accept_loop(), name="acceptor")
+
+    async def _accept_loop(self) -> None:
+        loop = asyncio.get_running_loop()
+        assert self._listener is not None
+        while True:
+            try:
+                sock, addr = await loop.sock_accept(self._listener)
+            except asyncio.CancelledError:
+                raise
+            except OSError as e:  # EMFILE and friends: back off instead of spinning
+                log.error("accept failed: %s", e)
+                await asyncio.sleep(0.1)
+                continue
+            sock.setblocking(False)
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            peer = f"{addr[0]}:{addr[1]}"
+            conn = Connection(sock, peer, self.apis, self.max_request_bytes)
+            task = asyncio.create_task(conn.serve(), name=f"connection {peer}")
+            self._connections.add(task)
+            task.add_done_callback(self._connections.discard)
+
+    async def stop(self) -> None:
+        """Stop accepting and close every connection (pending responses are dropped)."""
+        if self._accept_task is not None:
+            self._accept_task.cancel()
+            await asyncio.gather(self._accept_task, return_exceptions=True)
+        if self._listener is not None:
+            self._listener.close()
+            self._listener = None
+        tasks = list(self._connections)
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    @property
+    def connection_count(self) -> int:
+        return len(self._connections)
