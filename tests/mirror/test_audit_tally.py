@@ -1,0 +1,75 @@
+"""Audit bucketing of forwarded batches: header shortcut when it is exact, per-record otherwise."""
+
+from __future__ import annotations
+
+import struct
+from collections import Counter
+
+import crc32c
+import pytest
+from mirror_batches import build_batch, records
+
+from audit.bucket import BUCKET_MS, bucket_start
+from audit.counter import AuditCounter
+from mirror.audit_tally import tally_batches
+from mirror.batch_rewrite import forward_batches
+
+B0 = 1_700_000_400_000 - 1_700_000_400_000 % BUCKET_MS  # a bucket boundary
+
+
+def expected(recs_per_batch: list[list]) -> Counter:
+    c: Counter = Counter()
+    for recs in recs_per_batch:
+        for ts, *_ in recs:
+            c[bucket_start(ts)] += 1
+    return c
+
+
+def tally(data: bytes, topic: str = "events") -> tuple[Counter, int]:
+    out = forward_batches(data, 0, 1, 0, 0)
+    got: Counter = Counter()
+
+    def count(t: str, ts: int, n: int) -> None:
+        assert t == topic
+        got[bucket_start(ts)] += n
+
+    decoded = tally_batches(count, topic, out.records, out.spans, out.headers)
+    return got, decoded
+
+
+@pytest.mark.parametrize("codec", ["none", "lz4", "zstd", "gzip", "snappy"])
+def test_batches_inside_one_bucket_are_counted_from_the_header(codec: str) -> None:
+    r1 = records(50, B0 + 1000, step_ms=10)
+    r2 = records(7, B0 + 5 * BUCKET_MS + 3, step_ms=1)
+    got, decoded = tally(build_batch(r1, 0, codec) + build_batch(r2, 50, codec))
+    assert got == expected([r1, r2]) and decoded == 0
+
+
+@pytest.mark.parametrize("codec", ["none", "lz4", "zstd"])
+def test_a_batch_across_a_boundary_is_decoded(codec: str) -> None:
+    r1 = records(40, B0 - 20 * 1000, step_ms=1000)  # 20 s before the boundary to 20 s after
+    r2 = records(5, B0 + 2 * BUCKET_MS, step_ms=1)
+    got, decoded = tally(build_batch(r1, 0, codec) + build_batch(r2, 40, codec))
+    assert got == expected([r1, r2]) and decoded == 40
+    assert got[B0 - BUCKET_MS] == 20 and got[B0] == 20 + 0  # r1 split 20/20; r2 in its own bucket
+
+
+def test_log_append_time_batches_count_in_the_broker_time_bucket() -> None:
+    buf = bytearray(build_batch(records(10, B0 - 5000, step_ms=1000), 0))
+    attrs = struct.unpack_from(">h", buf, 21)[0] | 0x08
+    struct.pack_into(">h", buf, 21, attrs)
+    struct.pack_into(">q", buf, 35, B0 + 42)  # maxTimestamp = the broker's append time
+    struct.pack_into(">I", buf, 17, crc32c.crc32c(bytes(buf[21:])))
+    got, decoded = tally(bytes(buf))
+    assert got == Counter({B0: 10}) and decoded == 0
+
+
+def test_tally_feeds_the_audit_counter_and_skips_the_audit_topic() -> None:
+    counter = AuditCounter("mirror", "ferry-mirror", "offline", host="h")
+    r1 = records(12, B0 - 3000, step_ms=500)
+    out = forward_batches(build_batch(r1, 0, "lz4"), 0, 1, 0, 0)
+    tally_batches(counter.count, "events", out.records, out.spans, out.headers)
+    tally_batches(counter.count, "_audit", out.records, out.spans, out.headers)
+    events = counter.snapshot_and_reset()
+    assert {(e.topic, e.bucket_start, e.count, e.tier) for e in events} == {
+        ("events", B0 - BUCKET_MS, 6, "mirror"), ("events", B0, 6, "mirror")}
