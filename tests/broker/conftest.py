@@ -1,0 +1,10 @@
+"""Broker tests: make the helper modules next to this file importable (pytest runs in importlib mode)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+_HERE = str(Path(__file__).resolve().parent)
+if _HERE not in sys.path:
+    sys.path.insert(0, _HERE)
