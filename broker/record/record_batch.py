@@ -28,6 +28,7 @@ ATTRIBUTES_POS = 21  # the CRC covers [ATTRIBUTES_POS, end of batch)
 MAGIC_POS = 16
 CURRENT_MAGIC = 2
 MIN_BATCH_LENGTH = BATCH_HEADER_SIZE - LOG_OVERHEAD  # 49
+LEGACY_MIN_LENGTH = 14  # smallest v0 message: what a size below means garbage, not an old format
 
 COMPRESSION_MASK = 0x07
 TIMESTAMP_TYPE_MASK = 0x08
@@ -110,8 +111,12 @@ def batch_crc(buf: bytes | bytearray | memoryview, pos: int, size: int) -> int:
 
 def check_header(h: RecordBatchHeader, pos: int, available: int) -> None:
     """Structural checks of one header that needs ``available`` bytes from ``pos`` to hold the batch."""
+    if h.batch_length < LEGACY_MIN_LENGTH or not 0 <= h.magic <= CURRENT_MAGIC:
+        raise CorruptRecordError(
+            f"bytes at {pos} are not a record batch (batchLength {h.batch_length}, magic {h.magic})"
+        )
     if h.magic != CURRENT_MAGIC:
-        # Look at the magic before the length: v0/v1 message sets have another layout.
+        # v0/v1 message sets keep their magic at the same byte; Produce v3+ must carry v2 batches.
         raise InvalidRecordError(f"record batch at byte {pos} has magic {h.magic}; only magic 2 is supported")
     if h.batch_length < MIN_BATCH_LENGTH:
         raise CorruptRecordError(f"record batch at byte {pos} has batchLength {h.batch_length} < {MIN_BATCH_LENGTH}")
