@@ -1,0 +1,141 @@
+"""Idempotent producers: a retried batch is never appended twice, gaps and fenced epochs are
+refused, and the state survives a clean close and a crash."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from storage_batches import build_batch, decode
+
+from broker.log.log import Log
+from broker.log.log_config import LogConfig
+from broker.log.producer_state import SNAPSHOT_FILE
+from broker.record.errors import InvalidProducerEpochError, OutOfOrderSequenceError
+
+PID = 4242
+
+
+def pbatch(seq: int, count: int = 3, epoch: int = 0, pid: int = PID) -> bytes:
+    return build_batch(count, producer_id=pid, producer_epoch=epoch, base_sequence=seq)
+
+
+def records_on_disk(log: Log) -> list[int]:
+    return [r.offset for p in sorted(log.dir.glob("*.log")) for _, rs in decode(p.read_bytes()) for r in rs]
+
+
+def test_retry_is_not_appended_twice(tmp_path: Path) -> None:
+    log = Log(tmp_path / "t-0")
+    first = pbatch(0)
+    a = log.append(first)
+    b = log.append(pbatch(3))
+    assert (a.first_offset, a.last_offset, b.first_offset) == (0, 2, 3)
+    again = log.append(first)  # the producer never saw the answer and retries
+    assert (again.first_offset, again.last_offset, again.duplicate) == (0, 2, True)
+    assert log.log_end_offset == 6
+    assert log.append(pbatch(3)).duplicate
+    assert log.append(pbatch(6)).first_offset == 6
+    assert records_on_disk(log) == list(range(9))
+    log.close()
+
+
+def test_sequence_gap_refused(tmp_path: Path) -> None:
+    log = Log(tmp_path / "t-0")
+    log.append(pbatch(0))
+    with pytest.raises(OutOfOrderSequenceError) as exc:
+        log.append(pbatch(5))
+    assert exc.value.kafka_error_code == 45
+    assert log.log_end_offset == 3
+    log.append(pbatch(3))
+    log.close()
+
+
+def test_old_duplicate_outside_the_window(tmp_path: Path) -> None:
+    log = Log(tmp_path / "t-0")
+    for i in range(7):
+        log.append(pbatch(3 * i))
+    # the last five are remembered
+    assert log.append(pbatch(6)).duplicate
+    with pytest.raises(OutOfOrderSequenceError):
+        log.append(pbatch(0))
+    log.close()
+
+
+def test_epochs(tmp_path: Path) -> None:
+    log = Log(tmp_path / "t-0")
+    log.append(pbatch(0, epoch=1))
+    log.append(pbatch(3, epoch=1))
+    with pytest.raises(InvalidProducerEpochError) as exc:
+        log.append(pbatch(6, epoch=0))
+    assert exc.value.kafka_error_code == 47
+    with pytest.raises(OutOfOrderSequenceError):
+        log.append(pbatch(6, epoch=2))  # a new epoch starts at sequence 0
+    info = log.append(pbatch(0, epoch=2))
+    assert info.first_offset == 6 and not info.duplicate
+    with pytest.raises(InvalidProducerEpochError):
+        log.append(pbatch(3, epoch=1))
+    log.close()
+
+
+def test_producers_are_independent_and_non_idempotent_batches_pass(tmp_path: Path) -> None:
+    log = Log(tmp_path / "t-0")
+    log.append(pbatch(0, pid=1))
+    log.append(pbatch(0, pid=2))
+    same = build_batch(2)
+    log.append(same)
+    assert not log.append(same).duplicate  # no producer id: no idempotence
+    assert log.append(pbatch(0, pid=1)).duplicate
+    assert log.log_end_offset == 10
+    log.close()
+
+
+def test_unknown_producer_may_start_anywhere(tmp_path: Path) -> None:
+    # e.g. its earlier batches were removed by retention (Kafka accepts this since KIP-360)
+    log = Log(tmp_path / "t-0")
+    assert log.append(pbatch(500)).first_offset == 0
+    with pytest.raises(OutOfOrderSequenceError):
+        log.append(pbatch(504))
+    log.close()
+
+
+def test_sequence_wraps(tmp_path: Path) -> None:
+    log = Log(tmp_path / "t-0")
+    log.append(pbatch(0x7FFFFFFF - 2, count=3))
+    assert log.append(pbatch(0, count=2)).first_offset == 3
+    log.close()
+
+
+def test_several_batches_of_one_producer_in_one_payload(tmp_path: Path) -> None:
+    log = Log(tmp_path / "t-0")
+    log.append(pbatch(0) + pbatch(3))
+    with pytest.raises(OutOfOrderSequenceError):
+        log.append(pbatch(6) + pbatch(10))
+    assert log.log_end_offset == 6
+    assert log.append(pbatch(3)).duplicate
+    log.close()
+
+
+@pytest.mark.parametrize("clean", [True, False])
+def test_state_survives_reopen(tmp_path: Path, clean: bool) -> None:
+    config = LogConfig(segment_bytes=3000)
+    log = Log(tmp_path / "t-0", config)
+    for i in range(20):
+        log.append(pbatch(3 * i))
+    log.append(pbatch(0, pid=7, epoch=3))
+    end = log.log_end_offset
+    if clean:
+        log.close()
+        assert (tmp_path / "t-0" / SNAPSHOT_FILE).exists()
+    else:
+        log.flush()  # crash: no snapshot, state comes from the batch headers
+    again = Log(tmp_path / "t-0", config)
+    assert not (tmp_path / "t-0" / SNAPSHOT_FILE).exists()  # consumed at load
+    dup = again.append(pbatch(57))
+    assert dup.duplicate and (dup.first_offset, dup.last_offset) == (57, 59)
+    assert again.append(pbatch(0, pid=7, epoch=3)).duplicate
+    with pytest.raises(OutOfOrderSequenceError):
+        again.append(pbatch(61))
+    with pytest.raises(InvalidProducerEpochError):
+        again.append(pbatch(3, pid=7, epoch=2))
+    assert again.append(pbatch(60)).first_offset == end
+    again.close()
