@@ -20,19 +20,23 @@ class LogFlusher:
         self._inflight: dict[int, asyncio.Future] = {}
 
     async def flushed_to(self, log: Any, offset: int) -> None:
-        """Return once `log.flushed_offset >= offset` (offset exclusive)."""
-        for _ in range(4):
-            if log.flushed_offset >= offset:
-                return
-            key = id(log)
+        """Return once `log.flushed_offset >= offset` (offset exclusive).
+
+        Joining a flush already in flight may not cover this append (it took its snapshot before), so the
+        loop starts another; a flush started after the append always covers it, hence at most two rounds.
+        """
+        key = id(log)
+        rounds = 0
+        while log.flushed_offset < offset:
+            if rounds >= 3:
+                raise FlushError(f"flushed offset {log.flushed_offset} < {offset} after flushing")
+            rounds += 1
             fut = self._inflight.get(key)
-            if fut is None:
+            if fut is None or fut.done():  # done but its forget callback has not run yet: start anew
                 fut = self._loop.run_in_executor(self._executor, log.flush)
                 self._inflight[key] = fut
                 fut.add_done_callback(lambda f, key=key: self._forget(key, f))
             await asyncio.shield(fut)
-        if log.flushed_offset < offset:
-            raise FlushError(f"flushed offset {log.flushed_offset} < {offset} after flushing")
 
     def _forget(self, key: int, fut: asyncio.Future) -> None:
         if self._inflight.get(key) is fut:
