@@ -84,6 +84,7 @@ class Log:
         self.flush_requested: Callable[[Log], None] | None = None  # set by LogManager
         self.producer_state = ProducerStateManager()
         self._appended_messages = 0
+        self._snapshot_updates = -1
         self._flushed_messages = 0
         self._first_unflushed_ms: int | None = None
         self._dir_dirty = False
@@ -198,9 +199,10 @@ class Log:
         self.log_end_offset = segments[-1].next_offset
         self.flushed_offset = self.log_end_offset
         self._rebuild_producer_state()
+        self.recovered_segments = len(recovered)
         logger.info(
-            "%s: loaded %d segments, offsets [%d, %d)", self.name, len(segments),
-            self.log_start_offset, self.log_end_offset,
+            "%s: loaded %d segments (%d verified), offsets [%d, %d)", self.name, len(segments),
+            len(recovered), self.log_start_offset, self.log_end_offset,
         )
 
     def _rebuild_producer_state(self) -> None:
@@ -459,6 +461,21 @@ class Log:
             else:
                 keep.append((deadline, seg))
         self._pending_deletes = keep
+
+    def snapshot_producer_state(self) -> bool:
+        """Save the idempotence state (if it changed) so the next start scans only what follows.
+
+        Safe at any time: a snapshot beyond the log end after a crash is ignored at load.
+        """
+        with self._flush_lock:
+            with self._lock:
+                if self._closed or self.producer_state.updates == self._snapshot_updates:
+                    return False
+                updates = self.producer_state.updates
+                text = self.producer_state.dump(self.log_end_offset)
+            ProducerStateManager.write_snapshot_text(self.dir, text)
+            self._snapshot_updates = updates
+            return True
 
     # -- close -----------------------------------------------------------------------------------
 

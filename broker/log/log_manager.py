@@ -182,7 +182,12 @@ class LogManager:
             log.flush()
 
     def checkpoint_recovery_points(self) -> None:
-        """Persist every log's flushed offset (only when something changed)."""
+        """Persist every log's flushed offset (when it changed) and producer-state snapshots."""
+        for log in list(self._logs.values()):
+            try:
+                log.snapshot_producer_state()
+            except OSError:
+                logger.exception("could not snapshot the producer state of %s", log.name)
         offsets = {key: log.flushed_offset for key, log in list(self._logs.items())}
         if offsets != self._last_checkpoint:
             write_checkpoint(self.data_dir / CHECKPOINT_FILE, offsets)

@@ -4,7 +4,8 @@ transactions).
 Per producer id the partition remembers the epoch and the last five batches appended
 (first/last sequence and offsets). A retried batch that matches one of them is answered with the
 original offsets and not written again; a sequence gap is refused. The state is rebuilt from the
-batch headers on disk, and a snapshot taken at a clean close saves the scan at the next start.
+batch headers on disk; a snapshot (written at close and by the log manager's checkpoints) limits
+that scan to the batches after it.
 """
 
 from __future__ import annotations
@@ -57,6 +58,7 @@ def _in_sequence(last_seq: int, next_seq: int) -> bool:
 class ProducerStateManager:
     def __init__(self) -> None:
         self.producers: dict[int, ProducerStateEntry] = {}
+        self.updates = 0  # bumped by update(): tells whether a new snapshot is worth writing
 
     def find_duplicate(self, headers: list[RecordBatchHeader]) -> BatchMetadata | None:
         """The metadata of an earlier append that one of these batches repeats, or None."""
@@ -110,6 +112,7 @@ class ProducerStateManager:
         pid = h.producer_id
         if pid < 0:
             return
+        self.updates += 1
         entry = self.producers.get(pid)
         if entry is None or h.producer_epoch != entry.epoch:
             entry = ProducerStateEntry(h.producer_epoch)
@@ -120,9 +123,9 @@ class ProducerStateManager:
 
     # -- snapshot ----------------------------------------------------------------------------
 
-    def write_snapshot(self, directory: Path, offset: int) -> None:
-        """State as of ``offset`` (the next offset), written atomically."""
-        data = {
+    def dump(self, offset: int) -> str:
+        """The state as of ``offset`` (the next offset) as JSON text."""
+        return json.dumps({
             "version": 1,
             "offset": offset,
             "producers": {
@@ -130,14 +133,21 @@ class ProducerStateManager:
                                                          for b in e.batches]}
                 for pid, e in self.producers.items()
             },
-        }
+        })
+
+    @staticmethod
+    def write_snapshot_text(directory: Path, text: str) -> None:
+        """Write a dump() atomically (tmp file, fsync, rename)."""
         path = Path(directory) / SNAPSHOT_FILE
         tmp = path.with_name(path.name + ".tmp")
         with open(tmp, "w") as f:
-            json.dump(data, f)
+            f.write(text)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
+
+    def write_snapshot(self, directory: Path, offset: int) -> None:
+        self.write_snapshot_text(directory, self.dump(offset))
 
     @staticmethod
     def take_snapshot(directory: Path) -> tuple[int, ProducerStateManager] | None:
