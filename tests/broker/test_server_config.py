@@ -1,0 +1,116 @@
+"""`ferry broker` settings: flags, a Kafka-style --config file, clear errors with exit code 2, and a clean
+SIGTERM shutdown of a broker configured from a file."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+
+import pytest
+
+from broker.cli.broker_cmd import build_config
+from broker.server.broker_config import BrokerConfig
+from ferry.cli import build_parser
+from ferry.embedded import free_port, wait_for_port
+
+BASE = ["--id", "3", "--listen", "127.0.0.1:9092", "--data-dir", "/tmp/d", "--zookeeper", "zk:2181/ferry/live",
+        "--datacenter", "live"]
+
+
+def _config(argv: list[str]) -> BrokerConfig:
+    args = build_parser("broker").parse_args(["broker", *argv])
+    return build_config(args)
+
+
+def _run_cli(argv: list[str], timeout: float = 30) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "ferry.cli", "broker", *argv], capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def test_flags_build_the_config():
+    cfg = _config([*BASE, "--advertised", "broker3.example:19092", "--log-segment-bytes", "1048576",
+                   "--retention-ms", "3600000", "--retention-bytes", "5000000", "--flush-messages", "50",
+                   "--flush-ms", "25", "--max-message-bytes", "2000000", "--max-request-bytes", "5000000",
+                   "--auto-create-topics", "--num-partitions", "3"])
+    assert (cfg.broker_id, cfg.listen_host, cfg.listen_port) == (3, "127.0.0.1", 9092)
+    assert (cfg.advertised_host, cfg.advertised_port) == ("broker3.example", 19092)
+    assert cfg.zookeeper == "zk:2181/ferry/live" and cfg.datacenter == "live"
+    assert cfg.log.segment_bytes == 1048576 and cfg.log.retention_ms == 3600000
+    assert cfg.log.retention_bytes == 5000000 and cfg.log.flush_interval_messages == 50
+    assert cfg.log.flush_interval_ms == 25 and cfg.log.max_message_bytes == 2000000
+    assert cfg.max_request_bytes == 5000000 and cfg.auto_create_topics and cfg.num_partitions == 3
+    plain = _config(BASE)
+    assert plain.advertised == "127.0.0.1:9092" and not plain.auto_create_topics
+    assert plain.max_request_bytes == 100 * 1024 * 1024
+
+
+def test_config_file_with_flag_overrides(tmp_path):
+    f = tmp_path / "broker.properties"
+    f.write_text("# a Kafka-style file\nbroker.id=7\nlisteners=PLAINTEXT://127.0.0.1:9999\nlog.dirs=/data/k\n"
+                 "zookeeper.connect=z:2181/ferry/offline\nbroker.rack=offline\nlog.retention.hours=2\n"
+                 "log.flush.interval.ms: 30\n")
+    cfg = _config(["--config", str(f), "--id", "8"])
+    assert cfg.broker_id == 8 and cfg.listen_port == 9999 and str(cfg.data_dir) == "/data/k"
+    assert cfg.datacenter == "offline" and cfg.log.retention_ms == 2 * 3600_000 and cfg.log.flush_interval_ms == 30
+
+
+@pytest.mark.parametrize("argv, message", [
+    (BASE[2:], "broker.id"),
+    ([*BASE, "--log-segment-bytes", "5"], "segment.bytes"),
+    ([*BASE, "--flush-messages", "0"], "flush"),
+    ([*BASE, "--max-request-bytes", "10"], "socket.request.max.bytes"),
+    ([*BASE[:2], "--listen", "nowhere", *BASE[4:]], "listeners"),
+    ([*BASE[:2], "--listen", "127.0.0.1:70000", *BASE[4:]], "port"),
+    ([*BASE, "--advertised", "SSL://h:1"], "PLAINTEXT"),
+    ([*BASE, "--id", "-1"], "broker.id"),
+])
+def test_bad_settings_exit_2_naming_the_setting(argv, message):
+    r = _run_cli(argv)
+    assert r.returncode == 2, r
+    assert message in r.stderr, r.stderr
+    assert "Traceback" not in r.stderr
+
+
+def test_bad_config_file_exits_2(tmp_path):
+    f = tmp_path / "bad.properties"
+    f.write_text("broker.id=1\nlisteners=127.0.0.1:1\nlog.dirs=/x\nzookeeper.connect=z:1/c\ndatacenter=a\n"
+                 "log.retentoin.ms=5\n")
+    r = _run_cli(["--config", str(f)])
+    assert r.returncode == 2 and "log.retentoin.ms" in r.stderr
+    r = _run_cli(["--config", str(tmp_path / "missing.properties")])
+    assert r.returncode == 2 and "missing.properties" in r.stderr
+    r = _run_cli([*BASE[:2], "--id", "abc"])
+    assert r.returncode == 2 and "invalid int value" in r.stderr
+
+
+def test_help_documents_every_flag():
+    r = _run_cli(["--help"])
+    assert r.returncode == 0
+    parser = build_parser("broker")
+    sub = parser._subparsers._group_actions[0].choices["broker"]  # type: ignore[union-attr]
+    for action in sub._actions:
+        for opt in action.option_strings:
+            assert opt in r.stdout
+        if action.option_strings and action.dest != "help":
+            assert action.help, f"{action.option_strings} has no help text"
+
+
+def test_broker_from_config_file_starts_and_stops_cleanly_on_sigterm(zk_connect, tmp_path):
+    port = free_port()
+    f = tmp_path / "b.properties"
+    f.write_text(f"broker.id=4\nlisteners=127.0.0.1:{port}\nlog.dirs={tmp_path / 'data'}\n"
+                 f"zookeeper.connect={zk_connect}\ndatacenter=live\n")
+    out = open(tmp_path / "out.log", "wb")  # noqa: SIM115
+    proc = subprocess.Popen([sys.executable, "-m", "ferry.cli", "broker", "--config", str(f)], stdout=out,
+                            stderr=subprocess.STDOUT)
+    try:
+        wait_for_port("127.0.0.1", port, 30, proc, tmp_path / "out.log")
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=20) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        out.close()
+    text = (tmp_path / "out.log").read_text()
+    assert "registered in ZooKeeper" in text and "logs flushed and closed" in text and "broker 4 stopped" in text
