@@ -9,6 +9,7 @@ second broker out of the same directory.
 from __future__ import annotations
 
 import fcntl
+import json
 import logging
 import os
 import re
@@ -23,6 +24,7 @@ from broker.record.errors import StorageError
 logger = logging.getLogger("ferry.log")
 
 CHECKPOINT_FILE = "recovery-point-offset-checkpoint"
+TOPIC_CONFIG_FILE = "topic-config.json"  # per partition dir: the last topic config given, for restarts
 LOCK_FILE = ".lock"
 _TOPIC_RE = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
 
@@ -89,6 +91,7 @@ class LogManager:
         self.checkpoint_interval_ms = checkpoint_interval_ms
         self._lock = threading.Lock()
         self._logs: dict[tuple[str, int], Log] = {}
+        self._given: dict[tuple[str, int], dict[str, str]] = {}  # topic configs given (and saved) per log
         self._listeners: list[Callable[[Log], None]] = []
         self._wake = threading.Event()
         self._stop = threading.Event()
@@ -124,11 +127,31 @@ class LogManager:
                 continue
             key = (topic, int(part))
             try:
-                log = Log(path, self.default_config, self._clock, recovery_point=checkpoint.get(key))
+                config = self._saved_config(path)
+                log = Log(path, config, self._clock, recovery_point=checkpoint.get(key))
             except Exception as exc:
                 raise StorageError(f"cannot load the log in {path}: {exc}") from exc
             self._attach(key, log)
         self.checkpoint_recovery_points()
+
+    def _saved_config(self, path: Path) -> LogConfig:
+        """The topic config last given for this log, so retention and segment sizes are right
+        from the start, before the server hands over the topic's current config."""
+        try:
+            saved = json.loads((path / TOPIC_CONFIG_FILE).read_text())
+            return LogConfig.from_topic_config({str(k): str(v) for k, v in saved.items()}, self.default_config)
+        except FileNotFoundError:
+            return self.default_config
+        except (OSError, ValueError, AttributeError) as exc:
+            logger.warning("ignoring %s: %s", path / TOPIC_CONFIG_FILE, exc)
+            return self.default_config
+
+    @staticmethod
+    def _save_config(path: Path, topic_config: Mapping[str, str]) -> None:
+        target = path / TOPIC_CONFIG_FILE
+        tmp = target.with_name(target.name + ".tmp")
+        tmp.write_text(json.dumps(dict(topic_config), sort_keys=True))
+        os.replace(tmp, target)
 
     def _attach(self, key: tuple[str, int], log: Log) -> None:
         log.flush_requested = self._on_flush_requested
@@ -146,8 +169,8 @@ class LogManager:
         to an existing log too; ValueError for a bad name or config value."""
         key = (topic, partition)
         log = self._logs.get(key)
-        if log is not None and topic_config is None:
-            return log
+        if log is not None and (topic_config is None or self._given.get(key) == topic_config):
+            return log  # the hot path: nothing to parse or save
         validate_topic_partition(topic, partition)
         config = LogConfig.from_topic_config(topic_config, self.default_config)
         with self._lock:
@@ -160,6 +183,12 @@ class LogManager:
                 logger.info("created log %s-%d", topic, partition)
             elif log.config != config:
                 log.update_config(config)
+            if topic_config is not None and self._given.get(key) != topic_config:
+                try:
+                    self._save_config(log.dir, topic_config)
+                except OSError:
+                    logger.exception("could not save the topic config of %s", log.name)
+                self._given[key] = dict(topic_config)
             return log
 
     def all_logs(self) -> dict[tuple[str, int], Log]:

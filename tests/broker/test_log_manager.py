@@ -49,6 +49,9 @@ def test_create_load_and_configs(tmp_path: Path) -> None:
     with LogManager(tmp_path) as m:
         assert set(m.all_logs()) == {("page-views", 0), ("page-views", 1)}
         assert m.get("page-views", 0).log_end_offset == 3
+        # the topic configs given before the restart apply from the start
+        assert m.get("page-views", 1).config.retention_ms == 1000
+        assert m.get("page-views", 0).config.retention_bytes == 123
 
 
 def test_data_dir_lock(tmp_path: Path) -> None:
