@@ -1,0 +1,208 @@
+"""`ferry schemas register|list|show|compat|check`: the cluster's Avro schema registry.
+
+The registry lives in ZooKeeper under the cluster's chroot (``/schemas``), so these commands talk to
+ZooKeeper directly. Errors (including a refused, incompatible schema) go to stderr with exit status 2;
+``check`` answers "incompatible" with exit status 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+from schemas.compatibility import LEVELS
+from schemas.errors import SchemaError
+from schemas.registry import SchemaRegistry
+
+ENV_ZOOKEEPER = "FERRY_ZOOKEEPER"
+
+
+class UsageError(Exception):
+    """Bad command-line input found after argparse."""
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "schemas",
+        help="register, list and show Avro schemas",
+        description="The Avro schema registry of one cluster, kept in ZooKeeper under the cluster's chroot. "
+        "Schemas are registered under a subject (by convention the topic name); each distinct schema gets a "
+        "global id, which every message carries (magic byte 0 + 4-byte id + Avro body).",
+    )
+    actions = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
+
+    reg = actions.add_parser(
+        "register", help="register a schema under a subject",
+        description="Register the schema in FILE under SUBJECT. The same schema again returns its existing id; "
+        "a schema that breaks the subject's compatibility level is refused, naming the fields at fault.",
+    )
+    reg.add_argument("subject", metavar="SUBJECT", help="subject name (by convention the topic)")
+    reg.add_argument("--schema-file", required=True, type=Path, metavar="FILE",
+                     help="the Avro schema (.avsc JSON); '-' reads standard input")
+
+    lst = actions.add_parser("list", help="list subjects with their versions and latest id",
+                             description="List every subject: versions, latest schema id, compatibility level.")
+    lst.add_argument("--json", action="store_true", help="print JSON instead of text")
+
+    show = actions.add_parser(
+        "show", help="print a subject's schema (latest or --version N) or the schema with --id N",
+        description="Print a registered schema as JSON: {subject, version, id, compatibility, schema}.",
+    )
+    show.add_argument("subject", metavar="SUBJECT", nargs="?", help="the subject (not needed with --id)")
+    show.add_argument("--version", type=int, metavar="N", help="that version of SUBJECT (default: the latest)")
+    show.add_argument("--id", type=int, metavar="N", dest="schema_id", help="the schema with this global id")
+    show.add_argument("--schema-only", action="store_true", help="print only the schema JSON (e.g. to a .avsc)")
+
+    compat = actions.add_parser(
+        "compat", help="show or set a subject's (or the default) compatibility level",
+        description="Without --level, print the level in force. With --level, set it for SUBJECT (an override) "
+        "or, with --default, for every subject without an override. Levels: " + ", ".join(LEVELS) + ".",
+    )
+    compat.add_argument("subject", metavar="SUBJECT", nargs="?", help="the subject (omit with --default)")
+    compat.add_argument("--level", type=str.upper, choices=LEVELS, metavar="LEVEL",
+                        help="new level: " + ", ".join(LEVELS))
+    compat.add_argument("--default", action="store_true", help="the registry-wide default instead of one subject")
+    compat.add_argument("--clear", action="store_true", help="remove SUBJECT's override (the default applies)")
+
+    check = actions.add_parser(
+        "check", help="test whether a schema could be registered under a subject (exit 1 if not)",
+        description="Check FILE against SUBJECT's compatibility level without registering it.",
+    )
+    check.add_argument("subject", metavar="SUBJECT", help="the subject")
+    check.add_argument("--schema-file", required=True, type=Path, metavar="FILE",
+                       help="the Avro schema (.avsc JSON); '-' reads standard input")
+
+    for sub in (reg, lst, show, compat, check):
+        sub.add_argument(
+            "--zookeeper", metavar="HOST:PORT/CHROOT", default=os.environ.get(ENV_ZOOKEEPER),
+            help=f"the cluster's ZooKeeper connect string, e.g. 127.0.0.1:2181/ferry/live (default: ${ENV_ZOOKEEPER})",
+        )
+        sub.add_argument("--timeout", type=float, default=10.0, metavar="SECONDS",
+                         help="ZooKeeper connect timeout (default 10)")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        if not args.zookeeper:
+            raise UsageError(f"--zookeeper HOST:PORT/CHROOT is required (or set ${ENV_ZOOKEEPER})")
+        _check_usage(args)
+        schema_text = _read_schema(args.schema_file) if getattr(args, "schema_file", None) else None
+        with _open_registry(args) as registry:
+            return _ACTIONS[args.action](registry, args, schema_text)
+    except BrokenPipeError:  # e.g. `ferry schemas show X | head`: not an error
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+    except (UsageError, SchemaError, ValueError, OSError) as exc:
+        print(f"ferry schemas {args.action}: error: {exc}", file=sys.stderr)
+        return 2
+
+
+def _open_registry(args: argparse.Namespace) -> SchemaRegistry:
+    from broker.zk import RegistryError
+
+    try:
+        writes = args.action == "register" or (args.action == "compat" and (args.level or args.clear))
+        return SchemaRegistry(args.zookeeper, timeout=args.timeout, read_only=not writes)
+    except RegistryError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def _check_usage(args: argparse.Namespace) -> None:
+    if args.action == "show":
+        if args.schema_id is not None and (args.subject or args.version is not None):
+            raise UsageError("use either SUBJECT [--version N] or --id N, not both")
+        if args.schema_id is None and not args.subject:
+            raise UsageError("give a SUBJECT (optionally --version N) or --id N")
+    if args.action == "compat":
+        if args.default == bool(args.subject):
+            raise UsageError("give either a SUBJECT or --default")
+        if args.clear and (args.default or args.level):
+            raise UsageError("--clear removes a SUBJECT's override; it takes no --level or --default")
+
+
+def _read_schema(path: Path) -> str:
+    if str(path) == "-":
+        return sys.stdin.read()
+    try:
+        return path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise UsageError(f"schema file {path} does not exist") from None
+
+
+def _register(registry: SchemaRegistry, args: argparse.Namespace, schema_text: str | None) -> int:
+    existing = registry.lookup(args.subject, schema_text)
+    if existing is not None:
+        print(f"Subject {existing.subject} already has this schema: version {existing.version}, id {existing.id}.")
+        return 0
+    before = registry.id_of(schema_text)
+    sv = registry.register_version(args.subject, schema_text)
+    note = " (an existing id: the same schema is registered under another subject)" if before else ""
+    print(f"Registered subject {sv.subject} version {sv.version} with id {sv.id}{note}.")
+    return 0
+
+
+def _list(registry: SchemaRegistry, args: argparse.Namespace, _schema: str | None) -> int:
+    rows = []
+    for subject in registry.subjects():
+        try:
+            latest = registry.latest(subject)
+        except SchemaError:
+            continue
+        rows.append({"subject": subject, "versions": registry.versions(subject), "latest_id": latest.id,
+                     "compatibility": registry.compatibility(subject)})
+    if args.json:
+        print(json.dumps(rows, indent=2))
+        return 0
+    for row in rows:
+        versions = ",".join(map(str, row["versions"]))
+        print(f"{row['subject']}\tversions: {versions}\tlatest id: {row['latest_id']}\t"
+              f"compatibility: {row['compatibility']}")
+    return 0
+
+
+def _show(registry: SchemaRegistry, args: argparse.Namespace, _schema: str | None) -> int:
+    if args.schema_id is not None:
+        schema = registry.get(args.schema_id)
+        doc = {"id": args.schema_id, "schema": schema}
+    else:
+        sv = registry.version(args.subject, args.version) if args.version is not None else registry.latest(args.subject)
+        schema = sv.schema
+        doc = {"subject": sv.subject, "version": sv.version, "id": sv.id,
+               "compatibility": registry.compatibility(sv.subject), "schema": schema}
+    print(json.dumps(schema if args.schema_only else doc, indent=2))
+    return 0
+
+
+def _compat(registry: SchemaRegistry, args: argparse.Namespace, _schema: str | None) -> int:
+    subject = None if args.default else args.subject
+    if args.clear:
+        registry.set_compatibility(None, subject)
+        print(f"Subject {subject}: override removed; compatibility is {registry.compatibility(subject)}.")
+    elif args.level:
+        registry.set_compatibility(args.level, subject)
+        print(f"{'Default' if subject is None else 'Subject ' + subject}: compatibility set to {args.level}.")
+    else:
+        level = registry.compatibility(subject)
+        source = "" if subject is None else (
+            " (subject override)" if registry.compatibility_override(subject) else " (the default)")
+        print(f"{level}{source}")
+    return 0
+
+
+def _check(registry: SchemaRegistry, args: argparse.Namespace, schema_text: str | None) -> int:
+    problems = registry.check(args.subject, schema_text)
+    level = registry.compatibility(args.subject)
+    if problems:
+        print(f"INCOMPATIBLE with subject {args.subject} ({level}):")
+        for p in problems:
+            print(f"  - {p}")
+        return 1
+    print(f"Compatible with subject {args.subject} ({level}).")
+    return 0
+
+
+_ACTIONS = {"register": _register, "list": _list, "show": _show, "compat": _compat, "check": _check}

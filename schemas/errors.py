@@ -1,0 +1,45 @@
+"""Schema-registry errors: each message says what is wrong in terms a producer's author can act on."""
+
+from __future__ import annotations
+
+
+class SchemaError(Exception):
+    """Base class of schema-registry and wire-format errors."""
+
+
+class SchemaParseError(SchemaError, ValueError):
+    """Not a valid Avro schema (bad JSON, unknown type, bad default, duplicate field...)."""
+
+
+class IncompatibleSchemaError(SchemaError):
+    """A new schema breaks the subject's compatibility level; ``problems`` lists each reason."""
+
+    def __init__(self, message: str, problems: list[str] | None = None) -> None:
+        super().__init__(message)
+        self.problems = list(problems or [])
+
+
+class InvalidSubjectError(SchemaError, ValueError):
+    """A subject name that cannot be a znode name (or is otherwise refused)."""
+
+
+class UnknownSubjectError(SchemaError, KeyError):
+    """No schema was ever registered under this subject (or no such version)."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
+
+
+class UnknownSchemaError(SchemaError, KeyError):
+    """No schema has this id."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
+
+
+class WireFormatError(SchemaError, ValueError):
+    """A payload that is not magic byte 0 + 4-byte schema id + Avro body, or whose body does not decode."""
+
+
+class SerializationError(SchemaError, ValueError):
+    """A record that does not fit the schema it is being written with."""
