@@ -60,6 +60,7 @@ class ForwardedBatches:
     records: bytearray  # rewritten batches, ready for a Produce request (empty if nothing to forward)
     headers: list[RecordBatchHeader] = field(default_factory=list)  # source headers of forwarded batches
     spans: list[tuple[int, int]] = field(default_factory=list)  # (position, size) of each in `records`
+    resume_offsets: list[int] = field(default_factory=list)  # source offset to fetch again if it is not acked
     next_offset: int = 0  # source offset after everything consumed (forwarded or skipped)
     next_sequence: int = 0  # the mirror's sequence after the forwarded batches
     messages: int = 0  # records forwarded (sum of recordsCount)
@@ -119,6 +120,7 @@ def forward_batches(
         if crc != h.crc:
             raise CorruptBatchError(
                 f"batch at offset {h.base_offset}: CRC-32C {crc:#010x} != header {h.crc:#010x}", h.base_offset)
+        resume = out.next_offset
         out.next_offset = h.next_offset
         if h.attributes & CONTROL_MASK or h.records_count == 0:
             out.skipped_batches += 1
@@ -133,9 +135,21 @@ def forward_batches(
                        crc32c.crc32c(memoryview(records)[start + _ATTRIBUTES_POS:start + size]))
         out.headers.append(h)
         out.spans.append((start, size))
+        out.resume_offsets.append(resume)
         out.messages += h.records_count
         out.next_sequence = next_sequence(out.next_sequence, h)
     return out
+
+
+def restamp(records: bytearray, start: int, size: int, producer_id: int, producer_epoch: int,
+            sequence: int) -> None:
+    """Re-stamp one rewritten batch for another producer id / sequence and fix its CRC-32C."""
+    _PRODUCER.pack_into(records, start + _PRODUCER_ID_POS, producer_id, producer_epoch, sequence)
+    mv = memoryview(records)
+    try:
+        _U32.pack_into(records, start + _CRC_POS, crc32c.crc32c(mv[start + _ATTRIBUTES_POS:start + size]))
+    finally:
+        mv.release()
 
 
 def resequence(records: bytearray, spans: list[tuple[int, int]], producer_id: int, producer_epoch: int,
@@ -145,9 +159,7 @@ def resequence(records: bytearray, spans: list[tuple[int, int]], producer_id: in
     Returns the sequence after the last batch. Cheaper than re-fetching: only the header fields and the
     CRC change.
     """
-    mv = memoryview(records)
     for (start, size), h in zip(spans, headers, strict=True):
-        _PRODUCER.pack_into(records, start + _PRODUCER_ID_POS, producer_id, producer_epoch, sequence)
-        _U32.pack_into(records, start + _CRC_POS, crc32c.crc32c(mv[start + _ATTRIBUTES_POS:start + size]))
+        restamp(records, start, size, producer_id, producer_epoch, sequence)
         sequence = next_sequence(sequence, h)
     return sequence

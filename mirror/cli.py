@@ -1,0 +1,120 @@
+"""`ferry mirror`: run a mirror process, or `ferry mirror status` to see lag and ownership."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import signal
+import sys
+import threading
+
+from mirror.mirror_maker import DEFAULT_GROUP
+
+DESCRIPTION = """\
+Mirror topics of a live cluster into the offline cluster (paper section 4).
+
+  ferry mirror --source-zookeeper ZK --target-zookeeper ZK --include REGEX [options]
+      runs one mirror process: a member of consumer group --group on the LIVE ZooKeeper. Several
+      processes with the same group share the partitions (the paper's Algorithm 1). Record batches are
+      copied as bytes to the same partition number of the offline cluster (keys, values, headers,
+      timestamps and compression unchanged); missing offline topics are created with the live
+      partition count and config; new topics and partitions are picked up without a restart. Live
+      offsets are committed only after the offline cluster acknowledged the data (acks=all): a crash
+      replays (duplicates possible), nothing is lost. `_audit` is always mirrored (unless excluded), and
+      the mirror publishes its own audit counts (tier "mirror") to the offline `_audit`.
+
+  ferry mirror status --source-zookeeper ZK --target-zookeeper ZK [--group NAME]
+      prints per partition: live end offset, committed offset, lag, offline end offset and owner.
+"""
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser("mirror", help="mirror a live cluster into the offline cluster",
+                              description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("action", nargs="?", choices=["run", "status"], default="run",
+                   help="'run' (the default) mirrors; 'status' prints lag and owners and exits")
+    p.add_argument("--source-zookeeper", required=True, metavar="HOST:PORT/CHROOT",
+                   help="ZooKeeper of the live cluster (the consumer group and its offsets live here)")
+    p.add_argument("--target-zookeeper", required=True, metavar="HOST:PORT/CHROOT",
+                   help="ZooKeeper of the offline cluster (topics are created here)")
+    p.add_argument("--include", metavar="REGEX",
+                   help="mirror topics whose whole name matches REGEX (required to run; for status: also "
+                        "list matching partitions nobody committed yet)")
+    p.add_argument("--exclude", metavar="REGEX", help="skip topics whose whole name matches REGEX")
+    p.add_argument("--streams", type=int, default=1, metavar="N",
+                   help="worker threads; the owned partitions are spread over them (default 1)")
+    p.add_argument("--group", default=DEFAULT_GROUP, metavar="NAME",
+                   help=f"consumer group of the mirror processes (default {DEFAULT_GROUP})")
+    p.add_argument("--consumer-id", metavar="ID",
+                   help="this process's member id in the group (default: group_host-time-random)")
+    p.add_argument("--metrics-port", type=int, metavar="P",
+                   help="serve Prometheus metrics on 127.0.0.1:P/metrics (lag, throughput, errors, data lost)")
+    p.add_argument("--datacenter", metavar="NAME",
+                   help="datacenter named in the mirror's audit events (default: the offline brokers')")
+    p.add_argument("--commit-interval", type=float, default=1.0, metavar="SECONDS",
+                   help="how often acknowledged offsets are committed to the live ZooKeeper (default 1)")
+    p.add_argument("--no-audit", action="store_true",
+                   help="do not publish the mirror tier's audit counts (they are on by default)")
+    p.add_argument("--json", action="store_true", help="status: print JSON instead of a table")
+    p.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"],
+                   help="log level (default INFO)")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    logging.basicConfig(level=getattr(logging, args.log_level),
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if args.action == "status":
+        return _status(args)
+    return _run(args)
+
+
+def _status(args: argparse.Namespace) -> int:
+    from mirror.status import format_status, mirror_status
+
+    try:
+        status = mirror_status(args.source_zookeeper, args.target_zookeeper, args.group, args.include)
+    except Exception as e:
+        print(f"ferry mirror status: {e}", file=sys.stderr)
+        return 1
+    print(json.dumps(status.to_dict(), indent=2) if args.json else format_status(status))
+    return 0
+
+
+def _run(args: argparse.Namespace) -> int:
+    from mirror.mirror_maker import MirrorConfig, MirrorMaker
+
+    if not args.include:
+        print("ferry mirror: --include REGEX is required to run a mirror", file=sys.stderr)
+        return 2
+    config = MirrorConfig(
+        source_zookeeper=args.source_zookeeper, target_zookeeper=args.target_zookeeper, include=args.include,
+        exclude=args.exclude, streams=args.streams, group=args.group, consumer_id=args.consumer_id,
+        metrics_port=args.metrics_port, datacenter=args.datacenter, commit_interval_s=args.commit_interval,
+        audit=not args.no_audit)
+    try:
+        config.validate()
+    except ValueError as e:
+        print(f"ferry mirror: {e}", file=sys.stderr)
+        return 2
+    stop = threading.Event()
+
+    def on_signal(_signum, _frame) -> None:
+        stop.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    mm = MirrorMaker(config)
+    try:
+        mm.start()
+    except Exception as e:
+        logging.getLogger("ferry.mirror").error("cannot start the mirror: %s", e)
+        mm.stop()
+        return 1
+    try:
+        while not stop.wait(1.0):
+            pass
+    finally:
+        mm.stop()
+    return 0

@@ -1,0 +1,65 @@
+"""MirrorFetcher: the mirror's fetcher plugged into the ConsumerConnector (Algorithm 1 stays there).
+
+The connector decides ownership and calls its fetcher with ``start_fetching(infos)`` after claiming
+partitions and ``stop_fetching()`` before releasing them, exactly as for its own message-queue fetcher.
+Here those calls hand the partitions to the MirrorStreams and take them back: ``stop_fetching`` returns
+only when the streams have nothing in flight for them, after the acknowledged offsets were committed
+(through ``on_stopped``), so the next owner starts exactly where the offline cluster's data ends.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Sequence
+
+from mirror.mirror_stream import MirrorStream, stream_for
+from mirror.partition_mirror import TopicPartition
+
+log = logging.getLogger("ferry.mirror")
+
+
+class MirrorFetcher:
+    def __init__(self, streams: Sequence[MirrorStream],
+                 on_stopped: Callable[[dict[TopicPartition, int]], None],
+                 on_started: Callable[[dict[TopicPartition, int | None]], None] | None = None) -> None:
+        self.streams = list(streams)
+        self.on_stopped = on_stopped
+        self.on_started = on_started
+        self._owned: dict[TopicPartition, int] = {}  # partition -> stream index
+        self._lock = threading.Lock()
+
+    def owned(self) -> set[TopicPartition]:
+        with self._lock:
+            return set(self._owned)
+
+    def start_fetching(self, infos: list) -> None:
+        """``infos``: PartitionTopicInfo with topic, partition and fetch_offset (None = no committed offset)."""
+        per_stream: dict[int, dict[TopicPartition, int | None]] = {}
+        offsets: dict[TopicPartition, int | None] = {}
+        with self._lock:
+            for info in infos:
+                tp = (info.topic, info.partition)
+                i = stream_for(tp, len(self.streams))
+                self._owned[tp] = i
+                per_stream.setdefault(i, {})[tp] = info.fetch_offset
+                offsets[tp] = info.fetch_offset
+        for i, parts in per_stream.items():
+            self.streams[i].assign(parts)
+        if self.on_started is not None:
+            self.on_started(offsets)
+
+    def stop_fetching(self, timeout: float = 30.0) -> None:
+        with self._lock:
+            owned, self._owned = self._owned, {}
+        per_stream: dict[int, set[TopicPartition]] = {}
+        for tp, i in owned.items():
+            per_stream.setdefault(i, set()).add(tp)
+        final: dict[TopicPartition, int] = {}
+        for i, parts in per_stream.items():
+            final.update(self.streams[i].revoke(parts, timeout))
+        if owned:
+            self.on_stopped(final)
+
+    def close(self, timeout: float = 30.0) -> None:
+        self.stop_fetching(timeout)

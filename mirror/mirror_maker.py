@@ -1,0 +1,304 @@
+"""MirrorMaker: one mirror process (paper section 4: the offline cluster's "embedded consumers").
+
+Wires together
+* a ConsumerConnector on the LIVE ZooKeeper (Algorithm 1 over the topics matching the filter; several
+  mirror processes in one group share the partitions) whose fetcher is a MirrorFetcher,
+* N MirrorStreams moving raw record batches live -> offline (same partition number),
+* TopicSync creating/growing offline topics,
+* the committer: every ``commit_interval_s`` it publishes the audit counts of what the offline cluster
+  acknowledged, waits for them, and only then commits the acknowledged live offsets to the live
+  ZooKeeper. A crash therefore replays from the last commit (duplicates, counted again: the audit shows
+  them) and never loses data or audit counts.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import socket
+import threading
+import time
+from dataclasses import dataclass
+
+from audit.counter import AuditCounter
+from audit.event import AUDIT_TOPIC
+from audit.publisher import AuditPublisher
+from broker.client.wire_client import WireClient
+from broker.zk.cluster_registry import ClusterRegistry
+from mirror.metrics import MirrorMetrics
+from mirror.mirror_fetcher import MirrorFetcher
+from mirror.mirror_stream import FETCH_WAIT_MS, MirrorStream
+from mirror.partition_mirror import TopicPartition
+from mirror.topic_sync import TopicSync
+
+log = logging.getLogger("ferry.mirror")
+
+DEFAULT_GROUP = "ferry-mirror"
+AUDIT_TIER = "mirror"
+
+
+@dataclass
+class MirrorConfig:
+    source_zookeeper: str
+    target_zookeeper: str
+    include: str
+    exclude: str | None = None
+    streams: int = 1
+    group: str = DEFAULT_GROUP
+    consumer_id: str | None = None
+    metrics_port: int | None = None
+    datacenter: str | None = None  # the offline datacenter's name, for audit events
+    commit_interval_s: float = 1.0
+    audit: bool = True
+    zk_session_timeout_s: float = 6.0
+    fetch_wait_ms: int = FETCH_WAIT_MS
+    application: str = "ferry-mirror"
+
+    def validate(self) -> None:
+        if self.streams < 1:
+            raise ValueError(f"--streams must be at least 1 (got {self.streams})")
+        for flag, pattern in (("--include", self.include), ("--exclude", self.exclude)):
+            if pattern is None:
+                continue
+            try:
+                re.compile(pattern)
+            except re.error as e:
+                raise ValueError(f"{flag} {pattern!r} is not a valid regular expression: {e}") from None
+        if self.commit_interval_s <= 0:
+            raise ValueError("commit interval must be positive")
+        if self.metrics_port is not None and not 0 <= self.metrics_port < 65536:
+            raise ValueError(f"--metrics-port must be 0-65535 (got {self.metrics_port})")
+
+    @property
+    def subscription_include(self) -> str:
+        """The include pattern plus `_audit` (audit events are mirrored like any topic)."""
+        return f"(?:{self.include})|{re.escape(AUDIT_TOPIC)}"
+
+    def matches(self, topic: str) -> bool:
+        """The same filter the ConsumerConnector applies (full match; `__*` internal topics never)."""
+        if topic.startswith("__"):
+            return False
+        if not re.fullmatch(self.subscription_include, topic):
+            return False
+        return not (self.exclude and re.fullmatch(self.exclude, topic))
+
+
+class MirrorMaker:
+    def __init__(self, config: MirrorConfig) -> None:
+        config.validate()
+        self.config = config
+        self.metrics = MirrorMetrics()
+        self.source: ClusterRegistry | None = None
+        self.target: ClusterRegistry | None = None
+        self.topic_sync: TopicSync | None = None
+        self.streams: list[MirrorStream] = []
+        self.fetcher: MirrorFetcher | None = None
+        self.connector = None
+        self.counter = AuditCounter(AUDIT_TIER, config.application, config.datacenter or "", socket.gethostname())
+        self._audit_producer = None
+        self._publisher: AuditPublisher | None = None
+        self._commit_lock = threading.Lock()
+        self._committed: dict[TopicPartition, int] = {}
+        self._stop = threading.Event()
+        self._committer: threading.Thread | None = None
+        self._http = None
+        self.commits = 0
+
+    # ------------------------------------------------------------------ lifecycle
+    def start(self, wait_s: float = 15.0) -> MirrorMaker:
+        from broker.client.consumer_connector import ConsumerConnector
+
+        cfg = self.config
+        self.source = ClusterRegistry(cfg.source_zookeeper).start()
+        self.target = ClusterRegistry(cfg.target_zookeeper).start()
+        if cfg.datacenter is None:
+            dcs = {b.datacenter for b in self.target.brokers().values() if b.datacenter}
+            self.counter.datacenter = sorted(dcs)[0] if dcs else ""
+        if cfg.metrics_port is not None:
+            self._http = self.metrics.serve(cfg.metrics_port)
+        self.topic_sync = TopicSync(self.source, self.target, cfg.matches,
+                                    always=(AUDIT_TOPIC,) if cfg.audit else ()).start()
+        self.streams = [
+            MirrorStream(i, WireClient(self._brokers_of(self.source), f"{cfg.application}-live-{i}"),
+                         WireClient(self._brokers_of(self.target), f"{cfg.application}-offline-{i}"),
+                         self.counter.count, self.metrics, cfg.fetch_wait_ms)
+            for i in range(cfg.streams)
+        ]
+        for s in self.streams:
+            s.start()
+        self.fetcher = MirrorFetcher(self.streams, self._on_partitions_stopped, self._on_partitions_started)
+        self.connector = ConsumerConnector(cfg.group, cfg.source_zookeeper, consumer_id=cfg.consumer_id,
+                                           auto_offset_reset="earliest", auto_commit=False,
+                                           zk_session_timeout_s=cfg.zk_session_timeout_s, fetcher=self.fetcher)
+        self.connector.create_message_streams_by_filter(cfg.subscription_include, cfg.exclude, n=cfg.streams,
+                                                        wait_s=wait_s)
+        self._committer = threading.Thread(target=self._commit_loop, name="ferry-mirror-committer", daemon=True)
+        self._committer.start()
+        log.info("mirror %s: %s -> %s, topics %r (exclude %r), %d streams", self.connector.consumer_id,
+                 cfg.source_zookeeper, cfg.target_zookeeper, cfg.include, cfg.exclude, cfg.streams)
+        return self
+
+    def stop(self) -> None:
+        """Clean stop: hand back partitions (committing what offline acknowledged), flush audit, close."""
+        self._stop.set()
+        if self._committer is not None:
+            self._committer.join(30)
+        if self.connector is not None:
+            self.connector.shutdown()  # -> fetcher.stop_fetching -> final commit, then release ownership
+        for s in self.streams:
+            s.stop()
+        self.commit()
+        if self._publisher is not None:
+            self._publisher.close(30)
+        if self._audit_producer is not None:
+            self._audit_producer.close()
+        if self.topic_sync is not None:
+            self.topic_sync.stop()
+        for reg in (self.source, self.target):
+            if reg is not None:
+                reg.stop()
+        if self._http is not None:
+            server, _thread = self._http
+            server.shutdown()
+
+    def __enter__(self) -> MirrorMaker:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def run_forever(self) -> None:
+        while not self._stop.wait(1.0):
+            pass
+
+    @property
+    def consumer_id(self) -> str | None:
+        return self.connector.consumer_id if self.connector is not None else None
+
+    def owned_partitions(self) -> set[TopicPartition]:
+        return self.fetcher.owned() if self.fetcher is not None else set()
+
+    @staticmethod
+    def _brokers_of(registry: ClusterRegistry):
+        def addresses() -> list[tuple[str, int]]:
+            return [(b.host, b.port) for b in registry.brokers().values()]
+        return addresses
+
+    # ------------------------------------------------------------------ commits
+    def _commit_loop(self) -> None:
+        while not self._stop.wait(self.config.commit_interval_s):
+            try:
+                self.commit()
+            except Exception:
+                self.metrics.error("commit")
+                log.exception("mirror commit failed; will retry")
+
+    def commit(self) -> dict[TopicPartition, int]:
+        """Publish audit counts, then commit every stream's acknowledged offsets (if they moved)."""
+        with self._commit_lock:
+            offsets: dict[TopicPartition, int] = {}
+            hws: dict[TopicPartition, int] = {}
+            for s in self.streams:
+                offsets.update(s.committable())
+                hws.update(s.high_watermarks())
+            changed = {tp: o for tp, o in offsets.items() if self._committed.get(tp) != o}
+            done = self._commit_locked(changed) if changed else {}
+            owned = self.owned_partitions()
+            self.metrics.owned.set(len(owned))
+            for tp in owned:
+                committed = self._committed.get(tp)
+                hw = hws.get(tp)
+                if committed is not None:
+                    self.metrics.committed.labels(tp[0], str(tp[1])).set(committed)
+                    if hw is not None:
+                        self.metrics.lag.labels(tp[0], str(tp[1])).set(max(hw - committed, 0))
+            return done
+
+    def _commit_locked(self, offsets: dict[TopicPartition, int]) -> dict[TopicPartition, int]:
+        if not self._flush_audit():
+            self.metrics.error("audit")
+            log.warning("audit counts not acknowledged by the offline cluster; offsets not committed this time")
+            return {}
+        connector = self.connector
+        if connector is None:
+            return {}
+        done = connector.commit_offsets(offsets)
+        self._committed.update(done)
+        if done:
+            self.commits += 1
+        return done
+
+    def _on_partitions_stopped(self, final: dict[TopicPartition, int]) -> None:
+        """Called by the connector's thread before it releases ownership."""
+        with self._commit_lock:
+            changed = {tp: o for tp, o in final.items() if self._committed.get(tp) != o}
+            if changed:
+                try:
+                    self._commit_locked(changed)
+                except Exception:
+                    self.metrics.error("commit")
+                    log.exception("final commit before releasing %d partitions failed", len(changed))
+            for tp in final:
+                self._committed.pop(tp, None)
+                self.metrics.forget_partition(*tp)
+        self.metrics.rebalances.inc()
+
+    def _on_partitions_started(self, offsets: dict[TopicPartition, int | None]) -> None:
+        with self._commit_lock:
+            for tp, off in offsets.items():
+                if off is not None:
+                    self._committed[tp] = off
+        log.info("mirror %s owns %d partitions", self.consumer_id, len(offsets))
+
+    # ------------------------------------------------------------------ audit
+    def _flush_audit(self, timeout: float = 15.0) -> bool:
+        """Publish the mirror tier's counts and wait for the offline cluster's acknowledgement."""
+        if not self.config.audit:
+            return True
+        if self.counter.pending() == 0:
+            return True
+        publisher = self._ensure_publisher()
+        if publisher is None:
+            return False
+        before = publisher.published
+        try:
+            n = publisher.publish()
+        except Exception as e:
+            log.warning("audit publish failed: %s", e)
+            return False
+        undelivered = self._audit_producer.flush(timeout)
+        return undelivered == 0 and publisher.published - before >= n
+
+    def _ensure_publisher(self) -> AuditPublisher | None:
+        if self._publisher is not None:
+            return self._publisher
+        from broker.client.producer import Producer
+
+        assert self.target is not None
+        brokers = self.target.brokers()
+        if not brokers:
+            return None
+        bootstrap = ",".join(b.address for b in brokers.values())
+        try:
+            self._audit_producer = Producer(bootstrap, application=self.config.application,
+                                            datacenter=self.counter.datacenter, audit=False, linger_ms=50,
+                                            compression="lz4")
+        except Exception as e:
+            log.warning("cannot create the audit producer yet: %s", e)
+            return None
+        self._publisher = AuditPublisher(self._audit_producer, self.counter, interval_s=3600.0)
+        return self._publisher
+
+    def wait_idle(self, timeout: float) -> bool:
+        """For tests and the benchmark: True once every owned partition is committed up to the live end."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            self.commit()
+            hws: dict[TopicPartition, int] = {}
+            for s in self.streams:
+                hws.update(s.high_watermarks())
+            owned = self.owned_partitions()
+            if owned and all(tp in hws and self._committed.get(tp) == hws[tp] for tp in owned):
+                return True
+            time.sleep(0.1)
+        return False

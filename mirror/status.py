@@ -1,0 +1,104 @@
+"""`ferry mirror status`: per-partition live end offset, committed offset, lag, offline end and owner.
+
+Everything is read from the outside (the live ZooKeeper's group nodes, ListOffsets on both clusters), so
+it works whether or not a mirror process runs, and from any machine.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import asdict, dataclass
+
+from broker.client.group_store import read_members, read_offsets, read_owners
+from broker.client.wire_client import WireClient
+from broker.protocol.list_offsets import LATEST_TIMESTAMP
+from broker.zk.cluster_registry import ClusterRegistry
+
+
+@dataclass
+class PartitionStatus:
+    topic: str
+    partition: int
+    live_end: int | None
+    committed: int | None
+    lag: int | None
+    offline_end: int | None
+    owner: str | None
+
+
+@dataclass
+class MirrorStatus:
+    group: str
+    members: list[str]
+    partitions: list[PartitionStatus]
+
+    @property
+    def total_lag(self) -> int:
+        return sum(p.lag for p in self.partitions if p.lag is not None)
+
+    def to_dict(self) -> dict:
+        return {"group": self.group, "members": self.members, "total_lag": self.total_lag,
+                "partitions": [asdict(p) for p in self.partitions]}
+
+
+def _end_offsets(registry: ClusterRegistry, wanted: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
+    brokers = registry.brokers()
+    if not brokers or not wanted:
+        return {}
+    client = WireClient(lambda: [(b.host, b.port) for b in brokers.values()], "ferry-mirror-status", timeout_s=10)
+    try:
+        res = client.list_offsets({tp: LATEST_TIMESTAMP for tp in wanted})
+    except Exception:
+        return {}
+    finally:
+        client.close()
+    return {tp: r.offset for tp, r in res.items() if r.error_code == 0 and r.offset >= 0}
+
+
+def mirror_status(source_zookeeper: str, target_zookeeper: str | None, group: str,
+                  include: str | None = None) -> MirrorStatus:
+    source = ClusterRegistry(source_zookeeper).start()
+    target = ClusterRegistry(target_zookeeper).start() if target_zookeeper else None
+    try:
+        zk = source.client
+        offsets = read_offsets(zk, group)
+        owners = read_owners(zk, group)
+        members = sorted(read_members(zk, group))
+        keys = set(offsets) | set(owners)
+        if include is not None:
+            for name, info in source.topics().items():
+                if re.fullmatch(include, name):
+                    keys.update((name, p) for p in info.partitions)
+        wanted = sorted(keys)
+        live_end = _end_offsets(source, wanted)
+        offline_end = _end_offsets(target, wanted) if target is not None else {}
+        rows = []
+        for tp in wanted:
+            end, committed = live_end.get(tp), offsets.get(tp)
+            lag = None
+            if end is not None:
+                lag = max(end - (committed if committed is not None else 0), 0)
+            rows.append(PartitionStatus(tp[0], tp[1], end, committed, lag, offline_end.get(tp), owners.get(tp)))
+        return MirrorStatus(group, members, rows)
+    finally:
+        source.stop()
+        if target is not None:
+            target.stop()
+
+
+def format_status(status: MirrorStatus) -> str:
+    def show(v: object) -> str:
+        return "-" if v is None else str(v)
+
+    header = ("TOPIC", "PARTITION", "LIVE-END", "COMMITTED", "LAG", "OFFLINE-END", "OWNER")
+    rows = [header] + [(p.topic, str(p.partition), show(p.live_end), show(p.committed), show(p.lag),
+                        show(p.offline_end), show(p.owner)) for p in status.partitions]
+    widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
+    lines = [f"group {status.group}: {len(status.members)} member(s)"
+             + (": " + ", ".join(status.members) if status.members else ""),
+             f"total lag: {status.total_lag} message(s)"]
+    if not status.partitions:
+        lines.append("no partitions committed or owned by this group (yet)")
+        return "\n".join(lines)
+    lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
+    return "\n".join(lines)

@@ -1,0 +1,108 @@
+"""TopicSync: keep the offline cluster's topics a superset of the mirrored live topics.
+
+A live topic that matches the mirror's filter is created in the offline cluster with the same partition
+count and config (retention...); partitions added in live are added in offline. Driven by the live
+registry's topic watch, plus a periodic pass that retries whatever failed (no offline broker yet, a
+ZooKeeper hiccup). Several mirror processes may race to create a topic: "already exists" is success.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+
+from broker.zk.cluster_registry import ClusterRegistry
+from broker.zk.errors import InvalidPartitionsError, TopicExistsError
+from broker.zk.znodes import TopicInfo
+
+log = logging.getLogger("ferry.mirror.topics")
+
+RETRY_INTERVAL_S = 5.0
+
+
+class TopicSync:
+    def __init__(self, source: ClusterRegistry, target: ClusterRegistry, matches: Callable[[str], bool],
+                 always: tuple[str, ...] = (), retry_interval_s: float = RETRY_INTERVAL_S) -> None:
+        """``always``: topics to have in offline even if live has none yet (the mirror's `_audit`)."""
+        self.source = source
+        self.target = target
+        self.matches = matches
+        self.always = always
+        self.retry_interval_s = retry_interval_s
+        self.created: list[str] = []
+        self.grown: list[tuple[str, int]] = []
+        self._latest: dict[str, TopicInfo] | None = None
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._in_sync = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="ferry-mirror-topic-sync", daemon=True)
+
+    def start(self) -> TopicSync:
+        self.source.watch_topics(self._on_live_topics)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._wake.set()
+        if self._thread.is_alive():
+            self._thread.join(10)
+
+    def wait_in_sync(self, timeout: float) -> bool:
+        """True once a pass found nothing left to do (for start-up and tests)."""
+        return self._in_sync.wait(timeout)
+
+    def _on_live_topics(self, topics: dict[str, TopicInfo]) -> None:
+        self._latest = topics
+        self._in_sync.clear()
+        self._wake.set()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self._wake.wait(self.retry_interval_s)
+            self._wake.clear()
+            if self._stop.is_set():
+                break
+            live = self._latest
+            if live is None:
+                continue
+            try:
+                if self.sync_once(live):
+                    self._in_sync.set()
+            except Exception:
+                log.exception("topic sync pass failed; retrying in %.0f s", self.retry_interval_s)
+
+    def sync_once(self, live: dict[str, TopicInfo]) -> bool:
+        """One pass; returns True when every mirrored live topic exists in offline with enough partitions."""
+        offline = self.target.topics()
+        ok = True
+        wanted: dict[str, tuple[int, dict[str, str]]] = {}
+        for name, info in live.items():
+            if self.matches(name):
+                wanted[name] = (info.partition_count, dict(info.config))
+        for name in self.always:
+            wanted.setdefault(name, (1, {}))
+        for name, (count, config) in sorted(wanted.items()):
+            have = offline.get(name)
+            try:
+                if have is None:
+                    try:
+                        self.target.create_topic(name, count, config or None)
+                        self.created.append(name)
+                        log.info("created offline topic %s (%d partitions, config %s)", name, count, config)
+                    except TopicExistsError:
+                        pass  # another mirror process was faster
+                elif have.partition_count < count:
+                    try:
+                        self.target.add_partitions(name, count)
+                        self.grown.append((name, count))
+                        log.info("offline topic %s: %d -> %d partitions", name, have.partition_count, count)
+                    except InvalidPartitionsError:
+                        latest = self.target.topic(name)
+                        if latest is None or latest.partition_count < count:
+                            raise
+            except Exception as e:
+                ok = False
+                log.warning("cannot create/grow offline topic %s yet (%s); will retry", name, e)
+        return ok
