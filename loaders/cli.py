@@ -1,0 +1,158 @@
+"""``ferry load``: load offset ranges of the offline cluster into the hourly warehouse tables."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+DESCRIPTION = """\
+Load new messages of the offline cluster into hourly Hive tables (Parquet, partitioned by event dt/hr),
+one table per topic, with PySpark (local mode by default). Offsets are committed to the load ledger in
+--state-dir only when a run succeeds; a failed or repeated run never loses or duplicates rows. After the
+load the audit books are balanced and written to ferry_completeness.
+
+examples:
+  ferry load --zookeeper 127.0.0.1:2181/ferry/offline --topics 'page_views|clicks'
+  ferry load --zookeeper ZK --topics page_views --start 2024-05-01T00:00:00Z --max-per-split 200000
+  ferry load --zookeeper ZK --topics page_views --step plan          # show what would be read
+  spark-submit --master yarn loaders/load_job.py --zookeeper ZK --topics '.*' --warehouse hdfs:///warehouse
+"""
+
+
+def add_arguments(p: argparse.ArgumentParser, default_master: str | None = "local[2]") -> None:
+    p.add_argument("--zookeeper", required=True, help="the offline cluster's ZooKeeper, host:port/chroot")
+    p.add_argument("--topics", required=True,
+                   help="topics: a comma-separated list, one name, or a regular expression (whole name)")
+    p.add_argument("--state-dir", default="ferry-state",
+                   help="ledger, lock and (by default) the embedded Derby metastore (default: ./ferry-state)")
+    p.add_argument("--warehouse", default=None,
+                   help="warehouse root: a directory or a Hadoop URI (hdfs://, s3a://); default STATE_DIR/warehouse")
+    p.add_argument("--database", default="ferry", help="Hive database of the tables (default: ferry)")
+    p.add_argument("--master", default=default_master,
+                   help="Spark master (default: local[2]; under spark-submit the master spark-submit was given)")
+    p.add_argument("--metastore-uris", default=None, help="thrift://host:9083 for a real Hive metastore")
+    p.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE", help="extra Spark setting")
+    p.add_argument("--start", default="earliest",
+                   help="where partitions never loaded before start: earliest, latest or an ISO time")
+    p.add_argument("--max-per-split", type=int, default=1_000_000,
+                   help="at most this many offsets per Spark input partition (default 1000000)")
+    p.add_argument("--skip-lost-data", action="store_true",
+                   help="load what is left when committed offsets were deleted by retention (recorded)")
+    p.add_argument("--skip-bad-records", action="store_true",
+                   help="drop records that cannot be decoded instead of failing (they are counted and shown)")
+    p.add_argument("--no-audit", action="store_true",
+                   help="do not load _audit nor reconcile (warehouse counts are still published)")
+    p.add_argument("--until-offsets", default=None, metavar="JSON",
+                   help='cap end offsets, {"topic": {"0": 42}} (the DAG passes its plan here)')
+    p.add_argument("--step", choices=("all", "plan", "load", "reconcile"), default="all",
+                   help="all (default) = load then reconcile; or just one step")
+    p.add_argument("--hours", default="", help="reconcile these hours too: YYYY-MM-DDTHH[,...] (UTC)")
+    p.add_argument("--since", type=float, default=None,
+                   help="reconcile: also every hour loaded by runs committed since this time (epoch seconds)")
+    p.add_argument("--json", dest="json_out", default=None, help="write the step's result as JSON to this file")
+    p.add_argument("--allow-source-change", action="store_true",
+                   help="accept a ledger written against another ZooKeeper connect string")
+    p.add_argument("--lock-timeout", type=float, default=1800.0,
+                   help="seconds to wait for another load holding the state directory (default 1800)")
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser("load", help="load offset ranges into the hourly warehouse tables (PySpark)",
+                              description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_arguments(p)
+    p.set_defaults(func=run)
+
+
+def build_parser(default_master: str | None = "local[2]") -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="load_job.py", description=DESCRIPTION,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_arguments(p, default_master)
+    p.set_defaults(func=run)
+    return p
+
+
+def parse_hours(text: str) -> list[tuple[str, str]]:
+    import datetime as dt
+
+    out = []
+    for item in filter(None, (s.strip() for s in text.split(","))):
+        try:
+            t = dt.datetime.strptime(item[:13], "%Y-%m-%dT%H")
+        except ValueError:
+            raise SystemExit(f"ferry load: --hours {item!r}: expected YYYY-MM-DDTHH") from None
+        out.append((t.strftime("%Y-%m-%d"), t.strftime("%H")))
+    return out
+
+
+def config_from_args(args: argparse.Namespace):
+    from loaders.load_job import LoadConfig
+    from loaders.offsets import parse_offsets_json
+
+    conf = {}
+    for item in args.conf:
+        k, sep, v = item.partition("=")
+        if not sep:
+            raise SystemExit(f"ferry load: --conf {item!r}: expected KEY=VALUE")
+        conf[k] = v
+    if args.max_per_split <= 0:
+        raise SystemExit("ferry load: --max-per-split must be positive")
+    topics = args.topics
+    if "," in topics:
+        topics = [t.strip() for t in topics.split(",") if t.strip()]
+    return LoadConfig(
+        zookeeper=args.zookeeper, topics=topics, state_dir=str(Path(args.state_dir).resolve()),
+        warehouse=args.warehouse, database=args.database, master=args.master, metastore_uris=args.metastore_uris,
+        start=args.start, max_per_split=args.max_per_split, skip_lost_data=args.skip_lost_data,
+        skip_bad_records=args.skip_bad_records, include_audit=not args.no_audit,
+        until=parse_offsets_json(args.until_offsets, "--until-offsets") if args.until_offsets else None,
+        allow_source_change=args.allow_source_change, lock_timeout_s=args.lock_timeout, spark_conf=conf)
+
+
+def run(args: argparse.Namespace) -> int:
+    from loaders import steps
+    from loaders.ledger import LedgerError
+    from loaders.load_job import BadRecordsError
+    from loaders.planner import DataLossError, PlanError, StartPosition
+
+    try:
+        StartPosition.parse(args.start)
+        cfg = config_from_args(args)
+        out: dict = {}
+        if args.step == "plan":
+            plan = steps.plan(cfg)
+            print(f"{plan.total} messages in {len(plan.splits)} splits")
+            if plan.total:
+                print(plan.describe())
+            out = plan.to_dict()
+        elif args.step == "load":
+            _, result = steps.load(cfg)
+            out = result.to_dict()
+        elif args.step == "reconcile":
+            _, statuses = steps.reconcile(cfg, parse_hours(args.hours), since=args.since)
+            _print_books(statuses)
+            out = {"hours": [s.to_dict() for s in statuses]}
+        else:
+            started = __import__("time").time()
+            job, result = steps.load(cfg)
+            out = result.to_dict()
+            if cfg.include_audit:
+                _, statuses = steps.reconcile(cfg, result.hours() + parse_hours(args.hours), since=started,
+                                              spark=job.spark)
+                _print_books(statuses)
+                out["hours"] = [s.to_dict() for s in statuses]
+        if args.json_out:
+            Path(args.json_out).write_text(json.dumps(out, indent=1, sort_keys=True))
+        return 0
+    except (DataLossError, PlanError, BadRecordsError, LedgerError, ValueError) as e:
+        print(f"ferry load: {e}", file=sys.stderr)
+        return 1
+
+
+def _print_books(statuses) -> None:
+    if not statuses:
+        return
+    print("hour books (ferry_completeness):")
+    for s in statuses:
+        print("  " + s.describe())

@@ -1,0 +1,76 @@
+"""``ferry_completeness``: one row per topic and hour saying whether the warehouse has every message.
+
+Rows are derived (recomputed from ``ferry_audit`` whenever an hour is evaluated again, e.g. after late
+data), so the table is written with the same versioned-partition swap as the data tables but outside the
+ledger: a re-evaluation replaces the hour's rows for the topics it evaluated and keeps the others.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from contextlib import nullcontext
+from typing import TYPE_CHECKING
+
+from loaders.warehouse import AUDIT_TABLE, COMPLETENESS_TABLE, hours_filter
+from loaders.warehouse_audit import HourStatus, books, event_from_dict
+
+if TYPE_CHECKING:
+    from loaders.load_job import LoadJob
+
+AUDIT_FIELDS = ("guid", "topic", "tier", "bucket_start", "bucket_end", "count", "host", "datacenter",
+                "application", "time")
+
+
+def completeness_columns():
+    from pyspark.sql import types as T
+
+    return [("topic", T.StringType()), ("hour_start", T.TimestampType()), ("produced", T.LongType()),
+            ("mirrored", T.LongType()), ("loaded", T.LongType()), ("missing", T.LongType()),
+            ("duplicates", T.LongType()), ("complete", T.BooleanType()), ("status", T.StringType()),
+            ("evaluated_at", T.TimestampType())]
+
+
+def read_audit_events(job: LoadJob, hours: list[tuple[str, str]]):
+    wh = job.warehouse
+    if not hours or not wh.exists_table(AUDIT_TABLE):
+        return []
+    rows = (job.spark.table(wh.qualified(AUDIT_TABLE)).where(hours_filter(hours))
+            .select(*AUDIT_FIELDS).collect())
+    return [event_from_dict(r.asDict()) for r in rows]
+
+
+def reconcile_hours(job: LoadJob, topics: list[str], hours: list[tuple[str, str]]) -> list[HourStatus]:
+    """Books for every (topic, hour); writes them to ferry_completeness and returns them."""
+    hours = sorted(set(hours))
+    topics = sorted(set(topics) - {"_audit"})
+    if not hours or not topics:
+        return []
+    statuses = books(read_audit_events(job, hours), topics, hours)
+    write_statuses(job, statuses)
+    return statuses
+
+
+def write_statuses(job: LoadJob, statuses: list[HourStatus]) -> None:
+    from loaders.load_job import new_run_id
+
+    spark, wh = job.spark, job.warehouse
+    wh.ensure_table(COMPLETENESS_TABLE, completeness_columns(), with_meta=False)
+    now = dt.datetime.now(dt.UTC)
+    data = [(s.topic, dt.datetime.fromtimestamp(s.hour_ms / 1000, dt.UTC), s.produced, s.mirrored, s.loaded,
+             s.missing, s.duplicates, s.complete, s.status, now, s.dt, s.hr) for s in statuses]
+    schema = wh.table_schema(COMPLETENESS_TABLE)
+    df = spark.createDataFrame(data, schema)
+    topics = sorted({s.topic for s in statuses})
+    keep = "topic NOT IN (" + ", ".join("'" + t.replace("'", "''") + "'" for t in topics) + ")"
+    run_id = "c" + new_run_id()
+    root = wh.table_root(COMPLETENESS_TABLE)
+    with job.ledger.lock(job.config.lock_timeout_s) if job.ledger._lock_fd is None else nullcontext():
+        job.ledger.begin(run_id, [root])
+        versions = wh.write_versions(COMPLETENESS_TABLE, df, {(s.dt, s.hr) for s in statuses}, [], run_id,
+                                     keep_old=keep)
+        for v in versions:
+            wh.set_partition(v)
+        wh.refresh(COMPLETENESS_TABLE)
+        job.ledger.mark_applied(run_id, [v.previous for v in versions if v.previous])
+        job.ledger.abandon(run_id)
+

@@ -1,0 +1,72 @@
+"""The Spark session of a load: Hive support with an embedded Derby metastore under the state directory
+(or a real metastore by URI), UTC session time zone, and the ``ferry`` data source registered."""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from pathlib import Path
+
+log = logging.getLogger("ferry.load.session")
+
+
+def python_for_workers() -> str:
+    """Executors must run this interpreter (the one with pyarrow, fastavro and ferry installed)."""
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    return os.environ["PYSPARK_PYTHON"]
+
+
+def metastore_conf(state_dir: str | os.PathLike, metastore_uris: str | None = None) -> dict[str, str]:
+    if metastore_uris:
+        return {"spark.hadoop.hive.metastore.uris": metastore_uris}
+    db = Path(state_dir).resolve() / "metastore_db"
+    return {
+        "spark.hadoop.javax.jdo.option.ConnectionURL": f"jdbc:derby:;databaseName={db};create=true",
+        "spark.driver.extraJavaOptions": f"-Dderby.system.home={Path(state_dir).resolve()}",
+    }
+
+
+def build_session(state_dir: str | os.PathLike, *, master: str | None = "local[2]", warehouse: str | None = None,
+                  metastore_uris: str | None = None, app_name: str = "ferry-load",
+                  conf: dict[str, str] | None = None):
+    """getOrCreate a Hive-enabled session. With ``master=None`` the master comes from spark-submit.
+
+    Static settings (metastore, warehouse dir) only take effect when this creates the session; an
+    existing session in the process is reused as it is (the caller decided its metastore).
+    """
+    python_for_workers()
+    from pyspark.sql import SparkSession
+
+    from loaders.datasource import register
+
+    state = Path(state_dir).resolve()
+    state.mkdir(parents=True, exist_ok=True)
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        register(active)
+        return active
+    builder = SparkSession.builder.appName(app_name)
+    if master:
+        builder = builder.master(master)
+    settings = {
+        "spark.sql.session.timeZone": "UTC",
+        "spark.sql.warehouse.dir": warehouse or str(state / "warehouse"),
+        "spark.ui.enabled": "false",
+        "spark.ui.showConsoleProgress": "true",
+        "spark.sql.shuffle.partitions": "8",
+        "spark.sql.sources.partitionOverwriteMode": "dynamic",
+        "spark.hadoop.hive.exec.dynamic.partition.mode": "nonstrict",
+        "spark.sql.parquet.compression.codec": "snappy",
+        "spark.local.dir": str(state / "spark-tmp"),
+        "spark.python.worker.reuse": "true",
+        **metastore_conf(state, metastore_uris),
+    }
+    settings.update(conf or {})
+    for k, v in settings.items():
+        builder = builder.config(k, v)
+    spark = builder.enableHiveSupport().getOrCreate()
+    spark.sparkContext.setLogLevel(os.environ.get("FERRY_SPARK_LOG_LEVEL", "WARN"))
+    register(spark)
+    return spark

@@ -1,0 +1,86 @@
+"""The load pipeline's steps, shared by ``ferry load``, spark-submit and the Airflow DAGs.
+
+- ``plan``: ranges from the ledger and the cluster (no Spark), the end offsets become the load's cap;
+- ``load``: one committed load run (load_job.LoadJob);
+- ``reconcile``: load `_audit` once more (so the warehouse counts just published are in ferry_audit),
+  then balance the books of the hours that changed and write them to ferry_completeness.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from dataclasses import replace
+
+from loaders.load_job import LoadConfig, LoadJob, LoadResult
+from loaders.planner import LoadPlan, StartPosition, make_plan
+from loaders.warehouse_audit import HourStatus
+
+
+def match_topics(spec: str | list[str], names) -> list[str]:
+    """The names (e.g. topics the ledger knows) selected by a --topics spec (list or regex)."""
+    names = sorted(set(names) - {"_audit"})
+    if isinstance(spec, list):
+        return [n for n in names if n in spec]
+    if "," in spec:
+        wanted = {s.strip() for s in spec.split(",")}
+        return [n for n in names if n in wanted]
+    try:
+        rx = re.compile(spec)
+    except re.error:
+        return [n for n in names if n == spec]
+    return [n for n in names if n == spec or rx.fullmatch(n)]
+
+
+def plan(cfg: LoadConfig) -> LoadPlan:
+    """What a load would read now (read-only: the ledger is not changed)."""
+    from loaders.cluster_offsets import ClusterOffsets
+    from loaders.ledger import Ledger
+
+    with ClusterOffsets(zookeeper=cfg.zookeeper) as cluster:
+        topics = cluster.select_topics(cfg.topics)
+        if cfg.include_audit:
+            all_topics = cluster.topics()
+            if "_audit" in all_topics:
+                topics["_audit"] = all_topics["_audit"]
+        return make_plan(cluster, topics, Ledger(cfg.state_dir).committed_offsets(),
+                         start=StartPosition.parse(cfg.start), max_per_split=cfg.max_per_split,
+                         skip_lost_data=cfg.skip_lost_data, until=cfg.until)
+
+
+def load(cfg: LoadConfig, spark=None) -> tuple[LoadJob, LoadResult]:
+    job = LoadJob(cfg, spark)
+    return job, job.run()
+
+
+def reconcile(cfg: LoadConfig, hours: list[tuple[str, str]] = (), *, since: float | None = None, spark=None,
+              catch_up_audit: bool = True) -> tuple[LoadJob, list[HourStatus]]:
+    """Books of ``hours`` plus every hour that loads committed since ``since`` (epoch s) or this step's
+    own `_audit` catch-up touched; for the topics of ``cfg.topics`` the ledger knows."""
+    hours = set(map(tuple, hours))
+    job = LoadJob(replace(cfg, topics=["_audit"], include_audit=False, until=None), spark)
+    if catch_up_audit:
+        from loaders.cluster_offsets import ClusterOffsets
+
+        with ClusterOffsets(zookeeper=cfg.zookeeper) as cluster:
+            has_audit = "_audit" in cluster.topics()
+        if has_audit:
+            result = job.run()
+            hours.update(result.hours(include_audit=True))
+    if since is not None:
+        for entry in job.ledger.history():
+            if entry.get("committed_at", 0) >= since:
+                for table_hours in entry.get("hours", {}).values():
+                    hours.update(tuple(h) for h in table_hours)
+    topics = match_topics(cfg.topics, job.ledger.committed_offsets_topics())
+    statuses = job.reconcile(sorted(hours), topics)
+    return job, statuses
+
+
+def load_and_reconcile(cfg: LoadConfig, spark=None) -> tuple[LoadResult, list[HourStatus]]:
+    started = time.time()
+    job, result = load(cfg, spark)
+    if not cfg.include_audit:
+        return result, []
+    _, statuses = reconcile(cfg, result.hours(), since=started, spark=job.spark)
+    return result, statuses
