@@ -174,12 +174,22 @@ class ZooKeeperServer(ManagedProcess):
             try:
                 with socket.create_connection((self.host, self.port), timeout=1) as s:
                     s.sendall(b"ruok")
-                    if s.recv(16) == b"imok":
-                        return
+                    ok = s.recv(16) == b"imok"
+                # `ruok` answers imok before the server takes sessions; `srvr` says when it serves.
+                if ok and self._serving():
+                    return
             except OSError:
                 pass
             time.sleep(0.05)
         raise EmbeddedError(f"ZooKeeper on {self.connect} never answered ruok" + _tail(self.log_file))
+
+    def _serving(self) -> bool:
+        with socket.create_connection((self.host, self.port), timeout=1) as s:
+            s.sendall(b"srvr")
+            reply = b""
+            while chunk := s.recv(4096):
+                reply += chunk
+        return reply.startswith(b"Zookeeper version") and b"not currently serving" not in reply
 
 
 class BrokerProcess(ManagedProcess):

@@ -179,7 +179,7 @@ class ClusterRegistry:
 
     def brokers(self) -> dict[int, BrokerInfo]:
         """The live brokers, by id."""
-        return self._read_brokers(watch=None)
+        return self.client.retry(self._read_brokers, None)
 
     def broker(self, broker_id: int) -> BrokerInfo | None:
         try:
@@ -262,7 +262,7 @@ class ClusterRegistry:
         return TopicInfo.decode(name, data)
 
     def topics(self) -> dict[str, TopicInfo]:
-        return self._read_topics(watch=None)
+        return self.client.retry(self._read_topics, None)
 
     # ----------------------------------------------------------------- watches
     def watch_topics(self, callback: TopicsCallback) -> None:

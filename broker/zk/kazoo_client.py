@@ -1,8 +1,9 @@
 """A started, chrooted KazooClient for a ZkConnect, creating the chroot when it is missing.
 
 kazoo cannot create its own chroot (every path it sends is prefixed with it), so a short-lived
-unchrooted session makes the path first. Reconnection is retried forever with a short back-off:
-a broker must outlive a ZooKeeper restart.
+unchrooted session makes the path first. Connecting is retried (short back-off) until ``timeout``:
+a server that is still starting refuses sessions for a moment. Reconnection is retried forever: a
+broker must outlive a ZooKeeper restart.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ def connect(
     zk = ZkConnect.parse(zk) if isinstance(zk, str) else zk
     session_timeout = timeout if session_timeout is None else session_timeout
     if zk.chroot:
-        root = KazooClient(hosts=zk.hosts, timeout=session_timeout, connection_retry=_retry_policy(3))
+        root = KazooClient(hosts=zk.hosts, timeout=session_timeout, connection_retry=_retry_policy(-1))
         _start(root, zk, timeout)
         try:
             if create_chroot:

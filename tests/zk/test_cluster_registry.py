@@ -296,3 +296,31 @@ def test_callback_errors_do_not_stop_watching(registries) -> None:
     wait_until(lambda: seen, what="first call")
     r.create_topic("x", 1)
     wait_until(lambda: seen[-1] == {"x"}, what="call after a failing one")
+
+
+def test_survives_zookeeper_restart(tmp_path) -> None:
+    """A ZooKeeper restart (its own server here): the registration and the watches carry on."""
+    from ferry.embedded import ZooKeeperServer
+
+    zk = ZooKeeperServer(data_dir=tmp_path / "zk").start()
+    broker = watcher = None
+    try:
+        connect = f"{zk.connect}/restart"
+        broker = ClusterRegistry(connect, timeout=SESSION).start()
+        watcher = ClusterRegistry(connect, timeout=SESSION).start()
+        broker.register_broker(1, "127.0.0.1", 9092)
+        maps: list[set] = []
+        watcher.watch_topics(lambda m: maps.append(set(m)))
+        wait_until(lambda: maps == [set()], what="first map")
+        zk.stop()
+        time.sleep(SESSION + 1)  # longer than the session timeout: the server decides what survives
+        zk = ZooKeeperServer(port=zk.port, data_dir=tmp_path / "zk").start()
+        wait_until(lambda: broker.client.connected and watcher.client.connected, timeout=20, what="reconnected")
+        wait_until(lambda: 1 in watcher.brokers(), timeout=20, what="broker 1 registered after the restart")
+        broker.create_topic("after_restart", 1)
+        wait_until(lambda: maps[-1] == {"after_restart"}, timeout=20, what="topic seen after the restart")
+    finally:
+        for r in (broker, watcher):
+            if r is not None:
+                r.stop()
+        zk.stop()
