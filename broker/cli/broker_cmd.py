@@ -111,16 +111,23 @@ def run(args: argparse.Namespace) -> int:
                         format="%(asctime)s %(levelname)s [broker-" + str(config.broker_id) + "] %(name)s: %(message)s")
     from broker.server.kafka_server import KafkaServer
 
+    log = logging.getLogger("ferry.broker")
     try:
         asyncio.run(KafkaServer(config).run())
     except KeyboardInterrupt:
         return 0
-    except OSError as e:
-        logging.getLogger("ferry.broker").error("broker %d failed: %s", config.broker_id, e)
-        return 1
     except Exception as e:
-        if type(e).__module__.startswith("broker.zk"):  # e.g. broker id already registered
-            logging.getLogger("ferry.broker").error("broker %d failed: %s", config.broker_id, e)
-            return 1
-        raise
+        if _is_expected_failure(e):  # a clear one-line reason, no traceback
+            log.error("broker %d failed: %s", config.broker_id, e or type(e).__name__)
+        else:
+            log.exception("broker %d failed", config.broker_id)
+        return 1
     return 0
+
+
+def _is_expected_failure(e: BaseException) -> bool:
+    """Environment problems (port taken, data dir locked, ZooKeeper unreachable, id in use)."""
+    if isinstance(e, OSError):
+        return True
+    module = type(e).__module__
+    return module.startswith(("broker.zk", "broker.record", "kazoo"))
