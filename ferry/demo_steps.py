@@ -1,0 +1,185 @@
+"""The demo's steps, each a method of DemoCluster: start, publish, mirror, load, report, stop."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+from ferry.embedded import BrokerProcess, ManagedProcess, ZooKeeperServer, wait_for_port
+
+LIVE_BROKERS, OFFLINE_BROKERS = 2, 1
+AUDIT_TOPIC = "_audit"
+
+
+class Progress:
+    """Prints what the demo is doing, with elapsed time, so a person can follow along."""
+
+    def __init__(self) -> None:
+        self.t0 = time.monotonic()
+
+    def say(self, text: str) -> None:
+        print(f"[{time.monotonic() - self.t0:6.1f}s] {text}", flush=True)
+
+    def bar(self, label: str, done: int, total: int) -> None:
+        width = 30
+        filled = int(width * done / max(total, 1))
+        end = "\n" if done >= total else ""
+        print(f"\r[{time.monotonic() - self.t0:6.1f}s] {label} [{'#' * filled}{'.' * (width - filled)}] "
+              f"{done}/{total}", end=end, flush=True)
+
+
+class DemoCluster:
+    """ZooKeeper, live and offline brokers and the mirror as local processes under one directory."""
+
+    def __init__(self, root: Path, progress: Progress, partitions: int = 4) -> None:
+        self.root = root
+        self.progress = progress
+        self.partitions = partitions
+        self.zk: ZooKeeperServer | None = None
+        self.brokers: list[BrokerProcess] = []
+        self.mirror: ManagedProcess | None = None
+        self.ports_file = root / "ports.json"
+
+    # -- processes -------------------------------------------------------------------------------------------
+    def _ports(self) -> dict[str, int]:
+        """Reuse the ports of a previous run in the same directory (so its ZooKeeper data stays valid)."""
+        from ferry.embedded import free_port
+
+        if self.ports_file.exists():
+            ports = json.loads(self.ports_file.read_text())
+        else:
+            ports = {"zookeeper": free_port()}
+            for i in range(1, LIVE_BROKERS + 1):
+                ports[f"live-{i}"] = free_port()
+            for i in range(1, OFFLINE_BROKERS + 1):
+                ports[f"offline-{100 + i}"] = free_port()
+            ports["mirror-metrics"] = free_port()
+            self.ports_file.write_text(json.dumps(ports))
+        return ports
+
+    @property
+    def live_zk(self) -> str:
+        assert self.zk is not None
+        return f"{self.zk.connect}/ferry/live"
+
+    @property
+    def offline_zk(self) -> str:
+        assert self.zk is not None
+        return f"{self.zk.connect}/ferry/offline"
+
+    def start(self) -> None:
+        ports = self._ports()
+        self.zk = ZooKeeperServer(port=ports["zookeeper"], data_dir=self.root / "zookeeper").start()
+        self.progress.say(f"ZooKeeper on {self.zk.connect} (chroots /ferry/live, /ferry/offline)")
+        for i in range(1, LIVE_BROKERS + 1):
+            b = BrokerProcess(i, self.root / "live" / f"broker-{i}", self.live_zk, "live", port=ports[f"live-{i}"])
+            self.brokers.append(b.start())
+            self.progress.say(f"live broker {i} on {b.bootstrap}")
+        for i in range(101, 101 + OFFLINE_BROKERS):
+            b = BrokerProcess(i, self.root / "offline" / f"broker-{i}", self.offline_zk, "offline",
+                              port=ports[f"offline-{i}"])
+            self.brokers.append(b.start())
+            self.progress.say(f"offline broker {i} on {b.bootstrap}")
+
+    def create_topics(self, topics: tuple[str, ...]) -> None:
+        from broker.zk.cluster_registry import ClusterRegistry
+        from broker.zk.errors import TopicExistsError
+
+        reg = ClusterRegistry(self.live_zk).start()
+        try:
+            for topic, n in [(t, self.partitions) for t in topics] + [(AUDIT_TOPIC, 2)]:
+                try:
+                    reg.create_topic(topic, n, {"retention.ms": str(7 * 24 * 3_600_000)})
+                    self.progress.say(f"created live topic {topic} ({n} partitions)")
+                except TopicExistsError:
+                    self.progress.say(f"live topic {topic} exists (reusing {self.root})")
+        finally:
+            reg.stop()
+
+    def register_schemas(self, topics: tuple[str, ...]) -> None:
+        from schemas.registry import SchemaRegistry, subject_for_topic
+
+        events = Path(__file__).resolve().parent.parent / "schemas" / "events"
+        with SchemaRegistry(self.live_zk) as reg:
+            for topic in topics:
+                schema_id = reg.register(subject_for_topic(topic), (events / f"{topic}.avsc").read_text())
+                self.progress.say(f"schema {subject_for_topic(topic)} registered as id {schema_id}")
+
+    def start_mirror(self) -> None:
+        ports = self._ports()
+        self.mirror = ManagedProcess("mirror", self.root / "mirror.out")
+        self.mirror._spawn([sys.executable, "-m", "ferry.cli", "mirror", "--source-zookeeper", self.live_zk,
+                            "--target-zookeeper", self.offline_zk, "--include", ".*", "--streams", "2",
+                            "--metrics-port", str(ports["mirror-metrics"]), "--datacenter", "offline",
+                            "--commit-interval", "1"], env=dict(os.environ, PYTHONUNBUFFERED="1"))
+        wait_for_port("127.0.0.1", ports["mirror-metrics"], 30, self.mirror.proc, self.mirror.log_file)
+        self.progress.say(f"mirror running (metrics on http://127.0.0.1:{ports['mirror-metrics']}/metrics)")
+
+    # -- the data ---------------------------------------------------------------------------------------------
+    def publish(self, n_events: int, start_ms: int, end_ms: int, hosts: list[str], seed: int) -> dict[str, int]:
+        """Publish Avro events from `hosts` simulated frontends, each an audited producer of its own."""
+        from broker.client.producer import Producer
+        from ferry.demo_events import activity_stream
+        from schemas.registry import SchemaRegistry, subject_for_topic
+        from schemas.wire import AvroSerializer
+
+        produced: dict[str, int] = {}
+        with SchemaRegistry(self.live_zk) as reg:
+            serializers: dict[str, AvroSerializer] = {}
+            producers = {h: Producer(zookeeper=self.live_zk, application=h, audit_interval_s=2.0) for h in hosts}
+            try:
+                for i, ev in enumerate(activity_stream(n_events, start_ms, end_ms, hosts, seed), 1):
+                    ser = serializers.get(ev.topic)
+                    if ser is None:
+                        ser = serializers[ev.topic] = AvroSerializer(reg, subject_for_topic(ev.topic))
+                    producers[ev.record["host"]].send(ev.topic, ser.serialize(ev.record), ev.key,
+                                                      timestamp_ms=ev.event_time_ms)
+                    produced[ev.topic] = produced.get(ev.topic, 0) + 1
+                    if i % 2000 == 0 or i == n_events:
+                        self.progress.bar("publishing", i, n_events)
+            finally:
+                undelivered = sum(p.close() for p in producers.values())
+        if undelivered:
+            raise RuntimeError(f"{undelivered} events were not delivered")
+        self.progress.say("published " + ", ".join(f"{t}={n}" for t, n in sorted(produced.items()))
+                          + f" from {len(hosts)} hosts (audit counts published to {AUDIT_TOPIC})")
+        return produced
+
+    def wait_mirrored(self, produced: dict[str, int], timeout_s: float = 120.0) -> None:
+        """Wait until the mirror's committed offsets reach the live end offsets (lag 0)."""
+        from mirror.status import mirror_status
+
+        deadline = time.monotonic() + timeout_s
+        lag = -1
+        while time.monotonic() < deadline:
+            status = mirror_status(self.live_zk, self.offline_zk, "ferry-mirror", include=".*")
+            lag = status.total_lag
+            if lag == 0 and {r.topic for r in status.partitions} >= set(produced):
+                self.progress.say("mirror caught up: lag 0 on every partition")
+                return
+            self.progress.say(f"mirror lag {lag} messages")
+            time.sleep(1.0)
+        raise RuntimeError(f"mirror still {lag} messages behind after {timeout_s:.0f}s (see {self.root}/mirror.out)")
+
+    def run_hourly_dag(self, hours: list[int], short: bool = False) -> None:
+        raise NotImplementedError
+
+    def report(self, topics: tuple[str, ...], hours: list[int]) -> dict:
+        raise NotImplementedError
+
+    # -- shutdown ---------------------------------------------------------------------------------------------
+    def __enter__(self) -> DemoCluster:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.progress.say("stopping mirror, brokers and ZooKeeper")
+        if self.mirror is not None:
+            self.mirror.stop()
+        for b in reversed(self.brokers):
+            b.stop()
+        if self.zk is not None:
+            self.zk.stop()
+        self.progress.say(f"stopped; data and logs kept in {self.root} (--clean to start over)")
