@@ -100,6 +100,8 @@ class Connection:
                 await queue.put((correlation_id, result))
         except (ConnectionError, OSError) as e:
             log.debug("connection from %s: %s", self.peer, e)
+        except Exception:
+            log.exception("closing connection from %s: reading failed", self.peer)
 
     async def _recv_exact(self, n: int) -> bytearray | None:
         """n bytes (a writable bytearray: record batches get their offsets rewritten in place), or None at EOF."""
@@ -156,6 +158,8 @@ class Connection:
                 await self._send(correlation_id, result)
         except (ConnectionError, OSError) as e:
             log.debug("connection from %s: %s", self.peer, e)
+        except Exception:
+            log.exception("closing connection from %s: writing a response failed", self.peer)
 
     async def _send(self, correlation_id: int, body: Any) -> None:
         loop = self._loop
