@@ -78,6 +78,8 @@ class MirrorStream(threading.Thread):
         self.fetch_wait_ms = fetch_wait_ms
         self.partitions: dict[TopicPartition, PartitionMirror] = {}
         self.sequences: dict[TopicPartition, int] = {}  # next sequence per partition for our producer id
+        # partition -> (offset, sequence) of the first batch that was unacknowledged when it was revoked
+        self._rewind: dict[TopicPartition, tuple[int, int]] = {}
         self.producer_id: int | None = None
         self.producer_epoch = 0
         self._pid_retry_at = 0.0
@@ -87,7 +89,7 @@ class MirrorStream(threading.Thread):
         self._target_stale = True
         self._source_refreshed = self._target_refreshed = 0.0
         self._commands: queue.SimpleQueue = queue.SimpleQueue()
-        self._stop = threading.Event()
+        self._stopping = threading.Event()
         self._lock = threading.Lock()
         self._committable: dict[TopicPartition, int] = {}
         self._high_watermarks: dict[TopicPartition, int] = {}
@@ -122,14 +124,14 @@ class MirrorStream(threading.Thread):
             return dict(self._high_watermarks)
 
     def stop(self, timeout: float = 30.0) -> None:
-        self._stop.set()
+        self._stopping.set()
         if self.is_alive() and threading.current_thread() is not self:
             self.join(timeout)
 
     # ------------------------------------------------------------------ thread
     def run(self) -> None:
         try:
-            while not self._stop.is_set():
+            while not self._stopping.is_set():
                 self._apply_commands()
                 if not self.partitions:
                     self._wait_for_command(0.5)
@@ -172,6 +174,7 @@ class MirrorStream(threading.Thread):
                 for tp, offset in arg.items():
                     if tp not in self.partitions:
                         self.partitions[tp] = PartitionMirror(tp[0], tp[1], offset)
+                        self._maybe_rewind(tp, offset)
                 self._source_stale = self._target_stale = True
                 self._publish_offsets()
             elif kind == "revoke":
@@ -189,12 +192,25 @@ class MirrorStream(threading.Thread):
             off = pm.commit_offset()
             if off is not None:
                 out[tp] = off
-            # self.sequences[tp] is kept: a sequence is never reused for other bytes under one producer id.
+            first = next((b for b in pm.pending if not b.acked), None)
+            if first is not None:
+                self._rewind[tp] = (first.resume_offset, first.sequence)
         with self._lock:
             for tp in partitions:
                 self._committable.pop(tp, None)
                 self._high_watermarks.pop(tp, None)
         return out
+
+    def _maybe_rewind(self, tp: TopicPartition, offset: int | None) -> None:
+        """Sequences are never reused for other bytes under one producer id (the broker would take a
+        different batch with a cached sequence range for a retry and drop it). The one exception: a
+        partition that comes back at exactly the offset of its first unacknowledged batch will produce
+        the very same batches again, so it may reuse their sequences, and the broker dedupes them exactly.
+        Otherwise the sequence moves on; the gap makes the broker refuse it and we take a new producer id.
+        """
+        rewind = self._rewind.pop(tp, None)
+        if rewind is not None and offset is not None and rewind[0] == offset:
+            self.sequences[tp] = rewind[1]
 
     def _publish_offsets(self) -> None:
         with self._lock:
@@ -265,6 +281,7 @@ class MirrorStream(threading.Thread):
         self._needs_new_pid = False
         self.producer_id, self.producer_epoch = pid, epoch
         self.sequences.clear()
+        self._rewind.clear()
         for tp, pm in self.partitions.items():
             seq = 0
             for b in pm.pending:

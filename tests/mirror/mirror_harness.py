@@ -1,0 +1,134 @@
+"""Helpers for the mirror's end-to-end tests: produce to live, read both sides with confluent-kafka, wait."""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections import Counter
+from collections.abc import Callable, Iterable
+
+from confluent_kafka import Consumer, Producer, TopicPartition
+
+from audit.bucket import bucket_start
+
+Row = tuple[bytes | None, bytes | None, tuple, int]  # key, value, headers, timestamp
+Log = dict[tuple[str, int], list[Row]]
+
+
+def produce(bootstrap: str, topic: str, partitions: int, n: int, *, start: int = 0, ts0: int | None = None,
+            ts_step_ms: int = 37, compression: str = "lz4", tag: str = "") -> Counter:
+    """n messages spread over partitions with keys, headers and explicit timestamps; returns the
+    expected audit counts per (topic, bucket)."""
+    ts0 = ts0 if ts0 is not None else int(time.time() * 1000) - 3_600_000
+    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "compression.type": compression,
+                  "enable.idempotence": True, "acks": "all", "batch.num.messages": 2000})
+    counts: Counter = Counter()
+    errors: list = []
+
+    def on_delivery(err, _msg) -> None:
+        if err is not None:
+            errors.append(err)
+
+    for i in range(start, start + n):
+        ts = ts0 + i * ts_step_ms
+        key = None if i % 7 == 0 else f"{tag}k{i}".encode()
+        headers = [("ferry.host", b"test"), ("seq", str(i).encode())] if i % 3 else None
+        while True:
+            try:
+                p.produce(topic, value=f"{tag}{topic}-{i}-".encode() * (1 + i % 4), key=key,
+                          partition=i % partitions, timestamp=ts, headers=headers, on_delivery=on_delivery)
+                break
+            except BufferError:
+                p.poll(0.1)
+        counts[(topic, bucket_start(ts))] += 1
+        if i % 1000 == 0:
+            p.poll(0)
+    left = p.flush(60)
+    assert left == 0 and not errors, f"produce to live failed: {left} undelivered, {errors[:3]}"
+    return counts
+
+
+def read_log(bootstrap: str, topics: dict[str, int], timeout: float = 60.0) -> Log:
+    """Every message of every partition, in offset order, from the beginning to the current end."""
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"read-{uuid.uuid4().hex[:8]}",
+                  "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+    try:
+        ends: dict[tuple[str, int], int] = {}
+        tps = []
+        for topic, n in topics.items():
+            for p in range(n):
+                lo, hi = c.get_watermark_offsets(TopicPartition(topic, p), timeout=10, cached=False)
+                ends[(topic, p)] = hi
+                if hi > lo:
+                    tps.append(TopicPartition(topic, p, lo))
+        out: Log = {tp: [] for tp in ends}
+        if not tps:
+            return out
+        c.assign(tps)
+        remaining = {(tp.topic, tp.partition) for tp in tps}
+        deadline = time.monotonic() + timeout
+        while remaining and time.monotonic() < deadline:
+            for m in c.consume(5000, 0.5):
+                if m.error():
+                    continue
+                key = (m.topic(), m.partition())
+                out[key].append((m.key(), m.value(), tuple(m.headers() or ()), m.timestamp()[1]))
+                if m.offset() + 1 >= ends[key]:
+                    remaining.discard(key)
+        assert not remaining, f"could not read to the end of {sorted(remaining)}"
+        return out
+    finally:
+        c.close()
+
+
+def dedup_first(rows: list[Row]) -> list[Row]:
+    """Replays repeat a suffix; keep each message's first copy (messages are unique by value+headers)."""
+    seen = set()
+    out = []
+    for r in rows:
+        if r not in seen:
+            seen.add(r)
+            out.append(r)
+    return out
+
+
+def audit_counts(bootstrap: str, tier: str, partitions: int = 1) -> Counter:
+    counts: Counter = Counter()
+    for rows in read_log(bootstrap, {"_audit": partitions}).values():
+        seen = set()
+        for _k, v, _h, _ts in rows:
+            e = json.loads(v)
+            if e["tier"] == tier and e["guid"] not in seen:
+                seen.add(e["guid"])
+                counts[(e["topic"], e["bucket_start"])] += e["count"]
+    return counts
+
+
+def wait_for(cond: Callable[[], bool], timeout: float, what: str, interval: float = 0.5) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if cond():
+            return
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
+
+
+def committed_to_end(status, topics: Iterable[str]) -> bool:
+    wanted = set(topics)
+    rows = [p for p in status.partitions if p.topic in wanted]
+    return bool(rows) and all(p.live_end is not None and p.committed == p.live_end for p in rows) and \
+        {p.topic for p in rows} == wanted
+
+
+def wait_partitions(bootstrap: str, topic: str, n: int, timeout: float = 30.0) -> None:
+    """Until every broker's metadata shows ``topic`` with ``n`` partitions, each with a leader."""
+    p = Producer({"bootstrap.servers": bootstrap})
+
+    def ready() -> bool:
+        md = p.list_topics(topic, timeout=5)
+        t = md.topics.get(topic)
+        return t is not None and t.error is None and len(t.partitions) == n and all(
+            pm.leader >= 0 for pm in t.partitions.values())
+
+    wait_for(ready, timeout, f"{topic} to have {n} partitions", interval=0.2)
