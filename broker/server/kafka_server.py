@@ -89,6 +89,10 @@ class KafkaServer:
                  cfg.advertised_host, adv_port)
         await loop.run_in_executor(self._executor, self.registry.register_broker, cfg.broker_id,
                                    cfg.advertised_host, adv_port, cfg.datacenter)
+        # Our own Metadata answers should name us as a live leader before clients are sent here.
+        deadline = loop.time() + METADATA_WAIT_S
+        while cfg.broker_id not in metadata.brokers and loop.time() < deadline:
+            await asyncio.sleep(0.01)
         log.info("broker %d registered in ZooKeeper", cfg.broker_id)
 
     async def shutdown(self) -> None:
