@@ -14,17 +14,28 @@ from kazoo.client import KazooClient
 from ferry.embedded import free_port
 
 
-def _ruok(port: int, timeout: float = 30.0) -> None:
+def _serving(port: int, timeout: float = 60.0) -> None:
+    """Wait until ZooKeeper takes sessions (`srvr` answers; `ruok` says imok earlier than that)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         try:
             with socket.create_connection(("127.0.0.1", port), timeout=1) as s:
-                s.sendall(b"ruok")
-                if s.recv(4) == b"imok":
-                    return
+                s.sendall(b"srvr")
+                reply = b""
+                while chunk := s.recv(4096):
+                    reply += chunk
+            if reply.startswith(b"Zookeeper version") and b"not currently serving" not in reply:
+                return
         except OSError:
-            time.sleep(0.1)
-    raise AssertionError(f"no ZooKeeper on port {port}")
+            pass
+        time.sleep(0.1)
+    raise AssertionError(f"no ZooKeeper serving on port {port}")
+
+
+def _client(port: int) -> KazooClient:
+    zk = KazooClient(hosts=f"127.0.0.1:{port}", connection_retry={"max_tries": -1, "delay": 0.1, "max_delay": 1})
+    zk.start(timeout=30)
+    return zk
 
 
 def _start(port: int, data_dir: Path, log: Path) -> subprocess.Popen:
@@ -41,9 +52,8 @@ def test_foreground_server_persists_data(tmp_path: Path) -> None:
     log = tmp_path / "zk.log"
     proc = _start(port, tmp_path / "zk", log)
     try:
-        _ruok(port)
-        zk = KazooClient(hosts=f"127.0.0.1:{port}")
-        zk.start(timeout=10)
+        _serving(port)
+        zk = _client(port)
         zk.create("/ferry/hello", b"world", makepath=True)
         zk.stop()
         zk.close()
@@ -53,9 +63,8 @@ def test_foreground_server_persists_data(tmp_path: Path) -> None:
         assert f"serving 127.0.0.1:{port}" in log.read_text()
 
         proc = _start(port, tmp_path / "zk", log)
-        _ruok(port)
-        zk = KazooClient(hosts=f"127.0.0.1:{port}")
-        zk.start(timeout=10)
+        _serving(port)
+        zk = _client(port)
         assert zk.get("/ferry/hello")[0] == b"world"
         zk.stop()
         zk.close()
