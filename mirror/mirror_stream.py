@@ -87,7 +87,8 @@ class MirrorStream(threading.Thread):
         self._needs_new_pid = False
         self._source_stale = True
         self._target_stale = True
-        self._source_refreshed = self._target_refreshed = 0.0
+        self._source_refreshed = self._target_refreshed = 0.0  # earliest next refresh (monotonic)
+        self._source_md_failures = self._target_md_failures = 0
         self._commands: queue.SimpleQueue = queue.SimpleQueue()
         self._stopping = threading.Event()
         self._lock = threading.Lock()
@@ -298,22 +299,26 @@ class MirrorStream(threading.Thread):
     # ------------------------------------------------------------------ metadata
     def _refresh_metadata(self, now: float) -> None:
         topics = sorted({tp[0] for tp in self.partitions})
-        if self._source_stale and now - self._source_refreshed >= METADATA_MIN_INTERVAL_S:
-            self._source_refreshed = now
-            try:
-                self.source.refresh_metadata(topics)
-                self._source_stale = False
-            except WireError as e:
-                self.metrics.error("source_metadata")
-                log.warning("mirror stream %d: live metadata unavailable: %s", self.index, e)
-        if self._target_stale and now - self._target_refreshed >= METADATA_MIN_INTERVAL_S:
-            self._target_refreshed = now
-            try:
-                self.target.refresh_metadata(topics)
-                self._target_stale = False
-            except WireError as e:
-                self.metrics.error("target_metadata")
-                log.warning("mirror stream %d: offline metadata unavailable: %s", self.index, e)
+        if self._source_stale and now >= self._source_refreshed:
+            self._source_stale, self._source_refreshed, self._source_md_failures = self._refresh(
+                self.source, "live", topics, now, self._source_md_failures)
+        if self._target_stale and now >= self._target_refreshed:
+            self._target_stale, self._target_refreshed, self._target_md_failures = self._refresh(
+                self.target, "offline", topics, now, self._target_md_failures)
+
+    def _refresh(self, client: WireClient, which: str, topics: list[str], now: float,
+                 failures: int) -> tuple[bool, float, int]:
+        """Returns (still stale, earliest next refresh, consecutive failures)."""
+        try:
+            client.refresh_metadata(topics)
+            return False, now + METADATA_MIN_INTERVAL_S, 0
+        except WireError as e:
+            failures += 1
+            self.metrics.error(f"{which}_metadata")
+            if failures in (1, 10) or failures % 100 == 0:
+                log.warning("mirror stream %d: %s metadata unavailable (%d times in a row; retrying): %s",
+                            self.index, which, failures, e)
+            return True, now + max(METADATA_MIN_INTERVAL_S, backoff(failures)), failures
 
     # ------------------------------------------------------------------ fetch
     def _plan_fetches(self, now: float) -> dict[int, dict[str, list[PartitionMirror]]]:

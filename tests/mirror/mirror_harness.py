@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import json
+import os
+import sys
 import time
 import uuid
 from collections import Counter
 from collections.abc import Callable, Iterable
+from pathlib import Path
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from audit.bucket import bucket_start
+from ferry.embedded import ManagedProcess
 
 Row = tuple[bytes | None, bytes | None, tuple, int]  # key, value, headers, timestamp
 Log = dict[tuple[str, int], list[Row]]
@@ -132,3 +136,20 @@ def wait_partitions(bootstrap: str, topic: str, n: int, timeout: float = 30.0) -
             pm.leader >= 0 for pm in t.partitions.values())
 
     wait_for(ready, timeout, f"{topic} to have {n} partitions", interval=0.2)
+
+
+class MirrorProcess(ManagedProcess):
+    """`python -m ferry.cli mirror ...` as a child process (so a test can kill it with SIGKILL)."""
+
+    def __init__(self, log_file: Path, source_zk: str, target_zk: str, include: str, *extra: str) -> None:
+        super().__init__("mirror", log_file)
+        self.argv = [sys.executable, "-m", "ferry.cli", "mirror", "--source-zookeeper", source_zk,
+                     "--target-zookeeper", target_zk, "--include", include, *extra]
+
+    def start(self) -> MirrorProcess:
+        env = dict(os.environ, PYTHONUNBUFFERED="1")
+        self._spawn(self.argv, env=env)
+        return self
+
+    def log_text(self) -> str:
+        return self.log_file.read_text(errors="replace") if self.log_file.exists() else ""
