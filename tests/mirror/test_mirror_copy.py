@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 import urllib.request
+from collections import Counter
 
 import pytest
 from mirror_harness import audit_counts, committed_to_end, produce, read_log, wait_for, wait_partitions
 
+from audit.bucket import bucket_start
+from broker.client.producer import Producer
 from broker.zk.cluster_registry import ClusterRegistry
 from ferry.embedded import free_port
 from mirror.mirror_maker import MirrorConfig, MirrorMaker
@@ -16,20 +20,32 @@ from mirror.status import mirror_status
 
 pytestmark = pytest.mark.slow
 
+T0 = (int(time.time() * 1000) // 3_600_000 - 2) * 3_600_000 + 595_000  # near a bucket boundary, 2 h ago
+
 
 def test_mirror_copies_topics_identically_and_picks_up_new_ones(cluster_factory) -> None:
     live = cluster_factory(2, "live")
     offline = cluster_factory(2, "offline")
-    topics = {"page-views": 3, "clicks": 2, "secret": 1}
+    topics = {"page-views": 3, "clicks": 2, "secret": 1, "orders": 2, "_audit": 1}
     with ClusterRegistry(live.zk_connect) as reg:
         reg.create_topic("page-views", 3, {"retention.ms": "86400000"})
         reg.create_topic("clicks", 2)
         reg.create_topic("secret", 1)
+        reg.create_topic("orders", 2)
+        reg.create_topic("_audit", 1)  # app producers publish their audit counts here; mirrored like any topic
     for t, n in topics.items():
         wait_partitions(live.bootstrap, t, n)
     expected = produce(live.bootstrap, "page-views", 3, 3000, ts_step_ms=400)  # spans several buckets
     expected += produce(live.bootstrap, "clicks", 2, 1500, compression="zstd")
     produce(live.bootstrap, "secret", 1, 10)
+    # an application using ferry's audited producer (tier "producer", counts published to the live _audit)
+    with Producer(live.bootstrap, application="shop", datacenter="live", audit_interval_s=1.0) as app:
+        for i in range(700):
+            app.send("orders", f"order-{i}".encode(), f"user-{i % 13}".encode(), partition=i % 2,
+                     timestamp_ms=T0 + i * 1000)
+    expected[("orders", bucket_start(T0))] = 0
+    for i in range(700):
+        expected[("orders", bucket_start(T0 + i * 1000))] += 1
 
     port = free_port()
     mm = MirrorMaker(MirrorConfig(live.zk_connect, offline.zk_connect, include=".*", exclude="secret",
@@ -49,7 +65,7 @@ def test_mirror_copies_topics_identically_and_picks_up_new_ones(cluster_factory)
         wait_partitions(live.bootstrap, "clicks", 3)
         expected += produce(live.bootstrap, "clicks", 3, 300, start=10_000, compression="none")
 
-        mirrored = ["page-views", "clicks", "signups"]
+        mirrored = ["page-views", "clicks", "signups", "orders", "_audit"]
         wait_for(lambda: committed_to_end(mirror_status(live.zk_connect, offline.zk_connect, "ferry-mirror"),
                                           mirrored), 120, "the mirror to commit every partition to its end")
         with ClusterRegistry(offline.zk_connect) as reg:
@@ -58,9 +74,10 @@ def test_mirror_copies_topics_identically_and_picks_up_new_ones(cluster_factory)
         assert {t: off_topics[t].partition_count for t in mirrored} == {t: topics[t] for t in mirrored}
         assert off_topics["page-views"].config.get("retention.ms") == "86400000"
 
-        src = read_log(live.bootstrap, {t: topics[t] for t in mirrored})
-        dst = read_log(offline.bootstrap, {t: topics[t] for t in mirrored})
-        assert sum(len(v) for v in src.values()) == 3000 + 1500 + 800 + 300
+        data = [t for t in mirrored if t != "_audit"]
+        src = read_log(live.bootstrap, {t: topics[t] for t in data})
+        dst = read_log(offline.bootstrap, {t: topics[t] for t in data})
+        assert sum(len(v) for v in src.values()) == 3000 + 1500 + 800 + 300 + 700
         for tp, rows in src.items():
             assert dst[tp] == rows, f"{tp}: offline differs from live"
 
@@ -68,6 +85,9 @@ def test_mirror_copies_topics_identically_and_picks_up_new_ones(cluster_factory)
         mm.commit()
         got = audit_counts(offline.bootstrap, "mirror")
         assert got == expected
+        # the producer tier's events reached the offline _audit through the mirror: the books balance
+        produced = audit_counts(offline.bootstrap, "producer")
+        assert produced == Counter({k: v for k, v in expected.items() if k[0] == "orders"})
 
         # metrics on 127.0.0.1
         text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
