@@ -50,6 +50,9 @@ class MirrorFetcher:
             self.on_started(offsets)
 
     def stop_fetching(self, timeout: float = 30.0) -> None:
+        """Blocks until the streams finished their round (bounded by their socket timeouts, hence the
+        generous minimum): giving up early would release partitions with batches still in flight."""
+        timeout = max(timeout, 120.0)
         with self._lock:
             owned, self._owned = self._owned, {}
         per_stream: dict[int, set[TopicPartition]] = {}

@@ -34,6 +34,8 @@ from mirror.topic_sync import TopicSync
 log = logging.getLogger("ferry.mirror")
 
 DEFAULT_GROUP = "ferry-mirror"
+LIVE_TIMEOUT_S = 15.0  # a fetch answers within its long-poll wait; silence this long means a dead link
+OFFLINE_TIMEOUT_S = 40.0  # a produce waits for the offline fsync (request timeout 30 s)
 AUDIT_TIER = "mirror"
 
 
@@ -119,8 +121,10 @@ class MirrorMaker:
         self.topic_sync = TopicSync(self.source, self.target, cfg.matches,
                                     always=(AUDIT_TOPIC,) if cfg.audit else ()).start()
         self.streams = [
-            MirrorStream(i, WireClient(self._brokers_of(self.source), f"{cfg.application}-live-{i}"),
-                         WireClient(self._brokers_of(self.target), f"{cfg.application}-offline-{i}"),
+            MirrorStream(i, WireClient(self._brokers_of(self.source), f"{cfg.application}-live-{i}",
+                                       timeout_s=LIVE_TIMEOUT_S),
+                         WireClient(self._brokers_of(self.target), f"{cfg.application}-offline-{i}",
+                                    timeout_s=OFFLINE_TIMEOUT_S),
                          self.counter.count, self.metrics, cfg.fetch_wait_ms)
             for i in range(cfg.streams)
         ]
@@ -138,6 +142,8 @@ class MirrorMaker:
 
     def stop(self) -> None:
         """Clean stop: hand back partitions (committing what offline acknowledged), flush audit, close."""
+        if self._stop.is_set():
+            return
         self._stop.set()
         if self._committer is not None:
             self._committer.join(30)

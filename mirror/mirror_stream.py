@@ -39,6 +39,7 @@ log = logging.getLogger("ferry.mirror")
 
 MAX_IN_FLIGHT = 5  # per partition: the offline broker remembers the last 5 batches of a producer
 MAX_PENDING_BYTES = 8 << 20  # per partition: stop fetching ahead beyond this
+MAX_STREAM_PENDING_BYTES = 64 << 20  # per stream: bounds memory however many partitions it owns
 MAX_PRODUCE_REQUEST_BYTES = 16 << 20
 FETCH_RESPONSE_MAX_BYTES = 32 << 20
 FETCH_WAIT_MS = 500  # long poll when idle: also bounds how long an ownership change waits
@@ -102,7 +103,7 @@ class MirrorStream(threading.Thread):
         if offsets:
             self._commands.put(("assign", dict(offsets), None))
 
-    def revoke(self, partitions: set[TopicPartition], timeout: float = 60.0) -> dict[TopicPartition, int]:
+    def revoke(self, partitions: set[TopicPartition], timeout: float = 120.0) -> dict[TopicPartition, int]:
         """Stop mirroring ``partitions`` and return their committable offsets (acknowledged prefix).
 
         Blocks until the worker finished its current round, so nothing for them is in flight when the
@@ -227,6 +228,8 @@ class MirrorStream(threading.Thread):
         now = time.monotonic()
         if not self._ensure_producer_id(now):
             return False
+        if self._needs_new_pid and now >= self._pid_retry_at:
+            self._reset_producer_id()
         self._refresh_metadata(now)
         fetch_plan = self._plan_fetches(now)
         produce_plan = self._plan_produces(now)
@@ -278,7 +281,10 @@ class MirrorStream(threading.Thread):
         except WireError as e:
             log.warning("mirror stream %d: cannot get a new producer id yet (%s)", self.index, e)
             self.metrics.error("init_producer_id")
+            self._pid_failures += 1
+            self._pid_retry_at = time.monotonic() + backoff(self._pid_failures)
             return  # keep _needs_new_pid; produces wait for it (see _plan_produces)
+        self._pid_failures = 0
         self._needs_new_pid = False
         self.producer_id, self.producer_epoch = pid, epoch
         self.sequences.clear()
@@ -323,6 +329,8 @@ class MirrorStream(threading.Thread):
     # ------------------------------------------------------------------ fetch
     def _plan_fetches(self, now: float) -> dict[int, dict[str, list[PartitionMirror]]]:
         plan: dict[int, dict[str, list[PartitionMirror]]] = {}
+        if sum(pm.pending_bytes() for pm in self.partitions.values()) >= MAX_STREAM_PENDING_BYTES:
+            return plan  # the offline side is behind: produce what we hold first
         for pm in self.partitions.values():
             if pm.fetch_retry_at > now or pm.pending_bytes() >= MAX_PENDING_BYTES:
                 continue
