@@ -56,7 +56,7 @@ class ConsumerConnector:
                  rebalance_backoff_s: float = 1.0, max_rebalance_retries: int = 10, zk_session_timeout_s: float = 6.0,
                  consumer_timeout_s: float | None = None, queued_max_chunks: int = 16,
                  rebalance_listener: RebalanceListener | None = None,
-                 fetcher_overrides: dict[str, object] | None = None) -> None:
+                 fetcher_overrides: dict[str, object] | None = None, fetcher=None) -> None:
         self.group = dirs.validate_group(group)
         if auto_offset_reset not in ("earliest", "latest"):
             raise ValueError(f"auto_offset_reset must be 'earliest' or 'latest', not {auto_offset_reset!r}")
@@ -92,8 +92,9 @@ class ConsumerConnector:
         self._rebalance_needed = False
         self._session_lost = False
         self._first_rebalance = threading.Event()
-        self._fetcher = Fetcher(self.group, self.consumer_id, self._bootstrap, auto_offset_reset,
-                                overrides=fetcher_overrides)
+        # the fetcher: start_fetching(infos), stop_fetching(timeout), close(timeout); the mirror plugs in its own
+        self._fetcher = fetcher if fetcher is not None else Fetcher(
+            self.group, self.consumer_id, self._bootstrap, auto_offset_reset, overrides=fetcher_overrides)
         self._controller: threading.Thread | None = None
 
     # -- public API -----------------------------------------------------------------------------------

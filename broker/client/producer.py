@@ -72,6 +72,7 @@ class Producer:
             "message.timeout.ms": delivery_timeout_ms,
             "queue.buffering.max.messages": queue_max_messages,
             "error_cb": _log_error,
+            "logger": log,  # librdkafka's own log lines go to Python logging, not to stderr
         }
         if retries is not None:
             config["retries"] = retries
@@ -191,6 +192,14 @@ class Producer:
         left = self._rd.flush(max(deadline - time.monotonic(), 0.5))
         if left:
             log.error("producer closed with %d undelivered messages", left)
+            self._rd.purge()  # so that close() does not wait for them again
+            self._rd.flush(0)
+        close = getattr(self._rd, "close", None)
+        if close is not None:
+            try:
+                close()
+            except Exception as exc:  # closing must not raise
+                log.debug("closing librdkafka producer: %s", exc)
         return left
 
     def __enter__(self) -> Producer:

@@ -1,0 +1,100 @@
+"""`ferry audit report`: the books per topic and hour, read from a cluster's `_audit` topic.
+
+Point it at the offline cluster: producer events arrive there through the mirror, and the mirror and
+the warehouse loads publish there directly, so it is where all tiers meet.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import sys
+import time
+
+from audit.bucket import HOUR_MS, hour_start
+
+ENV_ZOOKEEPER = "FERRY_ZOOKEEPER"
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "audit", help="audit reports: the books per topic and hour",
+        description="Audit: every tier (producer, mirror, warehouse) counts messages per topic and 10-minute "
+        "bucket of event time and publishes the counts to the `_audit` topic; the report balances the books.")
+    actions = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
+    report = actions.add_parser(
+        "report", help="per topic and hour: produced, mirrored, loaded, missing, duplicates, complete",
+        description="Read `_audit` from the beginning, count each event once (by guid), and show per topic and "
+        "UTC hour of event time what the producers sent, the mirror copied and the warehouse loaded. "
+        "missing = produced - loaded, duplicates = loaded - produced (per 10-minute bucket, when positive). "
+        "An hour is complete when every bucket of it has loaded == produced and something was produced "
+        "(or some tier published an explicit zero count for it). Use the offline cluster: all tiers meet there.")
+    report.add_argument("--zookeeper", metavar="HOST:PORT/CHROOT", default=os.environ.get(ENV_ZOOKEEPER),
+                        help=f"ZooKeeper of the cluster whose `_audit` to read (default: ${ENV_ZOOKEEPER})")
+    report.add_argument("--bootstrap", metavar="HOST:PORT[,...]",
+                        help="brokers to read from instead of looking them up in ZooKeeper")
+    report.add_argument("--topic", metavar="T", help="only this topic")
+    report.add_argument("--hours", type=int, default=24, metavar="N",
+                        help="only the last N hours of event time, the current one included (default 24; 0 = all)")
+    report.add_argument("--format", choices=("table", "json"), default="table", help="output format (default table)")
+    report.add_argument("--fail-incomplete", action="store_true",
+                        help="exit 1 if any hour shown is not complete (for scripts)")
+    report.add_argument("--timeout-s", type=float, default=10.0, metavar="S",
+                        help="give up reading `_audit` after S seconds without progress (default 10)")
+    report.set_defaults(func=run_report)
+
+
+def _hour_label(ms: int) -> str:
+    return dt.datetime.fromtimestamp(ms / 1000, dt.UTC).strftime("%Y-%m-%d %H:00")
+
+
+def run_report(args: argparse.Namespace) -> int:
+    from audit.reader import read_audit_events
+    from audit.reconciler import reconcile
+    from broker.client.errors import ClientError
+    from broker.zk import RegistryError
+
+    if not args.zookeeper and not args.bootstrap:
+        print(f"ferry audit report: give --zookeeper HOST:PORT/CHROOT (or set {ENV_ZOOKEEPER}) or --bootstrap",
+              file=sys.stderr)
+        return 2
+    if args.hours < 0:
+        print("ferry audit report: --hours must be >= 0", file=sys.stderr)
+        return 2
+    try:
+        audit_log = read_audit_events(args.zookeeper if not args.bootstrap else None, args.bootstrap,
+                                      timeout_s=args.timeout_s)
+    except (ClientError, RegistryError, ValueError) as exc:
+        print(f"ferry audit report: {exc}", file=sys.stderr)
+        return 2
+    since = None
+    if args.hours:
+        since = hour_start(int(time.time() * 1000)) - (args.hours - 1) * HOUR_MS
+    report = reconcile(audit_log.events, topic=args.topic, since_ms=since)
+    if args.format == "json":
+        doc = report.to_dict()
+        doc["invalid_events"] = audit_log.invalid
+        for h in doc["hours"]:
+            h["hour"] = _hour_label(h["hour_start"])
+        print(json.dumps(doc, indent=2))
+    else:
+        _print_table(report, audit_log.invalid)
+    if args.fail_incomplete and any(not h.complete for h in report.hours):
+        return 1
+    return 0
+
+
+def _print_table(report, invalid: int) -> None:
+    headers = ("topic", "hour (UTC)", "produced", "mirrored", "loaded", "missing", "duplicates", "complete")
+    rows = [(h.topic, _hour_label(h.hour_start), str(h.produced), str(h.mirrored), str(h.loaded), str(h.missing),
+             str(h.duplicates), "yes" if h.complete else "no") for h in report.hours]
+    if not rows:
+        print("no audit events in the selected range")
+    else:
+        widths = [max(len(r[i]) for r in [headers, *rows]) for i in range(len(headers))]
+        for r in [headers, *rows]:
+            print("  ".join(c.ljust(w) if i < 2 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths, strict=True))))
+    extra = f"; {invalid} unreadable message(s) on _audit" if invalid else ""
+    print(f"({report.events} events, {report.duplicate_events} duplicate copies ignored{extra})", file=sys.stderr)

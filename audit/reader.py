@@ -1,0 +1,38 @@
+"""Reading `_audit` back from a cluster: every event from the beginning up to the current end."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+
+from audit.event import AUDIT_TOPIC, AuditEvent
+
+log = logging.getLogger("ferry.audit")
+
+
+@dataclass
+class AuditLog:
+    events: list[AuditEvent] = field(default_factory=list)
+    invalid: int = 0  # messages on `_audit` that are not audit events (reported, not fatal)
+
+
+def read_audit_events(zookeeper: str | None = None, bootstrap: str | None = None, *, topic: str = AUDIT_TOPIC,
+                      timeout_s: float = 10.0) -> AuditLog:
+    """All events on `_audit` (an absent topic reads as no events). Raises ClientError if the cluster
+    cannot be reached."""
+    from broker.client.errors import UnknownTopicError
+    from broker.client.simple_consumer import SimpleConsumer
+
+    out = AuditLog()
+    with SimpleConsumer(bootstrap, zookeeper, client_id="ferry-audit-reader", timeout_s=timeout_s) as consumer:
+        try:
+            messages = consumer.read(topic, "earliest", until_end=True, idle_timeout_s=timeout_s)
+            for m in messages:
+                try:
+                    out.events.append(AuditEvent.from_json(m.value or b""))
+                except ValueError as exc:
+                    out.invalid += 1
+                    log.warning("%s/%d@%d is not an audit event: %s", topic, m.partition, m.offset, exc)
+        except UnknownTopicError:
+            return out
+    return out
