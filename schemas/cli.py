@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import sys
 from pathlib import Path
@@ -75,7 +76,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     check.add_argument("--schema-file", required=True, type=Path, metavar="FILE",
                        help="the Avro schema (.avsc JSON); '-' reads standard input")
 
-    for sub in (reg, lst, show, compat, check):
+    copy = actions.add_parser(
+        "copy", help="copy another cluster's registry here (ids preserved), e.g. live -> offline",
+        description="Copy every schema id and subject version of the --from-zookeeper cluster that this "
+        "cluster (--zookeeper) lacks, keeping the ids, so mirrored messages decode here. Idempotent.",
+    )
+    copy.add_argument("--from-zookeeper", required=True, metavar="HOST:PORT/CHROOT",
+                      help="the source cluster's ZooKeeper connect string (e.g. .../ferry/live)")
+
+    for sub in (reg, lst, show, compat, check, copy):
         sub.add_argument(
             "--zookeeper", metavar="HOST:PORT/CHROOT", default=os.environ.get(ENV_ZOOKEEPER),
             help=f"the cluster's ZooKeeper connect string, e.g. 127.0.0.1:2181/ferry/live (default: ${ENV_ZOOKEEPER})",
@@ -86,6 +95,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    logging.getLogger("kazoo").setLevel(logging.ERROR)  # its reconnect chatter is not the user's business
     try:
         if not args.zookeeper:
             raise UsageError(f"--zookeeper HOST:PORT/CHROOT is required (or set ${ENV_ZOOKEEPER})")
@@ -105,7 +115,9 @@ def _open_registry(args: argparse.Namespace) -> SchemaRegistry:
     from broker.zk import RegistryError
 
     try:
-        writes = args.action == "register" or (args.action == "compat" and (args.level or args.clear))
+        if args.action == "copy":  # the source must exist: fail before creating anything at the target
+            SchemaRegistry(args.from_zookeeper, timeout=args.timeout, read_only=True).close()
+        writes = args.action in ("register", "copy") or (args.action == "compat" and (args.level or args.clear))
         return SchemaRegistry(args.zookeeper, timeout=args.timeout, read_only=not writes)
     except RegistryError as exc:
         raise UsageError(str(exc)) from None
@@ -205,4 +217,20 @@ def _check(registry: SchemaRegistry, args: argparse.Namespace, schema_text: str 
     return 0
 
 
-_ACTIONS = {"register": _register, "list": _list, "show": _show, "compat": _compat, "check": _check}
+def _copy(registry: SchemaRegistry, args: argparse.Namespace, _schema: str | None) -> int:
+    from broker.zk import RegistryError
+    from schemas.replication import replicate
+
+    try:
+        source = SchemaRegistry(args.from_zookeeper, timeout=args.timeout, read_only=True)
+    except RegistryError as exc:
+        raise UsageError(str(exc)) from None
+    try:
+        result = replicate(source, registry)
+    finally:
+        source.close()
+    print(f"Copied {result.ids_copied} schema id(s) and {result.versions_copied} subject version(s).")
+    return 0
+
+
+_ACTIONS = {"copy": _copy, "register": _register, "list": _list, "show": _show, "compat": _compat, "check": _check}

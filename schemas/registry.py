@@ -107,6 +107,11 @@ class SchemaRegistry:
         except NodeExistsError:
             pass
 
+    @property
+    def client(self) -> KazooClient:
+        """The kazoo client (rooted at the cluster chroot) this registry uses."""
+        return self._client
+
     def close(self) -> None:
         if self._owns_client:
             self._client.stop()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import sys
 from typing import Any
@@ -78,6 +79,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    logging.getLogger("kazoo").setLevel(logging.ERROR)  # its reconnect chatter is not the user's business
     try:
         if not args.zookeeper:
             raise UsageError(f"--zookeeper HOST:PORT/CHROOT is required (or set ${ENV_ZOOKEEPER})")

@@ -92,3 +92,14 @@ def test_errors(zk_connect: str, zk_server, tmp_path: Path) -> None:
     assert "--schema-file" in ferry("register", "--help")[1]
     assert "--version" in ferry("show", "--help")[1] and "--id" in ferry("show", "--help")[1]
     assert "--level" in ferry("compat", "--help")[1]
+
+
+def test_copy(zk_connect: str) -> None:
+    live, offline = zk_connect + "/live", zk_connect + "/offline"
+    assert ferry("register", "search", "--schema-file", str(schema_path("search")), "--zookeeper", live)[0] == 0
+    rc, out, err = ferry("copy", "--from-zookeeper", live, "--zookeeper", offline)
+    assert rc == 0 and "Copied 1 schema id(s) and 1 subject version(s)" in out, err
+    rc, out, _ = ferry("show", "search", "--zookeeper", offline)
+    assert json.loads(out)["id"] == 1
+    rc, _, err = ferry("copy", "--from-zookeeper", zk_connect + "/nowhere", "--zookeeper", offline)
+    assert rc == 2 and "has no" in err

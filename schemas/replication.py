@@ -1,0 +1,59 @@
+"""Copy one cluster's schema registry into another, ids preserved (live → offline, next to the mirror).
+
+Mirrored messages carry the live registry's schema ids, so the offline cluster's registry must hold
+the same id → schema mapping before loaders decode them. The offline registry is a replica: schemas
+are registered on the live side only (an id that already means something else offline is refused,
+never overwritten). Copying is idempotent and only transfers what the target lacks.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+from schemas.registry import IDS, SUBJECTS, SchemaRegistry
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class ReplicationResult:
+    ids_copied: int
+    versions_copied: int
+
+
+def replicate(source: SchemaRegistry, target: SchemaRegistry) -> ReplicationResult:
+    """Copy every schema id and subject version of ``source`` missing from ``target``."""
+    src, dst = source.client, target.client
+    have_ids = set(_children(dst, IDS))
+    ids = 0
+    for child in sorted(_children(src, IDS), key=_int_or_max):
+        if child in have_ids or not child.isdigit():
+            continue
+        target.import_schema(int(child), source.get(int(child)))
+        ids += 1
+    versions = 0
+    for subject in source.subjects():
+        have = set(_children(dst, f"{SUBJECTS}/{subject}/versions"))
+        for version in source.versions(subject):
+            if str(version) in have:
+                continue
+            sv = source.version(subject, version)
+            target.import_version(subject, version, sv.id)
+            versions += 1
+    if ids or versions:
+        log.info("schema registry: copied %d id(s) and %d subject version(s)", ids, versions)
+    return ReplicationResult(ids, versions)
+
+
+def _children(client, path: str) -> list[str]:
+    from kazoo.exceptions import NoNodeError
+
+    try:
+        return client.get_children(path)
+    except NoNodeError:
+        return []
+
+
+def _int_or_max(text: str) -> int:
+    return int(text) if text.isdigit() else 1 << 62
