@@ -131,7 +131,9 @@ class MirrorMaker:
         for s in self.streams:
             s.start()
         self.fetcher = MirrorFetcher(self.streams, self._on_partitions_stopped, self._on_partitions_started)
-        self.connector = _connector(ConsumerConnector, cfg, self.fetcher)
+        self.connector = ConsumerConnector(cfg.group, cfg.source_zookeeper, consumer_id=cfg.consumer_id,
+                                           auto_offset_reset="earliest", auto_commit=False,
+                                           zk_session_timeout_s=cfg.zk_session_timeout_s, fetcher=self.fetcher)
         self.connector.create_message_streams_by_filter(cfg.subscription_include, cfg.exclude, n=cfg.streams,
                                                         wait_s=wait_s)
         self._committer = threading.Thread(target=self._commit_loop, name="ferry-mirror-committer", daemon=True)
@@ -307,19 +309,3 @@ class MirrorMaker:
             time.sleep(0.1)
         return False
 
-
-def _connector(cls, cfg: MirrorConfig, fetcher: MirrorFetcher):
-    """The ConsumerConnector with the mirror's fetcher plugged in.
-
-    TEMPORARY: until the connector takes ``fetcher=``, its default fetcher is closed and replaced.
-    """
-    import inspect
-
-    kwargs = dict(consumer_id=cfg.consumer_id, auto_offset_reset="earliest", auto_commit=False,
-                  zk_session_timeout_s=cfg.zk_session_timeout_s)
-    if "fetcher" in inspect.signature(cls).parameters:
-        return cls(cfg.group, cfg.source_zookeeper, fetcher=fetcher, **kwargs)
-    connector = cls(cfg.group, cfg.source_zookeeper, **kwargs)
-    connector._fetcher.close()
-    connector._fetcher = fetcher
-    return connector
