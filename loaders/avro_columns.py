@@ -111,6 +111,16 @@ class _Mapper:
         raise SchemaMappingError(f"{where}: unsupported Avro schema {schema!r}")
 
 
+def uuid_fields(schema: dict) -> set[str]:
+    """Top-level fields with logicalType uuid (fastavro decodes them to uuid.UUID; columns hold text)."""
+    out = set()
+    for f in schema.get("fields", []) if isinstance(schema, dict) else []:
+        branches = f["type"] if isinstance(f["type"], list) else [f["type"]]
+        if any(isinstance(b, dict) and b.get("logicalType") == "uuid" for b in branches):
+            out.add(f["name"])
+    return out
+
+
 def avro_columns(schema: dict, what: str = "schema") -> list[Column]:
     """Top-level columns of a record schema (every column nullable: old rows, removed fields)."""
     if not isinstance(schema, dict) or schema.get("type") != "record":

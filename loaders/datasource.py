@@ -216,5 +216,8 @@ def read_split(split: OffsetSplit, bootstrap: str, kafka_conf: dict[str, str], i
 
 
 def register(spark) -> None:
-    """Make ``format("ferry")`` available in this session."""
+    """Make ``format("ferry")`` available in this session (once: re-registering logs a warning)."""
+    if getattr(spark, "_ferry_registered", False):
+        return
     spark.dataSource.register(FerryDataSource)
+    spark._ferry_registered = True

@@ -84,8 +84,8 @@ def _audit_decoder() -> Callable[[bytes], dict]:
     return decode
 
 
-def make_decoder(kind: str, data_columns: list[str], arrow_schema, schemas: dict[int, dict] | None = None
-                 ) -> Callable[[Iterator], Iterator]:
+def make_decoder(kind: str, data_columns: list[str], arrow_schema, schemas: dict[int, dict] | None = None,
+                 text_columns: set[str] | frozenset = frozenset()) -> Callable[[Iterator], Iterator]:
     """The function given to ``mapInArrow``. ``arrow_schema`` is the output schema (the table's data
     columns, ``_topic, _partition, _offset, _event_time, dt, hr, _error``); ``kind`` is ``avro`` or ``audit``."""
 
@@ -131,6 +131,10 @@ def make_decoder(kind: str, data_columns: list[str], arrow_schema, schemas: dict
                         cols[c][i] = None
                     errors[i] = f"{type(e).__name__}: {e}"[:500]
             arrays = []
+            for name in text_columns:
+                col = cols.get(name)
+                if col is not None:
+                    cols[name] = [v if v is None or type(v) is str else str(v) for v in col]
             for field in arrow_schema:
                 name = field.name
                 if name in cols:

@@ -90,7 +90,8 @@ class LoadResult:
 
     @property
     def rows(self) -> int:
-        return sum(t.rows for t in self.topics)
+        """Rows loaded into the topics' tables (`_audit` not counted)."""
+        return sum(t.rows for t in self.topics if t.topic != "_audit")
 
     def hours(self, include_audit: bool = False) -> list[tuple[str, str]]:
         out = set()
@@ -254,12 +255,26 @@ class LoadJob:
         for table in sorted({v.table for v in versions}):
             wh.refresh(table)
         events = [AuditEvent.from_json(e) for e in record.get("audit", [])]
+        if events:
+            self._ensure_audit_topic()
         sent = publish(events, record.get("bootstrap") or self._bootstrap())
         superseded = [v.previous for v in versions if v.previous and v.previous.rstrip("/") != v.location.rstrip("/")]
         self.ledger.mark_applied(record["run_id"], superseded)
         if sent:
             self.say(f"published {sent} warehouse audit event(s) to _audit")
         return sent
+
+    def _ensure_audit_topic(self) -> None:
+        """The warehouse is an audit tier: create `_audit` (1 partition) if nobody did yet."""
+        from broker.zk import ClusterRegistry, TopicExistsError
+
+        with ClusterRegistry(self.config.zookeeper) as reg:
+            if reg.topic("_audit") is None:
+                try:
+                    reg.create_topic("_audit", 1)
+                    self.say("created topic _audit (1 partition)")
+                except TopicExistsError:
+                    pass
 
     def _bootstrap(self) -> str:
         from broker.client.bootstrap import discover
@@ -273,6 +288,7 @@ class LoadJob:
         from pyspark.sql import types as T
         from pyspark.sql.pandas.types import to_arrow_schema
 
+        from loaders.avro_columns import uuid_fields
         from loaders.datasource import FAIL_AFTER_OPTION
         from loaders.decoder import AUDIT_COLUMNS, make_decoder
 
@@ -305,12 +321,18 @@ class LoadJob:
             data_names = [f.name for f in schema.fields
                           if f.name not in ("_topic", "_partition", "_offset", "_event_time", "dt", "hr")]
             arrow_schema = to_arrow_schema(out_struct, timezone="UTC")
-            decoded = raw.mapInArrow(make_decoder(kind, data_names, arrow_schema, schemas), out_struct)
+            text_cols = set()
+            for sch in schemas.values():
+                text_cols |= uuid_fields(sch)
+            decoded = raw.mapInArrow(make_decoder(kind, data_names, arrow_schema, schemas, text_cols), out_struct)
             decoded = decoded.persist(StorageLevel.MEMORY_AND_DISK)
             try:
-                good = self._check_bad(topic, decoded, tr)
                 bucket = (F.floor(F.unix_millis("_event_time") / 600000) * 600000).cast("long")
-                stats = good.groupBy("dt", "hr", bucket.alias("bucket")).count().collect()
+                stats = (decoded.groupBy("dt", "hr", bucket.alias("bucket"),
+                                         F.col("_error").isNotNull().alias("bad")).count().collect())
+                tr.bad = sum(int(r["count"]) for r in stats if r["bad"])
+                good = self._check_bad(topic, decoded, tr)
+                stats = [r for r in stats if not r["bad"]]
                 tr.hours = sorted({(r["dt"], r["hr"]) for r in stats})
                 counts: dict[tuple[str, int], int] = defaultdict(int)
                 for r in stats:
@@ -359,7 +381,6 @@ class LoadJob:
         from pyspark.sql import functions as F
 
         bad = decoded.where(F.col("_error").isNotNull())
-        tr.bad = bad.count()
         if tr.bad:
             sample = bad.select("_partition", "_offset", "_error").orderBy("_partition", "_offset").limit(5).collect()
             where = "; ".join(f"{topic}/{r['_partition']}@{r['_offset']}: {r['_error']}" for r in sample)

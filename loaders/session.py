@@ -61,6 +61,7 @@ def build_session(state_dir: str | os.PathLike, *, master: str | None = "local[2
         "spark.sql.parquet.compression.codec": "snappy",
         "spark.local.dir": str(state / "spark-tmp"),
         "spark.python.worker.reuse": "true",
+        "spark.hadoop.hive.stats.autogather": "false",
         **metastore_conf(state, metastore_uris),
     }
     settings.update(conf or {})
