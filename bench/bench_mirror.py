@@ -4,7 +4,7 @@ a MirrorMaker-1-style copy (consume every message, produce it again).
 Everything runs on this machine (ZooKeeper, one live and one offline broker); numbers are messages/s.
 
     .venv/bin/python bench/bench_mirror.py [--messages 500000] [--partitions 4] [--size 100] [--streams 2]
-                                           [--skip-mm1]
+                                           [--linger-ms 10] [--batch-messages 10000] [--skip-mm1]
 """
 
 from __future__ import annotations
@@ -25,9 +25,9 @@ from mirror.status import mirror_status
 TOPIC = "bench-events"
 
 
-def produce(bootstrap: str, n: int, partitions: int, size: int) -> float:
-    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 10, "compression.type": "lz4",
-                  "batch.size": 1_000_000, "queue.buffering.max.messages": 1_000_000, "acks": "all"})
+def produce(bootstrap: str, n: int, partitions: int, size: int, linger_ms: int, batch_messages: int) -> float:
+    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": linger_ms, "compression.type": "lz4",
+                  "batch.size": 1_000_000, "batch.num.messages": batch_messages, "queue.buffering.max.messages": 1_000_000, "acks": "all"})
     payload = b"x" * size
     t0 = time.perf_counter()
     for i in range(n):
@@ -115,6 +115,9 @@ def main() -> None:
     ap.add_argument("--partitions", type=int, default=4)
     ap.add_argument("--size", type=int, default=100, help="value bytes")
     ap.add_argument("--streams", type=int, default=2)
+    ap.add_argument("--linger-ms", type=int, default=10, help="live producer's linger (batching)")
+    ap.add_argument("--batch-messages", type=int, default=10_000,
+                    help="live producer's batch.num.messages: small values make many small batches")
     ap.add_argument("--skip-mm1", action="store_true", help="skip the MirrorMaker-1-style comparison")
     args = ap.parse_args()
     n = args.messages
@@ -132,9 +135,9 @@ def main() -> None:
             with ClusterRegistry(offline_zk) as reg:
                 reg.create_topic(TOPIC + "-mm1", args.partitions)
             time.sleep(1.0)
-            t = produce(live.bootstrap, n, args.partitions, args.size)
+            t = produce(live.bootstrap, n, args.partitions, args.size, args.linger_ms, args.batch_messages)
             print(f"produced {n} messages of {args.size} B to {args.partitions} partitions in {t:.1f} s "
-                  f"({n / t:,.0f} msgs/s)")
+                  f"({n / t:,.0f} msgs/s; linger {args.linger_ms} ms, <= {args.batch_messages} per batch)")
             t = plain_consume(live.bootstrap, n, args.partitions)
             print(f"plain confluent-kafka consumer:   {n / t:>10,.0f} msgs/s  ({t:.2f} s)")
             t, mirrored = mirror_copy(live_zk, offline_zk, n, args.streams)

@@ -4,8 +4,9 @@ Running each phase as a child process keeps the orchestrator (and its psutil sam
 client's interpreter, lets the orchestrator sample the client's CPU too, and bounds a hung client
 with a timeout.
 
-spec = {"system": "ferry"|"ferry-sets"|"rabbitmq"|"activemq", "op": "produce"|"consume",
-        "address": bootstrap or port, "queue": name, "messages": N, "batch": B, "time_limit_s": T}
+spec = {"system": "ferry"|"ferry-sets"|"rabbitmq"|"activemq"|"e2e", "op": "produce"|"consume",
+        "address": bootstrap or port, "queue": name, "messages": N, "batch": B, "time_limit_s": T,
+        "rate": msgs/s (e2e producer; 0 = max), "broker_pids": [pids whose CPU the timed window reports]}
 """
 
 from __future__ import annotations
@@ -33,6 +34,12 @@ def run(spec: dict) -> dict:
         if system == "ferry-sets":
             return fc.produce_message_sets(addr, q, n, spec["batch"], limit)
         return fc.produce_librdkafka(addr, q, n, spec["batch"], limit)
+    if system == "e2e":
+        import e2e_client as ec
+
+        if op == "consume":
+            return ec.consume_latency(addr, q, n, limit)
+        return ec.produce_timestamped(addr, q, n, spec.get("rate", 0), limit)
     if system == "rabbitmq":
         import rabbitmq_client as rc
 

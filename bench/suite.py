@@ -14,14 +14,13 @@ from __future__ import annotations
 
 import json
 import logging
-import resource
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-import psutil
 from common import MESSAGE_SIZE, settled_disk_usage
+from pyspy_profile import PySpy
 from sampler import ResourceSampler
 from servers import ActiveMQServer, FerryServer, RabbitMQServer
 
@@ -36,12 +35,14 @@ def phase_time_limit(messages: int) -> float:
     return 60.0 + messages / 1000.0
 
 
-def run_client(spec: dict, broker_pids: list[int], timeout_s: float) -> dict:
-    """Run one client phase as a child process; sample broker and client while it runs."""
+def run_client(spec: dict, broker_pids: list[int], timeout_s: float, profile: Path | None = None) -> dict:
+    """Run one client phase as a child process; sample the broker meanwhile (and py-spy it if asked).
+
+    The client itself reports CPU (client, broker, rest of the machine) over its timed window.
+    """
     argv = [sys.executable, str(HERE / "client.py"), json.dumps({**spec, "broker_pids": broker_pids})]
+    spy = PySpy(broker_pids[0], profile).start() if profile is not None and broker_pids else None
     broker = ResourceSampler(broker_pids).start()
-    machine0, t0 = _busy_seconds(), time.monotonic()
-    children0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         out, err = proc.communicate(timeout=timeout_s)
@@ -51,9 +52,7 @@ def run_client(spec: dict, broker_pids: list[int], timeout_s: float) -> dict:
         err += f"\nclient killed after {timeout_s:.0f}s"
     finally:
         broker_res = broker.stop()
-        children1 = resource.getrusage(resource.RUSAGE_CHILDREN)
-        client_cpu_s = (children1.ru_utime + children1.ru_stime) - (children0.ru_utime + children0.ru_stime)
-        machine_pct = 100.0 * (_busy_seconds() - machine0) / max(time.monotonic() - t0, 1e-6)
+        prof = spy.stop() if spy is not None else None
     result = None
     for line in out.splitlines():
         if line.startswith("RESULT "):
@@ -63,45 +62,44 @@ def run_client(spec: dict, broker_pids: list[int], timeout_s: float) -> dict:
                   "errors": [f"client exited {proc.returncode} without a result: {err.strip()[-800:]}"]}
     result["broker"] = broker_res.to_dict()
     result["broker_timeline"] = broker.timeline
-    client_pct = 100.0 * client_cpu_s / max(time.monotonic() - t0, 1e-6)
-    result["client_cpu_avg_pct"] = round(client_pct, 1)
-    # everything else on the (shared) machine meanwhile, in % of one core (the machine has nproc x 100)
-    result["other_cpu_pct"] = round(max(0.0, machine_pct - broker_res.cpu_avg_pct - client_pct), 1)
+    if prof is not None:
+        result["profile"] = prof
     return result
-
-
-def _busy_seconds() -> float:
-    """CPU seconds the whole machine spent busy (all cores, all processes)."""
-    t = psutil.cpu_times()
-    return t.user + t.nice + t.system + getattr(t, "irq", 0.0) + getattr(t, "softirq", 0.0) + getattr(t, "steal", 0.0)
 
 
 def _address(system: str, server) -> str | int:
     return server.bootstrap if system == "ferry" else server.port
 
 
+def _queue(tag: str, batch: int) -> str:
+    return f"{tag.replace('-', '_')}_b{batch}"
+
+
 def run_system(system: str, root: Path, messages: int, batches: tuple[int, ...] = (1, 50),
-               extra_producers: tuple[str, ...] = ()) -> dict:
-    """All phases for one system; the server is stopped whatever happens."""
+               extra_producers: tuple[str, ...] = (), profile_messages: int = 0) -> dict:
+    """All phases for one system; the server is stopped whatever happens.
+
+    With `profile_messages` > 0 (ferry), a second pass repeats each phase with that many messages and
+    py-spy attached to the broker: the profile explains the first pass's numbers without skewing them.
+    """
     server = SERVERS[system](root / system)
-    out: dict = {"system": system, "messages": messages, "phases": {}, "errors": []}
+    out: dict = {"system": system, "messages": messages, "phases": {}, "profiles": {}, "errors": []}
     limit = phase_time_limit(messages)
     try:
         t = time.monotonic()
         server.start()
         out["startup_s"] = round(time.monotonic() - t, 2)
-        producers = [(system, system)] + [(p, p) for p in extra_producers]
-        queues = [f"{tag.replace('-', '_')}_b{b}" for tag, _ in producers for b in batches]
-        for q in queues:
-            server.create_queue(q)
+        producers = [system, *extra_producers]
+        for tag in producers:
+            for b in batches:
+                server.create_queue(_queue(tag, b))
         _, before = settled_disk_usage(server.data_dir)
         out["disk_empty_bytes"] = before
         addr = _address(system, server)
-        for tag, client_system in producers:
+        for tag in producers:
             for b in batches:
-                q = f"{tag.replace('-', '_')}_b{b}"
-                log.info("%s: produce %d messages, batch %d (%s)", system, messages, b, client_system)
-                spec = {"system": client_system, "op": "produce", "address": addr, "queue": q,
+                log.info("%s: produce %d messages, batch %d (%s)", system, messages, b, tag)
+                spec = {"system": tag, "op": "produce", "address": addr, "queue": _queue(tag, b),
                         "messages": messages, "batch": b, "time_limit_s": limit}
                 r = run_client(spec, server.pids(), limit + 60)
                 _, after = settled_disk_usage(server.data_dir)
@@ -112,13 +110,15 @@ def run_system(system: str, root: Path, messages: int, batches: tuple[int, ...] 
                 before = after
                 out["phases"][f"produce_{tag}_b{b}"] = r
                 _log_phase(system, f"produce {tag} b{b}", r)
-        q = f"{system}_b{max(batches)}"
+        q = _queue(system, max(batches))
         log.info("%s: consume %d messages from %s", system, messages, q)
         spec = {"system": system, "op": "consume", "address": addr, "queue": q, "messages": messages,
                 "batch": 0, "time_limit_s": limit}
         r = run_client(spec, server.pids(), limit + 60)
         out["phases"]["consume"] = r
         _log_phase(system, "consume", r)
+        if profile_messages:
+            _profile_pass(out, server, addr, producers, batches, profile_messages, root / "profiles")
     except Exception as e:  # noqa: BLE001 - one system failing must not lose the others' results
         log.exception("%s failed", system)
         out["errors"].append(f"{type(e).__name__}: {e}")
@@ -130,10 +130,36 @@ def run_system(system: str, root: Path, messages: int, batches: tuple[int, ...] 
     return out
 
 
+def _profile_pass(out: dict, server, addr, producers: list[str], batches: tuple[int, ...], n: int,
+                  pdir: Path) -> None:
+    limit = phase_time_limit(n)
+    for tag in producers:
+        for b in batches:
+            q = "prof_" + _queue(tag, b)
+            server.create_queue(q)
+            log.info("%s: profiling produce %s batch %d (%d messages)", out["system"], tag, b, n)
+            spec = {"system": tag, "op": "produce", "address": addr, "queue": q, "messages": n, "batch": b,
+                    "time_limit_s": limit}
+            r = run_client(spec, server.pids(), limit + 60, profile=pdir / f"produce_{tag}_b{b}.txt")
+            out["profiles"][f"produce_{tag}_b{b}"] = _profile_entry(r)
+    spec = {"system": out["system"], "op": "consume", "address": addr, "queue": "prof_" + _queue(producers[0],
+            max(batches)), "messages": n, "batch": 0, "time_limit_s": limit}
+    log.info("%s: profiling consume (%d messages)", out["system"], n)
+    r = run_client(spec, server.pids(), limit + 60, profile=pdir / "consume.txt")
+    out["profiles"]["consume"] = _profile_entry(r)
+
+
+def _profile_entry(r: dict) -> dict:
+    return {"messages": r.get("messages"), "seconds": r.get("seconds"), "msgs_per_s": r.get("msgs_per_s"),
+            "window": r.get("window", {}), "profile": r.get("profile")}
+
+
 def _log_phase(system: str, what: str, r: dict) -> None:
-    log.info("%s %s: %s msgs in %.2fs = %.0f msg/s ok=%s broker cpu %.0f%% rss %.0f MB | timed window: broker %s%% client %s%% other %s%%%s%s",
+    w = r.get("window", {})
+    log.info("%s %s: %s msgs in %.2fs = %.0f msg/s ok=%s broker rss %.0f MB | CPU %% of a core while timed: "
+             "broker %s client %s other %s%s%s",
              system, what, r.get("messages"), r.get("seconds", 0), r.get("msgs_per_s", 0), r.get("ok"),
-             r["broker"]["cpu_avg_pct"], r["broker"]["rss_max_mb"], r.get("window", {}).get("broker_cpu_pct"),
-             r.get("window", {}).get("client_cpu_pct"), r.get("window", {}).get("other_cpu_pct"),
+             r["broker"]["rss_max_mb"], w.get("broker_cpu_pct"),
+             w.get("client_cpu_pct"), w.get("other_cpu_pct"),
              f" overhead {r['overhead_bytes']:.1f} B/msg" if r.get("overhead_bytes") is not None else "",
              f" errors {r['errors']}" if r.get("errors") else "")

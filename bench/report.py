@@ -1,0 +1,374 @@
+"""Turn a run's results (results.json) into bench/RESULTS.md and bench/results.png."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+
+# The paper's figures (Kreps, Narkhede, Rao, NetDB 2011, section 5; two 8-core machines, 200-byte
+# messages, 10 million messages).
+PAPER = {"producer_b1": 50_000, "producer_b50": 400_000, "consumer": 22_000, "overhead_kafka": 9,
+         "overhead_activemq": 144}
+TARGETS = {"producer_b50": 1_000_000, "producer_vs_rabbitmq": 10.0, "consumer": 1_000_000, "overhead": 9.0}
+
+LABELS = {"ferry": "ferry (confluent-kafka)", "ferry-sets": "ferry (message-set producer)",
+          "rabbitmq": "RabbitMQ (pika)", "activemq": "ActiveMQ (stomp.py)"}
+
+
+def _fmt(v: float | None, digits: int = 0) -> str:
+    if v is None:
+        return "—"
+    return f"{v:,.{digits}f}"
+
+
+def _x(a: float | None, b: float | None) -> str:
+    if not a or not b:
+        return "—"
+    r = a / b
+    return f"{r:,.2f}×" if r < 10 else f"{r:,.0f}×"
+
+
+def _phase(results: dict, system: str, key: str) -> dict | None:
+    s = results["systems"].get(system)
+    if not s:
+        return None
+    p = s["phases"].get(key)
+    return p if p and p.get("ok") else None
+
+
+def producer_rows(results: dict) -> list[tuple[str, str, dict | None, dict | None]]:
+    """(system, producer tag, batch-1 phase, batch-50 phase) for each producer that ran."""
+    rows = []
+    for system, tag in (("ferry", "ferry"), ("ferry", "ferry-sets"), ("rabbitmq", "rabbitmq"),
+                        ("activemq", "activemq")):
+        out = results["systems"].get(system)
+        if not out or not any(k.startswith(f"produce_{tag}_b") for k in out["phases"]):
+            continue
+        rows.append((system, tag, _phase(results, system, f"produce_{tag}_b1"),
+                     _phase(results, system, f"produce_{tag}_b50")))
+    return rows
+
+
+def _rate(p: dict | None) -> float | None:
+    return p["msgs_per_s"] if p else None
+
+
+def _best(*ps: dict | None) -> float | None:
+    rates = [p["msgs_per_s"] for p in ps if p]
+    return max(rates) if rates else None
+
+
+def summary(results: dict) -> dict:
+    """The headline numbers the tables, the targets and the plot share."""
+    f_b1 = _phase(results, "ferry", "produce_ferry_b1")
+    f_b50 = _phase(results, "ferry", "produce_ferry_b50")
+    s_b1 = _phase(results, "ferry", "produce_ferry-sets_b1")
+    s_b50 = _phase(results, "ferry", "produce_ferry-sets_b50")
+    r_b1 = _phase(results, "rabbitmq", "produce_rabbitmq_b1")
+    r_b50 = _phase(results, "rabbitmq", "produce_rabbitmq_b50")
+    a_b1 = _phase(results, "activemq", "produce_activemq_b1")
+    a_b50 = _phase(results, "activemq", "produce_activemq_b50")
+    return {
+        "ferry_b1": _rate(f_b1), "ferry_b50": _rate(f_b50), "sets_b1": _rate(s_b1), "sets_b50": _rate(s_b50),
+        "ferry_best_b50": _best(f_b50, s_b50),
+        "rabbit_best": _best(r_b1, r_b50), "activemq_best": _best(a_b1, a_b50),
+        "ferry_consumer": _rate(_phase(results, "ferry", "consume")),
+        "rabbit_consumer": _rate(_phase(results, "rabbitmq", "consume")),
+        "activemq_consumer": _rate(_phase(results, "activemq", "consume")),
+        "ferry_overhead_b50": (f_b50 or {}).get("overhead_bytes"),
+        "ferry_overhead_b1": (f_b1 or {}).get("overhead_bytes"),
+        "sets_overhead_b50": (s_b50 or {}).get("overhead_bytes"),
+    }
+
+
+def _table(header: list[str], rows: list[list[str]]) -> list[str]:
+    out = ["| " + " | ".join(header) + " |", "|" + "|".join(" --- " if i == 0 else " ---: " for i in range(len(header))) + "|"]
+    out += ["| " + " | ".join(r) + " |" for r in rows]
+    return out
+
+
+def _cpu(p: dict | None) -> str:
+    if not p:
+        return "—"
+    w = p.get("window", {})
+    return f"{_fmt(w.get('broker_cpu_pct'))} / {_fmt(w.get('client_cpu_pct'))} / {_fmt(w.get('other_cpu_pct'))}"
+
+
+def render_markdown(results: dict, analysis: str = "") -> str:
+    m = results["machine"]
+    s = summary(results)
+    n = results["messages"]
+    L: list[str] = []
+    L.append("# ferry benchmarks: the paper's section 5 experiments, with RabbitMQ and ActiveMQ")
+    L.append("")
+    L.append(f"- **Command:** `{results['command']}`")
+    L.append(f"- **Date:** {results['generated']} (run took {results.get('wall_s', 0):.0f} s)")
+    L.append(f"- **Machine:** {m['nproc']} cores ({m['cpu_model']}), {m['ram_gb']} GB RAM, Linux {m['kernel']}, "
+             f"Python {m['python']}. Clients and brokers run on the same {m['nproc']} cores and compete for them; "
+             "the machine is shared with other work (the *other* CPU column says how much ran meanwhile).")
+    L.append(f"- **Workload:** {n:,} messages of 200 bytes per phase for every system (random, incompressible "
+             "payloads; no compression anywhere), one queue/topic (one partition) per phase, persistent storage.")
+    versions = results.get("versions", {})
+    if versions:
+        L.append("- **Versions:** " + ", ".join(f"{k} {v}" for k, v in versions.items()))
+    L.append("- **Paper** (Kreps et al., NetDB 2011, two 8-core machines, 10 M messages): producer 50,000 msg/s "
+             "(batch 1) and 400,000 msg/s (batch 50); consumer 22,000 msg/s; 9 bytes storage overhead per message "
+             "(ActiveMQ 144).")
+    L.append("")
+
+    # ---------------------------------------------------------------- producer
+    L.append("## Producer throughput (messages/s)")
+    L.append("")
+    L.append("CPU columns: % of one core during the timed part, broker / client / everything else on the machine.")
+    L.append("")
+    rows = []
+    for _system, tag, b1, b50 in producer_rows(results):
+        rows.append([LABELS[tag], _fmt(_rate(b1)), _fmt(_rate(b50)), _x(_rate(b1), PAPER["producer_b1"]),
+                     _x(_rate(b50), PAPER["producer_b50"]), _cpu(b1), _cpu(b50)])
+    rows.append(["Kafka in the paper (2011)", _fmt(PAPER["producer_b1"]), _fmt(PAPER["producer_b50"]), "1×", "1×",
+                 "", ""])
+    L += _table(["system (client)", "batch 1", "batch 50", "b1 vs paper", "b50 vs paper", "CPU b1", "CPU b50"], rows)
+    L.append("")
+    L.append("What *batch* means per system (neither AMQP 0-9-1 nor STOMP has message sets; the paper assumed "
+             "batch 1 for both peers):")
+    L.append("")
+    for system, tag, b1, b50 in producer_rows(results):
+        for b, p in (("1", b1), ("50", b50)):
+            src = p or results["systems"][system]["phases"].get(f"produce_{tag}_b{b}", {})
+            if src.get("settings"):
+                L.append(f"- {LABELS[tag]}, batch {b}: {src.get('client', '')}; {src['settings']}")
+    L.append("")
+    L.append("Ratios: ferry's best batch-50 producer is "
+             f"**{_x(s['ferry_best_b50'], s['rabbit_best'])} RabbitMQ's best** and "
+             f"**{_x(s['ferry_best_b50'], s['activemq_best'])} ActiveMQ's best** producer figure (either batch mode); "
+             f"ferry with confluent-kafka at batch 50 is {_x(s['ferry_b50'], s['rabbit_best'])} RabbitMQ's best.")
+    L.append("")
+
+    # ---------------------------------------------------------------- consumer
+    L.append("## Consumer throughput (messages/s, reading all messages back)")
+    L.append("")
+    rows = []
+    for system, label, key in (("ferry", LABELS["ferry"], "ferry_consumer"), ("rabbitmq", LABELS["rabbitmq"], "rabbit_consumer"),
+                               ("activemq", LABELS["activemq"], "activemq_consumer")):
+        if system not in results["systems"]:
+            continue
+        p = _phase(results, system, "consume")
+        raw = results["systems"][system]["phases"].get("consume", {})
+        rows.append([label, _fmt(s[key]), _x(s[key], PAPER["consumer"]),
+                     _x(s["ferry_consumer"], s[key]) if system != "ferry" else "", _cpu(p), raw.get("settings", "")])
+    rows.append(["Kafka in the paper (2011)", _fmt(PAPER["consumer"]), "1×", "", "", "~1000 messages / 200 KB per pull"])
+    L += _table(["system (client)", "msg/s", "vs paper", "ferry ×", "CPU broker / client / other", "settings"], rows)
+    L.append("")
+
+    # ---------------------------------------------------------------- storage
+    L.append("## Storage: bytes on disk per message")
+    L.append("")
+    L.append("Allocated bytes (st_blocks, what `du` counts) the store grew by while the phase's N messages were "
+             "written, after the broker settled (flushes, checkpoints), divided by N; overhead = that − 200.")
+    L.append("")
+    rows = []
+    for _system, tag, b1, b50 in producer_rows(results):
+        rows.append([LABELS[tag], _fmt((b1 or {}).get("bytes_per_message"), 1), _fmt((b1 or {}).get("overhead_bytes"), 1),
+                     _fmt((b50 or {}).get("bytes_per_message"), 1), _fmt((b50 or {}).get("overhead_bytes"), 1)])
+    rows.append(["Kafka in the paper (2011)", "209", "9", "209", "9"])
+    rows.append(["ActiveMQ in the paper (2011)", "344", "144", "344", "144"])
+    L += _table(["system", "batch 1: bytes/msg", "overhead", "batch 50: bytes/msg", "overhead"], rows)
+    L.append("")
+
+    # ---------------------------------------------------------------- resources
+    L.append("## Broker resources during each phase")
+    L.append("")
+    L.append("CPU in % of one core over the timed part; RSS of the broker process(es) sampled every 0.25 s "
+             "(first / last / highest sample of the phase). A log that grows while RSS stays put is the point.")
+    L.append("")
+    rows = []
+    for system, out in results["systems"].items():
+        for key, p in out["phases"].items():
+            b = p.get("broker", {})
+            w = p.get("window", {})
+            rows.append([system, key.replace("produce_", "produce ").replace("_b", " batch "),
+                         _fmt(p.get("msgs_per_s")), _fmt(w.get("broker_cpu_pct")), _fmt(b.get("cpu_max_pct")),
+                         f"{_fmt(b.get('rss_start_mb'), 1)} / {_fmt(b.get('rss_end_mb'), 1)} / {_fmt(b.get('rss_max_mb'), 1)}",
+                         "yes" if p.get("ok") else "**no**: " + "; ".join(p.get("errors", []))[:200]])
+    L += _table(["system", "phase", "msg/s", "broker CPU avg %", "broker CPU max %", "RSS MB start / end / max", "ok"], rows)
+    L.append("")
+
+    # ---------------------------------------------------------------- e2e
+    e2e = results.get("e2e")
+    L.append("## End to end through the mirror (live producer → live broker → `ferry mirror` → offline broker → offline consumer)")
+    L.append("")
+    if not e2e:
+        L.append("Not run (`--skip-e2e`).")
+    elif e2e.get("errors") and "throughput" not in e2e:
+        L.append("Failed: " + "; ".join(e2e["errors"]))
+    else:
+        rows = []
+        for key, label in (("throughput", "as fast as possible"), ("latency", f"paced at {e2e.get('latency_rate', 0):,.0f} msg/s")):
+            run = e2e.get(key)
+            if not run:
+                continue
+            c, pr, res = run["consumer"], run["producer"], run["resources"]
+            lat = c.get("latency_ms", {})
+            rows.append([label, _fmt(c.get("messages")), _fmt(pr.get("msgs_per_s")), _fmt(c.get("msgs_per_s")),
+                         _fmt(lat.get("p50"), 1), _fmt(lat.get("p99"), 1), _fmt(lat.get("max"), 1),
+                         f"{_fmt(res.get('cpu_avg_pct'))} / {_fmt(res.get('rss_start_mb'))} → {_fmt(res.get('rss_end_mb'))}",
+                         "yes" if run.get("ok") else "**no** " + "; ".join(pr.get("errors", []) + c.get("errors", []))[:200]])
+        L += _table(["run", "messages", "producer msg/s", "end-to-end msg/s", "latency p50 ms", "p99 ms", "max ms",
+                     "brokers+mirror CPU % / RSS MB", "ok"], rows)
+        L.append("")
+        L.append("End-to-end msg/s = messages / (first send → last receive at the offline consumer). Latency = offline "
+                 "receive time − send time stamped in the message (same clock). Broker defaults: consumers see only "
+                 "flushed data (flush every 10,000 messages or 200 ms), and the mirror produces with acks=all (= fsync "
+                 "before the answer), so each hop waits for a flush: that, not CPU, sets the latency floor.")
+    L.append("")
+
+    # ---------------------------------------------------------------- targets
+    L.append("## Targets (issue 9) on this machine")
+    L.append("")
+    t = []
+    best_b50 = s["ferry_best_b50"]
+    t.append(["producer batch 50 ≥ 1,000,000 msg/s", f"{_fmt(best_b50)} (best client; confluent-kafka {_fmt(s['ferry_b50'])})",
+              "met" if best_b50 and best_b50 >= TARGETS["producer_b50"] else "**missed**"])
+    ratio = best_b50 / s["rabbit_best"] if best_b50 and s["rabbit_best"] else None
+    t.append(["producer batch 50 ≥ 10× RabbitMQ", f"{_x(best_b50, s['rabbit_best'])}",
+              "met" if ratio and ratio >= TARGETS["producer_vs_rabbitmq"] else "**missed**"])
+    t.append(["consumer ≥ 1,000,000 msg/s", _fmt(s["ferry_consumer"]),
+              "met" if s["ferry_consumer"] and s["ferry_consumer"] >= TARGETS["consumer"] else "**missed**"])
+    ov = s["ferry_overhead_b50"]
+    t.append(["≤ 9 bytes overhead per message", f"{_fmt(ov, 1)} (batch 50), {_fmt(s['ferry_overhead_b1'], 1)} (batch 1)",
+              "met" if ov is not None and ov <= TARGETS["overhead"] else "**missed**"])
+    L += _table(["target", "measured", ""], t)
+    L.append("")
+
+    # ---------------------------------------------------------------- profiles
+    profiles = results["systems"].get("ferry", {}).get("profiles", {})
+    if profiles:
+        L.append("## Where the broker's time goes (py-spy, separate profiled pass)")
+        L.append("")
+        L.append("py-spy samples the broker at 200 Hz without pausing it (`--nonblocking`); only active Python "
+                 "stacks are recorded. *busy* = samples / (rate × seconds), i.e. how much of one core the broker's "
+                 "Python code used. *self* = share of samples with that function on top; *incl.* = share in which "
+                 "it appears anywhere on the stack.")
+        L.append("")
+        for key, entry in profiles.items():
+            prof = entry.get("profile") or {}
+            if not prof or "samples" not in prof:
+                continue
+            secs = entry.get("seconds") or 0
+            busy = 100 * prof["samples"] / (200 * secs) if secs else None
+            L.append(f"### {key.replace('_', ' ')}: {_fmt(entry.get('msgs_per_s'))} msg/s while profiled, "
+                     f"{prof['samples']:,} samples, busy ≈ {_fmt(busy)}% of a core")
+            L.append("")
+            L.append("| self % | function | | incl. % | function |")
+            L.append("| ---: | --- | --- | ---: | --- |")
+            selfs, incls = prof.get("top_self", [])[:12], prof.get("top_inclusive", [])[:12]
+            for i in range(max(len(selfs), len(incls))):
+                a = selfs[i] if i < len(selfs) else ("", "")
+                b = incls[i] if i < len(incls) else ("", "")
+                L.append(f"| {a[1]} | `{a[0]}` | | {b[1]} | `{b[0]}` |" if a[0] or b[0] else "")
+            L.append("")
+    if analysis.strip():
+        L.append(analysis.strip())
+        L.append("")
+    errs = [(k, v["errors"]) for k, v in results["systems"].items() if v.get("errors")]
+    if errs:
+        L.append("## Errors")
+        L.append("")
+        for k, e in errs:
+            L.append(f"- {k}: {'; '.join(e)}")
+        L.append("")
+    L.append("Raw numbers: `bench/results.json`. Plot: `bench/results.png`.")
+    return "\n".join(L) + "\n"
+
+
+def render_plot(results: dict, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    s = summary(results)
+    fig, axes = plt.subplots(2, 2, figsize=(13, 9))
+    fig.suptitle(f"ferry vs RabbitMQ vs ActiveMQ — {results['messages']:,} × 200-byte messages, "
+                 f"{results['machine']['nproc']} cores ({results['generated'][:10]})")
+
+    # producer
+    ax = axes[0][0]
+    names, b1s, b50s = [], [], []
+    for _system, tag, b1, b50 in producer_rows(results):
+        names.append(LABELS[tag].replace(" (", "\n("))
+        b1s.append(_rate(b1) or 0)
+        b50s.append(_rate(b50) or 0)
+    x = range(len(names))
+    ax.bar([i - 0.2 for i in x], b1s, 0.4, label="batch 1")
+    ax.bar([i + 0.2 for i in x], b50s, 0.4, label="batch 50")
+    ax.axhline(PAPER["producer_b1"], color="C0", ls=":", label="paper Kafka, batch 1 (50k)")
+    ax.axhline(PAPER["producer_b50"], color="C1", ls=":", label="paper Kafka, batch 50 (400k)")
+    ax.axhline(TARGETS["producer_b50"], color="red", ls="--", lw=1, label="target batch 50 (1M)")
+    ax.set_yscale("log")
+    ax.set_xticks(list(x), names, fontsize=8)
+    ax.set_ylabel("messages/s (log)")
+    ax.set_title("Producer throughput")
+    ax.legend(fontsize=7)
+
+    # consumer
+    ax = axes[0][1]
+    cons = [("ferry\n(confluent-kafka)", s["ferry_consumer"]), ("RabbitMQ\n(pika)", s["rabbit_consumer"]),
+            ("ActiveMQ\n(stomp.py)", s["activemq_consumer"])]
+    ax.bar([c[0] for c in cons], [c[1] or 0 for c in cons], color=["C2", "C3", "C4"])
+    ax.axhline(PAPER["consumer"], color="k", ls=":", label="paper Kafka (22k)")
+    ax.axhline(TARGETS["consumer"], color="red", ls="--", lw=1, label="target (1M)")
+    ax.set_yscale("log")
+    ax.set_ylabel("messages/s (log)")
+    ax.set_title("Consumer throughput")
+    ax.legend(fontsize=7)
+
+    # storage
+    ax = axes[1][0]
+    names, ov1, ov50 = [], [], []
+    for _system, tag, b1, b50 in producer_rows(results):
+        names.append(LABELS[tag].replace(" (", "\n("))
+        ov1.append((b1 or {}).get("overhead_bytes") or 0)
+        ov50.append((b50 or {}).get("overhead_bytes") or 0)
+    x = range(len(names))
+    ax.bar([i - 0.2 for i in x], ov1, 0.4, label="batch 1")
+    ax.bar([i + 0.2 for i in x], ov50, 0.4, label="batch 50")
+    ax.axhline(PAPER["overhead_kafka"], color="k", ls=":", label="paper Kafka (9 B)")
+    ax.axhline(PAPER["overhead_activemq"], color="C4", ls=":", label="paper ActiveMQ (144 B)")
+    ax.set_xticks(list(x), names, fontsize=8)
+    ax.set_ylabel("bytes on disk per message − 200")
+    ax.set_title("Storage overhead per message")
+    ax.legend(fontsize=7)
+
+    # broker RSS over the run
+    ax = axes[1][1]
+    for i, (system, out) in enumerate(results["systems"].items()):
+        t_off = 0.0
+        xs, ys = [], []
+        for p in out["phases"].values():
+            tl = p.get("broker_timeline") or []
+            for t, _cpu, rss in tl:
+                xs.append(t_off + t)
+                ys.append(rss)
+            if tl:
+                t_off += tl[-1][0]
+        if xs:
+            ax.plot(xs, ys, label=system, color=f"C{i + 2}")
+    ax.set_xlabel("seconds of client phases (concatenated)")
+    ax.set_ylabel("broker RSS (MB)")
+    ax.set_title("Broker memory while the store grows")
+    ax.legend(fontsize=7)
+
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def write(results: dict, md_path: Path, png_path: Path, json_path: Path) -> None:
+    analysis_file = HERE / "ANALYSIS.md"
+    analysis = analysis_file.read_text() if analysis_file.exists() else ""
+    json_path.write_text(json.dumps(results, indent=1, default=str) + "\n")
+    md_path.write_text(render_markdown(results, analysis))
+    render_plot(results, png_path)
