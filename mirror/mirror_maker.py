@@ -34,8 +34,6 @@ from mirror.topic_sync import TopicSync
 log = logging.getLogger("ferry.mirror")
 
 DEFAULT_GROUP = "ferry-mirror"
-LIVE_TIMEOUT_S = 15.0  # a fetch answers within its long-poll wait; silence this long means a dead link
-OFFLINE_TIMEOUT_S = 40.0  # a produce waits for the offline fsync (request timeout 30 s)
 AUDIT_TIER = "mirror"
 
 
@@ -54,6 +52,8 @@ class MirrorConfig:
     audit: bool = True
     zk_session_timeout_s: float = 6.0
     fetch_wait_ms: int = FETCH_WAIT_MS
+    live_timeout_s: float = 15.0  # a fetch answers within its long-poll wait: silence this long = dead link
+    offline_timeout_s: float = 40.0  # a produce waits for the offline fsync (request timeout 30 s)
     application: str = "ferry-mirror"
 
     def validate(self) -> None:
@@ -68,6 +68,8 @@ class MirrorConfig:
                 raise ValueError(f"{flag} {pattern!r} is not a valid regular expression: {e}") from None
         if self.commit_interval_s <= 0:
             raise ValueError("commit interval must be positive")
+        if self.live_timeout_s <= 0 or self.offline_timeout_s <= 0:
+            raise ValueError("timeouts must be positive")
         if self.metrics_port is not None and not 0 <= self.metrics_port < 65536:
             raise ValueError(f"--metrics-port must be 0-65535 (got {self.metrics_port})")
 
@@ -122,9 +124,9 @@ class MirrorMaker:
                                     always=(AUDIT_TOPIC,) if cfg.audit else ()).start()
         self.streams = [
             MirrorStream(i, WireClient(self._brokers_of(self.source), f"{cfg.application}-live-{i}",
-                                       timeout_s=LIVE_TIMEOUT_S),
+                                       timeout_s=cfg.live_timeout_s),
                          WireClient(self._brokers_of(self.target), f"{cfg.application}-offline-{i}",
-                                    timeout_s=OFFLINE_TIMEOUT_S),
+                                    timeout_s=cfg.offline_timeout_s),
                          self.counter.count, self.metrics, cfg.fetch_wait_ms)
             for i in range(cfg.streams)
         ]

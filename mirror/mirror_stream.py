@@ -37,18 +37,25 @@ from mirror.partition_mirror import MAX_FETCH_BYTES, PartitionMirror, PendingBat
 
 log = logging.getLogger("ferry.mirror")
 
+Slot = tuple[PartitionMirror, list[PendingBatch]]  # consecutive batches of one partition in one request
+
 MAX_IN_FLIGHT = 5  # per partition: the offline broker remembers the last 5 batches of a producer
 MAX_PENDING_BYTES = 8 << 20  # per partition: stop fetching ahead beyond this
 MAX_STREAM_PENDING_BYTES = 64 << 20  # per stream: bounds memory however many partitions it owns
 MAX_PRODUCE_REQUEST_BYTES = 16 << 20
+MAX_PARTITION_PRODUCE_BYTES = 4 << 20  # batches of one partition travelling in one request
 FETCH_RESPONSE_MAX_BYTES = 32 << 20
 FETCH_WAIT_MS = 500  # long poll when idle: also bounds how long an ownership change waits
-PRODUCE_TIMEOUT_MS = 30_000
 METADATA_MIN_INTERVAL_S = 0.2
 
 PRODUCER_STATE_ERRORS = frozenset({
     ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER, ErrorCode.INVALID_PRODUCER_EPOCH, ErrorCode.UNKNOWN_PRODUCER_ID,
     ErrorCode.INVALID_PRODUCER_ID_MAPPING,
+})
+# Answers after which the batches may or may not have been written.
+UNKNOWN_OUTCOME_ERRORS = frozenset({
+    ErrorCode.UNKNOWN_SERVER_ERROR, ErrorCode.REQUEST_TIMED_OUT, ErrorCode.NETWORK_EXCEPTION,
+    ErrorCode.KAFKA_STORAGE_ERROR, ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND,
 })
 # Errors that retrying alone will not cure: logged at ERROR level (still retried, never skipped).
 FATAL_LOOKING = frozenset({
@@ -296,6 +303,7 @@ class MirrorStream(threading.Thread):
                     continue
                 restamp(b.buf, b.start, b.size, pid, epoch, seq)
                 b.sequence = seq
+                b.uncertain = False  # a new producer id: nothing to deduplicate against
                 seq = next_sequence(seq, b.header)
             self.sequences[tp] = seq
         self.metrics.producer_resets.inc()
@@ -329,10 +337,10 @@ class MirrorStream(threading.Thread):
     # ------------------------------------------------------------------ fetch
     def _plan_fetches(self, now: float) -> dict[int, dict[str, list[PartitionMirror]]]:
         plan: dict[int, dict[str, list[PartitionMirror]]] = {}
-        if sum(pm.pending_bytes() for pm in self.partitions.values()) >= MAX_STREAM_PENDING_BYTES:
+        if sum(pm.pending_size for pm in self.partitions.values()) >= MAX_STREAM_PENDING_BYTES:
             return plan  # the offline side is behind: produce what we hold first
         for pm in self.partitions.values():
-            if pm.fetch_retry_at > now or pm.pending_bytes() >= MAX_PENDING_BYTES:
+            if pm.fetch_retry_at > now or pm.pending_size >= MAX_PENDING_BYTES:
                 continue
             if pm.fetch_offset is None and not self._resolve_start(pm, now):
                 continue
@@ -435,7 +443,7 @@ class MirrorStream(threading.Thread):
                       "nothing is skipped", pm.topic, pm.partition, e.offset, e)
             return
         for (start, size), h, resume in zip(fw.spans, fw.headers, fw.resume_offsets, strict=True):
-            pm.pending.append(PendingBatch(fw.records, start, size, h, resume, seq))
+            pm.add_pending(PendingBatch(fw.records, start, size, h, resume, seq))
             seq = next_sequence(seq, h)
         self.sequences[pm.tp] = fw.next_sequence
         if fw.empty and fw.truncated and fw.next_offset == pm.fetch_offset:
@@ -470,11 +478,18 @@ class MirrorStream(threading.Thread):
         pm.fetch_failures = 0
 
     # ------------------------------------------------------------------ produce
-    def _plan_produces(self, now: float) -> dict[int, list[list[tuple[PartitionMirror, PendingBatch]]]]:
-        """Per offline leader, the requests to send in order (request j holds the j-th batch per partition)."""
+    def _plan_produces(self, now: float) -> dict[int, list[list[Slot]]]:
+        """Per offline leader, the produce requests to send in order.
+
+        A partition has at most MAX_IN_FLIGHT batches in flight: the offline broker remembers that many
+        per producer, so any retry is recognised. They normally travel together in one request (one
+        append, one fsync). The broker's dedupe treats a whole payload as a duplicate if one of its
+        batches is, so batches whose earlier attempt has an unknown outcome are resent one per request
+        (request j holds the j-th of them): a partly written earlier attempt is then completed exactly.
+        """
         if self._needs_new_pid:
             return {}
-        per_node: dict[int, list[tuple[PartitionMirror, list[PendingBatch]]]] = {}
+        per_node: dict[int, list[list[Slot]]] = {}
         for pm in self.partitions.values():
             if pm.produce_retry_at > now:
                 continue
@@ -489,44 +504,57 @@ class MirrorStream(threading.Thread):
                              pm.partition)
                 pm.produce_failed(now)
                 continue
-            per_node.setdefault(leader, []).append((pm, batches))
-        plan: dict[int, list[list[tuple[PartitionMirror, PendingBatch]]]] = {}
-        for node, items in per_node.items():
-            requests: list[list[tuple[PartitionMirror, PendingBatch]]] = []
+            if any(b.uncertain for b in batches):
+                slots = [(pm, [b]) for b in batches]
+            else:
+                slots, group, size = [], [], 0
+                for b in batches:
+                    if group and size + b.size > MAX_PARTITION_PRODUCE_BYTES:
+                        slots.append((pm, group))
+                        group, size = [], 0
+                    group.append(b)
+                    size += b.size
+                slots.append((pm, group))
+            per_node.setdefault(leader, []).append(slots)
+        plan: dict[int, list[list[Slot]]] = {}
+        for node, per_partition in per_node.items():
+            requests: list[list[Slot]] = []
             for j in range(MAX_IN_FLIGHT):
-                current: list[tuple[PartitionMirror, PendingBatch]] = []
+                current: list[Slot] = []
                 size = 0
-                for pm, batches in items:
-                    if j < len(batches):
-                        b = batches[j]
-                        if current and size + b.size > MAX_PRODUCE_REQUEST_BYTES:
+                for slots in per_partition:
+                    if j < len(slots):
+                        slot = slots[j]
+                        slot_size = sum(b.size for b in slot[1])
+                        if current and size + slot_size > MAX_PRODUCE_REQUEST_BYTES:
                             requests.append(current)
                             current, size = [], 0
-                        current.append((pm, b))
-                        size += b.size
+                        current.append(slot)
+                        size += slot_size
                 if current:
                     requests.append(current)
             plan[node] = requests
         return plan
 
-    def _send_produces(self, plan: dict[int, list[list[tuple[PartitionMirror, PendingBatch]]]]) -> list:
+    def _send_produces(self, plan: dict[int, list[list[Slot]]]) -> list:
         sent = []
         for node, requests in plan.items():
             try:
                 conn = self.target.connection(node)
             except WireError as e:
-                self._produce_connection_failed(node, [it for req in requests for it in req], e)
+                self._produce_connection_failed(node, [], [s for req in requests for s in req], e)
                 continue
-            ok = []
-            for req in requests:
-                by_topic: dict[str, list[tuple[int, memoryview]]] = {}
-                for pm, b in req:
-                    by_topic.setdefault(pm.topic, []).append((pm.partition, b.view()))
+            ok: list[list[Slot]] = []
+            for i, req in enumerate(requests):
+                by_topic: dict[str, list[tuple[int, list[memoryview]]]] = {}
+                for pm, batches in req:
+                    by_topic.setdefault(pm.topic, []).append((pm.partition, [b.view() for b in batches]))
                 try:
-                    conn.send(*produce_request(by_topic.items(), -1, PRODUCE_TIMEOUT_MS))
+                    conn.send(*produce_request(by_topic.items(), -1, int(self.target.timeout_s * 750)))
                 except WireError as e:
-                    # everything sent on this connection is lost with it: all of it is retried
-                    self._produce_connection_failed(node, [it for r in requests for it in r], e)
+                    # the connection is gone with everything sent on it: those outcomes are unknown
+                    self._produce_connection_failed(node, [s for r in ok for s in r] + list(req),
+                                                    [s for r in requests[i + 1:] for s in r], e)
                     ok = []
                     break
                 ok.append(req)
@@ -534,13 +562,16 @@ class MirrorStream(threading.Thread):
                 sent.append((node, conn, ok))
         return sent
 
-    def _produce_connection_failed(self, node: int, items: list[tuple[PartitionMirror, PendingBatch]],
+    def _produce_connection_failed(self, node: int, unknown: list[Slot], unsent: list[Slot],
                                    err: Exception) -> None:
         now = time.monotonic()
         self.target.close_connection(node)
         self._target_stale = True
         self.metrics.error("produce")
-        for pm in {id(pm): pm for pm, _ in items}.values():
+        for _pm, batches in unknown:
+            for b in batches:
+                b.uncertain = True
+        for pm in {id(pm): pm for pm, _ in unknown + unsent}.values():
             pm.produce_failed(now)
             if pm.produce_failures in (1, 10) or pm.produce_failures % 100 == 0:
                 log.warning("produce to offline broker %d failed (%d times in a row for %s-%d): %s", node,
@@ -553,44 +584,50 @@ class MirrorStream(threading.Thread):
                 try:
                     results = parse_produce(conn.receive())
                 except (WireError, ProtocolError) as e:
-                    self._produce_connection_failed(node, [it for r in requests[i:] for it in r], e)
+                    self._produce_connection_failed(node, [s for r in requests[i:] for s in r], [], e)
                     break
                 by_tp = {(t, r.partition): r for t, rs in results.items() for r in rs}
                 now = time.monotonic()
-                for pm, b in req:
+                for pm, batches in req:
                     res = by_tp.get(pm.tp)
                     code = res.error_code if res is not None else ErrorCode.UNKNOWN_SERVER_ERROR
-                    self._handle_produce_result(pm, b, code, res, pm.tp in failed_this_round, now)
-                    if not b.acked:
+                    if not self._handle_produce_result(pm, batches, code, res, pm.tp in failed_this_round, now):
                         failed_this_round.add(pm.tp)
         for pm in self.partitions.values():
             pm.drop_acked_prefix()
 
-    def _handle_produce_result(self, pm: PartitionMirror, b: PendingBatch, code: int, res, after_failure: bool,
-                               now: float) -> None:
+    def _handle_produce_result(self, pm: PartitionMirror, batches: list[PendingBatch], code: int, res,
+                               after_failure: bool, now: float) -> bool:
+        """Apply one partition's answer to the batches it carried; True if they are acknowledged."""
         if code in (ErrorCode.NONE, ErrorCode.DUPLICATE_SEQUENCE_NUMBER):
-            b.acked = True
             pm.produce_failures = 0
-            tally_batches(self.count, pm.topic, b.buf, [(b.start, b.size)], [b.header])
-            self.metrics.messages.labels(pm.topic).inc(b.header.records_count)
-            self.metrics.bytes.labels(pm.topic).inc(b.size)
-            return
+            for b in batches:
+                b.acked = True
+                tally_batches(self.count, pm.topic, b.buf, [(b.start, b.size)], [b.header])
+                self.metrics.messages.labels(pm.topic).inc(b.header.records_count)
+                self.metrics.bytes.labels(pm.topic).inc(b.size)
+            return True
+        if code in UNKNOWN_OUTCOME_ERRORS:
+            for b in batches:
+                b.uncertain = True
         if after_failure and code == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER:
-            return  # an earlier batch of this partition failed in this round: this one follows it
+            return False  # an earlier request of this partition failed in this round: this one follows it
         self.metrics.error("produce")
         pm.produce_failed(now)
         message = getattr(res, "error_message", None) or ""
+        first = batches[0]
         if code in PRODUCER_STATE_ERRORS:
             self._needs_new_pid = True
-            log.warning("%s-%d: offline broker refused sequence %d (%s %s)", pm.topic, pm.partition, b.sequence,
-                        _name(code), message)
-            return
+            log.warning("%s-%d: offline broker refused sequence %d (%s %s)", pm.topic, pm.partition,
+                        first.sequence, _name(code), message)
+            return False
         if code in LEADERSHIP_ERRORS:
             self._target_stale = True
         level = logging.ERROR if code in FATAL_LOOKING else logging.WARNING
         if pm.produce_failures in (1, 10) or pm.produce_failures % 100 == 0:
             log.log(level, "produce %s-%d (source offset %d): %s %s (attempt %d, retrying; nothing is skipped)",
-                    pm.topic, pm.partition, b.header.base_offset, _name(code), message, pm.produce_failures)
+                    pm.topic, pm.partition, first.header.base_offset, _name(code), message, pm.produce_failures)
+        return False
 
 
 def stream_for(tp: TopicPartition, streams: int) -> int:

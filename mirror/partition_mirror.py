@@ -27,6 +27,7 @@ class PendingBatch:
     resume_offset: int  # where to fetch again if this batch is dropped unacknowledged
     sequence: int  # the base sequence stamped into it
     acked: bool = False
+    uncertain: bool = False  # sent, outcome unknown: resent alone so the broker's dedupe is exact
 
     def view(self) -> memoryview:
         return memoryview(self.buf)[self.start:self.start + self.size]
@@ -38,6 +39,7 @@ class PartitionMirror:
     partition: int
     fetch_offset: int | None  # None: no committed offset yet, start at the live log start
     pending: deque[PendingBatch] = field(default_factory=deque)
+    pending_size: int = 0  # bytes in `pending`
     high_watermark: int = -1
     fetch_bytes: int = INITIAL_FETCH_BYTES
     fetch_retry_at: float = 0.0
@@ -65,13 +67,14 @@ class PartitionMirror:
                     break
         return out
 
-    def pending_bytes(self) -> int:
-        return sum(b.size for b in self.pending)
+    def add_pending(self, batch: PendingBatch) -> None:
+        self.pending.append(batch)
+        self.pending_size += batch.size
 
     def drop_acked_prefix(self) -> None:
         pending = self.pending
         while pending and pending[0].acked:
-            pending.popleft()
+            self.pending_size -= pending.popleft().size
 
     def fetch_failed(self, now: float) -> float:
         self.fetch_failures += 1

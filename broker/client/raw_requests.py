@@ -23,6 +23,7 @@ CONSUMER_REPLICA_ID = -1  # a Fetch/ListOffsets from a client, not a follower
 READ_UNCOMMITTED = 0
 
 Buffers = list[bytes | bytearray | memoryview]
+RecordsArg = bytes | bytearray | memoryview | list[bytes | bytearray | memoryview]
 
 
 def request_header(api_key: int, api_version: int, correlation_id: int, client_id: str | None) -> bytes:
@@ -61,18 +62,20 @@ def fetch_request(topics: Iterable[tuple[str, Sequence[FetchPartition]]], max_wa
     return ApiKey.FETCH, FETCH_VERSION, [w.buf]
 
 
-def produce_request(topics: Iterable[tuple[str, Sequence[tuple[int, bytes | bytearray | memoryview]]]],
+def produce_request(topics: Iterable[tuple[str, Sequence[tuple[int, RecordsArg]]]],
                     acks: int, timeout_ms: int) -> tuple[int, int, Buffers]:
-    """Produce v8 (no transactional id); the record buffers are referenced, not copied."""
+    """Produce v8 (no transactional id). A partition's records are one buffer or a list of buffers sent
+    back to back (several batches from different places); they are referenced, not copied."""
     topics = list(topics)
     parts: Buffers = []
     w = Writer().string(None).int16(acks).int32(timeout_ms).array_len(len(topics))
     for name, partitions in topics:
         w.string(name).array_len(len(partitions))
         for partition, records in partitions:
-            w.int32(partition).int32(len(records))
+            chunks = records if isinstance(records, list) else [records]
+            w.int32(partition).int32(sum(len(c) for c in chunks))
             parts.append(w.buf)
-            parts.append(records)
+            parts.extend(chunks)
             w = Writer()
     if w.buf:
         parts.append(w.buf)
