@@ -1,0 +1,97 @@
+"""Produce or count test messages inside a ferry container (run there as `python - ARGS < this file`).
+
+    produce --bootstrap B --topic T --count N --prefix P [--audited --zookeeper ZK --datacenter DC]
+        N messages "P-<i>" (ferry's audited Producer with --audited, else plain confluent-kafka);
+        prints {"delivered": n, "failed": n}
+    count --bootstrap B --topic T --prefix P --expect N [--timeout S]
+        reads every partition from the beginning until N distinct "P-*" values were seen (or the
+        timeout); prints {"seen": n, "distinct": n, "duplicates": n, "missing_sample": [...]}
+
+Only the standard library, confluent-kafka and (for --audited) ferry are needed, all in ferry's venv.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+
+
+def produce(args: argparse.Namespace) -> dict:
+    values = [f"{args.prefix}-{i}".encode() for i in range(args.count)]
+    if args.audited:
+        from broker.client.producer import Producer
+
+        p = Producer(args.bootstrap, application="probe", datacenter=args.datacenter, audit_interval_s=1.0)
+        for v in values:
+            p.send(args.topic, v)
+        undelivered = p.close(timeout=args.timeout)
+        return {"delivered": args.count - undelivered, "failed": undelivered}
+    from confluent_kafka import Producer as CProducer
+
+    failed = []
+    p = CProducer({"bootstrap.servers": args.bootstrap, "acks": "all", "linger.ms": 5,
+                   "enable.idempotence": True, "log_level": 3})
+    for v in values:
+        while True:
+            try:
+                p.produce(args.topic, v, on_delivery=lambda err, msg: failed.append(err) if err else None)
+                break
+            except BufferError:
+                p.poll(0.1)
+    left = p.flush(args.timeout)
+    return {"delivered": args.count - len(failed) - left, "failed": len(failed) + left}
+
+
+def count(args: argparse.Namespace) -> dict:
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+
+    c = Consumer({"bootstrap.servers": args.bootstrap, "group.id": f"probe-{time.time_ns()}",
+                  "enable.auto.commit": False, "auto.offset.reset": "earliest", "log_level": 3})
+    deadline = time.monotonic() + args.timeout
+    parts: list[int] = []
+    while not parts and time.monotonic() < deadline:
+        md = c.list_topics(args.topic, timeout=5).topics.get(args.topic)
+        if md is not None and md.error is None and md.partitions:
+            parts = sorted(md.partitions)
+        else:
+            time.sleep(1)
+    if parts:
+        c.assign([TopicPartition(args.topic, p, OFFSET_BEGINNING) for p in parts])
+    prefix = args.prefix + "-"
+    seen = 0
+    distinct: set[str] = set()
+    while parts and len(distinct) < args.expect and time.monotonic() < deadline:
+        for msg in c.consume(1000, timeout=1.0):
+            if msg.error() is not None:
+                continue
+            value = (msg.value() or b"").decode(errors="replace")
+            if value.startswith(prefix):
+                seen += 1
+                distinct.add(value)
+    c.close()
+    missing = [f"{prefix}{i}" for i in range(args.expect) if f"{prefix}{i}" not in distinct][:5]
+    return {"partitions": len(parts), "seen": seen, "distinct": len(distinct),
+            "duplicates": seen - len(distinct), "missing_sample": missing}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("mode", choices=["produce", "count"])
+    ap.add_argument("--bootstrap", required=True)
+    ap.add_argument("--topic", required=True)
+    ap.add_argument("--prefix", required=True)
+    ap.add_argument("--count", type=int, default=0)
+    ap.add_argument("--expect", type=int, default=0)
+    ap.add_argument("--timeout", type=float, default=60.0)
+    ap.add_argument("--audited", action="store_true")
+    ap.add_argument("--datacenter", default="live")
+    args = ap.parse_args()
+    result = produce(args) if args.mode == "produce" else count(args)
+    print(json.dumps(result))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,217 @@
+"""Ansible provisions both datacenters on containers that play machines, for real.
+
+Hosts are systemd containers of ferry-base (the loader: ferry-warehouse-base, a "machine image" with
+PySpark and Airflow already installed) on two internal Docker networks, one per datacenter; the mirror
+host is on both. Ansible reaches them with ferry's `ferry_docker` connection plugin (docker exec).
+Checked: site.yml converges, a second run changes nothing, messages produced in live arrive in offline
+through the mirror, and rolling_restart.yml restarts the brokers one at a time with each one ready again
+before the next.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+from ferry_docker_helpers import ROOT, DockerHosts, build_images, docker_or_skip
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+ANSIBLE_DIR = ROOT / "infra" / "ansible"
+VENV_BIN = Path(os.environ.get("VIRTUAL_ENV", ROOT / ".venv")) / "bin"
+PROBE = (Path(__file__).parent / "pipeline_probe.py").read_bytes()
+
+# inventory host -> (group, datacenter networks, host vars)
+HOSTS = {
+    "live-zk-1": ("live_zookeeper", ["live"], {}),
+    "live-broker-1": ("live_brokers", ["live"], {"ferry_broker_id": 1}),
+    "live-broker-2": ("live_brokers", ["live"], {"ferry_broker_id": 2}),
+    "offline-zk-1": ("offline_zookeeper", ["offline"], {}),
+    "offline-broker-1": ("offline_brokers", ["offline"], {"ferry_broker_id": 1}),
+    "offline-mirror-1": ("mirror", ["offline", "live"], {}),
+    "offline-loader-1": ("loader", ["offline"], {}),
+}
+WITH_LOADER = os.environ.get("FERRY_ANSIBLE_LOADER", "1") != "0"
+
+
+def write_inventory(path: Path, hosts: DockerHosts) -> None:
+    groups: dict[str, dict] = {}
+    for host, (group, _, hostvars) in HOSTS.items():
+        if group == "loader" and not WITH_LOADER:
+            continue
+        groups.setdefault(group, {"hosts": {}})["hosts"][host] = {
+            "ansible_host": hosts.name(host), **hostvars}
+    for group in ("live_zookeeper", "live_brokers", "offline_zookeeper", "offline_brokers", "mirror", "loader"):
+        groups.setdefault(group, {"hosts": {}})
+    inventory = {"all": {
+        "vars": {"ansible_connection": "ferry_docker", "ansible_python_interpreter": "/usr/bin/python3"},
+        "children": {
+            "live": {"children": {g: groups[g] for g in ("live_zookeeper", "live_brokers")}},
+            "offline": {"children": {g: groups[g] for g in ("offline_zookeeper", "offline_brokers", "mirror",
+                                                             "loader")}},
+            "zookeeper": {"children": {"live_zookeeper": {}, "offline_zookeeper": {}}},
+            "brokers": {"children": {"live_brokers": {}, "offline_brokers": {}}},
+        }}}
+    path.write_text(yaml.safe_dump(inventory, sort_keys=False))
+
+
+class Playbook:
+    """ansible-playbook against the test inventory; keeps each run's output and timing."""
+
+    def __init__(self, inventory: Path, log_dir: Path) -> None:
+        self.inventory = inventory
+        self.log_dir = log_dir
+        self.runs = 0
+
+    def __call__(self, playbook: str, *extra: str, timeout: float = 900) -> tuple[subprocess.CompletedProcess, dict]:
+        self.runs += 1
+        env = dict(os.environ, ANSIBLE_CONFIG=str(ANSIBLE_DIR / "ansible.cfg"), ANSIBLE_FORCE_COLOR="0",
+                   ANSIBLE_NOCOLOR="1", PATH=f"{VENV_BIN}:{os.environ['PATH']}")
+        t0 = time.monotonic()
+        p = subprocess.run([str(VENV_BIN / "ansible-playbook"), "-i", str(self.inventory), playbook, *extra],
+                           cwd=ANSIBLE_DIR, env=env, capture_output=True, text=True, timeout=timeout)
+        took = time.monotonic() - t0
+        log = self.log_dir / f"run{self.runs}-{Path(playbook).stem}.log"
+        log.write_text(p.stdout + "\n--- stderr ---\n" + p.stderr)
+        print(f"[ansible] {playbook} {' '.join(extra)}: rc={p.returncode} in {took:.1f}s (log {log})")
+        return p, recap(p.stdout)
+
+
+def recap(output: str) -> dict[str, dict[str, int]]:
+    """PLAY RECAP lines -> {host: {"ok": n, "changed": n, "failed": n, ...}} (summed over plays)."""
+    totals: dict[str, dict[str, int]] = {}
+    for m in re.finditer(r"^(\S+)\s+:\s+((?:\w+=\d+\s*)+)$", output, re.M):
+        counts = totals.setdefault(m.group(1), {})
+        for k, v in re.findall(r"(\w+)=(\d+)", m.group(2)):
+            counts[k] = counts.get(k, 0) + int(v)
+    return totals
+
+
+def changed_tasks(output: str) -> list[str]:
+    """Names of tasks that reported `changed:` in a run's output (to explain a non-idempotent run)."""
+    task = ""
+    out = []
+    for line in output.splitlines():
+        if line.startswith("TASK ["):
+            task = line
+        elif line.startswith("changed:"):
+            out.append(f"{task} {line}")
+    return out
+
+
+@pytest.fixture(scope="module")
+def deployment(tmp_path_factory: pytest.TempPathFactory):
+    docker_or_skip()
+    t0 = time.monotonic()
+    images = build_images("base", "wheels", *(["warehouse"] if WITH_LOADER else []))
+    t_images = time.monotonic() - t0
+    hosts = DockerHosts()
+    try:
+        nets = {"live": hosts.network("ferry-live"), "offline": hosts.network("ferry-offline")}
+        for host, (group, dcs, _) in HOSTS.items():
+            if group == "loader":
+                if not WITH_LOADER:
+                    continue
+                image = images["FERRY_WAREHOUSE_BASE_IMAGE"]
+            else:
+                image = images["FERRY_BASE_IMAGE"]
+            hosts.run(host, image, [nets[dc] for dc in dcs], systemd=True)
+        for host in hosts.containers:
+            hosts.wait_systemd(host.removeprefix(f"ferry-{hosts.run_id}-"))
+        tmp = tmp_path_factory.mktemp("ansible")
+        inventory = tmp / "hosts.yml"
+        write_inventory(inventory, hosts)
+        play = Playbook(inventory, tmp)
+        t1 = time.monotonic()
+        first = play("site.yml")
+        t_first = time.monotonic() - t1
+        print(f"[ansible] images {t_images:.1f}s, first site.yml {t_first:.1f}s")
+        yield {"hosts": hosts, "play": play, "first": first}
+    finally:
+        hosts.cleanup()
+
+
+def probe(hosts: DockerHosts, host: str, *args: str, timeout: float = 120) -> dict:
+    p = hosts.exec(host, "/opt/ferry/venv/bin/python", "-", *args, input=PROBE, timeout=timeout + 30, check=False)
+    out = p.stdout.decode(errors="replace").strip()
+    assert p.returncode == 0, f"probe on {host} failed: {out}\n{p.stderr.decode(errors='replace')}"
+    return json.loads(out.splitlines()[-1])
+
+
+def test_site_converges(deployment) -> None:
+    p, totals = deployment["first"]
+    assert p.returncode == 0, p.stdout[-6000:] + p.stderr[-3000:]
+    assert totals and all(c.get("failed", 0) == 0 and c.get("unreachable", 0) == 0 for c in totals.values()), totals
+    expected = {h for h, (g, _, _) in HOSTS.items() if WITH_LOADER or g != "loader"}
+    assert set(totals) == expected
+
+
+def test_services_run_under_systemd(deployment) -> None:
+    hosts: DockerHosts = deployment["hosts"]
+    units = {"live-zk-1": ["ferry-zookeeper"], "offline-zk-1": ["ferry-zookeeper"],
+             "live-broker-1": ["ferry-broker"], "live-broker-2": ["ferry-broker"],
+             "offline-broker-1": ["ferry-broker"], "offline-mirror-1": ["ferry-mirror"]}
+    if WITH_LOADER:
+        units["offline-loader-1"] = ["ferry-airflow-api-server", "ferry-airflow-scheduler",
+                                     "ferry-airflow-dag-processor"]
+    for host, names in units.items():
+        for unit in names:
+            p = hosts.exec(host, "systemctl", "is-active", unit, check=False)
+            assert p.stdout.decode().strip() == "active", f"{unit} on {host}: {p.stdout!r}\n" + hosts.exec(
+                host, "journalctl", "-u", unit, "--no-pager", "-n", "40", check=False).stdout.decode()
+            p = hosts.exec(host, "systemctl", "is-enabled", unit, check=False)
+            assert p.stdout.decode().strip() == "enabled"
+    props = hosts.exec("live-broker-2", "cat", "/etc/ferry/broker.properties").stdout.decode()
+    assert "broker.id=2" in props and "zookeeper.connect=live-zk-1:2181/ferry/live" in props
+    assert "advertised.listeners=PLAINTEXT://live-broker-2:9092" in props
+
+
+def test_live_to_offline_through_the_mirror(deployment) -> None:
+    hosts: DockerHosts = deployment["hosts"]
+    n = 500
+    sent = probe(hosts, "live-broker-1", "produce", "--bootstrap", "live-broker-1:9092,live-broker-2:9092",
+                 "--topic", "page_views", "--count", str(n), "--prefix", "ansible1")
+    assert sent == {"delivered": n, "failed": 0}
+    got = probe(hosts, "offline-broker-1", "count", "--bootstrap", "offline-broker-1:9092",
+                "--topic", "page_views", "--prefix", "ansible1", "--expect", str(n), "--timeout", "120")
+    assert got["distinct"] == n, got
+
+
+def test_second_run_changes_nothing(deployment) -> None:
+    p, totals = deployment["play"]("site.yml")
+    assert p.returncode == 0, p.stdout[-6000:] + p.stderr[-3000:]
+    changed = {h: c["changed"] for h, c in totals.items() if c.get("changed")}
+    assert not changed, f"second run changed {changed}:\n" + "\n".join(changed_tasks(p.stdout))
+
+
+def test_rolling_restart_one_broker_at_a_time(deployment) -> None:
+    hosts: DockerHosts = deployment["hosts"]
+
+    def started_at(host: str) -> int:
+        out = hosts.exec(host, "systemctl", "show", "-p", "ActiveEnterTimestampMonotonic", "ferry-broker").stdout
+        return int(out.decode().strip().split("=", 1)[1])
+
+    brokers = ["live-broker-1", "live-broker-2"]
+    before = {h: started_at(h) for h in brokers}
+    p, totals = deployment["play"]("rolling_restart.yml", "-l", "live_brokers")
+    assert p.returncode == 0, p.stdout[-6000:] + p.stderr[-3000:]
+    after = {h: started_at(h) for h in brokers}
+    assert all(after[h] > before[h] for h in brokers), (before, after)
+    # serial: 1 -> broker 1 was ready again (its check passed) before broker 2 was restarted.
+    order = [m.group(1) for m in re.finditer(r"broker (\d) ready: registered", p.stdout)]
+    assert order[:4] == ["1", "1", "2", "2"], order
+    assert p.stdout.index("Restart broker 1") < p.stdout.index("Restart broker 2")
+    assert p.stdout.count("PLAY [Rolling restart of the brokers]") == 2
+    # The pipeline still works after the restart.
+    sent = probe(hosts, "live-broker-2", "produce", "--bootstrap", "live-broker-1:9092,live-broker-2:9092",
+                 "--topic", "page_views", "--count", "200", "--prefix", "ansible2")
+    assert sent["failed"] == 0
+    got = probe(hosts, "offline-broker-1", "count", "--bootstrap", "offline-broker-1:9092",
+                "--topic", "page_views", "--prefix", "ansible2", "--expect", "200", "--timeout", "120")
+    assert got["distinct"] == 200, got
