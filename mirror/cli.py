@@ -56,6 +56,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="how often acknowledged offsets are committed to the live ZooKeeper (default 1)")
     p.add_argument("--no-audit", action="store_true",
                    help="do not publish the mirror tier's audit counts (they are on by default)")
+    p.add_argument("--no-schemas", action="store_true",
+                   help="do not copy the live schema registry into the offline one (copied by default: "
+                        "mirrored messages keep their live schema ids)")
     p.add_argument("--json", action="store_true", help="status: print JSON instead of a table")
     p.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"],
                    help="log level (default INFO)")
@@ -65,6 +68,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     logging.basicConfig(level=getattr(logging, args.log_level),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("kazoo").setLevel(logging.WARNING)  # session chatter; its warnings still show
     if args.action == "status":
         return _status(args)
     return _run(args)
@@ -92,7 +96,7 @@ def _run(args: argparse.Namespace) -> int:
         source_zookeeper=args.source_zookeeper, target_zookeeper=args.target_zookeeper, include=args.include,
         exclude=args.exclude, streams=args.streams, group=args.group, consumer_id=args.consumer_id,
         metrics_port=args.metrics_port, datacenter=args.datacenter, commit_interval_s=args.commit_interval,
-        audit=not args.no_audit)
+        audit=not args.no_audit, schemas=not args.no_schemas)
     try:
         config.validate()
     except ValueError as e:

@@ -4,7 +4,8 @@ Wires together
 * a ConsumerConnector on the LIVE ZooKeeper (Algorithm 1 over the topics matching the filter; several
   mirror processes in one group share the partitions) whose fetcher is a MirrorFetcher,
 * N MirrorStreams moving raw record batches live -> offline (same partition number),
-* TopicSync creating/growing offline topics,
+* TopicSync creating/growing offline topics, SchemaSync replicating the schema registry (mirrored
+  messages keep their live schema ids),
 * the committer: every ``commit_interval_s`` it publishes the audit counts of what the offline cluster
   acknowledged, waits for them, and only then commits the acknowledged live offsets to the live
   ZooKeeper. A crash therefore replays from the last commit (duplicates, counted again: the audit shows
@@ -29,6 +30,7 @@ from mirror.metrics import MirrorMetrics
 from mirror.mirror_fetcher import MirrorFetcher
 from mirror.mirror_stream import FETCH_WAIT_MS, MirrorStream
 from mirror.partition_mirror import TopicPartition
+from mirror.schema_sync import SchemaSync
 from mirror.topic_sync import TopicSync
 
 log = logging.getLogger("ferry.mirror")
@@ -50,6 +52,7 @@ class MirrorConfig:
     datacenter: str | None = None  # the offline datacenter's name, for audit events
     commit_interval_s: float = 1.0
     audit: bool = True
+    schemas: bool = True  # keep the offline schema registry a replica of the live one
     zk_session_timeout_s: float = 6.0
     fetch_wait_ms: int = FETCH_WAIT_MS
     live_timeout_s: float = 15.0  # a fetch answers within its long-poll wait: silence this long = dead link
@@ -95,6 +98,7 @@ class MirrorMaker:
         self.source: ClusterRegistry | None = None
         self.target: ClusterRegistry | None = None
         self.topic_sync: TopicSync | None = None
+        self.schema_sync: SchemaSync | None = None
         self.streams: list[MirrorStream] = []
         self.fetcher: MirrorFetcher | None = None
         self.connector = None
@@ -122,6 +126,8 @@ class MirrorMaker:
             self._http = self.metrics.serve(cfg.metrics_port)
         self.topic_sync = TopicSync(self.source, self.target, cfg.matches,
                                     always=(AUDIT_TOPIC,) if cfg.audit else ()).start()
+        if cfg.schemas:
+            self.schema_sync = SchemaSync(self.source, self.target).start()
         self.streams = [
             MirrorStream(i, WireClient(self._brokers_of(self.source), f"{cfg.application}-live-{i}",
                                        timeout_s=cfg.live_timeout_s),
@@ -162,6 +168,8 @@ class MirrorMaker:
             self._audit_producer.close()
         if self.topic_sync is not None:
             self.topic_sync.stop()
+        if self.schema_sync is not None:
+            self.schema_sync.stop()
         for reg in (self.source, self.target):
             if reg is not None:
                 reg.stop()

@@ -17,6 +17,7 @@ from broker.zk.cluster_registry import ClusterRegistry
 from ferry.embedded import free_port
 from mirror.mirror_maker import MirrorConfig, MirrorMaker
 from mirror.status import mirror_status
+from schemas.registry import SchemaRegistry
 
 pytestmark = pytest.mark.slow
 
@@ -47,11 +48,20 @@ def test_mirror_copies_topics_identically_and_picks_up_new_ones(cluster_factory)
     for i in range(700):
         expected[("orders", bucket_start(T0 + i * 1000))] += 1
 
+    schema_v1 = '{"type":"record","name":"Click","fields":[{"name":"url","type":"string"}]}'
+    schema_v2 = ('{"type":"record","name":"Click","fields":[{"name":"url","type":"string"},'
+                 '{"name":"ref","type":["null","string"],"default":null}]}')
+    with SchemaRegistry(live.zk_connect) as live_schemas:
+        id1 = live_schemas.register("clicks", schema_v1)
+
     port = free_port()
     mm = MirrorMaker(MirrorConfig(live.zk_connect, offline.zk_connect, include=".*", exclude="secret",
                                   streams=2, metrics_port=port, datacenter="offline"))
     mm.start()
     try:
+        # a schema registered while the mirror runs reaches the offline registry too (same id)
+        with SchemaRegistry(live.zk_connect) as live_schemas:
+            id2 = live_schemas.register("clicks", schema_v2)
         # a topic created after the mirror started is picked up without a restart
         with ClusterRegistry(live.zk_connect) as reg:
             reg.create_topic("signups", 4)
@@ -80,6 +90,11 @@ def test_mirror_copies_topics_identically_and_picks_up_new_ones(cluster_factory)
         assert sum(len(v) for v in src.values()) == 3000 + 1500 + 800 + 300 + 700
         for tp, rows in src.items():
             assert dst[tp] == rows, f"{tp}: offline differs from live"
+
+        # the offline schema registry holds the live ids (mirrored payloads keep them)
+        with SchemaRegistry(offline.zk_connect) as off_schemas:
+            wait_for(lambda: off_schemas.versions("clicks") == [1, 2], 30, "schemas copied to offline")
+            assert off_schemas.version("clicks", 1).id == id1 and off_schemas.version("clicks", 2).id == id2
 
         # audit: the mirror tier's counts in the offline _audit equal what was produced
         mm.commit()
