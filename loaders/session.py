@@ -43,8 +43,8 @@ def build_session(state_dir: str | os.PathLike, *, master: str | None = "local[2
 
     state = Path(state_dir).resolve()
     state.mkdir(parents=True, exist_ok=True)
-    active = SparkSession.getActiveSession()
-    if active is not None:
+    active = SparkSession.getActiveSession() or SparkSession._instantiatedSession
+    if active is not None and active.sparkContext._jsc is not None:
         register(active)
         return active
     builder = SparkSession.builder.appName(app_name)

@@ -1,0 +1,365 @@
+"""Hourly warehouse-load DAGs generated from ``ferry_dags.yaml`` (one DAG per topic group).
+
+    plan ─► load ─► reconcile ─┬─► publish_<table> (one per table: Asset event for newly complete hours)
+                               └─► check_complete (fails when an hour past its lateness is incomplete)
+
+- ``plan`` fixes the end offsets (a retried ``load`` reads the same ranges) and the hours to judge;
+- ``load`` is a committed load run: in-process Spark (local) by default, ``SparkSubmitOperator`` on
+  ``spark_conn_id`` when the group configures one;
+- ``reconcile`` loads `_audit` once more and balances the books (ferry_completeness);
+- ``publish_<table>`` records the table's newly complete hours in the ledger and emits an Asset event
+  (extra: the hours) for analysts' DAGs; with nothing new it is skipped (no event);
+- ``check_complete`` judges the latest hour whose lateness has run out: an incomplete one fails the
+  task with a log line naming the missing counts. No ``depends_on_past``: later hours go on.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import logging
+import math
+import os
+import re
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger("ferry.dags")
+
+HERE = Path(__file__).resolve().parent
+CONFIG_ENV = "FERRY_DAGS_CONFIG"
+DEFAULT_CONFIG = HERE / "ferry_dags.yaml"
+HOUR = dt.timedelta(hours=1)
+
+
+class DagConfigError(ValueError):
+    pass
+
+
+@dataclass
+class GroupConfig:
+    name: str
+    topics: list[str]
+    zookeeper: str
+    state_dir: str
+    warehouse: str | None = None
+    database: str = "ferry"
+    schedule: str = "@hourly"
+    start_date: dt.datetime = dt.datetime(2024, 1, 1, tzinfo=dt.UTC)
+    catchup: bool = False
+    lateness_minutes: int = 120
+    spark_conn_id: str | None = None  # None: Spark in-process (local mode); else SparkSubmitOperator
+    master: str = "local[2]"
+    max_per_split: int = 1_000_000
+    start: str = "earliest"
+    retries: int = 3
+    retry_delay_s: int = 300
+    max_retry_delay_s: int = 3600
+    spark_conf: dict[str, str] = field(default_factory=dict)
+    python: str = sys.executable  # the interpreter Spark's Python workers run (PYSPARK_PYTHON)
+    tags: list[str] = field(default_factory=list)
+
+    @property
+    def dag_id(self) -> str:
+        return f"ferry_load_{self.name}"
+
+    def load_config(self, **overrides):
+        from loaders.load_job import LoadConfig
+
+        kw: dict[str, Any] = dict(zookeeper=self.zookeeper, topics=list(self.topics), state_dir=self.state_dir,
+                                  warehouse=self.warehouse, database=self.database, master=self.master,
+                                  start=self.start, max_per_split=self.max_per_split,
+                                  spark_conf=dict(self.spark_conf))
+        kw.update(overrides)
+        return LoadConfig(**kw)
+
+
+def _parse_time(value: Any, what: str) -> dt.datetime:
+    if isinstance(value, dt.datetime):
+        t = value
+    elif isinstance(value, dt.date):
+        t = dt.datetime(value.year, value.month, value.day)
+    else:
+        try:
+            t = dt.datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+        except ValueError:
+            raise DagConfigError(f"{what}: {value!r} is not an ISO date/time") from None
+    return t if t.tzinfo else t.replace(tzinfo=dt.UTC)
+
+
+def load_config(path: str | os.PathLike | None = None) -> list[GroupConfig]:
+    """Groups from the YAML (or JSON) file; ``defaults`` apply to every group. Errors name the key."""
+    import yaml
+
+    path = Path(path or os.environ.get(CONFIG_ENV) or DEFAULT_CONFIG)
+    try:
+        doc = yaml.safe_load(path.read_text()) or {}
+    except (OSError, yaml.YAMLError) as e:
+        raise DagConfigError(f"{path}: {e}") from None
+    if not isinstance(doc, dict) or not isinstance(doc.get("groups"), list):
+        raise DagConfigError(f"{path}: expected a mapping with a 'groups' list")
+    defaults = doc.get("defaults") or {}
+    known = set(GroupConfig.__dataclass_fields__)
+    groups, seen = [], set()
+    for i, raw in enumerate(doc["groups"]):
+        if not isinstance(raw, dict):
+            raise DagConfigError(f"{path}: groups[{i}] must be a mapping")
+        merged = {**defaults, **raw}
+        unknown = sorted(set(merged) - known)
+        if unknown:
+            raise DagConfigError(f"{path}: groups[{i}]: unknown key(s) {', '.join(unknown)}")
+        for required in ("name", "topics", "zookeeper", "state_dir"):
+            if not merged.get(required):
+                raise DagConfigError(f"{path}: groups[{i}] needs {required!r}")
+        if not re.fullmatch(r"[A-Za-z0-9_]+", str(merged["name"])):
+            raise DagConfigError(f"{path}: group name {merged['name']!r}: letters, digits and _ only")
+        if merged["name"] in seen:
+            raise DagConfigError(f"{path}: group {merged['name']!r} appears twice")
+        seen.add(merged["name"])
+        topics = merged["topics"]
+        if isinstance(topics, str):
+            topics = [t.strip() for t in topics.split(",") if t.strip()]
+        if not isinstance(topics, list) or not all(isinstance(t, str) for t in topics):
+            raise DagConfigError(f"{path}: group {merged['name']!r}: topics must be a list of topic names")
+        merged["topics"] = topics
+        merged["start_date"] = _parse_time(merged.get("start_date", "2024-01-01"), "start_date")
+        for key in ("lateness_minutes", "retries", "retry_delay_s", "max_retry_delay_s", "max_per_split"):
+            if key in merged and (not isinstance(merged[key], int) or merged[key] < 0):
+                raise DagConfigError(f"{path}: group {merged['name']!r}: {key} must be an integer >= 0")
+        merged["state_dir"] = str(Path(merged["state_dir"]).expanduser())
+        groups.append(GroupConfig(**merged))
+    return groups
+
+
+# ------------------------------------------------------------------------------------------ hour logic
+def hour_floor(t: dt.datetime) -> dt.datetime:
+    return t.astimezone(dt.UTC).replace(minute=0, second=0, microsecond=0)
+
+
+def label(t: dt.datetime) -> tuple[str, str]:
+    t = t.astimezone(dt.UTC)
+    return t.strftime("%Y-%m-%d"), t.strftime("%H")
+
+
+def check_hour(interval_start: dt.datetime, interval_end: dt.datetime, now: dt.datetime,
+               lateness_minutes: int) -> dt.datetime:
+    """The hour this run judges for good: its own hour once the lateness has passed (backfills, late
+    reruns), otherwise the latest earlier hour whose lateness has run out."""
+    lateness = dt.timedelta(minutes=lateness_minutes)
+    start = hour_floor(interval_start)
+    if now >= interval_end + lateness:
+        return start
+    back = math.ceil(lateness_minutes / 60) if lateness_minutes else 0
+    return start - back * HOUR
+
+
+def books_file(cfg: GroupConfig, run_id: str) -> Path:
+    safe = re.sub(r"[^A-Za-z0-9_.+-]", "_", run_id)
+    return Path(cfg.state_dir) / "dag_books" / cfg.dag_id / f"{safe}.json"
+
+
+def asset_for(cfg: GroupConfig, topic: str):
+    from airflow.sdk import Asset
+
+    from loaders.warehouse import table_for_topic
+
+    table = table_for_topic(topic)
+    return Asset(name=f"ferry.{cfg.database}.{table}", uri=f"ferry://warehouse/{cfg.database}/{table}",
+                 group="ferry-warehouse")
+
+
+# ------------------------------------------------------------------------------------------ task bodies
+def plan_task(cfg: GroupConfig, context: dict) -> dict:
+    """End offsets for this run, and the hours to judge (pushed to XCom)."""
+    from loaders import steps
+    from loaders.offsets import offsets_json
+
+    interval_start, interval_end = context["data_interval_start"], context["data_interval_end"]
+    if interval_end <= interval_start:  # a zero-length (trigger-style) interval: judge the previous hour
+        interval_start = hour_floor(interval_end) - HOUR
+        interval_end = interval_start + HOUR
+    plan = steps.plan(cfg.load_config())
+    log.info("ferry: %d messages to load\n%s", plan.total, plan.describe())
+    now = dt.datetime.now(dt.UTC)
+    judge = check_hour(interval_start, interval_end, now, cfg.lateness_minutes)
+    hours = sorted({label(hour_floor(interval_start)), label(judge)})
+    return {
+        "until_json": offsets_json({(r.topic, r.partition): r.end for r in plan.ranges}),
+        "total": plan.total,
+        "hours": [list(h) for h in hours],
+        "hours_arg": ",".join(f"{d}T{h}" for d, h in hours),
+        "check_hour": list(label(judge)),
+        "since": context["dag_run"].start_date.timestamp() if context.get("dag_run") and
+        context["dag_run"].start_date else now.timestamp(),
+        "books_file": str(books_file(cfg, context["run_id"])),
+    }
+
+
+def load_task(cfg: GroupConfig, plan: dict) -> dict:
+    from loaders import steps
+    from loaders.offsets import parse_offsets_json
+
+    until = parse_offsets_json(plan["until_json"], "until") if plan.get("until_json") else None
+    _, result = steps.load(cfg.load_config(until=until))
+    return {"run_id": result.run_id, "committed": result.committed, "rows": result.rows,
+            "hours": [list(h) for h in result.hours()]}
+
+
+def reconcile_task(cfg: GroupConfig, plan: dict) -> list[dict]:
+    from loaders import steps
+
+    _, statuses = steps.reconcile(cfg.load_config(), [tuple(h) for h in plan["hours"]], since=plan["since"])
+    out = [s.to_dict() for s in statuses]
+    path = Path(plan["books_file"])
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"hours": out}, indent=1))
+    return out
+
+
+def read_books(plan: dict) -> list[dict]:
+    path = Path(plan["books_file"])
+    if not path.exists():
+        raise FileNotFoundError(f"{path}: the reconcile task wrote no books for this run")
+    return json.loads(path.read_text())["hours"]
+
+
+def publish_task(cfg: GroupConfig, topic: str, plan: dict, outlet_events) -> list[str]:
+    """Newly complete hours of one table: recorded in the ledger, announced as one Asset event."""
+    from airflow.sdk.exceptions import AirflowSkipException
+
+    from loaders.ledger import Ledger
+    from loaders.warehouse import table_for_topic
+
+    table = f"{cfg.database}.{table_for_topic(topic)}"
+    ledger = Ledger(cfg.state_dir)
+    complete = sorted({f"{b['dt']}T{b['hr']}" for b in read_books(plan) if b["topic"] == topic and b["complete"]})
+    new = [h for h in complete if h not in ledger.published_hours(table)]
+    if not new:
+        raise AirflowSkipException(f"{table}: no newly complete hour to publish")
+    with ledger.lock():
+        ledger.mark_published(table, new)
+    outlet_events[asset_for(cfg, topic)].extra = {"table": table, "hours": new}
+    log.info("ferry: published %s hours %s", table, ", ".join(new))
+    return new
+
+
+def check_task(cfg: GroupConfig, plan: dict) -> str:
+    from airflow.sdk.exceptions import AirflowFailException
+
+    judge = tuple(plan["check_hour"])
+    books = [b for b in read_books(plan) if (b["dt"], b["hr"]) == judge]
+    bad = [b for b in books if b["status"] == "incomplete"]
+    for b in books:
+        log.info("ferry: %s %s %s:00 %s (produced %d, loaded %d, missing %d, duplicates %d)", b["topic"], b["dt"],
+                 b["hr"], b["status"], b["produced"], b["loaded"], b["missing"], b["duplicates"])
+    if bad:
+        text = "; ".join(f"{b['topic']}: produced {b['produced']}, mirrored {b['mirrored']}, loaded {b['loaded']}, "
+                         f"missing {b['missing']}, duplicates {b['duplicates']}" for b in bad)
+        msg = (f"ferry: hour {judge[0]} {judge[1]}:00 still incomplete {cfg.lateness_minutes} min after its end "
+               f"— {text}")
+        log.error(msg)
+        raise AirflowFailException(msg)
+    return f"{judge[0]}T{judge[1]} ok"
+
+
+# ------------------------------------------------------------------------------------------ the DAG
+def build_dag(cfg: GroupConfig):
+    from airflow.sdk import DAG, task
+    from airflow.timetables.interval import CronDataIntervalTimetable
+
+    schedule = {"@hourly": "0 * * * *", "@daily": "0 0 * * *"}.get(cfg.schedule, cfg.schedule)
+    default_args = {
+        "owner": "ferry",
+        "retries": cfg.retries,
+        "retry_delay": dt.timedelta(seconds=cfg.retry_delay_s),
+        "retry_exponential_backoff": True,
+        "max_retry_delay": dt.timedelta(seconds=cfg.max_retry_delay_s),
+        "depends_on_past": False,
+    }
+    with DAG(
+        dag_id=cfg.dag_id,
+        description=f"hourly warehouse load of {', '.join(cfg.topics)}",
+        schedule=CronDataIntervalTimetable(schedule, timezone="UTC"),
+        start_date=cfg.start_date,
+        catchup=cfg.catchup,
+        max_active_runs=1,  # loads of one ledger run one at a time; a failed hour does not block the next
+        default_args=default_args,
+        tags=["ferry", "warehouse", *cfg.tags],
+        doc_md=__doc__,
+    ) as dag:
+
+        @task(task_id="plan")
+        def plan(**context):
+            return plan_task(cfg, context)
+
+        planned = plan()
+        if cfg.spark_conn_id:
+            from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+
+            common = _submit_args(cfg)
+            loaded = SparkSubmitOperator(
+                task_id="load", conn_id=cfg.spark_conn_id, application=str(_load_job_path()),
+                name=f"{cfg.dag_id}-load", conf=dict(cfg.spark_conf), env_vars=_submit_env(cfg),
+                application_args=[*common, "--step", "load", "--until-offsets",
+                                  "{{ ti.xcom_pull(task_ids='plan')['until_json'] }}"])
+            reconciled = SparkSubmitOperator(
+                task_id="reconcile", conn_id=cfg.spark_conn_id, application=str(_load_job_path()),
+                name=f"{cfg.dag_id}-reconcile", conf=dict(cfg.spark_conf), env_vars=_submit_env(cfg),
+                application_args=[*common, "--step", "reconcile",
+                                  "--hours", "{{ ti.xcom_pull(task_ids='plan')['hours_arg'] }}",
+                                  "--since", "{{ ti.xcom_pull(task_ids='plan')['since'] }}",
+                                  "--json", "{{ ti.xcom_pull(task_ids='plan')['books_file'] }}"])
+            planned >> loaded >> reconciled
+        else:
+            @task(task_id="load")
+            def load(plan_out: dict):
+                return load_task(cfg, plan_out)
+
+            @task(task_id="reconcile")
+            def reconcile(plan_out: dict, _loaded: dict):
+                return reconcile_task(cfg, plan_out)
+
+            reconciled = reconcile(planned, load(planned))
+
+        for topic in cfg.topics:
+            from loaders.warehouse import table_for_topic
+
+            @task(task_id=f"publish_{table_for_topic(topic)}", outlets=[asset_for(cfg, topic)], retries=1)
+            def publish(plan_out: dict, topic: str = topic, **context):
+                return publish_task(cfg, topic, plan_out, context["outlet_events"])
+
+            reconciled >> publish(planned)
+
+        @task(task_id="check_complete", retries=0)
+        def check_complete(plan_out: dict):
+            return check_task(cfg, plan_out)
+
+        reconciled >> check_complete(planned)
+    return dag
+
+
+def _load_job_path() -> Path:
+    import loaders.load_job
+
+    return Path(loaders.load_job.__file__).resolve()
+
+
+def _submit_args(cfg: GroupConfig) -> list[str]:
+    args = ["--zookeeper", cfg.zookeeper, "--topics", ",".join(cfg.topics) if len(cfg.topics) > 1 else
+            cfg.topics[0] + ",", "--state-dir", cfg.state_dir, "--database", cfg.database,
+            "--start", cfg.start, "--max-per-split", str(cfg.max_per_split)]
+    if cfg.warehouse:
+        args += ["--warehouse", cfg.warehouse]
+    return args
+
+
+def _submit_env(cfg: GroupConfig) -> dict[str, str]:
+    project = str(_load_job_path().parent.parent)
+    return {"PYSPARK_PYTHON": cfg.python, "PYSPARK_DRIVER_PYTHON": cfg.python,
+            "PYTHONPATH": project + os.pathsep + os.environ.get("PYTHONPATH", "")}
+
+
+def build_all(path: str | os.PathLike | None = None) -> dict[str, Any]:
+    return {g.dag_id: build_dag(g) for g in load_config(path)}
