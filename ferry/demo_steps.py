@@ -168,7 +168,51 @@ class DemoCluster:
         raise NotImplementedError
 
     def report(self, topics: tuple[str, ...], hours: list[int]) -> dict:
-        raise NotImplementedError
+        """The books per topic and hour, the mirror's lag, and what an analyst would ask the warehouse."""
+        from audit.reader import read_audit_events
+        from audit.reconciler import reconcile
+        from mirror.status import mirror_status
+
+        audit_log = read_audit_events(self.offline_zk)
+        books = reconcile(audit_log.events, since_ms=hours[0], until_ms=hours[-1] + 3_600_000)
+        rows = [h for h in books.hours if h.topic in topics]
+        print()
+        print("== The books (offline _audit, per topic and hour of event time) ==")
+        print(_table(("topic", "hour (UTC)", "produced", "mirrored", "loaded", "missing", "dupes", "complete"),
+                     [(h.topic, _hour(h.hour_start), h.produced, h.mirrored, h.loaded, h.missing, h.duplicates,
+                       "yes" if h.complete else "NO") for h in rows]))
+        status = mirror_status(self.live_zk, self.offline_zk, "ferry-mirror", include=".*")
+        print()
+        print(f"== Mirror (group ferry-mirror, members {', '.join(status.members) or '-'}) ==")
+        per_topic: dict[str, list[int]] = {}
+        for r in status.partitions:
+            agg = per_topic.setdefault(r.topic, [0, 0, 0, 0])
+            agg[0] += 1
+            agg[1] += r.live_end or 0
+            agg[2] += r.offline_end or 0
+            agg[3] += r.lag or 0
+        print(_table(("topic", "partitions", "live end", "offline end", "lag"),
+                     [(t, *v) for t, v in sorted(per_topic.items())]))
+        print()
+        print("== Analyst: top pages per hour (SELECT ... FROM ferry.page_view) ==")
+        top = self.analyst_query()
+        print(_table(("dt", "hr", "page", "views", "members"), top))
+        complete = bool(rows) and all(h.complete for h in rows) and len(rows) == len(topics) * len(hours)
+        print()
+        print("every hour complete: " + ("yes" if complete else "NO (see the books above)"))
+        return {"complete": complete, "books": [h.to_dict() for h in rows], "mirror": status.to_dict(),
+                "top_pages": top}
+
+    def analyst_query(self) -> list[tuple]:
+        from loaders.session import build_session
+
+        spark = build_session(self.root / "warehouse-state")
+        df = spark.sql("""
+            SELECT dt, hr, page, views, members FROM (
+              SELECT dt, hr, page, count(*) AS views, count(DISTINCT member_id) AS members,
+                     row_number() OVER (PARTITION BY dt, hr ORDER BY count(*) DESC) AS rank
+              FROM ferry.page_view GROUP BY dt, hr, page) WHERE rank <= 3 ORDER BY dt, hr, views DESC""")
+        return [tuple(r) for r in df.collect()]
 
     # -- shutdown ---------------------------------------------------------------------------------------------
     def __enter__(self) -> DemoCluster:
@@ -183,3 +227,17 @@ class DemoCluster:
         if self.zk is not None:
             self.zk.stop()
         self.progress.say(f"stopped; data and logs kept in {self.root} (--clean to start over)")
+
+
+def _hour(ms: int) -> str:
+    return time.strftime("%Y-%m-%d %H:00", time.gmtime(ms / 1000))
+
+
+def _table(headers: tuple, rows: list[tuple]) -> str:
+    cells = [[str(c) for c in headers]] + [[str(c) for c in r] for r in rows]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
+    lines = ["  ".join(c.ljust(w) if isinstance(v, str) else c.rjust(w)
+                       for c, w, v in zip(r, widths, (headers if k == 0 else rows[k - 1]), strict=True))
+             for k, r in enumerate(cells)]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines) if rows else "\n".join(lines) + "\n(none)"
