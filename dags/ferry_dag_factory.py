@@ -191,6 +191,7 @@ def plan_task(cfg: GroupConfig, context: dict) -> dict:
         "hours": [list(h) for h in hours],
         "hours_arg": ",".join(f"{d}T{h}" for d, h in hours),
         "check_hour": list(label(judge)),
+        "interval_end": interval_end.timestamp(),
         "since": context["dag_run"].start_date.timestamp() if context.get("dag_run") and
         context["dag_run"].start_date else now.timestamp(),
         "books_file": str(books_file(cfg, context["run_id"])),
@@ -226,7 +227,9 @@ def read_books(plan: dict) -> list[dict]:
 
 
 def publish_task(cfg: GroupConfig, topic: str, plan: dict, outlet_events) -> list[str]:
-    """Newly complete hours of one table: recorded in the ledger, announced as one Asset event."""
+    """Complete hours of one table not yet published (or re-completed with more rows after late data),
+    among the hours that ended by this run's interval end: recorded in the ledger, announced as one
+    Asset event whose extra lists them."""
     from airflow.sdk.exceptions import AirflowSkipException
 
     from loaders.ledger import Ledger
@@ -234,15 +237,22 @@ def publish_task(cfg: GroupConfig, topic: str, plan: dict, outlet_events) -> lis
 
     table = f"{cfg.database}.{table_for_topic(topic)}"
     ledger = Ledger(cfg.state_dir)
-    complete = sorted({f"{b['dt']}T{b['hr']}" for b in read_books(plan) if b["topic"] == topic and b["complete"]})
-    new = [h for h in complete if h not in ledger.published_hours(table)]
+    published = ledger.published_hours(table)
+    limit = plan["interval_end"]
+    new: dict[str, int] = {}
+    for b in read_books(plan):
+        hour = f"{b['dt']}T{b['hr']}"
+        ended = dt.datetime.strptime(hour, "%Y-%m-%dT%H").replace(tzinfo=dt.UTC) + HOUR
+        if b["topic"] == topic and b["complete"] and ended.timestamp() <= limit and published.get(hour) != b["loaded"]:
+            new[hour] = b["loaded"]
     if not new:
         raise AirflowSkipException(f"{table}: no newly complete hour to publish")
     with ledger.lock():
         ledger.mark_published(table, new)
-    outlet_events[asset_for(cfg, topic)].extra = {"table": table, "hours": new}
-    log.info("ferry: published %s hours %s", table, ", ".join(new))
-    return new
+    hours = sorted(new)
+    outlet_events[asset_for(cfg, topic)].extra = {"table": table, "hours": hours, "rows": new}
+    log.info("ferry: published %s hours %s", table, ", ".join(hours))
+    return hours
 
 
 def check_task(cfg: GroupConfig, plan: dict) -> str:

@@ -131,8 +131,10 @@ class Ledger:
     def history(self) -> list[dict[str, Any]]:
         return self.read()["history"]
 
-    def published_hours(self, table: str) -> set[str]:
-        return set(self.read()["published"].get(table, []))
+    def published_hours(self, table: str) -> dict[str, int]:
+        """``{"YYYY-MM-DDTHH": rows when published}`` of a table (a changed count means re-publish)."""
+        got = self.read()["published"].get(table, {})
+        return dict(got) if isinstance(got, dict) else {h: -1 for h in got}
 
     # ---- mutating (each one is a single atomic file replacement)
     def _write(self, state: dict[str, Any]) -> None:
@@ -207,10 +209,11 @@ class Ledger:
         self._write(state)
         return [g["path"] for g in due]
 
-    def mark_published(self, table: str, hours: list[str]) -> None:
+    def mark_published(self, table: str, hours: dict[str, int]) -> None:
         state = self.read()
-        done = set(state["published"].get(table, [])) | set(hours)
-        state["published"][table] = sorted(done)
+        done = self.published_hours(table)
+        done.update(hours)
+        state["published"][table] = dict(sorted(done.items()))
         self._write(state)
 
     def reset_offsets(self, offsets: dict[tuple[str, int], int]) -> None:
