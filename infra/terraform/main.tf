@@ -1,0 +1,77 @@
+# ferry's two datacenters: "live" takes the producers' traffic, "offline" runs the mirror (which
+# reads the live cluster across the datacenter link) and the hourly warehouse loads.
+
+module "live" {
+  source             = "./modules/datacenter"
+  name               = "live"
+  vpc_cidr           = var.live.vpc_cidr
+  availability_zones = var.availability_zones
+  ami_id             = var.ami_id
+  key_name           = var.key_name
+  admin_cidr_blocks  = var.admin_cidr_blocks
+  client_cidr_blocks = var.app_cidr_blocks
+  zookeeper_count    = var.live.zookeeper_count
+  broker_count       = var.live.broker_count
+  mirror_count       = 0
+  loader_count       = 0
+  ports              = var.ports
+  tags               = var.tags
+}
+
+module "offline" {
+  source             = "./modules/datacenter"
+  name               = "offline"
+  vpc_cidr           = var.offline.vpc_cidr
+  availability_zones = var.availability_zones
+  ami_id             = var.ami_id
+  key_name           = var.key_name
+  admin_cidr_blocks  = var.admin_cidr_blocks
+  zookeeper_count    = var.offline.zookeeper_count
+  broker_count       = var.offline.broker_count
+  mirror_count       = var.offline.mirror_count
+  loader_count       = var.offline.loader_count
+  ports              = var.ports
+  tags               = var.tags
+}
+
+# The datacenter link: VPC peering, routed both ways.
+resource "aws_vpc_peering_connection" "live_offline" {
+  vpc_id      = module.offline.vpc_id
+  peer_vpc_id = module.live.vpc_id
+  auto_accept = true
+  tags        = { Name = "ferry-offline-to-live" }
+}
+
+resource "aws_route" "offline_to_live" {
+  route_table_id            = module.offline.private_route_table_id
+  destination_cidr_block    = module.live.vpc_cidr
+  vpc_peering_connection_id = aws_vpc_peering_connection.live_offline.id
+}
+
+resource "aws_route" "live_to_offline" {
+  route_table_id            = module.live.private_route_table_id
+  destination_cidr_block    = module.offline.vpc_cidr
+  vpc_peering_connection_id = aws_vpc_peering_connection.live_offline.id
+}
+
+# Across the link only the mirror talks, and only to what it consumes from: the live brokers (fetch)
+# and the live ZooKeeper (its consumer group: registrations, ownership, offsets).
+resource "aws_vpc_security_group_ingress_rule" "live_brokers_from_offline_mirror" {
+  security_group_id            = module.live.security_group_ids["broker"]
+  description                  = "Kafka protocol: the offline mirror"
+  ip_protocol                  = "tcp"
+  from_port                    = var.ports.broker
+  to_port                      = var.ports.broker
+  referenced_security_group_id = module.offline.security_group_ids["mirror"]
+  depends_on                   = [aws_vpc_peering_connection.live_offline]
+}
+
+resource "aws_vpc_security_group_ingress_rule" "live_zookeeper_from_offline_mirror" {
+  security_group_id            = module.live.security_group_ids["zookeeper"]
+  description                  = "ZooKeeper: the offline mirror's consumer group"
+  ip_protocol                  = "tcp"
+  from_port                    = var.ports.zookeeper
+  to_port                      = var.ports.zookeeper
+  referenced_security_group_id = module.offline.security_group_ids["mirror"]
+  depends_on                   = [aws_vpc_peering_connection.live_offline]
+}

@@ -1,0 +1,108 @@
+variable "name" {
+  description = "Datacenter name: live (frontend) or offline."
+  type        = string
+  validation {
+    condition     = can(regex("^[a-z][a-z0-9-]{1,20}$", var.name))
+    error_message = "name: lower-case letters, digits and dashes."
+  }
+}
+
+variable "vpc_cidr" {
+  description = "Address range of the datacenter's VPC, e.g. 10.10.0.0/16."
+  type        = string
+}
+
+variable "availability_zones" {
+  description = "Zones to spread the private subnets (and so the instances) over."
+  type        = list(string)
+}
+
+variable "ami_id" {
+  description = "Debian 12 image for every instance (Ansible installs the rest)."
+  type        = string
+}
+
+variable "key_name" {
+  description = "EC2 key pair Ansible logs in with."
+  type        = string
+}
+
+variable "admin_cidr_blocks" {
+  description = "Where operators come from: SSH to every host and the Airflow UI."
+  type        = list(string)
+}
+
+variable "client_cidr_blocks" {
+  description = "Producers and consumers outside the VPC allowed to reach the brokers (app servers)."
+  type        = list(string)
+  default     = []
+}
+
+variable "zookeeper_count" {
+  description = "ZooKeeper servers (1, 3 or 5)."
+  type        = number
+  default     = 3
+  validation {
+    condition     = contains([1, 3, 5], var.zookeeper_count)
+    error_message = "zookeeper_count: 1, 3 or 5 (an odd ensemble)."
+  }
+}
+
+variable "broker_count" {
+  description = "Brokers of the datacenter's cluster."
+  type        = number
+  default     = 2
+}
+
+variable "mirror_count" {
+  description = "Mirror hosts (the offline datacenter runs them; 0 in live)."
+  type        = number
+  default     = 0
+}
+
+variable "loader_count" {
+  description = "Loader hosts running Spark and Airflow (offline only; 0 in live)."
+  type        = number
+  default     = 0
+}
+
+variable "instance_types" {
+  description = "EC2 instance type per role."
+  type        = map(string)
+  default = {
+    zookeeper = "t3.medium"
+    broker    = "m6i.xlarge"
+    mirror    = "m6i.large"
+    loader    = "r6i.2xlarge"
+  }
+}
+
+variable "broker_volume_gb" {
+  description = "Size of each broker's log volume."
+  type        = number
+  default     = 500
+}
+
+variable "ports" {
+  description = "Ports the roles listen on."
+  type = object({
+    zookeeper          = number
+    zookeeper_peer     = number
+    zookeeper_election = number
+    broker             = number
+    airflow            = number
+  })
+  default = {
+    zookeeper          = 2181
+    zookeeper_peer     = 2888
+    zookeeper_election = 3888
+    broker             = 9092
+    airflow            = 8080
+  }
+}
+
+variable "tags" {
+  description = "Tags added to every resource."
+  type        = map(string)
+  default     = {}
+}

@@ -1,0 +1,19 @@
+output "live_hosts" {
+  description = "Live datacenter instances per role."
+  value       = module.live.hosts
+}
+
+output "offline_hosts" {
+  description = "Offline datacenter instances per role."
+  value       = module.offline.hosts
+}
+
+# `terraform output -raw ansible_inventory > ../ansible/inventories/aws/hosts.yml`
+output "ansible_inventory" {
+  description = "The Ansible inventory of both datacenters (infra/ansible)."
+  value = templatefile("${path.module}/templates/inventory.yml.tftpl", {
+    ansible_user = var.ansible_user
+    live         = module.live.hosts
+    offline      = module.offline.hosts
+  })
+}

@@ -1,0 +1,94 @@
+variable "region" {
+  description = "AWS region of both datacenters (VPC peering and security-group references need one region)."
+  type        = string
+  default     = "us-east-1"
+}
+
+variable "availability_zones" {
+  description = "Zones used by both datacenters."
+  type        = list(string)
+  default     = ["us-east-1a", "us-east-1b", "us-east-1c"]
+}
+
+variable "ami_id" {
+  description = "A Debian 12 (bookworm) AMI."
+  type        = string
+}
+
+variable "key_name" {
+  description = "EC2 key pair for SSH (Ansible)."
+  type        = string
+}
+
+variable "admin_cidr_blocks" {
+  description = "Operator networks: SSH to every host, Airflow UI on the loaders."
+  type        = list(string)
+}
+
+variable "app_cidr_blocks" {
+  description = "App servers that produce into the live brokers."
+  type        = list(string)
+  default     = []
+}
+
+variable "live" {
+  description = "The live (frontend) datacenter: address range and sizes."
+  type = object({
+    vpc_cidr        = string
+    zookeeper_count = number
+    broker_count    = number
+  })
+  default = {
+    vpc_cidr        = "10.10.0.0/16"
+    zookeeper_count = 3
+    broker_count    = 2
+  }
+}
+
+variable "offline" {
+  description = "The offline datacenter: address range and sizes."
+  type = object({
+    vpc_cidr        = string
+    zookeeper_count = number
+    broker_count    = number
+    mirror_count    = number
+    loader_count    = number
+  })
+  default = {
+    vpc_cidr        = "10.20.0.0/16"
+    zookeeper_count = 3
+    broker_count    = 2
+    mirror_count    = 2
+    loader_count    = 1
+  }
+}
+
+variable "ports" {
+  description = "Ports of the roles, the same in both datacenters (group_vars/all.yml must agree)."
+  type = object({
+    zookeeper          = number
+    zookeeper_peer     = number
+    zookeeper_election = number
+    broker             = number
+    airflow            = number
+  })
+  default = {
+    zookeeper          = 2181
+    zookeeper_peer     = 2888
+    zookeeper_election = 3888
+    broker             = 9092
+    airflow            = 8080
+  }
+}
+
+variable "ansible_user" {
+  description = "The SSH user of the AMI (admin on Debian's cloud images)."
+  type        = string
+  default     = "admin"
+}
+
+variable "tags" {
+  description = "Tags on every resource."
+  type        = map(string)
+  default     = {}
+}

@@ -1,0 +1,322 @@
+"""Checks of infra/terraform without a terraform binary.
+
+Neither terraform nor tofu can be installed here (not in Debian's archive; the PyPI wrappers download
+the binary and `terraform init` would download the AWS provider, neither reachable), so this parses
+every .tf file with python-hcl2 and checks what `terraform validate` would catch in our own code:
+declared-and-used variables and locals, module inputs and outputs that exist, references to declared
+resources, and firewall rules that open nothing to the world. The inventory template is rendered with
+sample module outputs and read back by `ansible-inventory`, then the group_vars' connect strings are
+checked against it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import hcl2
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+TF = ROOT / "infra" / "terraform"
+ANSIBLE_DIR = ROOT / "infra" / "ansible"
+VENV_BIN = Path(os.environ.get("VIRTUAL_ENV", ROOT / ".venv")) / "bin"
+MODULE_DIRS = [TF, TF / "modules" / "datacenter"]
+
+
+def unquote(s: str) -> str:
+    return s[1:-1] if len(s) >= 2 and s[0] == s[-1] == '"' else s
+
+
+def parse_module(path: Path) -> dict[str, list]:
+    """All blocks of the .tf files of one module directory, merged by block type."""
+    merged: dict[str, list] = {}
+    for tf in sorted(path.glob("*.tf")):
+        with tf.open() as f:
+            doc = hcl2.load(f)
+        for kind, blocks in doc.items():
+            merged.setdefault(kind, []).extend(blocks)
+    return merged
+
+
+def strings(node: Any) -> list[str]:
+    """Every string value (expressions included) below a parsed node."""
+    if isinstance(node, str):
+        return [node]
+    if isinstance(node, dict):  # "__comments__", "__is_block__": parser bookkeeping, not code
+        return [s for k, v in node.items() if not k.startswith("__") for s in strings(k) + strings(v)]
+    if isinstance(node, list):
+        return [s for v in node for s in strings(v)]
+    return []
+
+
+def named(blocks: list[dict]) -> dict[str, dict]:
+    """[{'"name"': body}] -> {name: body}"""
+    return {unquote(k): v for b in blocks for k, v in b.items() if not k.startswith("__")}
+
+
+def variables(mod: dict) -> dict[str, dict]:
+    return named(mod.get("variable", []))
+
+
+def outputs(mod: dict) -> dict[str, dict]:
+    return named(mod.get("output", []))
+
+
+def locals_of(mod: dict) -> set[str]:
+    return {k for b in mod.get("locals", []) for k in b if not k.startswith("__")}
+
+
+def resources(mod: dict) -> set[str]:
+    return {f"{unquote(t)}.{unquote(n)}" for b in mod.get("resource", []) for t, body in b.items()
+            if not t.startswith("__") for n in body if not n.startswith("__")}
+
+
+def module_calls(mod: dict) -> dict[str, dict]:
+    return named(mod.get("module", []))
+
+
+def refs(mod: dict, pattern: str) -> set[str]:
+    found = set()
+    for s in strings(mod):
+        found.update(re.findall(pattern, s))
+    return found
+
+
+@pytest.fixture(scope="module", params=MODULE_DIRS, ids=lambda p: str(p.relative_to(TF)) or "root")
+def module(request) -> tuple[Path, dict]:
+    return request.param, parse_module(request.param)
+
+
+def test_every_file_parses() -> None:
+    files = [p for d in MODULE_DIRS for p in d.glob("*.tf")]
+    assert len(files) >= 8
+    for tf in files:
+        with tf.open() as f:
+            hcl2.load(f)
+
+
+def test_variables_declared_used_and_documented(module) -> None:
+    path, mod = module
+    declared = variables(mod)
+    used = refs(mod, r"\bvar\.([A-Za-z_][\w-]*)")
+    assert used - set(declared) == set(), f"{path}: used but not declared"
+    assert set(declared) - used == set(), f"{path}: declared but never used"
+    for name, body in declared.items():
+        assert body.get("description"), f"{path}: variable {name} has no description"
+        assert body.get("type"), f"{path}: variable {name} has no type"
+
+
+def test_locals_declared_and_used(module) -> None:
+    path, mod = module
+    declared = locals_of(mod)
+    used = refs(mod, r"\blocal\.([A-Za-z_]\w*)")
+    assert used <= declared, f"{path}: undeclared locals {used - declared}"
+    assert declared <= used, f"{path}: unused locals {declared - used}"
+
+
+def test_resource_references_exist(module) -> None:
+    path, mod = module
+    declared = resources(mod)
+    used = {f"{t}.{n}" for t, n in refs(mod, r"\b(aws_[a-z0-9_]+)\.([A-Za-z_][\w-]*)")}
+    assert used <= declared, f"{path}: references to undeclared resources {used - declared}"
+
+
+def test_module_inputs_and_outputs_exist() -> None:
+    root = parse_module(TF)
+    calls = module_calls(root)
+    assert set(calls) == {"live", "offline"}
+    for name, call in calls.items():
+        src = (TF / unquote(call["source"])).resolve()
+        assert src.is_dir(), f"module {name}: no directory {src}"
+        child = parse_module(src)
+        child_vars = variables(child)
+        args = {k for k in call if k not in ("source", "__is_block__", "depends_on", "providers", "count", "for_each")}
+        assert args <= set(child_vars), f"module {name}: unknown inputs {args - set(child_vars)}"
+        required = {v for v, body in child_vars.items() if "default" not in body}
+        assert required <= args, f"module {name}: required inputs missing {required - args}"
+    used = refs(root, r"\bmodule\.([A-Za-z_]\w*)\.([A-Za-z_]\w*)")
+    assert used, "the root uses no module output"
+    for name, out in used:
+        assert name in calls, f"module.{name} is not declared"
+        child = parse_module((TF / unquote(calls[name]["source"])).resolve())
+        assert out in outputs(child), f"module.{name}.{out}: no such output"
+
+
+def test_firewall_opens_nothing_to_the_world() -> None:
+    for d in MODULE_DIRS:
+        mod = parse_module(d)
+        for block in mod.get("resource", []):
+            for rtype, body in block.items():
+                rtype = unquote(rtype)
+                for rname, spec in body.items():
+                    cidr = unquote(str(spec.get("cidr_ipv4", "")))
+                    if rtype == "aws_vpc_security_group_ingress_rule":
+                        assert cidr != "0.0.0.0/0", f"{rtype}.{rname} opens {spec.get('from_port')} to the world"
+                    assert rtype != "aws_security_group_rule", "use the per-rule resources (ingress/egress_rule)"
+
+
+def test_cross_datacenter_rules_are_only_the_mirrors() -> None:
+    """Across the link: the offline mirror to the live brokers and the live ZooKeeper; nothing else."""
+    root = parse_module(TF)
+    rules = {unquote(n): spec for b in root.get("resource", []) for t, body in b.items()
+             if unquote(t) == "aws_vpc_security_group_ingress_rule" for n, spec in body.items()}
+    targets = {(spec["security_group_id"], spec["referenced_security_group_id"], spec["from_port"])
+               for spec in rules.values()}
+    assert targets == {
+        ('${module.live.security_group_ids["broker"]}', '${module.offline.security_group_ids["mirror"]}',
+         "${var.ports.broker}"),
+        ('${module.live.security_group_ids["zookeeper"]}', '${module.offline.security_group_ids["mirror"]}',
+         "${var.ports.zookeeper}"),
+    }
+
+
+# --- the inventory template -------------------------------------------------------------------------
+
+class _Obj:
+    """Attribute access over parsed values, as Terraform's object/list syntax reads them."""
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+    def __getattr__(self, name: str) -> Any:
+        return _wrap(self.value[name])
+
+    def __getitem__(self, key: Any) -> Any:
+        return _wrap(self.value[key])
+
+
+def _wrap(v: Any) -> Any:
+    return _Obj(v) if isinstance(v, (dict, list)) else v
+
+
+_EXPR = re.compile(r'^[\w\s.+\-*\[\]"]+$')
+
+
+def _eval(expr: str, scope: dict[str, Any]) -> Any:
+    if not _EXPR.match(expr):
+        raise ValueError(f"template expression outside the supported subset: {expr!r}")
+    return eval(expr, {"__builtins__": {}}, {k: _wrap(v) for k, v in scope.items()})  # noqa: S307 - own file
+
+
+_TOKEN = re.compile(r"(%\{~?\s*(.*?)\s*~?\}|\$\{\s*(.*?)\s*\})", re.S)
+
+
+def render_tftpl(text: str, scope: dict[str, Any]) -> str:
+    """Terraform's templatefile() for the subset the inventory template uses:
+    ${expr} (names, .attr, [i], + - *), %{ for [i,] x in expr } ... %{ endfor } and ~ strip markers."""
+    # Apply strip markers first: "~}" eats the whitespace after, "%{~" the whitespace before.
+    text = re.sub(r"~\}[ \t]*\n?", "}", text)
+    text = re.sub(r"[ \t]*%\{~", "%{", text)
+    pos = 0
+    out: list[Any] = []
+    stack: list[list] = [out]
+    for m in _TOKEN.finditer(text):
+        stack[-1].append(text[pos:m.start()])
+        pos = m.end()
+        directive, expr = m.group(2), m.group(3)
+        if directive is None:
+            stack[-1].append(("expr", expr))
+        elif directive.startswith("for "):
+            fm = re.match(r"for\s+(?:(\w+)\s*,\s*)?(\w+)\s+in\s+(.+)$", directive)
+            if not fm:
+                raise ValueError(f"unsupported directive {directive!r}")
+            node = ["for", fm.group(1), fm.group(2), fm.group(3)]
+            stack[-1].append(node)
+            stack.append(node)
+        elif directive == "endfor":
+            stack.pop()
+        else:
+            raise ValueError(f"unsupported directive {directive!r}")
+    stack[-1].append(text[pos:])
+    assert len(stack) == 1, "unclosed %{ for }"
+
+    def emit(nodes: list, env: dict[str, Any]) -> str:
+        parts = []
+        for n in nodes:
+            if isinstance(n, str):
+                parts.append(n)
+            elif isinstance(n, tuple):
+                parts.append(str(_eval(n[1], env)))
+            else:
+                _, idx, var, coll = n[:4]
+                items = _eval(coll, env)
+                items = items.value if isinstance(items, _Obj) else items
+                for i, item in enumerate(items):
+                    inner = dict(env, **{var: item})
+                    if idx:
+                        inner[idx] = i
+                    parts.append(emit(n[4:], inner))
+        return "".join(parts)
+
+    return emit(out, scope)
+
+
+def sample_hosts(dc: str, base: str, counts: dict[str, int]) -> dict[str, list[dict]]:
+    """What module.<dc>.hosts looks like after an apply."""
+    short = {"zookeeper": "zk", "broker": "broker", "mirror": "mirror", "loader": "loader"}
+    subnet = {"zookeeper": 1, "broker": 2, "mirror": 3, "loader": 4}
+    return {role: [{"name": f"{dc}-{short[role]}-{i + 1}", "private_ip": f"{base}.{subnet[role]}.{11 + i}",
+                    "id": f"i-{dc}{role}{i}"} for i in range(counts.get(role, 0))] for role in short}
+
+
+def test_template_call_passes_what_the_template_uses() -> None:
+    root = parse_module(TF)
+    value = outputs(root)["ansible_inventory"]["value"]
+    passed = set(re.findall(r"\b(\w+)\s*=", value))
+    tpl = (TF / "templates" / "inventory.yml.tftpl").read_text()
+    used = {m.split(".")[0] for m in re.findall(r"\$\{\s*([A-Za-z_][\w.]*)", tpl)}
+    used |= set(re.findall(r"%\{\s*for\s+(?:\w+\s*,\s*)?\w+\s+in\s+(\w+)", tpl))
+    loop_vars = set(re.findall(r"%\{\s*for\s+(?:(\w+)\s*,\s*)?", tpl)) | set(
+        re.findall(r"%\{\s*for\s+(?:\w+\s*,\s*)?(\w+)\s+in", tpl))
+    assert used - loop_vars <= passed, f"template uses {used - loop_vars - passed} not passed by templatefile()"
+
+
+def test_inventory_template_renders_an_ansible_inventory(tmp_path: Path) -> None:
+    live = sample_hosts("live", "10.10", {"zookeeper": 3, "broker": 2})
+    offline = sample_hosts("offline", "10.20", {"zookeeper": 3, "broker": 2, "mirror": 2, "loader": 1})
+    text = render_tftpl((TF / "templates" / "inventory.yml.tftpl").read_text(),
+                        {"ansible_user": "admin", "live": live, "offline": offline})
+    yaml.safe_load(text)  # plain YAML first: a clearer error than Ansible's
+    inv = tmp_path / "hosts.yml"
+    inv.write_text(text)
+    p = subprocess.run([str(VENV_BIN / "ansible-inventory"), "-i", str(inv), "--list"], capture_output=True,
+                       text=True, timeout=120, cwd=ANSIBLE_DIR,
+                       env=dict(os.environ, ANSIBLE_CONFIG=str(ANSIBLE_DIR / "ansible.cfg")))
+    assert p.returncode == 0, p.stderr
+    listing = json.loads(p.stdout)
+    hosts = lambda g: set(listing.get(g, {}).get("hosts", []))  # noqa: E731
+    assert hosts("live_zookeeper") == {"live-zk-1", "live-zk-2", "live-zk-3"}
+    assert hosts("live_brokers") == {"live-broker-1", "live-broker-2"}
+    assert hosts("offline_brokers") == {"offline-broker-1", "offline-broker-2"}
+    assert hosts("mirror") == {"offline-mirror-1", "offline-mirror-2"}
+    assert hosts("loader") == {"offline-loader-1"}
+    assert set(listing["live"]["children"]) == {"live_zookeeper", "live_brokers"}
+    assert set(listing["zookeeper"]["children"]) == {"live_zookeeper", "offline_zookeeper"}
+    hv = listing["_meta"]["hostvars"]
+    assert [hv[f"live-broker-{i}"]["ferry_broker_id"] for i in (1, 2)] == [1, 2]
+    assert hv["offline-zk-3"]["ferry_zookeeper_myid"] == 3
+    assert hv["offline-loader-1"]["ansible_host"] == "10.20.4.11"
+
+    # The playbooks' group_vars turn it into the right connect strings for each datacenter.
+    p = subprocess.run([str(VENV_BIN / "ansible"), "-i", str(inv), "live-broker-2:offline-mirror-1", "-m",
+                        "ansible.builtin.debug", "-a", "msg={{ ferry_zookeeper_connect }}|{{ ferry_live_zookeeper_connect }}"],
+                       capture_output=True, text=True, timeout=120, cwd=ANSIBLE_DIR,
+                       env=dict(os.environ, ANSIBLE_CONFIG=str(ANSIBLE_DIR / "ansible.cfg"), ANSIBLE_NOCOLOR="1"))
+    assert p.returncode == 0, p.stdout + p.stderr
+    live_zk = "10.10.1.11:2181,10.10.1.12:2181,10.10.1.13:2181/ferry/live"
+    offline_zk = "10.20.1.11:2181,10.20.1.12:2181,10.20.1.13:2181/ferry/offline"
+    assert f'"msg": "{live_zk}|{live_zk}"' in p.stdout
+    assert f'"msg": "{offline_zk}|{live_zk}"' in p.stdout
+
+
+def test_renderer_rejects_what_it_does_not_understand() -> None:
+    with pytest.raises(ValueError):
+        render_tftpl("%{ if x }a%{ endif }", {"x": True})
+    assert render_tftpl("%{ for i, h in hs ~}\n${h.n}=${i + 1}\n%{ endfor ~}\n", {"hs": [{"n": "a"}, {"n": "b"}]}) \
+        == "a=1\nb=2\n"
