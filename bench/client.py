@@ -32,7 +32,9 @@ def run(spec: dict) -> dict:
         if op == "consume":
             return fc.consume_librdkafka(addr, q, n, limit)
         if system == "ferry-sets":
-            return fc.produce_message_sets(addr, q, n, spec["batch"], limit)
+            import lean_producer
+
+            return lean_producer.produce(addr, q, fc.PARTITION, n, spec["batch"], limit)
         return fc.produce_librdkafka(addr, q, n, spec["batch"], limit)
     if system == "e2e":
         import e2e_client as ec

@@ -65,7 +65,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(prog="bench/run_all.py", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--messages", type=int, default=None,
-                    help="messages per phase, the same for every system (default 500000; --quick 50000)")
+                    help="messages per phase, the same for every system (default 200000; --quick 50000)")
     ap.add_argument("--quick", action="store_true",
                     help="a smoke run: 50,000 messages, short profile pass and end-to-end run")
     ap.add_argument("--systems", default=",".join(SYSTEMS), help="comma-separated subset of ferry,rabbitmq,activemq")
@@ -78,7 +78,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--keep", action="store_true", help="keep the temp dir (data, server logs, profiles)")
     args = ap.parse_args(argv)
     if args.messages is None:
-        args.messages = 50_000 if args.quick else 500_000
+        args.messages = 50_000 if args.quick else 200_000
     if args.messages <= 0:
         ap.error("--messages must be positive")
     unknown = set(args.systems.split(",")) - set(SYSTEMS)
