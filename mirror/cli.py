@@ -54,6 +54,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="datacenter named in the mirror's audit events (default: the offline brokers')")
     p.add_argument("--commit-interval", type=float, default=1.0, metavar="SECONDS",
                    help="how often acknowledged offsets are committed to the live ZooKeeper (default 1)")
+    p.add_argument("--audit-interval", type=float, default=5.0, metavar="SECONDS",
+                   help="how often the mirror tier's audit counts are published (default 5); offsets of records "
+                        "counted since are committed only once their counts are published")
     p.add_argument("--no-audit", action="store_true",
                    help="do not publish the mirror tier's audit counts (they are on by default)")
     p.add_argument("--no-schemas", action="store_true",
@@ -96,6 +99,7 @@ def _run(args: argparse.Namespace) -> int:
         source_zookeeper=args.source_zookeeper, target_zookeeper=args.target_zookeeper, include=args.include,
         exclude=args.exclude, streams=args.streams, group=args.group, consumer_id=args.consumer_id,
         metrics_port=args.metrics_port, datacenter=args.datacenter, commit_interval_s=args.commit_interval,
+        audit_interval_s=args.audit_interval,
         audit=not args.no_audit, schemas=not args.no_schemas)
     try:
         config.validate()

@@ -6,9 +6,9 @@ Wires together
 * N MirrorStreams moving raw record batches live -> offline (same partition number),
 * TopicSync creating/growing offline topics, SchemaSync replicating the schema registry (mirrored
   messages keep their live schema ids),
-* the committer: every ``commit_interval_s`` it publishes the audit counts of what the offline cluster
-  acknowledged, waits for them, and only then commits the acknowledged live offsets to the live
-  ZooKeeper. A crash therefore replays from the last commit (duplicates, counted again: the audit shows
+* the committer: every ``commit_interval_s`` it commits the live offsets the offline cluster
+  acknowledged, to the live ZooKeeper, once the audit counts of the records before them are published
+  (every ``audit_interval_s``) and acknowledged too. A crash therefore replays from the last commit (duplicates, counted again: the audit shows
   them) and never loses data or audit counts.
 """
 
@@ -51,6 +51,7 @@ class MirrorConfig:
     metrics_port: int | None = None
     datacenter: str | None = None  # the offline datacenter's name, for audit events
     commit_interval_s: float = 1.0
+    audit_interval_s: float = 5.0  # mirror-tier audit events per topic and bucket at most this often
     audit: bool = True
     schemas: bool = True  # keep the offline schema registry a replica of the live one
     zk_session_timeout_s: float = 6.0
@@ -69,8 +70,8 @@ class MirrorConfig:
                 re.compile(pattern)
             except re.error as e:
                 raise ValueError(f"{flag} {pattern!r} is not a valid regular expression: {e}") from None
-        if self.commit_interval_s <= 0:
-            raise ValueError("commit interval must be positive")
+        if self.commit_interval_s <= 0 or self.audit_interval_s <= 0:
+            raise ValueError("commit and audit intervals must be positive")
         if self.live_timeout_s <= 0 or self.offline_timeout_s <= 0:
             raise ValueError("timeouts must be positive")
         if self.metrics_port is not None and not 0 <= self.metrics_port < 65536:
@@ -107,6 +108,8 @@ class MirrorMaker:
         self._publisher: AuditPublisher | None = None
         self._commit_lock = threading.Lock()
         self._committed: dict[TopicPartition, int] = {}
+        self._audited: dict[TopicPartition, int] = {}  # offsets whose records' audit counts are published
+        self._next_audit = 0.0
         self._stop = threading.Event()
         self._committer: threading.Thread | None = None
         self._http = None
@@ -161,7 +164,7 @@ class MirrorMaker:
             self.connector.shutdown()  # -> fetcher.stop_fetching -> final commit, then release ownership
         for s in self.streams:
             s.stop()
-        self.commit()
+        self.commit(force_audit=True)
         if self._publisher is not None:
             self._publisher.close(30)
         if self._audit_producer is not None:
@@ -209,16 +212,21 @@ class MirrorMaker:
                 self.metrics.error("commit")
                 log.exception("mirror commit failed; will retry")
 
-    def commit(self) -> dict[TopicPartition, int]:
-        """Publish audit counts, then commit every stream's acknowledged offsets (if they moved)."""
+    def commit(self, force_audit: bool = False) -> dict[TopicPartition, int]:
+        """Commit every stream's acknowledged offsets whose audit counts are published (if they moved).
+
+        Audit counts go out every ``audit_interval_s`` (or at once when ``force_audit``); offsets of
+        records counted since then wait for that publication, so a crash never under-counts.
+        """
         with self._commit_lock:
             offsets: dict[TopicPartition, int] = {}
             hws: dict[TopicPartition, int] = {}
             for s in self.streams:
                 offsets.update(s.committable())
                 hws.update(s.high_watermarks())
-            changed = {tp: o for tp, o in offsets.items() if self._committed.get(tp) != o}
-            done = self._commit_locked(changed) if changed else {}
+            safe = self._audited_offsets(offsets, force_audit)
+            changed = {tp: o for tp, o in safe.items() if self._committed.get(tp) != o}
+            done = self._commit_offsets(changed) if changed else {}
             owned = self.owned_partitions()
             self.metrics.owned.set(len(owned))
             for tp in owned:
@@ -230,11 +238,24 @@ class MirrorMaker:
                         self.metrics.lag.labels(tp[0], str(tp[1])).set(max(hw - committed, 0))
             return done
 
-    def _commit_locked(self, offsets: dict[TopicPartition, int]) -> dict[TopicPartition, int]:
-        if not self._flush_audit():
+    def _audited_offsets(self, offsets: dict[TopicPartition, int], force: bool) -> dict[TopicPartition, int]:
+        """Of ``offsets`` (read before this call), those whose records' counts are acknowledged offline."""
+        if not self.config.audit or self.counter.pending() == 0:
+            self._audited.update(offsets)  # everything counted so far is published
+            return dict(offsets)
+        now = time.monotonic()
+        if force or now >= self._next_audit:
+            if self._flush_audit():
+                self._next_audit = now + self.config.audit_interval_s
+                self._audited.update(offsets)
+                return dict(offsets)
             self.metrics.error("audit")
-            log.warning("audit counts not acknowledged by the offline cluster; offsets not committed this time")
-            return {}
+            self._next_audit = now + 1.0
+            log.warning("audit counts not acknowledged by the offline cluster; committing only offsets "
+                        "whose counts are published")
+        return {tp: self._audited[tp] for tp in offsets if tp in self._audited}
+
+    def _commit_offsets(self, offsets: dict[TopicPartition, int]) -> dict[TopicPartition, int]:
         connector = self.connector
         if connector is None:
             return {}
@@ -245,17 +266,19 @@ class MirrorMaker:
         return done
 
     def _on_partitions_stopped(self, final: dict[TopicPartition, int]) -> None:
-        """Called by the connector's thread before it releases ownership."""
+        """Called by the connector's thread before it releases ownership: publish, commit, forget."""
         with self._commit_lock:
-            changed = {tp: o for tp, o in final.items() if self._committed.get(tp) != o}
-            if changed:
-                try:
-                    self._commit_locked(changed)
-                except Exception:
-                    self.metrics.error("commit")
-                    log.exception("final commit before releasing %d partitions failed", len(changed))
+            try:
+                safe = self._audited_offsets(final, force=True)
+                changed = {tp: o for tp, o in safe.items() if self._committed.get(tp) != o}
+                if changed:
+                    self._commit_offsets(changed)
+            except Exception:
+                self.metrics.error("commit")
+                log.exception("final commit before releasing %d partitions failed", len(final))
             for tp in final:
                 self._committed.pop(tp, None)
+                self._audited.pop(tp, None)
                 self.metrics.forget_partition(*tp)
         self.metrics.rebalances.inc()
 
@@ -309,7 +332,7 @@ class MirrorMaker:
         """For tests and the benchmark: True once every owned partition is committed up to the live end."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            self.commit()
+            self.commit(force_audit=True)
             hws: dict[TopicPartition, int] = {}
             for s in self.streams:
                 hws.update(s.high_watermarks())

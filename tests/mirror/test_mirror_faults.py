@@ -30,8 +30,8 @@ def _status(live, offline):
     return mirror_status(live.zk_connect, offline.zk_connect, "ferry-mirror")
 
 
-def _committed(live, offline) -> int:
-    return sum(p.committed or 0 for p in _status(live, offline).partitions if p.topic in TOPICS)
+def _copied(live, offline) -> int:
+    return sum(p.offline_end or 0 for p in _status(live, offline).partitions if p.topic in TOPICS)
 
 
 def test_no_loss_through_link_cut_offline_restart_and_kill_9(cluster_factory, tmp_path: Path) -> None:
@@ -42,7 +42,7 @@ def test_no_loss_through_link_cut_offline_restart_and_kill_9(cluster_factory, tm
             reg.create_topic(t, n)
     for t, n in TOPICS.items():
         wait_partitions(live.bootstrap, t, n)
-    args = ("--streams", "2", "--commit-interval", "0.5", "--log-level", "INFO")
+    args = ("--streams", "2", "--commit-interval", "0.5", "--audit-interval", "1", "--log-level", "INFO")
     mirror = MirrorProcess(tmp_path / "mirror-1.log", live.zk_connect, offline.zk_connect, "events|orders",
                            *args).start()
     produced = 0
@@ -83,17 +83,17 @@ def test_no_loss_through_link_cut_offline_restart_and_kill_9(cluster_factory, tm
         # 3. the mirror is killed with -9 while it is copying a stream still being produced
         def phase4() -> None:
             for t, n in TOPICS.items():
-                produce(live.bootstrap, t, n, 30_000, start=300_000, tag="p4-")
+                produce(live.bootstrap, t, n, 60_000, start=300_000, tag="p4-")
 
-        before = _committed(live, offline)
+        before = _copied(live, offline)
         th = threading.Thread(target=phase4)
         th.start()
-        wait_for(lambda: _committed(live, offline) > before + 5000, 60, "the mirror to make progress", 0.1)
+        wait_for(lambda: _copied(live, offline) > before + 5000, 60, "the mirror to be copying", 0.05)
         assert th.is_alive(), "production ended before the kill: the crash would not be mid-stream"
         mirror.kill()
         at_kill = _status(live, offline)
         th.join(120)
-        produced += 60_000
+        produced += 120_000
         mirror = MirrorProcess(tmp_path / "mirror-2.log", live.zk_connect, offline.zk_connect,
                                "events|orders", *args).start()
         wait_for(lambda: committed_to_end(_status(live, offline), TOPICS), 180, "everything mirrored after -9")
