@@ -31,7 +31,7 @@ from broker.protocol.fetch import FetchPartition
 from broker.protocol.list_offsets import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 from broker.protocol.primitives import ProtocolError
 from mirror.audit_tally import CountFn, tally_batches
-from mirror.batch_rewrite import CorruptBatchError, forward_batches, next_sequence, restamp
+from mirror.batch_rewrite import SEQUENCE_MODULUS, CorruptBatchError, forward_batches, next_sequence, restamp
 from mirror.metrics import MirrorMetrics
 from mirror.partition_mirror import MAX_FETCH_BYTES, PartitionMirror, PendingBatch, TopicPartition, backoff
 
@@ -86,8 +86,10 @@ class MirrorStream(threading.Thread):
         self.fetch_wait_ms = fetch_wait_ms
         self.partitions: dict[TopicPartition, PartitionMirror] = {}
         self.sequences: dict[TopicPartition, int] = {}  # next sequence per partition for our producer id
-        # partition -> (offset, sequence) of the first batch that was unacknowledged when it was revoked
-        self._rewind: dict[TopicPartition, tuple[int, int]] = {}
+        # partition -> (offset, sequence) of the first batch that was unacknowledged when it was revoked,
+        # and how many sequences from there were possibly sent
+        self._rewind: dict[TopicPartition, tuple[int, int, int]] = {}
+        self._uncertain_left: dict[TopicPartition, int] = {}  # sequences to re-produce one batch per request
         self.producer_id: int | None = None
         self.producer_epoch = 0
         self._pid_retry_at = 0.0
@@ -203,7 +205,8 @@ class MirrorStream(threading.Thread):
                 out[tp] = off
             first = next((b for b in pm.pending if not b.acked), None)
             if first is not None:
-                self._rewind[tp] = (first.resume_offset, first.sequence)
+                sent = (self.sequences.get(tp, 0) - first.sequence) % SEQUENCE_MODULUS
+                self._rewind[tp] = (first.resume_offset, first.sequence, sent)
         with self._lock:
             for tp in partitions:
                 self._committable.pop(tp, None)
@@ -218,8 +221,10 @@ class MirrorStream(threading.Thread):
         Otherwise the sequence moves on; the gap makes the broker refuse it and we take a new producer id.
         """
         rewind = self._rewind.pop(tp, None)
+        self._uncertain_left.pop(tp, None)
         if rewind is not None and offset is not None and rewind[0] == offset:
             self.sequences[tp] = rewind[1]
+            self._uncertain_left[tp] = rewind[2]  # the same batches again: some may be written already
 
     def _publish_offsets(self) -> None:
         with self._lock:
@@ -296,6 +301,7 @@ class MirrorStream(threading.Thread):
         self.producer_id, self.producer_epoch = pid, epoch
         self.sequences.clear()
         self._rewind.clear()
+        self._uncertain_left.clear()
         for tp, pm in self.partitions.items():
             seq = 0
             for b in pm.pending:
@@ -442,9 +448,18 @@ class MirrorStream(threading.Thread):
             log.error("%s-%d: corrupt batch fetched from the live cluster at offset %d (%s); re-fetching, "
                       "nothing is skipped", pm.topic, pm.partition, e.offset, e)
             return
+        uncertain_left = self._uncertain_left.get(pm.tp, 0)
         for (start, size), h, resume in zip(fw.spans, fw.headers, fw.resume_offsets, strict=True):
-            pm.add_pending(PendingBatch(fw.records, start, size, h, resume, seq))
+            batch = PendingBatch(fw.records, start, size, h, resume, seq)
+            if uncertain_left > 0:
+                batch.uncertain = True
+                uncertain_left -= h.last_offset_delta + 1
+            pm.add_pending(batch)
             seq = next_sequence(seq, h)
+        if uncertain_left > 0:
+            self._uncertain_left[pm.tp] = uncertain_left
+        else:
+            self._uncertain_left.pop(pm.tp, None)
         self.sequences[pm.tp] = fw.next_sequence
         if fw.empty and fw.truncated and fw.next_offset == pm.fetch_offset:
             pm.fetch_bytes = min(pm.fetch_bytes * 2, MAX_FETCH_BYTES)  # one batch bigger than we asked for
