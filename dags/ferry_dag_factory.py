@@ -59,6 +59,7 @@ class GroupConfig:
     max_retry_delay_s: int = 3600
     spark_conf: dict[str, str] = field(default_factory=dict)
     python: str = sys.executable  # the interpreter Spark's Python workers run (PYSPARK_PYTHON)
+    pool: str | None = None  # Airflow pool of the Spark tasks (1 slot: groups sharing a Derby metastore)
     tags: list[str] = field(default_factory=list)
 
     @property
@@ -305,17 +306,18 @@ def build_dag(cfg: GroupConfig):
             return plan_task(cfg, context)
 
         planned = plan()
+        spark_pool = {"pool": cfg.pool} if cfg.pool else {}
         if cfg.spark_conn_id:
             from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 
             common = _submit_args(cfg)
             loaded = SparkSubmitOperator(
-                task_id="load", conn_id=cfg.spark_conn_id, application=str(_load_job_path()),
+                task_id="load", **spark_pool, conn_id=cfg.spark_conn_id, application=str(_load_job_path()),
                 name=f"{cfg.dag_id}-load", conf=dict(cfg.spark_conf), env_vars=_submit_env(cfg),
                 application_args=[*common, "--step", "load", "--until-offsets",
                                   "{{ ti.xcom_pull(task_ids='plan')['until_json'] }}"])
             reconciled = SparkSubmitOperator(
-                task_id="reconcile", conn_id=cfg.spark_conn_id, application=str(_load_job_path()),
+                task_id="reconcile", **spark_pool, conn_id=cfg.spark_conn_id, application=str(_load_job_path()),
                 name=f"{cfg.dag_id}-reconcile", conf=dict(cfg.spark_conf), env_vars=_submit_env(cfg),
                 application_args=[*common, "--step", "reconcile",
                                   "--hours", "{{ ti.xcom_pull(task_ids='plan')['hours_arg'] }}",
@@ -323,11 +325,11 @@ def build_dag(cfg: GroupConfig):
                                   "--json", "{{ ti.xcom_pull(task_ids='plan')['books_file'] }}"])
             planned >> loaded >> reconciled
         else:
-            @task(task_id="load")
+            @task(task_id="load", **spark_pool)
             def load(plan_out: dict):
                 return load_task(cfg, plan_out)
 
-            @task(task_id="reconcile")
+            @task(task_id="reconcile", **spark_pool)
             def reconcile(plan_out: dict, _loaded: dict):
                 return reconcile_task(cfg, plan_out)
 

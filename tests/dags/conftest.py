@@ -32,3 +32,14 @@ def airflow_db() -> str:
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     yield _HOME
     shutil.rmtree(_HOME, ignore_errors=True)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _stop_spark_at_exit():
+    """A DAG run leaves the in-process Spark session up (as a worker process would until it exits)."""
+    yield
+    from pyspark.sql import SparkSession
+
+    session = SparkSession.getActiveSession() or SparkSession._instantiatedSession
+    if session is not None:
+        session.stop()
