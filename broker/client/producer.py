@@ -149,6 +149,19 @@ class Producer:
             out.extend(self._headers)
         return out
 
+    def partitions_for(self, topic: str, timeout: float = 10.0) -> list[int]:
+        """The topic's partitions from the brokers' metadata; UnknownTopicError if it does not exist."""
+        from broker.client.errors import UnknownTopicError
+
+        try:
+            md = self._rd.list_topics(topic, timeout=timeout)
+        except Exception as exc:  # KafkaException: no broker answered
+            raise ClientError(f"cannot reach the brokers at {self.bootstrap}: {exc}") from None
+        t = md.topics.get(topic)
+        if t is None or t.error is not None or not t.partitions:
+            raise UnknownTopicError(f"topic {topic!r} does not exist (create it with `ferry topics create`)")
+        return sorted(t.partitions)
+
     # -- delivery ----------------------------------------------------------------------------------------
     def _poll_loop(self) -> None:
         poll = self._rd.poll
