@@ -1,0 +1,78 @@
+"""`ferry audit report` against a real cluster: producer counts published by the Producer, a warehouse
+count published like a loader would, the books read back from `_audit`."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from audit.bucket import BUCKET_MS, HOUR_MS, bucket_start, hour_start
+from audit.event import AUDIT_TOPIC, AuditEvent
+from broker.client.producer import Producer
+from broker.zk import ClusterRegistry
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def ferry(*args: str) -> subprocess.CompletedProcess:
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    env.pop("FERRY_ZOOKEEPER", None)
+    return subprocess.run([sys.executable, "-m", "ferry.cli", *args], capture_output=True, text=True, cwd=ROOT,
+                          env=env, timeout=60)
+
+
+def test_report_balances_the_books(cluster_factory):
+    cluster = cluster_factory(n_brokers=1, datacenter="offline")
+    reg = ClusterRegistry(cluster.zk_connect).start()
+    try:
+        reg.create_topic(AUDIT_TOPIC, 1)
+        reg.create_topic("views", 2)
+        reg.create_topic("clicks", 1)
+    finally:
+        reg.stop()
+    now = int(time.time() * 1000)
+    hour = hour_start(now)
+    b0 = hour  # first bucket of the current hour: loaded in full
+    b1 = hour + BUCKET_MS  # second bucket: 3 messages short in the warehouse
+    with Producer(zookeeper=cluster.zk_connect, application="web") as p:
+        for i in range(30):
+            p.send("views", b"v", timestamp_ms=b0 + i)
+        for i in range(20):
+            p.send("views", b"v", timestamp_ms=b1 + i)
+        for i in range(5):
+            p.send("clicks", b"c", timestamp_ms=b0 + i)
+        # the warehouse tier, as a loader publishes it
+        for topic, bucket, n in (("views", b0, 30), ("views", b1, 17), ("clicks", b0, 5)):
+            e = AuditEvent.new(topic, "warehouse", bucket, n, host="loader", datacenter="offline",
+                               application="ferry-load", time_ms=now)
+            p.send(AUDIT_TOPIC, e.to_json(), topic.encode())
+            if topic == "clicks":
+                p.send(AUDIT_TOPIC, e.to_json(), topic.encode())  # a re-published copy: counted once
+    r = ferry("audit", "report", "--zookeeper", cluster.zk_connect, "--format", "json", "--hours", "1")
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    books = {h["topic"]: h for h in doc["hours"]}
+    assert set(books) == {"views", "clicks"}
+    v, c = books["views"], books["clicks"]
+    assert (v["produced"], v["loaded"], v["missing"], v["duplicates"], v["complete"]) == (50, 47, 3, 0, False)
+    assert (c["produced"], c["loaded"], c["missing"], c["complete"]) == (5, 5, 0, True)
+    assert doc["duplicate_events"] == 1
+    assert bucket_start(b1) == b1 and hour_start(b1) == hour and HOUR_MS > BUCKET_MS
+
+    r = ferry("audit", "report", "--zookeeper", cluster.zk_connect, "--topic", "views", "--fail-incomplete")
+    assert r.returncode == 1
+    header, row = r.stdout.splitlines()
+    assert header.split() == ["topic", "hour", "(UTC)", "produced", "mirrored", "loaded", "missing", "duplicates",
+                              "complete"]
+    assert row.split()[3:] == ["50", "0", "47", "3", "0", "no"]
+
+
+def test_report_errors_are_clear():
+    r = ferry("audit", "report")
+    assert r.returncode == 2 and "--zookeeper" in r.stderr
+    r = ferry("audit", "report", "--zookeeper", "127.0.0.1:1/x", "--hours", "-1")
+    assert r.returncode == 2 and "--hours" in r.stderr
