@@ -83,12 +83,10 @@ class MirrorConfig:
         return f"(?:{self.include})|{re.escape(AUDIT_TOPIC)}"
 
     def matches(self, topic: str) -> bool:
-        """The same filter the ConsumerConnector applies (full match; `__*` internal topics never)."""
-        if topic.startswith("__"):
-            return False
-        if not re.fullmatch(self.subscription_include, topic):
-            return False
-        return not (self.exclude and re.fullmatch(self.exclude, topic))
+        """The ConsumerConnector's own filter (full match; `__*` internal topics never)."""
+        from broker.client.subscription import Subscription
+
+        return Subscription(include=self.subscription_include, exclude=self.exclude).matches(topic)
 
 
 class MirrorMaker:
