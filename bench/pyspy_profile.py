@@ -13,6 +13,7 @@ import re
 import shutil
 import signal
 import subprocess
+import sys
 from collections import Counter
 from pathlib import Path
 
@@ -20,8 +21,11 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def py_spy() -> str | None:
-    venv = ROOT / ".venv" / "bin" / "py-spy"
-    return str(venv) if venv.exists() else shutil.which("py-spy")
+    """py-spy from the interpreter's own bin dir (the venv), the project's venv, or PATH."""
+    for cand in (Path(sys.executable).parent / "py-spy", ROOT / ".venv" / "bin" / "py-spy"):
+        if cand.exists():
+            return str(cand)
+    return shutil.which("py-spy")
 
 
 class PySpy:
@@ -98,6 +102,6 @@ def summarize(path: Path, top: int = 15) -> dict:
     return {
         "samples": total,
         "top_self": [(f, round(100 * c / max(total, 1), 1)) for f, c in self_counts.most_common(top)],
-        "top_inclusive": [(f, round(100 * c / max(total, 1), 1)) for f, c in incl.most_common(top * 2)
-                          if not f.endswith(":<module>")][:top],
+        "top_inclusive_broker": [(f, round(100 * c / max(total, 1), 1)) for f, c in incl.most_common()
+                                 if f.startswith(("broker/", "mirror/")) and not f.startswith("broker/cli/")][:top],
     }

@@ -89,6 +89,20 @@ def _table(header: list[str], rows: list[list[str]]) -> list[str]:
     return out
 
 
+def _cost(p: dict | None) -> str:
+    """CPU microseconds per message, broker / client: the number that contention does not change much."""
+    if not p or not p.get("messages") or not p.get("seconds"):
+        return "—"
+    w = p.get("window", {})
+    k = p["seconds"] / p["messages"] * 1e6 / 100
+
+    def one(key: str) -> str:
+        v = w.get(key)
+        return "—" if v is None else f"{v * k:.2f}"
+
+    return f"{one('broker_cpu_pct')} / {one('client_cpu_pct')}"
+
+
 def _cpu(p: dict | None) -> str:
     if not p:
         return "—"
@@ -121,15 +135,18 @@ def render_markdown(results: dict, analysis: str = "") -> str:
     # ---------------------------------------------------------------- producer
     L.append("## Producer throughput (messages/s)")
     L.append("")
-    L.append("CPU columns: % of one core during the timed part, broker / client / everything else on the machine.")
+    L.append("CPU % columns: share of one core during the timed part, broker / client / everything else on the "
+             "machine (the machine has 200). µs/msg columns: CPU time per message, broker / client (all threads, "
+             "kernel time included): unlike msg/s, it hardly depends on what else runs.")
     L.append("")
     rows = []
     for _system, tag, b1, b50 in producer_rows(results):
         rows.append([LABELS[tag], _fmt(_rate(b1)), _fmt(_rate(b50)), _x(_rate(b1), PAPER["producer_b1"]),
-                     _x(_rate(b50), PAPER["producer_b50"]), _cpu(b1), _cpu(b50)])
+                     _x(_rate(b50), PAPER["producer_b50"]), _cpu(b1), _cpu(b50), _cost(b1), _cost(b50)])
     rows.append(["Kafka in the paper (2011)", _fmt(PAPER["producer_b1"]), _fmt(PAPER["producer_b50"]), "1×", "1×",
-                 "", ""])
-    L += _table(["system (client)", "batch 1", "batch 50", "b1 vs paper", "b50 vs paper", "CPU b1", "CPU b50"], rows)
+                 "", "", "", ""])
+    L += _table(["system (client)", "batch 1", "batch 50", "b1 vs paper", "b50 vs paper", "CPU % b1", "CPU % b50",
+                 "µs/msg b1", "µs/msg b50"], rows)
     L.append("")
     L.append("What *batch* means per system (neither AMQP 0-9-1 nor STOMP has message sets; the paper assumed "
              "batch 1 for both peers):")
@@ -157,9 +174,12 @@ def render_markdown(results: dict, analysis: str = "") -> str:
         p = _phase(results, system, "consume")
         raw = results["systems"][system]["phases"].get("consume", {})
         rows.append([label, _fmt(s[key]), _x(s[key], PAPER["consumer"]),
-                     _x(s["ferry_consumer"], s[key]) if system != "ferry" else "", _cpu(p), raw.get("settings", "")])
-    rows.append(["Kafka in the paper (2011)", _fmt(PAPER["consumer"]), "1×", "", "", "~1000 messages / 200 KB per pull"])
-    L += _table(["system (client)", "msg/s", "vs paper", "ferry ×", "CPU broker / client / other", "settings"], rows)
+                     _x(s["ferry_consumer"], s[key]) if system != "ferry" else "", _cpu(p), _cost(p),
+                     raw.get("settings", "")])
+    rows.append(["Kafka in the paper (2011)", _fmt(PAPER["consumer"]), "1×", "", "", "",
+                 "~1000 messages / 200 KB per pull"])
+    L += _table(["system (client)", "msg/s", "vs paper", "ferry ×", "CPU % broker / client / other",
+                 "µs/msg broker / client", "settings"], rows)
     L.append("")
 
     # ---------------------------------------------------------------- storage
@@ -261,13 +281,15 @@ def render_markdown(results: dict, analysis: str = "") -> str:
             L.append(f"### {key.replace('_', ' ')}: {_fmt(entry.get('msgs_per_s'))} msg/s while profiled, "
                      f"{prof['samples']:,} samples, busy ≈ {_fmt(busy)}% of a core")
             L.append("")
-            L.append("| self % | function | | incl. % | function |")
-            L.append("| ---: | --- | --- | ---: | --- |")
-            selfs, incls = prof.get("top_self", [])[:12], prof.get("top_inclusive", [])[:12]
+            L.append("| self % | function (top of stack) | incl. % | broker function (anywhere on the stack) |")
+            L.append("| ---: | --- | ---: | --- |")
+            selfs = prof.get("top_self", [])[:12]
+            incls = [e for e in prof.get("top_inclusive_broker", prof.get("top_inclusive", []))][:12]
             for i in range(max(len(selfs), len(incls))):
-                a = selfs[i] if i < len(selfs) else ("", "")
-                b = incls[i] if i < len(incls) else ("", "")
-                L.append(f"| {a[1]} | `{a[0]}` | | {b[1]} | `{b[0]}` |" if a[0] or b[0] else "")
+                a = selfs[i] if i < len(selfs) else None
+                b = incls[i] if i < len(incls) else None
+                L.append(f"| {a[1] if a else ''} | {'`' + a[0] + '`' if a else ''} | {b[1] if b else ''} | "
+                         f"{'`' + b[0] + '`' if b else ''} |")
             L.append("")
     if analysis.strip():
         L.append(analysis.strip())

@@ -12,6 +12,7 @@ These are benchmarks, not tests: nothing here asserts; a failed phase is reporte
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import shlex
 import shutil
@@ -76,6 +77,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--e2e-rate", type=float, default=5000.0, help="msg/s of the paced end-to-end latency run")
     ap.add_argument("--out-dir", type=Path, default=HERE, help="where RESULTS.md, results.png, results.json go")
     ap.add_argument("--keep", action="store_true", help="keep the temp dir (data, server logs, profiles)")
+    ap.add_argument("--report-only", action="store_true",
+                    help="measure nothing: re-render RESULTS.md and results.png from OUT_DIR/results.json")
     args = ap.parse_args(argv)
     if args.messages is None:
         args.messages = 50_000 if args.quick else 200_000
@@ -90,6 +93,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    if args.report_only:
+        out = args.out_dir
+        results = json.loads((out / "results.json").read_text())
+        report.write(results, out / "RESULTS.md", out / "results.png", out / "results.json")
+        log.info("re-rendered %s and %s", out / "RESULTS.md", out / "results.png")
+        return 0
     for noisy in ("kazoo", "broker", "pika", "stomp"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
     command = "python bench/run_all.py" + ("" if argv is None and len(sys.argv) == 1 else
@@ -105,7 +114,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         for system in args.systems.split(","):
             extra = ("ferry-sets",) if system == "ferry" and not args.no_message_sets else ()
-            prof = 0 if system != "ferry" or args.no_profile else max(10_000, args.messages // 5)
+            prof = 0 if system != "ferry" or args.no_profile else args.messages
             results["systems"][system] = run_system(system, root, args.messages, extra_producers=extra,
                                                     profile_messages=prof)
         if not args.skip_e2e and "ferry" in args.systems.split(","):
