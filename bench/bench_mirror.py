@@ -92,7 +92,7 @@ def mm1_copy(src: str, dst: str, n: int, partitions: int) -> float:
 
 def mirror_copy(live: str, offline: str, n: int, streams: int) -> tuple[float, int]:
     mm = MirrorMaker(MirrorConfig(live, offline, include=TOPIC, streams=streams, group="bench-mirror",
-                                  commit_interval_s=0.2))
+                                  commit_interval_s=0.2, audit_interval_s=0.2))
     t0 = time.perf_counter()
     mm.start()
     try:
