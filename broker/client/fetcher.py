@@ -17,8 +17,10 @@ from collections.abc import Callable
 from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, KafkaError, KafkaException, TopicPartition
 
 from broker.client.partition_topic_info import PartitionTopicInfo
+from broker.client.rate_limited_log import rate_limited_logger
 
 log = logging.getLogger("ferry.fetcher")
+rdlog = rate_limited_logger("ferry.librdkafka")
 
 _RESOLVE_TIMEOUT_S = 3.0
 
@@ -157,6 +159,7 @@ class Fetcher:
             "auto.offset.reset": self.auto_offset_reset,
             "fetch.wait.max.ms": 100,
             "error_cb": self._on_client_error,
+            "logger": rdlog,
         }
         config.update(self._overrides)
         self._consumer = Consumer(config)

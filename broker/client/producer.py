@@ -23,8 +23,10 @@ from audit.publisher import AuditPublisher
 from broker.client.bootstrap import discover
 from broker.client.errors import ClientError, ProducerClosedError
 from broker.client.message import Message
+from broker.client.rate_limited_log import rate_limited_logger
 
 log = logging.getLogger("ferry.producer")
+rdlog = rate_limited_logger("ferry.librdkafka")
 
 HOST_HEADER = "ferry.host"
 ACKS = {"all": "all", "-1": "all", "1": "1", "0": "0"}
@@ -72,7 +74,7 @@ class Producer:
             "message.timeout.ms": delivery_timeout_ms,
             "queue.buffering.max.messages": queue_max_messages,
             "error_cb": _log_error,
-            "logger": log,  # librdkafka's own log lines go to Python logging, not to stderr
+            "logger": rdlog,  # librdkafka's own log lines go to Python logging (rate-limited), not to stderr
         }
         if retries is not None:
             config["retries"] = retries
@@ -233,4 +235,4 @@ def _chain(first: DeliveryCallback | None, second: DeliveryCallback) -> Delivery
 
 
 def _log_error(err) -> None:
-    log.warning("producer: %s", err)
+    rdlog.warning("producer: %s", err)

@@ -15,6 +15,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from broker.client.bootstrap import discover
 from broker.client.errors import ClientError, UnknownTopicError
 from broker.client.message import MessageAndMetadata
+from broker.client.rate_limited_log import rate_limited_logger
 from broker.zk import TopicInfo, ZkConnect
 from broker.zk import connect as zk_connect
 from broker.zk.znodes import BROKER_TOPICS_PATH, topic_path
@@ -39,6 +40,7 @@ class SimpleConsumer:
             "auto.offset.reset": "earliest",
             "fetch.wait.max.ms": 100,
             "error_cb": lambda err: None,  # transient broker errors; real failures surface as exceptions
+            "logger": rate_limited_logger("ferry.librdkafka"),
         })
 
     # -- metadata and offsets -----------------------------------------------------------------------------
