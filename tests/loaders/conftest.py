@@ -86,7 +86,7 @@ def create_topic(offline: Offline, partitions: int = 2, prefix: str = "pv") -> s
 
 
 def produce(offline: Offline, topic: str, timestamps: list[int], schema: dict = PAGE_VIEW,
-            extra: dict | None = None) -> int:
+            extra: dict | None = None, round_robin: int = 0) -> int:
     """Produce one Avro event per timestamp (audited as tier producer); returns how many were acknowledged."""
     from broker.client.producer import Producer
     from schemas.registry import SchemaRegistry
@@ -100,7 +100,7 @@ def produce(offline: Offline, topic: str, timestamps: list[int], schema: dict = 
             rec = {"event_time": ts, "guid": str(uuid.uuid4()), "member_id": i if i % 3 else None,
                    "page": f"p{i % 7}", "tags": ["a", f"t{i % 2}"], "attrs": {"i": i}}
             rec.update(extra or {})
-            producer.send(topic, ser(rec), timestamp_ms=ts)
+            producer.send(topic, ser(rec), timestamp_ms=ts, partition=i % round_robin if round_robin else None)
         assert producer.flush(60) == 0
         left = producer.close(60)
         assert left == 0
