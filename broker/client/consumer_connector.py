@@ -91,6 +91,7 @@ class ConsumerConnector:
         self._connected.set()
         self._rebalance_needed = False
         self._session_lost = False
+        self._suspended = False
         self._first_rebalance = threading.Event()
         # the fetcher: start_fetching(infos), stop_fetching(timeout), close(timeout); the mirror plugs in its own
         self._fetcher = fetcher if fetcher is not None else Fetcher(
@@ -251,12 +252,15 @@ class ConsumerConnector:
         if state == KazooState.LOST:
             self._session_lost = True
             self._connected.clear()
-            self._wake.set()
         elif state == KazooState.SUSPENDED:
+            self._suspended = True
             self._connected.clear()
         else:
             self._connected.set()
-            self._wake.set()
+            if self._suspended:  # same session: resume through a rebalance (commit, release, claim, fetch)
+                self._suspended = False
+                self._rebalance_needed = True
+        self._wake.set()
 
     def _request_rebalance(self) -> None:
         self._rebalance_needed = True
@@ -287,6 +291,8 @@ class ConsumerConnector:
                 if self._wake.is_set():
                     self._closed.wait(0.05)  # let a burst of watch events settle
                     self._wake.clear()
+                    if self._suspended and self._fetching:
+                        self._pause()
                     if self._session_lost:
                         self._recover_session()
                     if self._rebalance_needed and self._connected.is_set():
@@ -295,7 +301,7 @@ class ConsumerConnector:
                 if retry_at is not None and time.monotonic() >= retry_at:
                     retry_at = None
                     self._request_rebalance()
-                if self.auto_commit and time.monotonic() >= next_commit:
+                if self.auto_commit and time.monotonic() >= next_commit and self._connected.is_set():
                     next_commit = time.monotonic() + self.auto_commit_interval_s
                     self.commit_offsets()
             except Exception:
@@ -304,6 +310,19 @@ class ConsumerConnector:
             finally:
                 if not self._rebalance_needed:
                     self._first_rebalance.set()
+
+    def _pause(self) -> None:
+        """Cut off from ZooKeeper: our session may expire without us hearing of it, and then someone else
+        owns our partitions. Stop delivering until we are connected again (ownership is kept; the rebalance
+        after reconnecting commits what was taken, releases and claims again)."""
+        log.warning("%s: disconnected from ZooKeeper; pausing", self.consumer_id)
+        self._fetching = False
+        self._fetcher.stop_fetching()
+        with self._lock:
+            for info in self._owned.values():
+                info.valid = False
+            for s in self._all_streams():
+                s.clear()
 
     def _recover_session(self) -> None:
         """Our session expired: ZooKeeper dropped our registration and ownership, and others may already

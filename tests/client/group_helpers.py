@@ -50,3 +50,81 @@ def by_owner(o: dict[tuple[str, int], str]) -> dict[str, list[int]]:
     for (_, p), c in sorted(o.items()):
         out.setdefault(c, []).append(p)
     return out
+
+
+class TcpProxy:
+    """A loopback TCP forwarder whose connections a test can cut (a network partition from ZooKeeper)."""
+
+    def __init__(self, target_host: str, target_port: int) -> None:
+        import socket
+        import threading
+
+        self.target = (target_host, target_port)
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        self.blocked = False
+        self.closed = False
+        self._conns: list = []
+        self._lock = threading.Lock()
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        import socket
+        import threading
+
+        while not self.closed:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            if self.blocked:
+                client.close()
+                continue
+            try:
+                upstream = socket.create_connection(self.target, timeout=5)
+            except OSError:
+                client.close()
+                continue
+            with self._lock:
+                self._conns += [client, upstream]
+            for a, b in ((client, upstream), (upstream, client)):
+                threading.Thread(target=self._pipe, args=(a, b), daemon=True).start()
+
+    @staticmethod
+    def _pipe(src, dst) -> None:
+        try:
+            while True:
+                data = src.recv(65536)
+                if not data:
+                    break
+                dst.sendall(data)
+        except OSError:
+            pass
+        finally:
+            for s in (src, dst):
+                try:
+                    s.close()
+                except OSError:
+                    pass
+
+    def cut(self) -> None:
+        """Drop every connection and refuse new ones until restore()."""
+        import socket
+
+        self.blocked = True
+        with self._lock:
+            conns, self._conns = self._conns, []
+        for s in conns:
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+                s.close()
+            except OSError:
+                pass
+
+    def restore(self) -> None:
+        self.blocked = False
+
+    def close(self) -> None:
+        self.closed = True
+        self.cut()
+        self.listener.close()

@@ -6,6 +6,8 @@ fetcher stays idle, so these tests see the coordination alone.
 
 from __future__ import annotations
 
+import time
+
 import pytest
 from kazoo.client import KazooClient
 
@@ -183,3 +185,38 @@ def test_bad_arguments_fail_clearly(zk_connect):
             c.create_message_streams_by_filter("(")
     finally:
         c.shutdown()
+
+
+def test_a_member_cut_off_from_zookeeper_pauses_and_resumes(zk_connect, zk):
+    from tests.client.group_helpers import TcpProxy
+
+    write_topic(zk, "events", 2)
+    hosts, _, chroot = zk_connect.partition("/")
+    host, port = hosts.split(":")
+    proxy = TcpProxy(host, int(port))
+    c = _connector(f"127.0.0.1:{proxy.port}/{chroot}", consumer_id="c")
+    try:
+        c.create_message_streams({"events": 1})
+        wait_until(lambda: c._fetching and len(owners(zk, "g")) == 2, what="owned")
+        session, before = c._zk.client_id[0], c.rebalances
+        # a short cut (below the 4 s session timeout): the member stops delivering while it cannot know
+        # whether its session (and so its ownership) survives, then comes back with the same session
+        proxy.cut()
+        wait_until(lambda: not c._fetching, timeout=5, what="paused")
+        assert owners(zk, "g") == {("events", 0): "c", ("events", 1): "c"}  # still ours on the server
+        time.sleep(0.5)
+        proxy.restore()
+        wait_until(lambda: c._fetching and c.rebalances > before, timeout=15, what="resumed")
+        assert c._zk.client_id[0] == session
+        assert c.owned_partitions() == {("events", 0), ("events", 1)}
+        assert owners(zk, "g") == {("events", 0): "c", ("events", 1): "c"}
+
+        # a long cut: the session expires, ownership goes with it; back online the member registers again
+        proxy.cut()
+        wait_until(lambda: owners(zk, "g") == {}, timeout=15, what="ownership expired with the session")
+        proxy.restore()
+        wait_until(lambda: c._fetching and len(owners(zk, "g")) == 2, timeout=20, what="reclaimed")
+        assert c._zk.client_id[0] != session and members(zk, "g") == ["c"]
+    finally:
+        c.shutdown()
+        proxy.close()
