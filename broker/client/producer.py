@@ -54,6 +54,8 @@ class Producer:
             raise ValueError("an idempotent producer needs acks='all' (pass enable_idempotence=False for acks 0/1)")
         if bootstrap is None and zookeeper is None:
             raise ValueError("give bootstrap servers (host:port,...) or a ZooKeeper connect string")
+        if audit and audit_interval_s <= 0:
+            raise ValueError(f"audit_interval_s must be positive, not {audit_interval_s}")
         if bootstrap is None:
             bootstrap, brokers = discover(zookeeper)
             if datacenter is None:
@@ -200,7 +202,10 @@ class Producer:
         deadline = time.monotonic() + timeout
         left = self._rd.flush(timeout)
         if self.publisher is not None:
-            self.publisher.close(max(deadline - time.monotonic(), 1.0))
+            try:
+                self.publisher.close(max(deadline - time.monotonic(), 1.0))
+            except Exception:  # closing must still stop the threads and the client
+                log.exception("publishing the final audit counts failed")
         self._closed = True
         self._stop_polling.set()
         self._poller.join(5)

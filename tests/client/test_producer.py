@@ -89,6 +89,22 @@ def test_every_codec_round_trips(live):
             assert [m.value for m in c.read(topic)] == values, codec
 
 
+def test_audit_counts_are_published_periodically_not_only_on_close(live):
+    create_topic(live.zk_connect, "periodic", 1)
+    producer = Producer(live.bootstrap, audit_interval_s=0.5)
+    try:
+        for _ in range(10):
+            producer.send("periodic", b"x")
+        assert producer.flush(10) == 0
+
+        def published() -> int:
+            return sum(e.count for e in read_audit_events(bootstrap=live.bootstrap).events if e.topic == "periodic")
+        wait_until(lambda: published() == 10, timeout=10, what="periodic audit event")
+    finally:
+        producer.close()
+    assert published() == 10  # nothing more to publish on close: no empty events
+
+
 def test_a_failed_delivery_is_not_counted(live):
     # no such topic (and brokers do not auto-create): every delivery fails after the delivery timeout
     errors = []
