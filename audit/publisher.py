@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 
 from audit.counter import AuditCounter
 from audit.event import AUDIT_TOPIC, AuditEvent
@@ -29,6 +30,8 @@ class AuditPublisher:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._publish_lock = threading.Lock()
+        self._topic_checked_at: float | None = None  # monotonic time the topic was last found missing
+        self._topic_exists = False
 
     def start(self) -> AuditPublisher:
         if self._thread is None:
@@ -46,6 +49,8 @@ class AuditPublisher:
     def publish(self) -> int:
         """Send one event per (topic, bucket) counted since the last call; returns how many were sent."""
         with self._publish_lock:
+            if self.counter.pending() == 0 or not self._topic_ready():
+                return 0
             events = self.counter.snapshot_and_reset()
             for i, event in enumerate(events):
                 try:
@@ -55,6 +60,27 @@ class AuditPublisher:
                     self.counter.restore(events[i:])
                     raise
             return len(events)
+
+    def _topic_ready(self) -> bool:
+        """Is there a topic to publish to? Without one every event would wait out the delivery timeout
+        and fail; instead the counts stay in the counter (checked again every 30 s)."""
+        if self._topic_exists:
+            return True
+        partitions_for = getattr(self.producer, "partitions_for", None)
+        if partitions_for is None:
+            return True
+        now = time.monotonic()
+        if self._topic_checked_at is not None and now - self._topic_checked_at < 30.0:
+            return False
+        try:
+            partitions_for(self.topic, 5.0)
+            self._topic_exists = True
+            return True
+        except Exception as exc:
+            self._topic_checked_at = now
+            log.warning("audit: cannot publish to %s (%s); keeping %d counted messages", self.topic, exc,
+                        self.counter.pending())
+            return False
 
     def _delivery_callback(self, event: AuditEvent):
         def done(err, _msg) -> None:
@@ -73,9 +99,13 @@ class AuditPublisher:
             self._thread.join(timeout)
             self._thread = None
         for _attempt in range(2):
-            self.publish()
-            self.producer.flush(timeout)
             if self.counter.pending() == 0:
                 return True
+            self._topic_checked_at = None  # look again now
+            if self.publish() == 0 and not self._topic_exists:
+                break
+            self.producer.flush(timeout)
+        if self.counter.pending() == 0:
+            return True
         log.error("audit: %d counted messages could not be published to %s", self.counter.pending(), self.topic)
         return False

@@ -127,3 +127,17 @@ def test_bad_settings_are_refused_with_a_clear_message():
         Producer("127.0.0.1:1", compression="brotli")
     with pytest.raises(ValueError, match="bootstrap"):
         Producer()
+
+
+def test_without_an_audit_topic_counts_are_kept_and_close_does_not_hang(cluster_factory):
+    cluster = cluster_factory(n_brokers=1)
+    create_topic(cluster.zk_connect, "lonely", 1)
+    producer = Producer(cluster.bootstrap, audit_interval_s=0.3)
+    for _ in range(5):
+        producer.send("lonely", b"x")
+    assert producer.flush(10) == 0
+    time.sleep(0.5)  # a periodic publish finds no `_audit` and keeps the counts
+    t0 = time.monotonic()
+    assert producer.close(20) == 0
+    assert time.monotonic() - t0 < 10
+    assert producer.counter.pending() == 5 and producer.delivered == 5
