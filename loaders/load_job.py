@@ -237,6 +237,9 @@ class LoadJob:
                     for path in wh.glob(f"{root}/dt=*/hr=*/ferry_run={run_id}"):
                         wh.delete(path)
                         removed += 1
+                    # a killed Spark job leaves its committer's scratch space; a later job in the same
+                    # application attempt would merge its committed tasks (we hold the lock: no writer now)
+                    wh.delete(f"{root}/_temporary")
                 self.say(f"run {run_id} never committed: removed its {removed} unpublished partition version(s)")
                 self.ledger.abandon(run_id)
             for path in self.ledger.take_garbage(self.config.gc_grace_s):

@@ -68,6 +68,8 @@ def build_session(state_dir: str | os.PathLike, *, master: str | None = "local[2
     for k, v in settings.items():
         builder = builder.config(k, v)
     spark = builder.enableHiveSupport().getOrCreate()
+    if not metastore_uris:  # under spark-submit the driver JVM started before our settings: derby.log goes here
+        spark._jvm.java.lang.System.setProperty("derby.system.home", str(state))
     spark.sparkContext.setLogLevel(os.environ.get("FERRY_SPARK_LOG_LEVEL", "WARN"))
     register(spark)
     return spark
