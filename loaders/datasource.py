@@ -176,6 +176,9 @@ def read_split(split: OffsetSplit, bootstrap: str, kafka_conf: dict[str, str], i
             keys.clear(), values.clear(), offsets.clear(), stamps.clear(), headers.clear()
             return batch
 
+        add_key, add_value, add_offset = keys.append, values.append, offsets.append
+        add_stamp, add_headers = stamps.append, headers.append
+        partition_eof = KafkaError._PARTITION_EOF
         while next_offset < end:
             msgs = consumer.consume(num_messages=min(batch_rows, 10_000), timeout=0.5)
             if not msgs:
@@ -186,7 +189,7 @@ def read_split(split: OffsetSplit, bootstrap: str, kafka_conf: dict[str, str], i
             for m in msgs:
                 err = m.error()
                 if err is not None:
-                    if err.code() == KafkaError._PARTITION_EOF:
+                    if err.code() == partition_eof:
                         continue
                     raise SplitReadError(f"{split}: fetch failed at offset {next_offset}: {err}")
                 off = m.offset()
@@ -195,13 +198,12 @@ def read_split(split: OffsetSplit, bootstrap: str, kafka_conf: dict[str, str], i
                 if off >= end:
                     next_offset = end
                     break
-                keys.append(m.key())
-                values.append(m.value())
-                offsets.append(off)
+                add_key(m.key())
+                add_value(m.value())
+                add_offset(off)
                 ts_type, ts = m.timestamp()
-                stamps.append(ts * 1000 if ts_type != 0 and ts >= 0 else None)
-                h = m.headers()
-                headers.append([{"key": k, "value": v} for k, v in h] if h else [])
+                add_stamp(ts * 1000 if ts_type and ts >= 0 else None)
+                add_headers(m.headers() or [])  # [(key, value)]: Arrow builds the structs from tuples
                 next_offset = off + 1
                 produced += 1
                 if fail_after and produced >= fail_after:

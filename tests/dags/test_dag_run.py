@@ -100,3 +100,58 @@ def test_dag_runs_one_hour_end_to_end_and_a_rerun_changes_nothing(airflow_db, cl
             assert len(_asset_events(f"ferry://warehouse/{database}/{t}")) == 1
     finally:
         os.environ.pop("FERRY_DAGS_CONFIG", None)
+
+
+def test_dag_with_a_spark_connection_runs_spark_submit(airflow_db, cluster_factory, tmp_path, monkeypatch):
+    """The same hour through SparkSubmitOperator (spark-submit on a `spark` connection to local[2])."""
+    import sys
+    from pathlib import Path
+
+    import pyarrow.parquet as pq
+
+    from broker.zk import ClusterRegistry
+    from loaders.ledger import Ledger
+
+    cluster = cluster_factory(1, datacenter="offline")
+    offline = Offline(cluster.zk_connect, next(iter(cluster.brokers.values())))
+    tag = uuid.uuid4().hex[:8]
+    topic = f"subm_{tag}"
+    with ClusterRegistry(offline.zk) as reg:
+        reg.create_topic("_audit", 1)
+        reg.create_topic(topic, 2)
+    hour = past_hour(4)
+    n = produce(offline, topic, spread(hour, 250))
+    monkeypatch.setenv("AIRFLOW_CONN_SPARK_LOCAL", '{"conn_type": "spark", "host": "local[2]"}')
+    monkeypatch.setenv("PATH", str(Path(sys.executable).parent) + os.pathsep + os.environ["PATH"])
+    database = f"s_{tag}"
+    config = tmp_path / "ferry_dags.yaml"
+    config.write_text(
+        f"defaults:\n  zookeeper: '{offline.zk}'\n  state_dir: '{tmp_path / 'state'}'\n"
+        f"  warehouse: '{tmp_path / 'warehouse'}'\n  database: {database}\n  lateness_minutes: 60\n"
+        f"  retries: 0\n  spark_conn_id: spark_local\n  spark_conf: {{spark.ui.showConsoleProgress: 'false'}}\n"
+        f"groups:\n  - name: s_{tag}\n    topics: [{topic}]\n")
+    monkeypatch.setenv("FERRY_DAGS_CONFIG", str(config))
+    from ferry_dag_factory import build_dag, load_config
+
+    cfg = load_config(config)[0]
+    dag = build_dag(cfg)
+    assert type(dag.get_task("load")).__name__ == "SparkSubmitOperator"
+    logical = dt.datetime.fromtimestamp(hour / 1000, dt.UTC) + dt.timedelta(hours=1)
+    dr = dag.test(logical_date=logical)
+    states = _states(dr)
+    assert str(dr.state) == "success" and set(states.values()) == {"success"}, states
+
+    d, h = label(hour)
+    versions = list((tmp_path / "warehouse" / database / topic).glob(f"dt={d}/hr={h}/ferry_run=*"))
+    assert len(versions) == 1
+    assert sum(pq.ParquetFile(f).metadata.num_rows for f in versions[0].glob("*.parquet")) == n
+    ledger = Ledger(cfg.state_dir)
+    assert ledger.published_hours(f"{database}.{topic}") == {f"{d}T{h}": n}
+    assert len(_asset_events(f"ferry://warehouse/{database}/{topic}")) == 1
+    seq = ledger.read()["seq"]
+
+    dr2 = dag.test(logical_date=logical)
+    states2 = _states(dr2)
+    assert str(dr2.state) == "success" and states2[f"publish_{topic}"] == "skipped", states2
+    assert Ledger(cfg.state_dir).read()["seq"] == seq
+    assert len(list((tmp_path / "warehouse" / database / topic).glob(f"dt={d}/hr={h}/ferry_run=*"))) == 1
