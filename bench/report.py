@@ -119,6 +119,9 @@ def render_markdown(results: dict, analysis: str = "") -> str:
     L.append("")
     L.append(f"- **Command:** `{results['command']}`")
     L.append(f"- **Date:** {results['generated']} (run took {results.get('wall_s', 0):.0f} s)")
+    for u in results.get("updates", []):
+        L.append(f"- **Re-measured** {', '.join(u['replaced'])} on {u['generated']} with `{u['command']}` "
+                 f"({u.get('wall_s', 0):.0f} s); the rest is from the run above.")
     L.append(f"- **Machine:** {m['nproc']} cores ({m['cpu_model']}), {m['ram_gb']} GB RAM, Linux {m['kernel']}, "
              f"Python {m['python']}. Clients and brokers run on the same {m['nproc']} cores and compete for them; "
              "the machine is shared with other work (the *other* CPU column says how much ran meanwhile).")

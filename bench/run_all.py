@@ -77,6 +77,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--e2e-rate", type=float, default=5000.0, help="msg/s of the paced end-to-end latency run")
     ap.add_argument("--out-dir", type=Path, default=HERE, help="where RESULTS.md, results.png, results.json go")
     ap.add_argument("--keep", action="store_true", help="keep the temp dir (data, server logs, profiles)")
+    ap.add_argument("--merge", action="store_true",
+                    help="update OUT_DIR/results.json: replace only the systems (and e2e) measured now")
     ap.add_argument("--report-only", action="store_true",
                     help="measure nothing: re-render RESULTS.md and results.png from OUT_DIR/results.json")
     args = ap.parse_args(argv)
@@ -88,6 +90,20 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     if unknown:
         ap.error(f"unknown systems: {', '.join(sorted(unknown))}")
     return args
+
+
+def _merge(old: dict, new: dict) -> dict:
+    """The earlier run with the systems (and e2e) of this run replaced; the update is recorded."""
+    if old.get("messages") != new["messages"]:
+        log.warning("merging runs with different message counts (%s and %s)", old.get("messages"), new["messages"])
+    merged = dict(old)
+    merged["systems"] = {**old.get("systems", {}), **new["systems"]}
+    if new.get("e2e") is not None:
+        merged["e2e"] = new["e2e"]
+    what = sorted(new["systems"]) + (["e2e"] if new.get("e2e") is not None else [])
+    merged["updates"] = [*old.get("updates", []), {"command": new["command"], "generated": new["generated"],
+                                                   "replaced": what, "wall_s": new.get("wall_s", 0)}]
+    return merged
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -133,6 +149,8 @@ def main(argv: list[str] | None = None) -> int:
             shutil.rmtree(root, ignore_errors=True)
     out = args.out_dir
     out.mkdir(parents=True, exist_ok=True)
+    if args.merge and (out / "results.json").exists():
+        results = _merge(json.loads((out / "results.json").read_text()), results)
     report.write(results, out / "RESULTS.md", out / "results.png", out / "results.json")
     log.info("wrote %s, %s, %s", out / "RESULTS.md", out / "results.png", out / "results.json")
     return 0

@@ -12,6 +12,9 @@ CPU are sampled; `data_dir` is what "bytes on disk" measures.
   journal is fsynced periodically (every 200 ms), like ferry's default flush (10,000 messages or
   200 ms); with its default (fsync per persistent message) it runs at the disk's fsync rate here
   (~0.7 ms per fsync, ~1,300 msg/s), which would compare durability settings, not designs.
+  Heap 1 GB with a 256 MB memory limit, so queues of hundreds of thousands of messages page out to
+  KahaDB instead of filling the heap (with 512 MB and no limit the JVM ended up collecting garbage
+  while producers stalled).
   (Debian's build has no AMQP 1.0 module, and OpenWire has no maintained Python client: STOMP it is.)
 """
 
@@ -290,6 +293,13 @@ ACTIVEMQ_XML = """<beans xmlns="http://www.springframework.org/schema/beans"
     <persistenceAdapter>
       <kahaDB directory="{data}/kahadb" journalDiskSyncStrategy="periodic" journalDiskSyncInterval="200"/>
     </persistenceAdapter>
+    <systemUsage>
+      <systemUsage>
+        <memoryUsage><memoryUsage limit="256 mb"/></memoryUsage>
+        <storeUsage><storeUsage limit="50 gb"/></storeUsage>
+        <tempUsage><tempUsage limit="5 gb"/></tempUsage>
+      </systemUsage>
+    </systemUsage>
     <transportConnectors>
       <transportConnector name="stomp" uri="stomp+nio://{host}:{port}?transport.tcpNoDelay=true"/>
     </transportConnectors>
@@ -305,7 +315,7 @@ class ActiveMQServer:
     JAR = Path("/usr/share/activemq/bin/activemq.jar")
     HOME = Path("/usr/share/activemq")
 
-    def __init__(self, root: Path, heap_mb: int = 512) -> None:
+    def __init__(self, root: Path, heap_mb: int = 1024) -> None:
         self.root = root
         self.port = free_port()
         self.heap_mb = heap_mb
