@@ -49,8 +49,8 @@ DOCUMENTATION = """
           - name: ansible_docker_cli
         env:
           - name: FERRY_DOCKER_CLI
-      timeout:
-        description: Seconds one docker exec may take before it is abandoned.
+      exec_timeout:
+        description: Seconds one docker exec may take before it is abandoned (a whole task, not a connect).
         type: int
         default: 1800
         vars:
@@ -107,7 +107,7 @@ class Connection(ConnectionBase):
         argv = self._base(interactive=True) + [executable, "-c", cmd]
         display.vvv(f"EXEC {shlex.join(argv)}", host=self._container())
         try:
-            p = subprocess.run(argv, input=in_data or b"", capture_output=True, timeout=self.get_option("timeout"))
+            p = subprocess.run(argv, input=in_data or b"", capture_output=True, timeout=self.get_option("exec_timeout"))
         except subprocess.TimeoutExpired as e:
             raise AnsibleConnectionFailure(f"docker exec in {self._container()} timed out") from e
         return p.returncode, p.stdout, p.stderr
@@ -120,7 +120,7 @@ class Connection(ConnectionBase):
         display.vvv(f"PUT {in_path} TO {out_path}", host=self._container())
         argv = self._base(interactive=True) + ["/bin/sh", "-c", f"cat > {shlex.quote(out_path)}"]
         with open(to_bytes(in_path), "rb") as f:
-            p = subprocess.run(argv, stdin=f, capture_output=True, timeout=self.get_option("timeout"))
+            p = subprocess.run(argv, stdin=f, capture_output=True, timeout=self.get_option("exec_timeout"))
         if p.returncode != 0:
             raise AnsibleError(f"failed to write {out_path} in {self._container()}: {p.stderr.decode(errors='replace')}")
 
@@ -130,7 +130,7 @@ class Connection(ConnectionBase):
         display.vvv(f"FETCH {in_path} TO {out_path}", host=self._container())
         argv = self._base(interactive=False) + ["cat", in_path]
         with open(to_bytes(out_path), "wb") as f:
-            p = subprocess.run(argv, stdout=f, stderr=subprocess.PIPE, timeout=self.get_option("timeout"))
+            p = subprocess.run(argv, stdout=f, stderr=subprocess.PIPE, timeout=self.get_option("exec_timeout"))
         if p.returncode != 0:
             raise AnsibleError(f"failed to read {in_path} in {self._container()}: {p.stderr.decode(errors='replace')}")
 

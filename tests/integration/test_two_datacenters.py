@@ -1,0 +1,141 @@
+"""The whole pipeline across two datacenters in containers, broken on purpose (issue 8).
+
+The scenarios run in this order on one pair of datacenters (tests/integration/conftest.py), each
+publishing its own batch of audited Avro events into the live cluster; after each one the offline
+cluster must hold every event published so far exactly once (counted by event guid). The last one runs
+the loader for the hour and checks the warehouse and the audit books.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import threading
+import time
+
+import pytest
+from ferry_datacenters import LIVE_ZK, OFFLINE_ZK, Datacenters, wait_registered
+from ferry_docker_helpers import docker
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+
+def assert_exactly_once(dcs: Datacenters, got: dict) -> None:
+    for topic, n in dcs.produced.items():
+        assert got.get(topic) == {"total": n, "distinct": n}, f"{topic}: produced {n}, offline has {got.get(topic)}"
+
+
+def mirror_lag(dcs: Datacenters) -> int:
+    p = docker("exec", dcs.names["mirror"], "ferry", "mirror", "status", "--source-zookeeper", LIVE_ZK,
+               "--target-zookeeper", OFFLINE_ZK, "--json", timeout=60, check=False)
+    import json
+
+    try:
+        return int(json.loads(p.stdout)["total_lag"])
+    except (ValueError, KeyError):
+        return -1
+
+
+def wait_mirror_idle(dcs: Datacenters, timeout: float = 60) -> None:
+    """Lag 0: every live offset the mirror copied is committed in the live ZooKeeper."""
+    deadline = time.monotonic() + timeout
+    lag = -1
+    while time.monotonic() < deadline:
+        lag = mirror_lag(dcs)
+        if lag == 0:
+            return
+        time.sleep(1)
+    raise AssertionError(f"mirror lag still {lag} after {timeout:.0f}s\n{dcs.logs('mirror')}")
+
+
+def test_audited_events_published_in_live_arrive_in_offline(datacenters: Datacenters) -> None:
+    dcs = datacenters
+    dcs.publish(1500, seed=1, app="frontend-1")
+    live = dcs.count("live")
+    assert_exactly_once(dcs, live)
+    assert_exactly_once(dcs, dcs.wait_offline_has_everything())
+
+
+def test_datacenter_link_cut_then_restored(datacenters: Datacenters) -> None:
+    """The mirror loses the live network (its ZooKeeper session expires), live keeps taking traffic."""
+    dcs = datacenters
+    before = dcs.count("offline")
+    docker("network", "disconnect", dcs.networks["live"], dcs.names["mirror"])
+    cut_at = time.monotonic()
+    try:
+        dcs.publish(1000, seed=2, app="frontend-2")
+        during = dcs.count("offline")
+        assert {t: v["total"] for t, v in during.items()} == {t: v["total"] for t, v in before.items()}, \
+            "data crossed a cut link"
+        time.sleep(max(0.0, 20 - (time.monotonic() - cut_at)))  # longer than the ZooKeeper session timeout
+    finally:
+        docker("network", "connect", "--alias", "mirror", dcs.networks["live"], dcs.names["mirror"])
+    assert_exactly_once(dcs, dcs.wait_offline_has_everything(timeout=240))
+
+
+def test_live_broker_stopped_and_restarted(datacenters: Datacenters) -> None:
+    """Broker 2 leads half of the live partitions: producers wait for it, nothing is lost."""
+    dcs = datacenters
+    docker("stop", "-t", "30", dcs.names["live-broker-2"], timeout=90)
+    result: dict = {}
+
+    def publish() -> None:
+        try:
+            result["r"] = dcs.publish(1000, seed=3, app="frontend-3", timeout=240)
+        except (AssertionError, subprocess.SubprocessError, RuntimeError) as e:
+            result["error"] = e
+
+    t = threading.Thread(target=publish)
+    t.start()
+    time.sleep(10)
+    docker("start", dcs.names["live-broker-2"], timeout=90)
+    wait_registered(dcs, "live-broker-1", LIVE_ZK, 2)
+    t.join(timeout=330)
+    assert not t.is_alive(), "publish never finished"
+    assert "error" not in result, result.get("error")
+    assert_exactly_once(dcs, dcs.wait_offline_has_everything(timeout=240))
+
+
+def test_mirror_killed_and_restarted(datacenters: Datacenters) -> None:
+    """kill -9 of an idle, committed mirror; events published while it is dead arrive after its restart."""
+    dcs = datacenters
+    dcs.wait_offline_has_everything()
+    wait_mirror_idle(dcs)
+    docker("kill", dcs.names["mirror"], timeout=60)
+    dcs.publish(1000, seed=4, app="frontend-4")
+    docker("start", dcs.names["mirror"], timeout=60)
+    assert_exactly_once(dcs, dcs.wait_offline_has_everything(timeout=240))
+
+
+def test_loader_completes_the_hour(datacenters: Datacenters) -> None:
+    """The hourly load: the warehouse holds every event once, the audit books balance, the hour is complete."""
+    import json
+
+    dcs = datacenters
+    dcs.wait_offline_has_everything()
+    wait_mirror_idle(dcs)
+    t0 = time.monotonic()
+    p = docker("exec", dcs.names["loader"], "ferry", "load", "--zookeeper", OFFLINE_ZK, "--topics",
+               ",".join(sorted(dcs.produced)), "--state-dir", "/var/lib/ferry/load", "--start", "earliest",
+               timeout=900, check=False)
+    dcs.timings["load"] = time.monotonic() - t0
+    assert p.returncode == 0, (p.stdout + p.stderr).decode(errors="replace")[-5000:]
+
+    wh = dcs.workload("loader", "warehouse", "--state-dir", "/var/lib/ferry/load", timeout=600)
+    for topic, n in dcs.produced.items():
+        assert wh[topic] == {"rows": n, "distinct_offsets": n, "distinct_guids": n}, (topic, n, wh[topic])
+
+    deadline = time.monotonic() + 120
+    hours: list = []
+    while time.monotonic() < deadline:
+        p = docker("exec", dcs.names["loader"], "ferry", "audit", "report", "--zookeeper", OFFLINE_ZK,
+                   "--format", "json", "--hours", "0", timeout=120, check=False)
+        assert p.returncode == 0, (p.stdout + p.stderr).decode(errors="replace")[-3000:]
+        hours = [h for h in json.loads(p.stdout)["hours"] if h["hour_start"] == dcs.hour_ms]
+        if len(hours) == len(dcs.produced) and all(h["complete"] for h in hours):
+            break
+        time.sleep(3)
+    books = {h["topic"]: h for h in hours}
+    for topic, n in dcs.produced.items():
+        h = books.get(topic)
+        assert h is not None, f"no audit for {topic} in the test hour: {hours}"
+        assert (h["produced"], h["mirrored"], h["loaded"], h["duplicates"], h["complete"]) == (n, n, n, 0, True), h
