@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -143,11 +144,29 @@ def run(args: argparse.Namespace) -> int:
                 _print_books(statuses)
                 out["hours"] = [s.to_dict() for s in statuses]
         if args.json_out:
+            Path(args.json_out).parent.mkdir(parents=True, exist_ok=True)
             Path(args.json_out).write_text(json.dumps(out, indent=1, sort_keys=True))
         return 0
     except (DataLossError, PlanError, BadRecordsError, LedgerError, ValueError) as e:
         print(f"ferry load: {e}", file=sys.stderr)
         return 1
+    except Exception as e:  # Spark/Py4J failures carry the Python worker's error deep inside
+        if os.environ.get("FERRY_DEBUG"):
+            raise
+        print(f"ferry load: run failed ({type(e).__name__}): {_root_cause(e)}\n"
+              "Nothing uncommitted is visible; the next run cleans up (or re-applies a committed run). "
+              "FERRY_DEBUG=1 shows the traceback.", file=sys.stderr)
+        return 1
+
+
+def _root_cause(e: BaseException) -> str:
+    """The most useful line of a (possibly Py4J-wrapped) exception."""
+    text = str(e)
+    for marker in ("SplitReadError:", "BadRecordsError:", "SchemaMappingError:", "Error:"):
+        for line in text.splitlines():
+            if marker in line:
+                return line.strip()[:1000]
+    return text.strip().splitlines()[0][:1000] if text.strip() else type(e).__name__
 
 
 def _print_books(statuses) -> None:
