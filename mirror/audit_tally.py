@@ -1,50 +1,86 @@
-"""Audit counts of forwarded batches (tier `mirror`) without decoding records when the header suffices.
+"""Audit counts of forwarded batches (tier `mirror`), exact per 10-minute bucket of event time.
 
-A batch whose baseTimestamp and maxTimestamp fall in the same 10-minute bucket is counted as a whole
-(recordsCount into that bucket): the usual case, since producers batch for milliseconds. Only a batch that
-spans a bucket boundary is decompressed and its records' timestamps read one by one (kafka-python's
-reader). Batches with LogAppendTime carry the broker's time for every record: maxTimestamp.
-
-One caveat of the header shortcut: Kafka allows a record's timestamp to precede its batch's first record
-(negative timestamp deltas). A producer that puts an earlier-bucket record after a later-bucket one in
-the same batch is then counted one bucket late; totals per topic are unaffected.
+A RecordBatch header carries the first record's timestamp and the maximum, but not the minimum: Kafka
+lets a record's timestamp precede the first one (negative deltas), so the header alone cannot place every
+record in its bucket. The books must balance per bucket, so each batch's records are walked, reading only
+what a bucket needs: per record its length varint, the attribute byte and the timestamp-delta varint,
+then a jump to the next record (keys, values and headers are never parsed). Compressed batches are
+decompressed first (C codecs). Batches with LogAppendTime carry the broker's time: maxTimestamp.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from kafka.record.default_records import DefaultRecordBatch
+from kafka.codec import gzip_decode, lz4_decode, snappy_decode, zstd_decode
 
-from audit.bucket import bucket_start
-from broker.record.record_batch import RecordBatchHeader
+from audit.bucket import BUCKET_MS
+from broker.record.record_batch import BATCH_HEADER_SIZE, RecordBatchHeader
 
 LOG_APPEND_TIME_MASK = 0x08
+CODECS = {1: gzip_decode, 2: snappy_decode, 3: lz4_decode, 4: zstd_decode}
+
 
 CountFn = Callable[[str, int, int], None]  # AuditCounter.count(topic, timestamp_ms, n)
 
 
+class BatchWalkError(ValueError):
+    """A batch's records do not parse (its CRC was fine, so the producer wrote it wrong)."""
+
+
 def tally_batches(count: CountFn, topic: str, records: bytes | bytearray | memoryview,
                   spans: Sequence[tuple[int, int]], headers: Sequence[RecordBatchHeader]) -> int:
-    """Count every record of the batches at ``spans`` of ``records``; returns how many were decoded."""
-    decoded = 0
+    """Count every record of the batches at ``spans`` of ``records``; returns how many records were walked."""
+    walked = 0
     for (start, size), h in zip(spans, headers, strict=True):
-        if h.attributes & LOG_APPEND_TIME_MASK:
-            count(topic, h.max_timestamp, h.records_count)
-        elif bucket_start(h.base_timestamp) == bucket_start(h.max_timestamp):
-            count(topic, h.base_timestamp, h.records_count)
-        else:
-            decoded += _tally_records(count, topic, bytes(records[start:start + size]))
-    return decoded
+        if h.attributes & LOG_APPEND_TIME_MASK or h.records_count == 1:
+            count(topic, h.max_timestamp if h.attributes & LOG_APPEND_TIME_MASK else h.base_timestamp,
+                  h.records_count)
+            continue
+        body = bytes(records[start + BATCH_HEADER_SIZE:start + size])
+        codec = h.attributes & 0x07
+        if codec:
+            decode = CODECS.get(codec)
+            if decode is None:
+                raise BatchWalkError(f"unknown compression codec {codec}")
+            body = decode(body)
+        for b, c in bucket_counts(body, h.records_count, h.base_timestamp).items():
+            count(topic, b, c)
+        walked += h.records_count
+    return walked
 
 
-def _tally_records(count: CountFn, topic: str, batch: bytes) -> int:
-    per_bucket: dict[int, int] = {}
-    n = 0
-    for record in DefaultRecordBatch(batch):
-        b = bucket_start(record.timestamp)
-        per_bucket[b] = per_bucket.get(b, 0) + 1
-        n += 1
-    for b, c in per_bucket.items():
-        count(topic, b, c)
-    return n
+def bucket_counts(body: bytes, n: int, base_ts: int) -> dict[int, int]:
+    """Records per bucket start in an uncompressed records section of ``n`` records."""
+    out: dict[int, int] = {}
+    pos, end = 0, len(body)
+    for _ in range(n):
+        # record length (zigzag varint)
+        shift = raw = 0
+        while True:
+            if pos >= end:
+                raise BatchWalkError("records section ends inside a record length")
+            byte = body[pos]
+            pos += 1
+            raw |= (byte & 0x7F) << shift
+            if byte < 0x80:
+                break
+            shift += 7
+        length = (raw >> 1) ^ -(raw & 1)
+        next_record = pos + length
+        if length < 2 or next_record > end:
+            raise BatchWalkError(f"bad record length {length}")
+        pos += 1  # attributes
+        shift = raw = 0
+        while True:
+            byte = body[pos]
+            pos += 1
+            raw |= (byte & 0x7F) << shift
+            if byte < 0x80:
+                break
+            shift += 7
+        ts = base_ts + ((raw >> 1) ^ -(raw & 1))
+        b = ts - ts % BUCKET_MS
+        out[b] = out.get(b, 0) + 1
+        pos = next_record
+    return out
