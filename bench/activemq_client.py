@@ -97,6 +97,8 @@ def produce(port: int, queue: str, messages: int, batch: int, time_limit_s: floa
                 break
         seconds = time.perf_counter() - t0
         window.end()
+        if receipts.errors:
+            errors.append(f"broker ERROR frames: {receipts.errors[:2]}")
     finally:
         conn.disconnect()
     mode = "no receipts (one frame per message, nothing awaited)" if batch == 1 else \
