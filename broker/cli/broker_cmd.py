@@ -27,6 +27,7 @@ FLAG_KEYS: dict[str, str] = {
     "max_request_bytes": "socket.request.max.bytes",
     "num_partitions": "num.partitions",
     "zk_session_timeout_ms": "zookeeper.session.timeout.ms",
+    "retention_check_interval_ms": "log.retention.check.interval.ms",
 }
 
 DESCRIPTION = """\
@@ -80,6 +81,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--consumers-see-unflushed", action="store_true", default=None,
                    help="let fetches read data before it is fsynced (log.consumers.see.unflushed; default off: "
                         "as in the paper, consumers see only flushed messages)")
+    p.add_argument("--retention-check-interval-ms", type=int, metavar="MS",
+                   help="how often retention looks for segments to delete "
+                        "(log.retention.check.interval.ms; default 300000)")
     p.add_argument("--zk-session-timeout-ms", type=int, metavar="MS",
                    help="ZooKeeper session timeout (zookeeper.session.timeout.ms; default 10000)")
     p.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"],

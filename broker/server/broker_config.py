@@ -35,6 +35,7 @@ class BrokerConfig:
     auto_create_topics: bool = False
     num_partitions: int = 1
     zk_session_timeout_s: float = 10.0
+    retention_check_interval_ms: int = 300_000
 
     def __post_init__(self) -> None:
         if self.broker_id < 0 or self.broker_id > 0x7FFFFFFF:
@@ -110,6 +111,8 @@ class BrokerConfig:
             num_partitions=_parse_int("num.partitions", p.get("num.partitions", "1")),
             zk_session_timeout_s=_parse_int("zookeeper.session.timeout.ms",
                                             p.get("zookeeper.session.timeout.ms", "10000")) / 1000.0,
+            retention_check_interval_ms=_positive("log.retention.check.interval.ms",
+                                                  p.get("log.retention.check.interval.ms", "300000")),
         )
 
 
@@ -131,7 +134,7 @@ LOG_KEYS: dict[str, str] = {
 KNOWN_KEYS = {
     "broker.id", "listeners", "advertised.listeners", "log.dirs", "log.dir", "zookeeper.connect", "datacenter",
     "broker.rack", "socket.request.max.bytes", "auto.create.topics.enable", "num.partitions",
-    "zookeeper.session.timeout.ms", "log.retention.hours", *LOG_KEYS,
+    "zookeeper.session.timeout.ms", "log.retention.hours", "log.retention.check.interval.ms", *LOG_KEYS,
 }
 
 
@@ -193,3 +196,10 @@ def _parse_bool(key: str, text: str) -> bool:
     if t in ("false", "0", "no"):
         return False
     raise ConfigError(f"{key}: expected true or false, got {text!r}")
+
+
+def _positive(key: str, text: str) -> int:
+    value = _parse_int(key, text)
+    if value <= 0:
+        raise ConfigError(f"{key} must be a positive number of milliseconds, got {text!r}")
+    return value

@@ -62,7 +62,9 @@ class KafkaServer:
         log.info("broker %d starting: data dir %s, zookeeper %s, datacenter %s", cfg.broker_id, cfg.data_dir,
                  cfg.zookeeper, cfg.datacenter)
         # Recovery scans segments: do it off the loop (nothing else runs yet, but signals stay responsive).
-        self.log_manager = await loop.run_in_executor(self._executor, LogManager, cfg.data_dir, cfg.log)
+        self.log_manager = await loop.run_in_executor(
+            self._executor, lambda: LogManager(cfg.data_dir, cfg.log,
+                                               retention_check_interval_ms=cfg.retention_check_interval_ms))
         self.registry = ClusterRegistry(cfg.zookeeper, timeout=cfg.zk_session_timeout_s)
         await loop.run_in_executor(self._executor, self.registry.start)
 
