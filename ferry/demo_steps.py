@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 import sys
 import time
@@ -180,12 +181,14 @@ class DemoCluster:
             f"  state_dir: '{self.root / 'warehouse-state'}'\n"
             "  database: ferry\n  lateness_minutes: 0\n  retries: 0\n"
             f"  max_per_split: {20_000 if short else 200_000}\n"
+            "  spark_conf: {spark.ui.showConsoleProgress: 'false'}\n"
             "groups:\n  - name: activity\n    topics: [page_view, click, search]\n")
         os.environ.update({
             "AIRFLOW_HOME": str(home), "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
             "AIRFLOW__CORE__DAGS_FOLDER": str(repo / "dags"), "FERRY_DAGS_CONFIG": str(config),
             "AIRFLOW__LOGGING__BASE_LOG_FOLDER": str(home / "logs"), "PYSPARK_PYTHON": sys.executable,
-            "FERRY_SPARK_LOG_LEVEL": "ERROR"})
+            "FERRY_SPARK_LOG_LEVEL": "ERROR", "AIRFLOW__LOGGING__LOGGING_LEVEL": "WARNING",
+            "SPARK_LOCAL_IP": "127.0.0.1"})
         if not (home / "airflow.db").exists():
             self.progress.say("preparing Airflow's database (airflow db migrate, once per demo directory)")
             airflow = str(Path(sys.executable).with_name("airflow"))
@@ -196,6 +199,8 @@ class DemoCluster:
         from ferry_dag_factory import build_dag, load_config
 
         dag = build_dag(load_config(config)[0])
+        for noisy in ("kazoo", "py4j", "airflow"):  # Airflow's logging setup turns these up; the demo has its own
+            logging.getLogger(noisy).setLevel(logging.WARNING)
         for n, hour in enumerate(hours, 1):
             logical = dt.datetime.fromtimestamp(hour / 1000, dt.UTC) + dt.timedelta(hours=1)
             self.progress.say(f"Airflow: {dag.dag_id} for the hour {_hour(hour)} ({n}/{len(hours)}): "

@@ -6,5 +6,5 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 scripts/setup.sh
 export PYSPARK_PYTHON="$ROOT/.venv/bin/python" PYSPARK_DRIVER_PYTHON="$ROOT/.venv/bin/python"
-export PATH="$ROOT/.venv/bin:$PATH"
+export PATH="$ROOT/.venv/bin:$PATH" SPARK_LOCAL_IP=127.0.0.1
 exec ferry demo "$@"

@@ -8,7 +8,7 @@ cd "$ROOT"
 scripts/setup.sh
 export TESTCONTAINERS_RYUK_DISABLED=true
 export PYSPARK_PYTHON="$ROOT/.venv/bin/python" PYSPARK_DRIVER_PYTHON="$ROOT/.venv/bin/python"
-export PATH="$ROOT/.venv/bin:$PATH"
+export PATH="$ROOT/.venv/bin:$PATH" SPARK_LOCAL_IP=127.0.0.1
 echo "== ruff"
 ruff check .
 echo "== pytest"
