@@ -120,8 +120,10 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     for noisy in ("kazoo", "broker", "pika", "stomp"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
-    command = "python bench/run_all.py" + ("" if argv is None and len(sys.argv) == 1 else
-                                           " " + shlex.join(sys.argv[1:] if argv is None else argv))
+    exe = Path(sys.executable)
+    python = str(exe.relative_to(HERE.parent)) if exe.is_relative_to(HERE.parent) else "python"
+    args_text = shlex.join(sys.argv[1:] if argv is None else argv)
+    command = f"{python} bench/run_all.py" + (f" {args_text}" if args_text else "")
     root = Path(tempfile.mkdtemp(prefix="ferry-bench-"))
     log.info("working in %s", root)
     started = time.monotonic()
