@@ -164,7 +164,7 @@ def books_file(cfg: GroupConfig, run_id: str) -> Path:
 def asset_for(cfg: GroupConfig, topic: str):
     from airflow.sdk import Asset
 
-    from loaders.warehouse import table_for_topic
+    from loaders.naming import table_for_topic
 
     table = table_for_topic(topic)
     return Asset(name=f"ferry.{cfg.database}.{table}", uri=f"ferry://warehouse/{cfg.database}/{table}",
@@ -234,7 +234,7 @@ def publish_task(cfg: GroupConfig, topic: str, plan: dict, outlet_events) -> lis
     from airflow.sdk.exceptions import AirflowSkipException
 
     from loaders.ledger import Ledger
-    from loaders.warehouse import table_for_topic
+    from loaders.naming import table_for_topic
 
     table = f"{cfg.database}.{table_for_topic(topic)}"
     ledger = Ledger(cfg.state_dir)
@@ -336,7 +336,7 @@ def build_dag(cfg: GroupConfig):
             reconciled = reconcile(planned, load(planned))
 
         for topic in cfg.topics:
-            from loaders.warehouse import table_for_topic
+            from loaders.naming import table_for_topic
 
             @task(task_id=f"publish_{table_for_topic(topic)}", outlets=[asset_for(cfg, topic)], retries=1)
             def publish(plan_out: dict, topic: str = topic, **context):

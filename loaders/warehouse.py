@@ -20,28 +20,15 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from loaders.avro_columns import META_COLUMNS, PARTITION_COLUMNS, table_struct
+from loaders.naming import AUDIT_TABLE, COMPLETENESS_TABLE, table_for_topic  # noqa: F401 - re-exported
 from loaders.offsets import OffsetRange
 
 VERSION_COLUMN = "ferry_run"
-AUDIT_TABLE = "ferry_audit"
-COMPLETENESS_TABLE = "ferry_completeness"
 _META_NAMES = {n for n, _ in META_COLUMNS} | set(PARTITION_COLUMNS) | {VERSION_COLUMN}
 
 
 class WarehouseError(RuntimeError):
     pass
-
-
-def table_for_topic(topic: str) -> str:
-    """Hive table name of a topic (`page-views.v2` -> `page_views_v2`); `_audit` -> ferry_audit."""
-    if topic == "_audit":
-        return AUDIT_TABLE
-    name = re.sub(r"[^0-9A-Za-z_]", "_", topic).lower().strip("_") or "topic"
-    if name[0].isdigit():
-        name = "t_" + name
-    if name in (AUDIT_TABLE, COMPLETENESS_TABLE):
-        raise WarehouseError(f"topic {topic!r} would be stored in ferry's own table {name!r}; rename the topic")
-    return name
 
 
 def _q(text: str) -> str:
