@@ -167,6 +167,17 @@ def test_services_run_under_systemd(deployment) -> None:
                 host, "journalctl", "-u", unit, "--no-pager", "-n", "40", check=False).stdout.decode()
             p = hosts.exec(host, "systemctl", "is-enabled", unit, check=False)
             assert p.stdout.decode().strip() == "enabled"
+    if WITH_LOADER:  # Airflow parsed ferry's DAGs from the rendered configuration, without import errors
+        airflow = "set -a; . /etc/ferry/airflow.env; set +a; cd /var/lib/ferry/airflow; airflow dags "
+        out = hosts.exec("offline-loader-1", "su", "-s", "/bin/sh", "ferry", "-c",
+                         airflow + "list -o json 2>/dev/null", timeout=180).stdout.decode()
+        listing = [ln for ln in out.splitlines() if ln.startswith("[{") or ln == "[]"]
+        assert listing, out
+        dags = {d["dag_id"]: d for d in json.loads(listing[-1])}
+        assert "ferry_load_activity" in dags and str(dags["ferry_load_activity"]["is_paused"]) == "False", dags
+        errors = hosts.exec("offline-loader-1", "su", "-s", "/bin/sh", "ferry", "-c",
+                            airflow + "list-import-errors -o json 2>/dev/null", timeout=180).stdout.decode()
+        assert "ferry_dag" not in errors, errors
     props = hosts.exec("live-broker-2", "cat", "/etc/ferry/broker.properties").stdout.decode()
     assert "broker.id=2" in props and "zookeeper.connect=live-zk-1:2181/ferry/live" in props
     assert "advertised.listeners=PLAINTEXT://live-broker-2:9092" in props
@@ -176,10 +187,10 @@ def test_live_to_offline_through_the_mirror(deployment) -> None:
     hosts: DockerHosts = deployment["hosts"]
     n = 500
     sent = probe(hosts, "live-broker-1", "produce", "--bootstrap", "live-broker-1:9092,live-broker-2:9092",
-                 "--topic", "page_views", "--count", str(n), "--prefix", "ansible1")
+                 "--topic", "page_view", "--count", str(n), "--prefix", "ansible1")
     assert sent == {"delivered": n, "failed": 0}
     got = probe(hosts, "offline-broker-1", "count", "--bootstrap", "offline-broker-1:9092",
-                "--topic", "page_views", "--prefix", "ansible1", "--expect", str(n), "--timeout", "120")
+                "--topic", "page_view", "--prefix", "ansible1", "--expect", str(n), "--timeout", "120")
     assert got["distinct"] == n, got
 
 
@@ -227,8 +238,34 @@ def test_rolling_restart_one_broker_at_a_time(deployment) -> None:
     assert p.stdout.count("PLAY [Rolling restart of the brokers]") == 2
     # The pipeline still works after the restart.
     sent = probe(hosts, "live-broker-2", "produce", "--bootstrap", "live-broker-1:9092,live-broker-2:9092",
-                 "--topic", "page_views", "--count", "200", "--prefix", "ansible2")
+                 "--topic", "page_view", "--count", "200", "--prefix", "ansible2")
     assert sent["failed"] == 0
     got = probe(hosts, "offline-broker-1", "count", "--bootstrap", "offline-broker-1:9092",
-                "--topic", "page_views", "--prefix", "ansible2", "--expect", "200", "--timeout", "120")
+                "--topic", "page_view", "--prefix", "ansible2", "--expect", "200", "--timeout", "120")
     assert got["distinct"] == 200, got
+
+
+def test_new_ferry_build_restarts_the_broker(deployment, tmp_path: Path) -> None:
+    """A changed wheelhouse (a new ferry build) is reinstalled and restarts the services running ferry."""
+    import tarfile
+
+    hosts: DockerHosts = deployment["hosts"]
+    src = ROOT / "infra" / "images" / "build" / "wheelhouse.tar"
+    changed = tmp_path / "wheelhouse.tar"
+    changed.write_bytes(src.read_bytes())
+    note = tmp_path / "BUILD-NOTE"
+    note.write_text("a rebuilt wheelhouse\n")
+    with tarfile.open(changed, "a") as tar:
+        tar.add(note, arcname="./BUILD-NOTE")
+
+    def started(host: str) -> int:
+        out = hosts.exec(host, "systemctl", "show", "-p", "ActiveEnterTimestampMonotonic", "ferry-broker").stdout
+        return int(out.decode().strip().split("=", 1)[1])
+
+    before = {h: started(h) for h in ("live-broker-1", "live-broker-2")}
+    p, totals = deployment["play"]("brokers.yml", "-l", "live-broker-1", "-e", f"ferry_wheelhouse={changed}")
+    assert p.returncode == 0, p.stdout[-6000:] + p.stderr[-3000:]
+    assert "RUNNING HANDLER [broker : Restart broker]" in p.stdout
+    assert started("live-broker-1") > before["live-broker-1"]
+    assert started("live-broker-2") == before["live-broker-2"], "only the targeted host was touched"
+    assert hosts.exec("live-broker-1", "test", "-f", "/opt/ferry/wheels/BUILD-NOTE", check=False).returncode == 0
