@@ -21,7 +21,8 @@ import pytest
 import yaml
 from ferry_docker_helpers import ROOT, DockerHosts, build_images, docker_or_skip
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+# Fixture setup may build images from scratch (minutes) before the first test: beyond the default 600 s.
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(2400)]
 
 ANSIBLE_DIR = ROOT / "infra" / "ansible"
 VENV_BIN = Path(os.environ.get("VIRTUAL_ENV", ROOT / ".venv")) / "bin"

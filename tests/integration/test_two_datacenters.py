@@ -16,7 +16,8 @@ import pytest
 from ferry_datacenters import LIVE_ZK, OFFLINE_ZK, Datacenters, wait_registered
 from ferry_docker_helpers import docker
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+# Fixture setup may build images from scratch (minutes) before the first test: beyond the default 600 s.
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(2400)]
 
 
 def assert_exactly_once(dcs: Datacenters, got: dict) -> None:
