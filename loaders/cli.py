@@ -15,9 +15,9 @@ one table per topic, with PySpark (local mode by default). Offsets are committed
 load the audit books are balanced and written to ferry_completeness.
 
 examples:
-  ferry load --zookeeper 127.0.0.1:2181/ferry/offline --topics 'page_views|clicks'
-  ferry load --zookeeper ZK --topics page_views --start 2024-05-01T00:00:00Z --max-per-split 200000
-  ferry load --zookeeper ZK --topics page_views --step plan          # show what would be read
+  ferry load --zookeeper 127.0.0.1:2181/ferry/offline --topics 'page_view|click'
+  ferry load --zookeeper ZK --topics page_view --start 2024-05-01T00:00:00Z --max-per-split 200000
+  ferry load --zookeeper ZK --topics page_view --step plan          # show what would be read
   spark-submit --master yarn loaders/load_job.py --zookeeper ZK --topics '.*' --warehouse hdfs:///warehouse
 """
 

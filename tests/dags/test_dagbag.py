@@ -28,15 +28,15 @@ def test_every_dag_imports_without_errors():
     assert bag.import_errors == {}
     assert set(bag.dag_ids) == {"ferry_load_activity", "ferry_load_search"}
     dag = bag.dags["ferry_load_activity"]
-    assert {t.task_id for t in dag.tasks} == {"plan", "load", "reconcile", "publish_page_views", "publish_clicks",
+    assert {t.task_id for t in dag.tasks} == {"plan", "load", "reconcile", "publish_page_view", "publish_click",
                                               "check_complete"}
     assert dag.max_active_runs == 1 and dag.catchup is False
     load = dag.get_task("load")
     assert load.retries == 3 and load.retry_exponential_backoff and not load.depends_on_past
     assert load.max_retry_delay == dt.timedelta(hours=1)
     assert dag.get_task("check_complete").retries == 0
-    assert [a.uri for a in dag.get_task("publish_clicks").outlets] == ["ferry://warehouse/ferry/clicks"]
-    assert dag.get_task("publish_clicks").upstream_task_ids == {"reconcile", "plan"}
+    assert [a.uri for a in dag.get_task("publish_click").outlets] == ["ferry://warehouse/ferry/click"]
+    assert dag.get_task("publish_click").upstream_task_ids == {"reconcile", "plan"}
     # hourly, with real one-hour data intervals
     import pendulum
 
