@@ -24,6 +24,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from broker.log.atomic_file import atomic_write
+
 LEDGER_VERSION = 1
 HISTORY_KEEP = 200
 
@@ -40,18 +42,7 @@ def _empty() -> dict[str, Any]:
 def atomic_write_json(path: Path, data: Any) -> None:
     """Replace ``path`` with ``data`` so that a crash leaves the old or the new file, never a torn one."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    payload = json.dumps(data, indent=1, sort_keys=True).encode()
-    with open(tmp, "wb") as f:
-        f.write(payload)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    dfd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dfd)
-    finally:
-        os.close(dfd)
+    atomic_write(path, json.dumps(data, indent=1, sort_keys=True).encode())
 
 
 class Ledger:

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from broker.log.atomic_file import fsync_dir
 from broker.log.log_config import LogConfig
 from broker.log.log_segment import DELETED_SUFFIX, INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, LogSegment
 from broker.log.producer_state import ProducerStateManager
@@ -406,11 +407,7 @@ class Log:
             return self.flushed_offset
 
     def _fsync_dir(self) -> None:
-        fd = os.open(self.dir, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        fsync_dir(self.dir)
 
     # -- retention -------------------------------------------------------------------------------
 

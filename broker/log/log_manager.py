@@ -17,6 +17,7 @@ import threading
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
+from broker.log.atomic_file import atomic_write
 from broker.log.log import Log, wall_clock_ms
 from broker.log.log_config import LogConfig
 from broker.record.errors import StorageError
@@ -61,17 +62,7 @@ def read_checkpoint(path: Path) -> dict[tuple[str, int], int]:
 
 def write_checkpoint(path: Path, offsets: Mapping[tuple[str, int], int]) -> None:
     lines = ["0", str(len(offsets))] + [f"{t} {p} {o}" for (t, p), o in sorted(offsets.items())]
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w") as f:
-        f.write("\n".join(lines) + "\n")
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    atomic_write(path, ("\n".join(lines) + "\n").encode())
 
 
 class LogManager:
@@ -148,10 +139,8 @@ class LogManager:
 
     @staticmethod
     def _save_config(path: Path, topic_config: Mapping[str, str]) -> None:
-        target = path / TOPIC_CONFIG_FILE
-        tmp = target.with_name(target.name + ".tmp")
-        tmp.write_text(json.dumps(dict(topic_config), sort_keys=True))
-        os.replace(tmp, target)
+        atomic_write(path / TOPIC_CONFIG_FILE, json.dumps(dict(topic_config), sort_keys=True).encode(),
+                     fsync=False, sync_dir=False)
 
     def _attach(self, key: tuple[str, int], log: Log) -> None:
         log.flush_requested = self._on_flush_requested

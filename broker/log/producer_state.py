@@ -11,11 +11,11 @@ that scan to the batches after it.
 from __future__ import annotations
 
 import json
-import os
 from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from broker.log.atomic_file import atomic_write
 from broker.record.errors import InvalidProducerEpochError, OutOfOrderSequenceError
 from broker.record.record_batch import RecordBatchHeader
 
@@ -138,13 +138,7 @@ class ProducerStateManager:
     @staticmethod
     def write_snapshot_text(directory: Path, text: str) -> None:
         """Write a dump() atomically (tmp file, fsync, rename)."""
-        path = Path(directory) / SNAPSHOT_FILE
-        tmp = path.with_name(path.name + ".tmp")
-        with open(tmp, "w") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
+        atomic_write(Path(directory) / SNAPSHOT_FILE, text.encode(), sync_dir=False)
 
     def write_snapshot(self, directory: Path, offset: int) -> None:
         self.write_snapshot_text(directory, self.dump(offset))
