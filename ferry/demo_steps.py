@@ -9,7 +9,7 @@ import sys
 import time
 from pathlib import Path
 
-from ferry.embedded import BrokerProcess, ManagedProcess, ZooKeeperServer, wait_for_port
+from ferry.embedded import BrokerProcess, ManagedProcess, ZooKeeperServer, free_port, wait_for_port
 
 LIVE_BROKERS, OFFLINE_BROKERS = 2, 1
 AUDIT_TOPIC = "_audit"
@@ -47,8 +47,6 @@ class DemoCluster:
     # -- processes -------------------------------------------------------------------------------------------
     def _ports(self) -> dict[str, int]:
         """Reuse the ports of a previous run in the same directory (so its ZooKeeper data stays valid)."""
-        from ferry.embedded import free_port
-
         if self.ports_file.exists():
             ports = json.loads(self.ports_file.read_text())
         else:
