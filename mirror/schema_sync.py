@@ -9,24 +9,20 @@ runs it at start-up, whenever a schema id appears in the live registry (a ZooKee
 from __future__ import annotations
 
 import logging
-import threading
 
 from broker.zk.cluster_registry import ClusterRegistry
+from mirror.sync_loop import SyncLoop
 
 log = logging.getLogger("ferry.mirror.schemas")
 
 
-class SchemaSync:
+class SchemaSync(SyncLoop):
     def __init__(self, source: ClusterRegistry, target: ClusterRegistry, interval_s: float = 30.0) -> None:
+        super().__init__("ferry-mirror-schema-sync", interval_s)
         self.source = source
         self.target = target
-        self.interval_s = interval_s
         self.copied_ids = 0
         self.failures = 0
-        self._wake = threading.Event()
-        self._stop = threading.Event()
-        self._synced = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="ferry-mirror-schema-sync", daemon=True)
 
     def start(self) -> SchemaSync:
         from kazoo.recipe.watchers import ChildrenWatch
@@ -38,35 +34,20 @@ class SchemaSync:
         self._thread.start()
         return self
 
-    def stop(self) -> None:
-        self._stop.set()
-        self._wake.set()
-        if self._thread.is_alive():
-            self._thread.join(10)
-
-    def wait_synced(self, timeout: float) -> bool:
-        return self._synced.wait(timeout)
-
     def _on_ids(self, _children) -> bool | None:
         if self._stop.is_set():
             return False  # stop watching
-        self._synced.clear()
-        self._wake.set()
+        self.wake()
         return None
 
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            self._wake.wait(self.interval_s)
-            self._wake.clear()
-            if self._stop.is_set():
-                break
-            try:
-                self.sync_once()
-                self._synced.set()
-            except Exception as e:
-                self.failures += 1
-                log.warning("copying the live schema registry to offline failed (%s); retrying in %.0f s",
-                            e, self.interval_s)
+    def run_pass(self) -> bool:
+        self.sync_once()
+        return True
+
+    def pass_failed(self, exc: Exception) -> None:
+        self.failures += 1
+        log.warning("copying the live schema registry to offline failed (%s); retrying in %.0f s",
+                    exc, self.interval_s)
 
     def sync_once(self) -> int:
         from schemas.registry import SchemaRegistry

@@ -9,69 +9,46 @@ ZooKeeper hiccup). Several mirror processes may race to create a topic: "already
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import Callable
 
 from broker.zk.cluster_registry import ClusterRegistry
 from broker.zk.errors import InvalidPartitionsError, TopicExistsError
 from broker.zk.znodes import TopicInfo
+from mirror.sync_loop import SyncLoop
 
 log = logging.getLogger("ferry.mirror.topics")
 
 RETRY_INTERVAL_S = 5.0
 
 
-class TopicSync:
+class TopicSync(SyncLoop):
     def __init__(self, source: ClusterRegistry, target: ClusterRegistry, matches: Callable[[str], bool],
                  always: tuple[str, ...] = (), retry_interval_s: float = RETRY_INTERVAL_S) -> None:
         """``always``: topics to have in offline even if live has none yet (the mirror's `_audit`)."""
+        super().__init__("ferry-mirror-topic-sync", retry_interval_s)
         self.source = source
         self.target = target
         self.matches = matches
         self.always = always
-        self.retry_interval_s = retry_interval_s
         self.created: list[str] = []
         self.grown: list[tuple[str, int]] = []
         self._latest: dict[str, TopicInfo] | None = None
-        self._wake = threading.Event()
-        self._stop = threading.Event()
-        self._in_sync = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="ferry-mirror-topic-sync", daemon=True)
 
     def start(self) -> TopicSync:
         self.source.watch_topics(self._on_live_topics)
         self._thread.start()
         return self
 
-    def stop(self) -> None:
-        self._stop.set()
-        self._wake.set()
-        if self._thread.is_alive():
-            self._thread.join(10)
-
-    def wait_in_sync(self, timeout: float) -> bool:
-        """True once a pass found nothing left to do (for start-up and tests)."""
-        return self._in_sync.wait(timeout)
-
     def _on_live_topics(self, topics: dict[str, TopicInfo]) -> None:
         self._latest = topics
-        self._in_sync.clear()
-        self._wake.set()
+        self.wake()
 
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            self._wake.wait(self.retry_interval_s)
-            self._wake.clear()
-            if self._stop.is_set():
-                break
-            live = self._latest
-            if live is None:
-                continue
-            try:
-                if self.sync_once(live):
-                    self._in_sync.set()
-            except Exception:
-                log.exception("topic sync pass failed; retrying in %.0f s", self.retry_interval_s)
+    def run_pass(self) -> bool:
+        live = self._latest
+        return live is not None and self.sync_once(live)
+
+    def pass_failed(self, exc: Exception) -> None:
+        log.exception("topic sync pass failed; retrying in %.0f s", self.interval_s)
 
     def sync_once(self, live: dict[str, TopicInfo]) -> bool:
         """One pass; returns True when every mirrored live topic exists in offline with enough partitions."""
