@@ -14,8 +14,7 @@ import sys
 import time
 
 from audit.bucket import HOUR_MS, hour_start
-
-ENV_ZOOKEEPER = "FERRY_ZOOKEEPER"
+from ferry.cli_support import ENV_ZOOKEEPER
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

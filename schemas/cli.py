@@ -14,15 +14,10 @@ import os
 import sys
 from pathlib import Path
 
+from ferry.cli_support import ENV_ZOOKEEPER, UsageError
 from schemas.compatibility import LEVELS
 from schemas.errors import SchemaError
 from schemas.registry import SchemaRegistry
-
-ENV_ZOOKEEPER = "FERRY_ZOOKEEPER"
-
-
-class UsageError(Exception):
-    """Bad command-line input found after argparse."""
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

@@ -9,11 +9,7 @@ import logging
 import os
 import sys
 
-ENV_ZOOKEEPER = "FERRY_ZOOKEEPER"
-
-
-class UsageError(Exception):
-    """Bad input found after argparse (exit 2)."""
+from ferry.cli_support import ENV_ZOOKEEPER, UsageError
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

@@ -7,7 +7,7 @@ import logging
 import os
 import sys
 
-ENV_ZOOKEEPER = "FERRY_ZOOKEEPER"
+from ferry.cli_support import ENV_ZOOKEEPER
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

@@ -15,12 +15,7 @@ import sys
 from typing import Any
 
 from broker.zk import ClusterRegistry, RegistryError, TopicExistsError, UnknownTopicError
-
-ENV_ZOOKEEPER = "FERRY_ZOOKEEPER"
-
-
-class UsageError(Exception):
-    """Bad command-line input found after argparse (reported like argparse does: exit 2)."""
+from ferry.cli_support import ENV_ZOOKEEPER, UsageError
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
