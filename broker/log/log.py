@@ -239,28 +239,33 @@ class Log:
         headers = validate_batches(mv, config.max_message_bytes)
         count = 0
         span = 0
+        idempotent = False
         for h in headers:
             count += h.records_count
             span += h.last_offset_delta + 1
+            if h.producer_id >= 0:
+                idempotent = True
         with self._lock:
             if self._closed:
                 raise StorageError(f"log {self.name} is closed")
             state = self.producer_state
-            dup = state.find_duplicate(headers)
-            if dup is not None:
-                return AppendInfo(dup.first_offset, dup.last_offset, duplicate=True)
-            state.check(headers)
+            if idempotent:
+                dup = state.find_duplicate(headers)
+                if dup is not None:
+                    return AppendInfo(dup.first_offset, dup.last_offset, duplicate=True)
+                state.check(headers)
             first = self.log_end_offset
             seg = self._segments[-1]
             now = self._clock()
             if seg.should_roll(len(mv), first + span - 1, now, config):
                 seg = self._roll(now)
             next_offset = seg.append(mv, headers, first)
-            offset = first
-            for h in headers:
-                if h.producer_id >= 0:
-                    state.update(h, offset)
-                offset += h.last_offset_delta + 1
+            if idempotent:
+                offset = first
+                for h in headers:
+                    if h.producer_id >= 0:
+                        state.update(h, offset)
+                    offset += h.last_offset_delta + 1
             self.log_end_offset = next_offset
             if self._first_unflushed_ms is None:
                 self._first_unflushed_ms = now

@@ -48,7 +48,15 @@ def segment_name(base_offset: int) -> str:
 
 
 def pwrite_all(fd: int, pieces: list, position: int) -> None:
-    """Write every buffer in ``pieces`` at ``position`` with as few pwritev() calls as possible."""
+    """Write every buffer in ``pieces`` (bytes or byte-format memoryviews) at ``position`` with as few
+    pwritev() calls as possible: usually one, which writes everything."""
+    if len(pieces) <= _IOV_MAX:
+        total = 0
+        for p in pieces:
+            total += len(p)
+        written = os.pwritev(fd, pieces, position)
+        if written == total:
+            return
     views = [memoryview(p).cast("B") for p in pieces]
     i = 0
     while i < len(views):

@@ -9,7 +9,7 @@ partitionLeaderEpoch) does not invalidate it.
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass
+from typing import NamedTuple
 
 import crc32c
 
@@ -38,9 +38,12 @@ CONTROL_MASK = 0x20
 NO_PRODUCER_ID = -1
 
 
-@dataclass(frozen=True, slots=True)
-class RecordBatchHeader:
-    """The fixed 61-byte header of a v2 batch, fields in wire order."""
+class RecordBatchHeader(NamedTuple):
+    """The fixed 61-byte header of a v2 batch, fields in wire order.
+
+    A tuple, not a frozen dataclass: it is made for every batch of every produce request, and a frozen
+    dataclass's __init__ (13 object.__setattr__ calls) cost 5-9% of the broker's CPU (py-spy).
+    """
 
     base_offset: int
     batch_length: int
@@ -94,13 +97,16 @@ class RecordBatchHeader:
         return (self.base_sequence + self.last_offset_delta) % 0x80000000
 
 
+_make_header = RecordBatchHeader._make
+
+
 def read_header(buf: bytes | bytearray | memoryview, pos: int = 0) -> RecordBatchHeader:
     """Parse the header at ``pos``; CorruptRecordError if fewer than 61 bytes remain."""
     if len(buf) - pos < BATCH_HEADER_SIZE:
         raise CorruptRecordError(
             f"truncated record batch header at byte {pos}: {len(buf) - pos} bytes, need {BATCH_HEADER_SIZE}"
         )
-    return RecordBatchHeader(*HEADER_STRUCT.unpack_from(buf, pos))
+    return _make_header(HEADER_STRUCT.unpack_from(buf, pos))
 
 
 def batch_crc(buf: bytes | bytearray | memoryview, pos: int, size: int) -> int:
@@ -147,12 +153,13 @@ def validate_batches(
     headers: list[RecordBatchHeader] = []
     pos = 0
     unpack = HEADER_STRUCT.unpack_from
+    make = _make_header
     while pos < total:
         if total - pos < BATCH_HEADER_SIZE:
             raise CorruptRecordError(
                 f"{total - pos} trailing bytes at byte {pos} are too short for a record batch header"
             )
-        h = RecordBatchHeader(*unpack(mv, pos))
+        h = make(unpack(mv, pos))
         check_header(h, pos, total - pos)
         if max_batch_bytes is not None and h.size > max_batch_bytes:
             raise RecordTooLargeError(f"record batch of {h.size} bytes exceeds max.message.bytes {max_batch_bytes}")

@@ -1,10 +1,13 @@
 """One client connection: 4-byte size framing, requests handled in arrival order, responses written in the
 same order, record bytes sent with `os.sendfile` from the segment file straight to the socket.
 
-Two tasks share the socket: the reader parses each frame and hands it to KafkaApis at once (so appends
-happen in request order and a long-polling fetch does not stop the next request from being read); the
-writer awaits the pending responses strictly in order and writes them. The queue between them is bounded,
-which stops reading when a client does not read its responses.
+Two tasks share the socket. The reader takes every complete frame out of each `recv` and hands it to
+KafkaApis at once (so appends happen in request order and a long-polling fetch does not stop the next
+request from being read). Answers go into one ordered outbox: answers that are ready (plain bytes) are
+packed back to back into a single buffer, so a pipelining client costs one `send` per burst of requests,
+not one per request; answers still to come (a parked fetch, an fsync for acks=-1) and record slices for
+sendfile keep their place in the line. The writer drains the outbox strictly in order. The number of
+unanswered requests is bounded, which stops reading when a client does not read its responses.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ import logging
 import os
 import socket
 import struct
+from collections import deque
 from typing import Any
 
 from broker.protocol.primitives import ProtocolError
@@ -25,10 +29,17 @@ READ_BUFFER = 256 * 1024
 MAX_IN_FLIGHT = 128
 _SIZE = struct.Struct(">i")
 _PREFIX = struct.Struct(">ii")
-_END = object()
-# Answers that are already complete. Testing their type first skips asyncio.iscoroutine(), an ABC isinstance
-# check that cost ~4% of the broker's CPU per produce request (py-spy, bench/RESULTS.md).
-_READY = (bytes, bytearray, list)
+_READY = (bytes, bytearray)
+
+
+class _Packed:
+    """Consecutive ready answers, size prefixes included, written with one send."""
+
+    __slots__ = ("buf", "count")
+
+    def __init__(self) -> None:
+        self.buf = bytearray()
+        self.count = 0
 
 
 class Connection:
@@ -43,18 +54,25 @@ class Connection:
         self._start = 0
         self._end = 0
         self._loop = asyncio.get_running_loop()
+        # outbox: _Packed, or (correlation id, Future | list of parts) for answers that are not plain bytes
+        self._out: deque[Any] = deque()
+        self._unanswered = 0
+        self._reading_done = False
+        self._has_output = asyncio.Event()
+        self._has_room = asyncio.Event()
+        self._has_room.set()
 
     # ------------------------------------------------------------------ lifecycle
     async def serve(self) -> None:
-        queue: asyncio.Queue = asyncio.Queue(MAX_IN_FLIGHT)
-        writer = asyncio.create_task(self._write_loop(queue), name=f"writer {self.peer}")
-        reader = asyncio.create_task(self._read_loop(queue), name=f"reader {self.peer}")
+        writer = asyncio.create_task(self._write_loop(), name=f"writer {self.peer}")
+        reader = asyncio.create_task(self._read_loop(), name=f"reader {self.peer}")
         try:
             done, _ = await asyncio.wait({reader, writer}, return_when=asyncio.FIRST_COMPLETED)
             if reader in done:
                 # The client closed or sent something unanswerable: flush what it is owed, then close.
+                self._reading_done = True
+                self._has_output.set()
                 if not writer.done():
-                    await queue.put(_END)
                     await writer
             else:
                 reader.cancel()
@@ -63,89 +81,147 @@ class Connection:
                 if not t.done():
                     t.cancel()
             await asyncio.gather(reader, writer, return_exceptions=True)
-            while not queue.empty():
-                item = queue.get_nowait()
-                if item is not _END and isinstance(item[1], asyncio.Future):
+            for item in self._out:
+                if type(item) is tuple and isinstance(item[1], asyncio.Future):
                     item[1].cancel()
+            self._out.clear()
             self.sock.close()
 
     # ------------------------------------------------------------------ reading
-    async def _read_loop(self, queue: asyncio.Queue) -> None:
-        apis = self.apis
+    async def _read_loop(self) -> None:
         try:
             while True:
-                head = await self._recv_exact(4)
-                if head is None:
-                    if self._end > self._start:
-                        log.warning("connection from %s closed inside a size prefix", self.peer)
+                need = self._handle_frames()
+                if need < 0:
                     return
-                size = _SIZE.unpack(head)[0]
-                if size <= 0 or size > self.max_request_bytes:
-                    log.warning("closing connection from %s: request size %d outside 1..%d (socket.request.max.bytes)",
-                                self.peer, size, self.max_request_bytes)
-                    return
-                frame = await self._recv_exact(size)
-                if frame is None:
-                    log.warning("connection from %s closed inside a %d-byte request", self.peer, size)
-                    return
-                try:
-                    correlation_id, result = apis.handle(frame)
-                except (CloseConnection, ProtocolError) as e:
-                    log.warning("closing connection from %s: %s", self.peer, e)
-                    return
-                except Exception:
-                    log.exception("closing connection from %s: request handler failed", self.peer)
-                    return
-                if result is None:
+                if self._unanswered >= MAX_IN_FLIGHT:
+                    self._has_room.clear()
+                    await self._has_room.wait()
+                if need > READ_BUFFER // 2:
+                    if not await self._handle_large_frame(need):
+                        return
                     continue
-                if type(result) not in _READY and asyncio.iscoroutine(result):
-                    result = asyncio.ensure_future(result)
-                await queue.put((correlation_id, result))
+                if not await self._fill(need):
+                    if self._end > self._start:
+                        log.warning("connection from %s closed inside a request (%d bytes of it read)",
+                                    self.peer, self._end - self._start)
+                    return
         except (ConnectionError, OSError) as e:
             log.debug("connection from %s: %s", self.peer, e)
         except Exception:
             log.exception("closing connection from %s: reading failed", self.peer)
 
-    async def _recv_exact(self, n: int) -> bytearray | None:
-        """n bytes (a writable bytearray: record batches get their offsets rewritten in place), or None at EOF."""
+    def _handle_frames(self) -> int:
+        """Handle every complete frame in the buffer; returns the bytes the next frame needs in all
+        (size prefix included), or -1 when the connection must close."""
+        buf = self._buf
         start, end = self._start, self._end
-        avail = end - start
-        if avail >= n:
-            self._start = start + n
-            return self._buf[start:start + n]
-        loop = self._loop
-        sock = self.sock
-        if n > READ_BUFFER // 2:
-            out = bytearray(n)
-            mv = memoryview(out)
-            mv[:avail] = self._view[start:end]
-            self._start = self._end = 0
-            got = avail
-            while got < n:
-                k = await loop.sock_recv_into(sock, mv[got:])
-                if k == 0:
-                    self._end = 1  # mark "inside a frame" for the caller's message
-                    return None
-                got += k
-            return out
+        handled = 0
+        try:
+            while end - start >= 4:
+                size = _SIZE.unpack_from(buf, start)[0]
+                if size <= 0 or size > self.max_request_bytes:
+                    log.warning("closing connection from %s: request size %d outside 1..%d (socket.request.max.bytes)",
+                                self.peer, size, self.max_request_bytes)
+                    return -1
+                if end - start - 4 < size:
+                    return size + 4
+                frame = buf[start + 4:start + 4 + size]
+                start += 4 + size
+                self._start = start
+                if not self._dispatch(frame):
+                    return -1
+                handled += 1
+                if self._unanswered >= MAX_IN_FLIGHT:
+                    break
+            return 4
+        finally:
+            if handled:
+                self._has_output.set()
+
+    def _dispatch(self, frame: bytearray) -> bool:
+        """Handle one request and queue its answer; False when the connection must close."""
+        try:
+            correlation_id, result = self.apis.handle(frame)
+        except (CloseConnection, ProtocolError) as e:
+            log.warning("closing connection from %s: %s", self.peer, e)
+            return False
+        except Exception:
+            log.exception("closing connection from %s: request handler failed", self.peer)
+            return False
+        if result is None:
+            return True
+        out = self._out
+        self._unanswered += 1
+        if type(result) in _READY:
+            last = out[-1] if out else None
+            if type(last) is not _Packed:
+                last = _Packed()
+                out.append(last)
+            last.buf += _PREFIX.pack(len(result) + 4, correlation_id)
+            last.buf += result
+            last.count += 1
+            return True
+        if type(result) is not list and asyncio.iscoroutine(result):
+            result = asyncio.ensure_future(result)
+        out.append((correlation_id, result))
+        return True
+
+    async def _fill(self, need: int) -> bool:
+        """Receive until the buffer holds ``need`` bytes from the start of the next frame; False at EOF."""
+        start, end = self._start, self._end
         if start:
-            self._buf[:avail] = self._view[start:end]
+            avail = end - start
+            if avail:
+                self._buf[:avail] = self._view[start:end]
             self._start, self._end = 0, avail
-        while self._end < n:
-            k = await loop.sock_recv_into(sock, self._view[self._end:])
+        # Let the writer and other connections run between bursts (a recv that finds data does not yield).
+        await asyncio.sleep(0)
+        loop, sock, view = self._loop, self.sock, self._view
+        while self._end < need:
+            k = await loop.sock_recv_into(sock, view[self._end:])
             if k == 0:
-                return None
+                return False
             self._end += k
-        self._start = n
-        return self._buf[:n]
+        return True
+
+    async def _handle_large_frame(self, need: int) -> bool:
+        """A request too big for the read buffer: receive it into its own buffer."""
+        size = need - 4
+        out = bytearray(size)
+        mv = memoryview(out)
+        avail = self._end - self._start - 4
+        if avail > 0:
+            mv[:avail] = self._view[self._start + 4:self._end]
+        got = max(avail, 0)
+        self._start = self._end = 0
+        loop, sock = self._loop, self.sock
+        while got < size:
+            k = await loop.sock_recv_into(sock, mv[got:])
+            if k == 0:
+                log.warning("connection from %s closed inside a %d-byte request", self.peer, size)
+                return False
+            got += k
+        ok = self._dispatch(out)
+        self._has_output.set()
+        return ok
 
     # ------------------------------------------------------------------ writing
-    async def _write_loop(self, queue: asyncio.Queue) -> None:
+    async def _write_loop(self) -> None:
+        out = self._out
         try:
             while True:
-                item = await queue.get()
-                if item is _END:
-                    return
+                if not out:
+                    if self._reading_done:
+                        return
+                    self._has_output.clear()
+                    await self._has_output.wait()
+                    continue
+                item = out.popleft()
+                if type(item) is _Packed:
+                    await self._send_bytes(item.buf)
+                    self._answered(item.count)
+                    continue
                 correlation_id, result = item
                 if isinstance(result, asyncio.Future):
                     try:
@@ -156,18 +232,31 @@ class Connection:
                     except Exception:
                         log.exception("closing connection from %s: request handler failed", self.peer)
                         return
-                if result is None:
-                    continue
-                await self._send(correlation_id, result)
+                if result is not None:
+                    await self._send(correlation_id, result)
+                self._answered(1)
         except (ConnectionError, OSError) as e:
             log.debug("connection from %s: %s", self.peer, e)
         except Exception:
             log.exception("closing connection from %s: writing a response failed", self.peer)
 
+    def _answered(self, n: int) -> None:
+        self._unanswered -= n
+        if self._unanswered < MAX_IN_FLIGHT:
+            self._has_room.set()
+
+    async def _send_bytes(self, data: bytes | bytearray) -> None:
+        """Send now if the socket takes it all (the usual case); wait for room only for the rest."""
+        try:
+            n = self.sock.send(data)
+        except BlockingIOError:
+            n = 0
+        if n < len(data):
+            await self._loop.sock_sendall(self.sock, memoryview(data)[n:])
+
     async def _send(self, correlation_id: int, body: Any) -> None:
-        loop = self._loop
         if isinstance(body, bytes | bytearray):
-            await loop.sock_sendall(self.sock, _PREFIX.pack(len(body) + 4, correlation_id) + body)
+            await self._send_bytes(_PREFIX.pack(len(body) + 4, correlation_id) + body)
             return
         size = 4 + sum(len(p) if isinstance(p, bytes | bytearray) else p.size for p in body)
         pending = bytearray(_PREFIX.pack(size, correlation_id))
@@ -180,7 +269,7 @@ class Connection:
                 pending = bytearray()
             await self._sendfile(part.fd, part.position, part.size)
         if pending:
-            await loop.sock_sendall(self.sock, pending)
+            await self._send_bytes(pending)
 
     async def _send_more(self, data: bytearray) -> None:
         """Send bytes that file data will follow: MSG_MORE lets the kernel put both in the same segments."""

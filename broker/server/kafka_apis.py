@@ -32,6 +32,9 @@ from broker.server.broker_config import BrokerConfig
 from broker.server.fetch_purgatory import FetchPurgatory
 from broker.server.log_flusher import LogFlusher
 from broker.server.metadata_cache import MetadataCache
+from broker.server.produce_fast_path import FIRST_VERSION as FAST_PRODUCE_FIRST
+from broker.server.produce_fast_path import LAST_VERSION as FAST_PRODUCE_LAST
+from broker.server.produce_fast_path import ProduceFastPath
 from broker.server.producer_id_manager import ProducerIdManager
 from broker.server.replica_manager import ReplicaManager
 
@@ -60,6 +63,7 @@ class KafkaApis:
         self.flusher = flusher
         self.executor = executor
         self.cluster_id = _cluster_id(config.zookeeper)
+        self.fast_produce = ProduceFastPath(replicas.leader_log, flusher.flushed_to)
         self._handlers: dict[int, Callable[[RequestHeader, Reader], Result]] = {
             ApiKey.PRODUCE: self.handle_produce,
             ApiKey.FETCH: self.handle_fetch,
@@ -77,6 +81,10 @@ class KafkaApis:
             api_key, version, correlation_id = peek_header(frame)
         except ProtocolError as e:
             raise CloseConnection(str(e)) from None
+        if api_key == 0 and FAST_PRODUCE_FIRST <= version <= FAST_PRODUCE_LAST:
+            body = self.fast_produce.handle(frame, version)
+            if body is not None:
+                return correlation_id, body
         if api_key == ApiKey.API_VERSIONS and version > ADVERTISED[ApiKey.API_VERSIONS][1]:
             # A newer client: answer in v0 with the ranges we speak (the body of a v3+ request is flexible).
             return correlation_id, api_versions.encode_response(0, ErrorCode.UNSUPPORTED_VERSION, ADVERTISED)

@@ -74,8 +74,13 @@ def test_confluent_produce_and_consume(cluster, codec):
     by_id = {b.broker_id: b.bootstrap for b in cluster}
     with WireClient(by_id[lead[0]]) as c:
         f = fetch(c, topic, 0, 0, max_wait_ms=2000)
-        batch = MemoryRecords(f.records).next_batch()
-        assert batch.compression_type == CODEC_IDS[codec]
+        records = MemoryRecords(f.records)
+        codecs = set()
+        while (batch := records.next_batch()) is not None:
+            codecs.add(batch.compression_type)
+        # librdkafka sends a batch uncompressed when compressing would not make it smaller (a lone small
+        # message can end up alone in a batch): every batch is either the codec asked for or plain
+        assert CODEC_IDS[codec] in codecs and codecs <= {0, CODEC_IDS[codec]}, codecs
 
     # bootstrapped at broker 2 only
     consumer = Consumer({"bootstrap.servers": b2.bootstrap, "group.id": f"g-{codec}",
