@@ -16,6 +16,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from broker.log.atomic_file import fsync_dir
 from broker.log.log_config import LogConfig
@@ -31,8 +32,9 @@ def wall_clock_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
-@dataclass(frozen=True, slots=True)
-class AppendInfo:
+class AppendInfo(NamedTuple):
+    """Where an append landed (a tuple: one is made per produce request)."""
+
     first_offset: int
     last_offset: int
     duplicate: bool = False

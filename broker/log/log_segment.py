@@ -24,6 +24,7 @@ from broker.record.record_batch import (
     BASE_OFFSET_STRUCT,
     BATCH_HEADER_SIZE,
     HEADER_STRUCT,
+    LOG_OVERHEAD,
     RecordBatchHeader,
     check_header,
 )
@@ -111,10 +112,11 @@ class LogSegment:
         offset = first_offset
         pos = 0
         for h in headers:
+            size = h.batch_length + LOG_OVERHEAD
             pieces.append(pack(offset))
-            pieces.append(buf[pos + 8 : pos + h.size])
+            pieces.append(buf[pos + 8 : pos + size])
             offset += h.last_offset_delta + 1
-            pos += h.size
+            pos += size
         start = self.size
         try:
             pwrite_all(self.fd, pieces, start)
@@ -127,23 +129,34 @@ class LogSegment:
             raise
         offset = first_offset
         pos = start
+        interval = self.index_interval_bytes
         for h in headers:
-            self._index_batch(pos, offset, h.max_timestamp, h.size)
+            size = h.batch_length + LOG_OVERHEAD
+            if h.max_timestamp > self.max_timestamp:
+                self.max_timestamp = h.max_timestamp
+                self.offset_of_max_timestamp = offset
+            if self.bytes_since_last_index_entry > interval:
+                self._add_index_entry(pos, offset)
+            self.bytes_since_last_index_entry += size
             offset += h.last_offset_delta + 1
-            pos += h.size
+            pos += size
         self.size = pos
         self.next_offset = offset
         return offset
 
+    def _add_index_entry(self, position: int, base_offset: int) -> None:
+        if not self.offset_index.is_full:
+            self.offset_index.append(base_offset, position)
+        self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
+        self.bytes_since_last_index_entry = 0
+
     def _index_batch(self, position: int, base_offset: int, max_timestamp: int, size: int) -> None:
+        """Index one batch during recovery (append() does the same inline)."""
         if max_timestamp > self.max_timestamp:
             self.max_timestamp = max_timestamp
             self.offset_of_max_timestamp = base_offset
         if self.bytes_since_last_index_entry > self.index_interval_bytes:
-            if not self.offset_index.is_full:
-                self.offset_index.append(base_offset, position)
-            self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
-            self.bytes_since_last_index_entry = 0
+            self._add_index_entry(position, base_offset)
         self.bytes_since_last_index_entry += size
 
     def should_roll(self, incoming_bytes: int, incoming_last_offset: int, now_ms: int, config: LogConfig) -> bool:

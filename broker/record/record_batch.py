@@ -154,27 +154,39 @@ def validate_batches(
     pos = 0
     unpack = HEADER_STRUCT.unpack_from
     make = _make_header
+    limit = 0x7FFFFFFF if max_batch_bytes is None else max_batch_bytes
     while pos < total:
         if total - pos < BATCH_HEADER_SIZE:
             raise CorruptRecordError(
                 f"{total - pos} trailing bytes at byte {pos} are too short for a record batch header"
             )
         h = make(unpack(mv, pos))
-        check_header(h, pos, total - pos)
-        if max_batch_bytes is not None and h.size > max_batch_bytes:
-            raise RecordTooLargeError(f"record batch of {h.size} bytes exceeds max.message.bytes {max_batch_bytes}")
-        if h.records_count == 0:
-            raise InvalidRecordError(f"record batch at byte {pos} has no records")
-        if h.is_control:
-            raise InvalidRecordError(f"record batch at byte {pos} is a control batch; clients may not send those")
-        if h.is_transactional:
-            raise InvalidRecordError(f"record batch at byte {pos} is transactional; transactions are not supported")
-        crc = crc32c.crc32c(mv[pos + ATTRIBUTES_POS : pos + h.size])
+        size = h.batch_length + LOG_OVERHEAD
+        # One combined test for the common, valid case; _reject() says precisely what is wrong.
+        if (h.magic != CURRENT_MAGIC or h.batch_length < MIN_BATCH_LENGTH or size > total - pos or size > limit
+                or h.records_count <= 0 or h.last_offset_delta + 1 < h.records_count
+                or h.attributes & (CONTROL_MASK | TRANSACTIONAL_MASK)):
+            _reject(h, pos, total - pos, max_batch_bytes)
+        crc = crc32c.crc32c(mv[pos + ATTRIBUTES_POS : pos + size])
         if crc != h.crc:
             raise CorruptRecordError(f"record batch at byte {pos}: CRC-32C is {crc:#010x}, header says {h.crc:#010x}")
         headers.append(h)
-        pos += h.size
+        pos += size
     return headers
+
+
+def _reject(h: RecordBatchHeader, pos: int, available: int, max_batch_bytes: int | None) -> None:
+    """Raise the error that describes what is wrong with the header at ``pos``."""
+    check_header(h, pos, available)
+    if max_batch_bytes is not None and h.size > max_batch_bytes:
+        raise RecordTooLargeError(f"record batch of {h.size} bytes exceeds max.message.bytes {max_batch_bytes}")
+    if h.records_count == 0:
+        raise InvalidRecordError(f"record batch at byte {pos} has no records")
+    if h.is_control:
+        raise InvalidRecordError(f"record batch at byte {pos} is a control batch; clients may not send those")
+    if h.is_transactional:
+        raise InvalidRecordError(f"record batch at byte {pos} is transactional; transactions are not supported")
+    raise CorruptRecordError(f"record batch at byte {pos} has an inconsistent header")
 
 
 def assign_offsets(buf: bytearray | memoryview, base_offset: int,
