@@ -4,9 +4,12 @@ Running each phase as a child process keeps the orchestrator (and its psutil sam
 client's interpreter, lets the orchestrator sample the client's CPU too, and bounds a hung client
 with a timeout.
 
-spec = {"system": "ferry"|"ferry-sets"|"rabbitmq"|"activemq"|"e2e", "op": "produce"|"consume",
+spec = {"system": "ferry"|"ferry-sets"|"rabbitmq"|"activemq"|"e2e", "op": "produce"|"consume"|"census",
         "address": bootstrap or port, "queue": name, "messages": N, "batch": B, "time_limit_s": T,
-        "rate": msgs/s (e2e producer; 0 = max), "broker_pids": [pids whose CPU the timed window reports]}
+        "rate": msgs/s (e2e producer; 0 = max), "broker_pids": [pids whose CPU the timed window reports],
+        "compression": codec of the confluent-kafka producer (ferry), "fetch_bytes": per-fetch max_bytes
+        of the message-set consumer (ferry-sets)}
+ferry-sets consume = lean_consumer.consume; census (ferry, ferry-sets) = how a topic's log is batched.
 """
 
 from __future__ import annotations
@@ -29,13 +32,22 @@ def run(spec: dict) -> dict:
     if system in ("ferry", "ferry-sets"):
         import ferry_client as fc
 
-        if op == "consume":
-            return fc.consume_librdkafka(addr, q, n, limit)
+        if op == "census":
+            import lean_consumer
+
+            return lean_consumer.census(addr, q, fc.PARTITION, limit)
         if system == "ferry-sets":
+            if op == "consume":
+                import lean_consumer
+
+                return lean_consumer.consume(addr, q, fc.PARTITION, n, limit,
+                                             max_bytes=spec.get("fetch_bytes", 204_800))
             import lean_producer
 
             return lean_producer.produce(addr, q, fc.PARTITION, n, spec["batch"], limit)
-        return fc.produce_librdkafka(addr, q, n, spec["batch"], limit)
+        if op == "consume":
+            return fc.consume_librdkafka(addr, q, n, limit)
+        return fc.produce_librdkafka(addr, q, n, spec["batch"], limit, compression=spec.get("compression", "none"))
     if system == "e2e":
         import e2e_client as ec
 

@@ -4,7 +4,9 @@
 
 Starts ferry (ZooKeeper + broker), RabbitMQ and ActiveMQ one after the other on 127.0.0.1 in a temp
 dir, runs the paper's producer (batch 1, batch 50), consumer and storage experiments against each, a
-py-spy profiled pass of ferry's broker, and the end-to-end run through the mirror. Every server is
+py-spy profiled pass of ferry's broker, and the end-to-end run through the mirror. ferry also gets the
+message-set producer and consumer (--no-message-sets skips them) and storage rows with compression
+(--no-compression skips them). Every server is
 stopped and the temp dir removed at the end, also on error or Ctrl-C (unless --keep).
 These are benchmarks, not tests: nothing here asserts; a failed phase is reported in RESULTS.md.
 """
@@ -29,7 +31,7 @@ for p in (str(HERE), str(HERE.parent)):
 
 import report  # noqa: E402
 from common import machine  # noqa: E402
-from suite import run_system  # noqa: E402
+from suite import COMPRESSION, COMPRESSION_MESSAGES, run_system  # noqa: E402
 
 log = logging.getLogger("bench")
 SYSTEMS = ("ferry", "rabbitmq", "activemq")
@@ -40,7 +42,7 @@ def _versions() -> dict[str, str]:
     from importlib.metadata import version
 
     out = {}
-    for dist in ("confluent-kafka", "pika", "stomp.py"):
+    for dist in ("confluent-kafka", "aiokafka", "pika", "stomp.py"):
         try:
             out[dist] = version(dist)
         except Exception:  # noqa: BLE001
@@ -73,7 +75,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--quick", action="store_true",
                     help="a smoke run: fewer messages, short profile pass and end-to-end run")
     ap.add_argument("--systems", default=",".join(SYSTEMS), help="comma-separated subset of ferry,rabbitmq,activemq")
-    ap.add_argument("--no-message-sets", action="store_true", help="skip ferry's message-set producer rows")
+    ap.add_argument("--no-message-sets", action="store_true",
+                    help="skip ferry's message-set producer and message-set consumer rows")
+    ap.add_argument("--no-compression", action="store_true",
+                    help="skip ferry's storage rows with compression (confluent-kafka producer, gzip/zstd/lz4)")
+    ap.add_argument("--compression-messages", type=int, default=None,
+                    help="messages per compressed storage phase (default min(messages, 200,000))")
     ap.add_argument("--no-profile", action="store_true", help="skip the py-spy profiled pass of ferry's broker")
     ap.add_argument("--skip-e2e", action="store_true", help="skip the end-to-end run through the mirror")
     ap.add_argument("--e2e-messages", type=int, default=None, help="messages of the end-to-end throughput run")
@@ -91,6 +98,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         args.peer_messages = min(args.messages, 50_000 if args.quick else 200_000)
     if args.messages <= 0 or args.peer_messages <= 0:
         ap.error("--messages and --peer-messages must be positive")
+    if args.compression_messages is not None and args.compression_messages <= 0:
+        ap.error("--compression-messages must be positive")
     unknown = set(args.systems.split(",")) - set(SYSTEMS)
     if unknown:
         ap.error(f"unknown systems: {', '.join(sorted(unknown))}")
@@ -138,7 +147,10 @@ def main(argv: list[str] | None = None) -> int:
             extra = ("ferry-sets",) if system == "ferry" and not args.no_message_sets else ()
             n = args.messages if system == "ferry" else args.peer_messages
             prof = 0 if system != "ferry" or args.no_profile else max(10_000, n // 2)
-            results["systems"][system] = run_system(system, root, n, extra_producers=extra, profile_messages=prof)
+            codecs = COMPRESSION if system == "ferry" and not args.no_compression else ()
+            results["systems"][system] = run_system(
+                system, root, n, extra_producers=extra, profile_messages=prof, compression=codecs,
+                compression_messages=args.compression_messages or COMPRESSION_MESSAGES)
         if not args.skip_e2e and "ferry" in args.systems.split(","):
             from e2e import run_e2e
 

@@ -5,7 +5,9 @@ own, so the JVM peers are measured warm):
   1. produce N messages with batch 1 into queue/topic `b1`, then measure the disk it grew by;
   2. produce N messages with batch 50 into `b50`, measure the disk again;
   3. consume the N messages of `b50` (read everything back).
-ferry also runs the message-set producer (`ferry-sets`) into its own topics.
+ferry also runs the message-set producer (`ferry-sets`) into its own topics and the message-set consumer
+(lean_consumer.py, 200 KB and 1 MB fetches) on the same `b50` topic, and, for storage only, the
+confluent-kafka producer with compression (`compression` phases, each on a topic of its own).
 
 Each client phase is a child process (bench/client.py) with a timeout; the broker's processes and the
 client's process are sampled with psutil meanwhile.
@@ -29,6 +31,12 @@ log = logging.getLogger("bench")
 HERE = Path(__file__).resolve().parent
 
 WARMUP_MESSAGES = 20_000
+# message-set consumer phases: (phase key, max_bytes per fetch); 200 KB is the paper's pull size
+SETS_CONSUMERS = (("consume_ferry-sets", 204_800), ("consume_ferry-sets_1mb", 1_048_576))
+# storage with compression (ferry, confluent-kafka producer): (codec, messages per set); "none" at
+# batch 200 separates what the larger set does from what the codec does
+COMPRESSION = (("none", 200), ("gzip", 50), ("gzip", 200), ("zstd", 50), ("zstd", 200), ("lz4", 200))
+COMPRESSION_MESSAGES = 200_000
 SERVERS = {"ferry": FerryServer, "rabbitmq": RabbitMQServer, "activemq": ActiveMQServer}
 
 
@@ -77,9 +85,45 @@ def _queue(tag: str, batch: int) -> str:
     return f"{tag.replace('-', '_')}_b{batch}"
 
 
+def _census(server, addr, queue: str) -> dict | None:
+    """Batches and records per batch of a ferry topic (from the batch headers; not timed)."""
+    spec = {"system": "ferry", "op": "census", "address": addr, "queue": queue, "messages": 0, "batch": 0,
+            "time_limit_s": 60}
+    r = run_client(spec, server.pids(), 120)
+    if r.get("errors") or "batches" not in r:
+        log.warning("census of %s failed: %s", queue, r.get("errors"))
+        return None
+    return {k: r[k] for k in ("batches", "records", "log_bytes", "records_per_batch", "log_bytes_per_record",
+                              "codecs")}
+
+
+def _produce_phase(system: str, server, addr, tag: str, batch: int, n: int, before: int,
+                   compression: str | None = None) -> tuple[dict, int]:
+    """One timed producer phase into its own topic, then the disk it grew by; (result, disk after)."""
+    limit = phase_time_limit(n)
+    spec = {"system": tag if compression is None else system, "op": "produce", "address": addr,
+            "queue": _queue(tag, batch), "messages": n, "batch": batch, "time_limit_s": limit}
+    if compression is not None:
+        spec["compression"] = compression
+    r = run_client(spec, server.pids(), limit + 60)
+    _, after = settled_disk_usage(server.data_dir)
+    r["disk_bytes"] = after - before
+    stored = r.get("messages") or 0
+    r["bytes_per_message"] = r["disk_bytes"] / stored if stored else None
+    r["overhead_bytes"] = (r["bytes_per_message"] - MESSAGE_SIZE) if stored else None
+    if system == "ferry" and stored:
+        r["census"] = _census(server, addr, _queue(tag, batch))
+    return r, after
+
+
 def run_system(system: str, root: Path, messages: int, batches: tuple[int, ...] = (1, 50),
-               extra_producers: tuple[str, ...] = (), profile_messages: int = 0) -> dict:
+               extra_producers: tuple[str, ...] = (), profile_messages: int = 0,
+               compression: tuple[tuple[str, int], ...] = (), compression_messages: int = 0) -> dict:
     """All phases for one system; the server is stopped whatever happens.
+
+    `compression` (ferry): extra confluent-kafka producer phases (codec, batch) measured for storage only,
+    with min(messages, compression_messages) messages each. The message-set consumer runs when
+    `ferry-sets` is among the extra producers.
 
     With `profile_messages` > 0 (ferry), a second pass repeats each phase with that many messages and
     py-spy attached to the broker: the profile explains the first pass's numbers without skewing them.
@@ -95,6 +139,8 @@ def run_system(system: str, root: Path, messages: int, batches: tuple[int, ...] 
         for tag in producers:
             for b in batches:
                 server.create_queue(_queue(tag, b))
+        for codec, b in compression:
+            server.create_queue(_queue(f"{system}-{codec}", b))
         addr = _address(system, server)
         _warm_up(system, server, addr, min(WARMUP_MESSAGES, messages))
         _, before = settled_disk_usage(server.data_dir)
@@ -102,24 +148,31 @@ def run_system(system: str, root: Path, messages: int, batches: tuple[int, ...] 
         for tag in producers:
             for b in batches:
                 log.info("%s: produce %d messages, batch %d (%s)", system, messages, b, tag)
-                spec = {"system": tag, "op": "produce", "address": addr, "queue": _queue(tag, b),
-                        "messages": messages, "batch": b, "time_limit_s": limit}
-                r = run_client(spec, server.pids(), limit + 60)
-                _, after = settled_disk_usage(server.data_dir)
-                r["disk_bytes"] = after - before
-                stored = r.get("messages") or 0
-                r["bytes_per_message"] = r["disk_bytes"] / stored if stored else None
-                r["overhead_bytes"] = (r["bytes_per_message"] - MESSAGE_SIZE) if stored else None
-                before = after
+                r, before = _produce_phase(system, server, addr, tag, b, messages, before)
                 out["phases"][f"produce_{tag}_b{b}"] = r
                 _log_phase(system, f"produce {tag} b{b}", r)
         q = _queue(system, max(batches))
-        log.info("%s: consume %d messages from %s", system, messages, q)
-        spec = {"system": system, "op": "consume", "address": addr, "queue": q, "messages": messages,
-                "batch": 0, "time_limit_s": limit}
-        r = run_client(spec, server.pids(), limit + 60)
-        out["phases"]["consume"] = r
-        _log_phase(system, "consume", r)
+        consumers = [("consume", system, None)]
+        if "ferry-sets" in extra_producers:
+            consumers += [(key, "ferry-sets", fb) for key, fb in SETS_CONSUMERS]
+        for key, tag, fetch_bytes in consumers:
+            log.info("%s: consume %d messages from %s (%s)", system, messages, q, tag)
+            spec = {"system": tag, "op": "consume", "address": addr, "queue": q, "messages": messages,
+                    "batch": 0, "time_limit_s": limit}
+            if fetch_bytes:
+                spec["fetch_bytes"] = fetch_bytes
+            r = run_client(spec, server.pids(), limit + 60)
+            out["phases"][key] = r
+            _log_phase(system, key.replace("_", " "), r)
+        if compression:
+            k = min(messages, compression_messages or messages)
+            out["compression_messages"] = k
+            for codec, b in compression:
+                tag = f"{system}-{codec}"
+                log.info("%s: produce %d messages, batch %d, compression %s (storage)", system, k, b, codec)
+                r, before = _produce_phase(system, server, addr, tag, b, k, before, compression=codec)
+                out["phases"][f"produce_{tag}_b{b}"] = r
+                _log_phase(system, f"produce {tag} b{b}", r)
         if profile_messages:
             _profile_pass(out, server, addr, producers, batches, profile_messages, root / "profiles")
     except Exception as e:  # noqa: BLE001 - one system failing must not lose the others' results
@@ -173,6 +226,12 @@ def _profile_pass(out: dict, server, addr, producers: list[str], batches: tuple[
     log.info("%s: profiling consume (%d messages)", out["system"], k)
     r = run_client(spec, server.pids(), limit + 60, profile=pdir / "consume.txt")
     out["profiles"]["consume"] = _profile_entry(r)
+    if "ferry-sets" in producers:
+        key, fetch_bytes = SETS_CONSUMERS[0]
+        spec = {**spec, "system": "ferry-sets", "fetch_bytes": fetch_bytes}
+        log.info("%s: profiling the message-set consumer (%d messages)", out["system"], k)
+        r = run_client(spec, server.pids(), limit + 60, profile=pdir / f"{key}.txt")
+        out["profiles"][key] = _profile_entry(r)
 
 
 def _profile_entry(r: dict) -> dict:
