@@ -229,6 +229,40 @@ def test_pipelined_requests_are_answered_in_order(cluster, topic):
         assert got == sent
 
 
+def test_a_burst_beyond_the_in_flight_limit_is_answered_completely_and_in_order(cluster, topic):
+    """1,000 requests in one write (far more than the 128 a connection keeps unanswered), the client reading
+    nothing until all are sent: reading pauses and resumes, ready answers are packed, parked ones (acks=-1,
+    a long poll) keep their place."""
+    name, lead, addrs = topic
+    p = _led_by(lead, 1)
+    with WireClient(addrs[1]) as c:
+        start = list_offsets(c, name, p, -1)[2]
+        frames, corrs, produced = [], [], 0
+        for i in range(1000):
+            if i % 250 == 0:
+                body, api = fetch_body(name, p, start + 1_000_000, max_wait_ms=50), (FETCH, 11)
+            else:
+                acks = -1 if i % 100 == 1 else 1
+                body, api = produce_body(name, p, build_batch([b"burst-%d" % i]), acks=acks), (PRODUCE, 8)
+                produced += 1
+            data = c.frame(api[0], api[1], body)
+            corrs.append(struct.unpack_from(">i", data, 8)[0])
+            frames.append(data)
+        writer = threading.Thread(target=c.send_raw, args=(b"".join(frames),))
+        writer.start()
+        got = []
+        for _ in corrs:
+            answer = c.recv()
+            assert answer is not None, "broker closed the connection"
+            got.append(answer[0])
+        writer.join(10)
+        assert got == corrs
+        deadline = time.monotonic() + 5  # the latest offset is the flushed one (flush.ms 20 here)
+        while list_offsets(c, name, p, -1)[2] - start < produced and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert list_offsets(c, name, p, -1)[2] - start == produced
+
+
 def test_list_offsets_earliest_latest_and_by_time(cluster, topic):
     name, lead, addrs = topic
     p = _led_by(lead, 2)
