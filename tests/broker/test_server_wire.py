@@ -236,6 +236,7 @@ def test_a_burst_beyond_the_in_flight_limit_is_answered_completely_and_in_order(
     name, lead, addrs = topic
     p = _led_by(lead, 1)
     with WireClient(addrs[1]) as c:
+        produce(c, name, p, build_batch([b"flush what earlier tests left"]), acks=-1)
         start = list_offsets(c, name, p, -1)[2]
         frames, corrs, produced = [], [], 0
         for i in range(1000):
