@@ -36,6 +36,7 @@ class BrokerConfig:
     num_partitions: int = 1
     zk_session_timeout_s: float = 10.0
     retention_check_interval_ms: int = 300_000
+    connections_max_idle_ms: int = 600_000
 
     def __post_init__(self) -> None:
         if self.broker_id < 0 or self.broker_id > 0x7FFFFFFF:
@@ -113,6 +114,7 @@ class BrokerConfig:
                                             p.get("zookeeper.session.timeout.ms", "10000")) / 1000.0,
             retention_check_interval_ms=_positive("log.retention.check.interval.ms",
                                                   p.get("log.retention.check.interval.ms", "300000")),
+            connections_max_idle_ms=_positive("connections.max.idle.ms", p.get("connections.max.idle.ms", "600000")),
         )
 
 
@@ -134,7 +136,8 @@ LOG_KEYS: dict[str, str] = {
 KNOWN_KEYS = {
     "broker.id", "listeners", "advertised.listeners", "log.dirs", "log.dir", "zookeeper.connect", "datacenter",
     "broker.rack", "socket.request.max.bytes", "auto.create.topics.enable", "num.partitions",
-    "zookeeper.session.timeout.ms", "log.retention.hours", "log.retention.check.interval.ms", *LOG_KEYS,
+    "zookeeper.session.timeout.ms", "log.retention.hours", "log.retention.check.interval.ms",
+    "connections.max.idle.ms", *LOG_KEYS,
 }
 
 

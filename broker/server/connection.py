@@ -60,6 +60,7 @@ class Connection:
         self._reading_done = False
         self._writer_idle = False
         self._bursts = 0
+        self._last_active = self._loop.time()
         self._has_output = asyncio.Event()
         self._has_room = asyncio.Event()
         self._has_room.set()
@@ -88,6 +89,12 @@ class Connection:
                     item[1].cancel()
             self._out.clear()
             self.sock.close()
+
+    def idle_since(self, now: float) -> float:
+        """Seconds since the last request arrived or answer went out; 0 while anything is owed."""
+        if self._unanswered or self._out:
+            return 0.0
+        return now - self._last_active
 
     # ------------------------------------------------------------------ reading
     async def _read_loop(self) -> None:
@@ -207,6 +214,7 @@ class Connection:
             if k == 0:
                 return False
             self._end += k
+        self._last_active = loop.time()
         return True
 
     async def _handle_large_frame(self, need: int) -> bool:
@@ -269,6 +277,7 @@ class Connection:
             log.exception("closing connection from %s: writing a response failed", self.peer)
 
     def _answered(self, n: int) -> None:
+        self._last_active = self._loop.time()
         self._unanswered -= n
         if self._unanswered < MAX_IN_FLIGHT:
             self._has_room.set()

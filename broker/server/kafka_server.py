@@ -83,7 +83,8 @@ class KafkaServer:
         producer_ids = ProducerIdManager(lambda: self.registry.client, cfg.broker_id)
         flusher = LogFlusher(loop, self._executor)
         apis = KafkaApis(cfg, metadata, replicas, self.registry, producer_ids, purgatory, flusher, self._executor)
-        self.socket_server = SocketServer(cfg.listen_host, cfg.listen_port, apis, cfg.max_request_bytes)
+        self.socket_server = SocketServer(cfg.listen_host, cfg.listen_port, apis, cfg.max_request_bytes,
+                                          max_idle_ms=cfg.connections_max_idle_ms)
         port = self.socket_server.bind()
         self.socket_server.start()
         adv_port = cfg.advertised_port or port

@@ -17,15 +17,18 @@ log = logging.getLogger(__name__)
 
 
 class SocketServer:
-    def __init__(self, host: str, port: int, apis: KafkaApis, max_request_bytes: int, backlog: int = 1024) -> None:
+    def __init__(self, host: str, port: int, apis: KafkaApis, max_request_bytes: int, backlog: int = 1024,
+                 max_idle_ms: int = 600_000) -> None:
         self.host = host
         self.port = port
         self.apis = apis
         self.max_request_bytes = max_request_bytes
         self.backlog = backlog
         self._listener: socket.socket | None = None
+        self.max_idle_s = max_idle_ms / 1000.0
         self._accept_task: asyncio.Task | None = None
-        self._connections: set[asyncio.Task] = set()
+        self._reaper_task: asyncio.Task | None = None
+        self._connections: dict[asyncio.Task, Connection] = {}
 
     def bind(self) -> int:
         """Bind and listen (synchronously, so a taken port fails start-up); returns the bound port."""
@@ -40,6 +43,7 @@ class SocketServer:
         if self._listener is None:
             self.bind()
         self._accept_task = asyncio.create_task(self._accept_loop(), name="acceptor")
+        self._reaper_task = asyncio.create_task(self._reap_idle(), name="idle connection reaper")
 
     async def _accept_loop(self) -> None:
         loop = asyncio.get_running_loop()
@@ -58,14 +62,32 @@ class SocketServer:
             peer = f"{addr[0]}:{addr[1]}"
             conn = Connection(sock, peer, self.apis, self.max_request_bytes)
             task = asyncio.create_task(conn.serve(), name=f"connection {peer}")
-            self._connections.add(task)
-            task.add_done_callback(self._connections.discard)
+            self._connections[task] = conn
+            task.add_done_callback(self._forget)
+
+    def _forget(self, task: asyncio.Task) -> None:
+        self._connections.pop(task, None)
+
+    async def _reap_idle(self) -> None:
+        """Close connections idle longer than connections.max.idle.ms (Kafka's default: 10 minutes) with no
+        request unanswered, so clients that vanish without a FIN do not hold sockets and buffers forever."""
+        loop = asyncio.get_running_loop()
+        period = min(30.0, max(0.05, self.max_idle_s / 4))
+        while True:
+            await asyncio.sleep(period)
+            now = loop.time()
+            for task, conn in list(self._connections.items()):
+                if conn.idle_since(now) > self.max_idle_s:
+                    log.info("closing connection from %s: idle for more than %.0f ms (connections.max.idle.ms)",
+                             conn.peer, self.max_idle_s * 1000)
+                    task.cancel()
 
     async def stop(self) -> None:
         """Stop accepting and close every connection (pending responses are dropped)."""
-        if self._accept_task is not None:
-            self._accept_task.cancel()
-            await asyncio.gather(self._accept_task, return_exceptions=True)
+        for t in (self._accept_task, self._reaper_task):
+            if t is not None:
+                t.cancel()
+                await asyncio.gather(t, return_exceptions=True)
         if self._listener is not None:
             self._listener.close()
             self._listener = None

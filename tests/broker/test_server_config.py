@@ -60,6 +60,7 @@ def test_config_file_with_flag_overrides(tmp_path):
     ([*BASE, "--log-segment-bytes", "5"], "segment.bytes"),
     ([*BASE, "--flush-messages", "0"], "flush"),
     ([*BASE, "--max-request-bytes", "10"], "socket.request.max.bytes"),
+    ([*BASE, "--connections-max-idle-ms", "0"], "connections.max.idle.ms"),
     ([*BASE[:2], "--listen", "nowhere", *BASE[4:]], "listeners"),
     ([*BASE[:2], "--listen", "127.0.0.1:70000", *BASE[4:]], "port"),
     ([*BASE, "--advertised", "SSL://h:1"], "PLAINTEXT"),
