@@ -266,7 +266,7 @@ class Log:
                 offset = first
                 for h in headers:
                     if h.producer_id >= 0:
-                        state.update(h, offset)
+                        state.update(h, offset, now)
                     offset += h.last_offset_delta + 1
             self.log_end_offset = next_offset
             if self._first_unflushed_ms is None:
@@ -456,6 +456,18 @@ class Log:
                 )
             self._delete_pending(now)
             return len(doomed)
+
+    def expire_producers(self, now_ms: int | None = None) -> int:
+        """Forget idempotent producers idle longer than producer.id.expiration.ms; returns how many."""
+        with self._lock:
+            if self._closed:
+                return 0
+            now = self._clock() if now_ms is None else now_ms
+            n = self.producer_state.expire(now, self.config.producer_id_expiration_ms)
+        if n:
+            logger.info("%s: forgot %d producer id(s) idle for more than %d ms", self.name, n,
+                        self.config.producer_id_expiration_ms)
+        return n
 
     def _delete_pending(self, now: int | None) -> None:
         keep = []

@@ -28,6 +28,7 @@ class LogConfig:
     max_message_bytes: int = 1_048_588
     consumers_see_unflushed: bool = False
     file_delete_delay_ms: int = 60_000  # deleted segments stay open this long (sendfile in flight)
+    producer_id_expiration_ms: int = DAY_MS  # idempotence state of a producer silent this long is dropped
 
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):
@@ -88,6 +89,7 @@ TOPIC_CONFIG_NAMES: dict[str, str] = {
     "consumers.see.unflushed": "consumers_see_unflushed",  # ferry's own
 }
 _ATTR_TO_NAME = {attr: name for name, attr in TOPIC_CONFIG_NAMES.items()}
+_ATTR_TO_NAME["producer_id_expiration_ms"] = "producer.id.expiration.ms"  # a broker setting, not per topic
 
 # attribute -> (minimum, maximum or None)
 _BOUNDS: dict[str, tuple[int, int | None]] = {
@@ -101,4 +103,5 @@ _BOUNDS: dict[str, tuple[int, int | None]] = {
     "flush_interval_ms": (0, None),
     "max_message_bytes": (0, MAX_SEGMENT_BYTES),
     "file_delete_delay_ms": (0, None),
+    "producer_id_expiration_ms": (1, None),
 }

@@ -225,12 +225,14 @@ class LogManager:
         return n
 
     def retention_pass(self) -> int:
-        """Roll aged active segments and delete retained ones. Returns segments deleted."""
+        """Roll aged active segments, delete retained ones, forget long-idle producer ids. Returns segments
+        deleted."""
         deleted = 0
         for log in list(self._logs.values()):
             try:
                 log.roll_if_needed()
                 deleted += log.delete_retained()
+                log.expire_producers()
             except Exception:
                 logger.exception("retention of %s failed", log.name)
         return deleted

@@ -36,6 +36,7 @@ class BatchMetadata:
 class ProducerStateEntry:
     epoch: int
     batches: deque[BatchMetadata] = field(default_factory=lambda: deque(maxlen=NUM_BATCHES_TO_RETAIN))
+    last_ms: int = -1  # when the producer last appended (broker clock; the batch time when rebuilt from disk)
 
     @property
     def last_seq(self) -> int:
@@ -107,8 +108,9 @@ class ProducerStateManager:
                 )
             pending[pid] = (h.producer_epoch, h.last_sequence)
 
-    def update(self, h: RecordBatchHeader, first_offset: int) -> None:
-        """Record an appended batch (at append time and when rebuilding from disk)."""
+    def update(self, h: RecordBatchHeader, first_offset: int, now_ms: int | None = None) -> None:
+        """Record an appended batch (at append time, with the broker's clock, and when rebuilding from disk,
+        where the batch's own largest timestamp stands in for the append time)."""
         pid = h.producer_id
         if pid < 0:
             return
@@ -117,9 +119,23 @@ class ProducerStateManager:
         if entry is None or h.producer_epoch != entry.epoch:
             entry = ProducerStateEntry(h.producer_epoch)
             self.producers[pid] = entry
+        entry.last_ms = max(entry.last_ms, h.max_timestamp if now_ms is None else now_ms)
         entry.batches.append(
             BatchMetadata(h.base_sequence, h.last_sequence, first_offset, first_offset + h.last_offset_delta)
         )
+
+    def expire(self, now_ms: int, expiration_ms: int) -> int:
+        """Forget producers that have not appended for ``expiration_ms`` (Kafka's producer.id.expiration.ms),
+        so the state does not grow with every producer session ever seen. A forgotten producer that comes
+        back is treated as new (any sequence accepted, as for a producer whose batches retention deleted).
+        Returns how many were forgotten."""
+        cutoff = now_ms - expiration_ms
+        gone = [pid for pid, e in self.producers.items() if e.last_ms < cutoff]
+        for pid in gone:
+            del self.producers[pid]
+        if gone:
+            self.updates += 1
+        return len(gone)
 
     # -- snapshot ----------------------------------------------------------------------------
 
@@ -129,8 +145,8 @@ class ProducerStateManager:
             "version": 1,
             "offset": offset,
             "producers": {
-                str(pid): {"epoch": e.epoch, "batches": [[b.first_seq, b.last_seq, b.first_offset, b.last_offset]
-                                                         for b in e.batches]}
+                str(pid): {"epoch": e.epoch, "last_ms": e.last_ms,
+                           "batches": [[b.first_seq, b.last_seq, b.first_offset, b.last_offset] for b in e.batches]}
                 for pid, e in self.producers.items()
             },
         })
@@ -162,7 +178,7 @@ class ProducerStateManager:
         try:
             state = ProducerStateManager()
             for pid, e in data["producers"].items():
-                entry = ProducerStateEntry(int(e["epoch"]))
+                entry = ProducerStateEntry(int(e["epoch"]), last_ms=int(e.get("last_ms", -1)))
                 for fs, ls, fo, lo in e["batches"]:
                     entry.batches.append(BatchMetadata(int(fs), int(ls), int(fo), int(lo)))
                 state.producers[int(pid)] = entry

@@ -131,6 +131,7 @@ LOG_KEYS: dict[str, str] = {
     "message.max.bytes": "max_message_bytes",
     "log.segment.delete.delay.ms": "file_delete_delay_ms",
     "log.consumers.see.unflushed": "consumers_see_unflushed",
+    "producer.id.expiration.ms": "producer_id_expiration_ms",
 }
 
 KNOWN_KEYS = {

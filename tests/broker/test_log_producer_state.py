@@ -150,3 +150,29 @@ def test_state_survives_reopen(tmp_path: Path, how: str) -> None:
         again.append(pbatch(3, pid=7, epoch=2))
     assert again.append(pbatch(60)).first_offset == end
     again.close()
+
+
+def test_idle_producers_expire_and_the_state_stays_bounded(tmp_path: Path) -> None:
+    clock = [1_000_000]
+    log = Log(tmp_path / "t-0", LogConfig(producer_id_expiration_ms=60_000), now_ms=lambda: clock[0])
+    for pid in range(100):  # a hundred short producer sessions
+        log.append(pbatch(0, pid=pid))
+    clock[0] += 30_000
+    log.append(pbatch(3, pid=7))  # producer 7 is still active
+    assert len(log.producer_state.producers) == 100
+    clock[0] += 40_000  # 70 s after the sessions, 40 s after producer 7's last append
+    assert log.expire_producers() == 99
+    assert set(log.producer_state.producers) == {7}
+    assert log.append(pbatch(3, pid=7)).duplicate  # the live producer keeps exact dedupe
+    # an expired producer that returns is treated as new: any sequence is accepted
+    assert not log.append(pbatch(30, pid=8)).duplicate
+    # the expiry survives a reopen (the snapshot carries each producer's last append time)
+    log.close()
+    again = Log(tmp_path / "t-0", LogConfig(producer_id_expiration_ms=60_000), now_ms=lambda: clock[0])
+    assert set(again.producer_state.producers) == {7, 8}
+    again.close()
+
+
+def test_producer_expiration_must_be_positive() -> None:
+    with pytest.raises(ValueError, match="producer.id.expiration.ms"):
+        LogConfig(producer_id_expiration_ms=0)
