@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import crc32c
+from aiokafka.record._crecords.default_records import DefaultRecordBatch
 
 from broker.log.log_config import LogConfig
 from broker.log.offset_index import OffsetIndex
@@ -241,20 +242,32 @@ class LogSegment:
         return best
 
     def find_timestamp(self, timestamp: int, end_offset: int) -> tuple[int, int] | None:
-        """(base offset, max timestamp) of the first batch with max_timestamp >= ``timestamp``
-        and base offset < ``end_offset``."""
+        """(offset, timestamp) of the first record with a timestamp >= ``timestamp`` in the first batch
+        whose max_timestamp is >= it, below ``end_offset`` (Kafka's ListOffsets semantics)."""
         if self.max_timestamp < timestamp:
             return None
         _, from_offset = self.time_index.lookup(timestamp)
         found = self.find_batch(from_offset)
         if found is None:
             return None
-        for _, h in self.iter_headers(found[0]):
+        for pos, h in self.iter_headers(found[0]):
             if h.base_offset >= end_offset:
                 return None
             if h.max_timestamp >= timestamp:
-                return h.base_offset, h.max_timestamp
+                return self._first_record_at_or_after(pos, h, timestamp)
         return None
+
+    def _first_record_at_or_after(self, pos: int, h: RecordBatchHeader, timestamp: int) -> tuple[int, int]:
+        """Walk one batch's records (decompressing if needed; C reader); the batch's (base offset, max
+        timestamp) if its records cannot be read, which is still a lower bound."""
+        try:
+            batch = DefaultRecordBatch(os.pread(self.fd, h.batch_length + LOG_OVERHEAD, pos))
+            for record in batch:
+                if record.timestamp >= timestamp:
+                    return record.offset, record.timestamp
+        except Exception as e:  # a batch whose CRC was fine but whose records do not parse
+            logger.warning("%s: cannot read the records of the batch at %d: %s", self.log_path, pos, e)
+        return h.base_offset, h.max_timestamp
 
     # -- loading and recovery --------------------------------------------------------------------
 

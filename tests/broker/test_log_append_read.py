@@ -338,3 +338,26 @@ def test_roll_by_age(tmp_path: Path) -> None:
     assert [s.base_offset for s in log.segments] == [0, 2, 3]
     assert not log.roll_if_needed()  # the new active segment is empty
     log.close()
+
+
+@pytest.mark.parametrize("codec", ["none", "gzip", "zstd"])
+def test_offset_for_timestamp_is_the_first_record_at_or_after(tmp_path: Path, codec: str) -> None:
+    """Inside a batch, the answer is the first record whose own timestamp reaches the target (records of
+    one batch may be out of order: negative timestamp deltas)."""
+    from kafka.record.default_records import DefaultRecordBatchBuilder
+
+    log = Log(tmp_path / "t-0", LogConfig(index_interval_bytes=0))
+    log.append(build_batch(3, timestamp=1_000))
+    b = DefaultRecordBatchBuilder(magic=2, compression_type=CODECS[codec], is_transactional=False,
+                                  producer_id=-1, producer_epoch=-1, base_sequence=-1, batch_size=1 << 30)
+    for i, ts in enumerate((5_000, 4_000, 7_000, 6_000, 9_000)):  # offsets 3..7
+        b.append(i, timestamp=ts, key=None, value=b"v%d" % i * 20, headers=[])
+    log.append(bytes(b.build()))
+    log.flush()
+    assert log.offset_for_timestamp(1_000) == (0, 1_000)
+    assert log.offset_for_timestamp(1_001) == (3, 5_000)
+    assert log.offset_for_timestamp(5_500) == (5, 7_000)
+    assert log.offset_for_timestamp(6_500) == (5, 7_000)
+    assert log.offset_for_timestamp(8_000) == (7, 9_000)
+    assert log.offset_for_timestamp(9_001) is None
+    log.close()
