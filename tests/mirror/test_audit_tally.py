@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 import struct
 from collections import Counter
 
@@ -11,7 +12,7 @@ from mirror_batches import build_batch, records
 
 from audit.bucket import BUCKET_MS, bucket_start
 from audit.counter import AuditCounter
-from mirror.audit_tally import tally_batches
+from mirror.audit_tally import BatchWalkError, tally_batches
 from mirror.batch_rewrite import forward_batches
 
 B0 = 1_700_000_400_000 - 1_700_000_400_000 % BUCKET_MS  # a bucket boundary
@@ -45,7 +46,10 @@ def test_batches_inside_one_bucket_are_counted_exactly(codec: str) -> None:
     assert got == expected([r1, r2]) and walked == 57
 
 
-@pytest.mark.parametrize("codec", ["none", "lz4", "gzip"])
+ALL_CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
+
+
+@pytest.mark.parametrize("codec", ALL_CODECS)
 def test_a_record_earlier_than_the_first_lands_in_its_own_bucket(codec: str) -> None:
     """Kafka allows negative timestamp deltas: the header's first/max timestamps may share a bucket
     while a later record belongs to the previous one. The demo's random event times do exactly this."""
@@ -55,7 +59,7 @@ def test_a_record_earlier_than_the_first_lands_in_its_own_bucket(codec: str) -> 
     assert got == Counter({B0: 9, B0 - BUCKET_MS: 1}) == expected([r1])
 
 
-@pytest.mark.parametrize("codec", ["none", "lz4", "zstd"])
+@pytest.mark.parametrize("codec", ALL_CODECS)
 def test_a_batch_across_a_boundary_is_decoded(codec: str) -> None:
     r1 = records(40, B0 - 20 * 1000, step_ms=1000)  # 20 s before the boundary to 20 s after
     r2 = records(5, B0 + 2 * BUCKET_MS, step_ms=1)
@@ -83,3 +87,45 @@ def test_tally_feeds_the_audit_counter_and_skips_the_audit_topic() -> None:
     events = counter.snapshot_and_reset()
     assert {(e.topic, e.bucket_start, e.count, e.tier) for e in events} == {
         ("events", B0 - BUCKET_MS, 6, "mirror"), ("events", B0, 6, "mirror")}
+
+
+@pytest.mark.parametrize("codec", ALL_CODECS)
+def test_shuffled_event_times_over_many_buckets_are_exact(codec: str) -> None:
+    """Random event times (many negative deltas, five buckets) in several batches: every bucket exact."""
+    rng = random.Random(codec)
+    batches = []
+    for _ in range(4):
+        recs = records(300, B0, step_ms=0)
+        batches.append([(B0 + rng.randrange(-2 * BUCKET_MS, 3 * BUCKET_MS), *r[1:]) for r in recs])
+    data, base = b"", 0
+    for recs in batches:
+        data += build_batch(recs, base, codec)
+        base += len(recs)
+    got, walked = tally(data)
+    assert got == expected(batches) and walked == 1200 and len(got) == 5
+
+
+def test_a_one_record_batch_is_counted_from_its_header() -> None:
+    got, walked = tally(build_batch(records(1, B0 - 1), 0, "zstd"))
+    assert got == Counter({B0 - BUCKET_MS: 1}) and walked == 0
+
+
+def _refresh_crc(buf: bytearray) -> bytes:
+    struct.pack_into(">I", buf, 17, crc32c.crc32c(bytes(buf[21:])))
+    return bytes(buf)
+
+
+def test_records_that_do_not_parse_raise_batch_walk_error() -> None:
+    good = build_batch(records(10, B0 + 5), 0)
+    short = bytearray(good)
+    struct.pack_into(">i", short, 57, 12)  # the header claims more records than the section holds
+    with pytest.raises(BatchWalkError):
+        tally(_refresh_crc(short))
+    garbage = bytearray(good)
+    garbage[61:64] = b"\xff\xff\xff"  # the first record's length varint runs off
+    with pytest.raises(BatchWalkError):
+        tally(_refresh_crc(garbage))
+    codec = bytearray(good)
+    struct.pack_into(">h", codec, 21, 6)  # compression codec 6 does not exist
+    with pytest.raises(BatchWalkError):
+        tally(_refresh_crc(codec))
