@@ -38,7 +38,7 @@ class AppendInfo(NamedTuple):
     first_offset: int
     last_offset: int
     duplicate: bool = False
-    log_append_time: int = -1  # -1: CreateTime (the only timestamp type stored)
+    log_append_time: int = -1  # -1: CreateTime; else the time the broker stamped (LogAppendTime)
 
 
 @dataclass(frozen=True, slots=True)
@@ -261,7 +261,8 @@ class Log:
             now = self._clock()
             if seg.should_roll(len(mv), first + span - 1, now, config):
                 seg = self._roll(now)
-            next_offset = seg.append(mv, headers, first)
+            append_time = now if config.log_append_time else None
+            next_offset = seg.append(mv, headers, first, append_time)
             if idempotent:
                 offset = first
                 for h in headers:
@@ -277,7 +278,7 @@ class Log:
             self._notify()
         if want_flush and self.flush_requested is not None:
             self.flush_requested(self)
-        return AppendInfo(first, next_offset - 1)
+        return AppendInfo(first, next_offset - 1, log_append_time=-1 if append_time is None else append_time)
 
     def _roll(self, now: int) -> LogSegment:
         old = self._segments[-1]

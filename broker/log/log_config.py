@@ -29,6 +29,7 @@ class LogConfig:
     consumers_see_unflushed: bool = False
     file_delete_delay_ms: int = 60_000  # deleted segments stay open this long (sendfile in flight)
     producer_id_expiration_ms: int = DAY_MS  # idempotence state of a producer silent this long is dropped
+    log_append_time: bool = False  # message.timestamp.type=LogAppendTime: the broker stamps each batch
 
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):
@@ -67,6 +68,9 @@ class LogConfig:
                     raise ValueError(f"{name}: expected true or false, got {raw!r}")
                 changes[attr] = text.lower() == "true"
                 continue
+            if attr == "log_append_time":
+                changes[attr] = parse_timestamp_type(name, text)
+                continue
             try:
                 changes[attr] = int(text)
             except ValueError:
@@ -87,7 +91,18 @@ TOPIC_CONFIG_NAMES: dict[str, str] = {
     "max.message.bytes": "max_message_bytes",
     "file.delete.delay.ms": "file_delete_delay_ms",
     "consumers.see.unflushed": "consumers_see_unflushed",  # ferry's own
+    "message.timestamp.type": "log_append_time",
 }
+
+TIMESTAMP_TYPES = {"CreateTime": False, "LogAppendTime": True}
+
+
+def parse_timestamp_type(name: str, text: str) -> bool:
+    """message.timestamp.type: CreateTime (the producer's timestamps, the default) or LogAppendTime."""
+    value = TIMESTAMP_TYPES.get(text.strip())
+    if value is None:
+        raise ValueError(f"{name}: expected CreateTime or LogAppendTime, got {text!r}")
+    return value
 _ATTR_TO_NAME = {attr: name for name, attr in TOPIC_CONFIG_NAMES.items()}
 _ATTR_TO_NAME["producer_id_expiration_ms"] = "producer.id.expiration.ms"  # a broker setting, not per topic
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import os
+import struct
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -24,8 +25,10 @@ from broker.record.record_batch import (
     ATTRIBUTES_POS,
     BASE_OFFSET_STRUCT,
     BATCH_HEADER_SIZE,
+    CRC_POS,
     HEADER_STRUCT,
     LOG_OVERHEAD,
+    TIMESTAMP_TYPE_MASK,
     RecordBatchHeader,
     check_header,
 )
@@ -78,6 +81,25 @@ def pwrite_all(fd: int, pieces: list, position: int) -> None:
             i += 1
 
 
+_ATTRIBUTES = struct.Struct(">h")
+_MAX_TIMESTAMP = struct.Struct(">q")
+_CRC = struct.Struct(">I")
+MAX_TIMESTAMP_POS = 35
+
+
+def _stamped_header(buf: memoryview, pos: int, size: int, offset: int, attributes: int, append_time: int
+                    ) -> bytearray:
+    """The 61-byte header of the batch at ``pos`` with its new baseOffset, marked LogAppendTime with
+    maxTimestamp = ``append_time``, and the CRC-32C recomputed (it covers attributes .. end)."""
+    head = bytearray(buf[pos : pos + BATCH_HEADER_SIZE])
+    BASE_OFFSET_STRUCT.pack_into(head, 0, offset)
+    _ATTRIBUTES.pack_into(head, ATTRIBUTES_POS, attributes | TIMESTAMP_TYPE_MASK)
+    _MAX_TIMESTAMP.pack_into(head, MAX_TIMESTAMP_POS, append_time)
+    crc = crc32c.crc32c(buf[pos + BATCH_HEADER_SIZE : pos + size], crc32c.crc32c(head[ATTRIBUTES_POS:]))
+    _CRC.pack_into(head, CRC_POS, crc)
+    return head
+
+
 class LogSegment:
     def __init__(self, directory: Path, base_offset: int, config: LogConfig, now_ms: int) -> None:
         self.directory = Path(directory)
@@ -102,11 +124,14 @@ class LogSegment:
 
     # -- writing ---------------------------------------------------------------------------------
 
-    def append(self, buf: memoryview, headers: list[RecordBatchHeader], first_offset: int) -> int:
+    def append(self, buf: memoryview, headers: list[RecordBatchHeader], first_offset: int,
+               append_time: int | None = None) -> int:
         """Write validated batches at the end with consecutive offsets from ``first_offset``.
 
         The caller's buffer is not modified: each batch goes out as its new 8-byte baseOffset
-        followed by the rest of its bytes, in one pwritev(). Returns the next offset.
+        followed by the rest of its bytes, in one pwritev(). With ``append_time`` (LogAppendTime)
+        each header is rewritten instead: the timestamp-type bit, maxTimestamp = append_time and
+        the CRC-32C over them. Returns the next offset.
         """
         pieces: list = []
         pack = BASE_OFFSET_STRUCT.pack
@@ -114,8 +139,12 @@ class LogSegment:
         pos = 0
         for h in headers:
             size = h.batch_length + LOG_OVERHEAD
-            pieces.append(pack(offset))
-            pieces.append(buf[pos + 8 : pos + size])
+            if append_time is None:
+                pieces.append(pack(offset))
+                pieces.append(buf[pos + 8 : pos + size])
+            else:
+                pieces.append(_stamped_header(buf, pos, size, offset, h.attributes, append_time))
+                pieces.append(buf[pos + BATCH_HEADER_SIZE : pos + size])
             offset += h.last_offset_delta + 1
             pos += size
         start = self.size
@@ -133,8 +162,9 @@ class LogSegment:
         interval = self.index_interval_bytes
         for h in headers:
             size = h.batch_length + LOG_OVERHEAD
-            if h.max_timestamp > self.max_timestamp:
-                self.max_timestamp = h.max_timestamp
+            max_ts = h.max_timestamp if append_time is None else append_time
+            if max_ts > self.max_timestamp:
+                self.max_timestamp = max_ts
                 self.offset_of_max_timestamp = offset
             if self.bytes_since_last_index_entry > interval:
                 self._add_index_entry(pos, offset)

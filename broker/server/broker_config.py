@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from broker.log.log_config import LogConfig
+from broker.log.log_config import LogConfig, parse_timestamp_type
 
 DEFAULT_MAX_REQUEST_BYTES = 100 * 1024 * 1024
 
@@ -85,8 +85,15 @@ class BrokerConfig:
         log_changes: dict[str, object] = {}
         for key, attr in LOG_KEYS.items():
             if key in p:
-                log_changes[attr] = _parse_bool(key, p[key]) if attr == "consumers_see_unflushed" \
-                    else _parse_int(key, p[key])
+                if attr == "consumers_see_unflushed":
+                    log_changes[attr] = _parse_bool(key, p[key])
+                elif attr == "log_append_time":
+                    try:
+                        log_changes[attr] = parse_timestamp_type(key, p[key])
+                    except ValueError as e:
+                        raise ConfigError(str(e)) from None
+                else:
+                    log_changes[attr] = _parse_int(key, p[key])
         if "log.retention.hours" in p and "log.retention.ms" not in p:
             log_changes["retention_ms"] = _parse_int("log.retention.hours", p["log.retention.hours"]) * 3600_000
         try:
@@ -132,6 +139,7 @@ LOG_KEYS: dict[str, str] = {
     "log.segment.delete.delay.ms": "file_delete_delay_ms",
     "log.consumers.see.unflushed": "consumers_see_unflushed",
     "producer.id.expiration.ms": "producer_id_expiration_ms",
+    "log.message.timestamp.type": "log_append_time",
 }
 
 KNOWN_KEYS = {

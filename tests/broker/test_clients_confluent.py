@@ -100,3 +100,38 @@ def test_confluent_produce_and_consume(cluster, codec):
         consumer.close()
     for p in range(PARTITIONS):
         assert got[p] == acked[p], f"partition {p}: {len(got[p])} of {len(acked[p])}"
+
+
+def test_log_append_time_topic(cluster):
+    """A topic created with message.timestamp.type=LogAppendTime: the producer's delivery report and the
+    consumer both carry the broker's time, whatever timestamp the producer set."""
+    from confluent_kafka import TIMESTAMP_LOG_APPEND_TIME
+
+    topic = "append-time"
+    admin = AdminClient({"bootstrap.servers": cluster[0].bootstrap})
+    futures = admin.create_topics([NewTopic(topic, num_partitions=1, replication_factor=1,
+                                            config={"message.timestamp.type": "LogAppendTime"})],
+                                  operation_timeout=10)
+    futures[topic].result(timeout=20)
+    before = int(time.time() * 1000)
+    producer = Producer({"bootstrap.servers": cluster[0].bootstrap, "linger.ms": 5})
+    reports: list = []
+    for i in range(20):
+        producer.produce(topic, value=b"t%d" % i, timestamp=1_000 + i, partition=0,
+                         on_delivery=lambda err, msg: reports.append((err, msg.timestamp())))
+    assert producer.flush(30) == 0
+    after = int(time.time() * 1000)
+    assert all(err is None for err, _ in reports) and len(reports) == 20
+    assert all(kind == TIMESTAMP_LOG_APPEND_TIME and before <= ts <= after for _, (kind, ts) in reports), reports
+    consumer = Consumer({"bootstrap.servers": cluster[0].bootstrap, "group.id": "append-time",
+                         "enable.auto.commit": False})
+    try:
+        consumer.assign([TopicPartition(topic, 0, 0)])
+        got = []
+        deadline = time.monotonic() + 30
+        while len(got) < 20 and time.monotonic() < deadline:
+            got.extend(m for m in consumer.consume(num_messages=20, timeout=0.5) if m.error() is None)
+    finally:
+        consumer.close()
+    assert [m.value() for m in got] == [b"t%d" % i for i in range(20)]
+    assert all(m.timestamp()[0] == TIMESTAMP_LOG_APPEND_TIME and before <= m.timestamp()[1] <= after for m in got)

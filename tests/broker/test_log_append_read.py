@@ -361,3 +361,32 @@ def test_offset_for_timestamp_is_the_first_record_at_or_after(tmp_path: Path, co
     assert log.offset_for_timestamp(8_000) == (7, 9_000)
     assert log.offset_for_timestamp(9_001) is None
     log.close()
+
+
+@pytest.mark.parametrize("codec", ["none", "lz4"])
+def test_log_append_time_stamps_each_batch(tmp_path: Path, codec: str) -> None:
+    """message.timestamp.type=LogAppendTime: the broker marks each batch and sets its maxTimestamp to the
+    append time (the CRC recomputed); readers then give every record that time."""
+    clock = [1_800_000_000_000]
+    log = Log(tmp_path / "t-0", LogConfig.from_topic_config({"message.timestamp.type": "LogAppendTime"}),
+              now_ms=lambda: clock[0])
+    info = log.append(build_batch(3, codec=CODECS[codec], timestamp=5_000))
+    assert info.log_append_time == clock[0]
+    clock[0] += 10
+    log.append(build_batch(2, timestamp=6_000) + build_batch(1, timestamp=7_000))
+    log.flush()
+    data = b"".join(p.read_bytes() for p in sorted(log.dir.glob("*.log")))
+    batches = list(decode(data))  # the oracle checks every CRC
+    assert [b.timestamp_type for b, _ in batches] == [1, 1, 1]
+    assert [[r.timestamp for r in rs] for _, rs in batches] == [[clock[0] - 10] * 3, [clock[0]] * 2, [clock[0]]]
+    assert [[r.offset for r in rs] for _, rs in batches] == [[0, 1, 2], [3, 4], [5]]
+    assert log.offset_for_timestamp(clock[0]) == (3, clock[0])
+    log.close()
+    reopened = Log(tmp_path / "t-0")  # recovery reads the stamped headers back
+    assert reopened.offset_for_timestamp(clock[0]) == (3, clock[0])
+    reopened.close()
+
+
+def test_timestamp_type_must_be_known() -> None:
+    with pytest.raises(ValueError, match="message.timestamp.type"):
+        LogConfig.from_topic_config({"message.timestamp.type": "WallClock"})
