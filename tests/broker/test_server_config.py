@@ -55,6 +55,28 @@ def test_config_file_with_flag_overrides(tmp_path):
     assert cfg.datacenter == "offline" and cfg.log.retention_ms == 2 * 3600_000 and cfg.log.flush_interval_ms == 30
 
 
+@pytest.mark.parametrize("line, check", [
+    ("log.message.timestamp.type=LogAppendTime", lambda c: c.log.log_append_time is True),
+    ("producer.id.expiration.ms=60000", lambda c: c.log.producer_id_expiration_ms == 60_000),
+    ("connections.max.idle.ms=5000", lambda c: c.connections_max_idle_ms == 5_000),
+])
+def test_config_file_settings(tmp_path, line, check):
+    f = tmp_path / "broker.properties"
+    f.write_text(f"{line}\n")
+    assert check(_config(["--config", str(f), *BASE]))
+
+
+@pytest.mark.parametrize("line, message", [
+    ("log.message.timestamp.type=WallClock", "log.message.timestamp.type"),
+    ("producer.id.expiration.ms=0", "producer.id.expiration.ms"),
+])
+def test_bad_config_file_values_exit_2(tmp_path, line, message):
+    f = tmp_path / "bad.properties"
+    f.write_text(f"{line}\n")
+    r = _run_cli(["--config", str(f), *BASE])
+    assert r.returncode == 2 and message in r.stderr and "Traceback" not in r.stderr, r.stderr
+
+
 @pytest.mark.parametrize("argv, message", [
     (BASE[2:], "broker.id"),
     ([*BASE, "--log-segment-bytes", "5"], "segment.bytes"),
