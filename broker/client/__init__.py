@@ -13,6 +13,8 @@ _EXPORTS = {
     "SimpleConsumer": "broker.client.simple_consumer",
     "Message": "broker.client.message",
     "MessageAndMetadata": "broker.client.message",
+    "MessageSetProducer": "broker.client.message_set_producer",
+    "MessageSetConsumer": "broker.client.message_set_consumer",
 }
 
 __all__ = sorted(_EXPORTS)
