@@ -23,6 +23,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--bootstrap", metavar="HOST:PORT[,...]",
                    help="without --group: brokers to read from instead of looking them up in ZooKeeper")
     p.add_argument("--group", metavar="G", help="join consumer group G (offsets stored in ZooKeeper)")
+    p.add_argument("--assignment-strategy", choices=["range", "roundrobin"], default="range",
+                   help="how the group divides partitions: range (the paper's Algorithm 1, per topic) or "
+                        "roundrobin (dealt across all topics; every member must use it, else the group uses "
+                        "range)")
     p.add_argument("--from-beginning", action="store_true",
                    help="start at the earliest offset (default: only new messages). With --group this applies "
                    "only to partitions the group has no committed offset for")
@@ -116,7 +120,8 @@ def _consume_group(args: argparse.Namespace, write) -> int:
             raise UnknownTopicError(f"topic {args.topic!r} does not exist (create it with `ferry topics create`)")
     connector = ConsumerConnector(args.group, args.zookeeper,
                                   auto_offset_reset="earliest" if args.from_beginning else "latest",
-                                  consumer_timeout_s=args.timeout_s)
+                                  consumer_timeout_s=args.timeout_s,
+                                  assignment_strategy=args.assignment_strategy)
     n = 0
     try:
         (stream,) = connector.create_message_streams({args.topic: 1})[args.topic]

@@ -39,7 +39,8 @@ from broker.client.group_store import read_members, read_offset, write_offset
 from broker.client.kafka_stream import KafkaStream
 from broker.client.partition_topic_info import PartitionTopicInfo
 from broker.client.range_assignor import range_for
-from broker.client.subscription import Subscription
+from broker.client.round_robin_assignor import round_robin_share
+from broker.client.subscription import STRATEGIES, Subscription
 from broker.zk import TopicInfo, ZkConnect
 from broker.zk import connect as zk_connect
 from broker.zk.znodes import BROKER_IDS_PATH, BROKER_TOPICS_PATH, topic_path
@@ -56,8 +57,13 @@ class ConsumerConnector:
                  rebalance_backoff_s: float = 1.0, max_rebalance_retries: int = 10, zk_session_timeout_s: float = 6.0,
                  consumer_timeout_s: float | None = None, queued_max_chunks: int = 16,
                  rebalance_listener: RebalanceListener | None = None,
-                 fetcher_overrides: dict[str, object] | None = None, fetcher=None) -> None:
+                 fetcher_overrides: dict[str, object] | None = None, fetcher=None,
+                 assignment_strategy: str = "range") -> None:
         self.group = dirs.validate_group(group)
+        if assignment_strategy not in STRATEGIES:
+            raise ValueError(f"assignment_strategy must be one of {', '.join(STRATEGIES)}, "
+                             f"not {assignment_strategy!r}")
+        self.assignment_strategy = assignment_strategy
         if auto_offset_reset not in ("earliest", "latest"):
             raise ValueError(f"auto_offset_reset must be 'earliest' or 'latest', not {auto_offset_reset!r}")
         if consumer_id is None:
@@ -104,7 +110,7 @@ class ConsumerConnector:
         after ``wait_s`` if that takes longer)."""
         if not topic_count:
             raise ValueError("create_message_streams needs at least one topic")
-        sub = Subscription(topics=dict(topic_count))
+        sub = Subscription(topics=dict(topic_count), strategy=self.assignment_strategy)
         self._topic_streams = {t: [self._new_stream() for _ in range(n)] for t, n in topic_count.items()}
         self._start(sub, wait_s)
         return {t: list(s) for t, s in self._topic_streams.items()}
@@ -113,7 +119,7 @@ class ConsumerConnector:
                                          wait_s: float = 15.0) -> list[KafkaStream]:
         """n streams carrying every topic that fully matches ``include`` and not ``exclude`` (topics starting
         with ``__`` are skipped); topics created later are picked up by the watch on /brokers/topics."""
-        sub = Subscription(include=include, exclude=exclude, streams=n)
+        sub = Subscription(include=include, exclude=exclude, streams=n, strategy=self.assignment_strategy)
         self._filter_streams = [self._new_stream() for _ in range(n)]
         self._start(sub, wait_s)
         return list(self._filter_streams)
@@ -397,9 +403,24 @@ class ConsumerConnector:
             self._register()
             members = read_members(self._zk, self.group)
         share: list[TopicPartitionKey] = []
-        for topic, partitions in sorted(self._topic_partitions(sub).items()):
-            subscribers = [c for c, s in members.items() if s is not None and s.matches(topic)]
-            share.extend((topic, p) for p in range_for(partitions, subscribers, self.consumer_id))
+        strategies = {s.strategy for s in members.values() if s is not None}
+        if strategies == {"roundrobin"}:
+            # dealt over every topic any member reads, so that all members deal the same cards
+            topic_partitions = self._topic_partitions(*(s for s in members.values() if s is not None))
+        else:
+            topic_partitions = self._topic_partitions(sub)
+        subscribers = {topic: [c for c, s in members.items() if s is not None and s.matches(topic)]
+                       for topic in topic_partitions}
+        if strategies == {"roundrobin"}:
+            share = round_robin_share(topic_partitions, subscribers, self.consumer_id)
+        else:
+            if len(strategies) > 1:
+                # Every member must divide the same way or partitions go unowned or contested: until all
+                # members agree on roundrobin (a rolling change), everyone uses Algorithm 1.
+                log.warning("%s: group %s mixes assignment strategies %s: using range until all agree",
+                            self.consumer_id, self.group, sorted(strategies))
+            for topic, partitions in sorted(topic_partitions.items()):
+                share.extend((topic, p) for p in range_for(partitions, subscribers[topic], self.consumer_id))
         out: dict[TopicPartitionKey, KafkaStream] = {}
         if sub.is_filter:
             for i, key in enumerate(share):
@@ -413,14 +434,15 @@ class ConsumerConnector:
                 out[key] = streams[i % len(streams)]
         return out
 
-    def _topic_partitions(self, sub: Subscription) -> dict[str, list[int]]:
+    def _topic_partitions(self, *subs: Subscription) -> dict[str, list[int]]:
+        """Partitions of every topic that one of ``subs`` matches."""
         try:
             names = self._zk.get_children(BROKER_TOPICS_PATH)
         except NoNodeError:
             names = []
         out: dict[str, list[int]] = {}
         for name in names:
-            if not sub.matches(name):
+            if not any(sub.matches(name) for sub in subs):
                 continue
             if name not in self._watched_topics:  # partitions added later trigger a rebalance too
                 self._watched_topics.add(name)

@@ -11,6 +11,8 @@ import re
 import time
 from dataclasses import dataclass, field
 
+STRATEGIES = ("range", "roundrobin")
+
 
 @dataclass(frozen=True)
 class Subscription:
@@ -18,6 +20,7 @@ class Subscription:
     include: str | None = None  # filter: topics fully matching `include` and not `exclude`
     exclude: str | None = None
     streams: int = 1  # filter: number of streams shared by all matching topics
+    strategy: str = "range"  # how the group divides partitions: "range" (Algorithm 1) or "roundrobin"
 
     def __post_init__(self) -> None:
         if self.include is None and not self.topics:
@@ -27,6 +30,8 @@ class Subscription:
                 raise ValueError(f"number of streams for topic {t!r} must be a positive integer, not {n!r}")
         if self.streams < 1:
             raise ValueError(f"number of streams must be positive, not {self.streams}")
+        if self.strategy not in STRATEGIES:
+            raise ValueError(f"assignment strategy must be one of {', '.join(STRATEGIES)}, not {self.strategy!r}")
         for pattern in (self.include, self.exclude):
             if pattern is not None:
                 try:
@@ -48,7 +53,7 @@ class Subscription:
         return not (self.exclude and re.fullmatch(self.exclude, topic))
 
     def encode(self) -> bytes:
-        doc: dict = {"version": 1, "timestamp": str(int(time.time() * 1000))}
+        doc: dict = {"version": 1, "timestamp": str(int(time.time() * 1000)), "strategy": self.strategy}
         if self.is_filter:
             doc.update(pattern="filter", include=self.include, exclude=self.exclude, streams=self.streams)
         else:
@@ -65,14 +70,15 @@ class Subscription:
         if not isinstance(doc, dict):
             raise ValueError("consumer registration is not a JSON object")
         try:
+            strategy = str(doc.get("strategy", "range"))  # registrations older than strategies: range
             if doc.get("pattern") == "filter":
                 exclude = doc.get("exclude")
                 return cls(include=str(doc["include"]), exclude=None if exclude is None else str(exclude),
-                           streams=int(doc.get("streams", 1)))
+                           streams=int(doc.get("streams", 1)), strategy=strategy)
             sub = doc.get("subscription")
             if not isinstance(sub, dict):
                 raise ValueError(f"consumer registration has no subscription: {doc!r}")
-            return cls(topics={str(t): int(n) for t, n in sub.items()})
+            return cls(topics={str(t): int(n) for t, n in sub.items()}, strategy=strategy)
         except (KeyError, TypeError) as exc:
             raise ValueError(f"bad consumer registration {doc!r}: {exc}") from None
 

@@ -220,3 +220,33 @@ def test_a_member_cut_off_from_zookeeper_pauses_and_resumes(zk_connect, zk):
     finally:
         c.shutdown()
         proxy.close()
+
+
+def test_roundrobin_spreads_single_partition_topics_and_mixed_groups_fall_back_to_range(zk_connect, zk):
+    """Under a filter over six one-partition topics Algorithm 1 gives all six to the first member; with
+    assignment_strategy="roundrobin" on every member they get three each. A member still on range makes
+    the whole group use range (no partition is ever contested or orphaned during a rolling change)."""
+    topics = [f"act{i}" for i in range(6)]
+    for t in topics:
+        write_topic(zk, t, 1)
+    every = {(t, 0) for t in topics}
+    cs = [_connector(zk_connect, consumer_id=f"m{i}", assignment_strategy="roundrobin") for i in range(2)]
+    late = None
+    try:
+        for c in cs:
+            c.create_message_streams_by_filter(r"act\d")
+        o = wait_until(lambda: _balanced(zk, "g", cs, every), what="round-robin split")
+        assert by_owner(o) == {"m0": [0, 0, 0], "m1": [0, 0, 0]}
+        assert {t for (t, _), m in o.items() if m == "m0"} == {"act0", "act2", "act4"}
+        late = _connector(zk_connect, consumer_id="m2")  # range: the group falls back to Algorithm 1
+        late.create_message_streams_by_filter(r"act\d")
+        o = wait_until(lambda: _balanced(zk, "g", [*cs, late], every), what="fallback to range")
+        assert set(o.values()) == {"m0"}  # Algorithm 1 per topic: the first member takes each one
+    finally:
+        for c in [*cs, *([late] if late else [])]:
+            c.shutdown()
+
+
+def test_unknown_assignment_strategy_is_refused(zk_connect):
+    with pytest.raises(ValueError, match="assignment_strategy"):
+        ConsumerConnector("g", zk_connect, assignment_strategy="sticky")
