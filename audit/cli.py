@@ -34,6 +34,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help=f"ZooKeeper of the cluster whose `_audit` to read (default: ${ENV_ZOOKEEPER})")
     report.add_argument("--bootstrap", metavar="HOST:PORT[,...]",
                         help="brokers to read from instead of looking them up in ZooKeeper")
+    report.add_argument("--live-zookeeper", metavar="HOST:PORT/CHROOT", action="append", default=[],
+                        help="also read the `_audit` of a live cluster (repeatable). Producer counts that never "
+                             "reached the offline cluster (a mirror that is down, a cut link) then show as "
+                             "missing instead of as an hour with no events; events seen in both clusters count "
+                             "once (by guid)")
     report.add_argument("--topic", metavar="T", help="only this topic")
     report.add_argument("--hours", type=int, default=24, metavar="N",
                         help="only the last N hours of event time, the current one included (default 24; 0 = all)")
@@ -65,6 +70,10 @@ def run_report(args: argparse.Namespace) -> int:
     try:
         audit_log = read_audit_events(args.zookeeper if not args.bootstrap else None, args.bootstrap,
                                       timeout_s=args.timeout_s)
+        for live in args.live_zookeeper:
+            more = read_audit_events(live, None, timeout_s=args.timeout_s)
+            audit_log.events.extend(more.events)
+            audit_log.invalid += more.invalid
     except (ClientError, RegistryError, ValueError) as exc:
         print(f"ferry audit report: {exc}", file=sys.stderr)
         return 2

@@ -76,3 +76,38 @@ def test_report_errors_are_clear():
     assert r.returncode == 2 and "--zookeeper" in r.stderr
     r = ferry("audit", "report", "--zookeeper", "127.0.0.1:1/x", "--hours", "-1")
     assert r.returncode == 2 and "--hours" in r.stderr
+
+
+def test_a_mirror_that_never_ran_shows_missing_with_the_live_cluster_read_too(cluster_factory):
+    """Producers in the live cluster, no mirror at all: read alone, the offline `_audit` has no events for
+    the hour; with --live-zookeeper the producers' counts appear and the hour is incomplete (missing 15).
+    A producer event that also reached the offline cluster counts once."""
+    live = cluster_factory(n_brokers=1, datacenter="live")
+    offline = cluster_factory(n_brokers=1, datacenter="offline")
+    for c in (live, offline):
+        reg = ClusterRegistry(c.zk_connect).start()
+        try:
+            reg.create_topic(AUDIT_TOPIC, 1)
+            reg.create_topic("views", 1)
+        finally:
+            reg.stop()
+    now = int(time.time() * 1000)
+    t0 = hour_start(now) + 1000  # all in the current hour
+    with Producer(zookeeper=live.zk_connect, application="web") as p:
+        for i in range(12):
+            p.send("views", b"v", timestamp_ms=t0 + i)
+    copied = AuditEvent.new("views", "producer", bucket_start(t0), 3, host="web-9", datacenter="live",
+                            application="web", time_ms=now)
+    for c in (live, offline):  # as if the mirror had copied this one event before it stopped
+        with Producer(zookeeper=c.zk_connect, application="web", audit=False) as p:
+            p.send(AUDIT_TOPIC, copied.to_json(), b"views")
+    alone = ferry("audit", "report", "--zookeeper", offline.zk_connect, "--format", "json", "--hours", "1")
+    assert alone.returncode == 0, alone.stderr
+    assert [(h["produced"], h["loaded"]) for h in json.loads(alone.stdout)["hours"]] == [(3, 0)]
+    both = ferry("audit", "report", "--zookeeper", offline.zk_connect, "--live-zookeeper", live.zk_connect,
+                 "--format", "json", "--hours", "1", "--fail-incomplete")
+    assert both.returncode == 1, both.stderr
+    doc = json.loads(both.stdout)
+    (h,) = doc["hours"]
+    assert (h["topic"], h["produced"], h["mirrored"], h["missing"], h["complete"]) == ("views", 15, 0, 15, False)
+    assert doc["duplicate_events"] == 1
