@@ -13,6 +13,14 @@ from the batch that contains it). For each batch we
 Keys, values, headers, timestamps and the compressed payload stay byte-identical. Sequences advance by
 ``lastOffsetDelta + 1`` per batch (Kafka's rule), so the target broker's idempotence check recognises the
 mirror's own retries of the same batches.
+
+Small batches are coalesced (``coalesce_bytes``): the offline broker remembers only 5 batches per producer
+and partition, so at most 5 can be in flight, and a producer sending 50-message batches would cap the
+mirror at 250 messages per fsync'd round trip. Consecutive CreateTime batches of one codec, each under
+COALESCE_MAX_SOURCE bytes, up to ``coalesce_bytes`` together, are re-built as one batch by aiokafka's C
+builder: same records (key, value, headers, timestamp), same codec, fresh offset deltas. Once built, a
+coalesced batch is kept and resent byte-identical like any other. Whatever does not re-build (records
+that do not parse, a non-UTF-8 header key) is forwarded batch by batch, unchanged.
 """
 
 from __future__ import annotations
@@ -21,6 +29,8 @@ import struct
 from dataclasses import dataclass, field
 
 import crc32c
+from aiokafka.errors import KafkaError
+from aiokafka.record._crecords.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 
 from broker.record.record_batch import BATCH_HEADER_SIZE, RecordBatchHeader, read_header
 
@@ -43,6 +53,9 @@ TRANSACTIONAL_MASK = 0x10
 CONTROL_MASK = 0x20
 NO_PARTITION_LEADER_EPOCH = -1
 SEQUENCE_MODULUS = 1 << 31  # sequences wrap at Int32.MaxValue like Kafka's
+LOG_APPEND_TIME_MASK = 0x08
+COMPRESSION_MASK = 0x07
+COALESCE_MAX_SOURCE = 16 << 10  # batches at least this big travel unchanged
 
 
 class CorruptBatchError(ValueError):
@@ -61,6 +74,7 @@ class ForwardedBatches:
     headers: list[RecordBatchHeader] = field(default_factory=list)  # source headers of forwarded batches
     spans: list[tuple[int, int]] = field(default_factory=list)  # (position, size) of each in `records`
     resume_offsets: list[int] = field(default_factory=list)  # source offset to fetch again if it is not acked
+    end_offsets: list[int] = field(default_factory=list)  # source offset after each forwarded batch
     next_offset: int = 0  # source offset after everything consumed (forwarded or skipped)
     next_sequence: int = 0  # the mirror's sequence after the forwarded batches
     messages: int = 0  # records forwarded (sum of recordsCount)
@@ -83,18 +97,21 @@ def forward_batches(
     producer_id: int,
     producer_epoch: int,
     sequence: int,
+    coalesce_bytes: int = 0,
 ) -> ForwardedBatches:
     """Rewrite the batches of ``data`` at or after ``fetch_offset`` for the mirror's producer.
 
     ``sequence`` is the mirror's next sequence for the target partition. A batch that straddles
     ``fetch_offset`` (only possible if someone set the offset inside a batch) is forwarded whole:
     duplicates are acceptable, loss is not. Raises CorruptBatchError on a bad batch; batches before
-    it are not returned either, so the caller retries the whole fetch.
+    it are not returned either, so the caller retries the whole fetch. ``coalesce_bytes`` > 0: small
+    consecutive batches become one batch of at most about that many bytes (see the module docstring).
     """
     mv = data if isinstance(data, memoryview) else memoryview(data)
     total = len(mv)
     out = ForwardedBatches(records=bytearray(), next_offset=fetch_offset, next_sequence=sequence)
-    records = out.records
+    run: list[tuple[memoryview, RecordBatchHeader, int]] = []  # small batches waiting to be coalesced
+    run_bytes = 0
     pos = 0
     while pos < total:
         if total - pos < BATCH_HEADER_SIZE:
@@ -125,20 +142,85 @@ def forward_batches(
         if h.attributes & CONTROL_MASK or h.records_count == 0:
             out.skipped_batches += 1
             continue
-        start = len(records)
-        records += batch
-        _I64.pack_into(records, start + _BASE_OFFSET_POS, 0)
-        _I32.pack_into(records, start + _LEADER_EPOCH_POS, NO_PARTITION_LEADER_EPOCH)
-        _I16.pack_into(records, start + _ATTRIBUTES_POS, h.attributes & ~TRANSACTIONAL_MASK)
-        _PRODUCER.pack_into(records, start + _PRODUCER_ID_POS, producer_id, producer_epoch, out.next_sequence)
-        _U32.pack_into(records, start + _CRC_POS,
-                       crc32c.crc32c(memoryview(records)[start + _ATTRIBUTES_POS:start + size]))
-        out.headers.append(h)
-        out.spans.append((start, size))
-        out.resume_offsets.append(resume)
-        out.messages += h.records_count
-        out.next_sequence = next_sequence(out.next_sequence, h)
+        if coalesce_bytes <= 0:
+            _emit(out, batch, h, resume, producer_id, producer_epoch)
+            continue
+        eligible = size < COALESCE_MAX_SOURCE and not h.attributes & LOG_APPEND_TIME_MASK
+        if run and (not eligible or run_bytes + size > coalesce_bytes
+                    or run[0][1].attributes & COMPRESSION_MASK != h.attributes & COMPRESSION_MASK):
+            _emit_run(out, run, producer_id, producer_epoch)
+            run, run_bytes = [], 0
+        if eligible:
+            run.append((batch, h, resume))
+            run_bytes += size
+        else:
+            _emit(out, batch, h, resume, producer_id, producer_epoch)
+    if run:
+        _emit_run(out, run, producer_id, producer_epoch)
     return out
+
+
+def _emit(out: ForwardedBatches, batch: memoryview, h: RecordBatchHeader, resume: int, producer_id: int,
+          producer_epoch: int) -> None:
+    """Append one source batch, re-stamped for the mirror's producer."""
+    records = out.records
+    start, size = len(records), len(batch)
+    records += batch
+    _I64.pack_into(records, start + _BASE_OFFSET_POS, 0)
+    _I32.pack_into(records, start + _LEADER_EPOCH_POS, NO_PARTITION_LEADER_EPOCH)
+    _I16.pack_into(records, start + _ATTRIBUTES_POS, h.attributes & ~TRANSACTIONAL_MASK)
+    _PRODUCER.pack_into(records, start + _PRODUCER_ID_POS, producer_id, producer_epoch, out.next_sequence)
+    _U32.pack_into(records, start + _CRC_POS,
+                   crc32c.crc32c(memoryview(records)[start + _ATTRIBUTES_POS:start + size]))
+    out.headers.append(h)
+    out.spans.append((start, size))
+    out.resume_offsets.append(resume)
+    out.end_offsets.append(h.next_offset)
+    out.messages += h.records_count
+    out.next_sequence = next_sequence(out.next_sequence, h)
+
+
+def _emit_run(out: ForwardedBatches, run: list[tuple[memoryview, RecordBatchHeader, int]], producer_id: int,
+              producer_epoch: int) -> None:
+    """Append a run of small batches as one batch (or one by one if it does not re-build)."""
+    merged = _coalesce(run, producer_id, producer_epoch, out.next_sequence) if len(run) > 1 else None
+    if merged is None:
+        for batch, h, resume in run:
+            _emit(out, batch, h, resume, producer_id, producer_epoch)
+        return
+    first = run[0][1]
+    h = read_header(memoryview(merged), 0)._replace(base_offset=first.base_offset)
+    start = len(out.records)
+    out.records += merged
+    out.headers.append(h)
+    out.spans.append((start, len(merged)))
+    out.resume_offsets.append(run[0][2])
+    out.end_offsets.append(run[-1][1].next_offset)
+    out.messages += h.records_count
+    out.next_sequence = next_sequence(out.next_sequence, h)
+
+
+def _coalesce(run: list[tuple[memoryview, RecordBatchHeader, int]], producer_id: int, producer_epoch: int,
+              sequence: int) -> bytearray | None:
+    codec = run[0][1].attributes & COMPRESSION_MASK
+    total = sum(h.records_count for _, h, _ in run)
+    builder = DefaultRecordBatchBuilder(2, codec, 0, producer_id, producer_epoch, sequence, 1 << 30)
+    n = 0
+    try:
+        for batch, _h, _ in run:
+            for r in DefaultRecordBatch(bytes(batch)):
+                if builder.append(n, r.timestamp, r.key, r.value, r.headers) is None:
+                    return None
+                n += 1
+            if n > total:
+                return None
+        if n != total:
+            return None
+        merged = builder.build()
+    except (KafkaError, ValueError, TypeError, IndexError, OverflowError):  # forwarded unchanged instead
+        return None
+    _I32.pack_into(merged, _LEADER_EPOCH_POS, NO_PARTITION_LEADER_EPOCH)
+    return merged
 
 
 def restamp(records: bytearray, start: int, size: int, producer_id: int, producer_epoch: int,

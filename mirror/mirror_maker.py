@@ -28,7 +28,7 @@ from broker.client.wire_client import WireClient
 from broker.zk.cluster_registry import ClusterRegistry
 from mirror.metrics import MirrorMetrics
 from mirror.mirror_fetcher import MirrorFetcher
-from mirror.mirror_stream import FETCH_WAIT_MS, MirrorStream
+from mirror.mirror_stream import COALESCE_BYTES, FETCH_WAIT_MS, MirrorStream
 from mirror.partition_mirror import TopicPartition
 from mirror.schema_sync import SchemaSync
 from mirror.topic_sync import TopicSync
@@ -56,6 +56,7 @@ class MirrorConfig:
     schemas: bool = True  # keep the offline schema registry a replica of the live one
     zk_session_timeout_s: float = 6.0
     fetch_wait_ms: int = FETCH_WAIT_MS
+    coalesce_bytes: int = COALESCE_BYTES  # small batches are re-built into ones of about this size; 0: never
     live_timeout_s: float = 15.0  # a fetch answers within its long-poll wait: silence this long = dead link
     offline_timeout_s: float = 40.0  # a produce waits for the offline fsync (request timeout 30 s)
     application: str = "ferry-mirror"
@@ -134,7 +135,7 @@ class MirrorMaker:
                                        timeout_s=cfg.live_timeout_s),
                          WireClient(self._brokers_of(self.target), f"{cfg.application}-offline-{i}",
                                     timeout_s=cfg.offline_timeout_s),
-                         self.counter.count, self.metrics, cfg.fetch_wait_ms)
+                         self.counter.count, self.metrics, cfg.fetch_wait_ms, cfg.coalesce_bytes)
             for i in range(cfg.streams)
         ]
         for s in self.streams:

@@ -6,7 +6,8 @@ Each round it
    partition (one batch per partition per request, at most MAX_IN_FLIGHT per partition, answered in
    order), so the offline broker's idempotence check sees exactly one batch and dedupes a retry exactly,
 3. reads the produce answers (acknowledged batches are counted for audit and become committable),
-4. reads the fetch answers and rewrites their batches into the pipeline (`batch_rewrite`).
+4. reads the fetch answers and rewrites their batches into the pipeline (`batch_rewrite`; runs of small
+   batches are coalesced, since only MAX_IN_FLIGHT batches per partition can be in flight).
 
 Fetching overlaps producing; a partition without work long-polls the live broker. Every failure
 (connection refused or cut, leader moved, unknown partition, refused sequence) puts the partition in
@@ -31,7 +32,7 @@ from broker.protocol.fetch import FetchPartition
 from broker.protocol.list_offsets import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 from broker.protocol.primitives import ProtocolError
 from mirror.audit_tally import CountFn, tally_batches
-from mirror.batch_rewrite import SEQUENCE_MODULUS, CorruptBatchError, forward_batches, next_sequence, restamp
+from mirror.batch_rewrite import CorruptBatchError, forward_batches, next_sequence, restamp
 from mirror.metrics import MirrorMetrics
 from mirror.partition_mirror import MAX_FETCH_BYTES, PartitionMirror, PendingBatch, TopicPartition, backoff
 
@@ -47,6 +48,7 @@ MAX_PARTITION_PRODUCE_BYTES = 4 << 20  # batches of one partition travelling in 
 FETCH_RESPONSE_MAX_BYTES = 32 << 20
 FETCH_WAIT_MS = 500  # long poll when idle: also bounds how long an ownership change waits
 METADATA_MIN_INTERVAL_S = 0.2
+COALESCE_BYTES = 256 << 10  # small fetched batches are re-built into batches of about this size
 
 PRODUCER_STATE_ERRORS = frozenset({
     ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER, ErrorCode.INVALID_PRODUCER_EPOCH, ErrorCode.UNKNOWN_PRODUCER_ID,
@@ -76,7 +78,8 @@ class MirrorStream(threading.Thread):
     """A worker thread; partitions are handed to it with `assign` and taken back with `revoke`."""
 
     def __init__(self, index: int, source: WireClient, target: WireClient, count: CountFn,
-                 metrics: MirrorMetrics, fetch_wait_ms: int = FETCH_WAIT_MS) -> None:
+                 metrics: MirrorMetrics, fetch_wait_ms: int = FETCH_WAIT_MS,
+                 coalesce_bytes: int = COALESCE_BYTES) -> None:
         super().__init__(name=f"ferry-mirror-stream-{index}", daemon=True)
         self.index = index
         self.source = source
@@ -84,12 +87,12 @@ class MirrorStream(threading.Thread):
         self.count = count
         self.metrics = metrics
         self.fetch_wait_ms = fetch_wait_ms
+        self.coalesce_bytes = coalesce_bytes
         self.partitions: dict[TopicPartition, PartitionMirror] = {}
         self.sequences: dict[TopicPartition, int] = {}  # next sequence per partition for our producer id
-        # partition -> (offset, sequence) of the first batch that was unacknowledged when it was revoked,
-        # and how many sequences from there were possibly sent
-        self._rewind: dict[TopicPartition, tuple[int, int, int]] = {}
-        self._uncertain_left: dict[TopicPartition, int] = {}  # sequences to re-produce one batch per request
+        # partition -> the batches that were unacknowledged (possibly sent) when it was revoked, kept as
+        # bytes so that a partition coming back at their offset resends exactly them
+        self._rewind: dict[TopicPartition, list[PendingBatch]] = {}
         self.producer_id: int | None = None
         self.producer_epoch = 0
         self._pid_retry_at = 0.0
@@ -185,7 +188,7 @@ class MirrorStream(threading.Thread):
                 for tp, offset in arg.items():
                     if tp not in self.partitions:
                         self.partitions[tp] = PartitionMirror(tp[0], tp[1], offset)
-                        self._maybe_rewind(tp, offset)
+                        self._maybe_rewind(self.partitions[tp])
                 self._source_stale = self._target_stale = True
                 self._publish_offsets()
             elif kind == "revoke":
@@ -203,28 +206,42 @@ class MirrorStream(threading.Thread):
             off = pm.commit_offset()
             if off is not None:
                 out[tp] = off
-            first = next((b for b in pm.pending if not b.acked), None)
-            if first is not None:
-                sent = (self.sequences.get(tp, 0) - first.sequence) % SEQUENCE_MODULUS
-                self._rewind[tp] = (first.resume_offset, first.sequence, sent)
+            unacked = pm.unacked(MAX_IN_FLIGHT)  # only these can have been sent
+            if unacked:
+                self._rewind[tp] = [PendingBatch(bytearray(b.view()), 0, b.size, b.header, b.resume_offset,
+                                                 b.sequence, uncertain=True, end_offset=b.end_offset)
+                                    for b in unacked]
+                self._trim_rewind()
         with self._lock:
             for tp in partitions:
                 self._committable.pop(tp, None)
                 self._high_watermarks.pop(tp, None)
         return out
 
-    def _maybe_rewind(self, tp: TopicPartition, offset: int | None) -> None:
+    def _maybe_rewind(self, pm: PartitionMirror) -> None:
         """Sequences are never reused for other bytes under one producer id (the broker would take a
         different batch with a cached sequence range for a retry and drop it). The one exception: a
-        partition that comes back at exactly the offset of its first unacknowledged batch will produce
-        the very same batches again, so it may reuse their sequences, and the broker dedupes them exactly.
+        partition that comes back at exactly the offset of its first unacknowledged batch resends the
+        very batches it held (kept as bytes: a fresh fetch could coalesce differently) under their
+        sequences, one per request, and the broker dedupes them exactly; fetching goes on after them.
         Otherwise the sequence moves on; the gap makes the broker refuse it and we take a new producer id.
         """
-        rewind = self._rewind.pop(tp, None)
-        self._uncertain_left.pop(tp, None)
-        if rewind is not None and offset is not None and rewind[0] == offset:
-            self.sequences[tp] = rewind[1]
-            self._uncertain_left[tp] = rewind[2]  # the same batches again: some may be written already
+        kept = self._rewind.pop(pm.tp, None)
+        if not kept or pm.fetch_offset != kept[0].resume_offset:
+            return
+        for b in kept:
+            pm.add_pending(b)
+        last = kept[-1]
+        pm.fetch_offset = last.end_offset
+        self.sequences[pm.tp] = next_sequence(last.sequence, last.header)
+
+    def _trim_rewind(self) -> None:
+        """Bound the bytes kept for revoked partitions (dropping one only costs a new producer id later)."""
+        total = sum(b.size for kept in self._rewind.values() for b in kept)
+        for tp in list(self._rewind):
+            if total <= MAX_STREAM_PENDING_BYTES:
+                break
+            total -= sum(b.size for b in self._rewind.pop(tp))
 
     def _publish_offsets(self) -> None:
         with self._lock:
@@ -301,7 +318,6 @@ class MirrorStream(threading.Thread):
         self.producer_id, self.producer_epoch = pid, epoch
         self.sequences.clear()
         self._rewind.clear()
-        self._uncertain_left.clear()
         for tp, pm in self.partitions.items():
             seq = 0
             for b in pm.pending:
@@ -441,25 +457,18 @@ class MirrorStream(threading.Thread):
         assert self.producer_id is not None and pm.fetch_offset is not None
         seq = self.sequences.get(pm.tp, 0)
         try:
-            fw = forward_batches(records, pm.fetch_offset, self.producer_id, self.producer_epoch, seq)
+            fw = forward_batches(records, pm.fetch_offset, self.producer_id, self.producer_epoch, seq,
+                                 self.coalesce_bytes)
         except CorruptBatchError as e:
             self.metrics.error("corrupt_batch")
             pm.fetch_failed(now)
             log.error("%s-%d: corrupt batch fetched from the live cluster at offset %d (%s); re-fetching, "
                       "nothing is skipped", pm.topic, pm.partition, e.offset, e)
             return
-        uncertain_left = self._uncertain_left.get(pm.tp, 0)
-        for (start, size), h, resume in zip(fw.spans, fw.headers, fw.resume_offsets, strict=True):
-            batch = PendingBatch(fw.records, start, size, h, resume, seq)
-            if uncertain_left > 0:
-                batch.uncertain = True
-                uncertain_left -= h.last_offset_delta + 1
-            pm.add_pending(batch)
+        for (start, size), h, resume, end in zip(fw.spans, fw.headers, fw.resume_offsets, fw.end_offsets,
+                                                 strict=True):
+            pm.add_pending(PendingBatch(fw.records, start, size, h, resume, seq, end_offset=end))
             seq = next_sequence(seq, h)
-        if uncertain_left > 0:
-            self._uncertain_left[pm.tp] = uncertain_left
-        else:
-            self._uncertain_left.pop(pm.tp, None)
         self.sequences[pm.tp] = fw.next_sequence
         if fw.empty and fw.truncated and fw.next_offset == pm.fetch_offset:
             pm.fetch_bytes = min(pm.fetch_bytes * 2, MAX_FETCH_BYTES)  # one batch bigger than we asked for

@@ -28,6 +28,7 @@ class PendingBatch:
     sequence: int  # the base sequence stamped into it
     acked: bool = False
     uncertain: bool = False  # sent, outcome unknown: resent alone so the broker's dedupe is exact
+    end_offset: int = -1  # the source offset after this batch (a coalesced batch: after its last source)
 
     def view(self) -> memoryview:
         return memoryview(self.buf)[self.start:self.start + self.size]

@@ -26,8 +26,8 @@ def expected(recs_per_batch: list[list]) -> Counter:
     return c
 
 
-def tally(data: bytes, topic: str = "events") -> tuple[Counter, int]:
-    out = forward_batches(data, 0, 1, 0, 0)
+def tally(data: bytes, topic: str = "events", coalesce_bytes: int = 0) -> tuple[Counter, int]:
+    out = forward_batches(data, 0, 1, 0, 0, coalesce_bytes)
     got: Counter = Counter()
 
     def count(t: str, ts: int, n: int) -> None:
@@ -89,9 +89,11 @@ def test_tally_feeds_the_audit_counter_and_skips_the_audit_topic() -> None:
         ("events", B0 - BUCKET_MS, 6, "mirror"), ("events", B0, 6, "mirror")}
 
 
+@pytest.mark.parametrize("coalesce_bytes", [0, 1 << 20])
 @pytest.mark.parametrize("codec", ALL_CODECS)
-def test_shuffled_event_times_over_many_buckets_are_exact(codec: str) -> None:
-    """Random event times (many negative deltas, five buckets) in several batches: every bucket exact."""
+def test_shuffled_event_times_over_many_buckets_are_exact(codec: str, coalesce_bytes: int) -> None:
+    """Random event times (many negative deltas, five buckets) in several batches, forwarded as they are
+    or coalesced into one: every bucket exact."""
     rng = random.Random(codec)
     batches = []
     for _ in range(4):
@@ -101,7 +103,7 @@ def test_shuffled_event_times_over_many_buckets_are_exact(codec: str) -> None:
     for recs in batches:
         data += build_batch(recs, base, codec)
         base += len(recs)
-    got, walked = tally(data)
+    got, walked = tally(data, coalesce_bytes=coalesce_bytes)
     assert got == expected(batches) and walked == 1200 and len(got) == 5
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import struct
 
+import crc32c
 import pytest
 from kafka.record import MemoryRecords
 from mirror_batches import build_batch, make_control, records
@@ -121,3 +122,62 @@ def test_resequence_restamps_for_a_new_producer() -> None:
     assert [m[:3] for m in batch_meta(out.records)] == [(99, 0, 0), (99, 0, 3)]
     assert decoded(out.records) == decoded(data)
     validate_batches(bytes(out.records))
+
+
+def _flat(batches: list[list[tuple]]) -> list[tuple]:
+    return [r[1:] for b in batches for r in b]  # (timestamp, key, value, headers): offsets are the target's
+
+
+@pytest.mark.parametrize("codec", ["none", "gzip", "snappy", "lz4", "zstd"])
+def test_small_batches_are_coalesced_with_every_record_kept(codec: str) -> None:
+    """30 batches of 7 records (a negative timestamp delta in each, a control batch among them) become
+    a few batches of the same codec under the size limit; records, order and sequences are exact."""
+    parts, data_parts, offset = [], [], 500
+    for i in range(30):
+        recs = records(7, T0 + i * 100, prefix=f"b{i}")
+        recs[3] = (T0 - 60_000 - i, *recs[3][1:])
+        parts.append(build_batch(recs, offset, codec, producer_id=9, producer_epoch=1, base_sequence=offset))
+        data_parts.append(parts[-1])
+        offset += 7
+        if i == 12:
+            parts.append(make_control(build_batch(records(1, T0), offset)))
+            offset += 1
+    data = b"".join(parts)
+    limit = 4 * (len(parts[0]) + 4)
+    out = forward_batches(data, 500, producer_id=77, producer_epoch=5, sequence=40, coalesce_bytes=limit)
+    assert out.messages == 210 and out.next_offset == offset and out.next_sequence == 40 + 210
+    assert 5 <= len(out.headers) < 30  # coalesced, but never beyond the limit
+    assert all(size <= limit for _, size in out.spans)
+    assert _flat(decoded(out.records)) == _flat(decoded(b"".join(data_parts)))
+    meta = batch_meta(out.records)
+    seqs = [m[2] for m in meta]
+    assert seqs[0] == 40 and all(b - a == m[5] for a, b, m in zip(seqs, seqs[1:], meta, strict=False))
+    assert {m[:2] + m[3:5] for m in meta} == {(77, 5, False, batch_meta(parts[0])[0][4])}
+    assert out.resume_offsets[0] == 500 and out.end_offsets[-1] == offset
+    assert out.resume_offsets[1:] == out.end_offsets[:-1]  # each batch continues where the last one ended
+    assert [h.records_count for h in out.headers] == [m[5] for m in meta]
+    assert len(validate_batches(bytes(out.records))) == len(out.headers)
+
+
+def test_large_and_log_append_time_batches_are_not_coalesced() -> None:
+    small = [build_batch(records(3, T0 + i), i * 3) for i in range(4)]
+    big = build_batch(records(600, T0, prefix="x" * 40), 12)
+    lat = bytearray(build_batch(records(3, T0), 612))
+    struct.pack_into(">h", lat, 21, 0x08)  # LogAppendTime
+    struct.pack_into(">I", lat, 17, crc32c.crc32c(bytes(lat[21:])))
+    tail = [build_batch(records(2, T0), 615 + 2 * i) for i in range(2)]
+    data = b"".join(small) + big + bytes(lat) + b"".join(tail)
+    out = forward_batches(data, 0, 1, 0, 0, coalesce_bytes=1 << 20)
+    assert [h.records_count for h in out.headers] == [12, 600, 3, 4]
+    assert bytes(out.records[out.spans[1][0] + 61:sum(out.spans[1])]) == big[61:]  # forwarded as is
+    assert bytes(out.records[out.spans[2][0] + 61:sum(out.spans[2])]) == bytes(lat[61:])
+    assert _flat(decoded(out.records)) == _flat(decoded(data))
+
+
+def test_a_run_that_does_not_rebuild_is_forwarded_unchanged() -> None:
+    good = build_batch(records(4, T0), 0)
+    bad = bytearray(build_batch(records(4, T0), 4))
+    struct.pack_into(">i", bad, 57, 5)  # claims 5 records, holds 4: the builder path gives up
+    struct.pack_into(">I", bad, 17, crc32c.crc32c(bytes(bad[21:])))
+    out = forward_batches(good + bytes(bad), 0, 1, 0, 0, coalesce_bytes=1 << 20)
+    assert len(out.headers) == 2 and bytes(out.records[out.spans[1][0] + 61:]) == bytes(bad[61:])
