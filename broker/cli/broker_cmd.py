@@ -29,6 +29,7 @@ FLAG_KEYS: dict[str, str] = {
     "zk_session_timeout_ms": "zookeeper.session.timeout.ms",
     "retention_check_interval_ms": "log.retention.check.interval.ms",
     "connections_max_idle_ms": "connections.max.idle.ms",
+    "audit_topic_partitions": "audit.topic.partitions",
 }
 
 DESCRIPTION = """\
@@ -41,7 +42,8 @@ Settings come from flags or from --config FILE (Kafka-style key=value properties
 advertised.listeners, log.dirs, zookeeper.connect, datacenter, log.segment.bytes, log.roll.ms,
 log.retention.ms, log.retention.hours, log.retention.bytes, log.flush.interval.messages,
 log.flush.interval.ms, message.max.bytes, socket.request.max.bytes, auto.create.topics.enable,
-num.partitions, log.consumers.see.unflushed, zookeeper.session.timeout.ms, connections.max.idle.ms);
+num.partitions, log.consumers.see.unflushed, zookeeper.session.timeout.ms, connections.max.idle.ms,
+audit.topic.partitions, producer.id.expiration.ms, log.message.timestamp.type);
 flags win over the file.
 A bad value stops the broker with a message naming the setting (exit code 2).
 """
@@ -89,6 +91,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--connections-max-idle-ms", type=int, metavar="MS",
                    help="close a client connection idle this long with nothing owed to it "
                         "(connections.max.idle.ms; default 600000)")
+    p.add_argument("--audit-topic-partitions", type=int, metavar="N",
+                   help="create the pipeline's _audit topic with N partitions at start-up if it does not exist "
+                        "(audit.topic.partitions; default 0: never, provisioning creates it)")
     p.add_argument("--zk-session-timeout-ms", type=int, metavar="MS",
                    help="ZooKeeper session timeout (zookeeper.session.timeout.ms; default 10000)")
     p.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"],

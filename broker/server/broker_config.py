@@ -37,6 +37,7 @@ class BrokerConfig:
     zk_session_timeout_s: float = 10.0
     retention_check_interval_ms: int = 300_000
     connections_max_idle_ms: int = 600_000
+    audit_topic_partitions: int = 0  # >0: create `_audit` with this many partitions at start-up if missing
 
     def __post_init__(self) -> None:
         if self.broker_id < 0 or self.broker_id > 0x7FFFFFFF:
@@ -52,6 +53,9 @@ class BrokerConfig:
         _check_port("advertised.listeners", self.advertised_port, allow_zero=True)
         if self.max_request_bytes < 1024:
             raise ConfigError(f"socket.request.max.bytes: {self.max_request_bytes} is too small (minimum 1024)")
+        if self.audit_topic_partitions < 0:
+            raise ConfigError(f"audit.topic.partitions: {self.audit_topic_partitions} must be 0 (never create "
+                              "_audit) or more")
         if self.num_partitions < 1:
             raise ConfigError(f"num.partitions: {self.num_partitions} must be at least 1")
         if not self.zookeeper:
@@ -122,6 +126,7 @@ class BrokerConfig:
             retention_check_interval_ms=_positive("log.retention.check.interval.ms",
                                                   p.get("log.retention.check.interval.ms", "300000")),
             connections_max_idle_ms=_positive("connections.max.idle.ms", p.get("connections.max.idle.ms", "600000")),
+            audit_topic_partitions=_parse_int("audit.topic.partitions", p.get("audit.topic.partitions", "0")),
         )
 
 
@@ -146,7 +151,7 @@ KNOWN_KEYS = {
     "broker.id", "listeners", "advertised.listeners", "log.dirs", "log.dir", "zookeeper.connect", "datacenter",
     "broker.rack", "socket.request.max.bytes", "auto.create.topics.enable", "num.partitions",
     "zookeeper.session.timeout.ms", "log.retention.hours", "log.retention.check.interval.ms",
-    "connections.max.idle.ms", *LOG_KEYS,
+    "connections.max.idle.ms", "audit.topic.partitions", *LOG_KEYS,
 }
 
 

@@ -11,6 +11,7 @@ import signal
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from audit.event import AUDIT_TOPIC
 from broker.server.broker_config import BrokerConfig
 from broker.server.fetch_purgatory import FetchPurgatory
 from broker.server.kafka_apis import KafkaApis
@@ -19,6 +20,7 @@ from broker.server.metadata_cache import MetadataCache
 from broker.server.producer_id_manager import ProducerIdManager
 from broker.server.replica_manager import ReplicaManager
 from broker.server.socket_server import SocketServer
+from broker.zk.errors import TopicExistsError
 
 log = logging.getLogger(__name__)
 
@@ -97,6 +99,20 @@ class KafkaServer:
         while cfg.broker_id not in metadata.brokers and loop.time() < deadline:
             await asyncio.sleep(0.01)
         log.info("broker %d registered in ZooKeeper", cfg.broker_id)
+        if cfg.audit_topic_partitions > 0 and AUDIT_TOPIC not in metadata.topics:
+            await loop.run_in_executor(self._executor, self._ensure_audit_topic)
+
+    def _ensure_audit_topic(self) -> None:
+        """Create the pipeline's `_audit` topic if no broker has yet, so audit counts have somewhere to go
+        from the first message on (every broker tries; the loser of the race finds it exists)."""
+        try:
+            self.registry.create_topic(AUDIT_TOPIC, self.config.audit_topic_partitions)
+            log.info("created the audit topic %s with %d partition(s)", AUDIT_TOPIC,
+                     self.config.audit_topic_partitions)
+        except TopicExistsError:
+            pass
+        except Exception as e:  # never fatal: producers keep their counts until the topic exists
+            log.warning("could not create the audit topic %s: %s", AUDIT_TOPIC, e)
 
     async def shutdown(self) -> None:
         loop = asyncio.get_running_loop()

@@ -46,4 +46,11 @@ def test_auto_create_is_off_by_default(cluster_factory):
     with WireClient(broker.bootstrap) as c:
         assert metadata(c, ["nope"], version=3)["topics"]["nope"][0] == 3
         time.sleep(0.2)
-        assert metadata(c, None)["topics"] == {}
+        assert metadata(c, None)["topics"] == {}  # nothing created, not even `_audit` (audit.topic.partitions 0)
+
+
+def test_the_audit_topic_is_created_at_start_up_when_asked(cluster_factory):
+    cluster = cluster_factory(2, extra_args=("--audit-topic-partitions", "3"))
+    with WireClient(next(iter(cluster.brokers.values())).bootstrap) as c:
+        err, parts = metadata(c, ["_audit"])["topics"]["_audit"]
+        assert err == 0 and sorted(parts) == [0, 1, 2]
