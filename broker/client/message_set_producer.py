@@ -121,6 +121,8 @@ class _Route(NamedTuple):
     conn: _LeaderConnection
     middle: bytes  # client id .. partition index, between the correlation id and the records size
     result_at: int  # where the partition index sits in the answer (after correlation id, topic, counts)
+    head: struct.Struct  # size, api key, version, correlation id, middle, records size: one pack per request
+    size: int  # the request's size field without the records
 
 
 class _LeaderConnection:
@@ -229,8 +231,15 @@ class MessageSetProducer:
                       + _I32.pack(1) + _string(topic) + _I32.pack(1) + _I32.pack(partition))
             # answer: correlation id, topics count, topic name, partitions count, then the partition's result
             result_at = 4 + 4 + 2 + len(topic.encode()) + 4
-            route = self._routes[(topic, partition)] = _Route(conn, middle, result_at)
+            head = struct.Struct(f">ihhi{len(middle)}si")
+            route = self._routes[(topic, partition)] = _Route(conn, middle, result_at, head, head.size - 4)
         return route
+
+    def connect(self, topic: str, partition: int) -> tuple[int, str]:
+        """Look the partition's leader up and connect now (send() does it on first use): (node id,
+        host:port). UnknownTopicError / UnknownPartitionError / BrokerUnavailableError as send()."""
+        conn = self._route(topic, partition).conn
+        return conn.node_id, conn.address
 
     def _drop(self, conn: _LeaderConnection) -> None:
         """Forget a dead connection and every route through it (the next send looks the leader up)."""
@@ -248,29 +257,28 @@ class MessageSetProducer:
         raise (this set is then not sent)."""
         if self._error is not None:
             self._raise_error()
-        if isinstance(message_set, bytes | bytearray | memoryview):
+        if type(message_set) is bytes or isinstance(message_set, (bytearray, memoryview)):
             records = message_set
             if len(records) < _BATCH_HEADER or records[_MAGIC_AT] != 2:
                 raise ValueError("message_set is not a RecordBatch v2 (use a list of values, or "
                                  "MessageSetBuilder.build)")
         else:
             records = self.builder.build(message_set)
-        route = self._route(topic, partition)
+        route = self._routes.get((topic, partition)) or self._route(topic, partition)
         conn = route.conn
         if len(conn.pending) >= self.max_in_flight:
             self._receive(conn, max(1, self.max_in_flight // 4))
             if self._error is not None:
                 self._raise_error()
-        middle = route.middle
-        head = _HEAD.pack(12 + len(middle) + len(records), PRODUCE, PRODUCE_VERSION, conn.corr) + middle \
-            + _I32.pack(len(records))
+        n = len(records)
+        head = route.head.pack(route.size + n, PRODUCE, PRODUCE_VERSION, conn.corr, route.middle, n)
         seq = self._seq
         sock = conn.sock
         if sock is None:
             raise ClientError("the producer is closed")
         try:
             sent = sock.sendmsg([head, records])
-            if sent < len(head) + len(records):
+            if sent < len(head) + n:
                 _send_rest(sock, head, records, sent)
         except OSError as e:
             self._drop(conn)
