@@ -35,6 +35,7 @@ from suite import COMPRESSION, COMPRESSION_MESSAGES, run_system  # noqa: E402
 
 log = logging.getLogger("bench")
 SYSTEMS = ("ferry", "rabbitmq", "activemq")
+LOW_LATENCY_BROKER_ARGS = ("--flush-ms", "20")
 
 
 def _versions() -> dict[str, str]:
@@ -110,8 +111,9 @@ def _merge(old: dict, new: dict) -> dict:
     """The earlier run with the systems (and e2e) of this run replaced; the update is recorded."""
     merged = dict(old)
     merged["systems"] = {**old.get("systems", {}), **new["systems"]}
-    if new.get("e2e") is not None:
-        merged["e2e"] = new["e2e"]
+    for key in ("e2e", "e2e_low_latency"):
+        if new.get(key) is not None:
+            merged[key] = new[key]
     what = sorted(new["systems"]) + (["e2e"] if new.get("e2e") is not None else [])
     merged["updates"] = [*old.get("updates", []), {"command": new["command"], "generated": new["generated"],
                                                    "replaced": what, "wall_s": new.get("wall_s", 0)}]
@@ -157,6 +159,10 @@ def main(argv: list[str] | None = None) -> int:
             n = args.e2e_messages or (50_000 if args.quick else 200_000)
             results["e2e"] = run_e2e(root / "e2e", n, latency_rate=args.e2e_rate,
                                      latency_seconds=5.0 if args.quick else 10.0)
+            # the same with brokers an operator would run for low latency: flush (and expose) every 20 ms
+            results["e2e_low_latency"] = run_e2e(root / "e2e-low-latency", n, latency_rate=args.e2e_rate,
+                                                 latency_seconds=5.0 if args.quick else 10.0,
+                                                 broker_args=LOW_LATENCY_BROKER_ARGS)
     except KeyboardInterrupt:
         log.warning("interrupted: writing what was measured so far")
     finally:
