@@ -118,15 +118,23 @@ class KafkaServer:
         loop = asyncio.get_running_loop()
         if self.registry is not None:
             try:
-                await loop.run_in_executor(self._executor, self.registry.unregister_broker)
+                # bounded: a ZooKeeper that went away must not keep the broker from flushing its logs
+                await asyncio.wait_for(loop.run_in_executor(self._executor, self.registry.unregister_broker),
+                                       self.config.zk_session_timeout_s)
             except Exception as e:
-                log.warning("unregistering from ZooKeeper failed: %s", e)
+                log.warning("unregistering from ZooKeeper failed: %s", e or type(e).__name__)
         if self.socket_server is not None:
             await self.socket_server.stop()
         if self.log_manager is not None:
             await loop.run_in_executor(self._executor, self.log_manager.shutdown)
             log.info("logs flushed and closed")
         if self.registry is not None:
-            await loop.run_in_executor(self._executor, self.registry.stop)
-        self._executor.shutdown(wait=True)
+            connected = self.registry.connected
+            try:
+                await asyncio.wait_for(loop.run_in_executor(self._executor, self.registry.stop),
+                                       self.config.zk_session_timeout_s + 5 if connected else 2.0)
+            except Exception as e:
+                log.warning("closing the ZooKeeper session failed: %s", e or type(e).__name__)
+        # a ZooKeeper call stuck in a worker thread (ZooKeeper unreachable) must not keep the process alive
+        self._executor.shutdown(wait=False, cancel_futures=True)
         log.info("broker %d stopped", self.config.broker_id)

@@ -134,6 +134,11 @@ class ClusterRegistry:
         self.stop()
 
     @property
+    def connected(self) -> bool:
+        """True while the session's connection to ZooKeeper is up."""
+        return self._client is not None and self._client.connected
+
+    @property
     def client(self) -> KazooClient:
         """The registry's kazoo client (rooted at the cluster chroot) for components keeping their own znodes."""
         if self._client is None:
@@ -169,6 +174,12 @@ class ClusterRegistry:
         with self._reg_lock:
             info, self._registration = self._registration, None
             if info is None:
+                return
+            if not self.client.connected:
+                # A request would wait for a connection that may never come (ZooKeeper down): the node
+                # is ephemeral, so ZooKeeper removes it when the session expires.
+                log.warning("not connected to ZooKeeper: broker %d's registration goes when its session expires",
+                            info.id)
                 return
             try:
                 _, stat = self.client.get(broker_path(info.id))
