@@ -20,7 +20,9 @@ mirror at 250 messages per fsync'd round trip. Consecutive CreateTime batches of
 COALESCE_MAX_SOURCE bytes, up to ``coalesce_bytes`` together, are re-built as one batch by aiokafka's C
 builder: same records (key, value, headers, timestamp), same codec, fresh offset deltas. Once built, a
 coalesced batch is kept and resent byte-identical like any other. Whatever does not re-build (records
-that do not parse, a non-UTF-8 header key) is forwarded batch by batch, unchanged.
+that do not parse, a non-UTF-8 header key) is forwarded batch by batch, unchanged. A coalesced batch the
+target refuses as too large is dropped and its sources fetched again with a smaller ``coalesce_bytes``
+(MirrorStream does that; ``coalesced`` says which forwarded batches are re-built).
 """
 
 from __future__ import annotations
@@ -75,6 +77,7 @@ class ForwardedBatches:
     spans: list[tuple[int, int]] = field(default_factory=list)  # (position, size) of each in `records`
     resume_offsets: list[int] = field(default_factory=list)  # source offset to fetch again if it is not acked
     end_offsets: list[int] = field(default_factory=list)  # source offset after each forwarded batch
+    coalesced: list[bool] = field(default_factory=list)  # re-built from several source batches (can be split)
     next_offset: int = 0  # source offset after everything consumed (forwarded or skipped)
     next_sequence: int = 0  # the mirror's sequence after the forwarded batches
     messages: int = 0  # records forwarded (sum of recordsCount)
@@ -176,6 +179,7 @@ def _emit(out: ForwardedBatches, batch: memoryview, h: RecordBatchHeader, resume
     out.spans.append((start, size))
     out.resume_offsets.append(resume)
     out.end_offsets.append(h.next_offset)
+    out.coalesced.append(False)
     out.messages += h.records_count
     out.next_sequence = next_sequence(out.next_sequence, h)
 
@@ -196,6 +200,7 @@ def _emit_run(out: ForwardedBatches, run: list[tuple[memoryview, RecordBatchHead
     out.spans.append((start, len(merged)))
     out.resume_offsets.append(run[0][2])
     out.end_offsets.append(run[-1][1].next_offset)
+    out.coalesced.append(True)
     out.messages += h.records_count
     out.next_sequence = next_sequence(out.next_sequence, h)
 

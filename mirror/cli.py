@@ -9,14 +9,15 @@ import signal
 import sys
 import threading
 
-from mirror.mirror_maker import DEFAULT_GROUP
+from mirror.mirror_maker import ASSIGNMENT_STRATEGIES, DEFAULT_ASSIGNMENT_STRATEGY, DEFAULT_GROUP
 
 DESCRIPTION = """\
 Mirror topics of a live cluster into the offline cluster (paper section 4).
 
   ferry mirror --source-zookeeper ZK --target-zookeeper ZK --include REGEX [options]
       runs one mirror process: a member of consumer group --group on the LIVE ZooKeeper. Several
-      processes with the same group share the partitions (the paper's Algorithm 1). Record batches are
+      processes with the same group share the partitions (round-robin over all matching partitions, or
+      the paper's Algorithm 1 per topic with --assignment-strategy range). Record batches are
       copied as bytes to the same partition number of the offline cluster (keys, values, headers,
       timestamps and compression unchanged); missing offline topics are created with the live
       partition count and config; new topics and partitions are picked up without a restart. Live
@@ -46,6 +47,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="worker threads; the owned partitions are spread over them (default 1)")
     p.add_argument("--group", default=DEFAULT_GROUP, metavar="NAME",
                    help=f"consumer group of the mirror processes (default {DEFAULT_GROUP})")
+    p.add_argument("--assignment-strategy", choices=ASSIGNMENT_STRATEGIES, default=DEFAULT_ASSIGNMENT_STRATEGY,
+                   help="how the group's members split the partitions: roundrobin (default) deals all "
+                        "matching partitions over the members, range is Algorithm 1 per topic; the group uses "
+                        "roundrobin only once every member asks for it")
     p.add_argument("--consumer-id", metavar="ID",
                    help="this process's member id in the group (default: group_host-time-random)")
     p.add_argument("--metrics-port", type=int, metavar="P",
@@ -99,7 +104,7 @@ def _run(args: argparse.Namespace) -> int:
         source_zookeeper=args.source_zookeeper, target_zookeeper=args.target_zookeeper, include=args.include,
         exclude=args.exclude, streams=args.streams, group=args.group, consumer_id=args.consumer_id,
         metrics_port=args.metrics_port, datacenter=args.datacenter, commit_interval_s=args.commit_interval,
-        audit_interval_s=args.audit_interval,
+        audit_interval_s=args.audit_interval, assignment_strategy=args.assignment_strategy,
         audit=not args.no_audit, schemas=not args.no_schemas)
     try:
         config.validate()

@@ -1,8 +1,9 @@
 """MirrorMaker: one mirror process (paper section 4: the offline cluster's "embedded consumers").
 
 Wires together
-* a ConsumerConnector on the LIVE ZooKeeper (Algorithm 1 over the topics matching the filter; several
-  mirror processes in one group share the partitions) whose fetcher is a MirrorFetcher,
+* a ConsumerConnector on the LIVE ZooKeeper (round-robin by default, or Algorithm 1, over the topics
+  matching the filter; several mirror processes in one group share the partitions) whose fetcher is a
+  MirrorFetcher,
 * N MirrorStreams moving raw record batches live -> offline (same partition number),
 * TopicSync creating/growing offline topics, SchemaSync replicating the schema registry (mirrored
   messages keep their live schema ids),
@@ -24,6 +25,7 @@ from dataclasses import dataclass
 from audit.counter import AuditCounter
 from audit.event import AUDIT_TOPIC
 from audit.publisher import AuditPublisher
+from broker.client.subscription import STRATEGIES
 from broker.client.wire_client import WireClient
 from broker.zk.cluster_registry import ClusterRegistry
 from mirror.metrics import MirrorMetrics
@@ -36,6 +38,8 @@ from mirror.topic_sync import TopicSync
 log = logging.getLogger("ferry.mirror")
 
 DEFAULT_GROUP = "ferry-mirror"
+ASSIGNMENT_STRATEGIES = STRATEGIES  # ("range", "roundrobin")
+DEFAULT_ASSIGNMENT_STRATEGY = "roundrobin"
 AUDIT_TIER = "mirror"
 
 
@@ -60,6 +64,10 @@ class MirrorConfig:
     live_timeout_s: float = 15.0  # a fetch answers within its long-poll wait: silence this long = dead link
     offline_timeout_s: float = 40.0  # a produce waits for the offline fsync (request timeout 30 s)
     application: str = "ferry-mirror"
+    # roundrobin deals all matching partitions over the members (many one-partition topics spread evenly;
+    # range, Algorithm 1 per topic, gives each such topic to the first member). A group uses roundrobin
+    # only once every member asks for it (a rolling upgrade from range stays on range until then).
+    assignment_strategy: str = DEFAULT_ASSIGNMENT_STRATEGY
 
     def validate(self) -> None:
         if self.streams < 1:
@@ -75,6 +83,11 @@ class MirrorConfig:
             raise ValueError("commit and audit intervals must be positive")
         if self.live_timeout_s <= 0 or self.offline_timeout_s <= 0:
             raise ValueError("timeouts must be positive")
+        if self.assignment_strategy not in ASSIGNMENT_STRATEGIES:
+            raise ValueError(f"--assignment-strategy must be one of {', '.join(ASSIGNMENT_STRATEGIES)} "
+                             f"(got {self.assignment_strategy!r})")
+        if self.coalesce_bytes < 0:
+            raise ValueError(f"coalesce_bytes must be 0 (off) or positive (got {self.coalesce_bytes})")
         if self.metrics_port is not None and not 0 <= self.metrics_port < 65536:
             raise ValueError(f"--metrics-port must be 0-65535 (got {self.metrics_port})")
 
@@ -143,13 +156,15 @@ class MirrorMaker:
         self.fetcher = MirrorFetcher(self.streams, self._on_partitions_stopped, self._on_partitions_started)
         self.connector = ConsumerConnector(cfg.group, cfg.source_zookeeper, consumer_id=cfg.consumer_id,
                                            auto_offset_reset="earliest", auto_commit=False,
-                                           zk_session_timeout_s=cfg.zk_session_timeout_s, fetcher=self.fetcher)
+                                           zk_session_timeout_s=cfg.zk_session_timeout_s, fetcher=self.fetcher,
+                                           assignment_strategy=cfg.assignment_strategy)
         self.connector.create_message_streams_by_filter(cfg.subscription_include, cfg.exclude, n=cfg.streams,
                                                         wait_s=wait_s)
         self._committer = threading.Thread(target=self._commit_loop, name="ferry-mirror-committer", daemon=True)
         self._committer.start()
-        log.info("mirror %s: %s -> %s, topics %r (exclude %r), %d streams", self.connector.consumer_id,
-                 cfg.source_zookeeper, cfg.target_zookeeper, cfg.include, cfg.exclude, cfg.streams)
+        log.info("mirror %s: %s -> %s, topics %r (exclude %r), %d streams, %s assignment",
+                 self.connector.consumer_id, cfg.source_zookeeper, cfg.target_zookeeper, cfg.include, cfg.exclude,
+                 cfg.streams, cfg.assignment_strategy)
         return self
 
     def stop(self) -> None:

@@ -5,7 +5,9 @@ Each round it
 2. sends Produce requests per offline leader: request j carries the j-th unacknowledged batch of each
    partition (one batch per partition per request, at most MAX_IN_FLIGHT per partition, answered in
    order), so the offline broker's idempotence check sees exactly one batch and dedupes a retry exactly,
-3. reads the produce answers (acknowledged batches are counted for audit and become committable),
+3. reads the produce answers (acknowledged batches are counted for audit and become committable; a
+   coalesced batch refused as too large is dropped with everything after it and re-fetched, coalesced
+   smaller: see `_split_refused`),
 4. reads the fetch answers and rewrites their batches into the pipeline (`batch_rewrite`; runs of small
    batches are coalesced, since only MAX_IN_FLIGHT batches per partition can be in flight).
 
@@ -31,7 +33,7 @@ from broker.protocol.errors import ErrorCode
 from broker.protocol.fetch import FetchPartition
 from broker.protocol.list_offsets import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 from broker.protocol.primitives import ProtocolError
-from mirror.audit_tally import CountFn, tally_batches
+from mirror.audit_tally import BatchWalkError, CountFn, tally_batches
 from mirror.batch_rewrite import CorruptBatchError, forward_batches, next_sequence, restamp
 from mirror.metrics import MirrorMetrics
 from mirror.partition_mirror import MAX_FETCH_BYTES, PartitionMirror, PendingBatch, TopicPartition, backoff
@@ -49,6 +51,8 @@ FETCH_RESPONSE_MAX_BYTES = 32 << 20
 FETCH_WAIT_MS = 500  # long poll when idle: also bounds how long an ownership change waits
 METADATA_MIN_INTERVAL_S = 0.2
 COALESCE_BYTES = 256 << 10  # small fetched batches are re-built into batches of about this size
+MIN_COALESCE_BYTES = 1 << 10  # a partition whose coalesce limit would fall below this stops coalescing
+TOO_LARGE_ERRORS = frozenset({ErrorCode.MESSAGE_TOO_LARGE, ErrorCode.RECORD_LIST_TOO_LARGE})
 
 PRODUCER_STATE_ERRORS = frozenset({
     ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER, ErrorCode.INVALID_PRODUCER_EPOCH, ErrorCode.UNKNOWN_PRODUCER_ID,
@@ -88,6 +92,8 @@ class MirrorStream(threading.Thread):
         self.metrics = metrics
         self.fetch_wait_ms = fetch_wait_ms
         self.coalesce_bytes = coalesce_bytes
+        # partition -> a lower coalesce limit, learnt from the offline broker refusing a coalesced batch
+        self.coalesce_limits: dict[TopicPartition, int] = {}
         self.partitions: dict[TopicPartition, PartitionMirror] = {}
         self.sequences: dict[TopicPartition, int] = {}  # next sequence per partition for our producer id
         # partition -> the batches that were unacknowledged (possibly sent) when it was revoked, kept as
@@ -209,7 +215,8 @@ class MirrorStream(threading.Thread):
             unacked = pm.unacked(MAX_IN_FLIGHT)  # only these can have been sent
             if unacked:
                 self._rewind[tp] = [PendingBatch(bytearray(b.view()), 0, b.size, b.header, b.resume_offset,
-                                                 b.sequence, uncertain=True, end_offset=b.end_offset)
+                                                 b.sequence, uncertain=True, end_offset=b.end_offset,
+                                                 coalesced=b.coalesced)
                                     for b in unacked]
                 self._trim_rewind()
         with self._lock:
@@ -391,6 +398,9 @@ class MirrorStream(threading.Thread):
         for node, topics in plan.items():
             req = [(t, [FetchPartition(pm.partition, pm.fetch_offset, pm.fetch_bytes) for pm in pms])
                    for t, pms in topics.items()]
+            for pms in topics.values():
+                for pm in pms:
+                    pm.fetch_sent_offset = pm.fetch_offset
             try:
                 conn = self.source.connection(node)
                 conn.send(*fetch_request(req, wait_ms, 1, FETCH_RESPONSE_MAX_BYTES))
@@ -432,6 +442,8 @@ class MirrorStream(threading.Thread):
                     self._handle_fetch_result(pm, res, now)
 
     def _handle_fetch_result(self, pm: PartitionMirror, res, now: float) -> None:
+        if pm.fetch_sent_offset != pm.fetch_offset:
+            return  # the partition was rewound while this fetch was out (a split): fetched again next round
         err = res.error_code
         if err == ErrorCode.NONE:
             if res.high_watermark >= 0:
@@ -458,16 +470,17 @@ class MirrorStream(threading.Thread):
         seq = self.sequences.get(pm.tp, 0)
         try:
             fw = forward_batches(records, pm.fetch_offset, self.producer_id, self.producer_epoch, seq,
-                                 self.coalesce_bytes)
+                                 self.coalesce_limits.get(pm.tp, self.coalesce_bytes))
         except CorruptBatchError as e:
             self.metrics.error("corrupt_batch")
             pm.fetch_failed(now)
             log.error("%s-%d: corrupt batch fetched from the live cluster at offset %d (%s); re-fetching, "
                       "nothing is skipped", pm.topic, pm.partition, e.offset, e)
             return
-        for (start, size), h, resume, end in zip(fw.spans, fw.headers, fw.resume_offsets, fw.end_offsets,
-                                                 strict=True):
-            pm.add_pending(PendingBatch(fw.records, start, size, h, resume, seq, end_offset=end))
+        for (start, size), h, resume, end, coalesced in zip(fw.spans, fw.headers, fw.resume_offsets,
+                                                            fw.end_offsets, fw.coalesced, strict=True):
+            pm.add_pending(PendingBatch(fw.records, start, size, h, resume, seq, end_offset=end,
+                                        coalesced=coalesced))
             seq = next_sequence(seq, h)
         self.sequences[pm.tp] = fw.next_sequence
         if fw.empty and fw.truncated and fw.next_offset == pm.fetch_offset:
@@ -627,7 +640,7 @@ class MirrorStream(threading.Thread):
             pm.produce_failures = 0
             for b in batches:
                 b.acked = True
-                tally_batches(self.count, pm.topic, b.buf, [(b.start, b.size)], [b.header])
+                self._tally(pm, b)
                 self.metrics.messages.labels(pm.topic).inc(b.header.records_count)
                 self.metrics.bytes.labels(pm.topic).inc(b.size)
             return True
@@ -636,9 +649,11 @@ class MirrorStream(threading.Thread):
                 b.uncertain = True
         if after_failure and code == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER:
             return False  # an earlier request of this partition failed in this round: this one follows it
+        message = getattr(res, "error_message", None) or ""
+        if code in TOO_LARGE_ERRORS and self._split_refused(pm, batches, message):
+            return False
         self.metrics.error("produce")
         pm.produce_failed(now)
-        message = getattr(res, "error_message", None) or ""
         first = batches[0]
         if code in PRODUCER_STATE_ERRORS:
             self._needs_new_pid = True
@@ -649,9 +664,58 @@ class MirrorStream(threading.Thread):
             self._target_stale = True
         level = logging.ERROR if code in FATAL_LOOKING else logging.WARNING
         if pm.produce_failures in (1, 10) or pm.produce_failures % 100 == 0:
-            log.log(level, "produce %s-%d (source offset %d): %s %s (attempt %d, retrying; nothing is skipped)",
-                    pm.topic, pm.partition, first.header.base_offset, _name(code), message, pm.produce_failures)
+            hint = ""
+            if code in TOO_LARGE_ERRORS and any(b.coalesced for b in batches):
+                hint = " (a coalesced batch whose earlier attempt had an unknown outcome: resent byte-identical)"
+            log.log(level, "produce %s-%d (source offset %d): %s %s%s (attempt %d, retrying; nothing is skipped)",
+                    pm.topic, pm.partition, first.header.base_offset, _name(code), message, hint,
+                    pm.produce_failures)
         return False
+
+    def _split_refused(self, pm: PartitionMirror, batches: list[PendingBatch], message: str) -> bool:
+        """The offline broker refused batches as too large: if one is coalesced, undo the coalescing.
+
+        A definite refusal wrote nothing, and nothing after it can have been written either (the broker
+        takes a producer's sequences only in order). So the refused batches and every later one are
+        dropped, the partition is fetched again from the first of them under its sequence, and its
+        sources are coalesced into batches at most half as big (down to not at all). Only batches that
+        were never sent with an unknown outcome qualify: one that may have been written must be resent
+        byte-identical for the broker's exact dedupe. A batch that is too large on its own is not
+        split (returns False: logged at ERROR and retried like any refusal, never skipped).
+        """
+        if not any(b.coalesced for b in batches) or any(b.uncertain for b in batches):
+            return False
+        first = batches[0]
+        dropped = pm.drop_from(first)
+        if not dropped:
+            return True  # a later request of this partition in the same round: already split
+        limit = self.coalesce_limits.get(pm.tp, self.coalesce_bytes)
+        new_limit = min(limit, max(b.size for b in batches if b.coalesced)) // 2
+        if new_limit < MIN_COALESCE_BYTES:
+            new_limit = 0
+        self.coalesce_limits[pm.tp] = new_limit
+        pm.fetch_offset = first.resume_offset
+        self.sequences[pm.tp] = first.sequence
+        pm.fetch_retry_at = 0.0
+        self.metrics.error("coalesced_too_large")
+        log.warning("%s-%d: the offline broker refused a coalesced batch of %d bytes as too large (%s); "
+                    "fetching again from offset %d and coalescing to at most %d bytes%s", pm.topic,
+                    pm.partition, max(b.size for b in batches), message or "MESSAGE_TOO_LARGE",
+                    first.resume_offset, new_limit, " (that is, not at all)" if new_limit == 0 else "")
+        return True
+
+    def _tally(self, pm: PartitionMirror, b: PendingBatch) -> None:
+        """Audit-count an acknowledged batch. Records that do not parse (the CRC was right, so the live
+        producer wrote them so) are counted in the bucket of the batch's first timestamp: the books
+        balance in total, and the batch is mirrored unchanged like any other."""
+        try:
+            tally_batches(self.count, pm.topic, b.buf, [(b.start, b.size)], [b.header])
+        except BatchWalkError as e:
+            self.metrics.error("audit_walk")
+            log.error("%s-%d: batch at source offset %d (%d records) does not parse (%s); mirrored unchanged, "
+                      "counted in the bucket of its first timestamp", pm.topic, pm.partition,
+                      b.header.base_offset, b.header.records_count, e)
+            self.count(pm.topic, b.header.base_timestamp, b.header.records_count)
 
 
 def stream_for(tp: TopicPartition, streams: int) -> int:

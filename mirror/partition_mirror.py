@@ -29,6 +29,7 @@ class PendingBatch:
     acked: bool = False
     uncertain: bool = False  # sent, outcome unknown: resent alone so the broker's dedupe is exact
     end_offset: int = -1  # the source offset after this batch (a coalesced batch: after its last source)
+    coalesced: bool = False  # re-built from several source batches: may be split if refused as too large
 
     def view(self) -> memoryview:
         return memoryview(self.buf)[self.start:self.start + self.size]
@@ -43,6 +44,7 @@ class PartitionMirror:
     pending_size: int = 0  # bytes in `pending`
     high_watermark: int = -1
     fetch_bytes: int = INITIAL_FETCH_BYTES
+    fetch_sent_offset: int | None = None  # the offset of the fetch in flight (its answer is stale otherwise)
     fetch_retry_at: float = 0.0
     produce_retry_at: float = 0.0
     fetch_failures: int = 0
@@ -71,6 +73,16 @@ class PartitionMirror:
     def add_pending(self, batch: PendingBatch) -> None:
         self.pending.append(batch)
         self.pending_size += batch.size
+
+    def drop_from(self, batch: PendingBatch) -> list[PendingBatch]:
+        """Remove ``batch`` and every batch after it; returns them (empty if ``batch`` is not pending)."""
+        pending = self.pending
+        for i, b in enumerate(pending):
+            if b is batch:
+                dropped = [pending.pop() for _ in range(len(pending) - i)][::-1]
+                self.pending_size -= sum(d.size for d in dropped)
+                return dropped
+        return []
 
     def drop_acked_prefix(self) -> None:
         pending = self.pending

@@ -21,12 +21,12 @@ Log = dict[tuple[str, int], list[Row]]
 
 
 def produce(bootstrap: str, topic: str, partitions: int, n: int, *, start: int = 0, ts0: int | None = None,
-            ts_step_ms: int = 37, compression: str = "lz4", tag: str = "") -> Counter:
+            ts_step_ms: int = 37, compression: str = "lz4", tag: str = "", config: dict | None = None) -> Counter:
     """n messages spread over partitions with keys, headers and explicit timestamps; returns the
-    expected audit counts per (topic, bucket)."""
+    expected audit counts per (topic, bucket). ``config``: more confluent-kafka producer settings."""
     ts0 = ts0 if ts0 is not None else int(time.time() * 1000) - 3_600_000
     p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "compression.type": compression,
-                  "enable.idempotence": True, "acks": "all", "batch.num.messages": 2000})
+                  "enable.idempotence": True, "acks": "all", "batch.num.messages": 2000, **(config or {})})
     counts: Counter = Counter()
     errors: list = []
 

@@ -169,6 +169,7 @@ def test_large_and_log_append_time_batches_are_not_coalesced() -> None:
     data = b"".join(small) + big + bytes(lat) + b"".join(tail)
     out = forward_batches(data, 0, 1, 0, 0, coalesce_bytes=1 << 20)
     assert [h.records_count for h in out.headers] == [12, 600, 3, 4]
+    assert out.coalesced == [True, False, False, True]  # which ones a too-large refusal may split back
     assert bytes(out.records[out.spans[1][0] + 61:sum(out.spans[1])]) == big[61:]  # forwarded as is
     assert bytes(out.records[out.spans[2][0] + 61:sum(out.spans[2])]) == bytes(lat[61:])
     assert _flat(decoded(out.records)) == _flat(decoded(data))
@@ -181,3 +182,4 @@ def test_a_run_that_does_not_rebuild_is_forwarded_unchanged() -> None:
     struct.pack_into(">I", bad, 17, crc32c.crc32c(bytes(bad[21:])))
     out = forward_batches(good + bytes(bad), 0, 1, 0, 0, coalesce_bytes=1 << 20)
     assert len(out.headers) == 2 and bytes(out.records[out.spans[1][0] + 61:]) == bytes(bad[61:])
+    assert out.coalesced == [False, False]

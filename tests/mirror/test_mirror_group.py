@@ -59,3 +59,56 @@ def test_two_mirrors_share_partitions_and_hand_over_without_loss_or_duplicates(c
     finally:
         a.stop()
         b.stop()
+
+
+def test_roundrobin_spreads_one_partition_topics_over_two_mirrors(cluster_factory) -> None:
+    """Six one-partition topics: range (Algorithm 1 per topic) would give all six to the first member;
+    the mirror's default, roundrobin, deals them 3/3."""
+    live = cluster_factory(1, "live")
+    offline = cluster_factory(1, "offline")
+    topics = {f"solo-{i}": 1 for i in range(6)}
+    with ClusterRegistry(live.zk_connect) as reg:
+        for t in topics:
+            reg.create_topic(t, 1)
+    for t in topics:
+        wait_partitions(live.bootstrap, t, 1)
+
+    def config(name: str) -> MirrorConfig:
+        return MirrorConfig(live.zk_connect, offline.zk_connect, include="solo-.*", consumer_id=name,
+                            commit_interval_s=0.5, audit=False, schemas=False)
+
+    assert config("x").assignment_strategy == "roundrobin"
+    a = MirrorMaker(config("mirror-a")).start()
+    b = MirrorMaker(config("mirror-b")).start()
+    try:
+        everything = {(t, 0) for t in topics}
+
+        def split_evenly() -> bool:
+            oa, ob = a.owned_partitions(), b.owned_partitions()
+            return len(oa) == len(ob) == 3 and (oa | ob) == everything
+
+        wait_for(split_evenly, 60, "each mirror to own three of the six topics")
+        for t in topics:
+            produce(live.bootstrap, t, 1, 50, tag=f"{t}-")
+        wait_for(lambda: committed_to_end(mirror_status(live.zk_connect, offline.zk_connect, "ferry-mirror"),
+                                          topics), 90, "both mirrors to copy their topics")
+        assert read_log(offline.bootstrap, topics) == read_log(live.bootstrap, topics)
+    finally:
+        a.stop()
+        b.stop()
+
+
+def test_assignment_strategy_flag() -> None:
+    import argparse
+
+    from mirror.cli import register
+
+    parser = argparse.ArgumentParser()
+    register(parser.add_subparsers())
+    base = ["mirror", "--source-zookeeper", "zk:1/a", "--target-zookeeper", "zk:1/b", "--include", "x"]
+    assert parser.parse_args(base).assignment_strategy == "roundrobin"
+    assert parser.parse_args([*base, "--assignment-strategy", "range"]).assignment_strategy == "range"
+    with pytest.raises(SystemExit):
+        parser.parse_args([*base, "--assignment-strategy", "sticky"])
+    with pytest.raises(ValueError, match="assignment-strategy"):
+        MirrorConfig("zk:1/a", "zk:1/b", include="x", assignment_strategy="sticky").validate()
