@@ -163,7 +163,16 @@ class ConsumerConnector:
             log.warning("%s: fetcher did not stop in time", self.consumer_id)
         try:
             with self._lock:
-                if not self._session_lost:
+                if not self._session_lost and not self._zk.connected:
+                    # Any ZooKeeper request would wait for a connection that may never come. What was
+                    # consumed since the last commit is read again by the next owner (duplicates, no loss);
+                    # owner and registration nodes are ephemeral and vanish with the session.
+                    log.warning("%s: not connected to ZooKeeper at shutdown: not committing %d partition(s); "
+                                "their ownership goes with the session", self.consumer_id, len(self._owned))
+                    for info in self._owned.values():
+                        info.valid = False
+                    self._owned = {}
+                elif not self._session_lost:
                     self._release_all(commit=self.auto_commit)
                     self._delete_registration()
         except KazooException as exc:
