@@ -29,6 +29,17 @@ from broker.client.errors import ClientError
 from broker.client.message_set_producer import connect_cluster, partition_leader
 from broker.client.wire_client import BrokerUnavailableError, KafkaResponseError
 from broker.protocol.errors import ErrorCode
+from broker.record.record_batch import (
+    ATTRIBUTES_POS,
+    BATCH_HEADER_SIZE,
+    CRC_POS,
+    CURRENT_MAGIC,
+    LAST_OFFSET_DELTA_POS,
+    LOG_OVERHEAD,
+    MAGIC_POS,
+    MIN_BATCH_LENGTH,
+    SIZE_PREFIX_STRUCT,
+)
 
 FETCH, FETCH_VERSION = 1, 4
 _HEAD = struct.Struct(">ihhi")  # size, api_key, api_version, correlation_id
@@ -38,14 +49,8 @@ _I64 = struct.Struct(">q")
 # after the topic name: partitions count, partition, error_code, high_watermark, last_stable_offset,
 # aborted_transactions count
 _PART = struct.Struct(">iihqqi")
-_BATCH = struct.Struct(">qi")  # baseOffset, batchLength (counts the bytes after itself)
 _LAST_DELTA = struct.Struct(">i")
 _CRC = struct.Struct(">I")
-_LOG_OVERHEAD = 12
-_CRC_AT = 17
-_ATTRIBUTES_AT = 21  # the CRC covers [attributes, end of batch)
-_LAST_DELTA_AT = 23
-_BATCH_MIN = 61
 _TOPIC_AT = 4 + 4 + 4  # after the size: correlation id, throttle_time_ms, topics count
 
 _value = operator.attrgetter("value")
@@ -61,13 +66,6 @@ class Record(NamedTuple):
 
 class FetchError(KafkaResponseError, ClientError):
     """The broker answered the fetch with an error code (``code``, ``error_name``)."""
-
-    def __init__(self, code: int, what: str) -> None:
-        super().__init__(code, what)
-        try:
-            self.error_name = ErrorCode(code).name
-        except ValueError:
-            self.error_name = "UNKNOWN"
 
 
 class OffsetOutOfRangeError(FetchError):
@@ -92,18 +90,18 @@ def walk_batches(data: bytes, check_crcs: bool) -> tuple[int, int, int]:
     end = len(data)
     batches = 0
     next_offset = -1
-    unpack_b, unpack_d = _BATCH.unpack_from, _LAST_DELTA.unpack_from
-    while end - pos >= _BATCH_MIN:
+    unpack_b, unpack_d = SIZE_PREFIX_STRUCT.unpack_from, _LAST_DELTA.unpack_from
+    while end - pos >= BATCH_HEADER_SIZE:
         base, length = unpack_b(data, pos)
-        stop = pos + _LOG_OVERHEAD + length
+        stop = pos + LOG_OVERHEAD + length
         if stop > end:
             break
-        if length < _BATCH_MIN - _LOG_OVERHEAD or data[pos + 16] != 2:
+        if length < MIN_BATCH_LENGTH or data[pos + MAGIC_POS] != CURRENT_MAGIC:
             raise CorruptMessageSetError(f"batch at offset {base}: not a RecordBatch v2 (length {length}, "
-                                         f"magic {data[pos + 16]})")
-        if check_crcs and crc32c.crc32c(data[pos + _ATTRIBUTES_AT: stop]) != _CRC.unpack_from(data, pos + _CRC_AT)[0]:
+                                         f"magic {data[pos + MAGIC_POS]})")
+        if check_crcs and crc32c.crc32c(data[pos + ATTRIBUTES_POS: stop]) != _CRC.unpack_from(data, pos + CRC_POS)[0]:
             raise CorruptMessageSetError(f"CRC-32C mismatch in the batch at offset {base}")
-        next_offset = base + unpack_d(data, pos + _LAST_DELTA_AT)[0] + 1
+        next_offset = base + unpack_d(data, pos + LAST_OFFSET_DELTA_POS)[0] + 1
         batches += 1
         pos = stop
     return batches, pos, next_offset
@@ -182,8 +180,8 @@ class MessageSetConsumer:
                  check_crcs: bool = True, stop_at_end: bool = False, idle_timeout_s: float | None = None,
                  max_fetch_bytes: int = 64 << 20, timeout_s: float = 30.0,
                  client_id: str = "ferry-message-set-consumer") -> None:
-        if max_bytes < _BATCH_MIN:
-            raise ValueError(f"max_bytes must be at least {_BATCH_MIN}")
+        if max_bytes < BATCH_HEADER_SIZE:
+            raise ValueError(f"max_bytes must be at least {BATCH_HEADER_SIZE}")
         self.topic, self.partition = topic, partition
         self.max_bytes, self.max_fetch_bytes = max_bytes, max(max_fetch_bytes, max_bytes)
         self.max_wait_ms, self.check_crcs = max_wait_ms, check_crcs

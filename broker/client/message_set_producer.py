@@ -35,13 +35,12 @@ from broker.client.wire_client import (
 )
 from broker.protocol.errors import ErrorCode
 from broker.record.message_set_builder import MessageSetBuilder
+from broker.record.record_batch import BATCH_HEADER_SIZE, CURRENT_MAGIC, MAGIC_POS
 
 PRODUCE, PRODUCE_VERSION = 0, 8
 _I32 = struct.Struct(">i")
 _HEAD = struct.Struct(">ihhi")  # size, api_key, api_version, correlation_id
 _PART_RESULT = struct.Struct(">ihq")  # partition, error_code, base_offset
-_BATCH_HEADER = 61
-_MAGIC_AT = 16
 _RECV_BUFFER = 1 << 20
 
 
@@ -63,17 +62,9 @@ class ProduceError(KafkaResponseError, ClientError):
 
     def __init__(self, code: int, topic: str, partition: int, seq: int, broker_message: str | None) -> None:
         super().__init__(code, f"message set #{seq} to {topic}[{partition}] refused")
-        self.error_name = _error_name(code)
         self.topic, self.partition, self.seq, self.broker_message = topic, partition, seq, broker_message
         if broker_message:
             self.args = (f"{self.args[0]}: {broker_message}",)
-
-
-def _error_name(code: int) -> str:
-    try:
-        return ErrorCode(code).name
-    except ValueError:
-        return "UNKNOWN"
 
 
 def _string(s: str) -> bytes:
@@ -259,7 +250,7 @@ class MessageSetProducer:
             self._raise_error()
         if type(message_set) is bytes or isinstance(message_set, (bytearray, memoryview)):
             records = message_set
-            if len(records) < _BATCH_HEADER or records[_MAGIC_AT] != 2:
+            if len(records) < BATCH_HEADER_SIZE or records[MAGIC_POS] != CURRENT_MAGIC:
                 raise ValueError("message_set is not a RecordBatch v2 (use a list of values, or "
                                  "MessageSetBuilder.build)")
         else:

@@ -33,7 +33,7 @@ from broker.client.raw_responses import (
     parse_list_offsets,
     parse_metadata,
 )
-from broker.protocol.errors import ErrorCode
+from broker.protocol.errors import ErrorCode, error_name
 from broker.protocol.list_offsets import PartitionOffsetResult
 
 log = logging.getLogger(__name__)
@@ -62,11 +62,8 @@ class KafkaResponseError(WireError):
     """A broker answered with an error code."""
 
     def __init__(self, code: int, what: str) -> None:
-        try:
-            name = ErrorCode(code).name
-        except ValueError:
-            name = "UNKNOWN"
-        super().__init__(f"{what}: error {code} ({name})")
+        self.error_name = error_name(code)
+        super().__init__(f"{what}: error {code} ({self.error_name})")
         self.code = code
 
 

@@ -28,6 +28,7 @@ from broker.record.record_batch import (
     CRC_POS,
     HEADER_STRUCT,
     LOG_OVERHEAD,
+    MAX_TIMESTAMP_POS,
     TIMESTAMP_TYPE_MASK,
     RecordBatchHeader,
     check_header,
@@ -84,7 +85,6 @@ def pwrite_all(fd: int, pieces: list, position: int) -> None:
 _ATTRIBUTES = struct.Struct(">h")
 _MAX_TIMESTAMP = struct.Struct(">q")
 _CRC = struct.Struct(">I")
-MAX_TIMESTAMP_POS = 35
 
 
 def _stamped_header(buf: memoryview, pos: int, size: int, offset: int, attributes: int, append_time: int

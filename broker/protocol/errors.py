@@ -80,6 +80,14 @@ class ErrorCode(IntEnum):
     INVALID_RECORD = 87
 
 
+def error_name(code: int) -> str:
+    """The Kafka name of an error code ("UNKNOWN" for a code this broker does not know)."""
+    try:
+        return ErrorCode(code).name
+    except ValueError:
+        return "UNKNOWN"
+
+
 def error_code_of(exc: BaseException, default: ErrorCode = ErrorCode.UNKNOWN_SERVER_ERROR) -> ErrorCode:
     """The Kafka error code an exception carries (storage and registry errors set `kafka_error_code`)."""
     code = getattr(exc, "kafka_error_code", None)

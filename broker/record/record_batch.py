@@ -23,6 +23,7 @@ LOG_OVERHEAD = 12  # baseOffset + batchLength: the part batchLength does not cou
 BASE_OFFSET_STRUCT = struct.Struct(">q")
 SIZE_PREFIX_STRUCT = struct.Struct(">qi")  # baseOffset, batchLength
 LAST_OFFSET_DELTA_POS = 23
+MAX_TIMESTAMP_POS = 35
 CRC_POS = 17
 ATTRIBUTES_POS = 21  # the CRC covers [ATTRIBUTES_POS, end of batch)
 MAGIC_POS = 16

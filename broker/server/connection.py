@@ -282,10 +282,12 @@ class Connection:
         if self._unanswered < MAX_IN_FLIGHT:
             self._has_room.set()
 
-    async def _send_bytes(self, data: bytes | bytearray) -> None:
-        """Send now if the socket takes it all (the usual case); wait for room only for the rest."""
+    async def _send_bytes(self, data: bytes | bytearray, flags: int = 0) -> None:
+        """Send now if the socket takes it all (the usual case); wait for room only for the rest.
+        MSG_MORE in ``flags`` (bytes that file data will follow) lets the kernel put both in the same
+        segments."""
         try:
-            n = self.sock.send(data)
+            n = self.sock.send(data, flags)
         except BlockingIOError:
             n = 0
         if n < len(data):
@@ -302,20 +304,11 @@ class Connection:
                 pending += part
                 continue
             if pending:
-                await self._send_more(pending)
+                await self._send_bytes(pending, socket.MSG_MORE)
                 pending = bytearray()
             await self._sendfile(part.fd, part.position, part.size)
         if pending:
             await self._send_bytes(pending)
-
-    async def _send_more(self, data: bytearray) -> None:
-        """Send bytes that file data will follow: MSG_MORE lets the kernel put both in the same segments."""
-        try:
-            n = self.sock.send(data, socket.MSG_MORE)
-        except BlockingIOError:
-            n = 0
-        if n < len(data):
-            await self._loop.sock_sendall(self.sock, memoryview(data)[n:])
 
     async def _sendfile(self, in_fd: int, offset: int, count: int) -> None:
         out_fd = self._fd
