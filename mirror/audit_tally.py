@@ -18,9 +18,7 @@ from aiokafka.errors import KafkaError
 from aiokafka.record._crecords.default_records import DefaultRecordBatch
 
 from audit.bucket import BUCKET_MS
-from broker.record.record_batch import RecordBatchHeader
-
-LOG_APPEND_TIME_MASK = 0x08
+from broker.record.record_batch import TIMESTAMP_TYPE_MASK, RecordBatchHeader
 
 CountFn = Callable[[str, int, int], None]  # AuditCounter.count(topic, timestamp_ms, n)
 
@@ -34,8 +32,8 @@ def tally_batches(count: CountFn, topic: str, records: bytes | bytearray | memor
     """Count every record of the batches at ``spans`` of ``records``; returns how many records were walked."""
     walked = 0
     for (start, size), h in zip(spans, headers, strict=True):
-        if h.attributes & LOG_APPEND_TIME_MASK or h.records_count == 1:
-            count(topic, h.max_timestamp if h.attributes & LOG_APPEND_TIME_MASK else h.base_timestamp,
+        if h.attributes & TIMESTAMP_TYPE_MASK or h.records_count == 1:
+            count(topic, h.max_timestamp if h.attributes & TIMESTAMP_TYPE_MASK else h.base_timestamp,
                   h.records_count)
             continue
         for b, c in bucket_counts(bytes(records[start:start + size]), h.records_count).items():

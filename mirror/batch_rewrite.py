@@ -34,16 +34,23 @@ import crc32c
 from aiokafka.errors import KafkaError
 from aiokafka.record._crecords.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 
-from broker.record.record_batch import BATCH_HEADER_SIZE, RecordBatchHeader, read_header
+from broker.record.record_batch import (
+    ATTRIBUTES_POS,
+    BATCH_HEADER_SIZE,
+    COMPRESSION_MASK,
+    CONTROL_MASK,
+    CRC_POS,
+    LOG_OVERHEAD,
+    TIMESTAMP_TYPE_MASK,
+    TRANSACTIONAL_MASK,
+    RecordBatchHeader,
+    read_header,
+)
 
 # Byte positions in a v2 batch (Kafka's DefaultRecordBatch layout).
 _BASE_OFFSET_POS = 0
 _LEADER_EPOCH_POS = 12
-_MAGIC_POS = 16
-_CRC_POS = 17
-_ATTRIBUTES_POS = 21  # the CRC covers [attributes, end of batch)
 _PRODUCER_ID_POS = 43  # producerId int64, producerEpoch int16, baseSequence int32
-_LOG_OVERHEAD = 12  # baseOffset + batchLength, not counted by batchLength
 
 _I64 = struct.Struct(">q")
 _I32 = struct.Struct(">i")
@@ -51,12 +58,8 @@ _U32 = struct.Struct(">I")
 _I16 = struct.Struct(">h")
 _PRODUCER = struct.Struct(">qhi")
 
-TRANSACTIONAL_MASK = 0x10
-CONTROL_MASK = 0x20
 NO_PARTITION_LEADER_EPOCH = -1
 SEQUENCE_MODULUS = 1 << 31  # sequences wrap at Int32.MaxValue like Kafka's
-LOG_APPEND_TIME_MASK = 0x08
-COMPRESSION_MASK = 0x07
 COALESCE_MAX_SOURCE = 16 << 10  # batches at least this big travel unchanged
 
 
@@ -124,7 +127,7 @@ def forward_batches(
         if h.magic != 2:
             raise CorruptBatchError(f"batch at offset {h.base_offset} has magic {h.magic}; only v2 is mirrored",
                                     h.base_offset)
-        if h.batch_length < BATCH_HEADER_SIZE - _LOG_OVERHEAD:
+        if h.batch_length < BATCH_HEADER_SIZE - LOG_OVERHEAD:
             raise CorruptBatchError(f"batch at offset {h.base_offset} has batchLength {h.batch_length}",
                                     h.base_offset)
         size = h.size
@@ -136,7 +139,7 @@ def forward_batches(
         if h.next_offset <= out.next_offset:
             out.skipped_batches += 1  # already mirrored (the fetch started inside or before it)
             continue
-        crc = crc32c.crc32c(batch[_ATTRIBUTES_POS:])
+        crc = crc32c.crc32c(batch[ATTRIBUTES_POS:])
         if crc != h.crc:
             raise CorruptBatchError(
                 f"batch at offset {h.base_offset}: CRC-32C {crc:#010x} != header {h.crc:#010x}", h.base_offset)
@@ -148,7 +151,7 @@ def forward_batches(
         if coalesce_bytes <= 0:
             _emit(out, batch, h, resume, producer_id, producer_epoch)
             continue
-        eligible = size < COALESCE_MAX_SOURCE and not h.attributes & LOG_APPEND_TIME_MASK
+        eligible = size < COALESCE_MAX_SOURCE and not h.attributes & TIMESTAMP_TYPE_MASK
         if run and (not eligible or run_bytes + size > coalesce_bytes
                     or run[0][1].attributes & COMPRESSION_MASK != h.attributes & COMPRESSION_MASK):
             _emit_run(out, run, producer_id, producer_epoch)
@@ -171,10 +174,10 @@ def _emit(out: ForwardedBatches, batch: memoryview, h: RecordBatchHeader, resume
     records += batch
     _I64.pack_into(records, start + _BASE_OFFSET_POS, 0)
     _I32.pack_into(records, start + _LEADER_EPOCH_POS, NO_PARTITION_LEADER_EPOCH)
-    _I16.pack_into(records, start + _ATTRIBUTES_POS, h.attributes & ~TRANSACTIONAL_MASK)
+    _I16.pack_into(records, start + ATTRIBUTES_POS, h.attributes & ~TRANSACTIONAL_MASK)
     _PRODUCER.pack_into(records, start + _PRODUCER_ID_POS, producer_id, producer_epoch, out.next_sequence)
-    _U32.pack_into(records, start + _CRC_POS,
-                   crc32c.crc32c(memoryview(records)[start + _ATTRIBUTES_POS:start + size]))
+    _U32.pack_into(records, start + CRC_POS,
+                   crc32c.crc32c(memoryview(records)[start + ATTRIBUTES_POS:start + size]))
     out.headers.append(h)
     out.spans.append((start, size))
     out.resume_offsets.append(resume)
@@ -234,7 +237,7 @@ def restamp(records: bytearray, start: int, size: int, producer_id: int, produce
     _PRODUCER.pack_into(records, start + _PRODUCER_ID_POS, producer_id, producer_epoch, sequence)
     mv = memoryview(records)
     try:
-        _U32.pack_into(records, start + _CRC_POS, crc32c.crc32c(mv[start + _ATTRIBUTES_POS:start + size]))
+        _U32.pack_into(records, start + CRC_POS, crc32c.crc32c(mv[start + ATTRIBUTES_POS:start + size]))
     finally:
         mv.release()
 
