@@ -14,6 +14,7 @@ import os
 import sys
 from typing import Any
 
+from broker.log.log_config import LogConfig
 from broker.zk import ClusterRegistry, RegistryError, TopicExistsError, UnknownTopicError
 from ferry.cli_support import ENV_ZOOKEEPER, UsageError
 
@@ -166,4 +167,5 @@ def _parse_configs(items: list[str]) -> dict[str, str]:
         if key.strip() in out:
             raise UsageError(f"--config {key.strip()} given twice")
         out[key.strip()] = value
+    LogConfig.from_topic_config(out)  # ValueError naming the setting: refused before anything is written
     return out

@@ -22,7 +22,9 @@ from broker.log.atomic_file import fsync_dir
 from broker.log.log_config import LogConfig
 from broker.log.log_segment import DELETED_SUFFIX, INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, LogSegment
 from broker.log.producer_state import ProducerStateManager
+from broker.record.compression import PRODUCER
 from broker.record.errors import OffsetOutOfRangeError, RecordTooLargeError, StorageError
+from broker.record.recompress import recompress_batches
 from broker.record.record_batch import validate_batches
 
 logger = logging.getLogger("ferry.log")
@@ -239,6 +241,16 @@ class Log:
         if len(mv) > config.segment_bytes:
             raise RecordTooLargeError(f"record set of {len(mv)} bytes exceeds segment.bytes {config.segment_bytes}")
         headers = validate_batches(mv, config.max_message_bytes)
+        if config.compression != PRODUCER:
+            converted = recompress_batches(mv, headers, config.compression, config.compression_level,
+                                           config.max_message_bytes)
+            if converted is not None:
+                mv = memoryview(converted[0])
+                headers = converted[1]
+                if len(mv) > config.segment_bytes:
+                    raise RecordTooLargeError(
+                        f"record set of {len(mv)} bytes as {config.compression_type} exceeds segment.bytes "
+                        f"{config.segment_bytes}")
         count = 0
         span = 0
         idempotent = False

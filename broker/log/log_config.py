@@ -1,8 +1,8 @@
 """Per-partition log settings, with Kafka's topic-config names.
 
 Topic configs arrive as strings (from ZooKeeper or CreateTopics); ``from_topic_config`` parses
-the names the log understands and ignores the others (compression.type, cleanup.policy, ...
-belong to other layers or are not implemented) so a client's usual topic configs are accepted.
+the names the log understands and ignores the others (cleanup.policy, ... belong to other layers
+or are not implemented) so a client's usual topic configs are accepted.
 """
 
 from __future__ import annotations
@@ -10,6 +10,8 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
+
+from broker.record.compression import COMPRESSION_NAMES, LEVELS, PRODUCER, Codec, parse_compression_type
 
 DAY_MS = 24 * 3600 * 1000
 MAX_SEGMENT_BYTES = 0x7FFFFFFF  # file positions in the offset index are u32; Kafka caps at Int.MaxValue
@@ -30,6 +32,20 @@ class LogConfig:
     file_delete_delay_ms: int = 60_000  # deleted segments stay open this long (sendfile in flight)
     producer_id_expiration_ms: int = DAY_MS  # idempotence state of a producer silent this long is dropped
     log_append_time: bool = False  # message.timestamp.type=LogAppendTime: the broker stamps each batch
+    compression: int = PRODUCER  # compression.type: PRODUCER keeps the producer's codec, else a Codec
+    compression_gzip_level: int = LEVELS[Codec.GZIP][2]
+    compression_lz4_level: int = LEVELS[Codec.LZ4][2]
+    compression_zstd_level: int = LEVELS[Codec.ZSTD][2]
+
+    @property
+    def compression_level(self) -> int | None:
+        """The level of the topic's codec (None: the codec has none)."""
+        return {Codec.GZIP: self.compression_gzip_level, Codec.LZ4: self.compression_lz4_level,
+                Codec.ZSTD: self.compression_zstd_level}.get(self.compression)
+
+    @property
+    def compression_type(self) -> str:
+        return COMPRESSION_NAMES[self.compression]
 
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):
@@ -71,6 +87,9 @@ class LogConfig:
             if attr == "log_append_time":
                 changes[attr] = parse_timestamp_type(name, text)
                 continue
+            if attr == "compression":
+                changes[attr] = parse_compression_type(name, text)
+                continue
             try:
                 changes[attr] = int(text)
             except ValueError:
@@ -92,6 +111,10 @@ TOPIC_CONFIG_NAMES: dict[str, str] = {
     "file.delete.delay.ms": "file_delete_delay_ms",
     "consumers.see.unflushed": "consumers_see_unflushed",  # ferry's own
     "message.timestamp.type": "log_append_time",
+    "compression.type": "compression",
+    "compression.gzip.level": "compression_gzip_level",
+    "compression.lz4.level": "compression_lz4_level",
+    "compression.zstd.level": "compression_zstd_level",
 }
 
 TIMESTAMP_TYPES = {"CreateTime": False, "LogAppendTime": True}
@@ -119,4 +142,6 @@ _BOUNDS: dict[str, tuple[int, int | None]] = {
     "max_message_bytes": (0, MAX_SEGMENT_BYTES),
     "file_delete_delay_ms": (0, None),
     "producer_id_expiration_ms": (1, None),
+    "compression": (PRODUCER, max(Codec)),
+    **{f"compression_{c.name.lower()}_level": LEVELS[c][:2] for c in LEVELS},
 }

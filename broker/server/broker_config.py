@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from broker.log.log_config import LogConfig, parse_timestamp_type
+from broker.record.compression import parse_compression_type
 
 DEFAULT_MAX_REQUEST_BYTES = 100 * 1024 * 1024
 
@@ -91,9 +92,10 @@ class BrokerConfig:
             if key in p:
                 if attr == "consumers_see_unflushed":
                     log_changes[attr] = _parse_bool(key, p[key])
-                elif attr == "log_append_time":
+                elif attr in ("log_append_time", "compression"):
+                    parse = parse_timestamp_type if attr == "log_append_time" else parse_compression_type
                     try:
-                        log_changes[attr] = parse_timestamp_type(key, p[key])
+                        log_changes[attr] = parse(key, p[key])
                     except ValueError as e:
                         raise ConfigError(str(e)) from None
                 else:
@@ -145,6 +147,10 @@ LOG_KEYS: dict[str, str] = {
     "log.consumers.see.unflushed": "consumers_see_unflushed",
     "producer.id.expiration.ms": "producer_id_expiration_ms",
     "log.message.timestamp.type": "log_append_time",
+    "compression.type": "compression",
+    "compression.gzip.level": "compression_gzip_level",
+    "compression.lz4.level": "compression_lz4_level",
+    "compression.zstd.level": "compression_zstd_level",
 }
 
 KNOWN_KEYS = {

@@ -61,6 +61,8 @@ def test_create_errors(cluster, capsys) -> None:
         (["x" * 250, "--partitions", "1"], "limit is 249"),
         (["ok", "--partitions", "0"], "at least 1"),
         (["ok", "--partitions", "1", "--config", "retention.ms"], "KEY=VALUE"),
+        (["ok", "--partitions", "1", "--config", "retention.ms=soon"], "retention.ms: expected an integer"),
+        (["ok", "--partitions", "1", "--config", "compression.type=brotli"], "compression.type: expected one of"),
     ]:
         assert main(["topics", "create", *argv, "--zookeeper", zk]) == 2
         err = capsys.readouterr().err
