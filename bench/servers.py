@@ -108,14 +108,15 @@ class FerryServer:
     def pids(self) -> list[int]:
         return [self.broker.pid] if self.broker and self.broker.pid else []
 
-    def create_queue(self, name: str, partitions: int = 1) -> None:
-        """A topic with one partition (one log: the paper's setup), visible to the broker before return."""
+    def create_queue(self, name: str, partitions: int = 1, config: dict[str, str] | None = None) -> None:
+        """A topic with one partition (one log: the paper's setup), visible to the broker before return;
+        ``config``: topic settings (compression.type ...)."""
         from broker.zk import ClusterRegistry
 
         reg = ClusterRegistry(self.zk_connect)
         reg.start()
         try:
-            reg.create_topic(name, partitions)
+            reg.create_topic(name, partitions, config)
         finally:
             reg.stop()
         self._wait_topic(name)
