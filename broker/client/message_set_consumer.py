@@ -172,14 +172,15 @@ class MessageSetConsumer:
     ``message_sets()`` yields MessageSet per fetch answer; iterating the consumer yields Records.
     ``stop_at_end``: stop once the position reaches the high watermark of the latest answer;
     ``idle_timeout_s``: stop after that long without new records. Otherwise iteration long-polls forever.
-    ``position`` is the next offset after the last set handed out.
+    ``position`` is the next offset after the last set handed out. ``metadata_wait_s``: how long a topic or
+    partition the brokers do not know yet (just created), or one without a leader, is looked up again.
     """
 
     def __init__(self, bootstrap: str | None, topic: str, partition: int = 0, offset: int | str = "earliest",
                  max_bytes: int = 204_800, *, zookeeper: str | None = None, max_wait_ms: int = 100,
                  check_crcs: bool = True, stop_at_end: bool = False, idle_timeout_s: float | None = None,
                  max_fetch_bytes: int = 64 << 20, timeout_s: float = 30.0,
-                 client_id: str = "ferry-message-set-consumer") -> None:
+                 client_id: str = "ferry-message-set-consumer", metadata_wait_s: float = 5.0) -> None:
         if max_bytes < BATCH_HEADER_SIZE:
             raise ValueError(f"max_bytes must be at least {BATCH_HEADER_SIZE}")
         self.topic, self.partition = topic, partition
@@ -191,7 +192,7 @@ class MessageSetConsumer:
         self.cluster = connect_cluster(bootstrap, zookeeper, client_id, timeout_s)
         self.sock: socket.socket | None = None
         try:
-            self.node, host, port = partition_leader(self.cluster, topic, partition)
+            self.node, host, port = partition_leader(self.cluster, topic, partition, metadata_wait_s)
             self.position = self._resolve(offset)
             try:
                 sock = socket.create_connection((host, port), timeout=timeout_s)

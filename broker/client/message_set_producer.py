@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import socket
 import struct
+import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from typing import NamedTuple
@@ -81,25 +82,46 @@ def connect_cluster(bootstrap: str | None, zookeeper: str | None, client_id: str
     return WireClient(bootstrap, client_id=client_id, timeout_s=timeout_s, connect_timeout_s=min(timeout_s, 10.0))
 
 
-def partition_leader(cluster: WireClient, topic: str, partition: int) -> tuple[int, str, int]:
+def partition_leader(cluster: WireClient, topic: str, partition: int,
+                     wait_s: float = 0.0) -> tuple[int, str, int]:
     """(node id, host, port) of the partition's leader: the client's cached Metadata, else fresh Metadata.
 
-    UnknownTopicError / UnknownPartitionError if the cluster does not have it, BrokerUnavailableError if it
-    has no leader right now.
+    Brokers learn of a new topic, or of a new leader, by ZooKeeper watch a moment after it is written:
+    for up to ``wait_s`` an unknown topic or partition, or a missing leader, is asked about again (50 ms
+    doubling to 500 ms between asks), as Kafka clients wait for metadata. Then UnknownTopicError /
+    UnknownPartitionError if the cluster does not have it, BrokerUnavailableError if it has no leader.
     """
     node = cluster.leaders.get((topic, partition))
-    if node is None or node not in cluster.brokers:
-        md = cluster.refresh_metadata([topic])
-        t = md.topics.get(topic)
-        if t is None or t.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION or (t.error_code == 0
-                                                                                 and not t.partitions):
-            raise UnknownTopicError(f"topic {topic!r} does not exist in the cluster")
-        if t.error_code != ErrorCode.NONE:
-            raise KafkaResponseError(t.error_code, f"metadata for topic {topic!r}")
-        if not any(p.partition == partition for p in t.partitions):
-            raise UnknownPartitionError(f"topic {topic!r} has partitions 0..{len(t.partitions) - 1}, "
-                                        f"not {partition}")
-        node = cluster.leaders.get((topic, partition))
+    if node is not None and node in cluster.brokers:
+        addr = cluster.brokers[node]
+        return node, addr[0], addr[1]
+    deadline = time.monotonic() + wait_s
+    pause = 0.05
+    while True:
+        try:
+            return _fresh_leader(cluster, topic, partition)
+        except (UnknownTopicError, BrokerUnavailableError):
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise
+            time.sleep(min(pause, left))
+            pause = min(pause * 2, 0.5)
+
+
+def _fresh_leader(cluster: WireClient, topic: str, partition: int) -> tuple[int, str, int]:
+    md = cluster.refresh_metadata([topic])
+    t = md.topics.get(topic)
+    if t is None or t.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION or (t.error_code == 0
+                                                                             and not t.partitions):
+        raise UnknownTopicError(f"topic {topic!r} does not exist in the cluster")
+    if t.error_code == ErrorCode.LEADER_NOT_AVAILABLE:
+        raise BrokerUnavailableError(f"{topic}[{partition}] has no leader right now")
+    if t.error_code != ErrorCode.NONE:
+        raise KafkaResponseError(t.error_code, f"metadata for topic {topic!r}")
+    if not any(p.partition == partition for p in t.partitions):
+        raise UnknownPartitionError(f"topic {topic!r} has partitions 0..{len(t.partitions) - 1}, "
+                                    f"not {partition}")
+    node = cluster.leaders.get((topic, partition))
     addr = cluster.brokers.get(node) if node is not None else None
     if node is None or addr is None:
         raise BrokerUnavailableError(f"{topic}[{partition}] has no leader right now")
@@ -155,13 +177,14 @@ class MessageSetProducer:
     ``send(topic, partition, message_set) -> seq`` is asynchronous; ``flush()`` waits for every answer.
     Where sets landed: ``on_ack(Ack)`` is called for every acknowledged set (from send/flush, in order per
     connection), ``last_offsets[(topic, partition)]`` holds the latest acknowledged base offset, and
-    ``send_and_wait`` returns it directly.
+    ``send_and_wait`` returns it directly. ``metadata_wait_s``: how long a topic or partition the brokers
+    do not know yet (just created), or one without a leader, is looked up again before send() raises.
     """
 
     def __init__(self, bootstrap: str | None = None, *, zookeeper: str | None = None, acks: int | str = 1,
                  max_in_flight: int = 16, timeout_s: float = 30.0, request_timeout_ms: int = 30_000,
                  client_id: str = "ferry-message-set-producer",
-                 on_ack: Callable[[Ack], object] | None = None) -> None:
+                 on_ack: Callable[[Ack], object] | None = None, metadata_wait_s: float = 5.0) -> None:
         if acks == "all":
             acks = -1
         if acks == 0 or acks == "0":
@@ -177,6 +200,7 @@ class MessageSetProducer:
         self.request_timeout_ms = request_timeout_ms
         self.client_id = client_id
         self.on_ack = on_ack
+        self.metadata_wait_s = metadata_wait_s
         self.cluster = connect_cluster(bootstrap, zookeeper, client_id, timeout_s)
         self.builder = MessageSetBuilder()
         self.last_offsets: dict[tuple[str, int], int] = {}
@@ -214,7 +238,7 @@ class MessageSetProducer:
         if route is None:
             if self._closed:
                 raise ClientError("the producer is closed")
-            node, host, port = partition_leader(self.cluster, topic, partition)
+            node, host, port = partition_leader(self.cluster, topic, partition, self.metadata_wait_s)
             conn = self._conns.get(node)
             if conn is None or conn.sock is None or conn.address != f"{host}:{port}":
                 conn = self._conns[node] = _LeaderConnection(node, host, port, self.timeout_s)

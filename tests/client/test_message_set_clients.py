@@ -170,14 +170,16 @@ def test_interop_with_confluent_kafka_both_ways(cluster):
 def test_refusals_raise_with_the_brokers_code_and_write_nothing(cluster):
     _create(cluster, "err", 2)
     builder = MessageSetBuilder()
+    t0 = time.monotonic()
     with pytest.raises(UnknownTopicError):
-        MessageSetProducer(cluster.bootstrap).send("no-such-topic", 0, [b"x"])
+        MessageSetProducer(cluster.bootstrap, metadata_wait_s=0.5).send("no-such-topic", 0, [b"x"])
+    assert 0.5 <= time.monotonic() - t0 < 5  # asked again for metadata_wait_s, then refused
     with pytest.raises(UnknownPartitionError, match="partitions 0..1"):
-        MessageSetProducer(cluster.bootstrap).send("err", 5, [b"x"])
+        MessageSetProducer(cluster.bootstrap, metadata_wait_s=0.2).send("err", 5, [b"x"])
     with pytest.raises(UnknownTopicError):
-        MessageSetConsumer(cluster.bootstrap, "no-such-topic", 0)
+        MessageSetConsumer(cluster.bootstrap, "no-such-topic", 0, metadata_wait_s=0.2)
     with pytest.raises(UnknownPartitionError):
-        MessageSetConsumer(cluster.bootstrap, "err", 2)
+        MessageSetConsumer(cluster.bootstrap, "err", 2, metadata_wait_s=0.2)
     for bad in (0, "0", 2, "1"):
         with pytest.raises(ValueError, match="acks"):
             MessageSetProducer(cluster.bootstrap, acks=bad)
@@ -267,3 +269,15 @@ def test_crc_check_and_partial_batches_from_the_headers():
         b.build([])
     with pytest.raises(ValueError, match="keys"):
         b.build([b"a"], keys=[b"a", b"b"])
+
+
+def test_a_topic_used_the_moment_it_is_created(cluster):
+    """Brokers learn of a topic by ZooKeeper watch a moment after it is written: the clients ask again
+    instead of failing (metadata_wait_s), as Kafka clients wait for metadata."""
+    for i in range(3):
+        topic = f"fresh-{i}"
+        create_topic(cluster.zk_connect, topic, 2)  # no waiting for the brokers
+        with MessageSetProducer(cluster.bootstrap) as p:
+            assert p.send_and_wait(topic, 1, [b"first %d" % i]) == 0
+        with MessageSetConsumer(cluster.bootstrap, topic, 1, stop_at_end=True, idle_timeout_s=20) as c:
+            assert [r.value for r in c] == [b"first %d" % i]
