@@ -664,12 +664,8 @@ class MirrorStream(threading.Thread):
             self._target_stale = True
         level = logging.ERROR if code in FATAL_LOOKING else logging.WARNING
         if pm.produce_failures in (1, 10) or pm.produce_failures % 100 == 0:
-            hint = ""
-            if code in TOO_LARGE_ERRORS and any(b.coalesced for b in batches):
-                hint = " (a coalesced batch whose earlier attempt had an unknown outcome: resent byte-identical)"
-            log.log(level, "produce %s-%d (source offset %d): %s %s%s (attempt %d, retrying; nothing is skipped)",
-                    pm.topic, pm.partition, first.header.base_offset, _name(code), message, hint,
-                    pm.produce_failures)
+            log.log(level, "produce %s-%d (source offset %d): %s %s (attempt %d, retrying; nothing is skipped)",
+                    pm.topic, pm.partition, first.header.base_offset, _name(code), message, pm.produce_failures)
         return False
 
     def _split_refused(self, pm: PartitionMirror, batches: list[PendingBatch], message: str) -> bool:
@@ -678,12 +674,13 @@ class MirrorStream(threading.Thread):
         A definite refusal wrote nothing, and nothing after it can have been written either (the broker
         takes a producer's sequences only in order). So the refused batches and every later one are
         dropped, the partition is fetched again from the first of them under its sequence, and its
-        sources are coalesced into batches at most half as big (down to not at all). Only batches that
-        were never sent with an unknown outcome qualify: one that may have been written must be resent
-        byte-identical for the broker's exact dedupe. A batch that is too large on its own is not
-        split (returns False: logged at ERROR and retried like any refusal, never skipped).
+        sources are coalesced into batches at most half as big (down to not at all). This holds for a
+        batch whose earlier attempt had an unknown outcome too: the offline broker answers a retry of a
+        batch it wrote as a duplicate even when it would now be too large (Log.append), so a too-large
+        answer means not written. A batch that is too large on its own is not split (returns False:
+        logged at ERROR and retried like any refusal, never skipped).
         """
-        if not any(b.coalesced for b in batches) or any(b.uncertain for b in batches):
+        if not any(b.coalesced for b in batches):
             return False
         first = batches[0]
         dropped = pm.drop_from(first)

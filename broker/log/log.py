@@ -23,9 +23,15 @@ from broker.log.log_config import LogConfig
 from broker.log.log_segment import DELETED_SUFFIX, INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, LogSegment
 from broker.log.producer_state import ProducerStateManager
 from broker.record.compression import PRODUCER
-from broker.record.errors import OffsetOutOfRangeError, RecordTooLargeError, StorageError
+from broker.record.errors import (
+    CorruptRecordError,
+    InvalidRecordError,
+    OffsetOutOfRangeError,
+    RecordTooLargeError,
+    StorageError,
+)
 from broker.record.recompress import recompress_batches
-from broker.record.record_batch import validate_batches
+from broker.record.record_batch import RecordBatchHeader, validate_batches
 
 logger = logging.getLogger("ferry.log")
 
@@ -238,19 +244,13 @@ class Log:
         if mv.format != "B" or mv.ndim != 1:
             mv = mv.cast("B")
         config = self.config
-        if len(mv) > config.segment_bytes:
-            raise RecordTooLargeError(f"record set of {len(mv)} bytes exceeds segment.bytes {config.segment_bytes}")
-        headers = validate_batches(mv, config.max_message_bytes)
-        if config.compression != PRODUCER:
-            converted = recompress_batches(mv, headers, config.compression, config.compression_level,
-                                           config.max_message_bytes)
-            if converted is not None:
-                mv = memoryview(converted[0])
-                headers = converted[1]
-                if len(mv) > config.segment_bytes:
-                    raise RecordTooLargeError(
-                        f"record set of {len(mv)} bytes as {config.compression_type} exceeds segment.bytes "
-                        f"{config.segment_bytes}")
+        try:
+            mv, headers = self._validated(mv, config)
+        except RecordTooLargeError:
+            written = self._written_before(mv)
+            if written is None:
+                raise
+            return written
         count = 0
         span = 0
         idempotent = False
@@ -291,6 +291,39 @@ class Log:
         if want_flush and self.flush_requested is not None:
             self.flush_requested(self)
         return AppendInfo(first, next_offset - 1, log_append_time=-1 if append_time is None else append_time)
+
+    @staticmethod
+    def _validated(mv: memoryview, config: LogConfig) -> tuple[memoryview, list[RecordBatchHeader]]:
+        """The payload as it will be written (converted to the topic's codec if it has one) and its headers."""
+        if len(mv) > config.segment_bytes:
+            raise RecordTooLargeError(f"record set of {len(mv)} bytes exceeds segment.bytes {config.segment_bytes}")
+        headers = validate_batches(mv, config.max_message_bytes)
+        if config.compression != PRODUCER:
+            converted = recompress_batches(mv, headers, config.compression, config.compression_level,
+                                           config.max_message_bytes)
+            if converted is not None:
+                mv = memoryview(converted[0])
+                headers = converted[1]
+                if len(mv) > config.segment_bytes:
+                    raise RecordTooLargeError(
+                        f"record set of {len(mv)} bytes as {config.compression_type} exceeds segment.bytes "
+                        f"{config.segment_bytes}")
+        return mv, headers
+
+    def _written_before(self, mv: memoryview) -> AppendInfo | None:
+        """A too-large idempotent payload that repeats an append already made (the size limit was lowered
+        since, or conversion grew it) is answered as the duplicate it is, not refused: a producer whose
+        first attempt had an unknown outcome then learns the truth, and a refusal always means "not
+        written" (the mirror relies on it to split batches safely)."""
+        try:
+            headers = validate_batches(mv)
+        except (CorruptRecordError, InvalidRecordError, RecordTooLargeError):
+            return None
+        if not any(h.producer_id >= 0 for h in headers):
+            return None
+        with self._lock:
+            dup = self.producer_state.find_duplicate(headers)
+        return None if dup is None else AppendInfo(dup.first_offset, dup.last_offset, duplicate=True)
 
     def _roll(self, now: int) -> LogSegment:
         old = self._segments[-1]

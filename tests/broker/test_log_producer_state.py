@@ -3,6 +3,7 @@ refused, and the state survives a clean close and a crash."""
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -11,7 +12,7 @@ from storage_batches import build_batch, decode
 from broker.log.log import Log
 from broker.log.log_config import LogConfig
 from broker.log.producer_state import SNAPSHOT_FILE
-from broker.record.errors import InvalidProducerEpochError, OutOfOrderSequenceError
+from broker.record.errors import InvalidProducerEpochError, OutOfOrderSequenceError, RecordTooLargeError
 
 PID = 4242
 
@@ -176,3 +177,20 @@ def test_idle_producers_expire_and_the_state_stays_bounded(tmp_path: Path) -> No
 def test_producer_expiration_must_be_positive() -> None:
     with pytest.raises(ValueError, match="producer.id.expiration.ms"):
         LogConfig(producer_id_expiration_ms=0)
+
+
+def test_a_retry_of_a_written_batch_is_a_duplicate_even_if_now_too_large(tmp_path) -> None:
+    """A refusal must mean "not written": a producer whose first attempt had an unknown outcome retries
+    after max.message.bytes was lowered; the batch was written, so the answer is the duplicate's offsets."""
+    log = Log(tmp_path / "t-0", LogConfig())
+    log.append(build_batch(2, producer_id=9, producer_epoch=0, base_sequence=0))
+    big = build_batch(30, value_size=100, producer_id=9, producer_epoch=0, base_sequence=2)
+    first = log.append(big)
+    log.update_config(dataclasses.replace(log.config, max_message_bytes=len(big) - 1))
+    again = log.append(big)
+    assert again.duplicate and (again.first_offset, again.last_offset) == (first.first_offset, first.last_offset) == (2, 31)
+    with pytest.raises(RecordTooLargeError):  # the next one really is too large: refused, nothing written
+        log.append(build_batch(30, value_size=100, producer_id=9, producer_epoch=0, base_sequence=32))
+    with pytest.raises(RecordTooLargeError):  # no producer id: nothing to recognise it by
+        log.append(build_batch(30, value_size=100))
+    assert log.log_end_offset == 32

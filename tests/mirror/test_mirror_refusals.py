@@ -135,3 +135,131 @@ def test_a_batch_whose_records_do_not_parse_is_mirrored_and_counted(cluster_fact
         assert len(bad) == 1 and "t-0" in bad[0].getMessage() and "offset 10" in bad[0].getMessage()
     finally:
         stream.stop()
+
+
+class AnswerDropper:
+    """A loopback proxy in front of the offline broker that, once armed, forwards the next Produce request
+    and then cuts the connection instead of passing the answer on: the mirror cannot know whether that
+    request was written (an unknown outcome), exactly what a link cut mid-request leaves behind."""
+
+    def __init__(self, target_port: int) -> None:
+        import socket
+
+        self.target = ("127.0.0.1", target_port)
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        self.armed = 0
+        self.dropped = 0
+        self._lock = threading.Lock()
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        import socket
+
+        while True:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            try:
+                upstream = socket.create_connection(self.target, timeout=5)
+            except OSError:
+                client.close()
+                continue
+            state = {"produce_sent": False}
+            threading.Thread(target=self._requests, args=(client, upstream, state), daemon=True).start()
+            threading.Thread(target=self._answers, args=(upstream, client, state), daemon=True).start()
+
+    def _requests(self, src, dst, state) -> None:
+        buf = b""
+        try:
+            while True:
+                data = src.recv(65536)
+                if not data:
+                    break
+                dst.sendall(data)
+                buf += data
+                while len(buf) >= 6:  # frame: int32 size, then int16 api key
+                    size = struct.unpack_from(">i", buf)[0]
+                    if len(buf) < 4 + size:
+                        break
+                    if struct.unpack_from(">h", buf, 4)[0] == 0:
+                        with self._lock:
+                            if self.armed:
+                                self.armed -= 1
+                                state["produce_sent"] = True
+                    buf = buf[4 + size:]
+        except OSError:
+            pass
+        finally:
+            self._close(src, dst)
+
+    def _answers(self, src, dst, state) -> None:
+        try:
+            while True:
+                data = src.recv(65536)
+                if not data:
+                    break
+                if state["produce_sent"]:  # the answer (or one before it): never delivered
+                    self.dropped += 1
+                    break
+                dst.sendall(data)
+        except OSError:
+            pass
+        finally:
+            self._close(src, dst)
+
+    @staticmethod
+    def _close(*socks) -> None:
+        import socket
+
+        for s in socks:
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            s.close()
+
+    def close(self) -> None:
+        self.listener.close()
+
+
+def test_a_too_large_coalesced_batch_with_an_unknown_outcome_is_split_too(cluster_factory, caplog) -> None:
+    """The first produce to the offline broker is refused as too large, but the answer never arrives: the
+    batch's outcome is unknown, so it is resent byte-identical and refused again. The offline broker
+    answers a written batch's retry as a duplicate whatever its size, so that refusal means "not written"
+    and the mirror splits it like any other: no stall, everything once and in order."""
+    from ferry.embedded import BrokerProcess, free_port
+
+    live = cluster_factory(1, "live", extra_args=FAST_FLUSH)
+    offline = cluster_factory(0, "offline")
+    port = free_port("127.0.0.1")
+    proxy = AnswerDropper(port)
+    b = BrokerProcess(1, offline.root / "broker-1" / "data", offline.zk_connect, "offline", port=port,
+                      extra_args=(*FAST_FLUSH, "--max-message-bytes", str(OFFLINE_MAX),
+                                  "--advertised", f"127.0.0.1:{proxy.port}"))
+    offline.brokers[1] = b
+    b.start()
+    for c in (live, offline):
+        with ClusterRegistry(c.zk_connect) as reg:
+            reg.create_topic("t", 1)
+        wait_partitions(c.bootstrap, "t", 1)
+    small_batches = {"batch.num.messages": 25, "linger.ms": 1}
+    produce(live.bootstrap, "t", 1, 4000, compression="none", config=small_batches)
+    end = _end(live.bootstrap)
+    proxy.armed = 1
+    metrics = MirrorMetrics()
+    stream = MirrorStream(0, WireClient(live.bootstrap), WireClient(f"127.0.0.1:{proxy.port}"), lambda *_: None,
+                          metrics, fetch_wait_ms=100)
+    caplog.set_level(logging.WARNING, logger="ferry.mirror")
+    stream.start()
+    try:
+        stream.assign({TP: 0})
+        wait_for(lambda: stream.committable().get(TP) == end, 90, "the stream to copy everything (no stall)")
+        assert proxy.dropped == 1  # the unknown outcome really happened
+        assert read_log(offline.bootstrap, {"t": 1}) == read_log(live.bootstrap, {"t": 1})  # once, in order
+        assert _errors(metrics, "coalesced_too_large") >= 1
+        assert metrics.registry.get_sample_value("ferry_mirror_producer_id_resets_total") == 0
+    finally:
+        stream.stop()
+        proxy.close()
