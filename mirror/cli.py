@@ -10,6 +10,7 @@ import sys
 import threading
 
 from mirror.mirror_maker import ASSIGNMENT_STRATEGIES, DEFAULT_ASSIGNMENT_STRATEGY, DEFAULT_GROUP
+from mirror.mirror_stream import COALESCE_BYTES
 
 DESCRIPTION = """\
 Mirror topics of a live cluster into the offline cluster (paper section 4).
@@ -62,6 +63,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--audit-interval", type=float, default=5.0, metavar="SECONDS",
                    help="how often the mirror tier's audit counts are published (default 5); offsets of records "
                         "counted since are committed only once their counts are published")
+    p.add_argument("--coalesce-bytes", type=int, default=COALESCE_BYTES, metavar="BYTES",
+                   help=f"re-build consecutive small batches (each under 16 KiB) into one of up to BYTES before "
+                        f"producing them offline (default {COALESCE_BYTES}; 0: copy every batch as it is). Keep "
+                        f"it at or below the offline brokers' message.max.bytes")
     p.add_argument("--no-audit", action="store_true",
                    help="do not publish the mirror tier's audit counts (they are on by default)")
     p.add_argument("--no-schemas", action="store_true",
@@ -105,7 +110,7 @@ def _run(args: argparse.Namespace) -> int:
         exclude=args.exclude, streams=args.streams, group=args.group, consumer_id=args.consumer_id,
         metrics_port=args.metrics_port, datacenter=args.datacenter, commit_interval_s=args.commit_interval,
         audit_interval_s=args.audit_interval, assignment_strategy=args.assignment_strategy,
-        audit=not args.no_audit, schemas=not args.no_schemas)
+        audit=not args.no_audit, schemas=not args.no_schemas, coalesce_bytes=args.coalesce_bytes)
     try:
         config.validate()
     except ValueError as e:

@@ -112,3 +112,19 @@ def test_assignment_strategy_flag() -> None:
         parser.parse_args([*base, "--assignment-strategy", "sticky"])
     with pytest.raises(ValueError, match="assignment-strategy"):
         MirrorConfig("zk:1/a", "zk:1/b", include="x", assignment_strategy="sticky").validate()
+
+
+def test_coalesce_bytes_flag(capsys) -> None:
+    import argparse
+
+    from mirror.cli import register
+    from mirror.mirror_stream import COALESCE_BYTES
+
+    parser = argparse.ArgumentParser()
+    register(parser.add_subparsers())
+    base = ["mirror", "--source-zookeeper", "zk:1/a", "--target-zookeeper", "zk:1/b", "--include", "x"]
+    assert parser.parse_args(base).coalesce_bytes == COALESCE_BYTES
+    assert parser.parse_args([*base, "--coalesce-bytes", "0"]).coalesce_bytes == 0
+    args = parser.parse_args([*base, "--coalesce-bytes", "-5"])
+    assert args.func(args) == 2  # refused before anything starts, naming the value it was given
+    assert "coalesce_bytes must be 0 (off) or positive (got -5)" in capsys.readouterr().err
