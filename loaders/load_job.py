@@ -329,6 +329,7 @@ class LoadJob:
                 text_cols |= uuid_fields(sch)
             decoded = raw.mapInArrow(make_decoder(kind, data_names, arrow_schema, schemas, text_cols), out_struct)
             decoded = decoded.persist(StorageLevel.MEMORY_AND_DISK)
+            t_columns = time.monotonic()
             try:
                 bucket = (F.floor(F.unix_millis("_event_time") / 600000) * 600000).cast("long")
                 stats = (decoded.groupBy("dt", "hr", bucket.alias("bucket"),
@@ -344,14 +345,18 @@ class LoadJob:
                 if topic != "_audit":
                     for k, n in self._replaced_counts(table, tr.hours, ranges, bucket).items():
                         counts[(topic, k)] -= n
+                t_write = time.monotonic()
                 versions = wh.write_versions(table, good, tr.hours, ranges, run_id)
+                t_done = time.monotonic()
             finally:
                 decoded.unpersist()
         finally:
             raw.unpersist()
         tr.seconds = time.monotonic() - t0
         self.say(f"{topic}: {tr.rows} rows into {len(tr.hours)} hour partition(s) "
-                 f"in {tr.seconds:.1f} s ({tr.rows / max(tr.seconds, 1e-6):,.0f} rows/s)")
+                 f"in {tr.seconds:.1f} s ({tr.rows / max(tr.seconds, 1e-6):,.0f} rows/s; read and schema ids "
+                 f"{t_columns - t0:.1f} s, decode and count {t_write - t_columns:.1f} s, "
+                 f"write {t_done - t_write:.1f} s)")
         return tr, versions, ({} if topic == "_audit" else dict(counts))
 
     def _avro_columns(self, topic: str, table: str, raw, schemas: dict[int, dict]):
