@@ -52,6 +52,21 @@ def by_owner(o: dict[tuple[str, int], str]) -> dict[str, list[int]]:
     return out
 
 
+def close_both(*socks) -> None:
+    """Shut down and close sockets, ignoring ones already gone."""
+    import socket
+
+    for s in socks:
+        try:
+            s.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        try:
+            s.close()
+        except OSError:
+            pass
+
+
 class TcpProxy:
     """A loopback TCP forwarder whose connections a test can cut (a network partition from ZooKeeper)."""
 
@@ -70,7 +85,6 @@ class TcpProxy:
 
     def _accept(self) -> None:
         import socket
-        import threading
 
         while not self.closed:
             try:
@@ -87,25 +101,27 @@ class TcpProxy:
                 continue
             with self._lock:
                 self._conns += [client, upstream]
-            for a, b in ((client, upstream), (upstream, client)):
-                threading.Thread(target=self._pipe, args=(a, b), daemon=True).start()
+            self._forward(client, upstream)
+
+    def _forward(self, client, upstream) -> None:
+        """Copy both ways until either side closes (a subclass may inspect or drop traffic instead)."""
+        import threading
+
+        for a, b in ((client, upstream), (upstream, client)):
+            threading.Thread(target=self._pipe, args=(a, b), daemon=True).start()
 
     @staticmethod
-    def _pipe(src, dst) -> None:
+    def _pipe(src, dst, stop: Callable[[bytes], bool] | None = None) -> None:
+        """Copy src to dst until either closes; ``stop(chunk)`` True closes both without passing it on."""
         try:
-            while True:
-                data = src.recv(65536)
-                if not data:
+            while data := src.recv(65536):
+                if stop is not None and stop(data):
                     break
                 dst.sendall(data)
         except OSError:
             pass
         finally:
-            for s in (src, dst):
-                try:
-                    s.close()
-                except OSError:
-                    pass
+            close_both(src, dst)
 
     def cut(self) -> None:
         """Drop every connection and refuse new ones until restore()."""

@@ -22,6 +22,7 @@ from broker.client.wire_client import WireClient
 from broker.zk.cluster_registry import ClusterRegistry
 from mirror.metrics import MirrorMetrics
 from mirror.mirror_stream import COALESCE_BYTES, MirrorStream
+from tests.client.group_helpers import TcpProxy, close_both
 
 pytestmark = pytest.mark.slow
 
@@ -137,46 +138,25 @@ def test_a_batch_whose_records_do_not_parse_is_mirrored_and_counted(cluster_fact
         stream.stop()
 
 
-class AnswerDropper:
+class AnswerDropper(TcpProxy):
     """A loopback proxy in front of the offline broker that, once armed, forwards the next Produce request
     and then cuts the connection instead of passing the answer on: the mirror cannot know whether that
     request was written (an unknown outcome), exactly what a link cut mid-request leaves behind."""
 
     def __init__(self, target_port: int) -> None:
-        import socket
-
-        self.target = ("127.0.0.1", target_port)
-        self.listener = socket.create_server(("127.0.0.1", 0))
-        self.port = self.listener.getsockname()[1]
+        super().__init__("127.0.0.1", target_port)
         self.armed = 0
         self.dropped = 0
-        self._lock = threading.Lock()
-        threading.Thread(target=self._accept, daemon=True).start()
 
-    def _accept(self) -> None:
-        import socket
-
-        while True:
-            try:
-                client, _ = self.listener.accept()
-            except OSError:
-                return
-            try:
-                upstream = socket.create_connection(self.target, timeout=5)
-            except OSError:
-                client.close()
-                continue
-            state = {"produce_sent": False}
-            threading.Thread(target=self._requests, args=(client, upstream, state), daemon=True).start()
-            threading.Thread(target=self._answers, args=(upstream, client, state), daemon=True).start()
+    def _forward(self, client, upstream) -> None:
+        state = {"produce_sent": False}
+        threading.Thread(target=self._requests, args=(client, upstream, state), daemon=True).start()
+        threading.Thread(target=self._answers, args=(upstream, client, state), daemon=True).start()
 
     def _requests(self, src, dst, state) -> None:
         buf = b""
         try:
-            while True:
-                data = src.recv(65536)
-                if not data:
-                    break
+            while data := src.recv(65536):
                 dst.sendall(data)
                 buf += data
                 while len(buf) >= 6:  # frame: int32 size, then int16 api key
@@ -192,36 +172,15 @@ class AnswerDropper:
         except OSError:
             pass
         finally:
-            self._close(src, dst)
+            close_both(src, dst)
 
     def _answers(self, src, dst, state) -> None:
-        try:
-            while True:
-                data = src.recv(65536)
-                if not data:
-                    break
-                if state["produce_sent"]:  # the answer (or one before it): never delivered
-                    self.dropped += 1
-                    break
-                dst.sendall(data)
-        except OSError:
-            pass
-        finally:
-            self._close(src, dst)
+        def drop(_chunk: bytes) -> bool:  # the answer (or one before it) once the produce went: never delivered
+            if state["produce_sent"]:
+                self.dropped += 1
+            return state["produce_sent"]
 
-    @staticmethod
-    def _close(*socks) -> None:
-        import socket
-
-        for s in socks:
-            try:
-                s.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
-            s.close()
-
-    def close(self) -> None:
-        self.listener.close()
+        self._pipe(src, dst, drop)
 
 
 def test_a_too_large_coalesced_batch_with_an_unknown_outcome_is_split_too(cluster_factory, caplog) -> None:
