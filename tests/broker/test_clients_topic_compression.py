@@ -34,8 +34,8 @@ def broker(zk_server, tmp_path_factory):
 def create(bootstrap: str, topic: str, config: dict[str, str]) -> None:
     admin = AdminClient({"bootstrap.servers": bootstrap})
     fut = admin.create_topics([NewTopic(topic, num_partitions=1, replication_factor=1, config=config)],
-                              operation_timeout=10)[topic]
-    fut.result(timeout=20)
+                              operation_timeout=30)[topic]
+    fut.result(timeout=60)  # generous: the first request of a fresh broker on a loaded machine
 
 
 def stored(bootstrap: str, topic: str, count: int) -> tuple[bytes, list[int]]:
