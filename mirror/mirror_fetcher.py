@@ -22,10 +22,13 @@ log = logging.getLogger("ferry.mirror")
 class MirrorFetcher:
     def __init__(self, streams: Sequence[MirrorStream],
                  on_stopped: Callable[[dict[TopicPartition, int]], None],
-                 on_started: Callable[[dict[TopicPartition, int | None]], None] | None = None) -> None:
+                 on_started: Callable[[dict[TopicPartition, int | None]], None] | None = None,
+                 resume: Callable[[dict[TopicPartition, int | None]], dict[TopicPartition, int | None]] | None = None
+                 ) -> None:
         self.streams = list(streams)
         self.on_stopped = on_stopped
         self.on_started = on_started
+        self.resume = resume  # committed offsets -> where the streams start (MirrorMaker.resume_offsets)
         self._owned: dict[TopicPartition, int] = {}  # partition -> stream index
         self._lock = threading.Lock()
 
@@ -36,14 +39,14 @@ class MirrorFetcher:
     def start_fetching(self, infos: list) -> None:
         """``infos``: PartitionTopicInfo with topic, partition and fetch_offset (None = no committed offset)."""
         per_stream: dict[int, dict[TopicPartition, int | None]] = {}
-        offsets: dict[TopicPartition, int | None] = {}
+        offsets: dict[TopicPartition, int | None] = {(info.topic, info.partition): info.fetch_offset
+                                                      for info in infos}
+        start = self.resume(offsets) if self.resume is not None else offsets
         with self._lock:
-            for info in infos:
-                tp = (info.topic, info.partition)
+            for tp in offsets:
                 i = stream_for(tp, len(self.streams))
                 self._owned[tp] = i
-                per_stream.setdefault(i, {})[tp] = info.fetch_offset
-                offsets[tp] = info.fetch_offset
+                per_stream.setdefault(i, {})[tp] = start[tp]
         for i, parts in per_stream.items():
             self.streams[i].assign(parts)
         if self.on_started is not None:

@@ -121,6 +121,9 @@ class MirrorMaker:
         self._commit_lock = threading.Lock()
         self._committed: dict[TopicPartition, int] = {}
         self._audited: dict[TopicPartition, int] = {}  # offsets whose records' audit counts are published
+        # partitions released with acknowledged offsets the live ZooKeeper did not take (a link cut expired
+        # the session): if they come back here, copying resumes there, not at the older committed offset
+        self._acked_uncommitted: dict[TopicPartition, int] = {}
         self._next_audit = 0.0
         self._stop = threading.Event()
         self._committer: threading.Thread | None = None
@@ -153,7 +156,8 @@ class MirrorMaker:
         ]
         for s in self.streams:
             s.start()
-        self.fetcher = MirrorFetcher(self.streams, self._on_partitions_stopped, self._on_partitions_started)
+        self.fetcher = MirrorFetcher(self.streams, self._on_partitions_stopped, self._on_partitions_started,
+                                     self.resume_offsets)
         self.connector = ConsumerConnector(cfg.group, cfg.source_zookeeper, consumer_id=cfg.consumer_id,
                                            auto_offset_reset="earliest", auto_commit=False,
                                            zk_session_timeout_s=cfg.zk_session_timeout_s, fetcher=self.fetcher,
@@ -280,7 +284,8 @@ class MirrorMaker:
         return done
 
     def _on_partitions_stopped(self, final: dict[TopicPartition, int]) -> None:
-        """Called by the connector's thread before it releases ownership: publish, commit, forget."""
+        """Called by the connector's thread before it releases ownership: publish, commit, forget (but
+        remember acknowledged offsets the commit did not reach, for resume_offsets)."""
         with self._commit_lock:
             try:
                 safe = self._audited_offsets(final, force=True)
@@ -290,11 +295,30 @@ class MirrorMaker:
             except Exception:
                 self.metrics.error("commit")
                 log.exception("final commit before releasing %d partitions failed", len(final))
+            for tp, off in final.items():
+                if self._committed.get(tp) != off:
+                    self._acked_uncommitted[tp] = off
+                    log.warning("%s-%d released with offsets up to %d copied but not committed (live ZooKeeper "
+                                "unreachable?); resuming there if it comes back to this mirror", tp[0], tp[1], off)
             for tp in final:
                 self._committed.pop(tp, None)
                 self._audited.pop(tp, None)
                 self.metrics.forget_partition(*tp)
         self.metrics.rebalances.inc()
+
+    def resume_offsets(self, offsets: dict[TopicPartition, int | None]) -> dict[TopicPartition, int | None]:
+        """Where the streams start: the committed offset, or further on for a partition this process copied
+        beyond it before losing it uncommitted (the offline cluster acknowledged those records: copying them
+        again would duplicate them). Another owner's later commit (a higher offset) wins."""
+        out = dict(offsets)
+        with self._commit_lock:
+            for tp, committed in offsets.items():
+                acked = self._acked_uncommitted.pop(tp, None)
+                if acked is not None and (committed is None or acked > committed):
+                    log.info("%s-%d: resuming at %d, copied before the partition was lost (committed: %s)",
+                             tp[0], tp[1], acked, committed)
+                    out[tp] = acked
+        return out
 
     def _on_partitions_started(self, offsets: dict[TopicPartition, int | None]) -> None:
         with self._commit_lock:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 from mirror_harness import committed_to_end, produce, read_log, wait_for, wait_partitions
 
@@ -128,3 +130,50 @@ def test_coalesce_bytes_flag(capsys) -> None:
     args = parser.parse_args([*base, "--coalesce-bytes", "-5"])
     assert args.func(args) == 2  # refused before anything starts, naming the value it was given
     assert "coalesce_bytes must be 0 (off) or positive (got -5)" in capsys.readouterr().err
+
+
+def test_a_session_lost_with_copies_uncommitted_resumes_where_the_offline_data_ends(cluster_factory,
+                                                                                     zk_server) -> None:
+    """The mirror's link to the live ZooKeeper is cut after it copied records whose offsets it has not
+    committed yet (audit-gated commits): its session expires and the final commit cannot reach ZooKeeper.
+    When the partitions come back to it, it resumes where its copies end, not at the older committed
+    offset, so nothing is copied twice."""
+    from tests.client.group_helpers import TcpProxy
+
+    live = cluster_factory(1, "live")
+    offline = cluster_factory(1, "offline")
+    topics = {"t": 2}
+    with ClusterRegistry(live.zk_connect) as reg:
+        reg.create_topic("t", 2)
+    wait_partitions(live.bootstrap, "t", 2)
+    host, port = zk_server.connect.split(":")
+    proxy = TcpProxy(host, int(port))
+    chroot = live.zk_connect[len(zk_server.connect):]
+    cfg = MirrorConfig(f"127.0.0.1:{proxy.port}{chroot}", offline.zk_connect, include="t", commit_interval_s=0.3,
+                       audit_interval_s=3600, zk_session_timeout_s=4.0)
+    m = MirrorMaker(cfg).start()
+    try:
+        produce(live.bootstrap, "t", 2, 1000, tag="a-")
+        wait_for(lambda: committed_to_end(mirror_status(live.zk_connect, offline.zk_connect, "ferry-mirror"),
+                                          topics), 60, "the first records copied and committed")
+        produce(live.bootstrap, "t", 2, 600, start=10_000, tag="b-")  # copied; commits wait for the audit
+        wait_for(lambda: sum(len(v) for v in read_log(offline.bootstrap, topics).values()) == 1600, 60,
+                 "the second records copied")
+        status = mirror_status(live.zk_connect, offline.zk_connect, "ferry-mirror")
+        assert not committed_to_end(status, topics)  # copied but not committed: the case under test
+        proxy.cut()
+        wait_for(lambda: not m.owned_partitions(), 60, "the mirror to pause on the lost connection")
+        time.sleep(cfg.zk_session_timeout_s + 4)  # the server expires the session meanwhile
+        proxy.restore()
+        wait_for(lambda: len(m.owned_partitions()) == 2, 60, "the partitions to come back")
+        produce(live.bootstrap, "t", 2, 200, start=20_000, tag="c-")
+        wait_for(lambda: sum(len(v) for v in read_log(offline.bootstrap, topics).values()) >= 1800, 60,
+                 "the third records copied")
+        time.sleep(2)  # anything copied twice would arrive by now
+        src, dst = read_log(live.bootstrap, topics), read_log(offline.bootstrap, topics)
+        assert sum(len(v) for v in src.values()) == 1800
+        for tp, rows in src.items():
+            assert dst[tp] == rows, f"{tp}: offline differs from live ({len(dst[tp])} vs {len(rows)} records)"
+    finally:
+        m.stop()
+        proxy.close()
