@@ -153,3 +153,18 @@ class MirrorProcess(ManagedProcess):
 
     def log_text(self) -> str:
         return self.log_file.read_text(errors="replace") if self.log_file.exists() else ""
+
+
+def clusters_with_topics(cluster_factory, topics: dict[str, int], live_brokers: int = 1, offline_brokers: int = 1):
+    """A live cluster holding ``topics`` (name -> partitions), every partition led, and an empty offline
+    cluster: the usual start of a mirror test."""
+    from broker.zk.cluster_registry import ClusterRegistry
+
+    live = cluster_factory(live_brokers, "live")
+    offline = cluster_factory(offline_brokers, "offline")
+    with ClusterRegistry(live.zk_connect) as reg:
+        for t, n in topics.items():
+            reg.create_topic(t, n)
+    for t, n in topics.items():
+        wait_partitions(live.bootstrap, t, n)
+    return live, offline

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from mirror_harness import (
     MirrorProcess,
+    clusters_with_topics,
     committed_to_end,
     dedup_first,
     produce,
@@ -18,7 +19,6 @@ from mirror_harness import (
     wait_partitions,
 )
 
-from broker.zk.cluster_registry import ClusterRegistry
 from mirror.status import mirror_status
 
 pytestmark = pytest.mark.slow
@@ -35,13 +35,7 @@ def _copied(live, offline) -> int:
 
 
 def test_no_loss_through_link_cut_offline_restart_and_kill_9(cluster_factory, tmp_path: Path) -> None:
-    live = cluster_factory(2, "live")
-    offline = cluster_factory(2, "offline")
-    with ClusterRegistry(live.zk_connect) as reg:
-        for t, n in TOPICS.items():
-            reg.create_topic(t, n)
-    for t, n in TOPICS.items():
-        wait_partitions(live.bootstrap, t, n)
+    live, offline = clusters_with_topics(cluster_factory, TOPICS, live_brokers=2, offline_brokers=2)
     args = ("--streams", "2", "--commit-interval", "0.5", "--audit-interval", "1", "--log-level", "INFO")
     mirror = MirrorProcess(tmp_path / "mirror-1.log", live.zk_connect, offline.zk_connect, "events|orders",
                            *args).start()
@@ -121,12 +115,8 @@ def test_offline_broker_hang_longer_than_the_timeout_is_deduplicated(cluster_fac
     same sequences, are recognised, so the offline copy has neither gaps nor duplicates."""
     from mirror.mirror_maker import MirrorConfig, MirrorMaker
 
-    live = cluster_factory(1, "live")
-    offline = cluster_factory(1, "offline")
     topics = {"events": 2}
-    with ClusterRegistry(live.zk_connect) as reg:
-        reg.create_topic("events", 2)
-    wait_partitions(live.bootstrap, "events", 2)
+    live, offline = clusters_with_topics(cluster_factory, topics)
     mm = MirrorMaker(MirrorConfig(live.zk_connect, offline.zk_connect, include="events", audit=False,
                                   offline_timeout_s=2.0, commit_interval_s=0.5))
     mm.start()

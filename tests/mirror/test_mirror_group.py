@@ -5,9 +5,8 @@ from __future__ import annotations
 import time
 
 import pytest
-from mirror_harness import committed_to_end, produce, read_log, wait_for, wait_partitions
+from mirror_harness import clusters_with_topics, committed_to_end, produce, read_log, wait_for
 
-from broker.zk.cluster_registry import ClusterRegistry
 from mirror.mirror_maker import MirrorConfig, MirrorMaker
 from mirror.status import mirror_status
 
@@ -17,13 +16,7 @@ TOPICS = {"events": 6, "orders": 3}
 
 
 def test_two_mirrors_share_partitions_and_hand_over_without_loss_or_duplicates(cluster_factory) -> None:
-    live = cluster_factory(2, "live")
-    offline = cluster_factory(1, "offline")
-    with ClusterRegistry(live.zk_connect) as reg:
-        for t, n in TOPICS.items():
-            reg.create_topic(t, n)
-    for t, n in TOPICS.items():
-        wait_partitions(live.bootstrap, t, n)
+    live, offline = clusters_with_topics(cluster_factory, TOPICS, live_brokers=2)
 
     def config(name: str) -> MirrorConfig:
         return MirrorConfig(live.zk_connect, offline.zk_connect, include="events|orders", streams=2,
@@ -66,14 +59,8 @@ def test_two_mirrors_share_partitions_and_hand_over_without_loss_or_duplicates(c
 def test_roundrobin_spreads_one_partition_topics_over_two_mirrors(cluster_factory) -> None:
     """Six one-partition topics: range (Algorithm 1 per topic) would give all six to the first member;
     the mirror's default, roundrobin, deals them 3/3."""
-    live = cluster_factory(1, "live")
-    offline = cluster_factory(1, "offline")
     topics = {f"solo-{i}": 1 for i in range(6)}
-    with ClusterRegistry(live.zk_connect) as reg:
-        for t in topics:
-            reg.create_topic(t, 1)
-    for t in topics:
-        wait_partitions(live.bootstrap, t, 1)
+    live, offline = clusters_with_topics(cluster_factory, topics)
 
     def config(name: str) -> MirrorConfig:
         return MirrorConfig(live.zk_connect, offline.zk_connect, include="solo-.*", consumer_id=name,
@@ -140,12 +127,8 @@ def test_a_session_lost_with_copies_uncommitted_resumes_where_the_offline_data_e
     offset, so nothing is copied twice."""
     from tests.client.group_helpers import TcpProxy
 
-    live = cluster_factory(1, "live")
-    offline = cluster_factory(1, "offline")
     topics = {"t": 2}
-    with ClusterRegistry(live.zk_connect) as reg:
-        reg.create_topic("t", 2)
-    wait_partitions(live.bootstrap, "t", 2)
+    live, offline = clusters_with_topics(cluster_factory, topics)
     host, port = zk_server.connect.split(":")
     proxy = TcpProxy(host, int(port))
     chroot = live.zk_connect[len(zk_server.connect):]
