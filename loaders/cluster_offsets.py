@@ -24,7 +24,7 @@ class Watermarks:
 
 
 def consumer_config(bootstrap: str, **extra: object) -> dict[str, object]:
-    """librdkafka settings shared by the planner and the data source. ``group.id`` is required by
+    """librdkafka settings of the planner's watermark reader (ClusterOffsets). ``group.id`` is required by
     confluent-kafka even with assign(); no offsets are ever committed under it."""
     conf: dict[str, object] = {
         "bootstrap.servers": bootstrap,
