@@ -9,12 +9,11 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
-import os
 import sys
 import time
 
-from audit.bucket import HOUR_MS, hour_start
-from ferry.cli_support import ENV_ZOOKEEPER
+from ferry.client.audit.bucket import HOUR_MS, hour_start
+from ferry.zk.cli_args import ENV_ZOOKEEPER, add_zookeeper_argument
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -30,8 +29,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "missing = produced - loaded, duplicates = loaded - produced (per 10-minute bucket, when positive). "
         "An hour is complete when every bucket of it has loaded == produced and something was produced "
         "(or some tier published an explicit zero count for it). Use the offline cluster: all tiers meet there.")
-    report.add_argument("--zookeeper", metavar="HOST:PORT/CHROOT", default=os.environ.get(ENV_ZOOKEEPER),
-                        help=f"ZooKeeper of the cluster whose `_audit` to read (default: ${ENV_ZOOKEEPER})")
+    add_zookeeper_argument(report, "ZooKeeper of the cluster whose `_audit` to read")
     report.add_argument("--bootstrap", metavar="HOST:PORT[,...]",
                         help="brokers to read from instead of looking them up in ZooKeeper")
     report.add_argument("--live-zookeeper", metavar="HOST:PORT/CHROOT", action="append", default=[],
@@ -55,10 +53,10 @@ def _hour_label(ms: int) -> str:
 
 
 def run_report(args: argparse.Namespace) -> int:
-    from audit.reader import read_audit_events
-    from audit.reconciler import reconcile
-    from broker.client.errors import ClientError
-    from broker.zk import RegistryError
+    from ferry.audit.reader import read_audit_events
+    from ferry.audit.reconciler import reconcile
+    from ferry.client.errors import ClientError
+    from ferry.zk import RegistryError
 
     if not args.zookeeper and not args.bootstrap:
         print(f"ferry audit report: give --zookeeper HOST:PORT/CHROOT (or set {ENV_ZOOKEEPER}) or --bootstrap",

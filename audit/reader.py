@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 
-from audit.event import AUDIT_TOPIC, AuditEvent
+from ferry.client.audit.event import AUDIT_TOPIC, AuditEvent
 
 log = logging.getLogger("ferry.audit")
 
@@ -20,8 +20,8 @@ def read_audit_events(zookeeper: str | None = None, bootstrap: str | None = None
                       timeout_s: float = 10.0) -> AuditLog:
     """All events on `_audit` (an absent topic reads as no events). Raises ClientError if the cluster
     cannot be reached."""
-    from broker.client.errors import UnknownTopicError
-    from broker.client.simple_consumer import SimpleConsumer
+    from ferry.client.errors import UnknownTopicError
+    from ferry.client.simple_consumer import SimpleConsumer
 
     out = AuditLog()
     with SimpleConsumer(bootstrap, zookeeper, client_id="ferry-audit-reader", timeout_s=timeout_s) as consumer:

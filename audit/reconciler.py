@@ -16,8 +16,8 @@ from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from audit.bucket import hour_start
-from audit.event import AuditEvent
+from ferry.client.audit.bucket import hour_start
+from ferry.client.audit.event import AuditEvent
 
 PRODUCER, MIRROR, WAREHOUSE = "producer", "mirror", "warehouse"
 

@@ -38,9 +38,9 @@ SCHEMA = {
 
 
 def produce(zk: str, bootstrap: str, topic: str, n: int, start_ms: int) -> float:
-    from broker.client.producer import Producer
-    from schemas.registry import SchemaRegistry
-    from schemas.wire import AvroSerializer
+    from ferry.client.producer import Producer
+    from ferry.schemas.registry import SchemaRegistry
+    from ferry.schemas.wire import AvroSerializer
 
     with SchemaRegistry(zk) as reg:
         ser = AvroSerializer(reg, topic, SCHEMA)
@@ -65,10 +65,11 @@ def main() -> int:
     ap.add_argument("--dir", default=None, help="work directory (default: a temporary one)")
     args = ap.parse_args()
 
-    from broker.zk import ClusterRegistry
     from ferry.embedded import BrokerProcess, ZooKeeperServer
-    from loaders.load_job import LoadConfig, LoadJob
-    from loaders.session import build_session
+    from ferry.loaders.load_config import LoadConfig
+    from ferry.loaders.load_job import LoadJob
+    from ferry.loaders.session import build_session
+    from ferry.zk import ClusterRegistry
 
     root = Path(args.dir or tempfile.mkdtemp(prefix="ferry-bench-load-"))
     zk_server = ZooKeeperServer(data_dir=root / "zk").start()

@@ -17,10 +17,10 @@ from pathlib import Path
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from broker.zk.cluster_registry import ClusterRegistry
 from ferry.embedded import BrokerProcess, ZooKeeperServer
-from mirror.mirror_maker import MirrorConfig, MirrorMaker
-from mirror.status import mirror_status
+from ferry.mirror.mirror_maker import MirrorConfig, MirrorMaker
+from ferry.mirror.status import mirror_status
+from ferry.zk.cluster_registry import ClusterRegistry
 
 TOPIC = "bench-events"
 

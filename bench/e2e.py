@@ -44,7 +44,7 @@ def _result(proc: subprocess.Popen, timeout: float) -> dict:
 
 
 def _create_topic(zk_connect: str, name: str) -> None:
-    from broker.zk import ClusterRegistry
+    from ferry.zk import ClusterRegistry
 
     reg = ClusterRegistry(zk_connect)
     reg.start()

@@ -16,8 +16,8 @@ import time
 import window
 from common import MESSAGE_SIZE, rate
 
-from broker.client.message_set_consumer import MessageSetConsumer
-from broker.client.wire_client import WireError
+from ferry.client.message_set_consumer import MessageSetConsumer
+from ferry.client.wire_client import WireError
 
 _I32 = struct.Struct(">i")
 _OFFSET_BATCH_HEAD = 12

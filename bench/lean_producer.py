@@ -13,9 +13,9 @@ import time
 import window
 from common import MESSAGE_SIZE, payloads, rate
 
-from broker.client.message_set_producer import MessageSetProducer
-from broker.client.wire_client import WireError
-from broker.record.message_set_builder import MessageSetBuilder
+from ferry.client.message_set_producer import MessageSetProducer
+from ferry.client.wire_client import WireError
+from ferry.wire.record.message_set_builder import MessageSetBuilder
 
 
 def produce(bootstrap: str, topic: str, partition: int, messages: int, batch: int, time_limit_s: float,

@@ -111,7 +111,7 @@ class FerryServer:
     def create_queue(self, name: str, partitions: int = 1, config: dict[str, str] | None = None) -> None:
         """A topic with one partition (one log: the paper's setup), visible to the broker before return;
         ``config``: topic settings (compression.type ...)."""
-        from broker.zk import ClusterRegistry
+        from ferry.zk import ClusterRegistry
 
         reg = ClusterRegistry(self.zk_connect)
         reg.start()

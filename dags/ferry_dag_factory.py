@@ -67,7 +67,7 @@ class GroupConfig:
         return f"ferry_load_{self.name}"
 
     def load_config(self, **overrides):
-        from loaders.load_job import LoadConfig
+        from ferry.loaders.load_config import LoadConfig
 
         kw: dict[str, Any] = dict(zookeeper=self.zookeeper, topics=list(self.topics), state_dir=self.state_dir,
                                   warehouse=self.warehouse, database=self.database, master=self.master,
@@ -164,7 +164,7 @@ def books_file(cfg: GroupConfig, run_id: str) -> Path:
 def asset_for(cfg: GroupConfig, topic: str):
     from airflow.sdk import Asset
 
-    from loaders.naming import table_for_topic
+    from ferry.loaders.naming import table_for_topic
 
     table = table_for_topic(topic)
     return Asset(name=f"ferry.{cfg.database}.{table}", uri=f"ferry://warehouse/{cfg.database}/{table}",
@@ -174,8 +174,8 @@ def asset_for(cfg: GroupConfig, topic: str):
 # ------------------------------------------------------------------------------------------ task bodies
 def plan_task(cfg: GroupConfig, context: dict) -> dict:
     """End offsets for this run, and the hours to judge (pushed to XCom)."""
-    from loaders import steps
-    from loaders.offsets import offsets_json
+    from ferry.loaders import steps
+    from ferry.loaders.offsets import offsets_json
 
     interval_start, interval_end = context["data_interval_start"], context["data_interval_end"]
     if interval_end <= interval_start:  # a zero-length (trigger-style) interval: judge the previous hour
@@ -200,8 +200,8 @@ def plan_task(cfg: GroupConfig, context: dict) -> dict:
 
 
 def load_task(cfg: GroupConfig, plan: dict) -> dict:
-    from loaders import steps
-    from loaders.offsets import parse_offsets_json
+    from ferry.loaders import steps
+    from ferry.loaders.offsets import parse_offsets_json
 
     until = parse_offsets_json(plan["until_json"], "until") if plan.get("until_json") else None
     _, result = steps.load(cfg.load_config(until=until))
@@ -210,7 +210,7 @@ def load_task(cfg: GroupConfig, plan: dict) -> dict:
 
 
 def reconcile_task(cfg: GroupConfig, plan: dict) -> list[dict]:
-    from loaders import steps
+    from ferry.loaders import steps
 
     _, statuses = steps.reconcile(cfg.load_config(), [tuple(h) for h in plan["hours"]], since=plan["since"])
     out = [s.to_dict() for s in statuses]
@@ -233,8 +233,8 @@ def publish_task(cfg: GroupConfig, topic: str, plan: dict, outlet_events) -> lis
     Asset event whose extra lists them."""
     from airflow.sdk.exceptions import AirflowSkipException
 
-    from loaders.ledger import Ledger
-    from loaders.naming import table_for_topic
+    from ferry.loaders.ledger import Ledger
+    from ferry.loaders.naming import table_for_topic
 
     table = f"{cfg.database}.{table_for_topic(topic)}"
     ledger = Ledger(cfg.state_dir)
@@ -336,7 +336,7 @@ def build_dag(cfg: GroupConfig):
             reconciled = reconcile(planned, load(planned))
 
         for topic in cfg.topics:
-            from loaders.naming import table_for_topic
+            from ferry.loaders.naming import table_for_topic
 
             @task(task_id=f"publish_{table_for_topic(topic)}", outlets=[asset_for(cfg, topic)], retries=1)
             def publish(plan_out: dict, topic: str = topic, **context):
@@ -353,9 +353,10 @@ def build_dag(cfg: GroupConfig):
 
 
 def _load_job_path() -> Path:
-    import loaders.load_job
+    """The spark-submit application: the load's command line (same flags as `ferry load`)."""
+    import ferry.loaders.cli
 
-    return Path(loaders.load_job.__file__).resolve()
+    return Path(ferry.loaders.cli.__file__).resolve()
 
 
 def _submit_args(cfg: GroupConfig) -> list[str]:

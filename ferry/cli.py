@@ -13,16 +13,16 @@ import sys
 
 # name -> (module, one-line summary). The spellings are a contract (DESIGN.md "CLI").
 COMMANDS: dict[str, tuple[str, str]] = {
-    "zookeeper": ("broker.cli.zookeeper_cmd", "run a local ZooKeeper server (Debian's zookeeper package)"),
-    "broker": ("broker.cli.broker_cmd", "run a broker"),
-    "topics": ("broker.cli.topics_cmd", "create, list and describe topics"),
-    "produce": ("broker.cli.produce_cmd", "console producer: publish lines from stdin"),
-    "consume": ("broker.cli.consume_cmd", "console consumer, optionally as a member of a group"),
-    "groups": ("broker.cli.groups_cmd", "list, describe and reset consumer groups"),
-    "schemas": ("schemas.cli", "register, list and show Avro schemas"),
-    "mirror": ("mirror.cli", "mirror a live cluster into the offline cluster"),
-    "load": ("loaders.cli", "load offset ranges into the hourly warehouse tables (PySpark)"),
-    "audit": ("audit.cli", "audit reports: the books per topic and hour"),
+    "zookeeper": ("ferry.zk.cli", "run a local ZooKeeper server (Debian's zookeeper package)"),
+    "broker": ("ferry.broker.cli", "run a broker"),
+    "topics": ("ferry.client.tools.topics_cmd", "create, list and describe topics"),
+    "produce": ("ferry.client.tools.produce_cmd", "console producer: publish lines from stdin"),
+    "consume": ("ferry.client.tools.consume_cmd", "console consumer, optionally as a member of a group"),
+    "groups": ("ferry.client.tools.groups_cmd", "list, describe and reset consumer groups"),
+    "schemas": ("ferry.schemas.cli", "register, list and show Avro schemas"),
+    "mirror": ("ferry.mirror.cli", "mirror a live cluster into the offline cluster"),
+    "load": ("ferry.loaders.cli", "load offset ranges into the hourly warehouse tables (PySpark)"),
+    "audit": ("ferry.audit.cli", "audit reports: the books per topic and hour"),
     "demo": ("ferry.demo", "run the whole two-datacenter pipeline on this machine"),
 }
 

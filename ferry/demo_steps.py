@@ -10,9 +10,9 @@ import time
 from pathlib import Path
 
 from ferry.embedded import BrokerProcess, ManagedProcess, ZooKeeperServer, free_port, wait_for_port
+from ferry.zk.topic_name import AUDIT_TOPIC
 
 LIVE_BROKERS, OFFLINE_BROKERS = 2, 1
-AUDIT_TOPIC = "_audit"
 
 
 class Progress:
@@ -84,8 +84,8 @@ class DemoCluster:
             self.progress.say(f"offline broker {i} on {b.bootstrap}")
 
     def create_topics(self, topics: tuple[str, ...]) -> None:
-        from broker.zk.cluster_registry import ClusterRegistry
-        from broker.zk.errors import TopicExistsError
+        from ferry.zk.cluster_registry import ClusterRegistry
+        from ferry.zk.errors import TopicExistsError
 
         reg = ClusterRegistry(self.live_zk).start()
         try:
@@ -99,7 +99,7 @@ class DemoCluster:
             reg.stop()
 
     def register_schemas(self, topics: tuple[str, ...]) -> None:
-        from schemas.registry import SchemaRegistry, subject_for_topic
+        from ferry.schemas.registry import SchemaRegistry, subject_for_topic
 
         events = Path(__file__).resolve().parent.parent / "schemas" / "events"
         with SchemaRegistry(self.live_zk) as reg:
@@ -120,10 +120,10 @@ class DemoCluster:
     # -- the data ---------------------------------------------------------------------------------------------
     def publish(self, n_events: int, start_ms: int, end_ms: int, hosts: list[str], seed: int) -> dict[str, int]:
         """Publish Avro events from `hosts` simulated frontends, each an audited producer of its own."""
-        from broker.client.producer import Producer
+        from ferry.client.producer import Producer
         from ferry.demo_events import activity_stream
-        from schemas.registry import SchemaRegistry, subject_for_topic
-        from schemas.wire import AvroSerializer
+        from ferry.schemas.registry import SchemaRegistry, subject_for_topic
+        from ferry.schemas.wire import AvroSerializer
 
         produced: dict[str, int] = {}
         with SchemaRegistry(self.live_zk) as reg:
@@ -149,7 +149,7 @@ class DemoCluster:
 
     def wait_mirrored(self, produced: dict[str, int], timeout_s: float = 120.0) -> None:
         """Wait until the mirror's committed offsets reach the live end offsets (lag 0)."""
-        from mirror.status import mirror_status
+        from ferry.mirror.status import mirror_status
 
         deadline = time.monotonic() + timeout_s
         lag = -1
@@ -209,9 +209,9 @@ class DemoCluster:
 
     def report(self, topics: tuple[str, ...], hours: list[int]) -> dict:
         """The books per topic and hour, the mirror's lag, and what an analyst would ask the warehouse."""
-        from audit.reader import read_audit_events
-        from audit.reconciler import reconcile
-        from mirror.status import mirror_status
+        from ferry.audit.reader import read_audit_events
+        from ferry.audit.reconciler import reconcile
+        from ferry.mirror.status import mirror_status
 
         audit_log = read_audit_events(self.offline_zk)
         books = reconcile(audit_log.events, since_ms=hours[0], until_ms=hours[-1] + 3_600_000)
@@ -244,7 +244,7 @@ class DemoCluster:
                 "top_pages": top}
 
     def analyst_query(self) -> list[tuple]:
-        from loaders.session import build_session
+        from ferry.loaders.session import build_session
 
         spark = build_session(self.root / "warehouse-state")
         df = spark.sql("""

@@ -18,7 +18,7 @@ examples:
   ferry load --zookeeper 127.0.0.1:2181/ferry/offline --topics 'page_view|click'
   ferry load --zookeeper ZK --topics page_view --start 2024-05-01T00:00:00Z --max-per-split 200000
   ferry load --zookeeper ZK --topics page_view --step plan          # show what would be read
-  spark-submit --master yarn loaders/load_job.py --zookeeper ZK --topics '.*' --warehouse hdfs:///warehouse
+  spark-submit --master yarn loaders/cli.py --zookeeper ZK --topics '.*' --warehouse hdfs:///warehouse
 """
 
 
@@ -88,8 +88,8 @@ def parse_hours(text: str) -> list[tuple[str, str]]:
 
 
 def config_from_args(args: argparse.Namespace):
-    from loaders.load_job import LoadConfig
-    from loaders.offsets import parse_offsets_json
+    from ferry.loaders.load_config import LoadConfig
+    from ferry.loaders.offsets import parse_offsets_json
 
     conf = {}
     for item in args.conf:
@@ -112,10 +112,10 @@ def config_from_args(args: argparse.Namespace):
 
 
 def run(args: argparse.Namespace) -> int:
-    from loaders import steps
-    from loaders.ledger import LedgerError
-    from loaders.load_job import BadRecordsError
-    from loaders.planner import DataLossError, PlanError, StartPosition
+    from ferry.loaders import steps
+    from ferry.loaders.ledger import LedgerError
+    from ferry.loaders.load_config import BadRecordsError
+    from ferry.loaders.planner import DataLossError, PlanError, StartPosition
 
     try:
         StartPosition.parse(args.start)
@@ -175,3 +175,13 @@ def _print_books(statuses) -> None:
     print("hour books (ferry_completeness):")
     for s in statuses:
         print("  " + s.describe())
+
+
+def main(argv: list[str] | None = None) -> int:
+    """spark-submit entry point (same flags as ``ferry load``; the master comes from spark-submit)."""
+    args = build_parser(default_master=None).parse_args(argv)
+    return run(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

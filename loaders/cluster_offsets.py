@@ -9,8 +9,8 @@ from dataclasses import dataclass
 
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
-from broker.client.bootstrap import discover
-from broker.zk import ClusterRegistry
+from ferry.client.bootstrap import discover
+from ferry.zk import ClusterRegistry
 
 
 class ClusterOffsetsError(RuntimeError):

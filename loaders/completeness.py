@@ -11,11 +11,11 @@ import datetime as dt
 from contextlib import nullcontext
 from typing import TYPE_CHECKING
 
-from loaders.warehouse import AUDIT_TABLE, COMPLETENESS_TABLE, hours_filter
-from loaders.warehouse_audit import HourStatus, books, event_from_dict
+from ferry.loaders.warehouse import AUDIT_TABLE, COMPLETENESS_TABLE, hours_filter
+from ferry.loaders.warehouse_audit import HourStatus, books, event_from_dict
 
 if TYPE_CHECKING:
-    from loaders.load_job import LoadJob
+    from ferry.loaders.load_job import LoadJob
 
 AUDIT_FIELDS = ("guid", "topic", "tier", "bucket_start", "bucket_end", "count", "host", "datacenter",
                 "application", "time")
@@ -51,7 +51,7 @@ def reconcile_hours(job: LoadJob, topics: list[str], hours: list[tuple[str, str]
 
 
 def write_statuses(job: LoadJob, statuses: list[HourStatus]) -> None:
-    from loaders.load_job import new_run_id
+    from ferry.loaders.load_config import new_run_id
 
     spark, wh = job.spark, job.warehouse
     wh.ensure_table(COMPLETENESS_TABLE, completeness_columns(), with_meta=False)

@@ -25,7 +25,7 @@ from collections.abc import Iterator
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
-from loaders.offsets import (
+from ferry.loaders.offsets import (
     OffsetRange,
     OffsetSpecError,
     parse_offsets_json,
@@ -104,7 +104,7 @@ class FerryReader(DataSourceReader):
             raise OffsetSpecError(f"{which} must be earliest, latest or JSON, not {spec!r}")
         if not self.subscribe:
             raise OffsetSpecError(f"{which}={spec} needs the subscribe option (which topics?)")
-        from loaders.cluster_offsets import ClusterOffsets
+        from ferry.loaders.cluster_offsets import ClusterOffsets
 
         out: dict[tuple[str, int], int] = {}
         with ClusterOffsets(bootstrap=self.bootstrap) as cluster:
@@ -149,8 +149,8 @@ def read_split(split: OffsetSplit, bootstrap: str, idle_timeout_s: float, batch_
     """
     import pyarrow as pa
 
-    from broker.client.errors import ClientError
-    from broker.client.message_set_consumer import MessageSetConsumer, record_batches
+    from ferry.client.errors import ClientError
+    from ferry.client.message_set_consumer import MessageSetConsumer, record_batches
 
     if split.end <= split.start:
         return

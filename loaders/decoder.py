@@ -73,7 +73,7 @@ AUDIT_COLUMNS = ("guid", "topic", "tier", "bucket_start", "bucket_end", "count",
 
 
 def _audit_decoder() -> Callable[[bytes], dict]:
-    from audit.event import AuditEvent
+    from ferry.client.audit.event import AuditEvent
 
     def decode(value: bytes) -> dict:
         if value is None:

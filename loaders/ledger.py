@@ -24,7 +24,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from broker.log.atomic_file import atomic_write
+from ferry.wire.atomic_file import atomic_write
 
 LEDGER_VERSION = 1
 HISTORY_KEEP = 200

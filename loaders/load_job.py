@@ -13,103 +13,27 @@ One run (under the state directory's lock):
 
 Runnable in-process (``ferry load``, the DAG's default) and through spark-submit::
 
-    spark-submit --master local[2] loaders/load_job.py --zookeeper ZK --topics 'page_views|clicks'
+    spark-submit --master local[2] loaders/cli.py --zookeeper ZK --topics 'page_views|clicks'
 """
 
 from __future__ import annotations
 
-import datetime as dt
 import os
-import sys
 import time
-import uuid
 from collections import defaultdict
-from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-if __package__ in (None, ""):  # run as a file by spark-submit: make the project importable
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from loaders.ledger import Ledger
-from loaders.offsets import OffsetRange, offsets_json
-from loaders.planner import LoadPlan, StartPosition, make_plan
-
-TEST_FAIL_ENV = "FERRY_LOAD_TEST_FAIL"  # split | before_commit | after_commit (fault injection for tests)
-
-
-class BadRecordsError(RuntimeError):
-    """Records that cannot be decoded; the run stops before anything becomes visible."""
-
-
-@dataclass
-class LoadConfig:
-    zookeeper: str
-    topics: str | list[str]
-    state_dir: str
-    warehouse: str | None = None  # default <state_dir>/warehouse; any Hadoop URI
-    database: str = "ferry"
-    master: str | None = "local[2]"  # None: from spark-submit
-    metastore_uris: str | None = None  # thrift://... for a real metastore; default embedded Derby
-    start: str = "earliest"
-    max_per_split: int = 1_000_000
-    skip_lost_data: bool = False
-    skip_bad_records: bool = False
-    include_audit: bool = True  # also load `_audit` into ferry_audit
-    until: dict[tuple[str, int], int] | None = None  # cap end offsets (a plan made earlier)
-    gc_grace_s: float = 3600.0
-    lock_timeout_s: float = 1800.0
-    allow_source_change: bool = False
-    spark_conf: dict[str, str] = field(default_factory=dict)
-    test_fail: str | None = None
-    quiet: bool = False
-
-    @property
-    def warehouse_root(self) -> str:
-        return self.warehouse or str(Path(self.state_dir).resolve() / "warehouse")
-
-
-@dataclass
-class TopicResult:
-    topic: str
-    table: str
-    messages: int = 0
-    rows: int = 0
-    bad: int = 0
-    hours: list[tuple[str, str]] = field(default_factory=list)
-    seconds: float = 0.0
-
-
-@dataclass
-class LoadResult:
-    run_id: str
-    plan: LoadPlan | None
-    topics: list[TopicResult] = field(default_factory=list)
-    committed: bool = False
-    audit_events: int = 0
-
-    @property
-    def rows(self) -> int:
-        """Rows loaded into the topics' tables (`_audit` not counted)."""
-        return sum(t.rows for t in self.topics if t.topic != "_audit")
-
-    def hours(self, include_audit: bool = False) -> list[tuple[str, str]]:
-        out = set()
-        for t in self.topics:
-            if include_audit or t.topic != "_audit":
-                out.update(t.hours)
-        return sorted(out)
-
-    def to_dict(self) -> dict:
-        return {"run_id": self.run_id, "committed": self.committed, "rows": self.rows,
-                "audit_events": self.audit_events,
-                "topics": [{"topic": t.topic, "table": t.table, "messages": t.messages, "rows": t.rows,
-                            "bad": t.bad, "hours": [list(h) for h in t.hours]} for t in self.topics],
-                "plan": self.plan.to_dict() if self.plan else None}
-
-
-def new_run_id() -> str:
-    return dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:8]
+from ferry.loaders.ledger import Ledger
+from ferry.loaders.load_config import (  # noqa: F401
+    TEST_FAIL_ENV,
+    BadRecordsError,
+    LoadConfig,
+    LoadResult,
+    TopicResult,
+    new_run_id,
+)
+from ferry.loaders.offsets import OffsetRange, offsets_json
+from ferry.loaders.planner import StartPosition, make_plan
 
 
 class LoadJob:
@@ -129,13 +53,13 @@ class LoadJob:
     @property
     def spark(self):
         if self._spark is None:
-            from loaders.session import build_session
+            from ferry.loaders.session import build_session
 
             self._spark = build_session(self.config.state_dir, master=self.config.master,
                                         warehouse=self.config.warehouse_root,
                                         metastore_uris=self.config.metastore_uris, conf=self.config.spark_conf)
         else:
-            from loaders.datasource import register
+            from ferry.loaders.datasource import register
 
             register(self._spark)
         return self._spark
@@ -143,7 +67,7 @@ class LoadJob:
     @property
     def warehouse(self):
         if self._warehouse is None:
-            from loaders.warehouse import Warehouse
+            from ferry.loaders.warehouse import Warehouse
 
             self._warehouse = Warehouse(self.spark, self.config.warehouse_root, self.config.database)
             self._warehouse.ensure_database()
@@ -157,8 +81,8 @@ class LoadJob:
             return self._run_locked()
 
     def _run_locked(self) -> LoadResult:
-        from broker.client.bootstrap import discover
-        from loaders.cluster_offsets import ClusterOffsets
+        from ferry.client.bootstrap import discover
+        from ferry.loaders.cluster_offsets import ClusterOffsets
 
         cfg = self.config
         bootstrap, brokers = discover(cfg.zookeeper)
@@ -183,7 +107,7 @@ class LoadJob:
         if not changed and not plan.lost:
             self.say("nothing new since the last committed run")
             return result
-        from loaders.warehouse import table_for_topic
+        from ferry.loaders.warehouse import table_for_topic
 
         tables = {t: table_for_topic(t) for t in plan.topics()}
         self.ledger.begin(run_id, [self.warehouse.table_root(tb) for tb in tables.values()])
@@ -200,7 +124,7 @@ class LoadJob:
                 audit_counts[k] += n
         if self.test_fail == "before_commit":
             raise RuntimeError(f"injected failure before the ledger commit ({TEST_FAIL_ENV})")
-        from loaders.warehouse_audit import warehouse_events
+        from ferry.loaders.warehouse_audit import warehouse_events
 
         events = warehouse_events(run_id, audit_counts, datacenter=self._datacenter)
         record: dict[str, Any] = {
@@ -247,9 +171,9 @@ class LoadJob:
 
     def apply(self, record: dict[str, Any]) -> int:
         """Make a committed run visible (idempotent): flip partitions, publish audit counts."""
-        from audit.event import AuditEvent
-        from loaders.warehouse import PartitionVersion
-        from loaders.warehouse_audit import publish
+        from ferry.client.audit.event import AuditEvent
+        from ferry.loaders.warehouse import PartitionVersion
+        from ferry.loaders.warehouse_audit import publish
 
         versions = [PartitionVersion.from_dict(d) for d in record.get("partitions", [])]
         wh = self.warehouse if versions else None
@@ -269,7 +193,7 @@ class LoadJob:
 
     def _ensure_audit_topic(self) -> None:
         """The warehouse is an audit tier: create `_audit` (1 partition) if nobody did yet."""
-        from broker.zk import ClusterRegistry, TopicExistsError
+        from ferry.zk import ClusterRegistry, TopicExistsError
 
         with ClusterRegistry(self.config.zookeeper) as reg:
             if reg.topic("_audit") is None:
@@ -280,7 +204,7 @@ class LoadJob:
                     pass
 
     def _bootstrap(self) -> str:
-        from broker.client.bootstrap import discover
+        from ferry.client.bootstrap import discover
 
         return discover(self.config.zookeeper)[0]
 
@@ -291,9 +215,9 @@ class LoadJob:
         from pyspark.sql import types as T
         from pyspark.sql.pandas.types import to_arrow_schema
 
-        from loaders.avro_columns import uuid_fields
-        from loaders.datasource import FAIL_AFTER_OPTION
-        from loaders.decoder import AUDIT_COLUMNS, make_decoder
+        from ferry.loaders.avro_columns import uuid_fields
+        from ferry.loaders.datasource import FAIL_AFTER_OPTION
+        from ferry.loaders.decoder import AUDIT_COLUMNS, make_decoder
 
         t0 = time.monotonic()
         tr = TopicResult(topic, table, messages=sum(r.size for r in ranges))
@@ -363,9 +287,9 @@ class LoadJob:
         """The table's columns after this run: existing ones plus the fields of every schema id in the data."""
         from pyspark.sql import functions as F
 
-        from loaders.avro_columns import avro_columns, merge_columns
-        from schemas.errors import UnknownSchemaError
-        from schemas.registry import SchemaRegistry
+        from ferry.loaders.avro_columns import avro_columns, merge_columns
+        from ferry.schemas.errors import UnknownSchemaError
+        from ferry.schemas.registry import SchemaRegistry
 
         headers = [r[0] for r in raw.select(F.substring("value", 1, 5).alias("h")).distinct().collect()]
         ids = sorted({int.from_bytes(bytes(h[1:5]), "big") for h in headers
@@ -400,7 +324,7 @@ class LoadJob:
 
     def _replaced_counts(self, table: str, hours, ranges, bucket) -> dict[int, int]:
         """Rows already in the table that this run re-loads, per bucket (so the audit counts stay net)."""
-        from loaders.warehouse import hours_filter, ranges_filter
+        from ferry.loaders.warehouse import hours_filter, ranges_filter
 
         wh = self.warehouse
         existing = [h for h in hours if wh.partition_location(table, *h) is not None]
@@ -414,7 +338,7 @@ class LoadJob:
     # ------------------------------------------------------------------------------------------- reconcile
     def reconcile(self, hours: list[tuple[str, str]], topics: list[str] | None = None):
         """Balance the books of ``hours`` from ferry_audit and write them to ferry_completeness."""
-        from loaders.completeness import reconcile_hours
+        from ferry.loaders.completeness import reconcile_hours
 
         if topics is None:
             topics = self.data_topics()
@@ -422,15 +346,3 @@ class LoadJob:
 
     def data_topics(self) -> list[str]:
         return sorted(t for t in self.ledger.read()["offsets"] if t != "_audit")
-
-
-def main(argv: list[str] | None = None) -> int:
-    """spark-submit entry point (same flags as ``ferry load``; the master comes from spark-submit)."""
-    from loaders.cli import build_parser, run
-
-    args = build_parser(default_master=None).parse_args(argv)
-    return run(args)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

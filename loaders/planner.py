@@ -13,8 +13,8 @@ import datetime as dt
 import logging
 from dataclasses import dataclass, field
 
-from loaders.cluster_offsets import ClusterOffsets
-from loaders.offsets import OffsetRange, split_ranges
+from ferry.loaders.cluster_offsets import ClusterOffsets
+from ferry.loaders.offsets import OffsetRange, split_ranges
 
 log = logging.getLogger("ferry.load.planner")
 

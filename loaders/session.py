@@ -39,7 +39,7 @@ def build_session(state_dir: str | os.PathLike, *, master: str | None = "local[2
     python_for_workers()
     from pyspark.sql import SparkSession
 
-    from loaders.datasource import register
+    from ferry.loaders.datasource import register
 
     state = Path(state_dir).resolve()
     state.mkdir(parents=True, exist_ok=True)

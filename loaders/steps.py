@@ -12,9 +12,10 @@ import re
 import time
 from dataclasses import replace
 
-from loaders.load_job import LoadConfig, LoadJob, LoadResult
-from loaders.planner import LoadPlan, StartPosition, make_plan
-from loaders.warehouse_audit import HourStatus
+from ferry.loaders.load_config import LoadConfig, LoadResult
+from ferry.loaders.load_job import LoadJob
+from ferry.loaders.planner import LoadPlan, StartPosition, make_plan
+from ferry.loaders.warehouse_audit import HourStatus
 
 
 def match_topics(spec: str | list[str], names) -> list[str]:
@@ -34,8 +35,8 @@ def match_topics(spec: str | list[str], names) -> list[str]:
 
 def plan(cfg: LoadConfig) -> LoadPlan:
     """What a load would read now (read-only: the ledger is not changed)."""
-    from loaders.cluster_offsets import ClusterOffsets
-    from loaders.ledger import Ledger
+    from ferry.loaders.cluster_offsets import ClusterOffsets
+    from ferry.loaders.ledger import Ledger
 
     with ClusterOffsets(zookeeper=cfg.zookeeper) as cluster:
         topics = cluster.select_topics(cfg.topics)
@@ -60,7 +61,7 @@ def reconcile(cfg: LoadConfig, hours: list[tuple[str, str]] = (), *, since: floa
     hours = set(map(tuple, hours))
     job = LoadJob(replace(cfg, topics=["_audit"], include_audit=False, until=None), spark)
     if catch_up_audit:
-        from loaders.cluster_offsets import ClusterOffsets
+        from ferry.loaders.cluster_offsets import ClusterOffsets
 
         with ClusterOffsets(zookeeper=cfg.zookeeper) as cluster:
             has_audit = "_audit" in cluster.topics()

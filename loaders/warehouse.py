@@ -19,9 +19,9 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from loaders.avro_columns import META_COLUMNS, PARTITION_COLUMNS, table_struct
-from loaders.naming import AUDIT_TABLE, COMPLETENESS_TABLE, table_for_topic  # noqa: F401 - re-exported
-from loaders.offsets import OffsetRange
+from ferry.loaders.avro_columns import META_COLUMNS, PARTITION_COLUMNS, table_struct
+from ferry.loaders.naming import AUDIT_TABLE, COMPLETENESS_TABLE, table_for_topic  # noqa: F401 - re-exported
+from ferry.loaders.offsets import OffsetRange
 
 VERSION_COLUMN = "ferry_run"
 _META_NAMES = {n for n, _ in META_COLUMNS} | set(PARTITION_COLUMNS) | {VERSION_COLUMN}

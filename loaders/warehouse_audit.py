@@ -17,9 +17,9 @@ import uuid
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 
-from audit.bucket import BUCKET_MS, HOUR_MS
-from audit.event import AUDIT_TOPIC, AuditEvent
-from audit.reconciler import reconcile
+from ferry.audit.reconciler import reconcile
+from ferry.client.audit.bucket import BUCKET_MS, HOUR_MS
+from ferry.client.audit.event import AUDIT_TOPIC, AuditEvent
 
 WAREHOUSE_TIER = "warehouse"
 _GUID_NAMESPACE = uuid.UUID("5f0b7c1e-2f4e-4d0a-9a35-6c1f0e0a7c11")
@@ -48,7 +48,7 @@ def publish(events: list[AuditEvent], bootstrap: str, timeout_s: float = 30.0) -
     """Send the events to `_audit` and wait for every acknowledgement (raises if any is missing)."""
     if not events:
         return 0
-    from broker.client.producer import Producer
+    from ferry.client.producer import Producer
 
     errors: list[str] = []
 

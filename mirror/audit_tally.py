@@ -17,8 +17,8 @@ from collections.abc import Callable, Sequence
 from aiokafka.errors import KafkaError
 from aiokafka.record._crecords.default_records import DefaultRecordBatch
 
-from audit.bucket import BUCKET_MS
-from broker.record.record_batch import TIMESTAMP_TYPE_MASK, RecordBatchHeader
+from ferry.client.audit.bucket import BUCKET_MS
+from ferry.wire.record.record_batch import TIMESTAMP_TYPE_MASK, RecordBatchHeader
 
 CountFn = Callable[[str, int, int], None]  # AuditCounter.count(topic, timestamp_ms, n)
 

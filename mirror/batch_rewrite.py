@@ -34,7 +34,7 @@ import crc32c
 from aiokafka.errors import KafkaError
 from aiokafka.record._crecords.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 
-from broker.record.record_batch import (
+from ferry.wire.record.record_batch import (
     ATTRIBUTES_POS,
     BATCH_HEADER_SIZE,
     COMPRESSION_MASK,

@@ -9,8 +9,8 @@ import signal
 import sys
 import threading
 
-from mirror.mirror_maker import ASSIGNMENT_STRATEGIES, DEFAULT_ASSIGNMENT_STRATEGY, DEFAULT_GROUP
-from mirror.mirror_stream import COALESCE_BYTES
+from ferry.mirror.mirror_maker import ASSIGNMENT_STRATEGIES, DEFAULT_ASSIGNMENT_STRATEGY, DEFAULT_GROUP
+from ferry.mirror.mirror_stream import COALESCE_BYTES
 
 DESCRIPTION = """\
 Mirror topics of a live cluster into the offline cluster (paper section 4).
@@ -88,7 +88,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _status(args: argparse.Namespace) -> int:
-    from mirror.status import format_status, mirror_status
+    from ferry.mirror.status import format_status, mirror_status
 
     try:
         status = mirror_status(args.source_zookeeper, args.target_zookeeper, args.group, args.include)
@@ -100,7 +100,7 @@ def _status(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from mirror.mirror_maker import MirrorConfig, MirrorMaker
+    from ferry.mirror.mirror_maker import MirrorConfig, MirrorMaker
 
     if not args.include:
         print("ferry mirror: --include REGEX is required to run a mirror", file=sys.stderr)

@@ -13,8 +13,8 @@ import logging
 import threading
 from collections.abc import Callable, Sequence
 
-from mirror.mirror_stream import MirrorStream, stream_for
-from mirror.partition_mirror import TopicPartition
+from ferry.mirror.mirror_stream import MirrorStream, stream_for
+from ferry.mirror.partition_mirror import TopicPartition
 
 log = logging.getLogger("ferry.mirror")
 

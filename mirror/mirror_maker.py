@@ -22,18 +22,18 @@ import threading
 import time
 from dataclasses import dataclass
 
-from audit.counter import AuditCounter
-from audit.event import AUDIT_TOPIC
-from audit.publisher import AuditPublisher
-from broker.client.subscription import STRATEGIES
-from broker.client.wire_client import WireClient
-from broker.zk.cluster_registry import ClusterRegistry
-from mirror.metrics import MirrorMetrics
-from mirror.mirror_fetcher import MirrorFetcher
-from mirror.mirror_stream import COALESCE_BYTES, FETCH_WAIT_MS, MirrorStream
-from mirror.partition_mirror import TopicPartition
-from mirror.schema_sync import SchemaSync
-from mirror.topic_sync import TopicSync
+from ferry.client.audit.counter import AuditCounter
+from ferry.client.audit.event import AUDIT_TOPIC
+from ferry.client.audit.publisher import AuditPublisher
+from ferry.client.subscription import STRATEGIES
+from ferry.client.wire_client import WireClient
+from ferry.mirror.metrics import MirrorMetrics
+from ferry.mirror.mirror_fetcher import MirrorFetcher
+from ferry.mirror.mirror_stream import COALESCE_BYTES, FETCH_WAIT_MS, MirrorStream
+from ferry.mirror.partition_mirror import TopicPartition
+from ferry.mirror.schema_sync import SchemaSync
+from ferry.mirror.topic_sync import TopicSync
+from ferry.zk.cluster_registry import ClusterRegistry
 
 log = logging.getLogger("ferry.mirror")
 
@@ -98,7 +98,7 @@ class MirrorConfig:
 
     def matches(self, topic: str) -> bool:
         """The ConsumerConnector's own filter (full match; `__*` internal topics never)."""
-        from broker.client.subscription import Subscription
+        from ferry.client.subscription import Subscription
 
         return Subscription(include=self.subscription_include, exclude=self.exclude).matches(topic)
 
@@ -132,7 +132,7 @@ class MirrorMaker:
 
     # ------------------------------------------------------------------ lifecycle
     def start(self, wait_s: float = 15.0) -> MirrorMaker:
-        from broker.client.consumer_connector import ConsumerConnector
+        from ferry.client.consumer_connector import ConsumerConnector
 
         cfg = self.config
         self.source = ClusterRegistry(cfg.source_zookeeper).start()
@@ -349,7 +349,7 @@ class MirrorMaker:
     def _ensure_publisher(self) -> AuditPublisher | None:
         if self._publisher is not None:
             return self._publisher
-        from broker.client.producer import Producer
+        from ferry.client.producer import Producer
 
         assert self.target is not None
         brokers = self.target.brokers()

@@ -26,17 +26,23 @@ import time
 from collections.abc import Callable
 from concurrent.futures import Future
 
-from broker.client.raw_requests import fetch_request, produce_request
-from broker.client.raw_responses import parse_fetch, parse_produce
-from broker.client.wire_client import LEADERSHIP_ERRORS, WireClient, WireError
-from broker.protocol.errors import ErrorCode
-from broker.protocol.fetch import FetchPartition
-from broker.protocol.list_offsets import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
-from broker.protocol.primitives import ProtocolError
-from mirror.audit_tally import BatchWalkError, CountFn, tally_batches
-from mirror.batch_rewrite import CorruptBatchError, forward_batches, next_sequence, restamp
-from mirror.metrics import MirrorMetrics
-from mirror.partition_mirror import MAX_FETCH_BYTES, PartitionMirror, PendingBatch, TopicPartition, backoff
+from ferry.client.raw_requests import fetch_request, produce_request
+from ferry.client.raw_responses import parse_fetch, parse_produce
+from ferry.client.wire_client import LEADERSHIP_ERRORS, WireClient, WireError
+from ferry.mirror.audit_tally import BatchWalkError, CountFn, tally_batches
+from ferry.mirror.batch_rewrite import CorruptBatchError, forward_batches, next_sequence, restamp
+from ferry.mirror.metrics import MirrorMetrics
+from ferry.mirror.partition_mirror import (
+    MAX_FETCH_BYTES,
+    PartitionMirror,
+    PendingBatch,
+    TopicPartition,
+    backoff,
+)
+from ferry.wire.protocol.errors import ErrorCode
+from ferry.wire.protocol.fetch import FetchPartition
+from ferry.wire.protocol.list_offsets import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
+from ferry.wire.protocol.primitives import ProtocolError
 
 log = logging.getLogger("ferry.mirror")
 

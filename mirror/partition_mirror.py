@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass, field
 
-from broker.record.record_batch import RecordBatchHeader
+from ferry.wire.record.record_batch import RecordBatchHeader
 
 TopicPartition = tuple[str, int]
 

@@ -1,7 +1,7 @@
 """SchemaSync: keep the offline schema registry a replica of the live one while the mirror runs.
 
 Mirrored messages carry the live registry's schema ids (the bytes are copied unchanged), so the offline
-loaders need the same id -> schema mapping. The copy itself is `schemas.replication.replicate`; this
+loaders need the same id -> schema mapping. The copy itself is `ferry.schemas.replication.replicate`; this
 runs it at start-up, whenever a schema id appears in the live registry (a ZooKeeper watch), and every
 ``interval_s`` to retry after failures.
 """
@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import logging
 
-from broker.zk.cluster_registry import ClusterRegistry
-from mirror.sync_loop import SyncLoop
+from ferry.mirror.sync_loop import SyncLoop
+from ferry.zk.cluster_registry import ClusterRegistry
 
 log = logging.getLogger("ferry.mirror.schemas")
 
@@ -27,7 +27,7 @@ class SchemaSync(SyncLoop):
     def start(self) -> SchemaSync:
         from kazoo.recipe.watchers import ChildrenWatch
 
-        from schemas.registry import IDS
+        from ferry.schemas.registry import IDS
 
         self.source.client.ensure_path(IDS)
         ChildrenWatch(self.source.client, IDS, self._on_ids)
@@ -50,8 +50,8 @@ class SchemaSync(SyncLoop):
                     exc, self.interval_s)
 
     def sync_once(self) -> int:
-        from schemas.registry import SchemaRegistry
-        from schemas.replication import replicate
+        from ferry.schemas.registry import SchemaRegistry
+        from ferry.schemas.replication import replicate
 
         result = replicate(SchemaRegistry(self.source), SchemaRegistry(self.target))
         self.copied_ids += result.ids_copied

@@ -9,10 +9,10 @@ from __future__ import annotations
 import re
 from dataclasses import asdict, dataclass
 
-from broker.client.group_store import read_members, read_offsets, read_owners
-from broker.client.wire_client import WireClient
-from broker.protocol.list_offsets import LATEST_TIMESTAMP
-from broker.zk.cluster_registry import ClusterRegistry
+from ferry.client.group_store import read_members, read_offsets, read_owners
+from ferry.client.wire_client import WireClient
+from ferry.wire.protocol.list_offsets import LATEST_TIMESTAMP
+from ferry.zk.cluster_registry import ClusterRegistry
 
 
 @dataclass

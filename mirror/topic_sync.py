@@ -11,10 +11,10 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
-from broker.zk.cluster_registry import ClusterRegistry
-from broker.zk.errors import InvalidPartitionsError, TopicExistsError
-from broker.zk.znodes import TopicInfo
-from mirror.sync_loop import SyncLoop
+from ferry.mirror.sync_loop import SyncLoop
+from ferry.zk.cluster_registry import ClusterRegistry
+from ferry.zk.errors import InvalidPartitionsError, TopicExistsError
+from ferry.zk.znodes import TopicInfo
 
 log = logging.getLogger("ferry.mirror.topics")
 

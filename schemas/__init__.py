@@ -1,8 +1,8 @@
 """The Avro schema registry (in ZooKeeper) and the message wire format, shared by producers, the mirror
 and the loaders."""
 
-from schemas.compatibility import LEVELS, compatibility_problems, reader_problems
-from schemas.errors import (
+from ferry.schemas.compatibility import LEVELS, compatibility_problems, reader_problems
+from ferry.schemas.errors import (
     IncompatibleSchemaError,
     InvalidSubjectError,
     SchemaError,
@@ -12,8 +12,8 @@ from schemas.errors import (
     UnknownSubjectError,
     WireFormatError,
 )
-from schemas.registry import SchemaRegistry, SchemaVersion, subject_for_topic
-from schemas.wire import AvroDeserializer, AvroSerializer, schema_id_of
+from ferry.schemas.registry import SchemaRegistry, SchemaVersion, subject_for_topic
+from ferry.schemas.wire import AvroDeserializer, AvroSerializer, schema_id_of
 
 __all__ = [
     "LEVELS",

@@ -15,7 +15,7 @@ from typing import Any
 
 from fastavro.schema import parse_schema
 
-from schemas.errors import SchemaParseError
+from ferry.schemas.errors import SchemaParseError
 
 PRIMITIVES = frozenset({"null", "boolean", "int", "long", "float", "double", "bytes", "string"})
 MAX_SCHEMA_BYTES = 512 * 1024  # a ZooKeeper znode holds at most ~1 MB

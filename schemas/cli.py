@@ -14,10 +14,10 @@ import os
 import sys
 from pathlib import Path
 
-from ferry.cli_support import ENV_ZOOKEEPER, UsageError
-from schemas.compatibility import LEVELS
-from schemas.errors import SchemaError
-from schemas.registry import SchemaRegistry
+from ferry.schemas.compatibility import LEVELS
+from ferry.schemas.errors import SchemaError
+from ferry.schemas.registry import SchemaRegistry
+from ferry.zk.cli_args import UsageError, add_zookeeper_argument, require_zookeeper
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -80,20 +80,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                       help="the source cluster's ZooKeeper connect string (e.g. .../ferry/live)")
 
     for sub in (reg, lst, show, compat, check, copy):
-        sub.add_argument(
-            "--zookeeper", metavar="HOST:PORT/CHROOT", default=os.environ.get(ENV_ZOOKEEPER),
-            help=f"the cluster's ZooKeeper connect string, e.g. 127.0.0.1:2181/ferry/live (default: ${ENV_ZOOKEEPER})",
-        )
-        sub.add_argument("--timeout", type=float, default=10.0, metavar="SECONDS",
-                         help="ZooKeeper connect timeout (default 10)")
+        add_zookeeper_argument(sub, "the cluster's ZooKeeper connect string, e.g. 127.0.0.1:2181/ferry/live",
+                               with_timeout=True)
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     logging.getLogger("kazoo").setLevel(logging.ERROR)  # its reconnect chatter is not the user's business
     try:
-        if not args.zookeeper:
-            raise UsageError(f"--zookeeper HOST:PORT/CHROOT is required (or set ${ENV_ZOOKEEPER})")
+        require_zookeeper(args)
         _check_usage(args)
         schema_text = _read_schema(args.schema_file) if getattr(args, "schema_file", None) else None
         with _open_registry(args) as registry:
@@ -107,7 +102,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _open_registry(args: argparse.Namespace) -> SchemaRegistry:
-    from broker.zk import RegistryError
+    from ferry.zk import RegistryError
 
     try:
         if args.action == "copy":  # the source must exist: fail before creating anything at the target
@@ -213,8 +208,8 @@ def _check(registry: SchemaRegistry, args: argparse.Namespace, schema_text: str 
 
 
 def _copy(registry: SchemaRegistry, args: argparse.Namespace, _schema: str | None) -> int:
-    from broker.zk import RegistryError
-    from schemas.replication import replicate
+    from ferry.schemas.replication import replicate
+    from ferry.zk import RegistryError
 
     try:
         source = SchemaRegistry(args.from_zookeeper, timeout=args.timeout, read_only=True)

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from schemas.canonical import PRIMITIVES
+from ferry.schemas.canonical import PRIMITIVES
 
 LEVELS = ("NONE", "BACKWARD", "FORWARD", "FULL", "BACKWARD_TRANSITIVE", "FORWARD_TRANSITIVE", "FULL_TRANSITIVE")
 DEFAULT_LEVEL = "BACKWARD"

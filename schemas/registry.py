@@ -28,9 +28,9 @@ from fastavro.schema import parse_schema
 from kazoo.client import KazooClient
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, RolledBackError
 
-from schemas.canonical import canonical_json, fingerprint, load_schema, parse_canonical
-from schemas.compatibility import DEFAULT_LEVEL, compatibility_problems, normalise_level
-from schemas.errors import (
+from ferry.schemas.canonical import canonical_json, fingerprint, load_schema, parse_canonical
+from ferry.schemas.compatibility import DEFAULT_LEVEL, compatibility_problems, normalise_level
+from ferry.schemas.errors import (
     IncompatibleSchemaError,
     InvalidSubjectError,
     SchemaError,
@@ -85,7 +85,7 @@ class SchemaRegistry:
 
     def __init__(self, zk: str | KazooClient | Any, timeout: float = 10.0, read_only: bool = False) -> None:
         if isinstance(zk, str):
-            from broker.zk import connect
+            from ferry.zk import connect
 
             self._client = connect(zk, timeout=timeout, create_chroot=not read_only)
             self._owns_client = True

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
-from schemas.registry import IDS, SUBJECTS, SchemaRegistry
+from ferry.schemas.registry import IDS, SUBJECTS, SchemaRegistry
 
 log = logging.getLogger(__name__)
 

@@ -14,10 +14,10 @@ from fastavro import schemaless_reader, schemaless_writer
 from fastavro.schema import parse_schema
 from fastavro.validation import validate
 
-from schemas.canonical import load_schema
-from schemas.compatibility import reader_problems
-from schemas.errors import IncompatibleSchemaError, SerializationError, WireFormatError
-from schemas.registry import SchemaRegistry
+from ferry.schemas.canonical import load_schema
+from ferry.schemas.compatibility import reader_problems
+from ferry.schemas.errors import IncompatibleSchemaError, SerializationError, WireFormatError
+from ferry.schemas.registry import SchemaRegistry
 
 MAGIC = 0
 HEADER = struct.Struct(">bI")

@@ -18,20 +18,26 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
-from broker.log.atomic_file import fsync_dir
-from broker.log.log_config import LogConfig
-from broker.log.log_segment import DELETED_SUFFIX, INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, LogSegment
-from broker.log.producer_state import ProducerStateManager
-from broker.record.compression import PRODUCER
-from broker.record.errors import (
+from ferry.broker.log.log_segment import (
+    DELETED_SUFFIX,
+    INDEX_SUFFIX,
+    LOG_SUFFIX,
+    TIME_INDEX_SUFFIX,
+    LogSegment,
+)
+from ferry.broker.log.producer_state import ProducerStateManager
+from ferry.wire.atomic_file import fsync_dir
+from ferry.wire.log_config import LogConfig
+from ferry.wire.record.compression import PRODUCER
+from ferry.wire.record.errors import (
     CorruptRecordError,
     InvalidRecordError,
     OffsetOutOfRangeError,
     RecordTooLargeError,
     StorageError,
 )
-from broker.record.recompress import recompress_batches
-from broker.record.record_batch import RecordBatchHeader, validate_batches
+from ferry.wire.record.recompress import recompress_batches
+from ferry.wire.record.record_batch import RecordBatchHeader, validate_batches
 
 logger = logging.getLogger("ferry.log")
 

@@ -17,10 +17,10 @@ import threading
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from broker.log.atomic_file import atomic_write
-from broker.log.log import Log, wall_clock_ms
-from broker.log.log_config import LogConfig
-from broker.record.errors import StorageError
+from ferry.broker.log.log import Log, wall_clock_ms
+from ferry.wire.atomic_file import atomic_write
+from ferry.wire.log_config import LogConfig
+from ferry.wire.record.errors import StorageError
 
 logger = logging.getLogger("ferry.log")
 

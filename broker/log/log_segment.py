@@ -17,11 +17,11 @@ from pathlib import Path
 import crc32c
 from aiokafka.record._crecords.default_records import DefaultRecordBatch
 
-from broker.log.log_config import LogConfig
-from broker.log.offset_index import OffsetIndex
-from broker.log.time_index import TimeIndex
-from broker.record.errors import CorruptRecordError, InvalidRecordError
-from broker.record.record_batch import (
+from ferry.broker.log.offset_index import OffsetIndex
+from ferry.broker.log.time_index import TimeIndex
+from ferry.wire.log_config import LogConfig
+from ferry.wire.record.errors import CorruptRecordError, InvalidRecordError
+from ferry.wire.record.record_batch import (
     ATTRIBUTES_POS,
     BASE_OFFSET_STRUCT,
     BATCH_HEADER_SIZE,

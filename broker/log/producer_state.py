@@ -15,9 +15,9 @@ from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from broker.log.atomic_file import atomic_write
-from broker.record.errors import InvalidProducerEpochError, OutOfOrderSequenceError
-from broker.record.record_batch import RecordBatchHeader
+from ferry.wire.atomic_file import atomic_write
+from ferry.wire.record.errors import InvalidProducerEpochError, OutOfOrderSequenceError
+from ferry.wire.record.record_batch import RecordBatchHeader
 
 NUM_BATCHES_TO_RETAIN = 5  # Kafka's window: max.in.flight.requests.per.connection <= 5
 MAX_SEQUENCE = 0x7FFFFFFF

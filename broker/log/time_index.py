@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import struct
 
-from broker.log.abstract_index import AbstractIndex
+from ferry.broker.log.abstract_index import AbstractIndex
 
 
 class TimeIndex(AbstractIndex):

@@ -11,8 +11,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from broker.log.log_config import LogConfig, parse_timestamp_type
-from broker.record.compression import parse_compression_type
+from ferry.wire.log_config import LogConfig, parse_timestamp_type
+from ferry.wire.record.compression import parse_compression_type
 
 DEFAULT_MAX_REQUEST_BYTES = 100 * 1024 * 1024
 

@@ -20,8 +20,8 @@ import struct
 from collections import deque
 from typing import Any
 
-from broker.protocol.primitives import ProtocolError
-from broker.server.kafka_apis import CloseConnection, KafkaApis
+from ferry.broker.server.kafka_apis import CloseConnection, KafkaApis
+from ferry.wire.protocol.primitives import ProtocolError
 
 log = logging.getLogger(__name__)
 

@@ -14,7 +14,16 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from broker.protocol import (
+from ferry.broker.server.broker_config import BrokerConfig
+from ferry.broker.server.fetch_purgatory import FetchPurgatory
+from ferry.broker.server.log_flusher import LogFlusher
+from ferry.broker.server.metadata_cache import MetadataCache
+from ferry.broker.server.produce_fast_path import FIRST_VERSION as FAST_PRODUCE_FIRST
+from ferry.broker.server.produce_fast_path import LAST_VERSION as FAST_PRODUCE_LAST
+from ferry.broker.server.produce_fast_path import ProduceFastPath
+from ferry.broker.server.producer_id_manager import ProducerIdManager
+from ferry.broker.server.replica_manager import ReplicaManager
+from ferry.wire.protocol import (
     api_versions,
     create_topics,
     fetch,
@@ -24,19 +33,10 @@ from broker.protocol import (
     metadata,
     produce,
 )
-from broker.protocol.api_keys import ADVERTISED, ApiKey, is_advertised, is_served
-from broker.protocol.errors import ErrorCode, error_code_of
-from broker.protocol.header import RequestHeader, peek_header, read_request_header
-from broker.protocol.primitives import ProtocolError, Reader
-from broker.server.broker_config import BrokerConfig
-from broker.server.fetch_purgatory import FetchPurgatory
-from broker.server.log_flusher import LogFlusher
-from broker.server.metadata_cache import MetadataCache
-from broker.server.produce_fast_path import FIRST_VERSION as FAST_PRODUCE_FIRST
-from broker.server.produce_fast_path import LAST_VERSION as FAST_PRODUCE_LAST
-from broker.server.produce_fast_path import ProduceFastPath
-from broker.server.producer_id_manager import ProducerIdManager
-from broker.server.replica_manager import ReplicaManager
+from ferry.wire.protocol.api_keys import ADVERTISED, ApiKey, is_advertised, is_served
+from ferry.wire.protocol.errors import ErrorCode, error_code_of
+from ferry.wire.protocol.header import RequestHeader, peek_header, read_request_header
+from ferry.wire.protocol.primitives import ProtocolError, Reader
 
 log = logging.getLogger(__name__)
 
@@ -376,7 +376,7 @@ class KafkaApis:
         return self._create_topics(header.api_version, req)
 
     async def _create_topics(self, version: int, req: create_topics.CreateTopicsRequest) -> bytes:
-        from broker.log.log_config import LogConfig
+        from ferry.wire.log_config import LogConfig
 
         loop = asyncio.get_running_loop()
         results: list[tuple[str, int, str | None]] = []
@@ -450,7 +450,7 @@ def _registry_error(e: Exception) -> tuple[int, str]:
 
 def _invalid_topic_name(name: str) -> bool:
     try:
-        from broker.zk.topic_name import validate_topic_name
+        from ferry.zk.topic_name import validate_topic_name
 
         validate_topic_name(name)
     except Exception:

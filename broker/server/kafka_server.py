@@ -11,16 +11,16 @@ import signal
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from audit.event import AUDIT_TOPIC
-from broker.server.broker_config import BrokerConfig
-from broker.server.fetch_purgatory import FetchPurgatory
-from broker.server.kafka_apis import KafkaApis
-from broker.server.log_flusher import LogFlusher
-from broker.server.metadata_cache import MetadataCache
-from broker.server.producer_id_manager import ProducerIdManager
-from broker.server.replica_manager import ReplicaManager
-from broker.server.socket_server import SocketServer
-from broker.zk.errors import TopicExistsError
+from ferry.broker.server.broker_config import BrokerConfig
+from ferry.broker.server.fetch_purgatory import FetchPurgatory
+from ferry.broker.server.kafka_apis import KafkaApis
+from ferry.broker.server.log_flusher import LogFlusher
+from ferry.broker.server.metadata_cache import MetadataCache
+from ferry.broker.server.producer_id_manager import ProducerIdManager
+from ferry.broker.server.replica_manager import ReplicaManager
+from ferry.broker.server.socket_server import SocketServer
+from ferry.zk.errors import TopicExistsError
+from ferry.zk.topic_name import AUDIT_TOPIC
 
 log = logging.getLogger(__name__)
 
@@ -55,8 +55,8 @@ class KafkaServer:
             await self.shutdown()
 
     async def startup(self) -> None:
-        from broker.log.log_manager import LogManager
-        from broker.zk.cluster_registry import ClusterRegistry
+        from ferry.broker.log.log_manager import LogManager
+        from ferry.zk.cluster_registry import ClusterRegistry
 
         cfg = self.config
         loop = asyncio.get_running_loop()

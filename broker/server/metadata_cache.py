@@ -10,7 +10,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 
-from broker.zk.znodes import BrokerInfo, TopicInfo
+from ferry.zk.znodes import BrokerInfo, TopicInfo
 
 
 class MetadataCache:

@@ -16,8 +16,8 @@ import struct
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from broker.protocol import produce
-from broker.protocol.errors import ErrorCode
+from ferry.wire.protocol import produce
+from ferry.wire.protocol.errors import ErrorCode
 
 log = logging.getLogger(__name__)
 

@@ -11,9 +11,9 @@ import logging
 import threading
 from typing import Any
 
-from broker.protocol.errors import ErrorCode
-from broker.server.metadata_cache import MetadataCache
-from broker.zk.znodes import TopicInfo
+from ferry.broker.server.metadata_cache import MetadataCache
+from ferry.wire.protocol.errors import ErrorCode
+from ferry.zk.znodes import TopicInfo
 
 log = logging.getLogger(__name__)
 

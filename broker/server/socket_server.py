@@ -10,8 +10,8 @@ import asyncio
 import logging
 import socket
 
-from broker.server.connection import Connection
-from broker.server.kafka_apis import KafkaApis
+from ferry.broker.server.connection import Connection
+from ferry.broker.server.kafka_apis import KafkaApis
 
 log = logging.getLogger(__name__)
 

@@ -10,10 +10,10 @@ import sys
 import time
 from pathlib import Path
 
-from audit.bucket import BUCKET_MS, HOUR_MS, bucket_start, hour_start
-from audit.event import AUDIT_TOPIC, AuditEvent
-from broker.client.producer import Producer
-from broker.zk import ClusterRegistry
+from ferry.client.audit.bucket import BUCKET_MS, HOUR_MS, bucket_start, hour_start
+from ferry.client.audit.event import AUDIT_TOPIC, AuditEvent
+from ferry.client.producer import Producer
+from ferry.zk import ClusterRegistry
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -27,7 +27,7 @@ def ferry(*args: str) -> subprocess.CompletedProcess:
 
 def _ensure_audit_topic(reg: ClusterRegistry) -> None:
     """Brokers create `_audit` at start-up; it may not be there yet when the test starts."""
-    from broker.zk.errors import TopicExistsError
+    from ferry.zk.errors import TopicExistsError
 
     try:
         reg.create_topic(AUDIT_TOPIC, 1)

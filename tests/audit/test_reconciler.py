@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from audit.bucket import BUCKET_MS, HOUR_MS, bucket_start, hour_start
-from audit.counter import AuditCounter
-from audit.event import AuditEvent
-from audit.reconciler import reconcile
+from ferry.audit.reconciler import reconcile
+from ferry.client.audit.bucket import BUCKET_MS, HOUR_MS, bucket_start, hour_start
+from ferry.client.audit.counter import AuditCounter
+from ferry.client.audit.event import AuditEvent
 
 H = 1_700_000_000_000 - 1_700_000_000_000 % HOUR_MS  # an hour boundary
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from kafka.record import MemoryRecords
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
-from broker.protocol.primitives import Reader, Writer
+from ferry.wire.protocol.primitives import Reader, Writer
 
 PRODUCE, FETCH, LIST_OFFSETS, METADATA, FIND_COORDINATOR, API_VERSIONS, CREATE_TOPICS, INIT_PRODUCER_ID = (
     0, 1, 2, 3, 10, 18, 19, 22)

@@ -17,8 +17,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from broker_wire import WireClient, fetch, start_brokers  # noqa: E402
 from kafka.record import MemoryRecords  # noqa: E402
 
-from broker.client.message_set_consumer import MessageSetConsumer  # noqa: E402
-from broker.client.message_set_producer import MessageSetProducer  # noqa: E402
+from ferry.client.message_set_consumer import MessageSetConsumer  # noqa: E402
+from ferry.client.message_set_producer import MessageSetProducer  # noqa: E402
 
 N = 300
 

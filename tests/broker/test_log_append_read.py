@@ -6,16 +6,16 @@ import threading
 from pathlib import Path
 
 import pytest
-from storage_batches import CODECS, build_batch, decode
 
-from broker.log.log import Log
-from broker.log.log_config import LogConfig
-from broker.record.errors import (
+from ferry.broker.log.log import Log
+from ferry.wire.log_config import LogConfig
+from ferry.wire.record.errors import (
     CorruptRecordError,
     InvalidRecordError,
     OffsetOutOfRangeError,
     RecordTooLargeError,
 )
+from tests.wire.storage_batches import CODECS, build_batch, decode
 
 
 def segment_files(log: Log) -> list[Path]:

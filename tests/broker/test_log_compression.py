@@ -13,16 +13,16 @@ import lz4.frame
 import pytest
 import snappy
 import zstandard
-from storage_batches import CODECS, build_batch, decode
 
-from broker.log.log import Log
-from broker.log.log_config import LogConfig
-from broker.record.compression import Codec, compress, decompress
-from broker.record.errors import CorruptRecordError, RecordTooLargeError
-from broker.record.message_set_builder import MessageSetBuilder
-from broker.record.recompress import count_records, recompress_batches
-from broker.record.record_batch import BATCH_HEADER_SIZE, assign_offsets, validate_batches
-from broker.server.broker_config import BrokerConfig, ConfigError
+from ferry.broker.log.log import Log
+from ferry.broker.server.broker_config import BrokerConfig, ConfigError
+from ferry.wire.log_config import LogConfig
+from ferry.wire.record.compression import Codec, compress, decompress
+from ferry.wire.record.errors import CorruptRecordError, RecordTooLargeError
+from ferry.wire.record.message_set_builder import MessageSetBuilder
+from ferry.wire.record.recompress import count_records, recompress_batches
+from ferry.wire.record.record_batch import BATCH_HEADER_SIZE, assign_offsets, validate_batches
+from tests.wire.storage_batches import CODECS, build_batch, decode
 
 
 def log_bytes(log: Log) -> bytes:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from broker.log.log_config import LogConfig
+from ferry.wire.log_config import LogConfig
 
 
 def test_defaults_match_kafka() -> None:

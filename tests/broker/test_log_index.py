@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from broker.log.offset_index import OffsetIndex
-from broker.log.time_index import TimeIndex
+from ferry.broker.log.offset_index import OffsetIndex
+from ferry.broker.log.time_index import TimeIndex
 
 
 def test_offset_index_lookups(tmp_path: Path) -> None:

@@ -8,12 +8,12 @@ import time
 from pathlib import Path
 
 import pytest
-from storage_batches import build_batch
 
-from broker.log.log import Log
-from broker.log.log_config import LogConfig
-from broker.log.log_manager import CHECKPOINT_FILE, LogManager, read_checkpoint
-from broker.record.errors import StorageError
+from ferry.broker.log.log import Log
+from ferry.broker.log.log_manager import CHECKPOINT_FILE, LogManager, read_checkpoint
+from ferry.wire.log_config import LogConfig
+from ferry.wire.record.errors import StorageError
+from tests.wire.storage_batches import build_batch
 
 
 def wait_for(predicate, timeout: float = 10.0) -> bool:  # noqa: ANN001

@@ -7,12 +7,12 @@ import dataclasses
 from pathlib import Path
 
 import pytest
-from storage_batches import build_batch, decode
 
-from broker.log.log import Log
-from broker.log.log_config import LogConfig
-from broker.log.producer_state import SNAPSHOT_FILE
-from broker.record.errors import InvalidProducerEpochError, OutOfOrderSequenceError, RecordTooLargeError
+from ferry.broker.log.log import Log
+from ferry.broker.log.producer_state import SNAPSHOT_FILE
+from ferry.wire.log_config import LogConfig
+from ferry.wire.record.errors import InvalidProducerEpochError, OutOfOrderSequenceError, RecordTooLargeError
+from tests.wire.storage_batches import build_batch, decode
 
 PID = 4242
 

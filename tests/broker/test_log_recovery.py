@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 from kafka.record.memory_records import MemoryRecords
-from storage_batches import CODECS, build_batch, decode
 
-from broker.log.log import Log
-from broker.log.log_config import LogConfig
+from ferry.broker.log.log import Log
+from ferry.wire.log_config import LogConfig
+from tests.wire.storage_batches import CODECS, build_batch, decode
 
 CONFIG = LogConfig(segment_bytes=6000, index_interval_bytes=400)
 
@@ -191,8 +191,8 @@ CHILD = textwrap.dedent(
     import sys, time
     sys.path[:0] = [{root!r}, {tests!r}]
     from storage_batches import build_batch
-    from broker.log.log import Log
-    from broker.log.log_config import LogConfig
+    from ferry.broker.log.log import Log
+    from ferry.wire.log_config import LogConfig
     log = Log({path!r}, LogConfig(segment_bytes=20000, index_interval_bytes=500))
     i = 0
     while True:
@@ -208,7 +208,7 @@ CHILD = textwrap.dedent(
 def test_kill_9_during_acked_production(tmp_path: Path) -> None:
     path = tmp_path / "t-0"
     root = str(Path(__file__).resolve().parents[2])
-    script = CHILD.format(root=root, tests=str(Path(__file__).resolve().parent), path=str(path))
+    script = CHILD.format(root=root, tests=str(Path(__file__).resolve().parents[1] / "wire"), path=str(path))
     proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
     acked = -1
     deadline = time.monotonic() + 60

@@ -7,11 +7,11 @@ import os
 from pathlib import Path
 
 import pytest
-from storage_batches import build_batch, decode
 
-from broker.log.log import Log
-from broker.log.log_config import LogConfig
-from broker.record.errors import OffsetOutOfRangeError
+from ferry.broker.log.log import Log
+from ferry.wire.log_config import LogConfig
+from ferry.wire.record.errors import OffsetOutOfRangeError
+from tests.wire.storage_batches import build_batch, decode
 
 HOUR = 3600 * 1000
 NOW = 1_700_000_000_000

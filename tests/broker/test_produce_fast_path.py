@@ -13,11 +13,11 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from broker_wire import build_batch, produce_body  # noqa: E402
 
-from broker.log.log import Log  # noqa: E402
-from broker.protocol import produce  # noqa: E402
-from broker.protocol.errors import ErrorCode  # noqa: E402
-from broker.protocol.primitives import Writer  # noqa: E402
-from broker.server.produce_fast_path import ProduceFastPath  # noqa: E402
+from ferry.broker.log.log import Log  # noqa: E402
+from ferry.broker.server.produce_fast_path import ProduceFastPath  # noqa: E402
+from ferry.wire.protocol import produce  # noqa: E402
+from ferry.wire.protocol.errors import ErrorCode  # noqa: E402
+from ferry.wire.protocol.primitives import Writer  # noqa: E402
 
 TOPIC, PARTITION = "page_view", 3
 
@@ -76,7 +76,7 @@ def test_a_failed_flush_is_answered_with_a_storage_error(log):
     fp = fast_path(log, failing)
     result = fp.handle(frame(produce_body(TOPIC, PARTITION, build_batch([b"x"]), acks=-1), 8), 8)
     body = asyncio.run(result)
-    from broker.protocol.primitives import Reader
+    from ferry.wire.protocol.primitives import Reader
 
     r = Reader(body)
     assert r.int32() == 1 and r.string() == TOPIC and r.int32() == 1 and r.int32() == PARTITION

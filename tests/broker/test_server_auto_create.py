@@ -9,7 +9,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from broker_wire import METADATA, WireClient, build_batch, metadata, produce  # noqa: E402
 
-from broker.protocol.primitives import Writer  # noqa: E402
+from ferry.wire.protocol.primitives import Writer  # noqa: E402
 
 
 def _metadata_no_auto(c: WireClient, topic: str) -> int:

@@ -9,8 +9,8 @@ import sys
 
 import pytest
 
-from broker.cli.broker_cmd import build_config
-from broker.server.broker_config import BrokerConfig
+from ferry.broker.cli import build_config
+from ferry.broker.server.broker_config import BrokerConfig
 from ferry.cli import build_parser
 from ferry.embedded import free_port, wait_for_port
 

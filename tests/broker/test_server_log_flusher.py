@@ -11,8 +11,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from broker_wire import build_batch  # noqa: E402
 
-from broker.log.log import Log  # noqa: E402
-from broker.server.log_flusher import LogFlusher  # noqa: E402
+from ferry.broker.log.log import Log  # noqa: E402
+from ferry.broker.server.log_flusher import LogFlusher  # noqa: E402
 
 
 def test_concurrent_waiters_all_end_flushed(tmp_path):

@@ -6,7 +6,7 @@ import time
 
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 
-from broker.zk import ClusterRegistry
+from ferry.zk import ClusterRegistry
 
 
 def test_time_retention_deletes_segments_and_moves_the_log_start(cluster_factory) -> None:

@@ -36,8 +36,8 @@ from broker_wire import (  # noqa: E402
     start_brokers,
 )
 
-from broker.protocol.api_keys import ADVERTISED  # noqa: E402
-from broker.protocol.primitives import Writer  # noqa: E402
+from ferry.wire.protocol.api_keys import ADVERTISED  # noqa: E402
+from ferry.wire.protocol.primitives import Writer  # noqa: E402
 
 MAX_MESSAGE = 100_000
 MAX_REQUEST = 1_000_000

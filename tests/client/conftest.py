@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from broker.zk import ClusterRegistry
+from ferry.zk import ClusterRegistry
 
 
 @pytest.fixture

@@ -7,13 +7,13 @@ from collections.abc import Callable
 
 from kazoo.client import KazooClient
 
-from broker.client import group_dirs as dirs
-from broker.client.group_store import read_owners
-from broker.zk import TopicInfo, ZkConnect
+from ferry.client import group_dirs as dirs
+from ferry.client.group_store import read_owners
+from ferry.zk import TopicInfo, ZkConnect
 
 
 def zk_client(zk_connect: str) -> KazooClient:
-    from broker.zk import connect
+    from ferry.zk import connect
 
     return connect(ZkConnect.parse(zk_connect), timeout=10)
 

@@ -15,7 +15,7 @@ import threading
 
 def main() -> int:
     zk, group, consumer_id, topic, streams, outfile = sys.argv[1:7]
-    from broker.client.consumer_connector import ConsumerConnector
+    from ferry.client.consumer_connector import ConsumerConnector
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     stop = threading.Event()

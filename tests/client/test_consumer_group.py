@@ -9,10 +9,10 @@ import sys
 import time
 from pathlib import Path
 
-from broker.client.consumer_connector import ConsumerConnector
-from broker.client.group_store import read_offsets, write_offset
-from broker.client.producer import Producer
-from broker.client.simple_consumer import SimpleConsumer
+from ferry.client.consumer_connector import ConsumerConnector
+from ferry.client.group_store import read_offsets, write_offset
+from ferry.client.producer import Producer
+from ferry.client.simple_consumer import SimpleConsumer
 from tests.client.conftest import create_topic
 from tests.client.group_helpers import by_owner, owners, wait_until, zk_client
 

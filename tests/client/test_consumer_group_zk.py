@@ -11,10 +11,10 @@ import time
 import pytest
 from kazoo.client import KazooClient
 
-from broker.client import group_dirs as dirs
-from broker.client.consumer_connector import ConsumerConnector
-from broker.client.errors import ClientError
-from broker.client.group_store import read_offsets
+from ferry.client import group_dirs as dirs
+from ferry.client.consumer_connector import ConsumerConnector
+from ferry.client.errors import ClientError
+from ferry.client.group_store import read_offsets
 from tests.client.group_helpers import by_owner, members, owners, wait_until, write_topic, zk_client
 
 ALL12 = {("events", p) for p in range(12)}
@@ -95,7 +95,7 @@ def test_new_partitions_and_new_topics_are_picked_up_by_the_watches(zk_connect, 
         want = {("t1", 0), ("t1", 1), ("t2", 0), ("t2", 1), ("t2", 2)}
         wait_until(lambda: c.owned_partitions() == want, what="new topic picked up")
         # partitions added to an existing topic
-        from broker.zk import TopicInfo
+        from ferry.zk import TopicInfo
 
         zk.set("/brokers/topics/t1", TopicInfo.from_assignment("t1", {0: (1,), 1: (1,), 2: (1,)}).encode())
         wait_until(lambda: ("t1", 2) in c.owned_partitions(), what="added partition picked up")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 
-from broker.client.consumer_connector import ConsumerConnector
+from ferry.client.consumer_connector import ConsumerConnector
 from ferry.embedded import ZooKeeperServer
 from tests.client.group_helpers import wait_until, write_topic, zk_client
 

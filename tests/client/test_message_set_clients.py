@@ -10,18 +10,18 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka import Producer as CkProducer
 
-from broker.client import MessageSetConsumer, MessageSetProducer
-from broker.client.errors import UnknownTopicError
-from broker.client.message_set_consumer import (
+from ferry.client import MessageSetConsumer, MessageSetProducer
+from ferry.client.errors import UnknownTopicError
+from ferry.client.message_set_consumer import (
     CorruptMessageSetError,
     FetchError,
     OffsetOutOfRangeError,
     Record,
     walk_batches,
 )
-from broker.client.message_set_producer import ProduceError, UnknownPartitionError
-from broker.client.wire_client import BrokerUnavailableError, WireClient
-from broker.record.message_set_builder import MessageSetBuilder
+from ferry.client.message_set_producer import ProduceError, UnknownPartitionError
+from ferry.client.wire_client import BrokerUnavailableError, WireClient
+from ferry.wire.record.message_set_builder import MessageSetBuilder
 from tests.client.conftest import create_topic
 from tests.client.group_helpers import wait_until
 from tests.conftest import Cluster

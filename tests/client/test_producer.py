@@ -7,11 +7,11 @@ import time
 
 import pytest
 
-from audit.bucket import BUCKET_MS, bucket_start
-from audit.reader import read_audit_events
-from audit.reconciler import reconcile
-from broker.client.producer import HOST_HEADER, Producer
-from broker.client.simple_consumer import SimpleConsumer
+from ferry.audit.reader import read_audit_events
+from ferry.audit.reconciler import reconcile
+from ferry.client.audit.bucket import BUCKET_MS, bucket_start
+from ferry.client.producer import HOST_HEADER, Producer
+from ferry.client.simple_consumer import SimpleConsumer
 from tests.client.conftest import create_topic
 from tests.client.group_helpers import wait_until
 

@@ -1,4 +1,4 @@
-from broker.client.range_assignor import assign_all, range_for
+from ferry.client.range_assignor import assign_all, range_for
 
 
 def test_ranges_are_contiguous_and_cover_every_partition_once():

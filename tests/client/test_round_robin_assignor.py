@@ -1,7 +1,7 @@
 """The round-robin split: every (topic, partition) owned exactly once, spread evenly across topics, members
 skipped for topics they do not read, and the same answer whatever order the inputs come in."""
 
-from broker.client.round_robin_assignor import round_robin_all, round_robin_share
+from ferry.client.round_robin_assignor import round_robin_all, round_robin_share
 
 
 def test_many_single_partition_topics_are_spread_evenly():

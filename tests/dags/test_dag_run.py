@@ -30,7 +30,7 @@ def _asset_events(uri: str) -> list[dict]:
 
 
 def test_dag_runs_one_hour_end_to_end_and_a_rerun_changes_nothing(airflow_db, cluster_factory, tmp_path):
-    from broker.zk import ClusterRegistry
+    from ferry.zk import ClusterRegistry
 
     cluster = cluster_factory(1, datacenter="offline")
     offline = Offline(cluster.zk_connect, next(iter(cluster.brokers.values())))
@@ -68,7 +68,7 @@ def test_dag_runs_one_hour_end_to_end_and_a_rerun_changes_nothing(airflow_db, cl
 
         from pyspark.sql import SparkSession
 
-        from loaders.ledger import Ledger
+        from ferry.loaders.ledger import Ledger
 
         spark = SparkSession.getActiveSession() or SparkSession._instantiatedSession
         d, h = label(hour)
@@ -109,8 +109,8 @@ def test_dag_with_a_spark_connection_runs_spark_submit(airflow_db, cluster_facto
 
     import pyarrow.parquet as pq
 
-    from broker.zk import ClusterRegistry
-    from loaders.ledger import Ledger
+    from ferry.loaders.ledger import Ledger
+    from ferry.zk import ClusterRegistry
 
     cluster = cluster_factory(1, datacenter="offline")
     offline = Offline(cluster.zk_connect, next(iter(cluster.brokers.values())))

@@ -53,7 +53,7 @@ def test_spark_connection_switches_load_to_spark_submit(tmp_path):
     dag = bag.dags["ferry_load_g1"]
     load = dag.get_task("load")
     assert type(load).__name__ == "SparkSubmitOperator" and getattr(load, "conn_id", getattr(load, "_conn_id", None)) == "spark_yarn"
-    assert load.application.endswith("loaders/load_job.py")
+    assert load.application.endswith("loaders/cli.py")
     assert type(dag.get_task("reconcile")).__name__ == "SparkSubmitOperator"
     assert "publish_b_c" in dag.task_ids
 

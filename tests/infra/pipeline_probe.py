@@ -21,7 +21,7 @@ import time
 def produce(args: argparse.Namespace) -> dict:
     values = [f"{args.prefix}-{i}".encode() for i in range(args.count)]
     if args.audited:
-        from broker.client.producer import Producer
+        from ferry.client.producer import Producer
 
         p = Producer(args.bootstrap, application="probe", datacenter=args.datacenter, audit_interval_s=1.0)
         for v in values:

@@ -27,10 +27,10 @@ HOUR_MS = 3_600_000
 def setup(args: argparse.Namespace) -> dict:
     from pathlib import Path
 
-    import schemas
-    from broker.zk.cluster_registry import ClusterRegistry
-    from broker.zk.errors import TopicExistsError
-    from schemas.registry import SchemaRegistry, subject_for_topic
+    import ferry.schemas
+    from ferry.schemas.registry import SchemaRegistry, subject_for_topic
+    from ferry.zk.cluster_registry import ClusterRegistry
+    from ferry.zk.errors import TopicExistsError
 
     created = []
     reg = ClusterRegistry(args.zookeeper).start()
@@ -43,7 +43,7 @@ def setup(args: argparse.Namespace) -> dict:
                 pass
     finally:
         reg.stop()
-    events = Path(schemas.__file__).resolve().parent / "events"
+    events = Path(ferry.schemas.__file__).resolve().parent / "events"
     ids = {}
     with SchemaRegistry(args.zookeeper) as sr:
         for topic in TOPICS:
@@ -52,10 +52,10 @@ def setup(args: argparse.Namespace) -> dict:
 
 
 def publish(args: argparse.Namespace) -> dict:
-    from broker.client.producer import Producer
+    from ferry.client.producer import Producer
     from ferry.demo_events import activity_stream
-    from schemas.registry import SchemaRegistry, subject_for_topic
-    from schemas.wire import AvroSerializer
+    from ferry.schemas.registry import SchemaRegistry, subject_for_topic
+    from ferry.schemas.wire import AvroSerializer
 
     produced: dict[str, int] = {}
     with SchemaRegistry(args.zookeeper) as sr:
@@ -78,9 +78,9 @@ def publish(args: argparse.Namespace) -> dict:
 def count(args: argparse.Namespace) -> dict:
     from confluent_kafka import Consumer, TopicPartition
 
-    from broker.zk.cluster_registry import ClusterRegistry
-    from schemas.registry import SchemaRegistry
-    from schemas.wire import schema_id_of
+    from ferry.schemas.registry import SchemaRegistry
+    from ferry.schemas.wire import schema_id_of
+    from ferry.zk.cluster_registry import ClusterRegistry
 
     reg = ClusterRegistry(args.zookeeper).start()
     try:
@@ -126,7 +126,7 @@ def count(args: argparse.Namespace) -> dict:
 
 
 def warehouse(args: argparse.Namespace) -> dict:
-    from loaders.session import build_session
+    from ferry.loaders.session import build_session
 
     spark = build_session(args.state_dir)
     out = {}

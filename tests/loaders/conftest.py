@@ -45,7 +45,7 @@ class Offline:
 @pytest.fixture(scope="session")
 def spark(tmp_path_factory: pytest.TempPathFactory):
     """One Hive-enabled session for every loader test (a session costs ~5-40 s to start here)."""
-    from loaders.session import build_session
+    from ferry.loaders.session import build_session
 
     session = build_session(tmp_path_factory.mktemp("spark-state"), master="local[2]",
                             conf={"spark.sql.shuffle.partitions": "2", "spark.ui.showConsoleProgress": "false"})
@@ -56,7 +56,7 @@ def spark(tmp_path_factory: pytest.TempPathFactory):
 @pytest.fixture(scope="module")
 def offline(zk_server, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Offline]:
     """A one-broker "offline" cluster shared by a module's tests (each test uses its own topics)."""
-    from broker.zk import ClusterRegistry
+    from ferry.zk import ClusterRegistry
 
     zk = f"{zk_server.connect}/t/{uuid.uuid4().hex[:12]}/offline"
     broker = BrokerProcess(1, tmp_path_factory.mktemp("offline") / "broker-1", zk, "offline")
@@ -77,7 +77,7 @@ def past_hour(hours_ago: int) -> int:
 
 
 def create_topic(offline: Offline, partitions: int = 2, prefix: str = "pv") -> str:
-    from broker.zk import ClusterRegistry
+    from ferry.zk import ClusterRegistry
 
     name = f"{prefix}_{uuid.uuid4().hex[:8]}"
     with ClusterRegistry(offline.zk) as reg:
@@ -88,9 +88,9 @@ def create_topic(offline: Offline, partitions: int = 2, prefix: str = "pv") -> s
 def produce(offline: Offline, topic: str, timestamps: list[int], schema: dict = PAGE_VIEW,
             extra: dict | None = None, round_robin: int = 0) -> int:
     """Produce one Avro event per timestamp (audited as tier producer); returns how many were acknowledged."""
-    from broker.client.producer import Producer
-    from schemas.registry import SchemaRegistry
-    from schemas.wire import AvroSerializer
+    from ferry.client.producer import Producer
+    from ferry.schemas.registry import SchemaRegistry
+    from ferry.schemas.wire import AvroSerializer
 
     with SchemaRegistry(offline.zk) as reg:
         ser = AvroSerializer(reg, topic, schema)
@@ -122,7 +122,7 @@ def label(ms: int) -> tuple[str, str]:
 @pytest.fixture
 def load_config(tmp_path: Path, offline: Offline):
     """``load_config(topics, **overrides)`` -> a LoadConfig with this test's own ledger and database."""
-    from loaders.load_job import LoadConfig
+    from ferry.loaders.load_config import LoadConfig
 
     db = f"t_{uuid.uuid4().hex[:10]}"
 

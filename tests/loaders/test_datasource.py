@@ -80,8 +80,8 @@ def test_split_reader_returns_what_librdkafka_reads(offline, topic_config):
     import pyarrow as pa
     from confluent_kafka import Producer
 
-    from broker.zk import ClusterRegistry
-    from loaders.datasource import OffsetSplit, read_split
+    from ferry.loaders.datasource import OffsetSplit, read_split
+    from ferry.zk import ClusterRegistry
 
     topic = f"rs-{len(topic_config)}"
     with ClusterRegistry(offline.zk) as reg:
@@ -107,9 +107,9 @@ def test_split_reader_returns_what_librdkafka_reads(offline, topic_config):
 
 
 def test_split_reader_fails_clearly_on_missing_data(offline):
-    from broker.client.message_set_producer import MessageSetProducer
-    from broker.zk import ClusterRegistry
-    from loaders.datasource import OffsetSplit, SplitReadError, read_split
+    from ferry.client.message_set_producer import MessageSetProducer
+    from ferry.loaders.datasource import OffsetSplit, SplitReadError, read_split
+    from ferry.zk import ClusterRegistry
 
     with ClusterRegistry(offline.zk) as reg:
         reg.create_topic("rs-short", 1)

@@ -19,7 +19,7 @@ pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
 COUNT_SCRIPT = """
 import json, sys
-from loaders.session import build_session
+from ferry.loaders.session import build_session
 spark = build_session(sys.argv[1], master="local[1]")
 db, table = sys.argv[2], sys.argv[3]
 r = spark.sql(f"SELECT count(*) AS n, count(DISTINCT _topic, _partition, _offset) AS d FROM {db}.{table}").collect()[0]

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from loaders import steps
-from loaders.ledger import Ledger
-from loaders.load_job import BadRecordsError, LoadJob
+from ferry.loaders import steps
+from ferry.loaders.ledger import Ledger
+from ferry.loaders.load_config import BadRecordsError
+from ferry.loaders.load_job import LoadJob
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
@@ -149,7 +150,7 @@ def test_compatible_schema_change_adds_a_nullable_column(spark, offline, load_co
     bad = dict(helpers.PAGE_VIEW)
     bad["fields"] = [dict(f, type="string", default="") if f["name"] == "member_id" else f
                      for f in helpers.PAGE_VIEW["fields"]]
-    from schemas.registry import SchemaRegistry
+    from ferry.schemas.registry import SchemaRegistry
 
     with SchemaRegistry(offline.zk) as reg:
         reg.set_compatibility("NONE", topic)
@@ -160,7 +161,7 @@ def test_compatible_schema_change_adds_a_nullable_column(spark, offline, load_co
 
 
 def test_bad_records_fail_the_run_unless_skipped(spark, offline, load_config, helpers):
-    from broker.client.producer import Producer
+    from ferry.client.producer import Producer
 
     topic = helpers.create_topic(offline, partitions=1)
     h = helpers.past_hour(2)

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from loaders.cluster_offsets import ClusterOffsets
-from loaders.ledger import Ledger, LedgerError
-from loaders.offsets import OffsetRange, OffsetSpecError, parse_offsets_json, split_range
-from loaders.planner import DataLossError, PlanError, StartPosition, make_plan
+from ferry.loaders.cluster_offsets import ClusterOffsets
+from ferry.loaders.ledger import Ledger, LedgerError
+from ferry.loaders.offsets import OffsetRange, OffsetSpecError, parse_offsets_json, split_range
+from ferry.loaders.planner import DataLossError, PlanError, StartPosition, make_plan
 from tests.loaders.conftest import Offline, past_hour, produce
 
 
@@ -35,7 +35,7 @@ def test_split_and_offsets_json() -> None:
 
 
 def test_ranges_start_positions_and_loss(cluster_factory, tmp_path: Path) -> None:
-    from broker.zk import ClusterRegistry
+    from ferry.zk import ClusterRegistry
 
     cluster = cluster_factory(1, datacenter="offline")
     broker = next(iter(cluster.brokers.values()))

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from audit.bucket import bucket_start
+from ferry.client.audit.bucket import bucket_start
 from ferry.embedded import ManagedProcess
 
 Row = tuple[bytes | None, bytes | None, tuple, int]  # key, value, headers, timestamp
@@ -158,7 +158,7 @@ class MirrorProcess(ManagedProcess):
 def clusters_with_topics(cluster_factory, topics: dict[str, int], live_brokers: int = 1, offline_brokers: int = 1):
     """A live cluster holding ``topics`` (name -> partitions), every partition led, and an empty offline
     cluster: the usual start of a mirror test."""
-    from broker.zk.cluster_registry import ClusterRegistry
+    from ferry.zk.cluster_registry import ClusterRegistry
 
     live = cluster_factory(live_brokers, "live")
     offline = cluster_factory(offline_brokers, "offline")

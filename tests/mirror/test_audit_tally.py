@@ -10,10 +10,10 @@ import crc32c
 import pytest
 from mirror_batches import build_batch, records
 
-from audit.bucket import BUCKET_MS, bucket_start
-from audit.counter import AuditCounter
-from mirror.audit_tally import BatchWalkError, tally_batches
-from mirror.batch_rewrite import forward_batches
+from ferry.client.audit.bucket import BUCKET_MS, bucket_start
+from ferry.client.audit.counter import AuditCounter
+from ferry.mirror.audit_tally import BatchWalkError, tally_batches
+from ferry.mirror.batch_rewrite import forward_batches
 
 B0 = 1_700_000_400_000 - 1_700_000_400_000 % BUCKET_MS  # a bucket boundary
 

@@ -9,8 +9,8 @@ import pytest
 from kafka.record import MemoryRecords
 from mirror_batches import build_batch, make_control, records
 
-from broker.record.record_batch import validate_batches
-from mirror.batch_rewrite import CorruptBatchError, forward_batches, resequence
+from ferry.mirror.batch_rewrite import CorruptBatchError, forward_batches, resequence
+from ferry.wire.record.record_batch import validate_batches
 
 T0 = 1_700_000_000_000
 

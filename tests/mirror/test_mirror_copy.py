@@ -11,13 +11,13 @@ from collections import Counter
 import pytest
 from mirror_harness import audit_counts, committed_to_end, produce, read_log, wait_for, wait_partitions
 
-from audit.bucket import bucket_start
-from broker.client.producer import Producer
-from broker.zk.cluster_registry import ClusterRegistry
+from ferry.client.audit.bucket import bucket_start
+from ferry.client.producer import Producer
 from ferry.embedded import free_port
-from mirror.mirror_maker import MirrorConfig, MirrorMaker
-from mirror.status import mirror_status
-from schemas.registry import SchemaRegistry
+from ferry.mirror.mirror_maker import MirrorConfig, MirrorMaker
+from ferry.mirror.status import mirror_status
+from ferry.schemas.registry import SchemaRegistry
+from ferry.zk.cluster_registry import ClusterRegistry
 
 pytestmark = pytest.mark.slow
 

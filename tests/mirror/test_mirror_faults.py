@@ -19,7 +19,7 @@ from mirror_harness import (
     wait_partitions,
 )
 
-from mirror.status import mirror_status
+from ferry.mirror.status import mirror_status
 
 pytestmark = pytest.mark.slow
 
@@ -113,7 +113,7 @@ def test_offline_broker_hang_longer_than_the_timeout_is_deduplicated(cluster_fac
     """The offline broker freezes (SIGSTOP) with produce requests in flight; the mirror times out, resends,
     and the broker later processes the abandoned requests too: the resends, one batch per request with the
     same sequences, are recognised, so the offline copy has neither gaps nor duplicates."""
-    from mirror.mirror_maker import MirrorConfig, MirrorMaker
+    from ferry.mirror.mirror_maker import MirrorConfig, MirrorMaker
 
     topics = {"events": 2}
     live, offline = clusters_with_topics(cluster_factory, topics)

@@ -7,8 +7,8 @@ import time
 import pytest
 from mirror_harness import clusters_with_topics, committed_to_end, produce, read_log, wait_for
 
-from mirror.mirror_maker import MirrorConfig, MirrorMaker
-from mirror.status import mirror_status
+from ferry.mirror.mirror_maker import MirrorConfig, MirrorMaker
+from ferry.mirror.status import mirror_status
 
 pytestmark = pytest.mark.slow
 
@@ -90,7 +90,7 @@ def test_roundrobin_spreads_one_partition_topics_over_two_mirrors(cluster_factor
 def test_assignment_strategy_flag() -> None:
     import argparse
 
-    from mirror.cli import register
+    from ferry.mirror.cli import register
 
     parser = argparse.ArgumentParser()
     register(parser.add_subparsers())
@@ -106,8 +106,8 @@ def test_assignment_strategy_flag() -> None:
 def test_coalesce_bytes_flag(capsys) -> None:
     import argparse
 
-    from mirror.cli import register
-    from mirror.mirror_stream import COALESCE_BYTES
+    from ferry.mirror.cli import register
+    from ferry.mirror.mirror_stream import COALESCE_BYTES
 
     parser = argparse.ArgumentParser()
     register(parser.add_subparsers())

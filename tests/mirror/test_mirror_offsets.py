@@ -6,10 +6,10 @@ from __future__ import annotations
 import pytest
 from mirror_harness import committed_to_end, produce, read_log, wait_for, wait_partitions
 
-from broker.client.group_store import write_offset
-from broker.zk.cluster_registry import ClusterRegistry
-from mirror.mirror_maker import MirrorConfig, MirrorMaker
-from mirror.status import mirror_status
+from ferry.client.group_store import write_offset
+from ferry.mirror.mirror_maker import MirrorConfig, MirrorMaker
+from ferry.mirror.status import mirror_status
+from ferry.zk.cluster_registry import ClusterRegistry
 
 pytestmark = pytest.mark.slow
 

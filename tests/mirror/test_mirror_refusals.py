@@ -15,13 +15,13 @@ import pytest
 from mirror_batches import build_batch, records
 from mirror_harness import produce, read_log, wait_for, wait_partitions
 
-from audit.bucket import BUCKET_MS, bucket_start
-from broker.client.raw_requests import produce_request
-from broker.client.raw_responses import parse_produce
-from broker.client.wire_client import WireClient
-from broker.zk.cluster_registry import ClusterRegistry
-from mirror.metrics import MirrorMetrics
-from mirror.mirror_stream import COALESCE_BYTES, MirrorStream
+from ferry.client.audit.bucket import BUCKET_MS, bucket_start
+from ferry.client.raw_requests import produce_request
+from ferry.client.raw_responses import parse_produce
+from ferry.client.wire_client import WireClient
+from ferry.mirror.metrics import MirrorMetrics
+from ferry.mirror.mirror_stream import COALESCE_BYTES, MirrorStream
+from ferry.zk.cluster_registry import ClusterRegistry
 from tests.client.group_helpers import TcpProxy, close_both
 
 pytestmark = pytest.mark.slow

@@ -8,11 +8,11 @@ import time
 import pytest
 from mirror_harness import produce, read_log, wait_for, wait_partitions
 
-from audit.counter import AuditCounter
-from broker.client.wire_client import WireClient
-from broker.zk.cluster_registry import ClusterRegistry
-from mirror.metrics import MirrorMetrics
-from mirror.mirror_stream import MirrorStream
+from ferry.client.audit.counter import AuditCounter
+from ferry.client.wire_client import WireClient
+from ferry.mirror.metrics import MirrorMetrics
+from ferry.mirror.mirror_stream import MirrorStream
+from ferry.zk.cluster_registry import ClusterRegistry
 
 pytestmark = pytest.mark.slow
 

@@ -7,13 +7,13 @@ from kafka.record import MemoryRecords
 from mirror_batches import build_batch, records
 from mirror_harness import wait_partitions
 
-from broker.client.raw_requests import fetch_request, produce_request
-from broker.client.raw_responses import parse_fetch, parse_produce
-from broker.client.wire_client import BrokerUnavailableError, WireClient, parse_bootstrap
-from broker.protocol.errors import ErrorCode
-from broker.protocol.fetch import FetchPartition
-from broker.zk.cluster_registry import ClusterRegistry
-from mirror.batch_rewrite import forward_batches
+from ferry.client.raw_requests import fetch_request, produce_request
+from ferry.client.raw_responses import parse_fetch, parse_produce
+from ferry.client.wire_client import BrokerUnavailableError, WireClient, parse_bootstrap
+from ferry.mirror.batch_rewrite import forward_batches
+from ferry.wire.protocol.errors import ErrorCode
+from ferry.wire.protocol.fetch import FetchPartition
+from ferry.zk.cluster_registry import ClusterRegistry
 
 T0 = 1_700_000_000_000
 

@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from schemas import SchemaParseError
-from schemas.canonical import canonical_json, fingerprint, load_schema
-from schemas.events import EVENT_NAMES, load
+from ferry.schemas import SchemaParseError
+from ferry.schemas.canonical import canonical_json, fingerprint, load_schema
+from ferry.schemas.events import EVENT_NAMES, load
 
 
 def test_same_schema_different_text_same_canonical() -> None:

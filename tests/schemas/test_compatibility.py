@@ -9,8 +9,8 @@ import pytest
 from fastavro import schemaless_reader, schemaless_writer
 from fastavro.schema import parse_schema
 
-from schemas.canonical import load_schema
-from schemas.compatibility import compatibility_problems, normalise_level, reader_problems
+from ferry.schemas.canonical import load_schema
+from ferry.schemas.compatibility import compatibility_problems, normalise_level, reader_problems
 
 
 def rec(*fields: dict, name: str = "PageView") -> dict:

@@ -9,8 +9,7 @@ from collections.abc import Callable, Iterator
 import pytest
 from kazoo.client import KazooClient
 
-from broker.zk import ClusterRegistry, ZkConnect
-from schemas import (
+from ferry.schemas import (
     AvroDeserializer,
     AvroSerializer,
     IncompatibleSchemaError,
@@ -20,8 +19,9 @@ from schemas import (
     UnknownSchemaError,
     UnknownSubjectError,
 )
-from schemas.canonical import canonical_json, load_schema
-from schemas.events import EVENT_NAMES, load, sample
+from ferry.schemas.canonical import canonical_json, load_schema
+from ferry.schemas.events import EVENT_NAMES, load, sample
+from ferry.zk import ClusterRegistry, ZkConnect
 
 
 def pv(*extra: dict, member_type: str = "long") -> dict:
@@ -231,7 +231,7 @@ def test_replication_preserves_ids(zk_connect: str) -> None:
 
 
 def test_replicate_copies_what_is_missing(zk_connect: str) -> None:
-    from schemas.replication import ReplicationResult, replicate
+    from ferry.schemas.replication import ReplicationResult, replicate
 
     live = SchemaRegistry(zk_connect + "/live")
     offline = SchemaRegistry(zk_connect + "/offline")

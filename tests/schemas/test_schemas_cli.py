@@ -7,8 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from schemas import AvroDeserializer, AvroSerializer, SchemaRegistry
-from schemas.events import load, schema_path
+from ferry.schemas import AvroDeserializer, AvroSerializer, SchemaRegistry
+from ferry.schemas.events import load, schema_path
 
 
 def ferry(*argv: str, stdin: str | None = None) -> tuple[int, str, str]:

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from schemas import (
+from ferry.schemas import (
     AvroDeserializer,
     AvroSerializer,
     IncompatibleSchemaError,

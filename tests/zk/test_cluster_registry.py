@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterator
 import pytest
 from kazoo.client import KazooClient
 
-from broker.zk import (
+from ferry.zk import (
     BrokerIdConflictError,
     ClusterRegistry,
     InvalidConfigError,
@@ -24,7 +24,7 @@ from broker.zk import (
     UnknownTopicError,
     ZkConnect,
 )
-from broker.zk.assignment import start_index
+from ferry.zk.assignment import start_index
 
 SESSION = 4.0  # ZooKeeper's minimum (2 x tickTime) keeps the waits in these tests short
 

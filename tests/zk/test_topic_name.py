@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from broker.zk import InvalidTopicError
-from broker.zk.topic_name import colliding_topic, validate_topic_name
+from ferry.zk import InvalidTopicError
+from ferry.zk.topic_name import colliding_topic, validate_topic_name
 
 
 @pytest.mark.parametrize("name", ["page_view", "a", "A.b-c_9", "x" * 249, "_audit", "..."])

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from broker.zk import InvalidZkConnectError, ZkConnect
+from ferry.zk import InvalidZkConnectError, ZkConnect
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,110 @@
+"""Reading and writing a consumer group's state in ZooKeeper: members, owners, committed offsets.
+
+Shared by the ConsumerConnector (its own group) and `ferry groups` (any group). All functions take a
+started, chrooted kazoo client.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from kazoo.exceptions import NodeExistsError, NoNodeError
+
+from ferry.client import group_dirs as dirs
+from ferry.client.subscription import Subscription
+
+log = logging.getLogger("ferry.groups")
+
+
+def list_groups(zk) -> list[str]:
+    try:
+        return sorted(zk.get_children(dirs.CONSUMERS_PATH))
+    except NoNodeError:
+        return []
+
+
+def group_exists(zk, group: str) -> bool:
+    return zk.exists(dirs.group_dir(group)) is not None
+
+
+def read_members(zk, group: str) -> dict[str, Subscription | None]:
+    """Registered members and their subscriptions (None for a registration that cannot be read)."""
+    out: dict[str, Subscription | None] = {}
+    try:
+        children = zk.get_children(dirs.ids_dir(group))
+    except NoNodeError:
+        return out
+    for cid in sorted(children):
+        try:
+            data, _ = zk.get(dirs.id_path(group, cid))
+        except NoNodeError:
+            continue  # left while we looked
+        try:
+            out[cid] = Subscription.decode(data)
+        except ValueError as exc:
+            log.warning("group %s: member %s has an unreadable registration (%s)", group, cid, exc)
+            out[cid] = None
+    return out
+
+
+def _read_int_tree(zk, root: str, parse) -> dict[tuple[str, int], object]:
+    out: dict[tuple[str, int], object] = {}
+    try:
+        topics = zk.get_children(root)
+    except NoNodeError:
+        return out
+    for topic in topics:
+        try:
+            parts = zk.get_children(f"{root}/{topic}")
+        except NoNodeError:
+            continue
+        for p in parts:
+            if not p.isdigit():
+                continue
+            try:
+                data, _ = zk.get(f"{root}/{topic}/{p}")
+            except NoNodeError:
+                continue
+            value = parse(data)
+            if value is not None:
+                out[(topic, int(p))] = value
+    return out
+
+
+def _parse_offset(data: bytes) -> int | None:
+    try:
+        return int(data.decode("ascii").strip())
+    except (UnicodeDecodeError, ValueError):
+        return None
+
+
+def read_owners(zk, group: str) -> dict[tuple[str, int], str]:
+    return _read_int_tree(zk, dirs.owners_dir(group), lambda d: d.decode("utf-8", "replace"))  # type: ignore[return-value]
+
+
+def read_offsets(zk, group: str) -> dict[tuple[str, int], int]:
+    return _read_int_tree(zk, dirs.offsets_dir(group), _parse_offset)  # type: ignore[return-value]
+
+
+def read_offset(zk, group: str, topic: str, partition: int) -> int | None:
+    try:
+        data, _ = zk.get(dirs.offset_path(group, topic, partition))
+    except NoNodeError:
+        return None
+    off = _parse_offset(data)
+    if off is None:
+        log.warning("group %s: unreadable offset %r for %s/%d (ignored)", group, data, topic, partition)
+    return off
+
+
+def write_offset(zk, group: str, topic: str, partition: int, offset: int) -> None:
+    """Store the next offset to consume (creating the node and its parents the first time)."""
+    path = dirs.offset_path(group, topic, partition)
+    value = str(int(offset)).encode("ascii")
+    try:
+        zk.set(path, value)
+    except NoNodeError:
+        try:
+            zk.create(path, value, makepath=True)
+        except NodeExistsError:
+            zk.set(path, value)

@@ -1,0 +1,428 @@
+"""MessageSetProducer: the paper's low-level producer API, ``producer.send(topic, partition, messageSet)``.
+
+A message set is one RecordBatch v2 (built by `MessageSetBuilder` from a list of values, or handed over
+already encoded). The producer finds the partition's leader from Metadata (through `WireClient`, the
+cold path) and keeps one lean socket per leader broker for the hot path: per request it packs a
+precomputed Produce v8 template (client id, acks, topic, partition) with the correlation id and sizes and
+writes it with one ``sendmsg``; answers are read in bulk (``recv_into`` a large buffer) and checked frame
+by frame. Requests are pipelined up to ``max_in_flight`` per connection (a broker answers a connection's
+requests strictly in order). `BrokerConnection` would cost two ``recv`` calls and a header encoding per
+request; on two shared cores that per-request overhead is what limits a 50-message set, so it is not used
+here.
+
+Errors: a set the broker refuses (its error code and message in `ProduceError`) is not written; the error
+is raised by the next `send`/`flush` (the sets sent after it are independent requests and may have been
+written). A closed or timed-out connection raises `BrokerUnavailableError`: its unanswered sets may or
+may not have been written.
+"""
+
+from __future__ import annotations
+
+import socket
+import struct
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
+from typing import NamedTuple
+
+from ferry.client.bootstrap import discover
+from ferry.client.errors import ClientError, UnknownTopicError
+from ferry.client.raw_responses import parse_produce
+from ferry.client.wire_client import (
+    LEADERSHIP_ERRORS,
+    BrokerUnavailableError,
+    KafkaResponseError,
+    WireClient,
+)
+from ferry.wire.protocol.errors import ErrorCode
+from ferry.wire.record.message_set_builder import MessageSetBuilder
+from ferry.wire.record.record_batch import BATCH_HEADER_SIZE, CURRENT_MAGIC, MAGIC_POS
+
+PRODUCE, PRODUCE_VERSION = 0, 8
+_I32 = struct.Struct(">i")
+_HEAD = struct.Struct(">ihhi")  # size, api_key, api_version, correlation_id
+_PART_RESULT = struct.Struct(">ihq")  # partition, error_code, base_offset
+_RECV_BUFFER = 1 << 20
+
+
+class Ack(NamedTuple):
+    """Where an acknowledged message set landed: its records have offsets base_offset, base_offset + 1, ..."""
+
+    seq: int  # what send() returned
+    topic: str
+    partition: int
+    base_offset: int
+
+
+class UnknownPartitionError(UnknownTopicError):
+    """The topic exists but has no such partition."""
+
+
+class ProduceError(KafkaResponseError, ClientError):
+    """The broker refused a message set (nothing of it was written): ``code``, ``error_name``, ``broker_message``."""
+
+    def __init__(self, code: int, topic: str, partition: int, seq: int, broker_message: str | None) -> None:
+        super().__init__(code, f"message set #{seq} to {topic}[{partition}] refused")
+        self.topic, self.partition, self.seq, self.broker_message = topic, partition, seq, broker_message
+        if broker_message:
+            self.args = (f"{self.args[0]}: {broker_message}",)
+
+
+def _string(s: str) -> bytes:
+    b = s.encode()
+    return struct.pack(">h", len(b)) + b
+
+
+def connect_cluster(bootstrap: str | None, zookeeper: str | None, client_id: str, timeout_s: float) -> WireClient:
+    """A WireClient for ``bootstrap`` (host:port,...) or the live brokers registered in ``zookeeper``."""
+    if bootstrap is None:
+        if zookeeper is None:
+            raise ValueError("give bootstrap servers (host:port,...) or a ZooKeeper connect string")
+        bootstrap, _ = discover(zookeeper, timeout_s)
+    return WireClient(bootstrap, client_id=client_id, timeout_s=timeout_s, connect_timeout_s=min(timeout_s, 10.0))
+
+
+def partition_leader(cluster: WireClient, topic: str, partition: int,
+                     wait_s: float = 0.0) -> tuple[int, str, int]:
+    """(node id, host, port) of the partition's leader: the client's cached Metadata, else fresh Metadata.
+
+    Brokers learn of a new topic, or of a new leader, by ZooKeeper watch a moment after it is written:
+    for up to ``wait_s`` an unknown topic or partition, or a missing leader, is asked about again (50 ms
+    doubling to 500 ms between asks), as Kafka clients wait for metadata. Then UnknownTopicError /
+    UnknownPartitionError if the cluster does not have it, BrokerUnavailableError if it has no leader.
+    """
+    node = cluster.leaders.get((topic, partition))
+    if node is not None and node in cluster.brokers:
+        addr = cluster.brokers[node]
+        return node, addr[0], addr[1]
+    deadline = time.monotonic() + wait_s
+    pause = 0.05
+    while True:
+        try:
+            return _fresh_leader(cluster, topic, partition)
+        except (UnknownTopicError, BrokerUnavailableError):
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise
+            time.sleep(min(pause, left))
+            pause = min(pause * 2, 0.5)
+
+
+def _fresh_leader(cluster: WireClient, topic: str, partition: int) -> tuple[int, str, int]:
+    md = cluster.refresh_metadata([topic])
+    t = md.topics.get(topic)
+    if t is None or t.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION or (t.error_code == 0
+                                                                             and not t.partitions):
+        raise UnknownTopicError(f"topic {topic!r} does not exist in the cluster")
+    if t.error_code == ErrorCode.LEADER_NOT_AVAILABLE:
+        raise BrokerUnavailableError(f"{topic}[{partition}] has no leader right now")
+    if t.error_code != ErrorCode.NONE:
+        raise KafkaResponseError(t.error_code, f"metadata for topic {topic!r}")
+    if not any(p.partition == partition for p in t.partitions):
+        raise UnknownPartitionError(f"topic {topic!r} has partitions 0..{len(t.partitions) - 1}, "
+                                    f"not {partition}")
+    node = cluster.leaders.get((topic, partition))
+    addr = cluster.brokers.get(node) if node is not None else None
+    if node is None or addr is None:
+        raise BrokerUnavailableError(f"{topic}[{partition}] has no leader right now")
+    return node, addr[0], addr[1]
+
+
+class _Route(NamedTuple):
+    """Everything per (topic, partition) that does not change between requests."""
+
+    conn: _LeaderConnection
+    middle: bytes  # client id .. partition index, between the correlation id and the records size
+    result_at: int  # where the partition index sits in the answer (after correlation id, topic, counts)
+    head: struct.Struct  # size, api key, version, correlation id, middle, records size: one pack per request
+    size: int  # the request's size field without the records
+
+
+class _LeaderConnection:
+    """One lean socket to one broker: pipelined Produce requests, answers read in bulk."""
+
+    def __init__(self, node_id: int, host: str, port: int, timeout_s: float) -> None:
+        self.node_id, self.address = node_id, f"{host}:{port}"
+        try:
+            sock = socket.create_connection((host, port), timeout=timeout_s)
+        except OSError as e:
+            raise BrokerUnavailableError(f"cannot connect to broker {node_id} at {self.address}: {e}") from None
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4 << 20)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 20)
+        self.sock: socket.socket | None = sock
+        self.corr = 0
+        # (seq, topic, partition, result_at) per unanswered request, oldest first
+        self.pending: deque[tuple[int, str, int, int]] = deque()
+        self.buf = bytearray(_RECV_BUFFER)
+        self.view = memoryview(self.buf)
+        self.length = 0
+
+    def close(self) -> None:
+        sock, self.sock = self.sock, None
+        if sock is not None:
+            sock.close()
+
+    def fail(self, what: str) -> BrokerUnavailableError:
+        lost = len(self.pending)
+        self.pending.clear()
+        self.close()
+        return BrokerUnavailableError(f"broker {self.node_id} at {self.address}: {what}; {lost} message sets "
+                                      "unanswered (they may or may not have been written)")
+
+
+class MessageSetProducer:
+    """Sends message sets to partitions' leaders; see the module docstring.
+
+    ``send(topic, partition, message_set) -> seq`` is asynchronous; ``flush()`` waits for every answer.
+    Where sets landed: ``on_ack(Ack)`` is called for every acknowledged set (from send/flush, in order per
+    connection), ``last_offsets[(topic, partition)]`` holds the latest acknowledged base offset, and
+    ``send_and_wait`` returns it directly. ``metadata_wait_s``: how long a topic or partition the brokers
+    do not know yet (just created), or one without a leader, is looked up again before send() raises.
+    """
+
+    def __init__(self, bootstrap: str | None = None, *, zookeeper: str | None = None, acks: int | str = 1,
+                 max_in_flight: int = 16, timeout_s: float = 30.0, request_timeout_ms: int = 30_000,
+                 client_id: str = "ferry-message-set-producer",
+                 on_ack: Callable[[Ack], object] | None = None, metadata_wait_s: float = 5.0) -> None:
+        if acks == "all":
+            acks = -1
+        if acks == 0 or acks == "0":
+            raise ValueError("acks=0 is not supported: the broker sends no answer, so a refused set would be "
+                             "lost silently and no offsets are known; use acks=1 or -1")
+        if acks not in (1, -1):
+            raise ValueError(f"acks must be 1 or -1 ('all'), not {acks!r}")
+        if not 1 <= max_in_flight <= 1024:
+            raise ValueError(f"max_in_flight must be 1..1024, not {max_in_flight}")
+        self.acks = int(acks)
+        self.max_in_flight = max_in_flight
+        self.timeout_s = timeout_s
+        self.request_timeout_ms = request_timeout_ms
+        self.client_id = client_id
+        self.on_ack = on_ack
+        self.metadata_wait_s = metadata_wait_s
+        self.cluster = connect_cluster(bootstrap, zookeeper, client_id, timeout_s)
+        self.builder = MessageSetBuilder()
+        self.last_offsets: dict[tuple[str, int], int] = {}
+        self.acked = 0  # sets acknowledged
+        self.failed = 0  # sets refused
+        self._seq = 0
+        self._routes: dict[tuple[str, int], _Route] = {}
+        self._conns: dict[int, _LeaderConnection] = {}
+        self._error: ProduceError | None = None
+        self._closed = False
+        self._wait_for = -1  # send_and_wait's set and its base offset
+        self._waited = -1
+
+    # ------------------------------------------------------------------ context manager
+    def __enter__(self) -> MessageSetProducer:
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if exc_type is None:
+            try:
+                self.flush()
+            finally:
+                self.close()
+        else:
+            self.close()
+
+    @property
+    def in_flight(self) -> int:
+        """Sets sent and not answered yet, over all connections."""
+        return sum(len(c.pending) for c in self._conns.values())
+
+    # ------------------------------------------------------------------ routes
+    def _route(self, topic: str, partition: int) -> _Route:
+        route = self._routes.get((topic, partition))
+        if route is None:
+            if self._closed:
+                raise ClientError("the producer is closed")
+            node, host, port = partition_leader(self.cluster, topic, partition, self.metadata_wait_s)
+            conn = self._conns.get(node)
+            if conn is None or conn.sock is None or conn.address != f"{host}:{port}":
+                conn = self._conns[node] = _LeaderConnection(node, host, port, self.timeout_s)
+            middle = (_string(self.client_id) + b"\xff\xff" + struct.pack(">hi", self.acks, self.request_timeout_ms)
+                      + _I32.pack(1) + _string(topic) + _I32.pack(1) + _I32.pack(partition))
+            # answer: correlation id, topics count, topic name, partitions count, then the partition's result
+            result_at = 4 + 4 + 2 + len(topic.encode()) + 4
+            head = struct.Struct(f">ihhi{len(middle)}si")
+            route = self._routes[(topic, partition)] = _Route(conn, middle, result_at, head, head.size - 4)
+        return route
+
+    def connect(self, topic: str, partition: int) -> tuple[int, str]:
+        """Look the partition's leader up and connect now (send() does it on first use): (node id,
+        host:port). UnknownTopicError / UnknownPartitionError / BrokerUnavailableError as send()."""
+        conn = self._route(topic, partition).conn
+        return conn.node_id, conn.address
+
+    def _drop(self, conn: _LeaderConnection) -> None:
+        """Forget a dead connection and every route through it (the next send looks the leader up)."""
+        if self._conns.get(conn.node_id) is conn:
+            del self._conns[conn.node_id]
+        for key in [k for k, r in self._routes.items() if r.conn is conn]:
+            del self._routes[key]
+
+    # ------------------------------------------------------------------ sending
+    def send(self, topic: str, partition: int, message_set: bytes | bytearray | memoryview | Sequence[bytes]
+             ) -> int:
+        """Queue one message set (encoded RecordBatch bytes, or a list of values to encode) for the
+        partition; returns its sequence number (the ``seq`` of its Ack). Blocks while ``max_in_flight``
+        sets are unanswered on the leader's connection. Raises the first ProduceError seen since the last
+        raise (this set is then not sent)."""
+        if self._error is not None:
+            self._raise_error()
+        if type(message_set) is bytes or isinstance(message_set, (bytearray, memoryview)):
+            records = message_set
+            if len(records) < BATCH_HEADER_SIZE or records[MAGIC_POS] != CURRENT_MAGIC:
+                raise ValueError("message_set is not a RecordBatch v2 (use a list of values, or "
+                                 "MessageSetBuilder.build)")
+        else:
+            records = self.builder.build(message_set)
+        route = self._routes.get((topic, partition)) or self._route(topic, partition)
+        conn = route.conn
+        if len(conn.pending) >= self.max_in_flight:
+            self._receive(conn, max(1, self.max_in_flight // 4))
+            if self._error is not None:
+                self._raise_error()
+        n = len(records)
+        head = route.head.pack(route.size + n, PRODUCE, PRODUCE_VERSION, conn.corr, route.middle, n)
+        seq = self._seq
+        sock = conn.sock
+        if sock is None:
+            raise ClientError("the producer is closed")
+        try:
+            sent = sock.sendmsg([head, records])
+            if sent < len(head) + n:
+                _send_rest(sock, head, records, sent)
+        except OSError as e:
+            self._drop(conn)
+            raise conn.fail(f"send failed: {e}") from None
+        conn.pending.append((seq, topic, partition, route.result_at))
+        conn.corr = (conn.corr + 1) & 0x7FFFFFFF
+        self._seq = seq + 1
+        return seq
+
+    def send_and_wait(self, topic: str, partition: int,
+                      message_set: bytes | bytearray | memoryview | Sequence[bytes]) -> int:
+        """Send one set and wait for its answer (and every earlier one): its base offset."""
+        self._wait_for = self.send(topic, partition, message_set)
+        self._waited = -1
+        try:
+            self.flush()
+        finally:
+            self._wait_for = -1
+        return self._waited
+
+    def flush(self) -> None:
+        """Wait for the answer to every set sent; raise the first error seen (ProduceError,
+        BrokerUnavailableError)."""
+        failure: BrokerUnavailableError | None = None
+        for conn in list(self._conns.values()):
+            if conn.pending:
+                try:
+                    self._receive(conn, len(conn.pending))
+                except BrokerUnavailableError as e:
+                    failure = failure or e
+        if self._error is not None:
+            self._raise_error()
+        if failure is not None:
+            raise failure
+
+    def _raise_error(self) -> None:
+        err, self._error = self._error, None
+        assert err is not None
+        raise err
+
+    # ------------------------------------------------------------------ answers
+    def _receive(self, conn: _LeaderConnection, at_least: int) -> None:
+        """Read answers on ``conn`` until ``at_least`` more arrived (or the connection has none left)."""
+        at_least = min(at_least, len(conn.pending))
+        done = 0
+        buf, view, pending = conn.buf, conn.view, conn.pending
+        unpack_i32, unpack_result = _I32.unpack_from, _PART_RESULT.unpack_from
+        on_ack, last_offsets = self.on_ack, self.last_offsets
+        while True:
+            pos = 0
+            n = conn.length
+            while n - pos >= 8:
+                size = unpack_i32(buf, pos)[0]
+                if n - pos - 4 < size:
+                    break
+                seq, topic, partition, result_at = pending[0]
+                expected = (conn.corr - len(pending)) & 0x7FFFFFFF
+                if unpack_i32(buf, pos + 4)[0] != expected or size < result_at + 14:
+                    self._drop(conn)
+                    raise conn.fail(f"answer out of order or malformed (expected correlation id {expected})")
+                part, code, base = unpack_result(buf, pos + 4 + result_at)
+                if part != partition:
+                    self._drop(conn)
+                    raise conn.fail(f"answer for partition {part}, expected {partition}")
+                pending.popleft()
+                if code:
+                    self._refused(conn, code, seq, topic, partition, view[pos + 8: pos + 4 + size])
+                else:
+                    self.acked += 1
+                    last_offsets[(topic, partition)] = base
+                    if seq == self._wait_for:
+                        self._waited = base
+                    if on_ack is not None:
+                        on_ack(Ack(seq, topic, partition, base))
+                done += 1
+                pos += 4 + size
+            if pos:
+                view[: n - pos] = view[pos:n]
+                conn.length = n - pos
+            if done >= at_least:
+                return
+            if conn.length == len(buf):  # one answer larger than the buffer: grow it
+                conn.buf = buf = buf + bytearray(len(buf))
+                conn.view = view = memoryview(buf)
+            sock = conn.sock
+            if sock is None:
+                raise conn.fail("connection closed")
+            try:
+                k = sock.recv_into(view[conn.length:])
+            except OSError as e:  # includes the socket timeout
+                self._drop(conn)
+                raise conn.fail(f"receive failed: {e!r}") from None
+            if k == 0:
+                self._drop(conn)
+                raise conn.fail("the broker closed the connection")
+            conn.length += k
+
+    def _refused(self, conn: _LeaderConnection, code: int, seq: int, topic: str, partition: int,
+                 body: memoryview) -> None:
+        message = None
+        try:
+            for r in parse_produce(body).get(topic, []):
+                if r.partition == partition:
+                    message = r.error_message
+        except Exception:  # noqa: BLE001 — the error code alone is still worth raising
+            pass
+        self.failed += 1
+        if code in LEADERSHIP_ERRORS:  # look the leader up again before the next set to this partition
+            route = self._routes.get((topic, partition))
+            if route is not None and route.conn is conn:
+                del self._routes[(topic, partition)]
+            self.cluster.leaders.pop((topic, partition), None)
+        if self._error is None:
+            self._error = ProduceError(code, topic, partition, seq, message)
+
+    # ------------------------------------------------------------------ closing
+    def close(self) -> None:
+        """Close the connections without waiting (call flush() first to wait for the answers)."""
+        self._closed = True
+        for conn in self._conns.values():
+            conn.close()
+        self._conns.clear()
+        self._routes.clear()
+        self.cluster.close()
+
+
+def _send_rest(sock: socket.socket, head: bytes, records: bytes | bytearray | memoryview, sent: int) -> None:
+    """Finish a partial sendmsg (a full socket buffer) without copying the records more than once."""
+    if sent < len(head):
+        sock.sendall(memoryview(head)[sent:])
+        sent = len(head)
+    sock.sendall(memoryview(records).cast("B")[sent - len(head):])

@@ -1,0 +1,136 @@
+"""`ferry consume`: the console consumer — all partitions directly, or as one member of a group."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+
+from ferry.zk.cli_args import ENV_ZOOKEEPER, add_zookeeper_argument
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "consume", help="console consumer, optionally as a member of a group",
+        description="Print messages of a topic, one per line. Without --group it reads every partition "
+        "directly (no offsets are stored). With --group it joins that consumer group as one member: it gets "
+        "its share of the partitions (the paper's Algorithm 1, through ZooKeeper), starts at the group's "
+        "committed offsets and commits what it printed when it stops.")
+    p.add_argument("--topic", required=True, metavar="T", help="topic to read")
+    add_zookeeper_argument(p)
+    p.add_argument("--bootstrap", metavar="HOST:PORT[,...]",
+                   help="without --group: brokers to read from instead of looking them up in ZooKeeper")
+    p.add_argument("--group", metavar="G", help="join consumer group G (offsets stored in ZooKeeper)")
+    p.add_argument("--assignment-strategy", choices=["range", "roundrobin"], default="range",
+                   help="how the group divides partitions: range (the paper's Algorithm 1, per topic) or "
+                        "roundrobin (dealt across all topics; every member must use it, else the group uses "
+                        "range)")
+    p.add_argument("--from-beginning", action="store_true",
+                   help="start at the earliest offset (default: only new messages). With --group this applies "
+                   "only to partitions the group has no committed offset for")
+    p.add_argument("--max-messages", type=int, metavar="N", help="stop after N messages")
+    p.add_argument("--timeout-s", type=float, metavar="S", help="stop after S seconds without a message")
+    p.add_argument("--print-offsets", action="store_true", help="prefix each line with 'partition<TAB>offset<TAB>'")
+    p.add_argument("--print-keys", action="store_true", help="prefix each value with 'key<TAB>' (after offsets)")
+    p.set_defaults(func=run)
+
+
+def _fail(msg: str) -> int:
+    print(f"ferry consume: error: {msg}", file=sys.stderr)
+    return 2
+
+
+def _formatter(args: argparse.Namespace):
+    out = sys.stdout.buffer
+
+    def write(m) -> None:
+        parts = []
+        if args.print_offsets:
+            parts.append(f"{m.partition}\t{m.offset}\t".encode())
+        if args.print_keys:
+            parts.append((m.key or b"") + b"\t")
+        parts.append((m.value or b"") + b"\n")
+        out.write(b"".join(parts))
+    return write
+
+
+def run(args: argparse.Namespace) -> int:
+    from ferry.client.errors import ClientError
+    from ferry.zk import RegistryError
+
+    logging.getLogger("kazoo").setLevel(logging.ERROR)
+    if args.max_messages is not None and args.max_messages < 1:
+        return _fail("--max-messages must be at least 1")
+    if args.timeout_s is not None and args.timeout_s <= 0:
+        return _fail("--timeout-s must be positive")
+    if args.group and not args.zookeeper:
+        return _fail(f"--group needs --zookeeper HOST:PORT/CHROOT (or ${ENV_ZOOKEEPER})")
+    if not args.zookeeper and not args.bootstrap:
+        return _fail(f"give --zookeeper HOST:PORT/CHROOT (or set ${ENV_ZOOKEEPER}) or --bootstrap")
+    write = _formatter(args)
+    n = 0
+    try:
+        if args.group:
+            n = _consume_group(args, write)
+        else:
+            n = _consume_direct(args, write)
+    except (ClientError, RegistryError, ValueError) as exc:
+        return _fail(str(exc))
+    except BrokenPipeError:  # `| head`: the reader is gone; not an error
+        try:
+            sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - silence the interpreter's final flush
+        except OSError:
+            pass
+        return 0
+    finally:
+        try:
+            sys.stdout.flush()
+        except (BrokenPipeError, ValueError):
+            pass
+    print(f"ferry consume: {n} message(s)", file=sys.stderr)
+    return 0
+
+
+def _consume_direct(args: argparse.Namespace, write) -> int:
+    from ferry.client.simple_consumer import SimpleConsumer
+
+    n = 0
+    with SimpleConsumer(args.bootstrap, None if args.bootstrap else args.zookeeper) as consumer:
+        consumer.partitions(args.topic)  # UnknownTopicError before anything else
+        start = "earliest" if args.from_beginning else "latest"
+        try:
+            for m in consumer.read(args.topic, start, until_end=False, max_messages=args.max_messages,
+                                   idle_timeout_s=args.timeout_s):
+                write(m)
+                n += 1
+        except KeyboardInterrupt:
+            pass
+    return n
+
+
+def _consume_group(args: argparse.Namespace, write) -> int:
+    from ferry.client.consumer_connector import ConsumerConnector
+    from ferry.client.errors import UnknownTopicError
+    from ferry.zk import ClusterRegistry
+
+    with ClusterRegistry(args.zookeeper, create=False) as registry:
+        if registry.topic(args.topic) is None:
+            raise UnknownTopicError(f"topic {args.topic!r} does not exist (create it with `ferry topics create`)")
+    connector = ConsumerConnector(args.group, args.zookeeper,
+                                  auto_offset_reset="earliest" if args.from_beginning else "latest",
+                                  consumer_timeout_s=args.timeout_s,
+                                  assignment_strategy=args.assignment_strategy)
+    n = 0
+    try:
+        (stream,) = connector.create_message_streams({args.topic: 1})[args.topic]
+        for m in stream:
+            write(m)
+            n += 1
+            if args.max_messages is not None and n >= args.max_messages:
+                break
+    except KeyboardInterrupt:
+        pass
+    finally:
+        connector.shutdown()  # commits exactly what was printed (the stream marks a message consumed when taken)
+    return n

@@ -1,0 +1,112 @@
+"""`ferry produce`: the console producer — one message per line of stdin, through the audited Producer."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+
+from ferry.zk.cli_args import ENV_ZOOKEEPER, add_zookeeper_argument
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "produce", help="console producer: publish lines from stdin",
+        description="Publish each line of stdin as one message (the trailing newline is not part of it). "
+        "Messages carry the current time as event time and the host in the ferry.host header, and are counted "
+        "in the audit (tier producer, published to _audit). Exit 0 when every line was acknowledged, "
+        "2 on bad input or a failed delivery (lines before a bad line are still sent).")
+    target = p.add_mutually_exclusive_group()
+    target.add_argument("--bootstrap", metavar="HOST:PORT[,...]", help="brokers to connect to")
+    add_zookeeper_argument(target, "find the brokers in this cluster's ZooKeeper")
+    p.add_argument("--topic", required=True, metavar="T", help="topic to publish to (must exist)")
+    p.add_argument("--key-separator", metavar="S",
+                   help="split each line at the first S into key and value (a line without S is an error); "
+                   "with a key, messages are partitioned by key hash unless --partitioner says otherwise")
+    p.add_argument("--partitioner", choices=("random", "key"),
+                   help="random (default without keys) or key = murmur2 hash of the key (default with "
+                   "--key-separator)")
+    p.add_argument("--acks", choices=("all", "-1", "1", "0"), default="all",
+                   help="acknowledgement the broker gives: all/-1 = flushed to disk (default), 1 = written, 0 = none")
+    p.add_argument("--compression", choices=("none", "gzip", "snappy", "lz4", "zstd"), default="lz4",
+                   help="batch compression codec (default lz4)")
+    p.add_argument("--linger-ms", type=int, default=5, metavar="MS",
+                   help="wait up to MS milliseconds to fill a batch (default 5)")
+    p.add_argument("--batch-size", type=int, default=1_000_000, metavar="BYTES",
+                   help="maximum batch size in bytes (default 1000000)")
+    p.add_argument("--no-idempotence", action="store_true",
+                   help="turn off the idempotent producer (implied by --acks 0/1)")
+    p.add_argument("--application", default="ferry-console-producer", metavar="NAME",
+                   help="application name recorded in audit events (default ferry-console-producer)")
+    p.add_argument("--datacenter", metavar="NAME",
+                   help="datacenter recorded in audit events (default: the brokers' datacenter)")
+    p.add_argument("--no-audit", action="store_true", help="do not count messages or publish audit events")
+    p.add_argument("--timeout-s", type=float, default=60.0, metavar="S",
+                   help="wait at most S seconds at the end for outstanding acknowledgements (default 60)")
+    p.set_defaults(func=run)
+
+
+def _fail(msg: str) -> int:
+    print(f"ferry produce: error: {msg}", file=sys.stderr)
+    return 2
+
+
+def run(args: argparse.Namespace) -> int:
+    from ferry.client.errors import ClientError
+    from ferry.client.producer import Producer
+    from ferry.zk import RegistryError
+
+    logging.getLogger("kazoo").setLevel(logging.ERROR)
+    if not args.bootstrap and not args.zookeeper:
+        return _fail(f"give --bootstrap HOST:PORT or --zookeeper HOST:PORT/CHROOT (or set ${ENV_ZOOKEEPER})")
+    if args.key_separator is not None and args.key_separator == "":
+        return _fail("--key-separator must not be empty")
+    sep = args.key_separator.encode() if args.key_separator is not None else None
+    partitioner = args.partitioner or ("key" if sep is not None else "random")
+    idempotent = not args.no_idempotence and args.acks in ("all", "-1")
+    errors: list[str] = []
+
+    def on_error(err, _msg) -> None:
+        if err is not None:
+            errors.append(str(err))
+
+    try:
+        producer = Producer(args.bootstrap, None if args.bootstrap else args.zookeeper,
+                            application=args.application, datacenter=args.datacenter, acks=args.acks,
+                            linger_ms=args.linger_ms, batch_size=args.batch_size, compression=args.compression,
+                            partitioner=partitioner, enable_idempotence=idempotent, audit=not args.no_audit)
+    except (ClientError, RegistryError, ValueError) as exc:
+        return _fail(str(exc))
+    sent = 0
+    bad: str | None = None
+    try:
+        try:
+            producer.partitions_for(args.topic)
+        except ClientError as exc:
+            return _fail(str(exc))
+        send, topic = producer.send, args.topic
+        for lineno, raw in enumerate(sys.stdin.buffer, 1):
+            line = raw[:-1] if raw.endswith(b"\n") else raw
+            if line.endswith(b"\r"):
+                line = line[:-1]
+            if sep is None:
+                send(topic, line, on_delivery=on_error)
+            else:
+                key, found, value = line.partition(sep)
+                if not found:
+                    bad = f"line {lineno} has no key separator {args.key_separator!r}; it and the lines after it were not sent"
+                    break
+                send(topic, value, key, on_delivery=on_error)
+            sent += 1
+    except KeyboardInterrupt:
+        bad = "interrupted; lines read so far were sent"
+    finally:
+        left = producer.close(args.timeout_s)
+    delivered = sent - len(errors) - left
+    print(f"ferry produce: {delivered} of {sent} message(s) acknowledged by {args.topic}", file=sys.stderr)
+    if errors or left:
+        first = f" (first error: {errors[0]})" if errors else ""
+        return _fail(f"{len(errors) + left} message(s) not delivered{first}")
+    if bad:
+        return _fail(bad)
+    return 0

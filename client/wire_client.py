@@ -1,0 +1,359 @@
+"""A small Kafka wire client for moving record batches as bytes (the mirror's fetch and produce path).
+
+confluent-kafka and kafka-python hand records to the application one by one; the mirror wants the
+batches themselves. `BrokerConnection` is one blocking TCP connection with pipelining: `send` several
+requests, then `receive` the answers in order (a broker answers a connection's requests strictly in
+order). `WireClient` knows one cluster: its brokers and partition leaders (Metadata), lazily opened
+connections, and the blocking helpers ListOffsets and InitProducerId.
+
+Any socket error or timeout closes the connection (the byte stream position is then unknown) and raises
+BrokerUnavailableError; every request outstanding on it is lost and the caller retries.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import socket
+import struct
+import threading
+from collections import deque
+from collections.abc import Callable, Iterable, Sequence
+
+from ferry.client.raw_requests import (
+    Buffers,
+    init_producer_id_request,
+    list_offsets_request,
+    metadata_request,
+    request_header,
+)
+from ferry.client.raw_responses import (
+    MetadataResponse,
+    parse_init_producer_id,
+    parse_list_offsets,
+    parse_metadata,
+)
+from ferry.wire.protocol.errors import ErrorCode, error_name
+from ferry.wire.protocol.list_offsets import PartitionOffsetResult
+
+log = logging.getLogger(__name__)
+
+_SIZE = struct.Struct(">i")
+_SIZE_CORR = struct.Struct(">ii")
+MAX_RESPONSE_BYTES = 512 * 1024 * 1024  # a bigger frame means we are not talking to a Kafka broker
+
+# Errors after which the partition's leader must be looked up again.
+LEADERSHIP_ERRORS = frozenset({
+    ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.LEADER_NOT_AVAILABLE, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+    ErrorCode.FENCED_LEADER_EPOCH, ErrorCode.UNKNOWN_LEADER_EPOCH, ErrorCode.BROKER_NOT_AVAILABLE,
+    ErrorCode.REPLICA_NOT_AVAILABLE,
+})
+
+
+class WireError(Exception):
+    """Base class of the wire client's errors."""
+
+
+class BrokerUnavailableError(WireError, ConnectionError):
+    """No connection to a broker (refused, reset, timed out) or no broker known for a partition."""
+
+
+class KafkaResponseError(WireError):
+    """A broker answered with an error code."""
+
+    def __init__(self, code: int, what: str) -> None:
+        self.error_name = error_name(code)
+        super().__init__(f"{what}: error {code} ({self.error_name})")
+        self.code = code
+
+
+def parse_bootstrap(bootstrap: str) -> list[tuple[str, int]]:
+    """``host:port,host:port`` -> [(host, port)]; ValueError on a malformed entry."""
+    out = []
+    for item in bootstrap.split(","):
+        host, sep, port = item.strip().rpartition(":")
+        if not sep or not host or not port.isdigit():
+            raise ValueError(f"bad broker address {item!r} (want host:port)")
+        out.append((host, int(port)))
+    return out
+
+
+class BrokerConnection:
+    """One TCP connection to one broker; requests may be pipelined, answers come back in order."""
+
+    def __init__(self, node_id: int, host: str, port: int, client_id: str = "ferry",
+                 timeout_s: float = 30.0, connect_timeout_s: float = 5.0) -> None:
+        self.node_id = node_id
+        self.host = host
+        self.port = port
+        self.client_id = client_id
+        self.timeout_s = timeout_s
+        self.connect_timeout_s = connect_timeout_s
+        self._sock: socket.socket | None = None
+        self._correlation = itertools.count(1)
+        self._pending: deque[int] = deque()
+
+    @property
+    def address(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    @property
+    def in_flight(self) -> int:
+        return len(self._pending)
+
+    def _connect(self) -> socket.socket:
+        if self._sock is None:
+            try:
+                sock = socket.create_connection((self.host, self.port), timeout=self.connect_timeout_s)
+            except OSError as e:
+                raise BrokerUnavailableError(f"cannot connect to broker {self.node_id} at {self.address}: {e}"
+                                             ) from None
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            sock.settimeout(self.timeout_s)
+            self._sock = sock
+        return self._sock
+
+    def close(self) -> None:
+        sock, self._sock = self._sock, None
+        self._pending.clear()
+        if sock is not None:
+            try:
+                sock.close()
+            except OSError:
+                pass
+
+    def _fail(self, what: str, err: BaseException) -> BrokerUnavailableError:
+        self.close()
+        return BrokerUnavailableError(f"broker {self.node_id} at {self.address}: {what}: {err}")
+
+    def send(self, api_key: int, api_version: int, body: Buffers) -> int:
+        """Write one request; returns its correlation id. The answer is read with `receive`."""
+        sock = self._connect()
+        corr = next(self._correlation) & 0x7FFFFFFF
+        header = request_header(api_key, api_version, corr, self.client_id)
+        size = len(header) + sum(len(b) for b in body)
+        buffers: list = [_SIZE.pack(size), header, *body]
+        try:
+            _send_all(sock, buffers)
+        except OSError as e:
+            raise self._fail("send failed", e) from None
+        self._pending.append(corr)
+        return corr
+
+    def receive(self, timeout_s: float | None = None) -> memoryview:
+        """The body of the answer to the oldest outstanding request (after its correlation id)."""
+        if not self._pending or self._sock is None:
+            raise WireError(f"no request outstanding on broker {self.node_id}")
+        sock = self._sock
+        try:
+            if timeout_s is not None:
+                sock.settimeout(timeout_s)
+            head = _recv_exact(sock, 8)
+            size, corr = _SIZE_CORR.unpack(head)
+            if size < 4 or size > MAX_RESPONSE_BYTES:
+                raise self._fail("bad frame", ValueError(f"response size {size}"))
+            body = _recv_exact(sock, size - 4)
+        except OSError as e:
+            raise self._fail("receive failed", e) from None
+        finally:
+            if timeout_s is not None and self._sock is not None:
+                self._sock.settimeout(self.timeout_s)
+        expected = self._pending.popleft()
+        if corr != expected:
+            raise self._fail("out of order", ValueError(f"correlation id {corr}, expected {expected}"))
+        return memoryview(body)
+
+    def request(self, api_key: int, api_version: int, body: Buffers) -> memoryview:
+        """Send and wait for the answer (nothing else may be outstanding)."""
+        if self._pending:
+            raise WireError(f"broker {self.node_id}: {len(self._pending)} requests still outstanding")
+        self.send(api_key, api_version, body)
+        return self.receive()
+
+
+def _send_all(sock: socket.socket, buffers: list) -> None:
+    views = [memoryview(b).cast("B") for b in buffers if len(b)]
+    while views:
+        sent = sock.sendmsg(views[:512])
+        while sent:
+            n = len(views[0])
+            if sent >= n:
+                sent -= n
+                views.pop(0)
+            else:
+                views[0] = views[0][sent:]
+                sent = 0
+
+
+def _recv_exact(sock: socket.socket, n: int) -> bytearray:
+    buf = bytearray(n)
+    view = memoryview(buf)
+    got = 0
+    while got < n:
+        r = sock.recv_into(view[got:], n - got)
+        if r == 0:
+            raise ConnectionResetError("connection closed by the broker")
+        got += r
+    return buf
+
+
+BootstrapSource = str | Callable[[], Iterable[tuple[str, int]]]
+
+
+class WireClient:
+    """One cluster seen through the wire protocol: metadata, leaders, connections.
+
+    ``bootstrap`` is ``host:port,...`` or a callable returning addresses (e.g. the live brokers from
+    the cluster's ZooKeeper registry, so that the client follows brokers that moved). Not thread-safe:
+    each thread of the mirror owns its clients.
+    """
+
+    def __init__(self, bootstrap: BootstrapSource, client_id: str = "ferry", timeout_s: float = 30.0,
+                 connect_timeout_s: float = 5.0) -> None:
+        self._bootstrap = bootstrap
+        self.client_id = client_id
+        self.timeout_s = timeout_s
+        self.connect_timeout_s = connect_timeout_s
+        self.brokers: dict[int, tuple[str, int]] = {}
+        self.leaders: dict[tuple[str, int], int] = {}
+        self.partition_counts: dict[str, int] = {}
+        self._connections: dict[int, BrokerConnection] = {}
+        self._lock = threading.Lock()
+
+    # ------------------------------------------------------------------ connections
+    def _bootstrap_addresses(self) -> list[tuple[str, int]]:
+        if callable(self._bootstrap):
+            return list(self._bootstrap())
+        return parse_bootstrap(self._bootstrap)
+
+    def connection(self, node_id: int) -> BrokerConnection:
+        conn = self._connections.get(node_id)
+        if conn is None:
+            addr = self.brokers.get(node_id)
+            if addr is None:
+                raise BrokerUnavailableError(f"broker {node_id} is not in the cluster metadata")
+            conn = BrokerConnection(node_id, addr[0], addr[1], self.client_id, self.timeout_s,
+                                    self.connect_timeout_s)
+            self._connections[node_id] = conn
+        return conn
+
+    def close_connection(self, node_id: int) -> None:
+        conn = self._connections.pop(node_id, None)
+        if conn is not None:
+            conn.close()
+
+    def close(self) -> None:
+        for node_id in list(self._connections):
+            self.close_connection(node_id)
+
+    # ------------------------------------------------------------------ metadata
+    def refresh_metadata(self, topics: Sequence[str] | None = None) -> MetadataResponse:
+        """Ask any reachable broker (known ones first, then the bootstrap list) for metadata."""
+        candidates: list[tuple[int | None, str, int]] = [(n, h, p) for n, (h, p) in self.brokers.items()]
+        candidates += [(None, h, p) for h, p in self._bootstrap_addresses()]
+        errors = []
+        seen = set()
+        for node_id, host, port in candidates:
+            if (host, port) in seen:
+                continue
+            seen.add((host, port))
+            try:
+                if node_id is not None and node_id in self._connections:
+                    conn = self._connections[node_id]
+                    body = conn.request(*metadata_request(topics))
+                else:
+                    conn = BrokerConnection(-1, host, port, self.client_id, self.timeout_s,
+                                            self.connect_timeout_s)
+                    try:
+                        body = conn.request(*metadata_request(topics))
+                    finally:
+                        conn.close()
+            except WireError as e:
+                errors.append(str(e))
+                if node_id is not None:
+                    self.close_connection(node_id)
+                continue
+            md = parse_metadata(body)
+            self._apply(md, topics)
+            return md
+        raise BrokerUnavailableError("no broker answered a metadata request: " + ("; ".join(errors) or
+                                                                                 "no brokers known"))
+
+    def _apply(self, md: MetadataResponse, topics: Sequence[str] | None) -> None:
+        new_brokers = {b.node_id: (b.host, b.port) for b in md.brokers.values()}
+        for node_id, addr in list(self.brokers.items()):
+            if new_brokers.get(node_id) != addr:
+                self.close_connection(node_id)  # gone or moved
+        self.brokers = new_brokers
+        if topics is None:
+            self.leaders.clear()
+            self.partition_counts.clear()
+        for name, t in md.topics.items():
+            for key in [k for k in self.leaders if k[0] == name]:
+                del self.leaders[key]
+            if t.error_code != ErrorCode.NONE:
+                self.partition_counts.pop(name, None)
+                continue
+            self.partition_counts[name] = len(t.partitions)
+            for p in t.partitions:
+                if p.error_code == ErrorCode.NONE and p.leader >= 0:
+                    self.leaders[(name, p.partition)] = p.leader
+
+    def leader(self, topic: str, partition: int, refresh: bool = True) -> int | None:
+        """The partition's leader from the cache, asking the cluster once if it is unknown."""
+        node = self.leaders.get((topic, partition))
+        if node is None and refresh:
+            self.refresh_metadata([topic])
+            node = self.leaders.get((topic, partition))
+        return node
+
+    # ------------------------------------------------------------------ blocking helpers
+    def list_offsets(self, wanted: dict[tuple[str, int], int]) -> dict[tuple[str, int], PartitionOffsetResult]:
+        """ListOffsets for {(topic, partition): timestamp}; per-partition errors are in the results.
+
+        A partition whose leader is unknown or unreachable gets LEADER_NOT_AVAILABLE / NETWORK_EXCEPTION.
+        """
+        by_leader: dict[int, dict[str, list[tuple[int, int]]]] = {}
+        out: dict[tuple[str, int], PartitionOffsetResult] = {}
+        for (topic, partition), ts in wanted.items():
+            try:
+                node = self.leader(topic, partition)
+            except BrokerUnavailableError:
+                node = None
+            if node is None:
+                out[(topic, partition)] = PartitionOffsetResult(partition, ErrorCode.LEADER_NOT_AVAILABLE)
+                continue
+            by_leader.setdefault(node, {}).setdefault(topic, []).append((partition, ts))
+        for node, topics in by_leader.items():
+            try:
+                body = self.connection(node).request(*list_offsets_request(topics.items()))
+            except WireError:
+                self.close_connection(node)
+                for topic, parts in topics.items():
+                    for partition, _ in parts:
+                        out[(topic, partition)] = PartitionOffsetResult(partition, ErrorCode.NETWORK_EXCEPTION)
+                continue
+            for topic, results in parse_list_offsets(body).items():
+                for res in results:
+                    out[(topic, res.partition)] = res
+                    if res.error_code in LEADERSHIP_ERRORS:
+                        self.leaders.pop((topic, res.partition), None)
+        return out
+
+    def init_producer_id(self) -> tuple[int, int]:
+        """A fresh idempotent producer id and epoch from any broker."""
+        if not self.brokers:
+            self.refresh_metadata([])
+        errors = []
+        for node_id in list(self.brokers):
+            try:
+                res = parse_init_producer_id(self.connection(node_id).request(*init_producer_id_request()))
+            except WireError as e:
+                self.close_connection(node_id)
+                errors.append(str(e))
+                continue
+            if res.error_code != ErrorCode.NONE:
+                errors.append(str(KafkaResponseError(res.error_code, f"InitProducerId on broker {node_id}")))
+                continue
+            return res.producer_id, res.producer_epoch
+        raise BrokerUnavailableError("no broker handed out a producer id: " + "; ".join(errors))

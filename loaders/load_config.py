@@ -1,0 +1,87 @@
+"""What a load run is asked to do (LoadConfig) and what it did (LoadResult): shared by the job, the command
+line, the DAG steps and the completeness books without importing each other."""
+
+from __future__ import annotations
+
+import datetime as dt
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ferry.loaders.planner import LoadPlan
+
+TEST_FAIL_ENV = "FERRY_LOAD_TEST_FAIL"  # split | before_commit | after_commit (fault injection for tests)
+
+
+class BadRecordsError(RuntimeError):
+    """Records that cannot be decoded; the run stops before anything becomes visible."""
+
+
+@dataclass
+class LoadConfig:
+    zookeeper: str
+    topics: str | list[str]
+    state_dir: str
+    warehouse: str | None = None  # default <state_dir>/warehouse; any Hadoop URI
+    database: str = "ferry"
+    master: str | None = "local[2]"  # None: from spark-submit
+    metastore_uris: str | None = None  # thrift://... for a real metastore; default embedded Derby
+    start: str = "earliest"
+    max_per_split: int = 1_000_000
+    skip_lost_data: bool = False
+    skip_bad_records: bool = False
+    include_audit: bool = True  # also load `_audit` into ferry_audit
+    until: dict[tuple[str, int], int] | None = None  # cap end offsets (a plan made earlier)
+    gc_grace_s: float = 3600.0
+    lock_timeout_s: float = 1800.0
+    allow_source_change: bool = False
+    spark_conf: dict[str, str] = field(default_factory=dict)
+    test_fail: str | None = None
+    quiet: bool = False
+
+    @property
+    def warehouse_root(self) -> str:
+        return self.warehouse or str(Path(self.state_dir).resolve() / "warehouse")
+
+
+@dataclass
+class TopicResult:
+    topic: str
+    table: str
+    messages: int = 0
+    rows: int = 0
+    bad: int = 0
+    hours: list[tuple[str, str]] = field(default_factory=list)
+    seconds: float = 0.0
+
+
+@dataclass
+class LoadResult:
+    run_id: str
+    plan: LoadPlan | None
+    topics: list[TopicResult] = field(default_factory=list)
+    committed: bool = False
+    audit_events: int = 0
+
+    @property
+    def rows(self) -> int:
+        """Rows loaded into the topics' tables (`_audit` not counted)."""
+        return sum(t.rows for t in self.topics if t.topic != "_audit")
+
+    def hours(self, include_audit: bool = False) -> list[tuple[str, str]]:
+        out = set()
+        for t in self.topics:
+            if include_audit or t.topic != "_audit":
+                out.update(t.hours)
+        return sorted(out)
+
+    def to_dict(self) -> dict:
+        return {"run_id": self.run_id, "committed": self.committed, "rows": self.rows,
+                "audit_events": self.audit_events,
+                "topics": [{"topic": t.topic, "table": t.table, "messages": t.messages, "rows": t.rows,
+                            "bad": t.bad, "hours": [list(h) for h in t.hours]} for t in self.topics],
+                "plan": self.plan.to_dict() if self.plan else None}
+
+
+def new_run_id() -> str:
+    return dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:8]

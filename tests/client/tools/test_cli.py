@@ -1,0 +1,148 @@
+"""`ferry produce`, `ferry consume`, `ferry groups` as a user runs them (subprocesses, real cluster)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from ferry.client.consumer_connector import ConsumerConnector
+from ferry.client.group_store import read_offsets
+from ferry.client.producer import Producer
+from tests.client.conftest import create_topic
+from tests.client.group_helpers import wait_until, zk_client
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def ferry(*args: str, stdin: str | None = None, timeout: float = 60) -> subprocess.CompletedProcess:
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    env.pop("FERRY_ZOOKEEPER", None)
+    return subprocess.run([sys.executable, "-m", "ferry.cli", *args], input=stdin, capture_output=True, text=True,
+                          cwd=ROOT, env=env, timeout=timeout)
+
+
+def test_produce_consume_and_manage_a_group(live):
+    zk = live.zk_connect
+    create_topic(zk, "lines", 2)
+    lines = [f"k{i % 3}:value {i}" for i in range(20)]
+    r = ferry("produce", "--topic", "lines", "--zookeeper", zk, "--key-separator", ":", stdin="\n".join(lines) + "\n")
+    assert r.returncode == 0, r.stderr
+    assert "20 of 20" in r.stderr
+
+    # direct read of all partitions, with offsets and keys
+    r = ferry("consume", "--topic", "lines", "--zookeeper", zk, "--from-beginning", "--timeout-s", "3",
+              "--print-offsets", "--print-keys")
+    assert r.returncode == 0, r.stderr
+    rows = [line.split("\t") for line in r.stdout.splitlines()]
+    assert sorted(f"{k}:{v}" for _, _, k, v in rows) == sorted(lines)
+    key_partitions: dict[str, set[str]] = {}
+    for p, _, k, _ in rows:
+        key_partitions.setdefault(k, set()).add(p)
+    assert all(len(ps) == 1 for ps in key_partitions.values())  # keyed: one partition per key
+
+    # as a group member: reads 5, commits exactly those 5, then the next run continues after them
+    r = ferry("consume", "--topic", "lines", "--zookeeper", zk, "--group", "cli", "--from-beginning",
+              "--max-messages", "5", "--timeout-s", "5")
+    assert r.returncode == 0, r.stderr
+    first = r.stdout.splitlines()
+    assert len(first) == 5
+    zkc = zk_client(zk)
+    try:
+        assert sum(read_offsets(zkc, "cli").values()) == 5
+        r = ferry("consume", "--topic", "lines", "--zookeeper", zk, "--group", "cli", "--timeout-s", "3")
+        assert r.returncode == 0, r.stderr
+        assert sorted(first + r.stdout.splitlines()) == sorted(line.split(":", 1)[1] for line in lines)
+
+        r = ferry("groups", "list", "--zookeeper", zk)
+        assert r.returncode == 0 and r.stdout.split() == ["cli"], r.stderr
+        r = ferry("groups", "describe", "--group", "cli", "--zookeeper", zk, "--json")
+        assert r.returncode == 0, r.stderr
+        doc = json.loads(r.stdout)
+        assert doc["members"] == []
+        assert [(x["committed"], x["log_end"], x["lag"]) for x in doc["partitions"]] == [
+            (x["log_end"], x["log_end"], 0) for x in doc["partitions"]]
+        assert sum(x["log_end"] for x in doc["partitions"]) == 20
+        r = ferry("groups", "describe", "--group", "cli", "--zookeeper", zk)
+        assert "LAG" in r.stdout and "lines" in r.stdout
+
+        # reset to the earliest: the whole topic is lag again
+        r = ferry("groups", "reset", "--group", "cli", "--zookeeper", zk, "--to-earliest")
+        assert r.returncode == 0, r.stderr
+        assert set(read_offsets(zkc, "cli").values()) == {0}
+        r = ferry("groups", "reset", "--group", "cli", "--zookeeper", zk, "--topic", "lines", "--partitions", "0",
+                  "--to-offset", "999999", "--dry-run")
+        assert r.returncode == 0 and "clamped" in r.stdout, r.stdout + r.stderr
+        assert set(read_offsets(zkc, "cli").values()) == {0}  # dry run wrote nothing
+
+        # reset by time: ListOffsets by timestamp
+        create_topic(zk, "timed", 1)
+        base = 1_700_000_000_000
+        with Producer(zookeeper=zk, audit=False, linger_ms=0) as p:
+            for i in range(10):  # one batch per message, so the time index tells them apart
+                p.send("timed", f"t{i}".encode(), timestamp_ms=base + i * 1000)
+                assert p.flush(10) == 0
+        when = dt.datetime.fromtimestamp((base + 5000) / 1000, dt.UTC).isoformat()
+        r = ferry("groups", "reset", "--group", "cli", "--zookeeper", zk, "--topic", "timed", "--to-datetime", when)
+        assert r.returncode == 0, r.stderr
+        assert read_offsets(zkc, "cli")[("timed", 0)] == 5
+
+        # refused while the group has a live member, unless --force
+        member = ConsumerConnector("cli", zk, consumer_id="live-one")
+        try:
+            member.create_message_streams({"lines": 1})
+            wait_until(lambda: member.owned_partitions(), what="member owns partitions")
+            r = ferry("groups", "reset", "--group", "cli", "--zookeeper", zk, "--to-latest")
+            assert r.returncode == 2 and "live member" in r.stderr and "live-one" in r.stderr
+            r = ferry("groups", "describe", "--group", "cli", "--zookeeper", zk, "--json")
+            owners = {x["owner"] for x in json.loads(r.stdout)["partitions"] if x["topic"] == "lines"}
+            assert owners == {"live-one"}
+            r = ferry("groups", "reset", "--group", "cli", "--zookeeper", zk, "--topic", "lines", "--to-latest",
+                      "--force")
+            assert r.returncode == 0, r.stderr
+        finally:
+            member.shutdown()
+    finally:
+        zkc.stop()
+        zkc.close()
+
+
+def test_bad_input_gets_a_clear_error_and_exit_2(live):
+    zk = live.zk_connect
+    create_topic(zk, "strict", 1)
+    r = ferry("produce", "--topic", "strict", "--zookeeper", zk, "--key-separator", ":", stdin="a:1\nb:2\nno-sep\nc:3\n")
+    assert r.returncode == 2 and "line 3 has no key separator" in r.stderr
+    r2 = ferry("consume", "--topic", "strict", "--zookeeper", zk, "--from-beginning", "--timeout-s", "3")
+    assert r2.stdout.splitlines() == ["1", "2"]  # the lines before the bad one were sent, nothing after
+    r = ferry("produce", "--topic", "missing", "--zookeeper", zk, stdin="x\n")
+    assert r.returncode == 2 and "does not exist" in r.stderr
+    r = ferry("consume", "--topic", "missing", "--zookeeper", zk, "--group", "g", "--timeout-s", "1")
+    assert r.returncode == 2 and "does not exist" in r.stderr
+    r = ferry("consume", "--topic", "strict")
+    assert r.returncode == 2 and "--zookeeper" in r.stderr
+    r = ferry("groups", "describe", "--group", "nope", "--zookeeper", zk)
+    assert r.returncode == 2 and "does not exist" in r.stderr
+    r = ferry("groups", "reset", "--group", "nope", "--zookeeper", zk, "--to-earliest")
+    assert r.returncode == 2 and "--topic" in r.stderr
+    r = ferry("groups", "reset", "--group", "nope", "--zookeeper", zk, "--topic", "strict", "--to-datetime", "soon")
+    assert r.returncode == 2 and "ISO" in r.stderr
+
+
+def test_every_flag_is_documented_in_help():
+    for cmd, flags in [
+        (["produce"], ["--topic", "--bootstrap", "--zookeeper", "--key-separator", "--acks", "--compression",
+                       "--linger-ms", "--partitioner", "--no-audit"]),
+        (["consume"], ["--topic", "--zookeeper", "--group", "--from-beginning", "--max-messages", "--timeout-s",
+                       "--print-offsets"]),
+        (["groups", "describe"], ["--group", "--zookeeper", "--json"]),
+        (["groups", "reset"], ["--to-earliest", "--to-latest", "--to-offset", "--to-datetime", "--force",
+                               "--dry-run", "--partitions"]),
+        (["audit", "report"], ["--zookeeper", "--topic", "--hours", "--format"]),
+    ]:
+        r = ferry(*cmd, "--help")
+        assert r.returncode == 0, r.stderr
+        for flag in flags:
+            assert flag in r.stdout, (cmd, flag)

@@ -1,0 +1,147 @@
+"""Per-partition log settings, with Kafka's topic-config names.
+
+Topic configs arrive as strings (from ZooKeeper or CreateTopics); ``from_topic_config`` parses
+the names the log understands and ignores the others (cleanup.policy, ... belong to other layers
+or are not implemented) so a client's usual topic configs are accepted.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from ferry.wire.record.compression import COMPRESSION_NAMES, LEVELS, PRODUCER, Codec, parse_compression_type
+
+DAY_MS = 24 * 3600 * 1000
+MAX_SEGMENT_BYTES = 0x7FFFFFFF  # file positions in the offset index are u32; Kafka caps at Int.MaxValue
+
+
+@dataclass(frozen=True)
+class LogConfig:
+    segment_bytes: int = 1 << 30
+    segment_ms: int = 7 * DAY_MS
+    retention_ms: int = 7 * DAY_MS  # -1: keep forever
+    retention_bytes: int = -1  # -1: no size limit
+    index_interval_bytes: int = 4096
+    max_index_bytes: int = 10 * 1024 * 1024
+    flush_interval_messages: int = 10_000
+    flush_interval_ms: int = 200
+    max_message_bytes: int = 1_048_588
+    consumers_see_unflushed: bool = False
+    file_delete_delay_ms: int = 60_000  # deleted segments stay open this long (sendfile in flight)
+    producer_id_expiration_ms: int = DAY_MS  # idempotence state of a producer silent this long is dropped
+    log_append_time: bool = False  # message.timestamp.type=LogAppendTime: the broker stamps each batch
+    compression: int = PRODUCER  # compression.type: PRODUCER keeps the producer's codec, else a Codec
+    compression_gzip_level: int = LEVELS[Codec.GZIP][2]
+    compression_lz4_level: int = LEVELS[Codec.LZ4][2]
+    compression_zstd_level: int = LEVELS[Codec.ZSTD][2]
+
+    @property
+    def compression_level(self) -> int | None:
+        """The level of the topic's codec (None: the codec has none)."""
+        return {Codec.GZIP: self.compression_gzip_level, Codec.LZ4: self.compression_lz4_level,
+                Codec.ZSTD: self.compression_zstd_level}.get(self.compression)
+
+    @property
+    def compression_type(self) -> str:
+        return COMPRESSION_NAMES[self.compression]
+
+    def __post_init__(self) -> None:
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            name = _ATTR_TO_NAME.get(f.name, f.name)
+            if f.type in ("bool", bool):
+                if not isinstance(value, bool):
+                    raise ValueError(f"{name}: expected true or false, got {value!r}")
+                continue
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise ValueError(f"{name}: expected an integer, got {value!r}")
+            low, high = _BOUNDS[f.name]
+            if value < low or (high is not None and value > high):
+                upper = f" and at most {high}" if high is not None else ""
+                raise ValueError(f"{name}: {value} is out of range (must be at least {low}{upper})")
+
+    @classmethod
+    def from_topic_config(
+        cls, config: Mapping[str, str] | None, defaults: LogConfig | None = None
+    ) -> LogConfig:
+        """Overlay Kafka-named topic settings (``retention.ms`` ...) on ``defaults``.
+
+        Raises ValueError naming the setting when a value is not a number or out of range.
+        """
+        base = defaults if defaults is not None else cls()
+        if not config:
+            return base
+        changes: dict[str, object] = {}
+        for name, raw in config.items():
+            attr = TOPIC_CONFIG_NAMES.get(name)
+            if attr is None:
+                continue
+            text = str(raw).strip()
+            if attr == "consumers_see_unflushed":
+                if text.lower() not in ("true", "false"):
+                    raise ValueError(f"{name}: expected true or false, got {raw!r}")
+                changes[attr] = text.lower() == "true"
+                continue
+            if attr == "log_append_time":
+                changes[attr] = parse_timestamp_type(name, text)
+                continue
+            if attr == "compression":
+                changes[attr] = parse_compression_type(name, text)
+                continue
+            try:
+                changes[attr] = int(text)
+            except ValueError:
+                raise ValueError(f"{name}: expected an integer, got {raw!r}") from None
+        return dataclasses.replace(base, **changes)
+
+
+# Kafka topic-config name -> LogConfig attribute.
+TOPIC_CONFIG_NAMES: dict[str, str] = {
+    "segment.bytes": "segment_bytes",
+    "segment.ms": "segment_ms",
+    "retention.ms": "retention_ms",
+    "retention.bytes": "retention_bytes",
+    "index.interval.bytes": "index_interval_bytes",
+    "segment.index.bytes": "max_index_bytes",
+    "flush.messages": "flush_interval_messages",
+    "flush.ms": "flush_interval_ms",
+    "max.message.bytes": "max_message_bytes",
+    "file.delete.delay.ms": "file_delete_delay_ms",
+    "consumers.see.unflushed": "consumers_see_unflushed",  # ferry's own
+    "message.timestamp.type": "log_append_time",
+    "compression.type": "compression",
+    "compression.gzip.level": "compression_gzip_level",
+    "compression.lz4.level": "compression_lz4_level",
+    "compression.zstd.level": "compression_zstd_level",
+}
+
+TIMESTAMP_TYPES = {"CreateTime": False, "LogAppendTime": True}
+
+
+def parse_timestamp_type(name: str, text: str) -> bool:
+    """message.timestamp.type: CreateTime (the producer's timestamps, the default) or LogAppendTime."""
+    value = TIMESTAMP_TYPES.get(text.strip())
+    if value is None:
+        raise ValueError(f"{name}: expected CreateTime or LogAppendTime, got {text!r}")
+    return value
+_ATTR_TO_NAME = {attr: name for name, attr in TOPIC_CONFIG_NAMES.items()}
+_ATTR_TO_NAME["producer_id_expiration_ms"] = "producer.id.expiration.ms"  # a broker setting, not per topic
+
+# attribute -> (minimum, maximum or None)
+_BOUNDS: dict[str, tuple[int, int | None]] = {
+    "segment_bytes": (14, MAX_SEGMENT_BYTES),
+    "segment_ms": (1, None),
+    "retention_ms": (-1, None),
+    "retention_bytes": (-1, None),
+    "index_interval_bytes": (0, None),
+    "max_index_bytes": (12, MAX_SEGMENT_BYTES),
+    "flush_interval_messages": (1, None),
+    "flush_interval_ms": (0, None),
+    "max_message_bytes": (0, MAX_SEGMENT_BYTES),
+    "file_delete_delay_ms": (0, None),
+    "producer_id_expiration_ms": (1, None),
+    "compression": (PRODUCER, max(Codec)),
+    **{f"compression_{c.name.lower()}_level": LEVELS[c][:2] for c in LEVELS},
+}
