@@ -79,7 +79,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     copy.add_argument("--from-zookeeper", required=True, metavar="HOST:PORT/CHROOT",
                       help="the source cluster's ZooKeeper connect string (e.g. .../ferry/live)")
 
-    for sub in (reg, lst, show, compat, check, copy):
+    serve = actions.add_parser(
+        "serve", help="serve the registry's REST API (Confluent Schema Registry's) over HTTP",
+        description="Serve this cluster's registry over the REST API that schema-registry clients speak "
+        "(confluent_kafka.schema_registry, Connect, Flink, Spark): /subjects, /subjects/S/versions[/V], "
+        "/schemas/ids/ID, /compatibility/subjects/S/versions/V, /config[/S]. Same ids and compatibility "
+        "rules as the other `ferry schemas` commands; runs until interrupted.",
+    )
+    serve.add_argument("--listen", default="127.0.0.1:8081", metavar="HOST:PORT",
+                       help="address to serve on (default 127.0.0.1:8081, the registry's usual port)")
+
+    for sub in (reg, lst, show, compat, check, copy, serve):
         add_zookeeper_argument(sub, "the cluster's ZooKeeper connect string, e.g. 127.0.0.1:2181/ferry/live",
                                with_timeout=True)
     parser.set_defaults(func=run)
@@ -107,7 +117,7 @@ def _open_registry(args: argparse.Namespace) -> SchemaRegistry:
     try:
         if args.action == "copy":  # the source must exist: fail before creating anything at the target
             SchemaRegistry(args.from_zookeeper, timeout=args.timeout, read_only=True).close()
-        writes = args.action in ("register", "copy") or (args.action == "compat" and (args.level or args.clear))
+        writes = args.action in ("register", "copy", "serve") or (args.action == "compat" and (args.level or args.clear))
         return SchemaRegistry(args.zookeeper, timeout=args.timeout, read_only=not writes)
     except RegistryError as exc:
         raise UsageError(str(exc)) from None
@@ -207,6 +217,20 @@ def _check(registry: SchemaRegistry, args: argparse.Namespace, schema_text: str 
     return 0
 
 
+def _serve(registry: SchemaRegistry, args: argparse.Namespace, _schema: str | None) -> int:
+    from ferry.schemas.rest import serve
+
+    host, sep, port = args.listen.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise UsageError(f"--listen {args.listen!r} is not HOST:PORT")
+    print(f"ferry schemas serve: the registry's REST API on http://{host}:{port}/", file=sys.stderr, flush=True)
+    try:
+        serve(registry, host, int(port))
+    except KeyboardInterrupt:
+        pass
+    return 0
+
+
 def _copy(registry: SchemaRegistry, args: argparse.Namespace, _schema: str | None) -> int:
     from ferry.schemas.replication import replicate
     from ferry.zk import RegistryError
@@ -223,4 +247,4 @@ def _copy(registry: SchemaRegistry, args: argparse.Namespace, _schema: str | Non
     return 0
 
 
-_ACTIONS = {"copy": _copy, "register": _register, "list": _list, "show": _show, "compat": _compat, "check": _check}
+_ACTIONS = {"serve": _serve, "copy": _copy, "register": _register, "list": _list, "show": _show, "compat": _compat, "check": _check}

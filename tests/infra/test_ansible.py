@@ -58,6 +58,7 @@ def write_inventory(path: Path, hosts: DockerHosts) -> None:
                                                              "loader")}},
             "zookeeper": {"children": {"live_zookeeper": {}, "offline_zookeeper": {}}},
             "brokers": {"children": {"live_brokers": {}, "offline_brokers": {}}},
+            "schema_registry": {"hosts": {"live-broker-1": {}}},
         }}}
     path.write_text(yaml.safe_dump(inventory, sort_keys=False))
 
@@ -156,7 +157,7 @@ def test_site_converges(deployment) -> None:
 def test_services_run_under_systemd(deployment) -> None:
     hosts: DockerHosts = deployment["hosts"]
     units = {"live-zk-1": ["ferry-zookeeper"], "offline-zk-1": ["ferry-zookeeper"],
-             "live-broker-1": ["ferry-broker"], "live-broker-2": ["ferry-broker"],
+             "live-broker-1": ["ferry-broker", "ferry-schema-registry"], "live-broker-2": ["ferry-broker"],
              "offline-broker-1": ["ferry-broker"], "offline-mirror-1": ["ferry-mirror"]}
     if WITH_LOADER:
         units["offline-loader-1"] = ["ferry-airflow-api-server", "ferry-airflow-scheduler",
@@ -193,6 +194,19 @@ def test_live_to_offline_through_the_mirror(deployment) -> None:
     got = probe(hosts, "offline-broker-1", "count", "--bootstrap", "offline-broker-1:9092",
                 "--topic", "page_view", "--prefix", "ansible1", "--expect", str(n), "--timeout", "120")
     assert got["distinct"] == n, got
+
+
+def test_schema_registry_rest_api_serves_the_live_registry(deployment) -> None:
+    hosts: DockerHosts = deployment["hosts"]
+    script = ("import json, time, urllib.request\n"
+              "for _ in range(100):\n"
+              "    try:\n"
+              "        print(json.load(urllib.request.urlopen('http://live-broker-1:8081/config', timeout=5)))\n"
+              "        break\n"
+              "    except OSError:\n"
+              "        time.sleep(0.3)\n")
+    out = hosts.exec("live-broker-1", "/opt/ferry/venv/bin/python", "-c", script, timeout=120).stdout.decode()
+    assert "'compatibilityLevel': 'BACKWARD'" in out, out
 
 
 def test_second_run_changes_nothing(deployment) -> None:
