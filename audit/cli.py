@@ -53,6 +53,8 @@ def _hour_label(ms: int) -> str:
 
 
 def run_report(args: argparse.Namespace) -> int:
+    from ferry.audit.completeness import COMPLETE, status_of
+    from ferry.audit.live import read_live_counts
     from ferry.audit.reader import read_audit_events
     from ferry.audit.reconciler import reconcile
     from ferry.client.errors import ClientError
@@ -68,34 +70,42 @@ def run_report(args: argparse.Namespace) -> int:
     try:
         audit_log = read_audit_events(args.zookeeper if not args.bootstrap else None, args.bootstrap,
                                       timeout_s=args.timeout_s)
-        for live in args.live_zookeeper:
-            more = read_audit_events(live, None, timeout_s=args.timeout_s)
-            audit_log.events.extend(more.events)
-            audit_log.invalid += more.invalid
     except (ClientError, RegistryError, ValueError) as exc:
         print(f"ferry audit report: {exc}", file=sys.stderr)
         return 2
+    # the producers' counts as the live clusters know them decide; an unreachable one makes every hour unknown
+    live = read_live_counts(args.live_zookeeper, args.timeout_s)
+    for zk in live.unreachable:
+        print(f"ferry audit report: warning: the producer counts of live cluster {zk} are unreachable; "
+              "every hour shows as unknown", file=sys.stderr)
+    audit_log.events.extend(live.events)
+    audit_log.invalid += live.invalid
     since = None
     if args.hours:
         since = hour_start(int(time.time() * 1000)) - (args.hours - 1) * HOUR_MS
     report = reconcile(audit_log.events, topic=args.topic, since_ms=since)
+    statuses = [status_of(h, live.unreachable) for h in report.hours]
     if args.format == "json":
         doc = report.to_dict()
         doc["invalid_events"] = audit_log.invalid
-        for h in doc["hours"]:
+        doc["unreachable"] = live.unreachable
+        for h, status in zip(doc["hours"], statuses, strict=True):
             h["hour"] = _hour_label(h["hour_start"])
+            h["status"] = status
+            h["complete"] = status == COMPLETE
         print(json.dumps(doc, indent=2))
     else:
-        _print_table(report, audit_log.invalid)
-    if args.fail_incomplete and any(not h.complete for h in report.hours):
+        _print_table(report, statuses, audit_log.invalid)
+    if args.fail_incomplete and any(s != COMPLETE for s in statuses):
         return 1
     return 0
 
 
-def _print_table(report, invalid: int) -> None:
+def _print_table(report, statuses: list[str], invalid: int) -> None:
     headers = ("topic", "hour (UTC)", "produced", "mirrored", "loaded", "missing", "duplicates", "complete")
+    shown = {"complete": "yes", "incomplete": "no", "unknown": "unknown"}
     rows = [(h.topic, _hour_label(h.hour_start), str(h.produced), str(h.mirrored), str(h.loaded), str(h.missing),
-             str(h.duplicates), "yes" if h.complete else "no") for h in report.hours]
+             str(h.duplicates), shown.get(s, s)) for h, s in zip(report.hours, statuses, strict=True)]
     if not rows:
         print("no audit events in the selected range")
     else:

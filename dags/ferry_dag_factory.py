@@ -1,16 +1,22 @@
 """Hourly warehouse-load DAGs generated from ``ferry_dags.yaml`` (one DAG per topic group).
 
     plan ─► load ─► reconcile ─┬─► publish_<table> (one per table: Asset event for newly complete hours)
-                               └─► check_complete (fails when an hour past its lateness is incomplete)
+                               └─► check_complete (sensor: waits for the hour, fails after its lateness)
 
 - ``plan`` fixes the end offsets (a retried ``load`` reads the same ranges) and the hours to judge;
 - ``load`` is a committed load run: in-process Spark (local) by default, ``SparkSubmitOperator`` on
   ``spark_conn_id`` when the group configures one;
-- ``reconcile`` loads `_audit` once more and balances the books (ferry_completeness);
+- ``reconcile`` loads `_audit` once more and balances the books (ferry_completeness) against the
+  producers' counts as the live clusters (``live_zookeepers``) know them: an hour the mirror has not
+  fully brought over is incomplete; while a live cluster is unreachable every hour is ``unknown``;
 - ``publish_<table>`` records the table's newly complete hours in the ledger and emits an Asset event
-  (extra: the hours) for analysts' DAGs; with nothing new it is skipped (no event);
-- ``check_complete`` judges the latest hour whose lateness has run out: an incomplete one fails the
-  task with a log line naming the missing counts. No ``depends_on_past``: later hours go on.
+  (extra: the hours; ``revised`` for an hour published before with another row count) for analysts'
+  DAGs; with nothing new it is skipped (no event);
+- ``check_complete`` is a sensor in reschedule mode (no worker slot held while it waits): it judges the
+  run's hour from fresh books (offline `_audit` + the live clusters' producer counts, no Spark) every
+  ``check_poke_s`` until the hour is complete, and fails once ``lateness_minutes`` after the hour's end
+  have passed, naming what is missing (or which live cluster could not be read). No
+  ``depends_on_past``: later hours go on (several runs may wait at once).
 """
 
 from __future__ import annotations
@@ -61,6 +67,9 @@ class GroupConfig:
     python: str = sys.executable  # the interpreter Spark's Python workers run (PYSPARK_PYTHON)
     pool: str | None = None  # Airflow pool of the Spark tasks (1 slot: groups sharing a Derby metastore)
     tags: list[str] = field(default_factory=list)
+    # the live clusters whose producers' counts decide completeness (one per frontend datacenter)
+    live_zookeepers: list[str] = field(default_factory=list)
+    check_poke_s: int = 300  # how often check_complete re-reads the books while it waits
 
     @property
     def dag_id(self) -> str:
@@ -72,7 +81,7 @@ class GroupConfig:
         kw: dict[str, Any] = dict(zookeeper=self.zookeeper, topics=list(self.topics), state_dir=self.state_dir,
                                   warehouse=self.warehouse, database=self.database, master=self.master,
                                   start=self.start, max_per_split=self.max_per_split,
-                                  spark_conf=dict(self.spark_conf))
+                                  spark_conf=dict(self.spark_conf), live_zookeepers=list(self.live_zookeepers))
         kw.update(overrides)
         return LoadConfig(**kw)
 
@@ -125,8 +134,16 @@ def load_config(path: str | os.PathLike | None = None) -> list[GroupConfig]:
         if not isinstance(topics, list) or not all(isinstance(t, str) for t in topics):
             raise DagConfigError(f"{path}: group {merged['name']!r}: topics must be a list of topic names")
         merged["topics"] = topics
+        live = merged.get("live_zookeepers") or []
+        if isinstance(live, str):
+            live = [z.strip() for z in live.split(",") if z.strip()]
+        if not isinstance(live, list) or not all(isinstance(z, str) and z for z in live):
+            raise DagConfigError(f"{path}: group {merged['name']!r}: live_zookeepers must be a list of "
+                                 "host:port/chroot connect strings")
+        merged["live_zookeepers"] = live
         merged["start_date"] = _parse_time(merged.get("start_date", "2024-01-01"), "start_date")
-        for key in ("lateness_minutes", "retries", "retry_delay_s", "max_retry_delay_s", "max_per_split"):
+        for key in ("lateness_minutes", "retries", "retry_delay_s", "max_retry_delay_s", "max_per_split",
+                    "check_poke_s"):
             if key in merged and (not isinstance(merged[key], int) or merged[key] < 0):
                 raise DagConfigError(f"{path}: group {merged['name']!r}: {key} must be an integer >= 0")
         merged["state_dir"] = str(Path(merged["state_dir"]).expanduser())
@@ -144,16 +161,9 @@ def label(t: dt.datetime) -> tuple[str, str]:
     return t.strftime("%Y-%m-%d"), t.strftime("%H")
 
 
-def check_hour(interval_start: dt.datetime, interval_end: dt.datetime, now: dt.datetime,
-               lateness_minutes: int) -> dt.datetime:
-    """The hour this run judges for good: its own hour once the lateness has passed (backfills, late
-    reruns), otherwise the latest earlier hour whose lateness has run out."""
-    lateness = dt.timedelta(minutes=lateness_minutes)
-    start = hour_floor(interval_start)
-    if now >= interval_end + lateness:
-        return start
-    back = math.ceil(lateness_minutes / 60) if lateness_minutes else 0
-    return start - back * HOUR
+def check_deadline(hour: dt.datetime, lateness_minutes: int) -> dt.datetime:
+    """When ``check_complete`` stops waiting for ``hour`` and fails: its end plus the lateness."""
+    return hour_floor(hour) + HOUR + dt.timedelta(minutes=lateness_minutes)
 
 
 def books_file(cfg: GroupConfig, run_id: str) -> Path:
@@ -184,14 +194,15 @@ def plan_task(cfg: GroupConfig, context: dict) -> dict:
     plan = steps.plan(cfg.load_config())
     log.info("ferry: %d messages to load\n%s", plan.total, plan.describe())
     now = dt.datetime.now(dt.UTC)
-    judge = check_hour(interval_start, interval_end, now, cfg.lateness_minutes)
-    hours = sorted({label(hour_floor(interval_start)), label(judge)})
+    judge = hour_floor(interval_start)
+    hours = [label(judge)]
     return {
         "until_json": offsets_json({(r.topic, r.partition): r.end for r in plan.ranges}),
         "total": plan.total,
         "hours": [list(h) for h in hours],
         "hours_arg": ",".join(f"{d}T{h}" for d, h in hours),
         "check_hour": list(label(judge)),
+        "check_deadline": check_deadline(judge, cfg.lateness_minutes).timestamp(),
         "interval_end": interval_end.timestamp(),
         "since": context["dag_run"].start_date.timestamp() if context.get("dag_run") and
         context["dag_run"].start_date else now.timestamp(),
@@ -249,30 +260,65 @@ def publish_task(cfg: GroupConfig, topic: str, plan: dict, outlet_events) -> lis
     if not new:
         raise AirflowSkipException(f"{table}: no newly complete hour to publish")
     with ledger.lock():
-        ledger.mark_published(table, new)
+        revisions = ledger.mark_published(table, new)
     hours = sorted(new)
-    outlet_events[asset_for(cfg, topic)].extra = {"table": table, "hours": hours, "rows": new}
-    log.info("ferry: published %s hours %s", table, ", ".join(hours))
+    revised = sorted(h for h, n in revisions.items() if n > 0)
+    outlet_events[asset_for(cfg, topic)].extra = {"table": table, "hours": hours, "rows": new,
+                                                  "revised": revised, "revision": revisions}
+    log.info("ferry: published %s hours %s%s", table, ", ".join(hours),
+             f" (revised: {', '.join(revised)})" if revised else "")
     return hours
 
 
-def check_task(cfg: GroupConfig, plan: dict) -> str:
+def judge_books(cfg: GroupConfig, judge: tuple[str, str], books: list[dict], *, final: bool) -> str | None:
+    """``"<hour> ok"`` when every topic's judged hour is complete (or empty); None to keep waiting; after the
+    deadline (``final``) an incomplete or unknown hour raises AirflowFailException naming what is missing."""
     from airflow.sdk.exceptions import AirflowFailException
 
-    judge = tuple(plan["check_hour"])
-    books = [b for b in read_books(plan) if (b["dt"], b["hr"]) == judge]
-    bad = [b for b in books if b["status"] == "incomplete"]
+    books = [b for b in books if (b["dt"], b["hr"]) == tuple(judge)]
+    bad = [b for b in books if b["status"] not in ("complete", "empty")]
     for b in books:
         log.info("ferry: %s %s %s:00 %s (produced %d, loaded %d, missing %d, duplicates %d)", b["topic"], b["dt"],
                  b["hr"], b["status"], b["produced"], b["loaded"], b["missing"], b["duplicates"])
-    if bad:
-        text = "; ".join(f"{b['topic']}: produced {b['produced']}, mirrored {b['mirrored']}, loaded {b['loaded']}, "
-                         f"missing {b['missing']}, duplicates {b['duplicates']}" for b in bad)
-        msg = (f"ferry: hour {judge[0]} {judge[1]}:00 still incomplete {cfg.lateness_minutes} min after its end "
-               f"— {text}")
-        log.error(msg)
-        raise AirflowFailException(msg)
-    return f"{judge[0]}T{judge[1]} ok"
+    if not bad:
+        return f"{judge[0]}T{judge[1]} ok"
+    if not final:
+        return None
+    parts = []
+    for b in bad:
+        text = (f"{b['topic']}: produced {b['produced']}, mirrored {b['mirrored']}, loaded {b['loaded']}, "
+                f"missing {b['missing']}, duplicates {b['duplicates']}")
+        if b.get("unreachable"):
+            text += f" (unknown: live producer counts unreachable from {', '.join(b['unreachable'])})"
+        parts.append(text)
+    msg = (f"ferry: hour {judge[0]} {judge[1]}:00 still incomplete {cfg.lateness_minutes} min after its end "
+           f"— {'; '.join(parts)}")
+    log.error(msg)
+    raise AirflowFailException(msg)
+
+
+def fresh_books(cfg: GroupConfig, hours: list[tuple[str, str]]) -> list[dict]:
+    """The books of ``hours`` from `_audit` itself (offline: every tier; live: the producers' counts), with
+    the same decision as the reconcile step (ferry.audit.completeness), without Spark."""
+    from ferry.audit.completeness import books
+    from ferry.audit.live import read_live_counts
+    from ferry.audit.reader import read_audit_events
+
+    live = read_live_counts(cfg.live_zookeepers)
+    try:
+        events = read_audit_events(cfg.zookeeper, timeout_s=15.0).events
+    except Exception as e:  # the offline cluster is the one we load from: unreachable means unknown too
+        log.warning("ferry: offline `_audit` unreadable: %s", e)
+        events, live.unreachable = [], [*live.unreachable, cfg.zookeeper]
+    return [s.to_dict() for s in books(events + live.events, cfg.topics, hours, unreachable=live.unreachable)]
+
+
+def check_poke(cfg: GroupConfig, plan: dict) -> tuple[bool, str | None]:
+    """One look of the check_complete sensor: (done, result)."""
+    judge = tuple(plan["check_hour"])
+    final = dt.datetime.now(dt.UTC).timestamp() >= plan["check_deadline"]
+    result = judge_books(cfg, judge, fresh_books(cfg, [judge]), final=final)
+    return result is not None, result
 
 
 # ------------------------------------------------------------------------------------------ the DAG
@@ -295,7 +341,9 @@ def build_dag(cfg: GroupConfig):
         schedule=CronDataIntervalTimetable(schedule, timezone="UTC"),
         start_date=cfg.start_date,
         catchup=cfg.catchup,
-        max_active_runs=1,  # loads of one ledger run one at a time; a failed hour does not block the next
+        # loads of one ledger run one at a time (its lock); runs whose check_complete still waits for their
+        # hour (up to lateness_minutes, in reschedule mode) do not hold back the next hours
+        max_active_runs=2 + math.ceil(cfg.lateness_minutes / 60),
         default_args=default_args,
         tags=["ferry", "warehouse", *cfg.tags],
         doc_md=__doc__,
@@ -344,9 +392,13 @@ def build_dag(cfg: GroupConfig):
 
             reconciled >> publish(planned)
 
-        @task(task_id="check_complete", retries=0)
+        @task.sensor(task_id="check_complete", retries=0, mode="reschedule", poke_interval=cfg.check_poke_s,
+                     timeout=(cfg.lateness_minutes + 24 * 60) * 60)
         def check_complete(plan_out: dict):
-            return check_task(cfg, plan_out)
+            from airflow.sdk import PokeReturnValue
+
+            done, result = check_poke(cfg, plan_out)
+            return PokeReturnValue(is_done=done, xcom_value=result)
 
         reconciled >> check_complete(planned)
     return dag
@@ -365,6 +417,8 @@ def _submit_args(cfg: GroupConfig) -> list[str]:
             "--start", cfg.start, "--max-per-split", str(cfg.max_per_split)]
     if cfg.warehouse:
         args += ["--warehouse", cfg.warehouse]
+    for live in cfg.live_zookeepers:
+        args += ["--live-zookeeper", live]
     return args
 
 

@@ -177,7 +177,8 @@ class DemoCluster:
             "defaults:\n"
             f"  zookeeper: '{self.offline_zk}'\n"
             f"  state_dir: '{self.root / 'warehouse-state'}'\n"
-            "  database: ferry\n  lateness_minutes: 0\n  retries: 0\n"
+            "  database: ferry\n  lateness_minutes: 0\n  retries: 0\n  check_poke_s: 5\n"
+            f"  live_zookeepers: ['{self.live_zk}']\n"
             f"  max_per_split: {20_000 if short else 200_000}\n"
             "  spark_conf: {spark.ui.showConsoleProgress: 'false'}\n"
             "groups:\n  - name: activity\n    topics: [page_view, click, search]\n")
@@ -209,15 +210,17 @@ class DemoCluster:
 
     def report(self, topics: tuple[str, ...], hours: list[int]) -> dict:
         """The books per topic and hour, the mirror's lag, and what an analyst would ask the warehouse."""
+        from ferry.audit.live import read_live_counts
         from ferry.audit.reader import read_audit_events
         from ferry.audit.reconciler import reconcile
         from ferry.mirror.status import mirror_status
 
         audit_log = read_audit_events(self.offline_zk)
-        books = reconcile(audit_log.events, since_ms=hours[0], until_ms=hours[-1] + 3_600_000)
+        live = read_live_counts([self.live_zk])  # the producers' counts as the live datacenter knows them
+        books = reconcile(audit_log.events + live.events, since_ms=hours[0], until_ms=hours[-1] + 3_600_000)
         rows = [h for h in books.hours if h.topic in topics]
         print()
-        print("== The books (offline _audit, per topic and hour of event time) ==")
+        print("== The books (live producers' counts + offline _audit, per topic and hour of event time) ==")
         print(_table(("topic", "hour (UTC)", "produced", "mirrored", "loaded", "missing", "dupes", "complete"),
                      [(h.topic, _hour(h.hour_start), h.produced, h.mirrored, h.loaded, h.missing, h.duplicates,
                        "yes" if h.complete else "NO") for h in rows]))
@@ -237,7 +240,8 @@ class DemoCluster:
         print("== Analyst: top pages per hour (SELECT ... FROM ferry.page_view) ==")
         top = self.analyst_query()
         print(_table(("dt", "hr", "page", "views", "members"), top))
-        complete = bool(rows) and all(h.complete for h in rows) and len(rows) == len(topics) * len(hours)
+        complete = (bool(rows) and all(h.complete for h in rows) and len(rows) == len(topics) * len(hours)
+                    and not live.unreachable)
         print()
         print("every hour complete: " + ("yes" if complete else "NO (see the books above)"))
         return {"complete": complete, "books": [h.to_dict() for h in rows], "mirror": status.to_dict(),

@@ -52,6 +52,10 @@ def add_arguments(p: argparse.ArgumentParser, default_master: str | None = "loca
     p.add_argument("--hours", default="", help="reconcile these hours too: YYYY-MM-DDTHH[,...] (UTC)")
     p.add_argument("--since", type=float, default=None,
                    help="reconcile: also every hour loaded by runs committed since this time (epoch seconds)")
+    p.add_argument("--live-zookeeper", dest="live_zookeepers", action="append", default=[],
+                   metavar="HOST:PORT/CHROOT",
+                   help="a live cluster whose producers' counts decide completeness (repeat for several live "
+                        "datacenters); while one is unreachable its hours are 'unknown', never complete")
     p.add_argument("--json", dest="json_out", default=None, help="write the step's result as JSON to this file")
     p.add_argument("--allow-source-change", action="store_true",
                    help="accept a ledger written against another ZooKeeper connect string")
@@ -108,7 +112,8 @@ def config_from_args(args: argparse.Namespace):
         start=args.start, max_per_split=args.max_per_split, skip_lost_data=args.skip_lost_data,
         skip_bad_records=args.skip_bad_records, include_audit=not args.no_audit,
         until=parse_offsets_json(args.until_offsets, "--until-offsets") if args.until_offsets else None,
-        allow_source_change=args.allow_source_change, lock_timeout_s=args.lock_timeout, spark_conf=conf)
+        allow_source_change=args.allow_source_change, lock_timeout_s=args.lock_timeout, spark_conf=conf,
+        live_zookeepers=list(args.live_zookeepers))
 
 
 def run(args: argparse.Namespace) -> int:

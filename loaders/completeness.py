@@ -1,5 +1,9 @@
 """``ferry_completeness``: one row per topic and hour saying whether the warehouse has every message.
 
+The producers' counts that decide are the live clusters' own (``LoadConfig.live_zookeepers``, read directly
+and merged by guid with ``ferry_audit``); :func:`ferry.audit.completeness.books` decides each status.
+``revision`` counts how often an hour was published again with another row count (late data).
+
 Rows are derived (recomputed from ``ferry_audit`` whenever an hour is evaluated again, e.g. after late
 data), so the table is written with the same versioned-partition swap as the data tables but outside the
 ledger: a re-evaluation replaces the hour's rows for the topics it evaluated and keeps the others.
@@ -11,8 +15,9 @@ import datetime as dt
 from contextlib import nullcontext
 from typing import TYPE_CHECKING
 
+from ferry.audit.completeness import HourStatus, books
 from ferry.loaders.warehouse import AUDIT_TABLE, COMPLETENESS_TABLE, hours_filter
-from ferry.loaders.warehouse_audit import HourStatus, books, event_from_dict
+from ferry.loaders.warehouse_audit import event_from_dict
 
 if TYPE_CHECKING:
     from ferry.loaders.load_job import LoadJob
@@ -27,7 +32,7 @@ def completeness_columns():
     return [("topic", T.StringType()), ("hour_start", T.TimestampType()), ("produced", T.LongType()),
             ("mirrored", T.LongType()), ("loaded", T.LongType()), ("missing", T.LongType()),
             ("duplicates", T.LongType()), ("complete", T.BooleanType()), ("status", T.StringType()),
-            ("evaluated_at", T.TimestampType())]
+            ("evaluated_at", T.TimestampType()), ("revision", T.IntegerType())]
 
 
 def read_audit_events(job: LoadJob, hours: list[tuple[str, str]]):
@@ -45,9 +50,34 @@ def reconcile_hours(job: LoadJob, topics: list[str], hours: list[tuple[str, str]
     topics = sorted(set(topics) - {"_audit"})
     if not hours or not topics:
         return []
-    statuses = books(read_audit_events(job, hours), topics, hours)
+    events = read_audit_events(job, hours)
+    unreachable: list[str] = []
+    if job.config.live_zookeepers:
+        from ferry.audit.live import read_live_counts
+
+        live = read_live_counts(job.config.live_zookeepers, job.config.live_timeout_s)
+        events.extend(live.events)
+        unreachable = live.unreachable
+    statuses = books(events, topics, hours, unreachable=unreachable)
     write_statuses(job, statuses)
     return statuses
+
+
+def revisions(job: LoadJob, statuses: list[HourStatus]) -> dict[tuple[str, str, str], int]:
+    """(topic, dt, hr) -> the hour's revision: how many times its table was published again with another row
+    count, counting the republication these books call for (complete now, published before with other rows)."""
+    from ferry.loaders.naming import table_for_topic
+
+    out = {}
+    for s in statuses:
+        table = f"{job.config.database}.{table_for_topic(s.topic)}"
+        hour = f"{s.dt}T{s.hr}"
+        rev = job.ledger.revision(table, hour)
+        published = job.ledger.published_hours(table).get(hour)
+        if s.complete and published is not None and published != s.loaded:
+            rev += 1
+        out[(s.topic, s.dt, s.hr)] = rev
+    return out
 
 
 def write_statuses(job: LoadJob, statuses: list[HourStatus]) -> None:
@@ -58,8 +88,10 @@ def write_statuses(job: LoadJob, statuses: list[HourStatus]) -> None:
     if _unchanged(job, statuses):
         return
     now = dt.datetime.now(dt.UTC)
+    rev = revisions(job, statuses)
     data = [(s.topic, dt.datetime.fromtimestamp(s.hour_ms / 1000, dt.UTC), s.produced, s.mirrored, s.loaded,
-             s.missing, s.duplicates, s.complete, s.status, now, s.dt, s.hr) for s in statuses]
+             s.missing, s.duplicates, s.complete, s.status, now, rev[(s.topic, s.dt, s.hr)], s.dt, s.hr)
+            for s in statuses]
     schema = wh.table_schema(COMPLETENESS_TABLE)
     df = spark.createDataFrame(data, schema)
     topics = sorted({s.topic for s in statuses})
@@ -78,9 +110,9 @@ def write_statuses(job: LoadJob, statuses: list[HourStatus]) -> None:
 
 
 
-def _key(topic, d, h, produced, mirrored, loaded, missing, duplicates, complete, status) -> tuple:
+def _key(topic, d, h, produced, mirrored, loaded, missing, duplicates, complete, status, revision) -> tuple:
     return (topic, d, h, int(produced), int(mirrored), int(loaded), int(missing), int(duplicates), bool(complete),
-            status)
+            status, int(revision or 0))
 
 
 def _unchanged(job: LoadJob, statuses: list[HourStatus]) -> bool:
@@ -92,8 +124,9 @@ def _unchanged(job: LoadJob, statuses: list[HourStatus]) -> bool:
     rows = (job.spark.table(wh.qualified(COMPLETENESS_TABLE))
             .where(hours_filter({(s.dt, s.hr) for s in statuses})).where(F.col("topic").isin(topics))
             .select("topic", "dt", "hr", "produced", "mirrored", "loaded", "missing", "duplicates", "complete",
-                    "status").collect())
+                    "status", "revision").collect())
     have = sorted(_key(*r) for r in rows)
+    rev = revisions(job, statuses)
     want = sorted(_key(s.topic, s.dt, s.hr, s.produced, s.mirrored, s.loaded, s.missing, s.duplicates, s.complete,
-                       s.status) for s in statuses)
+                       s.status, rev[(s.topic, s.dt, s.hr)]) for s in statuses)
     return have == want

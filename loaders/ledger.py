@@ -36,7 +36,8 @@ class LedgerError(RuntimeError):
 
 def _empty() -> dict[str, Any]:
     return {"version": LEDGER_VERSION, "seq": 0, "source": None, "offsets": {}, "in_flight": {},
-            "pending": [], "garbage": [], "history": [], "lost": [], "published": {}}
+            "pending": [], "garbage": [], "history": [], "lost": [], "published": {},
+            "revisions": {}}
 
 
 def atomic_write_json(path: Path, data: Any) -> None:
@@ -200,12 +201,25 @@ class Ledger:
         self._write(state)
         return [g["path"] for g in due]
 
-    def mark_published(self, table: str, hours: dict[str, int]) -> None:
+    def revision(self, table: str, hour: str) -> int:
+        """How many times ``hour`` of ``table`` was published again with another row count (0: once or never)."""
+        return int(self.read()["revisions"].get(table, {}).get(hour, 0))
+
+    def mark_published(self, table: str, hours: dict[str, int]) -> dict[str, int]:
+        """Record a publication; returns the revision number of each hour (0 for a first publication)."""
         state = self.read()
         done = self.published_hours(table)
+        revs = dict(state["revisions"].get(table, {}))
+        out = {}
+        for hour, rows in hours.items():
+            if hour in done and done[hour] != rows:
+                revs[hour] = int(revs.get(hour, 0)) + 1
+            out[hour] = int(revs.get(hour, 0))
         done.update(hours)
         state["published"][table] = dict(sorted(done.items()))
+        state["revisions"][table] = dict(sorted(revs.items()))
         self._write(state)
+        return out
 
     def reset_offsets(self, offsets: dict[tuple[str, int], int]) -> None:
         """Operator tool: move committed offsets (re-loading a range never duplicates rows)."""

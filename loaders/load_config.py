@@ -36,6 +36,10 @@ class LoadConfig:
     lock_timeout_s: float = 1800.0
     allow_source_change: bool = False
     spark_conf: dict[str, str] = field(default_factory=dict)
+    # live clusters whose producer counts decide completeness (their own `_audit`, read directly); none:
+    # the books use only the producer counts that reached the offline cluster (see docs/audit.md)
+    live_zookeepers: list[str] = field(default_factory=list)
+    live_timeout_s: float = 15.0
     test_fail: str | None = None
     quiet: bool = False
 

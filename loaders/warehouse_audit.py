@@ -4,21 +4,19 @@ A load counts the rows it added per (topic, 10-minute bucket of event time) and,
 committed, publishes them to `_audit` as tier ``warehouse``. The events' guids are derived from the run
 id, topic and bucket, so re-publishing after a crash (the redo step) cannot double-count: the reconciler
 counts each guid once. The `_audit` topic itself is loaded like any topic into ``ferry_audit``; the
-books for an hour are balanced from that table (audit.reconcile) and written to ``ferry_completeness``,
-one row per topic and hour, which analysts query to know which hours are complete.
+books for an hour are balanced from that table merged with the live clusters' producer counts
+(ferry.audit.completeness decides an hour's status) and written to ``ferry_completeness``, one row per
+topic and hour, which analysts query to know which hours are complete.
 """
 
 from __future__ import annotations
 
-import datetime as dt
 import socket
 import time
 import uuid
-from collections.abc import Iterable
-from dataclasses import asdict, dataclass
 
-from ferry.audit.reconciler import reconcile
-from ferry.client.audit.bucket import BUCKET_MS, HOUR_MS
+from ferry.audit.completeness import HourStatus, books, hour_label, hour_ms_of, hours_between  # noqa: F401 - re-exported
+from ferry.client.audit.bucket import BUCKET_MS
 from ferry.client.audit.event import AUDIT_TOPIC, AuditEvent
 
 WAREHOUSE_TIER = "warehouse"
@@ -71,68 +69,3 @@ def publish(events: list[AuditEvent], bootstrap: str, timeout_s: float = 30.0) -
 
 def event_from_dict(d: dict) -> AuditEvent:
     return AuditEvent(**{f: d[f] for f in AuditEvent.__dataclass_fields__})
-
-
-def hour_label(hour_ms: int) -> tuple[str, str]:
-    t = dt.datetime.fromtimestamp(hour_ms / 1000, dt.UTC)
-    return t.strftime("%Y-%m-%d"), t.strftime("%H")
-
-
-def hour_ms_of(dt_s: str, hr_s: str) -> int:
-    t = dt.datetime.strptime(f"{dt_s} {hr_s}", "%Y-%m-%d %H").replace(tzinfo=dt.UTC)
-    return int(t.timestamp() * 1000)
-
-
-@dataclass
-class HourStatus:
-    topic: str
-    dt: str
-    hr: str
-    produced: int
-    mirrored: int
-    loaded: int
-    missing: int
-    duplicates: int
-    complete: bool
-    status: str  # complete | incomplete | empty (no audit events at all for the hour)
-
-    @property
-    def hour_ms(self) -> int:
-        return hour_ms_of(self.dt, self.hr)
-
-    def label(self) -> str:
-        return f"{self.topic} {self.dt} {self.hr}:00"
-
-    def describe(self) -> str:
-        return (f"{self.label()}: {self.status} (produced {self.produced}, mirrored {self.mirrored}, "
-                f"loaded {self.loaded}, missing {self.missing}, duplicates {self.duplicates})")
-
-    def to_dict(self) -> dict:
-        return asdict(self)
-
-
-def books(events: Iterable[AuditEvent], topics: Iterable[str], hours: Iterable[tuple[str, str]]) -> list[HourStatus]:
-    """The books for each (topic, hour) asked for (an hour with no event at all is ``empty``)."""
-    report = reconcile(events)
-    out = []
-    for topic in sorted(set(topics)):
-        for d, h in sorted(set(hours)):
-            hb = report.hour(topic, hour_ms_of(d, h))
-            if hb is None:
-                out.append(HourStatus(topic, d, h, 0, 0, 0, 0, 0, False, "empty"))
-                continue
-            status = "complete" if hb.complete else "incomplete"
-            out.append(HourStatus(topic, d, h, hb.produced, hb.mirrored, hb.loaded, hb.missing, hb.duplicates,
-                                  hb.complete, status))
-    return out
-
-
-def hours_between(start_ms: int, end_ms: int) -> list[tuple[str, str]]:
-    """Hour labels covering [start_ms, end_ms) (at least the hour holding start_ms)."""
-    h = start_ms - start_ms % HOUR_MS
-    out = [hour_label(h)]
-    h += HOUR_MS
-    while h < end_ms:
-        out.append(hour_label(h))
-        h += HOUR_MS
-    return out

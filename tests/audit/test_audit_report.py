@@ -121,3 +121,15 @@ def test_a_mirror_that_never_ran_shows_missing_with_the_live_cluster_read_too(cl
     (h,) = doc["hours"]
     assert (h["topic"], h["produced"], h["mirrored"], h["missing"], h["complete"]) == ("views", 15, 0, 15, False)
     assert doc["duplicate_events"] == 1
+    assert h["status"] == "incomplete" and doc["unreachable"] == []
+
+    # the live cluster unreachable (its broker gone): the hour is unknown, never complete
+    for b in live.brokers.values():
+        b.stop()
+    cut = ferry("audit", "report", "--zookeeper", offline.zk_connect, "--live-zookeeper", live.zk_connect,
+                "--format", "json", "--hours", "1", "--fail-incomplete", "--timeout-s", "5")
+    assert cut.returncode == 1, cut.stderr
+    assert f"live cluster {live.zk_connect} are unreachable" in cut.stderr and "Traceback" not in cut.stderr
+    doc = json.loads(cut.stdout)
+    assert [(h["status"], h["complete"]) for h in doc["hours"]] == [("unknown", False)]
+    assert doc["unreachable"] == [live.zk_connect]

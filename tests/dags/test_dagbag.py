@@ -30,11 +30,13 @@ def test_every_dag_imports_without_errors():
     dag = bag.dags["ferry_load_activity"]
     assert {t.task_id for t in dag.tasks} == {"plan", "load", "reconcile", "publish_page_view", "publish_click",
                                               "check_complete"}
-    assert dag.max_active_runs == 1 and dag.catchup is False
+    # runs waiting in check_complete (lateness 120 min) must not hold back the next hours' loads
+    assert dag.max_active_runs == 4 and dag.catchup is False
     load = dag.get_task("load")
     assert load.retries == 3 and load.retry_exponential_backoff and not load.depends_on_past
     assert load.max_retry_delay == dt.timedelta(hours=1)
-    assert dag.get_task("check_complete").retries == 0
+    check = dag.get_task("check_complete")
+    assert check.retries == 0 and check.mode == "reschedule" and check.poke_interval == 300
     assert [a.uri for a in dag.get_task("publish_click").outlets] == ["ferry://warehouse/ferry/click"]
     assert dag.get_task("publish_click").upstream_task_ids == {"reconcile", "plan"}
     # hourly, with real one-hour data intervals
