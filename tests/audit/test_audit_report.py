@@ -10,6 +10,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from ferry.client.audit.bucket import BUCKET_MS, HOUR_MS, bucket_start, hour_start
 from ferry.client.audit.event import AUDIT_TOPIC, AuditEvent
 from ferry.client.producer import Producer
@@ -88,6 +90,7 @@ def test_report_errors_are_clear():
     assert r.returncode == 2 and "--hours" in r.stderr
 
 
+@pytest.mark.slow  # processes and waits: not in the fast tier
 def test_a_mirror_that_never_ran_shows_missing_with_the_live_cluster_read_too(cluster_factory):
     """Producers in the live cluster, no mirror at all: read alone, the offline `_audit` has no events for
     the hour; with --live-zookeeper the producers' counts appear and the hour is incomplete (missing 15).

@@ -8,6 +8,7 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
 from confluent_kafka import Producer
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -30,6 +31,7 @@ def _read_all(addr: str, topic: str, partition: int) -> dict[int, bytes]:
             offset = vals[-1][0] + 1
 
 
+@pytest.mark.slow  # processes and waits: not in the fast tier
 def test_kill_9_during_acks_all_production_loses_nothing_acknowledged(zk_server, tmp_path):
     # Background flushing effectively off: only the acks=-1 path fsyncs before answering.
     _zk, (broker,) = start_brokers(zk_server.connect, tmp_path, 1, extra_args=(

@@ -9,12 +9,15 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from broker_wire import WireClient, build_batch, create_topic, leaders, produce  # noqa: E402
 
 from ferry.embedded import BrokerProcess, ZooKeeperServer  # noqa: E402
 
 
+@pytest.mark.slow  # processes and waits: not in the fast tier
 def test_sigterm_without_zookeeper_exits_cleanly_and_keeps_the_data(tmp_path):
     zk = ZooKeeperServer(data_dir=tmp_path / "zk")
     zk.start()

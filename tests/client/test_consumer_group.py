@@ -9,6 +9,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from ferry.client.consumer_connector import ConsumerConnector
 from ferry.client.group_store import read_offsets, write_offset
 from ferry.client.producer import Producer
@@ -68,6 +70,7 @@ def log_ends(zk: str, topic: str) -> dict[int, int]:
         return {p: c.watermarks(topic, p)[1] for p in c.partitions(topic)}
 
 
+@pytest.mark.slow  # processes and waits: not in the fast tier
 def test_kill_a_member_lose_nothing_then_restart_from_committed_offsets(live, tmp_path):
     zk = live.zk_connect
     create_topic(zk, "events", 12)
@@ -131,6 +134,7 @@ def test_kill_a_member_lose_nothing_then_restart_from_committed_offsets(live, tm
         zkc.close()
 
 
+@pytest.mark.slow  # processes and waits: not in the fast tier
 def test_streams_deliver_in_order_and_offsets_reset_when_absent_or_out_of_range(live):
     zk = live.zk_connect
     create_topic(zk, "orders", 4)

@@ -159,6 +159,7 @@ def test_commit_offsets_only_for_owned_partitions(zk_connect, zk):
     assert read_offsets(zk, "g") == {("events", 0): 42, ("events", 1): 7}
 
 
+@pytest.mark.slow  # processes and waits: not in the fast tier
 def test_a_duplicate_consumer_id_is_refused(zk_connect, zk):
     write_topic(zk, "events", 1)
     a = _connector(zk_connect, consumer_id="same")
@@ -187,6 +188,7 @@ def test_bad_arguments_fail_clearly(zk_connect):
         c.shutdown()
 
 
+@pytest.mark.slow  # processes and waits: not in the fast tier
 def test_a_member_cut_off_from_zookeeper_pauses_and_resumes(zk_connect, zk):
     from tests.client.group_helpers import TcpProxy
 

@@ -23,6 +23,7 @@ def _bag(config: str | None):
         os.environ.pop("FERRY_DAGS_CONFIG", None)
 
 
+@pytest.mark.slow  # processes and waits: not in the fast tier
 def test_every_dag_imports_without_errors():
     bag = _bag(None)
     assert bag.import_errors == {}

@@ -8,7 +8,7 @@ import time
 import pytest
 from ferry_docker_helpers import BUILD_SCRIPT, ROOT, build_images, docker, docker_or_skip
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(1800)]
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(1800)]
 
 
 @pytest.fixture(scope="module")

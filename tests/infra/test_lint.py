@@ -6,10 +6,13 @@ import os
 import subprocess
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 VENV_BIN = Path(os.environ.get("VIRTUAL_ENV", ROOT / ".venv")) / "bin"
 
 
+@pytest.mark.slow  # processes and waits: not in the fast tier
 def test_ansible_lint_is_clean() -> None:
     p = subprocess.run([str(VENV_BIN / "ansible-lint"), "--nocolor", "-q"], cwd=ROOT / "infra" / "ansible",
                        capture_output=True, text=True, timeout=600,

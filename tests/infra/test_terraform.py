@@ -93,6 +93,7 @@ def module(request) -> tuple[Path, dict]:
     return request.param, parse_module(request.param)
 
 
+@pytest.mark.slow  # processes and waits: not in the fast tier
 def test_every_file_parses() -> None:
     files = [p for d in MODULE_DIRS for p in d.glob("*.tf")]
     assert len(files) >= 8

@@ -6,7 +6,7 @@ import pytest
 
 from tests.loaders.conftest import create_topic, past_hour, produce, spread
 
-pytestmark = [pytest.mark.spark]
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
 
 def test_reads_exact_ranges_in_splits(spark, offline):

@@ -34,6 +34,7 @@ def test_split_and_offsets_json() -> None:
         parse_offsets_json("{a")
 
 
+@pytest.mark.slow  # processes and waits: not in the fast tier
 def test_ranges_start_positions_and_loss(cluster_factory, tmp_path: Path) -> None:
     from ferry.zk import ClusterRegistry
 

@@ -131,6 +131,7 @@ def test_broker_id_conflict(registries) -> None:
     assert first.brokers()[1].port == 9092  # the holder is untouched
 
 
+@pytest.mark.slow  # processes and waits: not in the fast tier
 def test_stale_registration_of_killed_broker_is_waited_out(registries, zk_connect: str) -> None:
     """A SIGKILLed broker's node lingers until its session expires; a restart waits it out."""
     script = (
@@ -298,6 +299,7 @@ def test_callback_errors_do_not_stop_watching(registries) -> None:
     wait_until(lambda: seen[-1] == {"x"}, what="call after a failing one")
 
 
+@pytest.mark.slow  # processes and waits: not in the fast tier
 def test_survives_zookeeper_restart(tmp_path) -> None:
     """A ZooKeeper restart (its own server here): the registration and the watches carry on."""
     from ferry.embedded import ZooKeeperServer

@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from ferry.client.consumer_connector import ConsumerConnector
 from ferry.client.group_store import read_offsets
 from ferry.client.producer import Producer
@@ -25,6 +27,7 @@ def ferry(*args: str, stdin: str | None = None, timeout: float = 60) -> subproce
                           cwd=ROOT, env=env, timeout=timeout)
 
 
+@pytest.mark.slow  # processes and waits: not in the fast tier
 def test_produce_consume_and_manage_a_group(live):
     zk = live.zk_connect
     create_topic(zk, "lines", 2)
@@ -110,6 +113,7 @@ def test_produce_consume_and_manage_a_group(live):
         zkc.close()
 
 
+@pytest.mark.slow  # processes and waits: not in the fast tier
 def test_bad_input_gets_a_clear_error_and_exit_2(live):
     zk = live.zk_connect
     create_topic(zk, "strict", 1)
