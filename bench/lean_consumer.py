@@ -16,8 +16,8 @@ import time
 import window
 from common import MESSAGE_SIZE, rate
 
+from ferry.client.errors import ClientError
 from ferry.client.message_set_consumer import MessageSetConsumer
-from ferry.client.wire_client import WireError
 
 _I32 = struct.Struct(">i")
 _OFFSET_BATCH_HEAD = 12
@@ -56,7 +56,7 @@ def consume(bootstrap: str, topic: str, partition: int, messages: int, time_limi
         window.end()
         if got != c.position - start and not errors:
             errors.append(f"parsed {got} records but the batch headers span {c.position - start} offsets")
-    except (WireError, OSError) as e:
+    except (ClientError, OSError) as e:
         errors.append(f"{type(e).__name__}: {e}")
     finally:
         c.close()

@@ -13,8 +13,8 @@ import time
 import window
 from common import MESSAGE_SIZE, payloads, rate
 
+from ferry.client.errors import ClientError
 from ferry.client.message_set_producer import MessageSetProducer
-from ferry.client.wire_client import WireError
 from ferry.wire.record.message_set_builder import MessageSetBuilder
 
 
@@ -49,7 +49,7 @@ def produce(bootstrap: str, topic: str, partition: int, messages: int, batch: in
         p.flush()
         seconds = time.perf_counter() - t0
         window.end()
-    except WireError as e:  # ProduceError (a refused set) or BrokerUnavailableError
+    except ClientError as e:  # ProduceError (a refused set) or BrokerUnavailableError
         errors.append(f"{type(e).__name__}: {e}")
         seconds = seconds or time.perf_counter() - t0
     finally:

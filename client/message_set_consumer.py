@@ -25,9 +25,15 @@ from typing import NamedTuple
 
 import crc32c
 
-from ferry.client.errors import ClientError
+from ferry.client.errors import (  # noqa: F401 - FetchError and the others are this module's public errors
+    BrokerUnavailableError,
+    ClientError,
+    CorruptMessageSetError,
+    FetchError,
+    KafkaResponseError,
+    OffsetOutOfRangeError,
+)
 from ferry.client.message_set_producer import connect_cluster, partition_leader
-from ferry.client.wire_client import BrokerUnavailableError, KafkaResponseError
 from ferry.wire.protocol.errors import ErrorCode
 from ferry.wire.record.record_batch import (
     ATTRIBUTES_POS,
@@ -62,25 +68,6 @@ class Record(NamedTuple):
     timestamp: int
     key: bytes | None
     value: bytes | None
-
-
-class FetchError(KafkaResponseError, ClientError):
-    """The broker answered the fetch with an error code (``code``, ``error_name``)."""
-
-
-class OffsetOutOfRangeError(FetchError):
-    """The fetch offset is below the log start or beyond the log end (``log_start``, ``log_end``)."""
-
-    def __init__(self, what: str, log_start: int | None, log_end: int | None) -> None:
-        super().__init__(ErrorCode.OFFSET_OUT_OF_RANGE, what)
-        self.log_start, self.log_end = log_start, log_end
-
-
-class CorruptMessageSetError(FetchError):
-    """A fetched batch whose bytes do not match its CRC-32C, or that does not parse."""
-
-    def __init__(self, what: str) -> None:
-        super().__init__(ErrorCode.CORRUPT_MESSAGE, what)
 
 
 def walk_batches(data: bytes, check_crcs: bool) -> tuple[int, int, int]:

@@ -26,14 +26,16 @@ from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
 from ferry.client.bootstrap import discover
-from ferry.client.errors import ClientError, UnknownTopicError
-from ferry.client.raw_responses import parse_produce
-from ferry.client.wire_client import (
-    LEADERSHIP_ERRORS,
+from ferry.client.errors import (
     BrokerUnavailableError,
-    KafkaResponseError,
-    WireClient,
+    ClientError,
+    ProduceError,
+    UnknownPartitionError,
+    UnknownTopicError,
+    for_code,
 )
+from ferry.client.raw_responses import parse_produce
+from ferry.client.wire_client import LEADERSHIP_ERRORS, WireClient
 from ferry.wire.protocol.errors import ErrorCode
 from ferry.wire.record.message_set_builder import MessageSetBuilder
 from ferry.wire.record.record_batch import BATCH_HEADER_SIZE, CURRENT_MAGIC, MAGIC_POS
@@ -52,20 +54,6 @@ class Ack(NamedTuple):
     topic: str
     partition: int
     base_offset: int
-
-
-class UnknownPartitionError(UnknownTopicError):
-    """The topic exists but has no such partition."""
-
-
-class ProduceError(KafkaResponseError, ClientError):
-    """The broker refused a message set (nothing of it was written): ``code``, ``error_name``, ``broker_message``."""
-
-    def __init__(self, code: int, topic: str, partition: int, seq: int, broker_message: str | None) -> None:
-        super().__init__(code, f"message set #{seq} to {topic}[{partition}] refused")
-        self.topic, self.partition, self.seq, self.broker_message = topic, partition, seq, broker_message
-        if broker_message:
-            self.args = (f"{self.args[0]}: {broker_message}",)
 
 
 def _string(s: str) -> bytes:
@@ -117,7 +105,7 @@ def _fresh_leader(cluster: WireClient, topic: str, partition: int) -> tuple[int,
     if t.error_code == ErrorCode.LEADER_NOT_AVAILABLE:
         raise BrokerUnavailableError(f"{topic}[{partition}] has no leader right now")
     if t.error_code != ErrorCode.NONE:
-        raise KafkaResponseError(t.error_code, f"metadata for topic {topic!r}")
+        raise for_code(t.error_code, f"metadata for topic {topic!r}")
     if not any(p.partition == partition for p in t.partitions):
         raise UnknownPartitionError(f"topic {topic!r} has partitions 0..{len(t.partitions) - 1}, "
                                     f"not {partition}")

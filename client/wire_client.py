@@ -20,6 +20,7 @@ import threading
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 
+from ferry.client.errors import BrokerUnavailableError, ClientError, for_code
 from ferry.client.raw_requests import (
     Buffers,
     init_producer_id_request,
@@ -33,7 +34,7 @@ from ferry.client.raw_responses import (
     parse_list_offsets,
     parse_metadata,
 )
-from ferry.wire.protocol.errors import ErrorCode, error_name
+from ferry.wire.protocol.errors import ErrorCode
 from ferry.wire.protocol.list_offsets import PartitionOffsetResult
 
 log = logging.getLogger(__name__)
@@ -48,23 +49,6 @@ LEADERSHIP_ERRORS = frozenset({
     ErrorCode.FENCED_LEADER_EPOCH, ErrorCode.UNKNOWN_LEADER_EPOCH, ErrorCode.BROKER_NOT_AVAILABLE,
     ErrorCode.REPLICA_NOT_AVAILABLE,
 })
-
-
-class WireError(Exception):
-    """Base class of the wire client's errors."""
-
-
-class BrokerUnavailableError(WireError, ConnectionError):
-    """No connection to a broker (refused, reset, timed out) or no broker known for a partition."""
-
-
-class KafkaResponseError(WireError):
-    """A broker answered with an error code."""
-
-    def __init__(self, code: int, what: str) -> None:
-        self.error_name = error_name(code)
-        super().__init__(f"{what}: error {code} ({self.error_name})")
-        self.code = code
 
 
 def parse_bootstrap(bootstrap: str) -> list[tuple[str, int]]:
@@ -143,7 +127,7 @@ class BrokerConnection:
     def receive(self, timeout_s: float | None = None) -> memoryview:
         """The body of the answer to the oldest outstanding request (after its correlation id)."""
         if not self._pending or self._sock is None:
-            raise WireError(f"no request outstanding on broker {self.node_id}")
+            raise ClientError(f"no request outstanding on broker {self.node_id}")
         sock = self._sock
         try:
             if timeout_s is not None:
@@ -166,7 +150,7 @@ class BrokerConnection:
     def request(self, api_key: int, api_version: int, body: Buffers) -> memoryview:
         """Send and wait for the answer (nothing else may be outstanding)."""
         if self._pending:
-            raise WireError(f"broker {self.node_id}: {len(self._pending)} requests still outstanding")
+            raise ClientError(f"broker {self.node_id}: {len(self._pending)} requests still outstanding")
         self.send(api_key, api_version, body)
         return self.receive()
 
@@ -268,7 +252,7 @@ class WireClient:
                         body = conn.request(*metadata_request(topics))
                     finally:
                         conn.close()
-            except WireError as e:
+            except ClientError as e:
                 errors.append(str(e))
                 if node_id is not None:
                     self.close_connection(node_id)
@@ -327,7 +311,7 @@ class WireClient:
         for node, topics in by_leader.items():
             try:
                 body = self.connection(node).request(*list_offsets_request(topics.items()))
-            except WireError:
+            except ClientError:
                 self.close_connection(node)
                 for topic, parts in topics.items():
                     for partition, _ in parts:
@@ -348,12 +332,12 @@ class WireClient:
         for node_id in list(self.brokers):
             try:
                 res = parse_init_producer_id(self.connection(node_id).request(*init_producer_id_request()))
-            except WireError as e:
+            except ClientError as e:
                 self.close_connection(node_id)
                 errors.append(str(e))
                 continue
             if res.error_code != ErrorCode.NONE:
-                errors.append(str(KafkaResponseError(res.error_code, f"InitProducerId on broker {node_id}")))
+                errors.append(str(for_code(res.error_code, f"InitProducerId on broker {node_id}")))
                 continue
             return res.producer_id, res.producer_epoch
         raise BrokerUnavailableError("no broker handed out a producer id: " + "; ".join(errors))

@@ -26,9 +26,10 @@ import time
 from collections.abc import Callable
 from concurrent.futures import Future
 
+from ferry.client.errors import ClientError
 from ferry.client.raw_requests import fetch_request, produce_request
 from ferry.client.raw_responses import parse_fetch, parse_produce
-from ferry.client.wire_client import LEADERSHIP_ERRORS, WireClient, WireError
+from ferry.client.wire_client import LEADERSHIP_ERRORS, WireClient
 from ferry.mirror.audit_tally import BatchWalkError, CountFn, tally_batches
 from ferry.mirror.batch_rewrite import CorruptBatchError, forward_batches, next_sequence, restamp
 from ferry.mirror.metrics import MirrorMetrics
@@ -302,7 +303,7 @@ class MirrorStream(threading.Thread):
             return False
         try:
             self.producer_id, self.producer_epoch = self.target.init_producer_id()
-        except WireError as e:
+        except ClientError as e:
             self._pid_failures += 1
             self._pid_retry_at = now + backoff(self._pid_failures)
             self.metrics.error("init_producer_id")
@@ -320,7 +321,7 @@ class MirrorStream(threading.Thread):
         old = self.producer_id
         try:
             pid, epoch = self.target.init_producer_id()
-        except WireError as e:
+        except ClientError as e:
             log.warning("mirror stream %d: cannot get a new producer id yet (%s)", self.index, e)
             self.metrics.error("init_producer_id")
             self._pid_failures += 1
@@ -361,7 +362,7 @@ class MirrorStream(threading.Thread):
         try:
             client.refresh_metadata(topics)
             return False, now + METADATA_MIN_INTERVAL_S, 0
-        except WireError as e:
+        except ClientError as e:
             failures += 1
             self.metrics.error(f"{which}_metadata")
             if failures in (1, 10) or failures % 100 == 0:
@@ -410,7 +411,7 @@ class MirrorStream(threading.Thread):
             try:
                 conn = self.source.connection(node)
                 conn.send(*fetch_request(req, wait_ms, 1, FETCH_RESPONSE_MAX_BYTES))
-            except WireError as e:
+            except ClientError as e:
                 self._fetch_connection_failed(node, topics, e)
                 continue
             sent.append((node, conn, topics))
@@ -434,7 +435,7 @@ class MirrorStream(threading.Thread):
             try:
                 body = conn.receive(timeout_s=self.source.timeout_s + self.fetch_wait_ms / 1000)
                 resp = parse_fetch(body)
-            except (WireError, ProtocolError) as e:
+            except (ClientError, ProtocolError) as e:
                 self._fetch_connection_failed(node, topics, e)
                 continue
             by_tp = {(t, r.partition): r for t, results in resp.topics.items() for r in results}
@@ -584,7 +585,7 @@ class MirrorStream(threading.Thread):
         for node, requests in plan.items():
             try:
                 conn = self.target.connection(node)
-            except WireError as e:
+            except ClientError as e:
                 self._produce_connection_failed(node, [], [s for req in requests for s in req], e)
                 continue
             ok: list[list[Slot]] = []
@@ -594,7 +595,7 @@ class MirrorStream(threading.Thread):
                     by_topic.setdefault(pm.topic, []).append((pm.partition, [b.view() for b in batches]))
                 try:
                     conn.send(*produce_request(by_topic.items(), -1, int(self.target.timeout_s * 750)))
-                except WireError as e:
+                except ClientError as e:
                     # the connection is gone with everything sent on it: those outcomes are unknown
                     self._produce_connection_failed(node, [s for r in ok for s in r] + list(req),
                                                     [s for r in requests[i + 1:] for s in r], e)
@@ -626,7 +627,7 @@ class MirrorStream(threading.Thread):
             for i, req in enumerate(requests):
                 try:
                     results = parse_produce(conn.receive())
-                except (WireError, ProtocolError) as e:
+                except (ClientError, ProtocolError) as e:
                     self._produce_connection_failed(node, [s for r in requests[i:] for s in r], [], e)
                     break
                 by_tp = {(t, r.partition): r for t, rs in results.items() for r in rs}

@@ -32,7 +32,7 @@ from ferry.wire.record.compression import PRODUCER
 from ferry.wire.record.errors import (
     CorruptRecordError,
     InvalidRecordError,
-    OffsetOutOfRangeError,
+    LogOffsetOutOfRangeError,
     RecordTooLargeError,
     StorageError,
 )
@@ -360,11 +360,11 @@ class Log:
     def read(self, offset: int, max_bytes: int, upper_bound: int | None = None) -> FetchSlice | None:
         """Whole batches from the one containing ``offset``, ending before ``upper_bound``
         (default: the high watermark), at most ``max_bytes`` unless the first batch alone is
-        larger. None when there is nothing to read yet. OffsetOutOfRangeError outside
+        larger. None when there is nothing to read yet. LogOffsetOutOfRangeError outside
         [log_start_offset, log_end_offset]."""
         with self._lock:
             if offset < self.log_start_offset or offset > self.log_end_offset:
-                raise OffsetOutOfRangeError(
+                raise LogOffsetOutOfRangeError(
                     f"offset {offset} is out of range [{self.log_start_offset}, {self.log_end_offset}] of {self.name}"
                 )
             bound = self.high_watermark if upper_bound is None else min(upper_bound, self.log_end_offset)

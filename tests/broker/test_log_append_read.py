@@ -12,7 +12,7 @@ from ferry.wire.log_config import LogConfig
 from ferry.wire.record.errors import (
     CorruptRecordError,
     InvalidRecordError,
-    OffsetOutOfRangeError,
+    LogOffsetOutOfRangeError,
     RecordTooLargeError,
 )
 from tests.wire.storage_batches import CODECS, build_batch, decode
@@ -183,11 +183,11 @@ def test_read_bounds(tmp_path: Path) -> None:
     assert fs is not None and [b.base_offset for b, _ in decode(fs.read_bytes())] == [0, 4]
     fs = log.read(0, 1 << 20, upper_bound=24)
     assert fs is not None and [b.next_offset for b, _ in decode(fs.read_bytes())][-1] == 24
-    with pytest.raises(OffsetOutOfRangeError):
+    with pytest.raises(LogOffsetOutOfRangeError):
         log.read(25, 1 << 20)
-    with pytest.raises(OffsetOutOfRangeError):
+    with pytest.raises(LogOffsetOutOfRangeError):
         log.read(-1, 1 << 20)
-    assert OffsetOutOfRangeError.kafka_error_code == 1
+    assert LogOffsetOutOfRangeError.kafka_error_code == 1
     log.close()
 
 

@@ -10,7 +10,7 @@ import pytest
 
 from ferry.broker.log.log import Log
 from ferry.wire.log_config import LogConfig
-from ferry.wire.record.errors import OffsetOutOfRangeError
+from ferry.wire.record.errors import LogOffsetOutOfRangeError
 from tests.wire.storage_batches import build_batch, decode
 
 HOUR = 3600 * 1000
@@ -40,7 +40,7 @@ def test_retention_by_time(tmp_path: Path) -> None:
     # whole segments: the files are gone, the rest untouched
     names = sorted(p.name for p in (tmp_path / "t-0").glob("*.log"))
     assert names == [s.log_path.name for s in remaining]
-    with pytest.raises(OffsetOutOfRangeError):
+    with pytest.raises(LogOffsetOutOfRangeError):
         log.read(log.log_start_offset - 1, 1 << 20)
     fs = log.read(log.log_start_offset, 1 << 20)
     assert fs is not None and fs.first_offset == log.log_start_offset

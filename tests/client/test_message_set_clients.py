@@ -11,7 +11,7 @@ from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka import Producer as CkProducer
 
 from ferry.client import MessageSetConsumer, MessageSetProducer
-from ferry.client.errors import UnknownTopicError
+from ferry.client.errors import BrokerUnavailableError, ProduceError, UnknownPartitionError, UnknownTopicError
 from ferry.client.message_set_consumer import (
     CorruptMessageSetError,
     FetchError,
@@ -19,8 +19,7 @@ from ferry.client.message_set_consumer import (
     Record,
     walk_batches,
 )
-from ferry.client.message_set_producer import ProduceError, UnknownPartitionError
-from ferry.client.wire_client import BrokerUnavailableError, WireClient
+from ferry.client.wire_client import WireClient
 from ferry.wire.record.message_set_builder import MessageSetBuilder
 from tests.client.conftest import create_topic
 from tests.client.group_helpers import wait_until

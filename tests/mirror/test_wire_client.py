@@ -7,9 +7,10 @@ from kafka.record import MemoryRecords
 from mirror_batches import build_batch, records
 from mirror_harness import wait_partitions
 
+from ferry.client.errors import BrokerUnavailableError
 from ferry.client.raw_requests import fetch_request, produce_request
 from ferry.client.raw_responses import parse_fetch, parse_produce
-from ferry.client.wire_client import BrokerUnavailableError, WireClient, parse_bootstrap
+from ferry.client.wire_client import WireClient, parse_bootstrap
 from ferry.mirror.batch_rewrite import forward_batches
 from ferry.wire.protocol.errors import ErrorCode
 from ferry.wire.protocol.fetch import FetchPartition

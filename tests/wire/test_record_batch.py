@@ -148,7 +148,7 @@ def test_assign_offsets_in_place() -> None:
 
 def test_error_codes() -> None:
     assert {cls.__name__: cls.kafka_error_code for cls in (
-        errors.OffsetOutOfRangeError, errors.OutOfOrderSequenceError, errors.DuplicateSequenceError,
+        errors.LogOffsetOutOfRangeError, errors.OutOfOrderSequenceError, errors.DuplicateSequenceError,
         errors.InvalidProducerEpochError)} == {
-        "OffsetOutOfRangeError": 1, "OutOfOrderSequenceError": 45, "DuplicateSequenceError": 46,
+        "LogOffsetOutOfRangeError": 1, "OutOfOrderSequenceError": 45, "DuplicateSequenceError": 46,
         "InvalidProducerEpochError": 47}

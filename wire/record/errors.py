@@ -13,7 +13,7 @@ class StorageError(Exception):
     kafka_error_code: int = -1  # UNKNOWN_SERVER_ERROR
 
 
-class OffsetOutOfRangeError(StorageError):
+class LogOffsetOutOfRangeError(StorageError):
     """A fetch asked for an offset below the log start or above the log end."""
 
     kafka_error_code = 1  # OFFSET_OUT_OF_RANGE
