@@ -9,11 +9,15 @@ broker must outlive a ZooKeeper restart.
 from __future__ import annotations
 
 from kazoo.client import KazooClient
+from kazoo.exceptions import ConnectionLoss, SessionExpiredError
 from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.retry import KazooRetry
 
 from ferry.zk.errors import RegistryError
 from ferry.zk.zk_connect import ZkConnect
+
+# errors after which a ZooKeeper operation may be retried once the session is back
+TRANSIENT_ERRORS = (ConnectionLoss, SessionExpiredError)
 
 
 def _retry_policy(max_tries: int) -> KazooRetry:

@@ -1,0 +1,189 @@
+"""The fetching half of a mirror stream: which partitions to fetch from which live broker, and what to do with each answer."""
+
+from __future__ import annotations
+
+import time
+
+from ferry.client.errors import ClientError
+from ferry.client.raw_requests import fetch_request
+from ferry.client.raw_responses import parse_fetch
+from ferry.client.wire_client import LEADERSHIP_ERRORS
+from ferry.mirror.batch_rewrite import CorruptBatchError, forward_batches, next_sequence
+from ferry.mirror.mirror_limits import (
+    FETCH_RESPONSE_MAX_BYTES,
+    MAX_PENDING_BYTES,
+    MAX_STREAM_PENDING_BYTES,
+    _name,
+    log,
+)
+from ferry.mirror.partition_mirror import (
+    MAX_FETCH_BYTES,
+    PartitionMirror,
+    PendingBatch,
+)
+from ferry.wire.protocol.errors import ErrorCode
+from ferry.wire.protocol.fetch import FetchPartition
+from ferry.wire.protocol.list_offsets import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
+from ferry.wire.protocol.primitives import ProtocolError
+
+
+class MirrorFetching:
+    """The fetching half of a mirror stream: which partitions to fetch from which live broker, and what to do with each answer (a part of MirrorStream)."""
+
+    def _fetch_wait(self, now: float) -> int:
+        """Long-poll, but not past the moment a backed-off produce retry is due."""
+        retry = [pm.produce_retry_at for pm in self.partitions.values() if pm.unacked(1)]
+        if not retry:
+            return self.fetch_wait_ms
+        return int(max(0.0, min(self.fetch_wait_ms / 1000, min(retry) - now)) * 1000)
+
+    # ------------------------------------------------------------------ fetch
+    def _plan_fetches(self, now: float) -> dict[int, dict[str, list[PartitionMirror]]]:
+        plan: dict[int, dict[str, list[PartitionMirror]]] = {}
+        if sum(pm.pending_size for pm in self.partitions.values()) >= MAX_STREAM_PENDING_BYTES:
+            return plan  # the offline side is behind: produce what we hold first
+        for pm in self.partitions.values():
+            if pm.fetch_retry_at > now or pm.pending_size >= MAX_PENDING_BYTES:
+                continue
+            if pm.fetch_offset is None and not self._resolve_start(pm, now):
+                continue
+            leader = self.source.leaders.get(pm.tp)
+            if leader is None:
+                self._source_stale = True
+                pm.fetch_failed(now)
+                continue
+            plan.setdefault(leader, {}).setdefault(pm.topic, []).append(pm)
+        return plan
+
+    def _resolve_start(self, pm: PartitionMirror, now: float) -> bool:
+        """No committed offset: start at the live log start (mirror everything retained)."""
+        res = self.source.list_offsets({pm.tp: EARLIEST_TIMESTAMP}).get(pm.tp)
+        if res is None or res.error_code != ErrorCode.NONE or res.offset < 0:
+            self._source_stale = True
+            pm.fetch_failed(now)
+            return False
+        pm.fetch_offset = res.offset
+        log.info("%s-%d: no committed offset; starting at the live log start %d", pm.topic, pm.partition,
+                 res.offset)
+        return True
+
+    def _send_fetches(self, plan: dict[int, dict[str, list[PartitionMirror]]], wait_ms: int) -> list:
+        sent = []
+        for node, topics in plan.items():
+            req = [(t, [FetchPartition(pm.partition, pm.fetch_offset, pm.fetch_bytes) for pm in pms])
+                   for t, pms in topics.items()]
+            for pms in topics.values():
+                for pm in pms:
+                    pm.fetch_sent_offset = pm.fetch_offset
+            try:
+                conn = self.source.connection(node)
+                conn.send(*fetch_request(req, wait_ms, 1, FETCH_RESPONSE_MAX_BYTES))
+            except ClientError as e:
+                self._fetch_connection_failed(node, topics, e)
+                continue
+            sent.append((node, conn, topics))
+        return sent
+
+    def _fetch_connection_failed(self, node: int, topics: dict[str, list[PartitionMirror]], err: Exception) -> None:
+        now = time.monotonic()
+        self.source.close_connection(node)
+        self._source_stale = True
+        self.metrics.error("fetch")
+        pms = [pm for group in topics.values() for pm in group]
+        for pm in pms:
+            pm.fetch_failed(now)
+        n = pms[0].fetch_failures if pms else 0
+        if n in (1, 10) or n % 100 == 0:
+            log.warning("fetch from live broker %d failed (%d times in a row, %d partitions): %s", node, n,
+                        len(pms), err)
+
+    def _receive_fetches(self, sent: list) -> None:
+        for node, conn, topics in sent:
+            try:
+                body = conn.receive(timeout_s=self.source.timeout_s + self.fetch_wait_ms / 1000)
+                resp = parse_fetch(body)
+            except (ClientError, ProtocolError) as e:
+                self._fetch_connection_failed(node, topics, e)
+                continue
+            by_tp = {(t, r.partition): r for t, results in resp.topics.items() for r in results}
+            now = time.monotonic()
+            for t, pms in topics.items():
+                for pm in pms:
+                    res = by_tp.get((t, pm.partition))
+                    if res is None:
+                        pm.fetch_failed(now)
+                        continue
+                    self._handle_fetch_result(pm, res, now)
+
+    def _handle_fetch_result(self, pm: PartitionMirror, res, now: float) -> None:
+        if pm.fetch_sent_offset != pm.fetch_offset:
+            return  # the partition was rewound while this fetch was out (a split): fetched again next round
+        err = res.error_code
+        if err == ErrorCode.NONE:
+            if res.high_watermark >= 0:
+                pm.high_watermark = res.high_watermark
+            records = res.records
+            if records is not None and len(records):
+                self._accept_records(pm, records, now)
+            else:
+                pm.fetch_failures = 0
+            return
+        if err == ErrorCode.OFFSET_OUT_OF_RANGE:
+            self._offset_out_of_range(pm, now)
+            return
+        self.metrics.error("fetch")
+        if err in LEADERSHIP_ERRORS:
+            self._source_stale = True
+        pm.fetch_failed(now)
+        if pm.fetch_failures in (1, 10) or pm.fetch_failures % 100 == 0:
+            log.warning("fetch %s-%d at %s: %s (attempt %d, retrying)", pm.topic, pm.partition, pm.fetch_offset,
+                        _name(err), pm.fetch_failures)
+
+    def _accept_records(self, pm: PartitionMirror, records: memoryview, now: float) -> None:
+        assert self.producer_id is not None and pm.fetch_offset is not None
+        seq = self.sequences.get(pm.tp, 0)
+        try:
+            fw = forward_batches(records, pm.fetch_offset, self.producer_id, self.producer_epoch, seq,
+                                 self.coalesce_limits.get(pm.tp, self.coalesce_bytes))
+        except CorruptBatchError as e:
+            self.metrics.error("corrupt_batch")
+            pm.fetch_failed(now)
+            log.error("%s-%d: corrupt batch fetched from the live cluster at offset %d (%s); re-fetching, "
+                      "nothing is skipped", pm.topic, pm.partition, e.offset, e)
+            return
+        for (start, size), h, resume, end, coalesced in zip(fw.spans, fw.headers, fw.resume_offsets,
+                                                            fw.end_offsets, fw.coalesced, strict=True):
+            pm.add_pending(PendingBatch(fw.records, start, size, h, resume, seq, end_offset=end,
+                                        coalesced=coalesced))
+            seq = next_sequence(seq, h)
+        self.sequences[pm.tp] = fw.next_sequence
+        if fw.empty and fw.truncated and fw.next_offset == pm.fetch_offset:
+            pm.fetch_bytes = min(pm.fetch_bytes * 2, MAX_FETCH_BYTES)  # one batch bigger than we asked for
+        pm.fetch_offset = fw.next_offset
+        pm.fetch_failures = 0
+
+    def _offset_out_of_range(self, pm: PartitionMirror, now: float) -> None:
+        got = self.source.list_offsets({pm.tp: EARLIEST_TIMESTAMP})
+        latest = self.source.list_offsets({pm.tp: LATEST_TIMESTAMP})
+        e, lt = got.get(pm.tp), latest.get(pm.tp)
+        if e is None or lt is None or e.error_code or lt.error_code:
+            self._source_stale = True
+            pm.fetch_failed(now)
+            return
+        offset = pm.fetch_offset if pm.fetch_offset is not None else -1
+        if offset < e.offset:
+            lost = e.offset - offset
+            self.metrics.data_lost.labels(pm.topic).inc(lost)
+            log.error("DATA LOST: %s-%d: live log now starts at %d but the mirror had only reached %d; %d "
+                      "messages were deleted by retention before they were mirrored. Continuing from %d.",
+                      pm.topic, pm.partition, e.offset, offset, lost, e.offset)
+        elif offset > lt.offset:
+            self.metrics.offset_resets.labels(pm.topic).inc()
+            log.error("%s-%d: offset %d is past the live log end %d (topic re-created or log truncated); "
+                      "restarting from the log start %d (duplicates possible, no loss)", pm.topic, pm.partition,
+                      offset, lt.offset, e.offset)
+        else:
+            pm.fetch_failed(now)  # raced with retention or a restart: just ask again
+            return
+        pm.fetch_offset = e.offset
+        pm.fetch_failures = 0

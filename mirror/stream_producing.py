@@ -1,0 +1,236 @@
+"""The producing half of a mirror stream: batches into produce requests to the offline leaders, and each answer's consequences (retry, split, tally)."""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from ferry.client.errors import ClientError
+from ferry.client.raw_requests import produce_request
+from ferry.client.raw_responses import parse_produce
+from ferry.client.wire_client import LEADERSHIP_ERRORS
+from ferry.mirror.audit_tally import BatchWalkError, tally_batches
+from ferry.mirror.mirror_limits import (
+    FATAL_LOOKING,
+    MAX_IN_FLIGHT,
+    MAX_PARTITION_PRODUCE_BYTES,
+    MAX_PRODUCE_REQUEST_BYTES,
+    MIN_COALESCE_BYTES,
+    PRODUCER_STATE_ERRORS,
+    TOO_LARGE_ERRORS,
+    UNKNOWN_OUTCOME_ERRORS,
+    Slot,
+    _name,
+    log,
+)
+from ferry.mirror.partition_mirror import (
+    PartitionMirror,
+    PendingBatch,
+    TopicPartition,
+)
+from ferry.wire.protocol.errors import ErrorCode
+from ferry.wire.protocol.primitives import ProtocolError
+
+
+class MirrorProducing:
+    """The producing half of a mirror stream: batches into produce requests to the offline leaders, and each answer's consequences (retry, split, tally) (a part of MirrorStream)."""
+
+    # ------------------------------------------------------------------ produce
+    def _plan_produces(self, now: float) -> dict[int, list[list[Slot]]]:
+        """Per offline leader, the produce requests to send in order.
+
+        A partition has at most MAX_IN_FLIGHT batches in flight: the offline broker remembers that many
+        per producer, so any retry is recognised. They normally travel together in one request (one
+        append, one fsync). The broker's dedupe treats a whole payload as a duplicate if one of its
+        batches is, so batches whose earlier attempt has an unknown outcome are resent one per request
+        (request j holds the j-th of them): a partly written earlier attempt is then completed exactly.
+        """
+        if self._needs_new_pid:
+            return {}
+        per_node: dict[int, list[list[Slot]]] = {}
+        for pm in self.partitions.values():
+            if pm.produce_retry_at > now:
+                continue
+            batches = pm.unacked(MAX_IN_FLIGHT)
+            if not batches:
+                continue
+            leader = self.target.leaders.get(pm.tp)
+            if leader is None:
+                self._target_stale = True
+                if pm.produce_failures in (0, 9):
+                    log.info("%s-%d: no leader in the offline cluster yet (topic being created?)", pm.topic,
+                             pm.partition)
+                pm.produce_failed(now)
+                continue
+            if any(b.uncertain for b in batches):
+                slots = [(pm, [b]) for b in batches]
+            else:
+                slots, group, size = [], [], 0
+                for b in batches:
+                    if group and size + b.size > MAX_PARTITION_PRODUCE_BYTES:
+                        slots.append((pm, group))
+                        group, size = [], 0
+                    group.append(b)
+                    size += b.size
+                slots.append((pm, group))
+            per_node.setdefault(leader, []).append(slots)
+        plan: dict[int, list[list[Slot]]] = {}
+        for node, per_partition in per_node.items():
+            requests: list[list[Slot]] = []
+            for j in range(MAX_IN_FLIGHT):
+                current: list[Slot] = []
+                size = 0
+                for slots in per_partition:
+                    if j < len(slots):
+                        slot = slots[j]
+                        slot_size = sum(b.size for b in slot[1])
+                        if current and size + slot_size > MAX_PRODUCE_REQUEST_BYTES:
+                            requests.append(current)
+                            current, size = [], 0
+                        current.append(slot)
+                        size += slot_size
+                if current:
+                    requests.append(current)
+            plan[node] = requests
+        return plan
+
+    def _send_produces(self, plan: dict[int, list[list[Slot]]]) -> list:
+        sent = []
+        for node, requests in plan.items():
+            try:
+                conn = self.target.connection(node)
+            except ClientError as e:
+                self._produce_connection_failed(node, [], [s for req in requests for s in req], e)
+                continue
+            ok: list[list[Slot]] = []
+            for i, req in enumerate(requests):
+                by_topic: dict[str, list[tuple[int, list[memoryview]]]] = {}
+                for pm, batches in req:
+                    by_topic.setdefault(pm.topic, []).append((pm.partition, [b.view() for b in batches]))
+                try:
+                    conn.send(*produce_request(by_topic.items(), -1, int(self.target.timeout_s * 750)))
+                except ClientError as e:
+                    # the connection is gone with everything sent on it: those outcomes are unknown
+                    self._produce_connection_failed(node, [s for r in ok for s in r] + list(req),
+                                                    [s for r in requests[i + 1:] for s in r], e)
+                    ok = []
+                    break
+                ok.append(req)
+            if ok:
+                sent.append((node, conn, ok))
+        return sent
+
+    def _produce_connection_failed(self, node: int, unknown: list[Slot], unsent: list[Slot],
+                                   err: Exception) -> None:
+        now = time.monotonic()
+        self.target.close_connection(node)
+        self._target_stale = True
+        self.metrics.error("produce")
+        for _pm, batches in unknown:
+            for b in batches:
+                b.uncertain = True
+        for pm in {id(pm): pm for pm, _ in unknown + unsent}.values():
+            pm.produce_failed(now)
+            if pm.produce_failures in (1, 10) or pm.produce_failures % 100 == 0:
+                log.warning("produce to offline broker %d failed (%d times in a row for %s-%d): %s", node,
+                            pm.produce_failures, pm.topic, pm.partition, err)
+
+    def _receive_produces(self, sent: list) -> None:
+        for node, conn, requests in sent:
+            failed_this_round: set[TopicPartition] = set()
+            for i, req in enumerate(requests):
+                try:
+                    results = parse_produce(conn.receive())
+                except (ClientError, ProtocolError) as e:
+                    self._produce_connection_failed(node, [s for r in requests[i:] for s in r], [], e)
+                    break
+                by_tp = {(t, r.partition): r for t, rs in results.items() for r in rs}
+                now = time.monotonic()
+                for pm, batches in req:
+                    res = by_tp.get(pm.tp)
+                    code = res.error_code if res is not None else ErrorCode.UNKNOWN_SERVER_ERROR
+                    if not self._handle_produce_result(pm, batches, code, res, pm.tp in failed_this_round, now):
+                        failed_this_round.add(pm.tp)
+        for pm in self.partitions.values():
+            pm.drop_acked_prefix()
+
+    def _handle_produce_result(self, pm: PartitionMirror, batches: list[PendingBatch], code: int, res,
+                               after_failure: bool, now: float) -> bool:
+        """Apply one partition's answer to the batches it carried; True if they are acknowledged."""
+        if code in (ErrorCode.NONE, ErrorCode.DUPLICATE_SEQUENCE_NUMBER):
+            pm.produce_failures = 0
+            for b in batches:
+                b.acked = True
+                self._tally(pm, b)
+                self.metrics.messages.labels(pm.topic).inc(b.header.records_count)
+                self.metrics.bytes.labels(pm.topic).inc(b.size)
+            return True
+        if code in UNKNOWN_OUTCOME_ERRORS:
+            for b in batches:
+                b.uncertain = True
+        if after_failure and code == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER:
+            return False  # an earlier request of this partition failed in this round: this one follows it
+        message = getattr(res, "error_message", None) or ""
+        if code in TOO_LARGE_ERRORS and self._split_refused(pm, batches, message):
+            return False
+        self.metrics.error("produce")
+        pm.produce_failed(now)
+        first = batches[0]
+        if code in PRODUCER_STATE_ERRORS:
+            self._needs_new_pid = True
+            log.warning("%s-%d: offline broker refused sequence %d (%s %s)", pm.topic, pm.partition,
+                        first.sequence, _name(code), message)
+            return False
+        if code in LEADERSHIP_ERRORS:
+            self._target_stale = True
+        level = logging.ERROR if code in FATAL_LOOKING else logging.WARNING
+        if pm.produce_failures in (1, 10) or pm.produce_failures % 100 == 0:
+            log.log(level, "produce %s-%d (source offset %d): %s %s (attempt %d, retrying; nothing is skipped)",
+                    pm.topic, pm.partition, first.header.base_offset, _name(code), message, pm.produce_failures)
+        return False
+
+    def _split_refused(self, pm: PartitionMirror, batches: list[PendingBatch], message: str) -> bool:
+        """The offline broker refused batches as too large: if one is coalesced, undo the coalescing.
+
+        A definite refusal wrote nothing, and nothing after it can have been written either (the broker
+        takes a producer's sequences only in order). So the refused batches and every later one are
+        dropped, the partition is fetched again from the first of them under its sequence, and its
+        sources are coalesced into batches at most half as big (down to not at all). This holds for a
+        batch whose earlier attempt had an unknown outcome too: the offline broker answers a retry of a
+        batch it wrote as a duplicate even when it would now be too large (Log.append), so a too-large
+        answer means not written. A batch that is too large on its own is not split (returns False:
+        logged at ERROR and retried like any refusal, never skipped).
+        """
+        if not any(b.coalesced for b in batches):
+            return False
+        first = batches[0]
+        dropped = pm.drop_from(first)
+        if not dropped:
+            return True  # a later request of this partition in the same round: already split
+        limit = self.coalesce_limits.get(pm.tp, self.coalesce_bytes)
+        new_limit = min(limit, max(b.size for b in batches if b.coalesced)) // 2
+        if new_limit < MIN_COALESCE_BYTES:
+            new_limit = 0
+        self.coalesce_limits[pm.tp] = new_limit
+        pm.fetch_offset = first.resume_offset
+        self.sequences[pm.tp] = first.sequence
+        pm.fetch_retry_at = 0.0
+        self.metrics.error("coalesced_too_large")
+        log.warning("%s-%d: the offline broker refused a coalesced batch of %d bytes as too large (%s); "
+                    "fetching again from offset %d and coalescing to at most %d bytes%s", pm.topic,
+                    pm.partition, max(b.size for b in batches), message or "MESSAGE_TOO_LARGE",
+                    first.resume_offset, new_limit, " (that is, not at all)" if new_limit == 0 else "")
+        return True
+
+    def _tally(self, pm: PartitionMirror, b: PendingBatch) -> None:
+        """Audit-count an acknowledged batch. Records that do not parse (the CRC was right, so the live
+        producer wrote them so) are counted in the bucket of the batch's first timestamp: the books
+        balance in total, and the batch is mirrored unchanged like any other."""
+        try:
+            tally_batches(self.count, pm.topic, b.buf, [(b.start, b.size)], [b.header])
+        except BatchWalkError as e:
+            self.metrics.error("audit_walk")
+            log.error("%s-%d: batch at source offset %d (%d records) does not parse (%s); mirrored unchanged, "
+                      "counted in the bucket of its first timestamp", pm.topic, pm.partition,
+                      b.header.base_offset, b.header.records_count, e)
+            self.count(pm.topic, b.header.base_timestamp, b.header.records_count)

@@ -1,0 +1,159 @@
+"""This broker's ephemeral registration under /brokers/ids, kept across session expiries."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import Any
+
+from kazoo.exceptions import (
+    BadVersionError,
+    NodeExistsError,
+    NoNodeError,
+)
+from kazoo.protocol.states import EventType
+
+from ferry.zk.errors import (
+    BrokerIdConflictError,
+)
+from ferry.zk.kazoo_client import TRANSIENT_ERRORS as _TRANSIENT
+from ferry.zk.znodes import (
+    BrokerInfo,
+    broker_path,
+)
+
+log = logging.getLogger("ferry.zk.cluster_registry")  # one logger for the registry's parts
+
+
+def _describe_node(broker_id: int, data: bytes) -> str:
+    try:
+        return BrokerInfo.decode(broker_id, data).address
+    except ValueError:
+        return "unreadable registration"
+
+
+
+class BrokerRegistration:
+    """This broker's ephemeral registration under /brokers/ids, kept across session expiries (a part of ClusterRegistry)."""
+
+    # ----------------------------------------------------------------- brokers
+    def register_broker(
+        self, broker_id: int, host: str, port: int, datacenter: str = "", wait_for_stale: float | None = None
+    ) -> BrokerInfo:
+        """Create the ephemeral ``/brokers/ids/<id>``; it is re-created after a session expiry.
+
+        A node left by a killed process with the same id disappears when that session times out;
+        we wait up to ``wait_for_stale`` seconds (default: the session timeout plus 2 s) for that
+        before giving up with BrokerIdConflictError.
+        """
+        if isinstance(broker_id, bool) or not isinstance(broker_id, int) or broker_id < 0:
+            raise ValueError(f"broker id must be a non-negative integer, not {broker_id!r}")
+        if not isinstance(port, int) or not 0 < port < 65536:
+            raise ValueError(f"broker port must be 1-65535, not {port!r}")
+        if not host:
+            raise ValueError("broker host must not be empty")
+        info = BrokerInfo(id=broker_id, host=host, port=port, datacenter=datacenter or "")
+        wait = self.timeout + 2.0 if wait_for_stale is None else wait_for_stale
+        with self._reg_lock:
+            self._create_broker_node(info, wait)
+            self._registration = info
+        log.info("registered broker %d at %s (datacenter %r) in %s", broker_id, info.address, datacenter, self.zk)
+        return info
+
+    def unregister_broker(self) -> None:
+        """Delete this broker's node (a clean shutdown says so before closing the session)."""
+        with self._reg_lock:
+            info, self._registration = self._registration, None
+            if info is None:
+                return
+            if not self.client.connected:
+                # A request would wait for a connection that may never come (ZooKeeper down): the node
+                # is ephemeral, so ZooKeeper removes it when the session expires.
+                log.warning("not connected to ZooKeeper: broker %d's registration goes when its session expires",
+                            info.id)
+                return
+            try:
+                _, stat = self.client.get(broker_path(info.id))
+                if stat.ephemeralOwner == self.client.client_id[0]:
+                    self.client.delete(broker_path(info.id), version=stat.version)
+            except (NoNodeError, BadVersionError):
+                pass
+
+    def brokers(self) -> dict[int, BrokerInfo]:
+        """The live brokers, by id."""
+        return self.client.retry(self._read_brokers, None)
+
+    def broker(self, broker_id: int) -> BrokerInfo | None:
+        try:
+            data, _ = self.client.get(broker_path(broker_id))
+        except NoNodeError:
+            return None
+        return BrokerInfo.decode(broker_id, data)
+
+    @property
+    def registration(self) -> BrokerInfo | None:
+        return self._registration
+
+    # ----------------------------------------------------------------- internals
+    def _create_broker_node(self, info: BrokerInfo, wait_for_stale: float) -> None:
+        client = self.client
+        path = broker_path(info.id)
+        data = info.encode()
+        deadline = time.monotonic() + wait_for_stale
+        while True:
+            try:
+                client.create(path, data, ephemeral=True, makepath=True)
+                break
+            except NodeExistsError:
+                pass
+            gone = threading.Event()
+            try:
+                old, stat = client.get(path, watch=lambda _event, gone=gone: gone.set())
+            except NoNodeError:
+                continue
+            if stat.ephemeralOwner == client.client_id[0]:  # ours already (a retried create)
+                if old != data:
+                    client.set(path, data)
+                break
+            remaining = deadline - time.monotonic()
+            if remaining <= 0 or self._stopping.is_set():
+                holder = _describe_node(info.id, old)
+                raise BrokerIdConflictError(
+                    f"broker id {info.id} is already registered by another live ZooKeeper session ({holder}); "
+                    f"is another broker running with --id {info.id}?"
+                )
+            log.warning("broker id %d is held by an older session; waiting up to %.0f s for it to expire",
+                        info.id, remaining)
+            gone.wait(min(remaining, 1.0))
+        # One-shot watch on our own node: a deletion (or change) wakes the keeper to check it.
+        client.exists(path, watch=self._on_own_node_event)
+
+    def _on_own_node_event(self, event: Any) -> None:
+        if event.type in (EventType.DELETED, EventType.CHANGED) and not self._stopping.is_set():
+            self._keeper_wake.set()
+
+    def _keep_session(self) -> None:
+        while not self._stopping.is_set():
+            if not self._keeper_wake.wait(timeout=1.0):
+                continue
+            self._keeper_wake.clear()
+            if self._stopping.is_set():
+                break
+            with self._reg_lock:
+                info = self._registration
+                if info is None:
+                    continue
+                try:
+                    self._session_lost = False
+                    self._create_broker_node(info, wait_for_stale=self.timeout + 2.0)
+                except _TRANSIENT:
+                    self._keeper_wake.set()  # retry when connected again
+                except BrokerIdConflictError as exc:
+                    log.error("%s; will keep trying", exc)
+                    self._keeper_wake.set()
+                except Exception:
+                    log.exception("re-registering broker %d failed; will retry", info.id)
+                    self._keeper_wake.set()
+            if self._keeper_wake.is_set():
+                self._stopping.wait(0.5)
