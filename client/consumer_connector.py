@@ -27,31 +27,30 @@ import time
 import uuid
 from collections.abc import Callable
 
-from kazoo.exceptions import KazooException, NodeExistsError, NoNodeError
-from kazoo.protocol.states import KazooState
-from kazoo.recipe.watchers import ChildrenWatch, DataWatch
+from kazoo.exceptions import KazooException
+from kazoo.recipe.watchers import ChildrenWatch
 
 from ferry.client import group_dirs as dirs
 from ferry.client.bootstrap import bootstrap_string, read_brokers
-from ferry.client.errors import ClientError, ConsumerRebalanceFailedError
+from ferry.client.errors import ClientError
 from ferry.client.fetcher import Fetcher
-from ferry.client.group_store import read_members, read_offset, write_offset
+from ferry.client.group_membership import GroupMembership
+from ferry.client.group_rebalance import GroupRebalance, TopicPartitionKey
+from ferry.client.group_store import write_offset
 from ferry.client.kafka_stream import KafkaStream
 from ferry.client.partition_topic_info import PartitionTopicInfo
-from ferry.client.range_assignor import range_for
-from ferry.client.round_robin_assignor import round_robin_share
 from ferry.client.subscription import STRATEGIES, Subscription
-from ferry.zk import TopicInfo, ZkConnect
+from ferry.zk import ZkConnect
 from ferry.zk import connect as zk_connect
-from ferry.zk.znodes import BROKER_IDS_PATH, BROKER_TOPICS_PATH, topic_path
+from ferry.zk.znodes import BROKER_IDS_PATH, BROKER_TOPICS_PATH
 
 log = logging.getLogger("ferry.consumer")
 
-TopicPartitionKey = tuple[str, int]
+
 RebalanceListener = Callable[[set[TopicPartitionKey]], None]
 
 
-class ConsumerConnector:
+class ConsumerConnector(GroupRebalance, GroupMembership):
     def __init__(self, group: str, zookeeper: str, *, consumer_id: str | None = None,
                  auto_offset_reset: str = "earliest", auto_commit: bool = True, auto_commit_interval_s: float = 5.0,
                  rebalance_backoff_s: float = 1.0, max_rebalance_retries: int = 10, zk_session_timeout_s: float = 6.0,
@@ -217,70 +216,6 @@ class ConsumerConnector:
         self._controller.start()
         self._first_rebalance.wait(wait_s)
 
-    def _register(self) -> None:
-        """Create our ephemeral registration; a node of a dead earlier session with our id is waited out."""
-        assert self._subscription is not None
-        path = dirs.id_path(self.group, self.consumer_id)
-        data = self._subscription.encode()
-        deadline = time.monotonic() + self.session_timeout_s + 2.0
-        while True:
-            try:
-                self._zk.create(path, data, ephemeral=True, makepath=True)
-                return
-            except NodeExistsError:
-                try:
-                    _, stat = self._zk.get(path)
-                except NoNodeError:
-                    continue
-                if stat.ephemeralOwner == self._session():
-                    self._zk.set(path, data)
-                    return
-                if time.monotonic() > deadline:
-                    raise ClientError(f"consumer id {self.consumer_id!r} is already registered in group "
-                                      f"{self.group!r} by another live session") from None
-                time.sleep(0.2)
-
-    def _delete_registration(self) -> None:
-        path = dirs.id_path(self.group, self.consumer_id)
-        try:
-            _, stat = self._zk.get(path)
-            if stat.ephemeralOwner == self._session():
-                self._zk.delete(path, version=stat.version)
-        except NoNodeError:
-            pass
-
-    # -- ZooKeeper events (kazoo's threads: set flags only, never block) -----------------------------------
-    def _on_change(self, *_args) -> bool | None:
-        if self._closed.is_set():
-            return False
-        self._request_rebalance()
-        return None
-
-    def _on_brokers_change(self, children) -> bool | None:
-        self._brokers_bootstrap = ""  # re-read lazily by the fetcher thread
-        return self._on_change(children)
-
-    def _on_topic_data(self, _data, _stat, _event=None) -> bool | None:
-        return self._on_change()
-
-    def _on_zk_state(self, state: str) -> None:
-        if state == KazooState.LOST:
-            self._session_lost = True
-            self._connected.clear()
-        elif state == KazooState.SUSPENDED:
-            self._suspended = True
-            self._connected.clear()
-        else:
-            self._connected.set()
-            if self._suspended:  # same session: resume through a rebalance (commit, release, claim, fetch)
-                self._suspended = False
-                self._rebalance_needed = True
-        self._wake.set()
-
-    def _request_rebalance(self) -> None:
-        self._rebalance_needed = True
-        self._wake.set()
-
     def _bootstrap(self) -> str:
         if not self._brokers_bootstrap:
             try:
@@ -326,211 +261,13 @@ class ConsumerConnector:
                 if not self._rebalance_needed:
                     self._first_rebalance.set()
 
-    def _pause(self) -> None:
-        """Cut off from ZooKeeper: our session may expire without us hearing of it, and then someone else
-        owns our partitions. Stop delivering until we are connected again (ownership is kept; the rebalance
-        after reconnecting commits what was taken, releases and claims again)."""
-        log.warning("%s: disconnected from ZooKeeper; pausing", self.consumer_id)
-        self._fetching = False
-        self._fetcher.stop_fetching()
-        with self._lock:
-            for info in self._owned.values():
-                info.valid = False
-            for s in self._all_streams():
-                s.clear()
 
-    def _recover_session(self) -> None:
-        """Our session expired: ZooKeeper dropped our registration and ownership, and others may already
-        own our partitions. Stop at once, without committing, then re-register and rebalance."""
-        log.warning("%s: ZooKeeper session expired; re-registering", self.consumer_id)
-        self._fetching = False
-        self._fetcher.stop_fetching()
-        with self._lock:
-            for info in self._owned.values():
-                info.valid = False
-            for s in self._all_streams():
-                s.clear()
-            self._owned = {}
-        while not self._connected.wait(0.5):
-            if self._closed.is_set():
-                return
-        with self._lock:
-            self._session_lost = False
-        self._register()
-        self._request_rebalance()
 
-    def _sync_rebalance(self) -> bool:
-        for attempt in range(1, self.max_rebalance_retries + 1):
-            if self._closed.is_set():
-                return True
-            try:
-                if self._rebalance_once():
-                    return True
-            except KazooException as exc:
-                log.warning("%s: rebalance attempt %d: ZooKeeper error %r", self.consumer_id, attempt, exc)
-            if self._session_lost:
-                return False
-            self._closed.wait(self.rebalance_backoff_s)
-        err = ConsumerRebalanceFailedError(
-            f"{self.consumer_id}: could not claim its partitions of group {self.group!r} after "
-            f"{self.max_rebalance_retries} attempts; retrying later")
-        log.error("%s", err)
-        return False
 
-    def _rebalance_once(self) -> bool:
-        target = self._compute_share()
-        with self._lock:
-            if set(target) == set(self._owned) and self._fetching:
-                return True
-        log.info("%s: rebalancing: %d -> %d partitions", self.consumer_id, len(self._owned), len(target))
-        self._fetching = False
-        self._fetcher.stop_fetching()
-        with self._lock:
-            self._release_all(commit=self.auto_commit)
-        claimed = self._claim(sorted(target))
-        if claimed is None:
-            return False
-        infos = [PartitionTopicInfo(t, p, target[(t, p)], read_offset(self._zk, self.group, t, p))
-                 for t, p in sorted(target)]
-        with self._lock:
-            if self._session_lost:
-                return False
-            self._owned = {(i.topic, i.partition): i for i in infos}
-            self.rebalances += 1
-            self._fetching = True
-        self._fetcher.start_fetching(infos)
-        log.info("%s owns %s", self.consumer_id, sorted(target))
-        return True
 
-    def _compute_share(self) -> dict[TopicPartitionKey, KafkaStream]:
-        """Algorithm 1's split, from a fresh read of the members and topics; maps each partition of our
-        share to the stream it feeds."""
-        sub = self._subscription
-        assert sub is not None
-        members = read_members(self._zk, self.group)
-        if self.consumer_id not in members:  # our registration is gone (expired session): come back
-            self._register()
-            members = read_members(self._zk, self.group)
-        share: list[TopicPartitionKey] = []
-        strategies = {s.strategy for s in members.values() if s is not None}
-        if strategies == {"roundrobin"}:
-            # dealt over every topic any member reads, so that all members deal the same cards
-            topic_partitions = self._topic_partitions(*(s for s in members.values() if s is not None))
-        else:
-            topic_partitions = self._topic_partitions(sub)
-        subscribers = {topic: [c for c, s in members.items() if s is not None and s.matches(topic)]
-                       for topic in topic_partitions}
-        if strategies == {"roundrobin"}:
-            share = round_robin_share(topic_partitions, subscribers, self.consumer_id)
-        else:
-            if len(strategies) > 1:
-                # Every member must divide the same way or partitions go unowned or contested: until all
-                # members agree on roundrobin (a rolling change), everyone uses Algorithm 1.
-                log.warning("%s: group %s mixes assignment strategies %s: using range until all agree",
-                            self.consumer_id, self.group, sorted(strategies))
-            for topic, partitions in sorted(topic_partitions.items()):
-                share.extend((topic, p) for p in range_for(partitions, subscribers[topic], self.consumer_id))
-        out: dict[TopicPartitionKey, KafkaStream] = {}
-        if sub.is_filter:
-            for i, key in enumerate(share):
-                out[key] = self._filter_streams[i % len(self._filter_streams)]
-        else:
-            per_topic: dict[str, int] = {}
-            for key in share:
-                i = per_topic.get(key[0], 0)
-                per_topic[key[0]] = i + 1
-                streams = self._topic_streams[key[0]]
-                out[key] = streams[i % len(streams)]
-        return out
 
-    def _topic_partitions(self, *subs: Subscription) -> dict[str, list[int]]:
-        """Partitions of every topic that one of ``subs`` matches."""
-        try:
-            names = self._zk.get_children(BROKER_TOPICS_PATH)
-        except NoNodeError:
-            names = []
-        out: dict[str, list[int]] = {}
-        for name in names:
-            if not any(sub.matches(name) for sub in subs):
-                continue
-            if name not in self._watched_topics:  # partitions added later trigger a rebalance too
-                self._watched_topics.add(name)
-                DataWatch(self._zk, topic_path(name), self._on_topic_data)
-            try:
-                data, _ = self._zk.get(topic_path(name))
-                out[name] = sorted(TopicInfo.decode(name, data).partitions)
-            except NoNodeError:
-                continue
-            except ValueError as exc:
-                log.warning("%s: topic %s has an unreadable registration (%s); skipped", self.consumer_id, name, exc)
-        return out
 
-    def _claim(self, keys: list[TopicPartitionKey]) -> list[TopicPartitionKey] | None:
-        """Claim all of ``keys`` or none: on a collision release what was claimed and return None."""
-        claimed: list[TopicPartitionKey] = []
-        me = self.consumer_id.encode()
-        for topic, partition in keys:
-            path = dirs.owner_path(self.group, topic, partition)
-            try:
-                self._zk.create(path, me, ephemeral=True, makepath=True)
-                claimed.append((topic, partition))
-                continue
-            except NodeExistsError:
-                pass
-            try:
-                data, stat = self._zk.get(path)
-            except NoNodeError:
-                data, stat = None, None
-            if data == me and stat is not None and stat.ephemeralOwner == self._session():
-                claimed.append((topic, partition))
-                continue
-            log.info("%s: %s/%d is still owned by %s; backing off", self.consumer_id, topic, partition,
-                     data.decode("utf-8", "replace") if data else "(gone)")
-            self._delete_owner_nodes(claimed)
-            return None
-        return claimed
 
-    def _release_all(self, commit: bool) -> None:
-        """Under the lock: invalidate what we own, drop queued chunks, commit, delete our owner nodes."""
-        owned = self._owned
-        for info in owned.values():
-            info.valid = False
-        for s in self._all_streams():
-            s.clear()
-        if owned and self.rebalance_listener is not None:
-            try:
-                self.rebalance_listener(set(owned))
-            except Exception:
-                log.exception("%s: rebalance listener failed", self.consumer_id)
-        if commit:
-            self._commit_infos(list(owned.values()))
-        self._delete_owner_nodes(list(owned))
-        self._owned = {}
 
-    def _commit_infos(self, infos: list[PartitionTopicInfo]) -> dict[TopicPartitionKey, int]:
-        done: dict[TopicPartitionKey, int] = {}
-        for info in infos:
-            off = info.consumed_offset
-            if off is not None and off >= 0 and off != info.committed_offset:
-                write_offset(self._zk, self.group, info.topic, info.partition, off)
-                info.committed_offset = off
-                done[(info.topic, info.partition)] = off
-        return done
 
-    def _session(self) -> int | None:
-        client_id = self._zk.client_id
-        return client_id[0] if client_id else None
 
-    def _delete_owner_nodes(self, keys: list[TopicPartitionKey]) -> None:
-        me = self.consumer_id.encode()
-        session = self._session()
-        if session is None:
-            return  # not connected: our ephemeral nodes go with the session anyway
-        for topic, partition in keys:
-            path = dirs.owner_path(self.group, topic, partition)
-            try:
-                data, stat = self._zk.get(path)
-                if data == me and stat.ephemeralOwner == session:
-                    self._zk.delete(path, version=stat.version)
-            except NoNodeError:
-                pass

@@ -33,7 +33,7 @@ from ferry.client.errors import (  # noqa: F401 - FetchError and the others are 
     KafkaResponseError,
     OffsetOutOfRangeError,
 )
-from ferry.client.message_set_producer import connect_cluster, partition_leader
+from ferry.client.leader_lookup import connect_cluster, partition_leader
 from ferry.wire.protocol.errors import ErrorCode
 from ferry.wire.record.record_batch import (
     ATTRIBUTES_POS,
