@@ -143,8 +143,7 @@ def test_no_import_circles() -> None:
 
 # Modules still waiting for their split by duty (issue 14); each entry goes when its module is split
 # (strict: a split module left on this list fails).
-TO_SPLIT = {"ferry.broker.log.log", "ferry.broker.log.log_segment", "ferry.broker.server.kafka_apis",
-            }
+TO_SPLIT: set[str] = set()
 
 
 @pytest.mark.parametrize("module", [

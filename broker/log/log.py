@@ -18,15 +18,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
+from ferry.broker.log.log_flush import LogFlush
+from ferry.broker.log.log_recovery import LogRecovery
+from ferry.broker.log.log_retention import LogRetention
 from ferry.broker.log.log_segment import (
-    DELETED_SUFFIX,
-    INDEX_SUFFIX,
-    LOG_SUFFIX,
-    TIME_INDEX_SUFFIX,
     LogSegment,
 )
 from ferry.broker.log.producer_state import ProducerStateManager
-from ferry.wire.atomic_file import fsync_dir
 from ferry.wire.log_config import LogConfig
 from ferry.wire.record.compression import PRODUCER
 from ferry.wire.record.errors import (
@@ -73,7 +71,7 @@ class FetchSlice:
         return os.pread(self.fd, self.size, self.position)
 
 
-class Log:
+class Log(LogFlush, LogRecovery, LogRetention):
     def __init__(
         self,
         directory: Path | str,
@@ -156,87 +154,6 @@ class Log:
                 logger.exception("high watermark listener of %s failed", self.name)
 
     # -- loading ---------------------------------------------------------------------------------
-
-    def _load(self, recovery_point: int | None) -> None:
-        now = self._clock()
-        bases: list[int] = []
-        for entry in os.listdir(self.dir):
-            path = self.dir / entry
-            if entry.endswith(DELETED_SUFFIX) or entry.endswith(".tmp"):
-                # left by a deletion or a checkpoint write that did not finish
-                path.unlink(missing_ok=True)
-                continue
-            stem, dot, suffix = entry.partition(".")
-            if not (len(stem) == 20 and stem.isdigit()):
-                continue
-            if "." + suffix == LOG_SUFFIX:
-                bases.append(int(stem))
-            elif "." + suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX) and not (self.dir / (stem + LOG_SUFFIX)).exists():
-                logger.info("%s: removing index %s without a log file", self.name, entry)
-                path.unlink(missing_ok=True)
-        bases.sort()
-        if not bases:
-            bases = [0]
-        segments = [LogSegment(self.dir, b, self.config, now) for b in bases]
-        last = len(segments) - 1
-        recovered: list[LogSegment] = []
-        i = 0
-        while i < len(segments):
-            seg = segments[i]
-            must_verify = i == last if recovery_point is None else False
-            reason = None if must_verify else seg.load(now)
-            if must_verify or reason is not None or (
-                recovery_point is not None and seg.next_offset > recovery_point and seg.size > 0
-            ):
-                if reason is not None:
-                    logger.warning("%s: segment %d needs recovery: %s", self.name, seg.base_offset, reason)
-                truncated = seg.recover(now)
-                recovered.append(seg)
-                if truncated and i < last:
-                    # Offsets must stay contiguous: whatever followed the damage goes too.
-                    for later in segments[i + 1 :]:
-                        logger.error(
-                            "%s: deleting segment %d (%d bytes) after the truncated segment %d",
-                            self.name, later.base_offset, later.size, seg.base_offset,
-                        )
-                        later.delete()
-                    segments = segments[: i + 1]
-                    last = i
-            i += 1
-        for seg in segments[:-1]:
-            seg.on_become_inactive()
-        segments[-1].on_become_active()
-        for seg in recovered:
-            seg.flush()  # what survived recovery is now durable: flushed_offset may cover it
-        if recovered:
-            self._fsync_dir()
-        self._segments = segments
-        self._bases = [s.base_offset for s in segments]
-        self.log_start_offset = segments[0].base_offset
-        self.log_end_offset = segments[-1].next_offset
-        self.flushed_offset = self.log_end_offset
-        self._rebuild_producer_state()
-        self.recovered_segments = len(recovered)
-        logger.info(
-            "%s: loaded %d segments (%d verified), offsets [%d, %d)", self.name, len(segments),
-            len(recovered), self.log_start_offset, self.log_end_offset,
-        )
-
-    def _rebuild_producer_state(self) -> None:
-        snap = ProducerStateManager.take_snapshot(self.dir)
-        start = self.log_start_offset
-        if snap is not None and self.log_start_offset <= snap[0] <= self.log_end_offset:
-            start, self.producer_state = snap
-        state = self.producer_state
-        for seg in self._segments:
-            if seg.next_offset <= start:
-                continue
-            found = seg.find_batch(start)
-            if found is None:
-                continue
-            for _, h in seg.iter_headers(found[0]):
-                if h.producer_id >= 0 and h.base_offset >= start:
-                    state.update(h, h.base_offset)
 
     # -- append ----------------------------------------------------------------------------------
 
@@ -407,143 +324,7 @@ class Log:
 
     # -- flush -----------------------------------------------------------------------------------
 
-    def needs_flush(self, now_ms: int | None = None) -> bool:
-        """flush.messages reached, or the oldest unflushed append is flush.ms old."""
-        first = self._first_unflushed_ms
-        if first is None or self._closed:
-            return False
-        if self._appended_messages - self._flushed_messages >= self.config.flush_interval_messages:
-            return True
-        now = self._clock() if now_ms is None else now_ms
-        return now - first >= self.config.flush_interval_ms
-
-    def maybe_flush(self) -> bool:
-        if self.needs_flush():
-            self.flush()
-            return True
-        return False
-
-    def flush(self, offset: int | None = None) -> int:
-        """fsync everything appended so far (returns at once if ``offset`` is already flushed).
-
-        The append lock is held only to take a snapshot; the fsyncs run without it.
-        Returns the flushed offset.
-        """
-        with self._flush_lock:
-            with self._lock:
-                if self._closed:
-                    return self.flushed_offset
-                target = self.log_end_offset
-                if self.flushed_offset >= (target if offset is None else min(offset, target)):
-                    return self.flushed_offset
-                i = max(0, bisect.bisect_right(self._bases, self.flushed_offset) - 1)
-                segments = self._segments[i:]
-                active = self._segments[-1]
-                messages = self._appended_messages
-                dir_dirty, self._dir_dirty = self._dir_dirty, False
-                first_unflushed = self._first_unflushed_ms
-                self._first_unflushed_ms = None
-            try:
-                for seg in segments:
-                    seg.flush(indexes=seg is not active)
-                if dir_dirty:
-                    self._fsync_dir()
-            except BaseException:
-                with self._lock:
-                    self._dir_dirty = self._dir_dirty or dir_dirty
-                    if self._first_unflushed_ms is None:
-                        self._first_unflushed_ms = first_unflushed
-                raise
-            with self._lock:
-                before = self.high_watermark
-                self.flushed_offset = max(self.flushed_offset, target)
-                self._flushed_messages = max(self._flushed_messages, messages)
-                if self.log_end_offset > self.flushed_offset and self._first_unflushed_ms is None:
-                    self._first_unflushed_ms = self._clock()
-                moved = self.high_watermark != before
-            if moved:
-                self._notify()
-            return self.flushed_offset
-
-    def _fsync_dir(self) -> None:
-        fsync_dir(self.dir)
-
     # -- retention -------------------------------------------------------------------------------
-
-    def delete_retained(self, now_ms: int | None = None) -> int:
-        """Delete whole segments past retention.ms (by their largest timestamp) or beyond
-        retention.bytes, oldest first, never the active one nor unflushed data. Moves
-        log_start_offset. Returns the number of segments deleted."""
-        with self._lock:
-            now = self._clock() if now_ms is None else now_ms
-            config = self.config
-            candidates = self._segments[:-1]
-            doomed: list[LogSegment] = []
-            if config.retention_ms >= 0:
-                for seg in candidates:
-                    if seg.next_offset > self.flushed_offset:
-                        break
-                    ts = seg.max_timestamp if seg.max_timestamp >= 0 else int(os.fstat(seg.fd).st_mtime * 1000)
-                    if now - ts <= config.retention_ms:
-                        break
-                    doomed.append(seg)
-            if config.retention_bytes >= 0:
-                total = sum(s.size for s in self._segments) - sum(s.size for s in doomed)
-                for seg in candidates[len(doomed) :]:
-                    if seg.next_offset > self.flushed_offset or total - seg.size < config.retention_bytes:
-                        break
-                    doomed.append(seg)
-                    total -= seg.size
-            if doomed:
-                n = len(doomed)
-                self._segments = self._segments[n:]
-                self._bases = self._bases[n:]
-                self.log_start_offset = max(self.log_start_offset, self._segments[0].base_offset)
-                for seg in doomed:
-                    seg.mark_deleted()
-                    self._pending_deletes.append((now + config.file_delete_delay_ms, seg))
-                logger.info(
-                    "%s: retention deleted %d segments; log start offset is now %d",
-                    self.name, n, self.log_start_offset,
-                )
-            self._delete_pending(now)
-            return len(doomed)
-
-    def expire_producers(self, now_ms: int | None = None) -> int:
-        """Forget idempotent producers idle longer than producer.id.expiration.ms; returns how many."""
-        with self._lock:
-            if self._closed:
-                return 0
-            now = self._clock() if now_ms is None else now_ms
-            n = self.producer_state.expire(now, self.config.producer_id_expiration_ms)
-        if n:
-            logger.info("%s: forgot %d producer id(s) idle for more than %d ms", self.name, n,
-                        self.config.producer_id_expiration_ms)
-        return n
-
-    def _delete_pending(self, now: int | None) -> None:
-        keep = []
-        for deadline, seg in self._pending_deletes:
-            if now is None or deadline <= now:
-                seg.delete()
-            else:
-                keep.append((deadline, seg))
-        self._pending_deletes = keep
-
-    def snapshot_producer_state(self) -> bool:
-        """Save the idempotence state (if it changed) so the next start scans only what follows.
-
-        Safe at any time: a snapshot beyond the log end after a crash is ignored at load.
-        """
-        with self._flush_lock:
-            with self._lock:
-                if self._closed or self.producer_state.updates == self._snapshot_updates:
-                    return False
-                updates = self.producer_state.updates
-                text = self.producer_state.dump(self.log_end_offset)
-            ProducerStateManager.write_snapshot_text(self.dir, text)
-            self._snapshot_updates = updates
-            return True
 
     # -- close -----------------------------------------------------------------------------------
 

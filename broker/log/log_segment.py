@@ -17,10 +17,10 @@ from pathlib import Path
 import crc32c
 from aiokafka.record._crecords.default_records import DefaultRecordBatch
 
-from ferry.broker.log.offset_index import OffsetIndex
+from ferry.broker.log.offset_index import MAX_RELATIVE_OFFSET, OffsetIndex
+from ferry.broker.log.segment_recovery import SegmentRecovery
 from ferry.broker.log.time_index import TimeIndex
 from ferry.wire.log_config import LogConfig
-from ferry.wire.record.errors import CorruptRecordError, InvalidRecordError
 from ferry.wire.record.record_batch import (
     ATTRIBUTES_POS,
     BASE_OFFSET_STRUCT,
@@ -31,7 +31,6 @@ from ferry.wire.record.record_batch import (
     MAX_TIMESTAMP_POS,
     TIMESTAMP_TYPE_MASK,
     RecordBatchHeader,
-    check_header,
 )
 
 logger = logging.getLogger("ferry.log")
@@ -40,9 +39,7 @@ LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
 TIME_INDEX_SUFFIX = ".timeindex"
 DELETED_SUFFIX = ".deleted"
-MAX_RELATIVE_OFFSET = 0x7FFFFFFF  # relative offsets must fit the index's u32 (Kafka keeps them < 2^31)
 _SCAN_CHUNK = 16 * 1024
-_RECOVERY_CHUNK = 4 * 1024 * 1024
 try:
     _IOV_MAX = max(16, os.sysconf("SC_IOV_MAX"))
 except (ValueError, OSError, AttributeError):
@@ -100,7 +97,7 @@ def _stamped_header(buf: memoryview, pos: int, size: int, offset: int, attribute
     return head
 
 
-class LogSegment:
+class LogSegment(SegmentRecovery):
     def __init__(self, directory: Path, base_offset: int, config: LogConfig, now_ms: int) -> None:
         self.directory = Path(directory)
         self.base_offset = base_offset
@@ -300,114 +297,6 @@ class LogSegment:
         return h.base_offset, h.max_timestamp
 
     # -- loading and recovery --------------------------------------------------------------------
-
-    def load(self, now_ms: int) -> str | None:
-        """Load a segment that is not recovered: trust the indexes, find the end by a header scan.
-
-        Returns why the segment needs recovery (damaged index, inconsistent tail), or None.
-        """
-        reason = self.offset_index.sanity_check(self.size)
-        if reason:
-            return f"offset index: {reason}"
-        last_offset, last_pos = self.offset_index.last_entry()
-        next_offset = last_offset
-        max_ts, max_ts_offset = self.time_index.last_entry()
-        end = last_pos
-        for pos, h in self.iter_headers(last_pos):
-            if h.base_offset < next_offset:
-                return f"batch at byte {pos} has base offset {h.base_offset} < {next_offset}"
-            next_offset = h.next_offset
-            if h.max_timestamp > max_ts:
-                max_ts, max_ts_offset = h.max_timestamp, h.base_offset
-            end = pos + h.size
-        if end != self.size:
-            return f"{self.size - end} bytes at the end do not form a whole batch"
-        if self.size and self.time_index.entries == 0:
-            return "time index is empty"
-        reason = self.time_index.sanity_check(next_offset - 1)
-        if reason:
-            return f"time index: {reason}"
-        self.next_offset = next_offset if self.size else self.base_offset
-        self.max_timestamp, self.offset_of_max_timestamp = max_ts, max_ts_offset
-        self.bytes_since_last_index_entry = self.size - last_pos
-        self._set_created(now_ms)
-        return None
-
-    def _set_created(self, now_ms: int) -> None:
-        # Age for segment.ms counts from the first batch's timestamp when it is plausible.
-        first = self.read_header(0) if self.size else None
-        if first is not None and 0 < first.max_timestamp <= now_ms:
-            self.created_ms = first.max_timestamp
-        else:
-            self.created_ms = now_ms
-
-    def recover(self, now_ms: int) -> int:
-        """Scan every batch (header checks, CRC-32C, offsets increasing), rebuild both indexes,
-        and truncate the file after the last good batch. Returns the number of bytes removed."""
-        self.offset_index.reset()
-        self.time_index.reset()
-        self.offset_index.make_writable()
-        self.time_index.make_writable()
-        self.max_timestamp = -1
-        self.offset_of_max_timestamp = self.base_offset
-        self.bytes_since_last_index_entry = 0
-        expected = self.base_offset
-        pos = 0
-        size = os.fstat(self.fd).st_size
-        buf = b""
-        buf_start = 0
-        problem = None
-        while pos < size:
-            if pos + BATCH_HEADER_SIZE > buf_start + len(buf):
-                buf = os.pread(self.fd, min(_RECOVERY_CHUNK, size - pos), pos)
-                buf_start = pos
-            rel = pos - buf_start
-            if len(buf) - rel < BATCH_HEADER_SIZE:
-                problem = f"{size - pos} bytes too short for a batch header"
-                break
-            h = RecordBatchHeader(*HEADER_STRUCT.unpack_from(buf, rel))
-            try:
-                check_header(h, pos, size - pos)
-            except (CorruptRecordError, InvalidRecordError) as exc:
-                problem = str(exc)
-                break
-            if h.base_offset < expected or h.last_offset - self.base_offset > MAX_RELATIVE_OFFSET:
-                problem = f"batch at byte {pos} has base offset {h.base_offset}, expected at least {expected}"
-                break
-            if rel + h.size <= len(buf):
-                mv = memoryview(buf)
-                crc = crc32c.crc32c(mv[rel + ATTRIBUTES_POS : rel + h.size])
-            else:
-                crc = self._streamed_crc(pos + ATTRIBUTES_POS, pos + h.size)
-            if crc != h.crc:
-                problem = f"batch at byte {pos} (offset {h.base_offset}) fails its CRC-32C check"
-                break
-            self._index_batch(pos, h.base_offset, h.max_timestamp, h.size)
-            expected = h.next_offset
-            pos += h.size
-        truncated = size - pos
-        if truncated:
-            os.ftruncate(self.fd, pos)
-            logger.warning(
-                "recovery of %s: truncated %d bytes after offset %d (%s)",
-                self.log_path, truncated, expected - 1, problem,
-            )
-        self.size = pos
-        self.next_offset = expected
-        self._set_created(now_ms)
-        return truncated
-
-    def _streamed_crc(self, start: int, end: int) -> int:
-        """CRC-32C of file bytes [start, end) read in chunks (a batch larger than the read buffer)."""
-        crc = 0
-        pos = start
-        while pos < end:
-            data = os.pread(self.fd, min(_RECOVERY_CHUNK, end - pos), pos)
-            if not data:
-                break
-            crc = crc32c.crc32c(data, crc)
-            pos += len(data)
-        return crc
 
     # -- lifecycle -------------------------------------------------------------------------------
 

@@ -8,6 +8,8 @@ import struct
 
 from ferry.broker.log.abstract_index import AbstractIndex
 
+MAX_RELATIVE_OFFSET = 0x7FFFFFFF  # relative offsets must fit the index's u32 (Kafka keeps them < 2^31)
+
 
 class OffsetIndex(AbstractIndex):
     ENTRY = struct.Struct(">II")

@@ -14,10 +14,12 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from ferry.broker.server.admin_apis import AdminApis
 from ferry.broker.server.broker_config import BrokerConfig
 from ferry.broker.server.fetch_purgatory import FetchPurgatory
 from ferry.broker.server.log_flusher import LogFlusher
 from ferry.broker.server.metadata_cache import MetadataCache
+from ferry.broker.server.offset_apis import OffsetApis
 from ferry.broker.server.produce_fast_path import FIRST_VERSION as FAST_PRODUCE_FIRST
 from ferry.broker.server.produce_fast_path import LAST_VERSION as FAST_PRODUCE_LAST
 from ferry.broker.server.produce_fast_path import ProduceFastPath
@@ -25,11 +27,7 @@ from ferry.broker.server.producer_id_manager import ProducerIdManager
 from ferry.broker.server.replica_manager import ReplicaManager
 from ferry.wire.protocol import (
     api_versions,
-    create_topics,
     fetch,
-    find_coordinator,
-    init_producer_id,
-    list_offsets,
     metadata,
     produce,
 )
@@ -43,14 +41,13 @@ log = logging.getLogger(__name__)
 Result = bytes | list | Awaitable[Any] | None
 
 EMPTY = b""
-CREATE_TOPIC_WAIT_S = 5.0
 
 
 class CloseConnection(Exception):
     """The request cannot be answered (malformed, unknown API or version): log it and close the connection."""
 
 
-class KafkaApis:
+class KafkaApis(AdminApis, OffsetApis):
     def __init__(self, config: BrokerConfig, metadata_cache: MetadataCache, replicas: ReplicaManager,
                  registry: Any, producer_ids: ProducerIdManager, purgatory: FetchPurgatory,
                  flusher: LogFlusher, executor: Any = None) -> None:
@@ -318,134 +315,17 @@ class KafkaApis:
             topics_out.append((topic, tres))
         return topics_out, total, errors
 
-    # ------------------------------------------------------------------ ListOffsets
-    def handle_list_offsets(self, header: RequestHeader, r: Reader) -> Result:
-        version = header.api_version
-        req = list_offsets.parse_request(r, version)
-        out = []
-        for topic, parts in req.topics:
-            tres = []
-            for partition, ts in parts:
-                res = list_offsets.PartitionOffsetResult(partition)
-                tres.append(res)
-                lg, code = self.replicas.leader_log(topic, partition)
-                if code:
-                    res.error_code = code
-                    continue
-                try:
-                    if ts == list_offsets.EARLIEST_TIMESTAMP:
-                        res.offset = lg.log_start_offset
-                    elif ts == list_offsets.LATEST_TIMESTAMP:
-                        res.offset = lg.high_watermark
-                    elif ts < 0:
-                        res.error_code = ErrorCode.INVALID_REQUEST  # -3 (max timestamp) needs v7
-                    else:
-                        found = lg.offset_for_timestamp(ts)
-                        if found is not None and found[0] < lg.high_watermark:
-                            res.offset, res.timestamp = found
-                except Exception as e:
-                    res.error_code = error_code_of(e)
-                    log.exception("ListOffsets on %s-%d failed", topic, partition)
-            out.append((topic, tres))
-        return list_offsets.encode_response(version, out)
-
-    # ------------------------------------------------------------------ InitProducerId
-    def handle_init_producer_id(self, header: RequestHeader, r: Reader) -> Result:
-        req = init_producer_id.parse_request(r, header.api_version)
-        if req.transactional_id is not None:
-            return init_producer_id.encode_response(header.api_version,
-                                                    ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, -1, -1)
-        return self._init_producer_id(header.api_version)
-
-    async def _init_producer_id(self, version: int) -> bytes:
-        try:
-            pid = await self.producer_ids.next_id()
-        except Exception as e:
-            log.error("cannot allocate a producer id: %s", e)
-            return init_producer_id.encode_response(version, ErrorCode.COORDINATOR_NOT_AVAILABLE, -1, -1)
-        return init_producer_id.encode_response(version, ErrorCode.NONE, pid, 0)
-
-    # ------------------------------------------------------------------ FindCoordinator
-    def handle_find_coordinator(self, header: RequestHeader, r: Reader) -> Result:
-        find_coordinator.parse_request(r, header.api_version)
-        return find_coordinator.encode_response(header.api_version, ErrorCode.COORDINATOR_NOT_AVAILABLE)
-
-    # ------------------------------------------------------------------ CreateTopics
-    def handle_create_topics(self, header: RequestHeader, r: Reader) -> Result:
-        req = create_topics.parse_request(r, header.api_version)
-        return self._create_topics(header.api_version, req)
-
-    async def _create_topics(self, version: int, req: create_topics.CreateTopicsRequest) -> bytes:
-        from ferry.wire.log_config import LogConfig
-
-        loop = asyncio.get_running_loop()
-        results: list[tuple[str, int, str | None]] = []
-        created: list[str] = []
-        seen: set[str] = set()
-        for t in req.topics:
-            if t.name in seen:
-                results.append((t.name, ErrorCode.INVALID_REQUEST, "topic listed twice in one request"))
-                continue
-            seen.add(t.name)
-            n = self.config.num_partitions if t.num_partitions == -1 else t.num_partitions
-            if t.assignments:
-                results.append((t.name, ErrorCode.INVALID_REQUEST, "manual replica assignments are not supported"))
-                continue
-            if t.replication_factor not in (-1, 1):
-                results.append((t.name, ErrorCode.INVALID_REPLICATION_FACTOR,
-                                "replication factor must be 1 (ferry does not replicate)"))
-                continue
-            if n < 1:
-                results.append((t.name, ErrorCode.INVALID_PARTITIONS, f"partition count {n} must be at least 1"))
-                continue
-            configs = {k: v for k, v in t.configs.items() if v is not None}
-            try:
-                LogConfig.from_topic_config(configs)
-            except ValueError as e:
-                results.append((t.name, ErrorCode.INVALID_CONFIG, str(e)))
-                continue
-            try:
-                if req.validate_only:
-                    if t.name in self.metadata.topics:
-                        raise _topic_exists(t.name)
-                else:
-                    await loop.run_in_executor(self.executor, self.registry.create_topic, t.name, n, configs or None)
-                    created.append(t.name)
-                    log.info("created topic %s with %d partition(s)", t.name, n)
-                results.append((t.name, ErrorCode.NONE, None))
-            except Exception as e:
-                code, message = _registry_error(e)
-                if code == ErrorCode.UNKNOWN_SERVER_ERROR:
-                    log.exception("create_topic %s failed", t.name)
-                results.append((t.name, code, message))
-        # Answer once this broker's metadata shows the new topics, so the client's next request finds them.
-        deadline = time.monotonic() + min(CREATE_TOPIC_WAIT_S, max(req.timeout_ms, 0) / 1000.0)
-        while created and time.monotonic() < deadline:
-            if all(name in self.metadata.topics for name in created):
-                break
-            await asyncio.sleep(0.02)
-        return create_topics.encode_response(version, results)
 
 
-class _TopicExists(Exception):
-    pass
 
 
-def _topic_exists(name: str) -> Exception:
-    return _TopicExists(f"topic {name!r} already exists")
 
 
-def _registry_error(e: Exception) -> tuple[int, str]:
-    name = type(e).__name__
-    code = {
-        "TopicExistsError": ErrorCode.TOPIC_ALREADY_EXISTS,
-        "_TopicExists": ErrorCode.TOPIC_ALREADY_EXISTS,
-        "InvalidTopicError": ErrorCode.INVALID_TOPIC_EXCEPTION,
-        "InvalidPartitionsError": ErrorCode.INVALID_PARTITIONS,
-        "InvalidConfigError": ErrorCode.INVALID_CONFIG,
-        "NoBrokersError": ErrorCode.INVALID_REPLICATION_FACTOR,
-    }.get(name, error_code_of(e))
-    return code, str(e) or name
+
+
+
+
+
 
 
 def _invalid_topic_name(name: str) -> bool:

@@ -1,0 +1,102 @@
+"""Opening a partition's log: segments loaded, a torn or corrupt tail recovered after the recovery point, idempotent-producer state rebuilt."""
+
+from __future__ import annotations
+
+import logging
+import os
+
+from ferry.broker.log.log_segment import (
+    DELETED_SUFFIX,
+    INDEX_SUFFIX,
+    LOG_SUFFIX,
+    TIME_INDEX_SUFFIX,
+    LogSegment,
+)
+from ferry.broker.log.producer_state import ProducerStateManager
+
+logger = logging.getLogger("ferry.log")
+
+
+class LogRecovery:
+    """Opening a partition's log: segments loaded, a torn or corrupt tail recovered after the recovery point, idempotent-producer state rebuilt. (a part of Log)."""
+
+    def _load(self, recovery_point: int | None) -> None:
+        now = self._clock()
+        bases: list[int] = []
+        for entry in os.listdir(self.dir):
+            path = self.dir / entry
+            if entry.endswith(DELETED_SUFFIX) or entry.endswith(".tmp"):
+                # left by a deletion or a checkpoint write that did not finish
+                path.unlink(missing_ok=True)
+                continue
+            stem, dot, suffix = entry.partition(".")
+            if not (len(stem) == 20 and stem.isdigit()):
+                continue
+            if "." + suffix == LOG_SUFFIX:
+                bases.append(int(stem))
+            elif "." + suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX) and not (self.dir / (stem + LOG_SUFFIX)).exists():
+                logger.info("%s: removing index %s without a log file", self.name, entry)
+                path.unlink(missing_ok=True)
+        bases.sort()
+        if not bases:
+            bases = [0]
+        segments = [LogSegment(self.dir, b, self.config, now) for b in bases]
+        last = len(segments) - 1
+        recovered: list[LogSegment] = []
+        i = 0
+        while i < len(segments):
+            seg = segments[i]
+            must_verify = i == last if recovery_point is None else False
+            reason = None if must_verify else seg.load(now)
+            if must_verify or reason is not None or (
+                recovery_point is not None and seg.next_offset > recovery_point and seg.size > 0
+            ):
+                if reason is not None:
+                    logger.warning("%s: segment %d needs recovery: %s", self.name, seg.base_offset, reason)
+                truncated = seg.recover(now)
+                recovered.append(seg)
+                if truncated and i < last:
+                    # Offsets must stay contiguous: whatever followed the damage goes too.
+                    for later in segments[i + 1 :]:
+                        logger.error(
+                            "%s: deleting segment %d (%d bytes) after the truncated segment %d",
+                            self.name, later.base_offset, later.size, seg.base_offset,
+                        )
+                        later.delete()
+                    segments = segments[: i + 1]
+                    last = i
+            i += 1
+        for seg in segments[:-1]:
+            seg.on_become_inactive()
+        segments[-1].on_become_active()
+        for seg in recovered:
+            seg.flush()  # what survived recovery is now durable: flushed_offset may cover it
+        if recovered:
+            self._fsync_dir()
+        self._segments = segments
+        self._bases = [s.base_offset for s in segments]
+        self.log_start_offset = segments[0].base_offset
+        self.log_end_offset = segments[-1].next_offset
+        self.flushed_offset = self.log_end_offset
+        self._rebuild_producer_state()
+        self.recovered_segments = len(recovered)
+        logger.info(
+            "%s: loaded %d segments (%d verified), offsets [%d, %d)", self.name, len(segments),
+            len(recovered), self.log_start_offset, self.log_end_offset,
+        )
+
+    def _rebuild_producer_state(self) -> None:
+        snap = ProducerStateManager.take_snapshot(self.dir)
+        start = self.log_start_offset
+        if snap is not None and self.log_start_offset <= snap[0] <= self.log_end_offset:
+            start, self.producer_state = snap
+        state = self.producer_state
+        for seg in self._segments:
+            if seg.next_offset <= start:
+                continue
+            found = seg.find_batch(start)
+            if found is None:
+                continue
+            for _, h in seg.iter_headers(found[0]):
+                if h.producer_id >= 0 and h.base_offset >= start:
+                    state.update(h, h.base_offset)
