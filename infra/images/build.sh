@@ -138,7 +138,10 @@ if want base; then
 fi
 
 # --- ferry's sources and wheels ---------------------------------------------------------------------
-PACKAGES=(ferry broker mirror loaders audit schemas)
+# the package folders, as pyproject.toml maps them into the ferry namespace (one list: no drift)
+mapfile -t PACKAGES < <(python3 -c 'import sys,tomllib
+print("\n".join(sorted(set(tomllib.load(open(sys.argv[1],"rb"))["tool"]["setuptools"]["package-dir"].values()))))' \
+  "$ROOT/pyproject.toml")
 src_hash() {
   (cd "$ROOT" && find pyproject.toml "${PACKAGES[@]}" dags -type f ! -path '*__pycache__*' ! -name '*.pyc' 2>/dev/null \
      | LC_ALL=C sort | xargs sha256sum) | hash_of
