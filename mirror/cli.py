@@ -9,8 +9,8 @@ import signal
 import sys
 import threading
 
+from ferry.mirror.mirror_limits import COALESCE_BYTES
 from ferry.mirror.mirror_maker import ASSIGNMENT_STRATEGIES, DEFAULT_ASSIGNMENT_STRATEGY, DEFAULT_GROUP
-from ferry.mirror.mirror_stream import COALESCE_BYTES
 
 DESCRIPTION = """\
 Mirror topics of a live cluster into the offline cluster (paper section 4).

@@ -29,7 +29,8 @@ from ferry.client.subscription import STRATEGIES
 from ferry.client.wire_client import WireClient
 from ferry.mirror.metrics import MirrorMetrics
 from ferry.mirror.mirror_fetcher import MirrorFetcher
-from ferry.mirror.mirror_stream import COALESCE_BYTES, FETCH_WAIT_MS, MirrorStream
+from ferry.mirror.mirror_limits import COALESCE_BYTES, FETCH_WAIT_MS
+from ferry.mirror.mirror_stream import MirrorStream
 from ferry.mirror.partition_mirror import TopicPartition
 from ferry.mirror.schema_sync import SchemaSync
 from ferry.mirror.topic_sync import TopicSync

@@ -29,23 +29,11 @@ from ferry.client.wire_client import WireClient
 from ferry.mirror.audit_tally import CountFn
 from ferry.mirror.batch_rewrite import next_sequence
 from ferry.mirror.metrics import MirrorMetrics
-from ferry.mirror.mirror_limits import (  # noqa: F401 - re-exported: the stream's settings
+from ferry.mirror.mirror_limits import (
     COALESCE_BYTES,
-    FATAL_LOOKING,
-    FETCH_RESPONSE_MAX_BYTES,
     FETCH_WAIT_MS,
     MAX_IN_FLIGHT,
-    MAX_PARTITION_PRODUCE_BYTES,
-    MAX_PENDING_BYTES,
-    MAX_PRODUCE_REQUEST_BYTES,
     MAX_STREAM_PENDING_BYTES,
-    METADATA_MIN_INTERVAL_S,
-    MIN_COALESCE_BYTES,
-    PRODUCER_STATE_ERRORS,
-    TOO_LARGE_ERRORS,
-    UNKNOWN_OUTCOME_ERRORS,
-    Slot,
-    _name,
     log,
 )
 from ferry.mirror.partition_mirror import (

@@ -107,7 +107,7 @@ def test_coalesce_bytes_flag(capsys) -> None:
     import argparse
 
     from ferry.mirror.cli import register
-    from ferry.mirror.mirror_stream import COALESCE_BYTES
+    from ferry.mirror.mirror_limits import COALESCE_BYTES
 
     parser = argparse.ArgumentParser()
     register(parser.add_subparsers())

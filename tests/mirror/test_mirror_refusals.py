@@ -20,7 +20,8 @@ from ferry.client.raw_requests import produce_request
 from ferry.client.raw_responses import parse_produce
 from ferry.client.wire_client import WireClient
 from ferry.mirror.metrics import MirrorMetrics
-from ferry.mirror.mirror_stream import COALESCE_BYTES, MirrorStream
+from ferry.mirror.mirror_limits import COALESCE_BYTES
+from ferry.mirror.mirror_stream import MirrorStream
 from ferry.zk.cluster_registry import ClusterRegistry
 from tests.client.group_helpers import TcpProxy, close_both
 
