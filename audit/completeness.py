@@ -20,7 +20,6 @@ from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 
 from ferry.audit.reconciler import HourBooks, reconcile
-from ferry.client.audit.bucket import HOUR_MS
 from ferry.client.audit.event import AuditEvent
 
 COMPLETE, INCOMPLETE, EMPTY, UNKNOWN = "complete", "incomplete", "empty", "unknown"
@@ -34,17 +33,6 @@ def hour_label(hour_ms: int) -> tuple[str, str]:
 def hour_ms_of(dt_s: str, hr_s: str) -> int:
     t = dt.datetime.strptime(f"{dt_s} {hr_s}", "%Y-%m-%d %H").replace(tzinfo=dt.UTC)
     return int(t.timestamp() * 1000)
-
-
-def hours_between(start_ms: int, end_ms: int) -> list[tuple[str, str]]:
-    """Hour labels covering [start_ms, end_ms) (at least the hour holding start_ms)."""
-    h = start_ms - start_ms % HOUR_MS
-    out = [hour_label(h)]
-    h += HOUR_MS
-    while h < end_ms:
-        out.append(hour_label(h))
-        h += HOUR_MS
-    return out
 
 
 def status_of(hour: HourBooks | None, unreachable: Sequence[str] = ()) -> str:

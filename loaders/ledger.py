@@ -151,12 +151,6 @@ class Ledger:
         state["in_flight"][run_id] = {"started": time.time(), "roots": sorted(set(roots))}
         self._write(state)
 
-    def add_roots(self, run_id: str, roots: list[str]) -> None:
-        state = self.read()
-        entry = state["in_flight"].setdefault(run_id, {"started": time.time(), "roots": []})
-        entry["roots"] = sorted(set(entry["roots"]) | set(roots))
-        self._write(state)
-
     def commit(self, record: dict[str, Any]) -> None:
         """THE commit point: offsets advance and the run's partition versions become due, atomically."""
         state = self.read()

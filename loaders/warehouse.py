@@ -107,13 +107,6 @@ class Warehouse:
         schema = self.spark.table(self.qualified(table)).schema
         return [(f.name, f.dataType) for f in schema.fields if f.name not in _META_NAMES]
 
-    def table_location(self, table: str) -> str:
-        rows = self.spark.sql(f"DESCRIBE FORMATTED {self.qualified(table)}").collect()
-        for r in rows:
-            if r.col_name.strip() == "Location":
-                return r.data_type.strip()
-        raise WarehouseError(f"{self.qualified(table)} has no location")
-
     def ensure_table(self, table: str, data_columns: list[tuple[str, T.DataType]], with_meta: bool = True) -> bool:
         """Create the table, or add the columns it lacks (compatible evolution). True if it changed."""
         existing = self.data_columns(table)

@@ -15,7 +15,7 @@ import socket
 import time
 import uuid
 
-from ferry.audit.completeness import HourStatus, books, hour_label, hour_ms_of, hours_between  # noqa: F401 - re-exported
+from ferry.audit.completeness import HourStatus, books, hour_label, hour_ms_of  # noqa: F401 - re-exported
 from ferry.client.audit.bucket import BUCKET_MS
 from ferry.client.audit.event import AUDIT_TOPIC, AuditEvent
 

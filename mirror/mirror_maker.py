@@ -205,10 +205,6 @@ class MirrorMaker:
     def __exit__(self, *exc: object) -> None:
         self.stop()
 
-    def run_forever(self) -> None:
-        while not self._stop.wait(1.0):
-            pass
-
     @property
     def consumer_id(self) -> str | None:
         return self.connector.consumer_id if self.connector is not None else None
@@ -366,18 +362,4 @@ class MirrorMaker:
             return None
         self._publisher = AuditPublisher(self._audit_producer, self.counter, interval_s=3600.0)
         return self._publisher
-
-    def wait_idle(self, timeout: float) -> bool:
-        """For tests and the benchmark: True once every owned partition is committed up to the live end."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            self.commit(force_audit=True)
-            hws: dict[TopicPartition, int] = {}
-            for s in self.streams:
-                hws.update(s.high_watermarks())
-            owned = self.owned_partitions()
-            if owned and all(tp in hws and self._committed.get(tp) == hws[tp] for tp in owned):
-                return True
-            time.sleep(0.1)
-        return False
 

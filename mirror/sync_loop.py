@@ -38,10 +38,6 @@ class SyncLoop:
         if self._thread.is_alive():
             self._thread.join(10)
 
-    def wait_synced(self, timeout: float) -> bool:
-        """True once a pass found nothing left to do (for start-up and tests)."""
-        return self._synced.wait(timeout)
-
     def _run(self) -> None:
         while not self._stop.is_set():
             self._wake.wait(self.interval_s)

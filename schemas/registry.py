@@ -56,11 +56,6 @@ class SchemaVersion:
     id: int
     schema: Any  # canonical JSON value (dict, list or primitive name)
 
-    @property
-    def schema_json(self) -> str:
-        return canonical_json(self.schema)
-
-
 def subject_for_topic(topic: str) -> str:
     """The subject a topic's message values are registered under: the topic name itself."""
     return topic

@@ -87,10 +87,6 @@ class AbstractIndex:
         self.ENTRY.pack_into(self._mm, self.entries * self.entry_size, *values)
         self.entries += 1
 
-    def truncate_entries(self, n: int) -> None:
-        """Forget entries from ``n`` on (the file keeps its size until trim())."""
-        self.entries = max(0, min(n, self.entries))
-
     def reset(self) -> None:
         self.entries = 0
 

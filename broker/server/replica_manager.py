@@ -74,5 +74,3 @@ class ReplicaManager:
                 return None, ErrorCode.KAFKA_STORAGE_ERROR
         return lg, ErrorCode.NONE
 
-    def local_logs(self) -> list[Any]:
-        return list(self._logs.values())

@@ -96,6 +96,3 @@ class SocketServer:
             t.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
 
-    @property
-    def connection_count(self) -> int:
-        return len(self._connections)

@@ -183,9 +183,3 @@ class Writer:
         return bytes(self.buf)
 
 
-def pack_int32(v: int) -> bytes:
-    return _I32.pack(v)
-
-
-def pack_uint32(v: int) -> bytes:
-    return _U32.pack(v)
