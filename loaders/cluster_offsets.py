@@ -3,13 +3,13 @@ time (ListOffsets, through librdkafka's ``get_watermark_offsets`` / ``offsets_fo
 
 from __future__ import annotations
 
-import re
 import uuid
 from dataclasses import dataclass
 
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
 from ferry.client.bootstrap import discover
+from ferry.client.topic_selection import TopicSelectionError, select_topics
 from ferry.zk import ClusterRegistry
 
 
@@ -69,27 +69,14 @@ class ClusterOffsets:
         return {name: len(t.partitions) for name, t in md.topics.items() if t.error is None}
 
     def select_topics(self, spec: str | list[str], include_internal: bool = False) -> dict[str, int]:
-        """Topics named by a list (each must exist) or matching a regex (whole name).
-
-        A comma-separated string or a list is a list of names; anything else a regular expression.
-        Internal topics (leading ``_``) match a regex only when ``include_internal``.
-        """
+        """Topics (name -> partition count) that ``spec`` selects (``ferry.client.topic_selection``); named
+        topics must exist."""
         available = self.topics()
-        names = [s.strip() for s in spec.split(",")] if isinstance(spec, str) and "," in spec else spec
-        if isinstance(names, list):
-            missing = [n for n in names if n not in available]
-            if missing:
-                raise ClusterOffsetsError(f"unknown topic(s) {', '.join(missing)} in cluster at "
-                                          f"{self.zookeeper or self.bootstrap}")
-            return {n: available[n] for n in names}
-        if names in available:
-            return {names: available[names]}
         try:
-            rx = re.compile(names)
-        except re.error as e:
-            raise ClusterOffsetsError(f"--topics {names!r} is neither a topic nor a valid regex: {e}") from None
-        return {n: c for n, c in sorted(available.items())
-                if rx.fullmatch(n) and (include_internal or not n.startswith("_"))}
+            names = select_topics(spec, available, include_internal=include_internal)
+        except TopicSelectionError as e:
+            raise ClusterOffsetsError(f"{e} in cluster at {self.zookeeper or self.bootstrap}") from None
+        return {n: available[n] for n in names}
 
     def watermarks(self, topic: str, partition: int) -> Watermarks:
         try:

@@ -8,10 +8,10 @@
 
 from __future__ import annotations
 
-import re
 import time
 from dataclasses import replace
 
+from ferry.client.topic_selection import select_topics
 from ferry.loaders.load_config import LoadConfig, LoadResult
 from ferry.loaders.load_job import LoadJob
 from ferry.loaders.planner import LoadPlan, StartPosition, make_plan
@@ -19,18 +19,8 @@ from ferry.loaders.warehouse_audit import HourStatus
 
 
 def match_topics(spec: str | list[str], names) -> list[str]:
-    """The names (e.g. topics the ledger knows) selected by a --topics spec (list or regex)."""
-    names = sorted(set(names) - {"_audit"})
-    if isinstance(spec, list):
-        return [n for n in names if n in spec]
-    if "," in spec:
-        wanted = {s.strip() for s in spec.split(",")}
-        return [n for n in names if n in wanted]
-    try:
-        rx = re.compile(spec)
-    except re.error:
-        return [n for n in names if n == spec]
-    return [n for n in names if n == spec or rx.fullmatch(n)]
+    """The names (e.g. topics the ledger knows) selected by a --topics spec; `_audit` never."""
+    return select_topics(spec, set(names) - {"_audit"}, strict=False)
 
 
 def plan(cfg: LoadConfig) -> LoadPlan:
