@@ -1,15 +1,17 @@
 """What the offline cluster holds: topics and partitions (ZooKeeper), log start/end offsets and offsets by
-time (ListOffsets, through librdkafka's ``get_watermark_offsets`` / ``offsets_for_times``)."""
+time — through the raw client's one ListOffsets path (``WireClient.list_offsets``), as the split reader and
+the mirror use it."""
 
 from __future__ import annotations
 
-import uuid
 from dataclasses import dataclass
 
-from confluent_kafka import Consumer, KafkaException, TopicPartition
-
 from ferry.client.bootstrap import discover
+from ferry.client.errors import ClientError
 from ferry.client.topic_selection import TopicSelectionError, select_topics
+from ferry.client.wire_client import WireClient
+from ferry.wire.protocol.errors import ErrorCode, error_name
+from ferry.wire.protocol.list_offsets import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 from ferry.zk import ClusterRegistry
 
 
@@ -23,23 +25,6 @@ class Watermarks:
     high: int  # high watermark: the next offset to be written (what a fetch may read up to)
 
 
-def consumer_config(bootstrap: str, **extra: object) -> dict[str, object]:
-    """librdkafka settings of the planner's watermark reader (ClusterOffsets). ``group.id`` is required by
-    confluent-kafka even with assign(); no offsets are ever committed under it."""
-    conf: dict[str, object] = {
-        "bootstrap.servers": bootstrap,
-        "group.id": f"ferry-load-{uuid.uuid4().hex[:8]}",
-        "enable.auto.commit": False,
-        "enable.auto.offset.store": False,
-        "auto.offset.reset": "error",
-        "socket.timeout.ms": 30_000,
-        "api.version.request.timeout.ms": 10_000,
-        "log_level": 3,
-    }
-    conf.update(extra)
-    return conf
-
-
 class ClusterOffsets:
     """A short-lived view of one cluster (context manager)."""
 
@@ -49,10 +34,11 @@ class ClusterOffsets:
         self.zookeeper = zookeeper
         self.timeout_s = timeout_s
         self.bootstrap = bootstrap or discover(zookeeper, timeout=timeout_s)[0]
-        self._consumer = Consumer(consumer_config(self.bootstrap))
+        self._client = WireClient(self.bootstrap, client_id="ferry-load-offsets", timeout_s=timeout_s,
+                                  connect_timeout_s=min(timeout_s, 10.0))
 
     def close(self) -> None:
-        self._consumer.close()
+        self._client.close()
 
     def __enter__(self) -> ClusterOffsets:
         return self
@@ -65,8 +51,11 @@ class ClusterOffsets:
         if self.zookeeper:
             with ClusterRegistry(self.zookeeper, timeout=self.timeout_s, create=False) as reg:
                 return {name: info.partition_count for name, info in reg.topics().items()}
-        md = self._consumer.list_topics(timeout=self.timeout_s)
-        return {name: len(t.partitions) for name, t in md.topics.items() if t.error is None}
+        try:
+            md = self._client.refresh_metadata(None)
+        except ClientError as e:
+            raise ClusterOffsetsError(f"metadata from {self.bootstrap} failed: {e}") from None
+        return {name: len(t.partitions) for name, t in md.topics.items() if t.error_code == ErrorCode.NONE}
 
     def select_topics(self, spec: str | list[str], include_internal: bool = False) -> dict[str, int]:
         """Topics (name -> partition count) that ``spec`` selects (``ferry.client.topic_selection``); named
@@ -78,24 +67,28 @@ class ClusterOffsets:
             raise ClusterOffsetsError(f"{e} in cluster at {self.zookeeper or self.bootstrap}") from None
         return {n: available[n] for n in names}
 
-    def watermarks(self, topic: str, partition: int) -> Watermarks:
+    def _list(self, wanted: dict[tuple[str, int], int], what: str) -> dict[tuple[str, int], int]:
+        """{(topic, partition): offset} for {(topic, partition): timestamp}; any error raises."""
         try:
-            low, high = self._consumer.get_watermark_offsets(TopicPartition(topic, partition),
-                                                             timeout=self.timeout_s, cached=False)
-        except KafkaException as e:
-            raise ClusterOffsetsError(f"ListOffsets for {topic}/{partition} failed: {e}") from None
+            got = self._client.list_offsets(wanted)
+        except ClientError as e:
+            raise ClusterOffsetsError(f"{what} failed: {e}") from None
+        out = {}
+        for key in wanted:
+            res = got.get(key)
+            if res is None or res.error_code != ErrorCode.NONE:
+                code = res.error_code if res is not None else ErrorCode.UNKNOWN_SERVER_ERROR
+                raise ClusterOffsetsError(f"{what} for {key[0]}/{key[1]} failed: {error_name(code)}")
+            out[key] = res.offset
+        return out
+
+    def watermarks(self, topic: str, partition: int) -> Watermarks:
+        key = (topic, partition)
+        low = self._list({key: EARLIEST_TIMESTAMP}, "ListOffsets")[key]
+        high = self._list({key: LATEST_TIMESTAMP}, "ListOffsets")[key]
         return Watermarks(int(low), int(high))
 
     def offsets_for_time(self, topic: str, partitions: list[int], ts_ms: int) -> dict[int, int | None]:
         """First offset whose timestamp is >= ts_ms per partition; None when no such message exists yet."""
-        tps = [TopicPartition(topic, p, ts_ms) for p in partitions]
-        try:
-            res = self._consumer.offsets_for_times(tps, timeout=self.timeout_s)
-        except KafkaException as e:
-            raise ClusterOffsetsError(f"ListOffsets by time for {topic} failed: {e}") from None
-        out: dict[int, int | None] = {}
-        for tp in res:
-            if tp.error is not None:
-                raise ClusterOffsetsError(f"ListOffsets by time for {topic}/{tp.partition}: {tp.error}")
-            out[tp.partition] = tp.offset if tp.offset >= 0 else None
-        return out
+        got = self._list({(topic, p): ts_ms for p in partitions}, f"ListOffsets by time for {topic}")
+        return {p: (off if off >= 0 else None) for (_, p), off in got.items()}
