@@ -30,7 +30,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "An hour is complete when every bucket of it has loaded == produced and something was produced "
         "(or some tier published an explicit zero count for it). Use the offline cluster: all tiers meet there.")
     add_zookeeper_argument(report, "ZooKeeper of the cluster whose `_audit` to read")
-    report.add_argument("--bootstrap", metavar="HOST:PORT[,...]",
+    report.add_argument("--bootstrap-server", "--bootstrap", dest="bootstrap", metavar="HOST:PORT[,...]",
                         help="brokers to read from instead of looking them up in ZooKeeper")
     report.add_argument("--live-zookeeper", metavar="HOST:PORT/CHROOT", action="append", default=[],
                         help="also read the `_audit` of a live cluster (repeatable). Producer counts that never "

@@ -8,6 +8,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
+_PLAIN_NAME = re.compile(r"[A-Za-z0-9_-]+")  # no regex metacharacter: meant as one topic's name
+
 
 class TopicSelectionError(ValueError):
     """Named topics that do not exist, or a spec that is neither a topic nor a valid regular expression."""
@@ -26,6 +28,8 @@ def select_topics(spec: str | list[str], available: Iterable[str], *, include_in
         return [n for n in names if n in listed]
     if listed in names:
         return [listed]
+    if strict and _PLAIN_NAME.fullmatch(listed):  # a topic's name, not a pattern: it must exist
+        raise TopicSelectionError(f"unknown topic {listed}")
     try:
         rx = re.compile(listed)
     except re.error as e:

@@ -118,6 +118,7 @@ def config_from_args(args: argparse.Namespace):
 
 def run(args: argparse.Namespace) -> int:
     from ferry.loaders import steps
+    from ferry.loaders.cluster_offsets import ClusterOffsetsError
     from ferry.loaders.ledger import LedgerError
     from ferry.loaders.load_config import BadRecordsError
     from ferry.loaders.planner import DataLossError, PlanError, StartPosition
@@ -152,7 +153,7 @@ def run(args: argparse.Namespace) -> int:
             Path(args.json_out).parent.mkdir(parents=True, exist_ok=True)
             Path(args.json_out).write_text(json.dumps(out, indent=1, sort_keys=True))
         return 0
-    except (DataLossError, PlanError, BadRecordsError, LedgerError, ValueError) as e:
+    except (DataLossError, PlanError, BadRecordsError, LedgerError, ClusterOffsetsError, ValueError) as e:
         print(f"ferry load: {e}", file=sys.stderr)
         return 1
     except Exception as e:  # Spark/Py4J failures carry the Python worker's error deep inside

@@ -19,7 +19,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "committed offsets and commits what it printed when it stops.")
     p.add_argument("--topic", required=True, metavar="T", help="topic to read")
     add_zookeeper_argument(p)
-    p.add_argument("--bootstrap", metavar="HOST:PORT[,...]",
+    p.add_argument("--bootstrap-server", "--bootstrap", dest="bootstrap", metavar="HOST:PORT[,...]",
                    help="without --group: brokers to read from instead of looking them up in ZooKeeper")
     p.add_argument("--group", metavar="G", help="join consumer group G (offsets stored in ZooKeeper)")
     p.add_argument("--assignment-strategy", choices=["range", "roundrobin"], default="range",

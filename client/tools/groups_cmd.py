@@ -41,7 +41,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                     help="first message with event time >= ISO, e.g. 2024-05-01T13:00:00 (UTC unless an offset "
                     "like +02:00 is given)")
     reset.add_argument("--force", action="store_true", help="reset even though the group has live members")
-    reset.add_argument("--dry-run", action="store_true", help="show the new offsets without writing them")
+    mode = reset.add_mutually_exclusive_group()
+    mode.add_argument("--execute", action="store_true",
+                      help="write the new offsets (without it the reset is a dry run, as in kafka-consumer-groups)")
+    mode.add_argument("--dry-run", action="store_true", help="show the new offsets without writing them (the default)")
     for sub in (lst, describe, reset):
         add_zookeeper_argument(sub)
     for sub in (lst, describe):
@@ -224,8 +227,8 @@ def _reset(zk, args: argparse.Namespace) -> int:
                 plan.append((topic, p, offsets.get((topic, p)), new, note))
     for topic, p, old, new, note in plan:
         print(f"{topic}\t{p}\t{'-' if old is None else old} -> {new}\t{note}".rstrip())
-    if args.dry_run:
-        print("(dry run: nothing written)", file=sys.stderr)
+    if not args.execute:
+        print("(dry run: nothing written; add --execute to write these offsets)", file=sys.stderr)
         return 0
     try:
         for topic, p, _old, new, _note in plan:

@@ -17,7 +17,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "in the audit (tier producer, published to _audit). Exit 0 when every line was acknowledged, "
         "2 on bad input or a failed delivery (lines before a bad line are still sent).")
     target = p.add_mutually_exclusive_group()
-    target.add_argument("--bootstrap", metavar="HOST:PORT[,...]", help="brokers to connect to")
+    target.add_argument("--bootstrap-server", "--bootstrap", dest="bootstrap", metavar="HOST:PORT[,...]", help="brokers to connect to")
     add_zookeeper_argument(target, "find the brokers in this cluster's ZooKeeper")
     p.add_argument("--topic", required=True, metavar="T", help="topic to publish to (must exist)")
     p.add_argument("--key-separator", metavar="S",

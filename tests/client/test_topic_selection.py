@@ -25,7 +25,10 @@ def test_a_name_wins_over_the_regex_it_also_is() -> None:
 def test_regexes_match_whole_names_and_skip_internal_topics_unless_asked() -> None:
     assert select_topics(".*s", TOPICS) == ["clicks", "searches"]
     assert select_topics(".*", TOPICS, include_internal=True)[0] == "_audit"
-    assert select_topics("click", TOPICS) == []
+    assert select_topics("click.*x", TOPICS) == []  # a pattern may match nothing (yet)
+    with pytest.raises(TopicSelectionError, match="unknown topic nosuch"):
+        select_topics("nosuch", TOPICS)  # a plain name must exist
+    assert select_topics("nosuch", TOPICS, strict=False) == []
     with pytest.raises(TopicSelectionError, match="neither a topic nor a valid regex"):
         select_topics("(", TOPICS)
     assert select_topics("(", TOPICS, strict=False) == []

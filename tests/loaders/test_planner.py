@@ -138,3 +138,15 @@ def test_ledger_commit_is_atomic_and_locked(tmp_path: Path) -> None:
     (tmp_path / "ledger.json").write_text("{torn")
     with pytest.raises(LedgerError, match="not valid JSON"):
         Ledger(tmp_path).committed_offsets()
+
+
+def test_load_of_an_unknown_topic_fails_naming_it(offline, tmp_path) -> None:
+    """`ferry load --topics nosuch` used to load only `_audit` and exit 0."""
+    import subprocess
+    import sys
+
+    p = subprocess.run([sys.executable, "-m", "ferry.cli", "load", "--zookeeper", offline.zk, "--topics", "nosuch",
+                        "--state-dir", str(tmp_path / "state"), "--step", "plan"],
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 1, p.stdout + p.stderr
+    assert "unknown topic nosuch" in p.stderr and "Traceback" not in p.stderr

@@ -73,7 +73,11 @@ def test_produce_consume_and_manage_a_group(live):
         assert "LAG" in r.stdout and "lines" in r.stdout
 
         # reset to the earliest: the whole topic is lag again
+        before = read_offsets(zkc, "cli")
         r = ferry("groups", "reset", "--group", "cli", "--zookeeper", zk, "--to-earliest")
+        assert r.returncode == 0 and "--execute" in r.stderr, r.stderr
+        assert read_offsets(zkc, "cli") == before  # a dry run unless --execute (as kafka-consumer-groups)
+        r = ferry("groups", "reset", "--group", "cli", "--zookeeper", zk, "--to-earliest", "--execute")
         assert r.returncode == 0, r.stderr
         assert set(read_offsets(zkc, "cli").values()) == {0}
         r = ferry("groups", "reset", "--group", "cli", "--zookeeper", zk, "--topic", "lines", "--partitions", "0",
@@ -89,7 +93,8 @@ def test_produce_consume_and_manage_a_group(live):
                 p.send("timed", f"t{i}".encode(), timestamp_ms=base + i * 1000)
                 assert p.flush(10) == 0
         when = dt.datetime.fromtimestamp((base + 5000) / 1000, dt.UTC).isoformat()
-        r = ferry("groups", "reset", "--group", "cli", "--zookeeper", zk, "--topic", "timed", "--to-datetime", when)
+        r = ferry("groups", "reset", "--group", "cli", "--zookeeper", zk, "--topic", "timed", "--to-datetime", when,
+                  "--execute")
         assert r.returncode == 0, r.stderr
         assert read_offsets(zkc, "cli")[("timed", 0)] == 5
 
@@ -98,13 +103,13 @@ def test_produce_consume_and_manage_a_group(live):
         try:
             member.create_message_streams({"lines": 1})
             wait_until(lambda: member.owned_partitions(), what="member owns partitions")
-            r = ferry("groups", "reset", "--group", "cli", "--zookeeper", zk, "--to-latest")
+            r = ferry("groups", "reset", "--group", "cli", "--zookeeper", zk, "--to-latest", "--execute")
             assert r.returncode == 2 and "live member" in r.stderr and "live-one" in r.stderr
             r = ferry("groups", "describe", "--group", "cli", "--zookeeper", zk, "--json")
             owners = {x["owner"] for x in json.loads(r.stdout)["partitions"] if x["topic"] == "lines"}
             assert owners == {"live-one"}
             r = ferry("groups", "reset", "--group", "cli", "--zookeeper", zk, "--topic", "lines", "--to-latest",
-                      "--force")
+                      "--force", "--execute")
             assert r.returncode == 0, r.stderr
         finally:
             member.shutdown()
@@ -137,13 +142,13 @@ def test_bad_input_gets_a_clear_error_and_exit_2(live):
 
 def test_every_flag_is_documented_in_help():
     for cmd, flags in [
-        (["produce"], ["--topic", "--bootstrap", "--zookeeper", "--key-separator", "--acks", "--compression",
+        (["produce"], ["--topic", "--bootstrap-server", "--bootstrap", "--zookeeper", "--key-separator", "--acks", "--compression",
                        "--linger-ms", "--partitioner", "--no-audit"]),
         (["consume"], ["--topic", "--zookeeper", "--group", "--from-beginning", "--max-messages", "--timeout-s",
                        "--print-offsets"]),
         (["groups", "describe"], ["--group", "--zookeeper", "--json"]),
         (["groups", "reset"], ["--to-earliest", "--to-latest", "--to-offset", "--to-datetime", "--force",
-                               "--dry-run", "--partitions"]),
+                               "--dry-run", "--execute", "--partitions"]),
         (["audit", "report"], ["--zookeeper", "--topic", "--hours", "--format"]),
     ]:
         r = ferry(*cmd, "--help")
