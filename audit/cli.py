@@ -13,7 +13,7 @@ import sys
 import time
 
 from ferry.client.audit.bucket import HOUR_MS, hour_start
-from ferry.zk.cli_args import ENV_ZOOKEEPER, add_zookeeper_argument
+from ferry.zk.cli_args import ENV_ZOOKEEPER, add_zookeeper_argument, quiet_zookeeper_logs
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -53,6 +53,7 @@ def _hour_label(ms: int) -> str:
 
 
 def run_report(args: argparse.Namespace) -> int:
+    quiet_zookeeper_logs()
     from ferry.audit.completeness import COMPLETE, status_of
     from ferry.audit.live import read_live_counts
     from ferry.audit.reader import read_audit_events

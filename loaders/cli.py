@@ -122,6 +122,10 @@ def run(args: argparse.Namespace) -> int:
     from ferry.loaders.ledger import LedgerError
     from ferry.loaders.load_config import BadRecordsError
     from ferry.loaders.planner import DataLossError, PlanError, StartPosition
+    from ferry.zk import RegistryError
+    from ferry.zk.cli_args import quiet_zookeeper_logs
+
+    quiet_zookeeper_logs()
 
     try:
         StartPosition.parse(args.start)
@@ -156,6 +160,9 @@ def run(args: argparse.Namespace) -> int:
     except (DataLossError, PlanError, BadRecordsError, LedgerError, ClusterOffsetsError, ValueError) as e:
         print(f"ferry load: {e}", file=sys.stderr)
         return 1
+    except RegistryError as e:  # the cluster's ZooKeeper: unreachable or a bad connect string
+        print(f"ferry load: {e}", file=sys.stderr)
+        return 2
     except Exception as e:  # Spark/Py4J failures carry the Python worker's error deep inside
         if os.environ.get("FERRY_DEBUG"):
             raise

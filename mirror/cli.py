@@ -89,9 +89,15 @@ def run(args: argparse.Namespace) -> int:
 
 def _status(args: argparse.Namespace) -> int:
     from ferry.mirror.status import format_status, mirror_status
+    from ferry.zk import RegistryError
+    from ferry.zk.cli_args import quiet_zookeeper_logs
 
+    quiet_zookeeper_logs()
     try:
         status = mirror_status(args.source_zookeeper, args.target_zookeeper, args.group, args.include)
+    except RegistryError as e:  # a ZooKeeper unreachable or a bad connect string: the same exit 2 everywhere
+        print(f"ferry mirror status: {e}", file=sys.stderr)
+        return 2
     except Exception as e:
         print(f"ferry mirror status: {e}", file=sys.stderr)
         return 1

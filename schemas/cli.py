@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
 import os
 import sys
 from pathlib import Path
@@ -17,7 +16,7 @@ from pathlib import Path
 from ferry.schemas.compatibility import LEVELS
 from ferry.schemas.errors import SchemaError
 from ferry.schemas.registry import SchemaRegistry
-from ferry.zk.cli_args import UsageError, add_zookeeper_argument, require_zookeeper
+from ferry.zk.cli_args import UsageError, add_zookeeper_argument, quiet_zookeeper_logs, require_zookeeper
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -96,7 +95,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    logging.getLogger("kazoo").setLevel(logging.ERROR)  # its reconnect chatter is not the user's business
+    quiet_zookeeper_logs()
     try:
         require_zookeeper(args)
         _check_usage(args)

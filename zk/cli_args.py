@@ -4,6 +4,7 @@ usage error. Set up here once so that every command spells and defaults it the s
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 
 ENV_ZOOKEEPER = "FERRY_ZOOKEEPER"  # default for --zookeeper in every subcommand that takes it
@@ -30,3 +31,8 @@ def require_zookeeper(args: argparse.Namespace) -> str:
     if not args.zookeeper:
         raise UsageError(f"--zookeeper {ZK_METAVAR} is required (or set ${ENV_ZOOKEEPER})")
     return args.zookeeper
+
+
+def quiet_zookeeper_logs() -> None:
+    """kazoo's reconnect chatter is not a command-line user's business: a failure is reported in one line."""
+    logging.getLogger("kazoo").setLevel(logging.ERROR)

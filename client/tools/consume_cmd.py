@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import logging
 import os
 import sys
 
-from ferry.zk.cli_args import ENV_ZOOKEEPER, add_zookeeper_argument
+from ferry.zk.cli_args import ENV_ZOOKEEPER, add_zookeeper_argument, quiet_zookeeper_logs
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -59,7 +58,7 @@ def run(args: argparse.Namespace) -> int:
     from ferry.client.errors import ClientError
     from ferry.zk import RegistryError
 
-    logging.getLogger("kazoo").setLevel(logging.ERROR)
+    quiet_zookeeper_logs()
     if args.max_messages is not None and args.max_messages < 1:
         return _fail("--max-messages must be at least 1")
     if args.timeout_s is not None and args.timeout_s <= 0:

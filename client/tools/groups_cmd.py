@@ -5,10 +5,9 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
-import logging
 import sys
 
-from ferry.zk.cli_args import UsageError, add_zookeeper_argument, require_zookeeper
+from ferry.zk.cli_args import UsageError, add_zookeeper_argument, quiet_zookeeper_logs, require_zookeeper
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -57,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
     from ferry.zk import RegistryError
     from ferry.zk import connect as zk_connect
 
-    logging.getLogger("kazoo").setLevel(logging.ERROR)
+    quiet_zookeeper_logs()
     try:
         require_zookeeper(args)
         if getattr(args, "group", None) is not None:

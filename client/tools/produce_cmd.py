@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import argparse
-import logging
 import sys
 
-from ferry.zk.cli_args import ENV_ZOOKEEPER, add_zookeeper_argument
+from ferry.zk.cli_args import ENV_ZOOKEEPER, add_zookeeper_argument, quiet_zookeeper_logs
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -56,7 +55,7 @@ def run(args: argparse.Namespace) -> int:
     from ferry.client.producer import Producer
     from ferry.zk import RegistryError
 
-    logging.getLogger("kazoo").setLevel(logging.ERROR)
+    quiet_zookeeper_logs()
     if not args.bootstrap and not args.zookeeper:
         return _fail(f"give --bootstrap HOST:PORT or --zookeeper HOST:PORT/CHROOT (or set ${ENV_ZOOKEEPER})")
     if args.key_separator is not None and args.key_separator == "":

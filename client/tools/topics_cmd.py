@@ -9,13 +9,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
 import sys
 from typing import Any
 
 from ferry.wire.log_config import LogConfig
 from ferry.zk import ClusterRegistry, RegistryError, TopicExistsError, UnknownTopicError
-from ferry.zk.cli_args import UsageError, add_zookeeper_argument, require_zookeeper
+from ferry.zk.cli_args import UsageError, add_zookeeper_argument, quiet_zookeeper_logs, require_zookeeper
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -67,7 +66,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    logging.getLogger("kazoo").setLevel(logging.ERROR)  # its reconnect chatter is not the user's business
+    quiet_zookeeper_logs()
     try:
         require_zookeeper(args)
         config = _parse_configs(getattr(args, "config", []))
