@@ -10,8 +10,9 @@ import tempfile
 import time
 from pathlib import Path
 
-which, n = sys.argv[1], int(sys.argv[2])
 from ferry.embedded import BrokerProcess, ZooKeeperServer
+
+which, n = sys.argv[1], int(sys.argv[2])
 
 if which == "old":
     from broker.client.message_set_consumer import MessageSetConsumer
@@ -48,6 +49,8 @@ for rnd in range(3):
             break
     dt_c = time.perf_counter() - t0
     c.close()
-    best_p = max(best_p, n / dt_p); best_c = max(best_c, got / dt_c)
+    best_p = max(best_p, n / dt_p)
+    best_c = max(best_c, got / dt_c)
 print(f"{which}: produce {best_p/1e6:.2f} M msg/s ({1e6/best_p:.2f} us/msg), consume {best_c/1e6:.2f} M msg/s ({1e6/best_c:.3f} us/msg)")
-b.stop(); zk.stop()
+b.stop()
+zk.stop()
