@@ -10,12 +10,14 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import Consumer, KafkaError, TopicPartition
 
 from ferry.client.bootstrap import discover
 from ferry.client.errors import ClientError, UnknownTopicError
 from ferry.client.message import MessageAndMetadata
 from ferry.client.rate_limited_log import rate_limited_logger
+from ferry.client.wire_client import WireClient
+from ferry.wire.protocol.list_offsets import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 from ferry.zk import TopicInfo, ZkConnect
 from ferry.zk import connect as zk_connect
 from ferry.zk.znodes import BROKER_TOPICS_PATH, topic_path
@@ -31,6 +33,7 @@ class SimpleConsumer:
             bootstrap, _ = discover(str(self.zookeeper), timeout_s)
         self.bootstrap = bootstrap
         self.timeout_s = timeout_s
+        self._wire: WireClient | None = None
         self._consumer = Consumer({
             "bootstrap.servers": bootstrap,
             "group.id": f"ferry.{client_id}",  # librdkafka wants one even with assign(); never used
@@ -75,27 +78,30 @@ class SimpleConsumer:
             raise UnknownTopicError(f"topic {topic!r} does not exist at {self.bootstrap}")
         return sorted(t.partitions)
 
+    def _offsets(self) -> WireClient:
+        """The raw client's one ListOffsets path (shared with the loaders and the mirror)."""
+        if self._wire is None:
+            self._wire = WireClient(self.bootstrap, client_id="ferry-simple-consumer", timeout_s=self.timeout_s,
+                                    connect_timeout_s=min(self.timeout_s, 10.0))
+        return self._wire
+
     def watermarks(self, topic: str, partition: int) -> tuple[int, int]:
         """(earliest offset, log end offset) — ListOffsets earliest/latest."""
+        key = (topic, partition)
         try:
-            return self._consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=self.timeout_s,
-                                                        cached=False)
-        except KafkaException as exc:
-            raise ClientError(f"cannot list offsets of {topic}/{partition}: {exc.args[0]}") from None
+            low = self._offsets().offsets({key: EARLIEST_TIMESTAMP})[key]
+            high = self._offsets().offsets({key: LATEST_TIMESTAMP})[key]
+        except ClientError as exc:
+            raise ClientError(f"cannot list offsets of {topic}/{partition}: {exc}") from None
+        return low, high
 
     def offsets_for_time(self, topic: str, partitions: list[int], ts_ms: int) -> dict[int, int]:
         """Per partition, the first offset whose timestamp is >= ts_ms (the log end if there is none)."""
-        tps = [TopicPartition(topic, p, ts_ms) for p in partitions]
         try:
-            found = self._consumer.offsets_for_times(tps, timeout=self.timeout_s)
-        except KafkaException as exc:
-            raise ClientError(f"cannot look up offsets by time in {topic}: {exc.args[0]}") from None
-        out: dict[int, int] = {}
-        for tp in found:
-            if tp.error is not None:
-                raise ClientError(f"cannot look up offsets by time in {topic}/{tp.partition}: {tp.error}")
-            out[tp.partition] = tp.offset if tp.offset >= 0 else self.watermarks(topic, tp.partition)[1]
-        return out
+            found = self._offsets().offsets({(topic, p): ts_ms for p in partitions})
+        except ClientError as exc:
+            raise ClientError(f"cannot look up offsets by time in {topic}: {exc}") from None
+        return {p: off if off >= 0 else self.watermarks(topic, p)[1] for (_, p), off in found.items()}
 
     # -- reading --------------------------------------------------------------------------------------------
     def read(self, topic: str, start: str | dict[int, int] = "earliest", *, partitions: list[int] | None = None,
@@ -157,6 +163,8 @@ class SimpleConsumer:
 
     def close(self) -> None:
         self._consumer.close()
+        if self._wire is not None:
+            self._wire.close()
 
     def __enter__(self) -> SimpleConsumer:
         return self

@@ -324,6 +324,19 @@ class WireClient:
                         self.leaders.pop((topic, res.partition), None)
         return out
 
+    def offsets(self, wanted: dict[tuple[str, int], int]) -> dict[tuple[str, int], int]:
+        """{(topic, partition): offset} for {(topic, partition): timestamp} (EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
+        or a time in ms: -1 when no message is that recent); any partition's error raises (for_code)."""
+        got = self.list_offsets(wanted)
+        out = {}
+        for key in wanted:
+            res = got.get(key)
+            code = res.error_code if res is not None else ErrorCode.UNKNOWN_SERVER_ERROR
+            if code != ErrorCode.NONE:
+                raise for_code(code, f"ListOffsets for {key[0]}/{key[1]}")
+            out[key] = res.offset
+        return out
+
     def init_producer_id(self) -> tuple[int, int]:
         """A fresh idempotent producer id and epoch from any broker."""
         if not self.brokers:

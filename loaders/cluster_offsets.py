@@ -10,7 +10,7 @@ from ferry.client.bootstrap import discover
 from ferry.client.errors import ClientError
 from ferry.client.topic_selection import TopicSelectionError, select_topics
 from ferry.client.wire_client import WireClient
-from ferry.wire.protocol.errors import ErrorCode, error_name
+from ferry.wire.protocol.errors import ErrorCode
 from ferry.wire.protocol.list_offsets import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 from ferry.zk import ClusterRegistry
 
@@ -68,19 +68,10 @@ class ClusterOffsets:
         return {n: available[n] for n in names}
 
     def _list(self, wanted: dict[tuple[str, int], int], what: str) -> dict[tuple[str, int], int]:
-        """{(topic, partition): offset} for {(topic, partition): timestamp}; any error raises."""
         try:
-            got = self._client.list_offsets(wanted)
+            return self._client.offsets(wanted)
         except ClientError as e:
             raise ClusterOffsetsError(f"{what} failed: {e}") from None
-        out = {}
-        for key in wanted:
-            res = got.get(key)
-            if res is None or res.error_code != ErrorCode.NONE:
-                code = res.error_code if res is not None else ErrorCode.UNKNOWN_SERVER_ERROR
-                raise ClusterOffsetsError(f"{what} for {key[0]}/{key[1]} failed: {error_name(code)}")
-            out[key] = res.offset
-        return out
 
     def watermarks(self, topic: str, partition: int) -> Watermarks:
         key = (topic, partition)
