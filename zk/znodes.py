@@ -119,3 +119,55 @@ def _json_object(data: bytes | None, what: str) -> dict:
     if not isinstance(doc, dict):
         raise ValueError(f"{what}: znode data is not a JSON object")
     return doc
+
+
+# ---------------------------------------------------------------------------- replication (Kafka's layout)
+# ``/brokers/topics/<topic>/partitions/<p>/state`` (persistent)
+#   ``{"version":1,"controller_epoch":3,"leader":1,"leader_epoch":7,"isr":[1,2,3]}``; leader -1 = offline.
+#   Written by the controller (elections; its writes are checked against /controller_epoch's version in the
+#   same ZooKeeper transaction) and by the partition's leader (ISR shrink/expand), always conditionally on
+#   the znode version the writer last read.
+# ``/controller`` (ephemeral) ``{"version":1,"brokerid":1,"timestamp":"<ms>"}`` — the one controller.
+# ``/controller_epoch`` (persistent) ``"<n>"`` — bumped by every new controller.
+# ``/admin/controlled_shutdown/<id>`` (ephemeral) — a broker asks the controller to move its leaders off.
+# ``/admin/preferred_replica_election`` ``{"version":1,"partitions":[{"topic":t,"partition":p}]}``.
+CONTROLLER_PATH = "/controller"
+CONTROLLER_EPOCH_PATH = "/controller_epoch"
+CONTROLLED_SHUTDOWN_PATH = "/admin/controlled_shutdown"
+PREFERRED_ELECTION_PATH = "/admin/preferred_replica_election"
+NO_LEADER = -1
+
+
+def partitions_path(topic: str) -> str:
+    return f"{BROKER_TOPICS_PATH}/{topic}/partitions"
+
+
+def partition_state_path(topic: str, partition: int) -> str:
+    return f"{BROKER_TOPICS_PATH}/{topic}/partitions/{int(partition)}/state"
+
+
+@dataclass(frozen=True)
+class PartitionState:
+    """Leader, leader epoch and in-sync replicas of one partition (Kafka's LeaderAndIsr)."""
+
+    leader: int
+    leader_epoch: int
+    isr: tuple[int, ...]
+    controller_epoch: int = 0
+
+    def encode(self) -> bytes:
+        doc = {"version": 1, "controller_epoch": self.controller_epoch, "leader": self.leader,
+               "leader_epoch": self.leader_epoch, "isr": list(self.isr)}
+        return json.dumps(doc, sort_keys=True).encode()
+
+    @classmethod
+    def decode(cls, data: bytes, what: str = "partition state") -> PartitionState:
+        """Raises ValueError on anything but a well-formed state."""
+        doc = _json_object(data, what)
+        leader, epoch, isr = doc.get("leader"), doc.get("leader_epoch"), doc.get("isr")
+        cepoch = doc.get("controller_epoch", 0)
+        if not all(isinstance(v, int) and not isinstance(v, bool) for v in (leader, epoch, cepoch)):
+            raise ValueError(f"{what}: leader/leader_epoch/controller_epoch must be integers: {doc!r}")
+        if not isinstance(isr, list) or not all(isinstance(b, int) and not isinstance(b, bool) for b in isr):
+            raise ValueError(f"{what}: isr must be a list of broker ids: {doc!r}")
+        return cls(leader=leader, leader_epoch=epoch, isr=tuple(isr), controller_epoch=cepoch)
