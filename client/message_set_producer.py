@@ -30,8 +30,8 @@ from ferry.client.errors import (
     ProduceError,
 )
 from ferry.client.leader_lookup import connect_cluster, partition_leader  # noqa: F401 - also the consumer's
-from ferry.client.raw_responses import parse_produce
 from ferry.client.wire_client import LEADERSHIP_ERRORS
+from ferry.wire.protocol import produce
 from ferry.wire.record.message_set_builder import MessageSetBuilder
 from ferry.wire.record.record_batch import BATCH_HEADER_SIZE, CURRENT_MAGIC, MAGIC_POS
 
@@ -323,7 +323,7 @@ class MessageSetProducer:
                  body: memoryview) -> None:
         message = None
         try:
-            for r in parse_produce(body).get(topic, []):
+            for r in produce.parse_response(body).get(topic, []):
                 if r.partition == partition:
                     message = r.error_message
         except Exception:  # noqa: BLE001 — the error code alone is still worth raising

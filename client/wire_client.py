@@ -21,21 +21,11 @@ from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 
 from ferry.client.errors import BrokerUnavailableError, ClientError, for_code
-from ferry.client.raw_requests import (
-    Buffers,
-    init_producer_id_request,
-    list_offsets_request,
-    metadata_request,
-    request_header,
-)
-from ferry.client.raw_responses import (
-    MetadataResponse,
-    parse_init_producer_id,
-    parse_list_offsets,
-    parse_metadata,
-)
+from ferry.wire.protocol import init_producer_id, list_offsets, metadata
 from ferry.wire.protocol.errors import ErrorCode
+from ferry.wire.protocol.header import Buffers, request_header
 from ferry.wire.protocol.list_offsets import PartitionOffsetResult
+from ferry.wire.protocol.metadata import MetadataResponse
 
 log = logging.getLogger(__name__)
 
@@ -244,12 +234,12 @@ class WireClient:
             try:
                 if node_id is not None and node_id in self._connections:
                     conn = self._connections[node_id]
-                    body = conn.request(*metadata_request(topics))
+                    body = conn.request(*metadata.encode_request(topics))
                 else:
                     conn = BrokerConnection(-1, host, port, self.client_id, self.timeout_s,
                                             self.connect_timeout_s)
                     try:
-                        body = conn.request(*metadata_request(topics))
+                        body = conn.request(*metadata.encode_request(topics))
                     finally:
                         conn.close()
             except ClientError as e:
@@ -257,7 +247,7 @@ class WireClient:
                 if node_id is not None:
                     self.close_connection(node_id)
                 continue
-            md = parse_metadata(body)
+            md = metadata.parse_response(body)
             self._apply(md, topics)
             return md
         raise BrokerUnavailableError("no broker answered a metadata request: " + ("; ".join(errors) or
@@ -310,14 +300,14 @@ class WireClient:
             by_leader.setdefault(node, {}).setdefault(topic, []).append((partition, ts))
         for node, topics in by_leader.items():
             try:
-                body = self.connection(node).request(*list_offsets_request(topics.items()))
+                body = self.connection(node).request(*list_offsets.encode_request(topics.items()))
             except ClientError:
                 self.close_connection(node)
                 for topic, parts in topics.items():
                     for partition, _ in parts:
                         out[(topic, partition)] = PartitionOffsetResult(partition, ErrorCode.NETWORK_EXCEPTION)
                 continue
-            for topic, results in parse_list_offsets(body).items():
+            for topic, results in list_offsets.parse_response(body).items():
                 for res in results:
                     out[(topic, res.partition)] = res
                     if res.error_code in LEADERSHIP_ERRORS:
@@ -344,7 +334,7 @@ class WireClient:
         errors = []
         for node_id in list(self.brokers):
             try:
-                res = parse_init_producer_id(self.connection(node_id).request(*init_producer_id_request()))
+                res = init_producer_id.parse_response(self.connection(node_id).request(*init_producer_id.encode_request()))
             except ClientError as e:
                 self.close_connection(node_id)
                 errors.append(str(e))

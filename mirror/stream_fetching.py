@@ -5,8 +5,6 @@ from __future__ import annotations
 import time
 
 from ferry.client.errors import ClientError
-from ferry.client.raw_requests import fetch_request
-from ferry.client.raw_responses import parse_fetch
 from ferry.client.wire_client import LEADERSHIP_ERRORS
 from ferry.mirror.batch_rewrite import CorruptBatchError, forward_batches, next_sequence
 from ferry.mirror.mirror_limits import (
@@ -21,6 +19,7 @@ from ferry.mirror.partition_mirror import (
     PartitionMirror,
     PendingBatch,
 )
+from ferry.wire.protocol import fetch
 from ferry.wire.protocol.errors import ErrorCode
 from ferry.wire.protocol.fetch import FetchPartition
 from ferry.wire.protocol.list_offsets import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
@@ -77,7 +76,7 @@ class MirrorFetching:
                     pm.fetch_sent_offset = pm.fetch_offset
             try:
                 conn = self.source.connection(node)
-                conn.send(*fetch_request(req, wait_ms, 1, FETCH_RESPONSE_MAX_BYTES))
+                conn.send(*fetch.encode_request(req, wait_ms, 1, FETCH_RESPONSE_MAX_BYTES))
             except ClientError as e:
                 self._fetch_connection_failed(node, topics, e)
                 continue
@@ -101,7 +100,7 @@ class MirrorFetching:
         for node, conn, topics in sent:
             try:
                 body = conn.receive(timeout_s=self.source.timeout_s + self.fetch_wait_ms / 1000)
-                resp = parse_fetch(body)
+                resp = fetch.parse_response(body)
             except (ClientError, ProtocolError) as e:
                 self._fetch_connection_failed(node, topics, e)
                 continue

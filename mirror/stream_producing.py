@@ -6,8 +6,6 @@ import logging
 import time
 
 from ferry.client.errors import ClientError
-from ferry.client.raw_requests import produce_request
-from ferry.client.raw_responses import parse_produce
 from ferry.client.wire_client import LEADERSHIP_ERRORS
 from ferry.mirror.audit_tally import BatchWalkError, tally_batches
 from ferry.mirror.mirror_limits import (
@@ -28,6 +26,7 @@ from ferry.mirror.partition_mirror import (
     PendingBatch,
     TopicPartition,
 )
+from ferry.wire.protocol import produce
 from ferry.wire.protocol.errors import ErrorCode
 from ferry.wire.protocol.primitives import ProtocolError
 
@@ -108,7 +107,7 @@ class MirrorProducing:
                 for pm, batches in req:
                     by_topic.setdefault(pm.topic, []).append((pm.partition, [b.view() for b in batches]))
                 try:
-                    conn.send(*produce_request(by_topic.items(), -1, int(self.target.timeout_s * 750)))
+                    conn.send(*produce.encode_request(by_topic.items(), -1, int(self.target.timeout_s * 750)))
                 except ClientError as e:
                     # the connection is gone with everything sent on it: those outcomes are unknown
                     self._produce_connection_failed(node, [s for r in ok for s in r] + list(req),
@@ -140,7 +139,7 @@ class MirrorProducing:
             failed_this_round: set[TopicPartition] = set()
             for i, req in enumerate(requests):
                 try:
-                    results = parse_produce(conn.receive())
+                    results = produce.parse_response(conn.receive())
                 except (ClientError, ProtocolError) as e:
                     self._produce_connection_failed(node, [s for r in requests[i:] for s in r], [], e)
                     break

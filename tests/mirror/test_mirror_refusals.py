@@ -16,12 +16,11 @@ from mirror_batches import build_batch, records
 from mirror_harness import produce, read_log, wait_for, wait_partitions
 
 from ferry.client.audit.bucket import BUCKET_MS, bucket_start
-from ferry.client.raw_requests import produce_request
-from ferry.client.raw_responses import parse_produce
 from ferry.client.wire_client import WireClient
 from ferry.mirror.metrics import MirrorMetrics
 from ferry.mirror.mirror_limits import COALESCE_BYTES
 from ferry.mirror.mirror_stream import MirrorStream
+from ferry.wire.protocol import produce as produce_api
 from ferry.zk.cluster_registry import ClusterRegistry
 from tests.client.group_helpers import TcpProxy, close_both
 
@@ -58,7 +57,7 @@ def _produce_raw(bootstrap: str, data: bytes) -> None:
     try:
         client.refresh_metadata(["t"])
         conn = client.connection(client.leaders[TP])
-        results = parse_produce(conn.request(*produce_request([("t", [(0, data)])], -1, 10_000)))
+        results = produce_api.parse_response(conn.request(*produce_api.encode_request([("t", [(0, data)])], -1, 10_000)))
         assert [r.error_code for r in results["t"]] == [0]
     finally:
         client.close()

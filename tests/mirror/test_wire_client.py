@@ -8,10 +8,9 @@ from mirror_batches import build_batch, records
 from mirror_harness import wait_partitions
 
 from ferry.client.errors import BrokerUnavailableError
-from ferry.client.raw_requests import fetch_request, produce_request
-from ferry.client.raw_responses import parse_fetch, parse_produce
 from ferry.client.wire_client import WireClient, parse_bootstrap
 from ferry.mirror.batch_rewrite import forward_batches
+from ferry.wire.protocol import fetch, produce
 from ferry.wire.protocol.errors import ErrorCode
 from ferry.wire.protocol.fetch import FetchPartition
 from ferry.zk.cluster_registry import ClusterRegistry
@@ -46,23 +45,23 @@ def test_produce_fetch_and_offsets_through_the_wire_client(cluster_factory) -> N
             fw = forward_batches(build_batch(records(10, T0 + i), 0, "lz4"), 0, pid, epoch, seq)
             seq = fw.next_sequence
             sent.append(fw.records)
-            conn.send(*produce_request([("t", [(0, fw.records)])], -1, 10_000))
+            conn.send(*produce.encode_request([("t", [(0, fw.records)])], -1, 10_000))
         assert conn.in_flight == 3
-        bases = [parse_produce(conn.receive())["t"][0] for _ in range(3)]
+        bases = [produce.parse_response(conn.receive())["t"][0] for _ in range(3)]
         assert [(r.error_code, r.base_offset) for r in bases] == [(0, 0), (0, 10), (0, 20)]
 
         # a retry of the last batch is recognised by the broker (same producer id and sequence)
-        conn.send(*produce_request([("t", [(0, sent[-1])])], -1, 10_000))
-        again = parse_produce(conn.receive())["t"][0]
+        conn.send(*produce.encode_request([("t", [(0, sent[-1])])], -1, 10_000))
+        again = produce.parse_response(conn.receive())["t"][0]
         assert (again.error_code, again.base_offset) == (0, 20)
 
         offsets = wc.list_offsets({("t", 0): -2, ("t", 0 + 1): -1})
         assert offsets[("t", 0)].offset == 0 and offsets[("t", 1)].offset == 0
         assert wc.list_offsets({("t", 0): -1})[("t", 0)].offset == 30
 
-        conn.send(*fetch_request([("t", [FetchPartition(0, 10, 1 << 20), FetchPartition(1, 0, 1 << 20)])],
+        conn.send(*fetch.encode_request([("t", [FetchPartition(0, 10, 1 << 20), FetchPartition(1, 0, 1 << 20)])],
                                  100, 1, 1 << 20))
-        resp = parse_fetch(conn.receive())
+        resp = fetch.parse_response(conn.receive())
         p0, p1 = sorted(resp.topics["t"], key=lambda r: r.partition)
         assert (p0.error_code, p0.high_watermark, p1.high_watermark) == (0, 30, 0)
         mr = MemoryRecords(bytes(p0.records))
@@ -71,13 +70,13 @@ def test_produce_fetch_and_offsets_through_the_wire_client(cluster_factory) -> N
             firsts.append(mr.next_batch().base_offset)
         assert firsts == [10, 20]  # whole batches from the one holding offset 10
 
-        conn.send(*fetch_request([("t", [FetchPartition(0, 99, 1 << 20)])], 0, 1, 1 << 20))
-        assert parse_fetch(conn.receive()).topics["t"][0].error_code == ErrorCode.OFFSET_OUT_OF_RANGE
+        conn.send(*fetch.encode_request([("t", [FetchPartition(0, 99, 1 << 20)])], 0, 1, 1 << 20))
+        assert fetch.parse_response(conn.receive()).topics["t"][0].error_code == ErrorCode.OFFSET_OUT_OF_RANGE
 
         # a broker that went away: a clear error, and the connection can be used again once it is back
         c.brokers[1].stop()
         with pytest.raises(BrokerUnavailableError):
-            conn.request(*fetch_request([("t", [FetchPartition(0, 0, 1024)])], 0, 1, 1024))
+            conn.request(*fetch.encode_request([("t", [FetchPartition(0, 0, 1024)])], 0, 1, 1024))
         with pytest.raises(BrokerUnavailableError):
             wc.refresh_metadata(["t"])
         c.brokers[1].start()

@@ -3,14 +3,24 @@ with session_id 0, which tells the client to send full requests (the broker stay
 
 The encoder returns a list of parts: `bytes` and record slices (any object with an int `size`), so that
 the server writes the framing itself and sends the record bytes with sendfile.
+
+The client side (`encode_request`, `parse_response`) speaks v11 and is used by every raw fetcher (the
+mirror, a broker's replica fetcher): fetched records come back as memoryviews into the response buffer.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ferry.wire.protocol.api_keys import ApiKey
+from ferry.wire.protocol.header import Buffers
 from ferry.wire.protocol.primitives import Reader, Writer
+
+REQUEST_VERSION = 11  # what clients send
+CONSUMER_REPLICA_ID = -1  # a Fetch/ListOffsets from a client, not a follower
+READ_UNCOMMITTED = 0
 
 
 @dataclass(slots=True)
@@ -100,3 +110,56 @@ def encode_response(version: int, topics: list[tuple[str, list[PartitionFetchRes
 
 def parts_size(parts: list[Any]) -> int:
     return sum(len(p) if isinstance(p, bytes | bytearray | memoryview) else p.size for p in parts)
+
+
+# ---------------------------------------------------------------------- client side
+
+
+def encode_request(topics: Iterable[tuple[str, Sequence[FetchPartition]]], max_wait_ms: int, min_bytes: int,
+                   max_bytes: int) -> tuple[int, int, Buffers]:
+    """Fetch v11, full request without a fetch session (session id 0, epoch -1)."""
+    topics = list(topics)
+    w = Writer().int32(CONSUMER_REPLICA_ID).int32(max_wait_ms).int32(min_bytes).int32(max_bytes)
+    w.int8(READ_UNCOMMITTED).int32(0).int32(-1)
+    w.array_len(len(topics))
+    for name, parts in topics:
+        w.string(name).array_len(len(parts))
+        for p in parts:
+            w.int32(p.partition).int32(p.current_leader_epoch).int64(p.fetch_offset)
+            w.int64(p.log_start_offset).int32(p.max_bytes)
+    w.array_len(0)  # forgotten topics
+    w.string("")  # rack id
+    return ApiKey.FETCH, REQUEST_VERSION, [w.buf]
+
+
+@dataclass(slots=True)
+class FetchResponse:
+    error_code: int
+    topics: dict[str, list[PartitionFetchResult]]
+
+
+def parse_response(body: memoryview, version: int = REQUEST_VERSION) -> FetchResponse:
+    """A Fetch answer (after the correlation id); each partition's records are a memoryview into ``body``."""
+    r = Reader(body)
+    r.int32()  # throttle
+    error_code = 0
+    if version >= 7:
+        error_code = r.int16()
+        r.int32()  # session id
+    topics: dict[str, list[PartitionFetchResult]] = {}
+    for _ in range(max(r.array_len(), 0)):
+        name = r.string()
+        results = topics.setdefault(name, [])
+        for _ in range(max(r.array_len(), 0)):
+            partition, err, hw = r.int32(), r.int16(), r.int64()
+            lso = r.int64() if version >= 4 else -1
+            log_start = r.int64() if version >= 5 else -1
+            if version >= 4:
+                for _ in range(max(r.array_len(), 0)):  # aborted transactions
+                    r.int64()
+                    r.int64()
+            if version >= 11:
+                r.int32()  # preferred read replica
+            records = r.nullable_bytes()
+            results.append(PartitionFetchResult(partition, err, hw, lso, log_start, records))
+    return FetchResponse(error_code, topics)

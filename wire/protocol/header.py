@@ -2,6 +2,7 @@
 
 Every version this broker serves is non-flexible, so header v1 is all it parses. A flexible (v2) header
 starts with the same fields, which is enough to answer an ApiVersions v3+ request by correlation id.
+Clients (the raw client, a broker's replica fetcher) encode the same header with `request_header`.
 """
 
 from __future__ import annotations
@@ -9,10 +10,13 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
-from ferry.wire.protocol.primitives import ProtocolError, Reader
+from ferry.wire.protocol.primitives import ProtocolError, Reader, Writer
 
 _FIXED = struct.Struct(">hhi")
 _CORR = struct.Struct(">i")
+
+# A request body as parts written with one sendmsg: record bytes are referenced, never copied into it.
+Buffers = list[bytes | bytearray | memoryview]
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,9 +42,15 @@ def read_request_header(frame: bytes | bytearray | memoryview) -> tuple[RequestH
     return RequestHeader(api_key, api_version, correlation_id, client_id), r
 
 
+def request_header(api_key: int, api_version: int, correlation_id: int, client_id: str | None) -> bytes:
+    """Request header v1 for a client's request: api_key, api_version, correlation_id, client_id."""
+    return bytes(Writer().int16(api_key).int16(api_version).int32(correlation_id).string(client_id).buf)
+
+
 def response_header(correlation_id: int) -> bytes:
     """Response header v0: just the correlation id."""
     return _CORR.pack(correlation_id)
 
 
-__all__ = ["ProtocolError", "RequestHeader", "peek_header", "read_request_header", "response_header"]
+__all__ = ["Buffers", "ProtocolError", "RequestHeader", "peek_header", "read_request_header", "request_header",
+           "response_header"]

@@ -1,11 +1,17 @@
 """ListOffsets (key 2), versions 1-5: timestamp -2 = earliest, -1 = latest, otherwise the first offset whose
-batch has a timestamp at or after it."""
+batch has a timestamp at or after it. The client side (`encode_request`, `parse_response`) speaks v5."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from ferry.wire.protocol.api_keys import ApiKey
+from ferry.wire.protocol.fetch import CONSUMER_REPLICA_ID, READ_UNCOMMITTED
+from ferry.wire.protocol.header import Buffers
 from ferry.wire.protocol.primitives import Reader, Writer
+
+REQUEST_VERSION = 5  # what clients send
 
 EARLIEST_TIMESTAMP = -2
 LATEST_TIMESTAMP = -1
@@ -51,3 +57,34 @@ def encode_response(version: int, topics: list[tuple[str, list[PartitionOffsetRe
             if version >= 4:
                 w.int32(0 if p.offset >= 0 else -1)  # leader_epoch
     return bytes(w.buf)
+
+
+# ---------------------------------------------------------------------- client side
+
+
+def encode_request(topics: Iterable[tuple[str, Sequence[tuple[int, int]]]]) -> tuple[int, int, Buffers]:
+    """ListOffsets v5: [(topic, [(partition, timestamp)])]; timestamp -2 earliest, -1 latest."""
+    topics = list(topics)
+    w = Writer().int32(CONSUMER_REPLICA_ID).int8(READ_UNCOMMITTED).array_len(len(topics))
+    for name, partitions in topics:
+        w.string(name).array_len(len(partitions))
+        for partition, timestamp in partitions:
+            w.int32(partition).int32(-1).int64(timestamp)  # current_leader_epoch unknown
+    return ApiKey.LIST_OFFSETS, REQUEST_VERSION, [w.buf]
+
+
+def parse_response(body: memoryview, version: int = REQUEST_VERSION) -> dict[str, list[PartitionOffsetResult]]:
+    """A ListOffsets answer (after the correlation id): {topic: [PartitionOffsetResult]}."""
+    r = Reader(body)
+    if version >= 2:
+        r.int32()  # throttle
+    out: dict[str, list[PartitionOffsetResult]] = {}
+    for _ in range(max(r.array_len(), 0)):
+        name = r.string()
+        results = out.setdefault(name, [])
+        for _ in range(max(r.array_len(), 0)):
+            partition, err, ts, offset = r.int32(), r.int16(), r.int64(), r.int64()
+            if version >= 4:
+                r.int32()  # leader epoch
+            results.append(PartitionOffsetResult(partition, err, ts, offset))
+    return out

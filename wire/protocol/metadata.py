@@ -1,10 +1,16 @@
-"""Metadata (key 3), versions 0-8: brokers, controller, and every requested topic's partition leaders."""
+"""Metadata (key 3), versions 0-8: brokers, controller, and every requested topic's partition leaders.
+The client side (`encode_request`, `parse_response`) speaks v8."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from ferry.wire.protocol.api_keys import ApiKey
+from ferry.wire.protocol.header import Buffers
 from ferry.wire.protocol.primitives import Reader, Writer
+
+REQUEST_VERSION = 8  # what clients send
 
 
 @dataclass(slots=True)
@@ -84,3 +90,58 @@ def encode_response(version: int, brokers: list[BrokerMetadata], cluster_id: str
     if version >= 8:
         w.int32(-2147483648)  # cluster_authorized_operations
     return bytes(w.buf)
+
+
+# ---------------------------------------------------------------------- client side
+
+
+def encode_request(topics: Sequence[str] | None) -> tuple[int, int, Buffers]:
+    """Metadata v8 for ``topics`` (None = every topic); never asks the broker to create topics."""
+    w = Writer()
+    if topics is None:
+        w.array_len(-1)
+    else:
+        w.array_len(len(topics))
+        for t in topics:
+            w.string(t)
+    w.boolean(False)  # allow_auto_topic_creation
+    w.boolean(False).boolean(False)  # include cluster/topic authorized operations
+    return ApiKey.METADATA, REQUEST_VERSION, [w.buf]
+
+
+@dataclass(slots=True)
+class MetadataResponse:
+    brokers: dict[int, BrokerMetadata]
+    controller_id: int
+    topics: dict[str, TopicMetadata] = field(default_factory=dict)
+    cluster_id: str | None = None
+
+
+def parse_response(body: memoryview, version: int = REQUEST_VERSION) -> MetadataResponse:
+    """A Metadata answer (after the correlation id), brokers and topics keyed by id and name."""
+    r = Reader(body)
+    if version >= 3:
+        r.int32()  # throttle
+    brokers = {}
+    for _ in range(max(r.array_len(), 0)):
+        node_id, host, port = r.int32(), r.string(), r.int32()
+        rack = r.nullable_string() if version >= 1 else None
+        brokers[node_id] = BrokerMetadata(node_id, host, port, rack)
+    cluster_id = r.nullable_string() if version >= 2 else None
+    controller = r.int32() if version >= 1 else -1
+    topics = {}
+    for _ in range(max(r.array_len(), 0)):
+        t_err, name = r.int16(), r.string()
+        internal = r.boolean() if version >= 1 else False
+        parts = []
+        for _ in range(max(r.array_len(), 0)):
+            p_err, partition, leader = r.int16(), r.int32(), r.int32()
+            if version >= 7:
+                r.int32()  # leader epoch
+            replicas, isr = r.int32_array(), r.int32_array()
+            offline = r.int32_array() if version >= 5 else []
+            parts.append(PartitionMetadata(p_err, partition, leader, replicas, isr, offline))
+        if version >= 8:
+            r.int32()  # topic authorized operations
+        topics[name] = TopicMetadata(t_err, name, parts, internal)
+    return MetadataResponse(brokers, controller, topics, cluster_id)
