@@ -1,9 +1,19 @@
-"""Partition placement: round-robin over the live brokers.
+"""Replica placement: Kafka's rack-unaware ``assignReplicasToBrokers`` over the live brokers.
 
-Brokers are sorted by id; the first partition goes to a broker picked by a stable hash of the
-topic name, so that many small topics do not all put their partition 0 on the lowest broker id.
-The hash is CRC-32 rather than Python's ``hash`` (randomised per process) so every process and
-every re-run places a topic's partitions the same way.
+Brokers are sorted by id. Partition ``p``'s first replica (its preferred leader) is broker
+``(start + p) % n``: leaders go round-robin, so they are balanced within one partition. The
+followers sit at ``first + 1 + (shift + j) % (n - 1)`` for ``j = 0 .. R-2``, with ``shift = start +
+p // n``: every offset lies in ``1 .. n-1``, so no two replicas of a partition share a broker, and
+the shift grows by one after each round of ``n`` partitions so that the followers of a broker's
+partitions do not all land on the same neighbours (a dead broker's load spreads over the cluster).
+
+``start`` is picked by a stable hash of the topic name (CRC-32, not Python's per-process ``hash``)
+so that many small topics do not all put partition 0 on the lowest broker id, and every process
+and every re-run places a topic the same way. Kafka picks a random start; it also restarts the
+shift's counting at the first added partition when a topic grows. Here partition ``p``'s replicas
+depend only on (topic, brokers, p, R), so partitions added later continue the creation's pattern
+exactly (as long as the brokers are the same). With R = 1 this is plain round-robin from the hashed
+start, the placement ferry has always used.
 """
 
 from __future__ import annotations
@@ -11,17 +21,51 @@ from __future__ import annotations
 import zlib
 from collections.abc import Iterable
 
-from ferry.zk.errors import NoBrokersError
+from ferry.zk.errors import InvalidReplicationFactorError, NoBrokersError
 
 
 def start_index(topic: str, broker_count: int) -> int:
+    """Index (in the sorted live brokers) of partition 0's first replica."""
     return zlib.crc32(topic.encode("utf-8")) % broker_count
+
+
+def check_replication_factor(value: object) -> int:
+    """The replication factor as an int >= 1; InvalidReplicationFactorError otherwise."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidReplicationFactorError(f"replication factor must be an integer, not {value!r}")
+    if value < 1:
+        raise InvalidReplicationFactorError(f"replication factor must be at least 1 (got {value})")
+    return value
+
+
+def assign_replicas(
+    topic: str, broker_ids: Iterable[int], first: int, count: int, replication_factor: int
+) -> dict[int, tuple[int, ...]]:
+    """Replica lists (preferred leader first) for partitions ``first .. first+count-1`` of ``topic``.
+
+    Raises NoBrokersError without brokers, InvalidReplicationFactorError when ``replication_factor``
+    is below 1 or larger than the number of brokers.
+    """
+    rf = check_replication_factor(replication_factor)
+    brokers = sorted(set(int(b) for b in broker_ids))
+    n = len(brokers)
+    if not brokers:
+        raise NoBrokersError(f"no live brokers are registered; cannot place the partitions of topic {topic!r}")
+    if rf > n:
+        raise InvalidReplicationFactorError(
+            f"replication factor {rf} is larger than the {n} registered broker{'s' if n != 1 else ''} "
+            f"({', '.join(map(str, brokers))}); cannot place topic {topic!r}"
+        )
+    start = start_index(topic, n)
+    out: dict[int, tuple[int, ...]] = {}
+    for p in range(first, first + count):
+        lead = (start + p) % n
+        shift = start + p // n
+        followers = (brokers[(lead + 1 + (shift + j) % (n - 1)) % n] for j in range(rf - 1))
+        out[p] = (brokers[lead], *followers)
+    return out
 
 
 def assign_round_robin(topic: str, broker_ids: Iterable[int], first: int, count: int) -> dict[int, tuple[int, ...]]:
     """Leaders for partitions ``first .. first+count-1`` of ``topic`` (replication factor 1)."""
-    brokers = sorted(set(int(b) for b in broker_ids))
-    if not brokers:
-        raise NoBrokersError(f"no live brokers are registered; cannot place the partitions of topic {topic!r}")
-    start = start_index(topic, len(brokers))
-    return {p: (brokers[(start + p) % len(brokers)],) for p in range(first, first + count)}
+    return assign_replicas(topic, broker_ids, first, count, 1)

@@ -38,6 +38,12 @@ class NoBrokersError(RegistryError):
     """No live broker is registered, so partitions cannot be assigned."""
 
 
+class InvalidReplicationFactorError(RegistryError, ValueError):
+    """A replication factor below 1, or larger than the number of live brokers (Kafka's code 38)."""
+
+    kafka_error_code = 38
+
+
 class BrokerIdConflictError(RegistryError):
     """Another live process holds /brokers/ids/<id>."""
 

@@ -1,20 +1,31 @@
-"""Topic administration in the registry: create, grow, delete and read topic assignments."""
+"""Topic administration in the registry: create, grow, delete and read topics and their partition states.
+
+A topic is its znode ``/brokers/topics/<t>`` (the replica assignment and config) plus one state znode
+per partition, ``/brokers/topics/<t>/partitions/<p>/state`` (leader, leader epoch, ISR). Creating or
+growing a topic writes both in ONE ZooKeeper transaction, so nobody (a broker's watch, the
+controller) ever sees a partition without its initial state: leader = the first replica, epoch 0,
+ISR = every replica (they are all empty, hence in sync).
+"""
 
 from __future__ import annotations
 
 import logging
 
+from kazoo.client import KazooClient, TransactionRequest
 from kazoo.exceptions import (
     BadVersionError,
     NodeExistsError,
     NoNodeError,
+    NotEmptyError,
+    RolledBackError,
 )
 
-from ferry.zk.assignment import assign_round_robin
+from ferry.zk.assignment import assign_replicas, check_replication_factor
 from ferry.zk.errors import (
     InvalidConfigError,
     InvalidPartitionsError,
     InvalidTopicError,
+    RegistryError,
     TopicExistsError,
     UnknownTopicError,
 )
@@ -22,7 +33,12 @@ from ferry.zk.registry_notifier import read_children
 from ferry.zk.topic_name import colliding_topic, validate_topic_name
 from ferry.zk.znodes import (
     BROKER_TOPICS_PATH,
+    CONTROLLER_EPOCH_PATH,
+    NO_LEADER,
+    PartitionState,
     TopicInfo,
+    partition_state_path,
+    partitions_path,
     topic_path,
 )
 
@@ -56,14 +72,50 @@ def _check_config(config: dict[str, str] | None) -> dict[str, str]:
 
 
 
+def controller_epoch(client: KazooClient) -> int:
+    """The current ``/controller_epoch`` (0 before any controller was elected, or if unreadable)."""
+    try:
+        data, _ = client.get(CONTROLLER_EPOCH_PATH)
+    except NoNodeError:
+        return 0
+    try:
+        return int((data or b"0").decode("ascii").strip() or 0)
+    except (UnicodeDecodeError, ValueError):
+        log.warning("ignoring an unreadable %s: %r", CONTROLLER_EPOCH_PATH, data)
+        return 0
+
+
+def initial_state(replicas: tuple[int, ...], epoch: int) -> PartitionState:
+    """A new partition's state: its preferred leader leads, every (empty) replica is in sync."""
+    return PartitionState(leader=replicas[0], leader_epoch=0, isr=tuple(replicas), controller_epoch=epoch)
+
+
+def _commit(tx: TransactionRequest, what: str) -> list:
+    """Commit a kazoo transaction; the first real error (not the rolled-back rest) is raised."""
+    results = tx.commit()
+    for result in results:
+        if isinstance(result, Exception) and not isinstance(result, RolledBackError):
+            raise result
+    if any(isinstance(r, Exception) for r in results):
+        raise RegistryError(f"{what}: the ZooKeeper transaction was rolled back")
+    return results
+
+
 class TopicAdmin:
-    """Topic administration in the registry: create, grow, delete and read topic assignments (a part of ClusterRegistry)."""
+    """Topic administration in the registry: create, grow, delete and read topics (a part of ClusterRegistry)."""
 
     # ----------------------------------------------------------------- topics
-    def create_topic(self, name: str, partitions: int, config: dict[str, str] | None = None) -> TopicInfo:
-        """Create a topic, its partitions placed round-robin over the live brokers."""
+    def create_topic(
+        self, name: str, partitions: int, config: dict[str, str] | None = None, replication_factor: int = 1
+    ) -> TopicInfo:
+        """Create a topic with its partitions' replicas spread over the live brokers (zk/assignment.py).
+
+        Raises TopicExistsError, InvalidTopicError, InvalidPartitionsError, InvalidConfigError,
+        NoBrokersError, InvalidReplicationFactorError (fewer live brokers than ``replication_factor``).
+        """
         validate_topic_name(name)
         _check_partition_count(partitions, "partitions")
+        check_replication_factor(replication_factor)
         config = _check_config(config)
         client = self.client
         existing = read_children(client, BROKER_TOPICS_PATH, None)
@@ -74,17 +126,26 @@ class TopicAdmin:
             raise InvalidTopicError(
                 f"topic {name!r} collides with existing topic {other!r} ('.' and '_' are interchangeable in metric names)"
             )
-        assignment = assign_round_robin(name, self.brokers(), 0, partitions)
+        assignment = assign_replicas(name, self.brokers(), 0, partitions, replication_factor)
         info = TopicInfo.from_assignment(name, assignment, config)
+        client.ensure_path(BROKER_TOPICS_PATH)
+        epoch = controller_epoch(client)
+        tx = client.transaction()
+        tx.create(topic_path(name), info.encode())
+        tx.create(partitions_path(name), b"")
+        _add_partition_ops(tx, name, assignment, epoch)
         try:
-            client.create(topic_path(name), info.encode(), makepath=True)
+            _commit(tx, f"creating topic {name!r}")
         except NodeExistsError:
             raise TopicExistsError(f"topic {name!r} already exists") from None
-        log.info("created topic %s with %d partitions: %s", name, partitions, info.partitions)
+        log.info("created topic %s with %d partitions (replication factor %d): %s", name, partitions,
+                 replication_factor, info.replicas)
         return info
 
     def add_partitions(self, name: str, total: int) -> TopicInfo:
-        """Grow ``name`` to ``total`` partitions; existing partitions keep their brokers."""
+        """Grow ``name`` to ``total`` partitions with the topic's replication factor; existing partitions
+        keep their replicas. The assignment is written conditionally on the version read (concurrent
+        changes retry), together with the new partitions' states."""
         validate_topic_name(name)
         _check_partition_count(total, "total partitions")
         client = self.client
@@ -99,27 +160,42 @@ class TopicAdmin:
                     f"topic {name!r} has {current.partition_count} partitions; "
                     f"the new total ({total}) must be larger (partitions can only be added)"
                 )
-            assignment = dict(current.replicas)
-            added = total - current.partition_count
-            assignment.update(assign_round_robin(name, self.brokers(), current.partition_count, added))
-            info = TopicInfo.from_assignment(name, assignment, current.config)
+            rf = len(current.replicas[0])
+            added = assign_replicas(name, self.brokers(), current.partition_count,
+                                    total - current.partition_count, rf)
+            info = TopicInfo.from_assignment(name, {**current.replicas, **added}, current.config)
+            tx = client.transaction()
+            tx.set_data(topic_path(name), info.encode(), version=stat.version)
+            if client.exists(partitions_path(name)) is None:  # a topic from before partition states
+                tx.create(partitions_path(name), b"")
+            _add_partition_ops(tx, name, added, controller_epoch(client))
             try:
-                client.set(topic_path(name), info.encode(), version=stat.version)
-            except BadVersionError:
+                _commit(tx, f"adding partitions to topic {name!r}")
+            except (BadVersionError, NodeExistsError):
                 continue
             except NoNodeError:
                 raise UnknownTopicError(f"topic {name!r} was deleted meanwhile") from None
-            log.info("topic %s: %d -> %d partitions", name, current.partition_count, total)
+            log.info("topic %s: %d -> %d partitions: %s", name, current.partition_count, total, added)
             return info
         raise InvalidPartitionsError(f"topic {name!r} kept changing while adding partitions; try again")
 
     def delete_topic(self, name: str) -> None:
-        """Remove the topic's assignment (brokers see it through their topic watch)."""
+        """Remove the topic's znode and its partition states at once (brokers see it through their topic watch)."""
         validate_topic_name(name)
-        try:
-            self.client.delete(topic_path(name))
-        except NoNodeError:
-            raise UnknownTopicError(f"topic {name!r} does not exist") from None
+        client = self.client
+        for _ in range(20):
+            paths = _subtree(client, topic_path(name))
+            if not paths:
+                raise UnknownTopicError(f"topic {name!r} does not exist")
+            tx = client.transaction()
+            for path in reversed(paths):  # children before their parents
+                tx.delete(path)
+            try:
+                _commit(tx, f"deleting topic {name!r}")
+                return
+            except (NotEmptyError, NoNodeError):
+                continue  # the subtree changed meanwhile: read it again
+        client.delete(topic_path(name), recursive=True)
 
     def topic(self, name: str) -> TopicInfo | None:
         try:
@@ -130,3 +206,51 @@ class TopicAdmin:
 
     def topics(self) -> dict[str, TopicInfo]:
         return self.client.retry(self._read_topics, None)
+
+    def partition_states(self, name: str) -> dict[int, PartitionState]:
+        """Every partition's state (leader, leader epoch, ISR); a partition without a readable state znode
+        (a topic from before replication, or a state being rewritten) shows leader -1, epoch -1, empty ISR."""
+        info = self.topic(name)
+        if info is None:
+            raise UnknownTopicError(f"topic {name!r} does not exist")
+        client = self.client
+        pending = {p: client.get_async(partition_state_path(name, p)) for p in sorted(info.partitions)}
+        out: dict[int, PartitionState] = {}
+        for p, result in pending.items():
+            try:
+                data, _ = result.get(timeout=self.timeout)
+                out[p] = PartitionState.decode(data, f"state of {name}-{p}")
+            except NoNodeError:
+                out[p] = MISSING_STATE
+            except ValueError as exc:
+                log.warning("%s", exc)
+                out[p] = MISSING_STATE
+        return out
+
+
+MISSING_STATE = PartitionState(leader=NO_LEADER, leader_epoch=-1, isr=())
+
+
+def _add_partition_ops(tx: TransactionRequest, name: str, assignment: dict[int, tuple[int, ...]], epoch: int) -> None:
+    """Transaction ops creating ``partitions/<p>`` and its initial state (a transaction does not makepath)."""
+    for p, replicas in sorted(assignment.items()):
+        state_path = partition_state_path(name, p)
+        tx.create(state_path.rsplit("/", 1)[0], b"")
+        tx.create(state_path, initial_state(replicas, epoch).encode())
+
+
+def _subtree(client: KazooClient, root: str) -> list[str]:
+    """``root`` and every znode below it, parents before children; [] when ``root`` does not exist."""
+    out: list[str] = []
+    stack = [root]
+    while stack:
+        path = stack.pop()
+        try:
+            children = client.get_children(path)
+        except NoNodeError:
+            if path == root:
+                return []
+            continue
+        out.append(path)
+        stack.extend(f"{path}/{c}" for c in sorted(children, reverse=True))
+    return out
