@@ -19,6 +19,7 @@ class ApiKey(IntEnum):
     API_VERSIONS = 18
     CREATE_TOPICS = 19
     INIT_PRODUCER_ID = 22
+    OFFSET_FOR_LEADER_EPOCH = 23  # replication (KIP-101); advertised once the broker serves it
 
 
 # api key -> (min, max) advertised in ApiVersions.

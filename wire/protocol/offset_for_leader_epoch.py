@@ -1,0 +1,117 @@
+"""OffsetForLeaderEpoch (key 23), versions 0-3 (non-flexible; v4+ is flexible and not spoken).
+
+A replica becoming follower asks the leader where its latest leader epoch ended there and truncates its
+own log to that offset (KIP-101), rather than to its high watermark. The broker side parses requests and
+encodes responses; the fetcher side (a follower) encodes requests and parses responses.
+
+    request:  [replica_id int32 (v3+)] topics[ name, partitions[ partition, current_leader_epoch (v2+),
+              leader_epoch ] ]
+    response: [throttle_time_ms (v2+)] topics[ name, partitions[ error_code, partition,
+              leader_epoch (v1+), end_offset ] ]
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ferry.wire.protocol.primitives import Reader, Writer
+
+MIN_VERSION, MAX_VERSION = 0, 3
+UNDEFINED_EPOCH = -1
+UNDEFINED_EPOCH_OFFSET = -1
+DEBUGGING_REPLICA_ID = -2  # Kafka's default for requests before v3 (no replica id on the wire)
+CONSUMER_REPLICA_ID = -1
+
+
+@dataclass(slots=True)
+class EpochRequestPartition:
+    partition: int
+    leader_epoch: int  # the epoch whose end offset is asked for
+    current_leader_epoch: int = -1  # the asker's idea of the current leader epoch, for fencing (v2+)
+
+
+@dataclass(slots=True)
+class OffsetForLeaderEpochRequest:
+    topics: list[tuple[str, list[EpochRequestPartition]]]
+    replica_id: int = DEBUGGING_REPLICA_ID  # on the wire from v3
+
+
+@dataclass(slots=True)
+class EpochEndOffset:
+    partition: int
+    error_code: int = 0
+    leader_epoch: int = UNDEFINED_EPOCH  # on the wire from v1
+    end_offset: int = UNDEFINED_EPOCH_OFFSET
+
+
+@dataclass(slots=True)
+class OffsetForLeaderEpochResponse:
+    topics: list[tuple[str, list[EpochEndOffset]]]
+    throttle_time_ms: int = 0  # on the wire from v2
+
+
+def _check_version(version: int) -> None:
+    if not MIN_VERSION <= version <= MAX_VERSION:
+        raise ValueError(f"OffsetForLeaderEpoch v{version} is not supported (v{MIN_VERSION}-{MAX_VERSION})")
+
+
+# -- broker side -----------------------------------------------------------------------------------------
+
+def parse_request(r: Reader, version: int) -> OffsetForLeaderEpochRequest:
+    replica_id = r.int32() if version >= 3 else DEBUGGING_REPLICA_ID
+
+    def partition(r: Reader) -> EpochRequestPartition:
+        p = r.int32()
+        current = r.int32() if version >= 2 else -1
+        return EpochRequestPartition(p, r.int32(), current)
+
+    return OffsetForLeaderEpochRequest(r.array(lambda r: (r.string(), r.array(partition))), replica_id)
+
+
+def encode_response(version: int, topics: list[tuple[str, list[EpochEndOffset]]], throttle_time_ms: int = 0
+                    ) -> bytes:
+    _check_version(version)
+    w = Writer()
+    if version >= 2:
+        w.int32(throttle_time_ms)
+    w.array_len(len(topics))
+    for name, parts in topics:
+        w.string(name).array_len(len(parts))
+        for p in parts:
+            w.int16(p.error_code).int32(p.partition)
+            if version >= 1:
+                w.int32(p.leader_epoch)
+            w.int64(p.end_offset)
+    return bytes(w.buf)
+
+
+# -- fetcher side ----------------------------------------------------------------------------------------
+
+def encode_request(version: int, topics: list[tuple[str, list[EpochRequestPartition]]],
+                   replica_id: int = DEBUGGING_REPLICA_ID) -> bytes:
+    """The request body (after the request header). ``replica_id`` is sent from v3 (a follower's broker id)."""
+    _check_version(version)
+    w = Writer()
+    if version >= 3:
+        w.int32(replica_id)
+    w.array_len(len(topics))
+    for name, parts in topics:
+        w.string(name).array_len(len(parts))
+        for p in parts:
+            w.int32(p.partition)
+            if version >= 2:
+                w.int32(p.current_leader_epoch)
+            w.int32(p.leader_epoch)
+    return bytes(w.buf)
+
+
+def parse_response(body: bytes | bytearray | memoryview, version: int) -> OffsetForLeaderEpochResponse:
+    r = Reader(body)
+    throttle = r.int32() if version >= 2 else 0
+
+    def partition(r: Reader) -> EpochEndOffset:
+        error_code, p = r.int16(), r.int32()
+        epoch = r.int32() if version >= 1 else UNDEFINED_EPOCH
+        return EpochEndOffset(p, error_code, epoch, r.int64())
+
+    return OffsetForLeaderEpochResponse(r.array(lambda r: (r.string(), r.array(partition))), throttle)
