@@ -27,6 +27,10 @@ TOPICS_RESP = [
 ]
 
 
+def _body(encoded) -> bytes:
+    return b"".join(bytes(b) for b in encoded[2])
+
+
 def _expected_request(version: int) -> list:
     return [(name, [ofle.EpochRequestPartition(p.partition, p.leader_epoch,
                                                p.current_leader_epoch if version >= 2 else -1) for p in parts])
@@ -45,8 +49,9 @@ def test_api_key_is_known_but_not_advertised_yet():
 
 @pytest.mark.parametrize("version", VERSIONS)
 def test_request_round_trip(version):
-    body = ofle.encode_request(version, TOPICS_REQ, replica_id=3)
-    r = Reader(body)
+    key, v, buffers = ofle.encode_request(TOPICS_REQ, 3, version)
+    assert (key, v) == (ApiKey.OFFSET_FOR_LEADER_EPOCH, version)
+    r = Reader(_body((key, v, buffers)))
     req = ofle.parse_request(r, version)
     assert r.remaining() == 0
     assert req.topics == _expected_request(version)
@@ -56,9 +61,7 @@ def test_request_round_trip(version):
 @pytest.mark.parametrize("version", VERSIONS)
 def test_response_round_trip(version):
     body = ofle.encode_response(version, TOPICS_RESP, throttle_time_ms=17)
-    resp = ofle.parse_response(body, version)
-    assert resp.topics == _expected_response(version)
-    assert resp.throttle_time_ms == (17 if version >= 2 else 0)
+    assert ofle.parse_response(memoryview(body), version) == dict(_expected_response(version))
 
 
 @pytest.mark.parametrize("version", VERSIONS)
@@ -67,7 +70,7 @@ def test_request_matches_kafka_python(version):
     topics = [(name, [(p.partition, p.current_leader_epoch, p.leader_epoch) if version >= 2
                       else (p.partition, p.leader_epoch) for p in parts]) for name, parts in TOPICS_REQ]
     theirs = bytes(cls(replica_id=3, topics=topics).encode() if version >= 3 else cls(topics=topics).encode())
-    assert ofle.encode_request(version, TOPICS_REQ, replica_id=3) == theirs
+    assert _body(ofle.encode_request(TOPICS_REQ, 3, version)) == theirs
     r = Reader(theirs)
     assert ofle.parse_request(r, version).topics == _expected_request(version) and r.remaining() == 0
 
@@ -108,15 +111,22 @@ def test_generated_from_kafkas_json(version):
     assert parsed.replica_id == (3 if version >= 3 else ofle.DEBUGGING_REPLICA_ID)
 
 
+def test_default_request_version_is_3_with_the_replica_id():
+    key, version, buffers = ofle.encode_request([("t", [ofle.EpochRequestPartition(0, 2, 3)])], 5)
+    assert version == ofle.REQUEST_VERSION == 3
+    req = ofle.parse_request(Reader(_body((key, version, buffers))), version)
+    assert req.replica_id == 5 and req.topics == [("t", [ofle.EpochRequestPartition(0, 2, 3)])]
+
+
 @pytest.mark.parametrize("version", [-1, 4])
 def test_unsupported_versions_are_refused(version):
     with pytest.raises(ValueError):
-        ofle.encode_request(version, TOPICS_REQ)
+        ofle.encode_request(TOPICS_REQ, 1, version)
     with pytest.raises(ValueError):
         ofle.encode_response(version, TOPICS_RESP)
 
 
 def test_truncated_request_is_a_protocol_error():
-    body = ofle.encode_request(3, TOPICS_REQ)
+    body = _body(ofle.encode_request(TOPICS_REQ, 1))
     with pytest.raises(ProtocolError):
         ofle.parse_request(Reader(body[:-2]), 3)

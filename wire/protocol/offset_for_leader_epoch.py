@@ -2,7 +2,8 @@
 
 A replica becoming follower asks the leader where its latest leader epoch ended there and truncates its
 own log to that offset (KIP-101), rather than to its high watermark. The broker side parses requests and
-encodes responses; the fetcher side (a follower) encodes requests and parses responses.
+encodes responses; the client side (a follower's fetcher) encodes requests (`encode_request`, v3 unless told)
+and parses responses.
 
     request:  [replica_id int32 (v3+)] topics[ name, partitions[ partition, current_leader_epoch (v2+),
               leader_epoch ] ]
@@ -12,15 +13,18 @@ encodes responses; the fetcher side (a follower) encodes requests and parses res
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from ferry.wire.protocol.api_keys import ApiKey
+from ferry.wire.protocol.header import Buffers
 from ferry.wire.protocol.primitives import Reader, Writer
 
 MIN_VERSION, MAX_VERSION = 0, 3
+REQUEST_VERSION = 3  # what followers send (carries the replica id)
 UNDEFINED_EPOCH = -1
 UNDEFINED_EPOCH_OFFSET = -1
 DEBUGGING_REPLICA_ID = -2  # Kafka's default for requests before v3 (no replica id on the wire)
-CONSUMER_REPLICA_ID = -1
 
 
 @dataclass(slots=True)
@@ -44,18 +48,13 @@ class EpochEndOffset:
     end_offset: int = UNDEFINED_EPOCH_OFFSET
 
 
-@dataclass(slots=True)
-class OffsetForLeaderEpochResponse:
-    topics: list[tuple[str, list[EpochEndOffset]]]
-    throttle_time_ms: int = 0  # on the wire from v2
-
-
 def _check_version(version: int) -> None:
     if not MIN_VERSION <= version <= MAX_VERSION:
         raise ValueError(f"OffsetForLeaderEpoch v{version} is not supported (v{MIN_VERSION}-{MAX_VERSION})")
 
 
-# -- broker side -----------------------------------------------------------------------------------------
+# ---------------------------------------------------------------------- broker side
+
 
 def parse_request(r: Reader, version: int) -> OffsetForLeaderEpochRequest:
     replica_id = r.int32() if version >= 3 else DEBUGGING_REPLICA_ID
@@ -85,12 +84,14 @@ def encode_response(version: int, topics: list[tuple[str, list[EpochEndOffset]]]
     return bytes(w.buf)
 
 
-# -- fetcher side ----------------------------------------------------------------------------------------
+# ---------------------------------------------------------------------- client side
 
-def encode_request(version: int, topics: list[tuple[str, list[EpochRequestPartition]]],
-                   replica_id: int = DEBUGGING_REPLICA_ID) -> bytes:
-    """The request body (after the request header). ``replica_id`` is sent from v3 (a follower's broker id)."""
+
+def encode_request(topics: Iterable[tuple[str, Sequence[EpochRequestPartition]]], replica_id: int,
+                   version: int = REQUEST_VERSION) -> tuple[int, int, Buffers]:
+    """OffsetForLeaderEpoch ``version`` (v3: ``replica_id`` on the wire, a follower's broker id)."""
     _check_version(version)
+    topics = list(topics)
     w = Writer()
     if version >= 3:
         w.int32(replica_id)
@@ -102,16 +103,20 @@ def encode_request(version: int, topics: list[tuple[str, list[EpochRequestPartit
             if version >= 2:
                 w.int32(p.current_leader_epoch)
             w.int32(p.leader_epoch)
-    return bytes(w.buf)
+    return ApiKey.OFFSET_FOR_LEADER_EPOCH, version, [w.buf]
 
 
-def parse_response(body: bytes | bytearray | memoryview, version: int) -> OffsetForLeaderEpochResponse:
+def parse_response(body: bytes | bytearray | memoryview, version: int = REQUEST_VERSION
+                   ) -> dict[str, list[EpochEndOffset]]:
+    """An OffsetForLeaderEpoch answer (after the correlation id): {topic: [EpochEndOffset]}."""
     r = Reader(body)
-    throttle = r.int32() if version >= 2 else 0
-
-    def partition(r: Reader) -> EpochEndOffset:
-        error_code, p = r.int16(), r.int32()
-        epoch = r.int32() if version >= 1 else UNDEFINED_EPOCH
-        return EpochEndOffset(p, error_code, epoch, r.int64())
-
-    return OffsetForLeaderEpochResponse(r.array(lambda r: (r.string(), r.array(partition))), throttle)
+    if version >= 2:
+        r.int32()  # throttle
+    out: dict[str, list[EpochEndOffset]] = {}
+    for _ in range(max(r.array_len(), 0)):
+        results = out.setdefault(r.string(), [])
+        for _ in range(max(r.array_len(), 0)):
+            error_code, partition = r.int16(), r.int32()
+            epoch = r.int32() if version >= 1 else UNDEFINED_EPOCH
+            results.append(EpochEndOffset(partition, error_code, epoch, r.int64()))
+    return out
