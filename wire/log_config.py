@@ -2,7 +2,9 @@
 
 Topic configs arrive as strings (from ZooKeeper or CreateTopics); ``from_topic_config`` parses
 the names the log understands and ignores the others (cleanup.policy, ... belong to other layers
-or are not implemented) so a client's usual topic configs are accepted.
+or are not implemented) so a client's usual topic configs are accepted. The two per-topic replication
+settings (``min.insync.replicas``, ``unclean.leader.election.enable``) live here too, as in Kafka's
+LogConfig: the broker's settings of the same names are their defaults, a topic's config overrides them.
 """
 
 from __future__ import annotations
@@ -36,6 +38,9 @@ class LogConfig:
     compression_gzip_level: int = LEVELS[Codec.GZIP][2]
     compression_lz4_level: int = LEVELS[Codec.LZ4][2]
     compression_zstd_level: int = LEVELS[Codec.ZSTD][2]
+    # replication (the broker's defaults are its own settings of the same names)
+    min_insync_replicas: int = 1  # acks=-1 needs at least this many replicas in the ISR
+    unclean_leader_election_enable: bool = False  # may a replica outside the ISR become leader (losing data)
 
     @property
     def compression_level(self) -> int | None:
@@ -79,7 +84,7 @@ class LogConfig:
             if attr is None:
                 continue
             text = str(raw).strip()
-            if attr == "consumers_see_unflushed":
+            if attr in _BOOL_ATTRS:
                 if text.lower() not in ("true", "false"):
                     raise ValueError(f"{name}: expected true or false, got {raw!r}")
                 changes[attr] = text.lower() == "true"
@@ -115,7 +120,10 @@ TOPIC_CONFIG_NAMES: dict[str, str] = {
     "compression.gzip.level": "compression_gzip_level",
     "compression.lz4.level": "compression_lz4_level",
     "compression.zstd.level": "compression_zstd_level",
+    "min.insync.replicas": "min_insync_replicas",
+    "unclean.leader.election.enable": "unclean_leader_election_enable",
 }
+_BOOL_ATTRS = frozenset({"consumers_see_unflushed", "unclean_leader_election_enable"})
 
 TIMESTAMP_TYPES = {"CreateTime": False, "LogAppendTime": True}
 
@@ -143,5 +151,6 @@ _BOUNDS: dict[str, tuple[int, int | None]] = {
     "file_delete_delay_ms": (0, None),
     "producer_id_expiration_ms": (1, None),
     "compression": (PRODUCER, max(Codec)),
+    "min_insync_replicas": (1, None),
     **{f"compression_{c.name.lower()}_level": LEVELS[c][:2] for c in LEVELS},
 }

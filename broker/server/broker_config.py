@@ -39,6 +39,20 @@ class BrokerConfig:
     retention_check_interval_ms: int = 300_000
     connections_max_idle_ms: int = 600_000
     audit_topic_partitions: int = 0  # >0: create `_audit` with this many partitions at start-up if missing
+    # replication (Kafka's names and defaults; min.insync.replicas and unclean.leader.election.enable are
+    # the topics' defaults, so they live in `log` (LogConfig): see the properties below)
+    default_replication_factor: int = 1  # auto-created topics, CreateTopics with -1, `_audit`
+    replica_lag_time_max_ms: int = 30_000  # a follower not caught up for this long leaves the ISR
+    replica_fetch_wait_max_ms: int = 500  # a follower's Fetch max_wait
+    replica_fetch_max_bytes: int = 1_048_576  # a follower's Fetch max bytes per partition
+    replica_fetch_min_bytes: int = 1  # a follower's Fetch min_bytes
+    replica_socket_timeout_ms: int = 30_000  # a follower's socket timeout towards the leader
+    auto_leader_rebalance_enable: bool = True  # the controller moves leadership back to preferred leaders
+    leader_imbalance_check_interval_seconds: int = 300  # how often it looks
+    controlled_shutdown_enable: bool = True  # SIGTERM moves this broker's leaderships off first
+    controlled_shutdown_max_retries: int = 3
+    controlled_shutdown_retry_backoff_ms: int = 5_000
+    request_timeout_ms: int = 30_000  # upper bound of an acks=-1 produce's wait (the request's timeout is capped)
 
     def __post_init__(self) -> None:
         if self.broker_id < 0 or self.broker_id > 0x7FFFFFFF:
@@ -59,10 +73,45 @@ class BrokerConfig:
                               "_audit) or more")
         if self.num_partitions < 1:
             raise ConfigError(f"num.partitions: {self.num_partitions} must be at least 1")
+        self._check_replication()
         if not self.zookeeper:
             raise ConfigError("zookeeper.connect: required")
         if not self.datacenter:
             raise ConfigError("datacenter: required")
+
+    def _check_replication(self) -> None:
+        for key, value, low in (
+            ("default.replication.factor", self.default_replication_factor, 1),
+            ("replica.lag.time.max.ms", self.replica_lag_time_max_ms, 1),
+            ("replica.fetch.wait.max.ms", self.replica_fetch_wait_max_ms, 0),
+            ("replica.fetch.max.bytes", self.replica_fetch_max_bytes, 0),
+            ("replica.fetch.min.bytes", self.replica_fetch_min_bytes, 0),
+            ("replica.socket.timeout.ms", self.replica_socket_timeout_ms, 1),
+            ("leader.imbalance.check.interval.seconds", self.leader_imbalance_check_interval_seconds, 1),
+            ("controlled.shutdown.max.retries", self.controlled_shutdown_max_retries, 0),
+            ("controlled.shutdown.retry.backoff.ms", self.controlled_shutdown_retry_backoff_ms, 0),
+            ("request.timeout.ms", self.request_timeout_ms, 1),
+        ):
+            if value < low:
+                raise ConfigError(f"{key}: {value} must be at least {low}")
+        # Kafka's own consistency checks (KafkaConfig): a follower's long poll must not time out its
+        # socket, nor last long enough to drop it from the ISR.
+        if self.replica_fetch_wait_max_ms > self.replica_socket_timeout_ms:
+            raise ConfigError(f"replica.socket.timeout.ms ({self.replica_socket_timeout_ms}) must be at least "
+                              f"replica.fetch.wait.max.ms ({self.replica_fetch_wait_max_ms})")
+        if self.replica_fetch_wait_max_ms > self.replica_lag_time_max_ms:
+            raise ConfigError(f"replica.fetch.wait.max.ms ({self.replica_fetch_wait_max_ms}) must be at most "
+                              f"replica.lag.time.max.ms ({self.replica_lag_time_max_ms})")
+
+    @property
+    def min_insync_replicas(self) -> int:
+        """The broker's min.insync.replicas (a topic's config may override it: LogConfig.from_topic_config)."""
+        return self.log.min_insync_replicas
+
+    @property
+    def unclean_leader_election_enable(self) -> bool:
+        """The broker's unclean.leader.election.enable (a topic's config may override it)."""
+        return self.log.unclean_leader_election_enable
 
     @property
     def listen(self) -> str:
@@ -90,7 +139,7 @@ class BrokerConfig:
         log_changes: dict[str, object] = {}
         for key, attr in LOG_KEYS.items():
             if key in p:
-                if attr == "consumers_see_unflushed":
+                if attr in ("consumers_see_unflushed", "unclean_leader_election_enable"):
                     log_changes[attr] = _parse_bool(key, p[key])
                 elif attr in ("log_append_time", "compression"):
                     parse = parse_timestamp_type if attr == "log_append_time" else parse_compression_type
@@ -129,6 +178,7 @@ class BrokerConfig:
                                                   p.get("log.retention.check.interval.ms", "300000")),
             connections_max_idle_ms=_positive("connections.max.idle.ms", p.get("connections.max.idle.ms", "600000")),
             audit_topic_partitions=_parse_int("audit.topic.partitions", p.get("audit.topic.partitions", "0")),
+            **_replication_settings(p),
         )
 
 
@@ -151,13 +201,41 @@ LOG_KEYS: dict[str, str] = {
     "compression.gzip.level": "compression_gzip_level",
     "compression.lz4.level": "compression_lz4_level",
     "compression.zstd.level": "compression_zstd_level",
+    "min.insync.replicas": "min_insync_replicas",
+    "unclean.leader.election.enable": "unclean_leader_election_enable",
 }
+
+# Kafka broker-config key -> BrokerConfig attribute (replication; integers unless listed in _BOOL_KEYS).
+REPLICATION_KEYS: dict[str, str] = {
+    "default.replication.factor": "default_replication_factor",
+    "replica.lag.time.max.ms": "replica_lag_time_max_ms",
+    "replica.fetch.wait.max.ms": "replica_fetch_wait_max_ms",
+    "replica.fetch.max.bytes": "replica_fetch_max_bytes",
+    "replica.fetch.min.bytes": "replica_fetch_min_bytes",
+    "replica.socket.timeout.ms": "replica_socket_timeout_ms",
+    "auto.leader.rebalance.enable": "auto_leader_rebalance_enable",
+    "leader.imbalance.check.interval.seconds": "leader_imbalance_check_interval_seconds",
+    "controlled.shutdown.enable": "controlled_shutdown_enable",
+    "controlled.shutdown.max.retries": "controlled_shutdown_max_retries",
+    "controlled.shutdown.retry.backoff.ms": "controlled_shutdown_retry_backoff_ms",
+    "request.timeout.ms": "request_timeout_ms",
+}
+_BOOL_KEYS = {"auto.leader.rebalance.enable", "controlled.shutdown.enable"}
+
+
+def _replication_settings(p: Mapping[str, str]) -> dict[str, object]:
+    """The replication settings present in ``p``, parsed (the dataclass holds the defaults)."""
+    out: dict[str, object] = {}
+    for key, attr in REPLICATION_KEYS.items():
+        if key in p:
+            out[attr] = _parse_bool(key, p[key]) if key in _BOOL_KEYS else _parse_int(key, p[key])
+    return out
 
 KNOWN_KEYS = {
     "broker.id", "listeners", "advertised.listeners", "log.dirs", "log.dir", "zookeeper.connect", "datacenter",
     "broker.rack", "socket.request.max.bytes", "auto.create.topics.enable", "num.partitions",
     "zookeeper.session.timeout.ms", "log.retention.hours", "log.retention.check.interval.ms",
-    "connections.max.idle.ms", "audit.topic.partitions", *LOG_KEYS,
+    "connections.max.idle.ms", "audit.topic.partitions", *LOG_KEYS, *REPLICATION_KEYS,
 }
 
 

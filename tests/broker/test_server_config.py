@@ -3,6 +3,7 @@ SIGTERM shutdown of a broker configured from a file."""
 
 from __future__ import annotations
 
+import re
 import signal
 import subprocess
 import sys
@@ -10,9 +11,10 @@ import sys
 import pytest
 
 from ferry.broker.cli import build_config
-from ferry.broker.server.broker_config import BrokerConfig
+from ferry.broker.server.broker_config import BrokerConfig, ConfigError
 from ferry.cli import build_parser
 from ferry.embedded import free_port, wait_for_port
+from ferry.wire.log_config import LogConfig
 
 BASE = ["--id", "3", "--listen", "127.0.0.1:9092", "--data-dir", "/tmp/d", "--zookeeper", "zk:2181/ferry/live",
         "--datacenter", "live"]
@@ -137,3 +139,84 @@ def test_broker_from_config_file_starts_and_stops_cleanly_on_sigterm(zk_connect,
         out.close()
     text = (tmp_path / "out.log").read_text()
     assert "registered in ZooKeeper" in text and "logs flushed and closed" in text and "broker 4 stopped" in text
+
+
+# ---------------------------------------------------------------------------- replication settings
+REQUIRED = {"broker.id": "1", "listeners": "127.0.0.1:9092", "log.dirs": "/tmp/d", "zookeeper.connect": "z:1/c",
+            "datacenter": "live"}
+
+
+def test_replication_settings_have_kafkas_defaults():
+    cfg = BrokerConfig.from_properties(REQUIRED)
+    assert cfg.default_replication_factor == 1 and cfg.min_insync_replicas == 1
+    assert cfg.log.min_insync_replicas == 1 and cfg.unclean_leader_election_enable is False
+    assert (cfg.replica_lag_time_max_ms, cfg.replica_fetch_wait_max_ms, cfg.replica_fetch_max_bytes,
+            cfg.replica_fetch_min_bytes, cfg.replica_socket_timeout_ms) == (30_000, 500, 1_048_576, 1, 30_000)
+    assert cfg.auto_leader_rebalance_enable is True and cfg.leader_imbalance_check_interval_seconds == 300
+    assert (cfg.controlled_shutdown_enable, cfg.controlled_shutdown_max_retries,
+            cfg.controlled_shutdown_retry_backoff_ms) == (True, 3, 5_000)
+    assert cfg.request_timeout_ms == 30_000
+
+
+def test_replication_settings_from_a_file(tmp_path):
+    f = tmp_path / "broker.properties"
+    f.write_text("default.replication.factor=3\nmin.insync.replicas=2\nreplica.lag.time.max.ms=10000\n"
+                 "replica.fetch.wait.max.ms=100\nreplica.fetch.max.bytes=2097152\nreplica.fetch.min.bytes=10\n"
+                 "replica.socket.timeout.ms=5000\nunclean.leader.election.enable=true\n"
+                 "auto.leader.rebalance.enable=false\nleader.imbalance.check.interval.seconds=30\n"
+                 "controlled.shutdown.enable=false\ncontrolled.shutdown.max.retries=5\n"
+                 "controlled.shutdown.retry.backoff.ms=100\nrequest.timeout.ms=15000\n")
+    cfg = _config(["--config", str(f), *BASE])
+    assert cfg.default_replication_factor == 3 and cfg.min_insync_replicas == 2
+    assert cfg.unclean_leader_election_enable is True and cfg.log.unclean_leader_election_enable is True
+    assert (cfg.replica_lag_time_max_ms, cfg.replica_fetch_wait_max_ms, cfg.replica_fetch_max_bytes,
+            cfg.replica_fetch_min_bytes, cfg.replica_socket_timeout_ms) == (10_000, 100, 2_097_152, 10, 5_000)
+    assert cfg.auto_leader_rebalance_enable is False and cfg.leader_imbalance_check_interval_seconds == 30
+    assert (cfg.controlled_shutdown_enable, cfg.controlled_shutdown_max_retries,
+            cfg.controlled_shutdown_retry_backoff_ms) == (False, 5, 100)
+    assert cfg.request_timeout_ms == 15_000
+
+
+@pytest.mark.parametrize("key, value, message", [
+    ("default.replication.factor", "0", "default.replication.factor: 0 must be at least 1"),
+    ("default.replication.factor", "three", "default.replication.factor: expected an integer"),
+    ("min.insync.replicas", "0", "min.insync.replicas: 0 is out of range"),
+    ("min.insync.replicas", "x", "min.insync.replicas: expected an integer"),
+    ("unclean.leader.election.enable", "maybe", "unclean.leader.election.enable: expected true or false"),
+    ("auto.leader.rebalance.enable", "2", "auto.leader.rebalance.enable: expected true or false"),
+    ("controlled.shutdown.enable", "on", "controlled.shutdown.enable: expected true or false"),
+    ("replica.lag.time.max.ms", "0", "replica.lag.time.max.ms: 0 must be at least 1"),
+    ("replica.fetch.wait.max.ms", "-1", "replica.fetch.wait.max.ms: -1 must be at least 0"),
+    ("replica.fetch.wait.max.ms", "40000", "replica.socket.timeout.ms (30000) must be at least"),
+    ("replica.socket.timeout.ms", "100", "replica.socket.timeout.ms (100) must be at least"),
+    ("replica.lag.time.max.ms", "200", "must be at most replica.lag.time.max.ms (200)"),
+    ("leader.imbalance.check.interval.seconds", "0", "leader.imbalance.check.interval.seconds"),
+    ("controlled.shutdown.max.retries", "-1", "controlled.shutdown.max.retries"),
+    ("request.timeout.ms", "0", "request.timeout.ms: 0 must be at least 1"),
+])
+def test_bad_replication_settings_name_the_setting(key, value, message):
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        BrokerConfig.from_properties({**REQUIRED, key: value})
+
+
+def test_bad_replication_setting_exits_2(tmp_path):
+    f = tmp_path / "bad.properties"
+    f.write_text("default.replication.factor=0\n")
+    r = _run_cli(["--config", str(f), *BASE])
+    assert r.returncode == 2 and "default.replication.factor" in r.stderr and "Traceback" not in r.stderr, r.stderr
+
+
+def test_topic_overrides_of_the_replication_settings():
+    broker = BrokerConfig.from_properties({**REQUIRED, "min.insync.replicas": "2",
+                                           "unclean.leader.election.enable": "true"})
+    inherited = LogConfig.from_topic_config({"retention.ms": "1000"}, broker.log)
+    assert inherited.min_insync_replicas == 2 and inherited.unclean_leader_election_enable is True
+    topic = LogConfig.from_topic_config({"min.insync.replicas": "3", "unclean.leader.election.enable": "false"},
+                                        broker.log)
+    assert topic.min_insync_replicas == 3 and topic.unclean_leader_election_enable is False
+    assert LogConfig().min_insync_replicas == 1 and LogConfig().unclean_leader_election_enable is False
+    for config, message in [({"min.insync.replicas": "0"}, "min.insync.replicas: 0 is out of range"),
+                            ({"min.insync.replicas": "two"}, "min.insync.replicas: expected an integer"),
+                            ({"unclean.leader.election.enable": "yes"}, "unclean.leader.election.enable: expected")]:
+        with pytest.raises(ValueError, match=re.escape(message)):
+            LogConfig.from_topic_config(config)
