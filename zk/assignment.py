@@ -19,9 +19,9 @@ start, the placement ferry has always used.
 from __future__ import annotations
 
 import zlib
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 
-from ferry.zk.errors import InvalidReplicationFactorError, NoBrokersError
+from ferry.zk.errors import InvalidReplicaAssignmentError, InvalidReplicationFactorError, NoBrokersError
 
 
 def start_index(topic: str, broker_count: int) -> int:
@@ -69,3 +69,40 @@ def assign_replicas(
 def assign_round_robin(topic: str, broker_ids: Iterable[int], first: int, count: int) -> dict[int, tuple[int, ...]]:
     """Leaders for partitions ``first .. first+count-1`` of ``topic`` (replication factor 1)."""
     return assign_replicas(topic, broker_ids, first, count, 1)
+
+
+def check_assignment(
+    topic: str, assignment: Mapping[int, Sequence[int]], broker_ids: Iterable[int]
+) -> dict[int, tuple[int, ...]]:
+    """A manual assignment (``kafka-topics --replica-assignment``, CreateTopics' assignments) checked as Kafka
+    checks it: partitions 0..n-1, each a non-empty list of distinct live brokers, every list equally long.
+
+    Raises InvalidReplicaAssignmentError saying what is wrong.
+    """
+    live = set(int(b) for b in broker_ids)
+    if not assignment:
+        raise InvalidReplicaAssignmentError(f"topic {topic!r}: the replica assignment names no partitions")
+    out: dict[int, tuple[int, ...]] = {}
+    for p, replicas in assignment.items():
+        brokers = tuple(replicas)
+        if not all(isinstance(b, int) and not isinstance(b, bool) for b in (p, *brokers)):
+            raise InvalidReplicaAssignmentError(f"topic {topic!r}: partition {p!r}: broker ids must be integers")
+        if not brokers:
+            raise InvalidReplicaAssignmentError(f"topic {topic!r}: partition {p} has no replicas")
+        if len(set(brokers)) != len(brokers):
+            raise InvalidReplicaAssignmentError(
+                f"topic {topic!r}: partition {p} names a broker twice ({', '.join(map(str, brokers))})")
+        unknown = sorted(set(brokers) - live)
+        if unknown:
+            raise InvalidReplicaAssignmentError(
+                f"topic {topic!r}: partition {p} names broker(s) {', '.join(map(str, unknown))} that are not "
+                f"registered (live: {', '.join(map(str, sorted(live))) or 'none'})")
+        out[p] = brokers
+    if sorted(out) != list(range(len(out))):
+        raise InvalidReplicaAssignmentError(
+            f"topic {topic!r}: the assigned partitions must be 0..{len(out) - 1}, got {sorted(out)}")
+    lengths = {len(r) for r in out.values()}
+    if len(lengths) > 1:
+        raise InvalidReplicaAssignmentError(
+            f"topic {topic!r}: every partition needs the same number of replicas, got {sorted(lengths)}")
+    return dict(sorted(out.items()))

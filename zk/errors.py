@@ -44,6 +44,12 @@ class InvalidReplicationFactorError(RegistryError, ValueError):
     kafka_error_code = 38
 
 
+class InvalidReplicaAssignmentError(RegistryError, ValueError):
+    """A manual replica assignment that is not 0..n-1 partitions of equally many distinct live brokers (code 39)."""
+
+    kafka_error_code = 39
+
+
 class BrokerIdConflictError(RegistryError):
     """Another live process holds /brokers/ids/<id>."""
 

@@ -20,7 +20,7 @@ from kazoo.exceptions import (
     RolledBackError,
 )
 
-from ferry.zk.assignment import assign_replicas, check_replication_factor
+from ferry.zk.assignment import assign_replicas, check_assignment, check_replication_factor
 from ferry.zk.errors import (
     InvalidConfigError,
     InvalidPartitionsError,
@@ -117,8 +117,24 @@ class TopicAdmin:
         _check_partition_count(partitions, "partitions")
         check_replication_factor(replication_factor)
         config = _check_config(config)
-        client = self.client
-        existing = read_children(client, BROKER_TOPICS_PATH, None)
+        self._check_new_name(name)
+        assignment = assign_replicas(name, self.brokers(), 0, partitions, replication_factor)
+        return self._write_new_topic(name, assignment, config)
+
+    def create_topic_with_assignment(
+        self, name: str, assignment: dict[int, list[int] | tuple[int, ...]], config: dict[str, str] | None = None
+    ) -> TopicInfo:
+        """Create a topic with the given replica lists (preferred leader first), e.g. from
+        ``--replica-assignment``; InvalidReplicaAssignmentError unless they are 0..n-1 partitions of equally
+        many distinct live brokers."""
+        validate_topic_name(name)
+        _check_partition_count(len(assignment) if isinstance(assignment, dict) else 0, "partitions")
+        config = _check_config(config)
+        self._check_new_name(name)
+        return self._write_new_topic(name, check_assignment(name, assignment, self.brokers()), config)
+
+    def _check_new_name(self, name: str) -> None:
+        existing = read_children(self.client, BROKER_TOPICS_PATH, None)
         if name in existing:
             raise TopicExistsError(f"topic {name!r} already exists")
         other = colliding_topic(name, existing)
@@ -126,7 +142,11 @@ class TopicAdmin:
             raise InvalidTopicError(
                 f"topic {name!r} collides with existing topic {other!r} ('.' and '_' are interchangeable in metric names)"
             )
-        assignment = assign_replicas(name, self.brokers(), 0, partitions, replication_factor)
+
+    def _write_new_topic(self, name: str, assignment: dict[int, tuple[int, ...]], config: dict[str, str]
+                         ) -> TopicInfo:
+        """The topic znode, ``partitions`` and every partition's initial state, in one transaction."""
+        client = self.client
         info = TopicInfo.from_assignment(name, assignment, config)
         client.ensure_path(BROKER_TOPICS_PATH)
         epoch = controller_epoch(client)
@@ -138,8 +158,8 @@ class TopicAdmin:
             _commit(tx, f"creating topic {name!r}")
         except NodeExistsError:
             raise TopicExistsError(f"topic {name!r} already exists") from None
-        log.info("created topic %s with %d partitions (replication factor %d): %s", name, partitions,
-                 replication_factor, info.replicas)
+        log.info("created topic %s with %d partitions (replication factor %d): %s", name, len(assignment),
+                 len(assignment[0]), info.replicas)
         return info
 
     def add_partitions(self, name: str, total: int) -> TopicInfo:

@@ -1,4 +1,10 @@
-"""The admin requests: CreateTopics (written to the registry, answered per topic with Kafka's codes)."""
+"""The admin requests: CreateTopics (written to the registry, answered per topic with Kafka's codes).
+
+Replication factor -1 means the broker's ``default.replication.factor``, partitions -1 its
+``num.partitions``; more replicas than live brokers is INVALID_REPLICATION_FACTOR (38). Manual replica
+assignments are accepted as Kafka accepts them (partitions 0..n-1, equally many distinct live brokers each,
+with num_partitions and replication_factor -1), else INVALID_REPLICA_ASSIGNMENT (39).
+"""
 
 from __future__ import annotations
 
@@ -13,6 +19,7 @@ from ferry.wire.protocol import (
 from ferry.wire.protocol.errors import ErrorCode, error_code_of
 from ferry.wire.protocol.header import RequestHeader
 from ferry.wire.protocol.primitives import Reader
+from ferry.zk.assignment import assign_replicas, check_assignment
 
 if TYPE_CHECKING:
     from ferry.broker.server.kafka_apis import Result
@@ -41,14 +48,24 @@ class AdminApis:
                 results.append((t.name, ErrorCode.INVALID_REQUEST, "topic listed twice in one request"))
                 continue
             seen.add(t.name)
-            n = self.config.num_partitions if t.num_partitions == -1 else t.num_partitions
             if t.assignments:
-                results.append((t.name, ErrorCode.INVALID_REQUEST, "manual replica assignments are not supported"))
-                continue
-            if t.replication_factor not in (-1, 1):
-                results.append((t.name, ErrorCode.INVALID_REPLICATION_FACTOR,
-                                "replication factor must be 1 (ferry does not replicate)"))
-                continue
+                if t.num_partitions != -1 or t.replication_factor != -1:
+                    results.append((t.name, ErrorCode.INVALID_REQUEST, "give either replica assignments or "
+                                    "num_partitions and replication_factor (-1 with assignments), not both"))
+                    continue
+                parts = [p for p, _ in t.assignments]
+                if len(set(parts)) != len(parts):
+                    results.append((t.name, ErrorCode.INVALID_REPLICA_ASSIGNMENT, "a partition is assigned twice"))
+                    continue
+                n, rf = len(parts), -1
+            else:
+                n = self.config.num_partitions if t.num_partitions == -1 else t.num_partitions
+                rf = self.config.default_replication_factor if t.replication_factor == -1 else t.replication_factor
+                if rf < 1:
+                    results.append((t.name, ErrorCode.INVALID_REPLICATION_FACTOR,
+                                    f"replication factor {rf} must be at least 1 (or -1: the broker's "
+                                    f"default.replication.factor, {self.config.default_replication_factor})"))
+                    continue
             if n < 1:
                 results.append((t.name, ErrorCode.INVALID_PARTITIONS, f"partition count {n} must be at least 1"))
                 continue
@@ -60,12 +77,17 @@ class AdminApis:
                 continue
             try:
                 if req.validate_only:
-                    if t.name in self.metadata.topics:
-                        raise _topic_exists(t.name)
+                    self._validate_placement(t, n, rf)
+                elif t.assignments:
+                    await loop.run_in_executor(self.executor, self.registry.create_topic_with_assignment, t.name,
+                                               dict(t.assignments), configs or None)
                 else:
-                    await loop.run_in_executor(self.executor, self.registry.create_topic, t.name, n, configs or None)
+                    await loop.run_in_executor(self.executor, self.registry.create_topic, t.name, n,
+                                               configs or None, rf)
+                if not req.validate_only:
                     created.append(t.name)
-                    log.info("created topic %s with %d partition(s)", t.name, n)
+                    log.info("created topic %s with %d partition(s), replication factor %s", t.name, n,
+                             len(t.assignments[0][1]) if t.assignments else rf)
                 results.append((t.name, ErrorCode.NONE, None))
             except Exception as e:
                 code, message = _registry_error(e)
@@ -79,6 +101,16 @@ class AdminApis:
                 break
             await asyncio.sleep(0.02)
         return create_topics.encode_response(version, results)
+
+    def _validate_placement(self, t: create_topics.CreatableTopic, n: int, rf: int) -> None:
+        """validate_only: what create_topic would refuse, judged from this broker's metadata."""
+        if t.name in self.metadata.topics:
+            raise _topic_exists(t.name)
+        live = list(self.metadata.brokers)
+        if t.assignments:
+            check_assignment(t.name, dict(t.assignments), live)
+        else:
+            assign_replicas(t.name, live, 0, n, rf)
 
 
 class _TopicExists(Exception):
@@ -98,5 +130,7 @@ def _registry_error(e: Exception) -> tuple[int, str]:
         "InvalidPartitionsError": ErrorCode.INVALID_PARTITIONS,
         "InvalidConfigError": ErrorCode.INVALID_CONFIG,
         "NoBrokersError": ErrorCode.INVALID_REPLICATION_FACTOR,
+        "InvalidReplicationFactorError": ErrorCode.INVALID_REPLICATION_FACTOR,
+        "InvalidReplicaAssignmentError": ErrorCode.INVALID_REPLICA_ASSIGNMENT,
     }.get(name, error_code_of(e))
     return code, str(e) or name

@@ -117,7 +117,7 @@ class KafkaApis(AdminApis, OffsetApis):
         for name in missing:
             try:
                 await loop.run_in_executor(self.executor, self.registry.create_topic, name,
-                                           self.config.num_partitions, None)
+                                           self.config.num_partitions, None, self.config.default_replication_factor)
                 log.info("auto-created topic %s with %d partition(s)", name, self.config.num_partitions)
             except Exception as e:  # exists already (a race), invalid name ...: the answer below says which
                 log.debug("auto-create of %s: %s", name, e)

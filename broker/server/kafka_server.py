@@ -105,10 +105,11 @@ class KafkaServer:
     def _ensure_audit_topic(self) -> None:
         """Create the pipeline's `_audit` topic if no broker has yet, so audit counts have somewhere to go
         from the first message on (every broker tries; the loser of the race finds it exists)."""
-        try:
-            self.registry.create_topic(AUDIT_TOPIC, self.config.audit_topic_partitions)
-            log.info("created the audit topic %s with %d partition(s)", AUDIT_TOPIC,
-                     self.config.audit_topic_partitions)
+        try:  # default.replication.factor, but never more than the brokers registered so far
+            rf = max(1, min(self.config.default_replication_factor, len(self.registry.brokers())))
+            self.registry.create_topic(AUDIT_TOPIC, self.config.audit_topic_partitions, None, rf)
+            log.info("created the audit topic %s with %d partition(s), replication factor %d", AUDIT_TOPIC,
+                     self.config.audit_topic_partitions, rf)
         except TopicExistsError:
             pass
         except Exception as e:  # never fatal: producers keep their counts until the topic exists
