@@ -6,8 +6,8 @@ from collections import Counter
 
 import pytest
 
-from ferry.zk.assignment import assign_replicas, assign_round_robin, start_index
-from ferry.zk.errors import InvalidReplicationFactorError, NoBrokersError
+from ferry.zk.assignment import assign_replicas, assign_round_robin, check_assignment, start_index
+from ferry.zk.errors import InvalidReplicaAssignmentError, InvalidReplicationFactorError, NoBrokersError
 
 TOPICS = ["page_view", "click", "search", "_audit", "t0", "t1", "t2", "a.b-c"]
 
@@ -95,3 +95,22 @@ def test_refusals() -> None:
     assert issubclass(InvalidReplicationFactorError, ValueError)
     assert InvalidReplicationFactorError.kafka_error_code == 38
     assert assign_replicas("t", [1, 2], 0, 0, 2) == {}
+
+
+def test_manual_assignments_checked_as_kafka_does() -> None:
+    live = [1, 2, 3]
+    assert check_assignment("t", {1: [2, 3], 0: (3, 1)}, live) == {0: (3, 1), 1: (2, 3)}
+    for assignment, fragment in [
+        ({}, "names no partitions"),
+        ({0: []}, "has no replicas"),
+        ({0: [1, 1]}, "names a broker twice"),
+        ({0: [1, 4]}, "broker(s) 4 that are not registered (live: 1, 2, 3)"),
+        ({0: [1, 2], 1: [3]}, "same number of replicas"),
+        ({0: [1], 2: [2]}, "must be 0..1, got [0, 2]"),
+        ({"0": [1]}, "must be integers"),
+        ({0: [True]}, "must be integers"),
+    ]:
+        with pytest.raises(InvalidReplicaAssignmentError) as exc:
+            check_assignment("t", assignment, live)  # type: ignore[arg-type]
+        assert fragment in str(exc.value), (assignment, str(exc.value))
+    assert InvalidReplicaAssignmentError.kafka_error_code == 39

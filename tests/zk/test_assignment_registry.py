@@ -10,7 +10,14 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from ferry.zk import ClusterRegistry, InvalidReplicationFactorError, NoBrokersError, UnknownTopicError
+from ferry.zk import (
+    ClusterRegistry,
+    InvalidReplicaAssignmentError,
+    InvalidReplicationFactorError,
+    NoBrokersError,
+    TopicExistsError,
+    UnknownTopicError,
+)
 from ferry.zk.assignment import assign_replicas
 from ferry.zk.znodes import CONTROLLER_EPOCH_PATH, PartitionState, partition_state_path
 
@@ -162,3 +169,15 @@ def test_watchers_see_replicated_topics(three) -> None:
     while time.monotonic() < deadline and "w" in maps[-1]:
         time.sleep(0.05)
     assert "w" not in maps[-1]
+
+
+def test_create_with_a_manual_assignment(three) -> None:
+    admin, _ = three
+    info = admin.create_topic_with_assignment("manual", {0: [3, 1], 1: [2, 3]}, {"min.insync.replicas": "2"})
+    assert info.replicas == {0: (3, 1), 1: (2, 3)} and info.partitions == {0: 3, 1: 2}
+    assert admin.partition_states("manual") == {0: PartitionState(3, 0, (3, 1), 0), 1: PartitionState(2, 0, (2, 3), 0)}
+    with pytest.raises(InvalidReplicaAssignmentError, match="not registered"):
+        admin.create_topic_with_assignment("other", {0: [1, 5]})
+    with pytest.raises(TopicExistsError):
+        admin.create_topic_with_assignment("manual", {0: [1]})
+    assert sorted(admin.topics()) == ["manual"]
