@@ -1,8 +1,9 @@
 """`ferry topics create|list|describe|alter`: topics of one cluster, straight from ZooKeeper.
 
-Topics live in the cluster registry (``/brokers/topics/<topic>`` under the cluster's chroot), so this
-tool talks to ZooKeeper, not to a broker: it works while brokers are down, and brokers pick a new
-topic up through their watch. Errors go to stderr with exit status 2.
+Topics live in the cluster registry (``/brokers/topics/<topic>`` under the cluster's chroot, with each
+partition's leader, leader epoch and ISR in ``partitions/<p>/state``), so this tool talks to ZooKeeper,
+not to a broker: it works while brokers are down, and brokers pick a new topic up through their watch.
+Errors go to stderr in one line with exit status 2.
 """
 
 from __future__ import annotations
@@ -15,28 +16,50 @@ from typing import Any
 from ferry.wire.log_config import LogConfig
 from ferry.zk import ClusterRegistry, RegistryError, TopicExistsError, UnknownTopicError
 from ferry.zk.cli_args import UsageError, add_zookeeper_argument, quiet_zookeeper_logs, require_zookeeper
+from ferry.zk.znodes import NO_LEADER, BrokerInfo, PartitionState, TopicInfo
+
+PLACEMENT = (
+    "Replicas are spread over the live brokers as Kafka does: leaders round-robin from a broker picked by a "
+    "hash of the topic name, followers shifted so that no broker holds two replicas of a partition."
+)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "topics",
         help="create, list, describe and alter topics",
-        description="Manage the topics of one cluster. Topics are kept in ZooKeeper under the cluster's chroot; "
-        "partitions are placed round-robin over the live brokers (replication factor 1).",
+        description="Manage the topics of one cluster. Topics are kept in ZooKeeper under the cluster's chroot. "
+        + PLACEMENT,
     )
     actions = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
 
     create = actions.add_parser(
-        "create", help="create a topic", description="Create a topic; its partitions go round-robin over live brokers."
+        "create", help="create a topic",
+        description="Create a topic and its partitions' initial state (leader = first replica, ISR = all "
+        "replicas). " + PLACEMENT + " Refused when fewer brokers than --replication-factor are registered.",
     )
     create.add_argument("name", metavar="NAME", help="topic name: ASCII letters, digits, '.', '_', '-'; at most 249")
-    create.add_argument("--partitions", type=int, required=True, metavar="N", help="number of partitions (>= 1)")
+    create.add_argument("--partitions", type=int, metavar="N",
+                        help="number of partitions (>= 1); required unless --replica-assignment is given")
+    create.add_argument(
+        "--replication-factor", type=int, metavar="R",
+        help="copies of each partition, on R different live brokers (default 1: this tool talks to ZooKeeper, "
+        "not to a broker, so the brokers' default.replication.factor does not apply; Kafka's CreateTopics "
+        "with -1 uses it)",
+    )
+    create.add_argument(
+        "--replica-assignment", metavar="B:B,B:B",
+        help="explicit replica lists instead of --partitions/--replication-factor, as kafka-topics takes them: "
+        "one entry per partition (comma-separated), brokers of a partition separated by ':', preferred leader "
+        "first, e.g. 1:2,2:3,3:1",
+    )
     create.add_argument(
         "--config",
         action="append",
         default=[],
         metavar="KEY=VALUE",
-        help="a topic config override, e.g. retention.ms=86400000 or segment.bytes=104857600 (repeatable)",
+        help="a topic config override, e.g. retention.ms=86400000, segment.bytes=104857600 or "
+        "min.insync.replicas=2 (repeatable)",
     )
     create.add_argument(
         "--if-not-exists", action="store_true", help="succeed (exit 0) without changes if the topic already exists"
@@ -46,13 +69,21 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
     describe = actions.add_parser(
         "describe",
-        help="show partitions, leaders and their brokers",
-        description="For each partition: its leader broker, that broker's host:port and whether it is alive.",
+        help="show partitions: leader, replicas, in-sync replicas",
+        description="For each partition, as kafka-topics prints it: Topic, Partition, Leader (none when the "
+        "partition has no leader), Replicas, Isr; then the leader's host:port and whether it is registered.",
     )
     describe.add_argument("name", metavar="NAME", nargs="?", help="the topic (default: every topic)")
+    describe.add_argument("--under-replicated", "--under-replicated-partitions", dest="under_replicated",
+                          action="store_true",
+                          help="only the partitions whose ISR is shorter than their replica list")
+    describe.add_argument("--unavailable", "--unavailable-partitions", dest="unavailable", action="store_true",
+                          help="only the partitions without a leader or whose leader is not registered")
 
     alter = actions.add_parser(
-        "alter", help="add partitions to a topic", description="Grow a topic to N partitions (they cannot shrink)."
+        "alter", help="add partitions to a topic",
+        description="Grow a topic to N partitions (they cannot shrink); the new partitions get the topic's "
+        "replication factor.",
     )
     alter.add_argument("name", metavar="NAME", help="the topic")
     alter.add_argument("--partitions", type=int, required=True, metavar="N", help="the new total partition count")
@@ -79,14 +110,24 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _create(registry: ClusterRegistry, args: argparse.Namespace, config: dict[str, str]) -> int:
+    assignment = _parse_assignment(args.replica_assignment) if args.replica_assignment is not None else None
+    if assignment is not None and (args.partitions is not None or args.replication_factor is not None):
+        raise UsageError("--replica-assignment cannot be combined with --partitions or --replication-factor")
+    if assignment is None and args.partitions is None:
+        raise UsageError("--partitions N is required (or --replica-assignment)")
     try:
-        info = registry.create_topic(args.name, args.partitions, config)
+        if assignment is not None:
+            info = registry.create_topic_with_assignment(args.name, assignment, config)
+        else:
+            rf = 1 if args.replication_factor is None else args.replication_factor
+            info = registry.create_topic(args.name, args.partitions, config, replication_factor=rf)
     except TopicExistsError:
         if not args.if_not_exists:
             raise
         print(f"Topic {args.name} already exists.")
         return 0
-    print(f"Created topic {info.name} with {info.partition_count} partitions.")
+    rf = len(info.replicas[0])
+    print(f"Created topic {info.name} with {info.partition_count} partitions, replication factor {rf}.")
     return 0
 
 
@@ -109,32 +150,61 @@ def _describe(registry: ClusterRegistry, args: argparse.Namespace, _config: dict
     else:
         topics = registry.topics()
     brokers = registry.brokers()
-    docs: list[dict[str, Any]] = []
-    for name, info in sorted(topics.items()):
-        parts = []
-        for p, leader in sorted(info.partitions.items()):
-            broker = brokers.get(leader)
-            parts.append(
-                {
-                    "partition": p,
-                    "leader": leader,
-                    "broker": broker.address if broker else None,
-                    "datacenter": broker.datacenter if broker else None,
-                    "alive": broker is not None,
-                }
-            )
-        docs.append({"topic": name, "partitions": parts, "config": info.config})
+    docs = [_describe_topic(info, registry.partition_states(name), brokers) for name, info in sorted(topics.items())]
+    filtered = args.under_replicated or args.unavailable
+    if filtered:
+        for doc in docs:
+            doc["partitions"] = [p for p in doc["partitions"] if (args.under_replicated and p["under_replicated"])
+                                 or (args.unavailable and not p["alive"])]
     if args.json:
         print(json.dumps(docs if not args.name else docs[0], indent=2))
         return 0
     for doc in docs:
-        config = ",".join(f"{k}={v}" for k, v in sorted(doc["config"].items())) or "-"
-        print(f"Topic: {doc['topic']}\tPartitionCount: {len(doc['partitions'])}\tConfig: {config}")
+        if not filtered:  # kafka-topics prints only the partition lines of the filtered listings
+            config = ",".join(f"{k}={v}" for k, v in sorted(doc["config"].items())) or "-"
+            print(f"Topic: {doc['topic']}\tPartitionCount: {len(doc['partitions'])}\t"
+                  f"ReplicationFactor: {doc['replication_factor']}\tConfig: {config}")
         for part in doc["partitions"]:
-            where = part["broker"] or "unknown"
-            alive = "yes" if part["alive"] else "NO (broker not registered)"
-            print(f"\tPartition: {part['partition']}\tLeader: {part['leader']}\tBroker: {where}\tAlive: {alive}")
+            print(_partition_line(doc["topic"], part))
     return 0
+
+
+def _describe_topic(info: TopicInfo, states: dict[int, PartitionState], brokers: dict[int, BrokerInfo]
+                    ) -> dict[str, Any]:
+    parts = []
+    for p, replicas in sorted(info.replicas.items()):
+        state = states.get(p)
+        leader = state.leader if state is not None and state.leader != NO_LEADER else None
+        isr = list(state.isr) if state is not None else []
+        broker = brokers.get(leader) if leader is not None else None
+        parts.append({
+            "partition": p,
+            "leader": leader,
+            "leader_epoch": state.leader_epoch if state is not None else -1,
+            "replicas": list(replicas),
+            "isr": isr,
+            "under_replicated": len(isr) < len(replicas),
+            "offline_replicas": [b for b in replicas if b not in brokers],
+            "broker": broker.address if broker else None,
+            "datacenter": broker.datacenter if broker else None,
+            "alive": broker is not None,
+        })
+    return {"topic": info.name, "replication_factor": len(info.replicas[0]), "partitions": parts,
+            "config": info.config}
+
+
+def _partition_line(topic: str, part: dict[str, Any]) -> str:
+    """kafka-topics' partition line, then the leader's address and liveness."""
+    leader = "none" if part["leader"] is None else part["leader"]
+    replicas = ",".join(map(str, part["replicas"]))
+    isr = ",".join(map(str, part["isr"]))
+    if part["leader"] is None:
+        where, alive = "none", "NO (no leader)"
+    else:
+        where = part["broker"] or "unknown"
+        alive = "yes" if part["alive"] else "NO (broker not registered)"
+    return (f"\tTopic: {topic}\tPartition: {part['partition']}\tLeader: {leader}\tReplicas: {replicas}\tIsr: {isr}"
+            f"\tBroker: {where}\tAlive: {alive}")
 
 
 def _alter(registry: ClusterRegistry, args: argparse.Namespace, _config: dict[str, str]) -> int:
@@ -158,4 +228,16 @@ def _parse_configs(items: list[str]) -> dict[str, str]:
             raise UsageError(f"--config {key.strip()} given twice")
         out[key.strip()] = value
     LogConfig.from_topic_config(out)  # ValueError naming the setting: refused before anything is written
+    return out
+
+
+def _parse_assignment(text: str) -> dict[int, list[int]]:
+    """kafka-topics' ``--replica-assignment``: ``1:2,2:3`` -> {0: [1, 2], 1: [2, 3]} (checked by the registry)."""
+    out: dict[int, list[int]] = {}
+    for p, entry in enumerate(text.split(",")):
+        try:
+            out[p] = [int(b) for b in entry.split(":")]
+        except ValueError:
+            raise UsageError(f"--replica-assignment {text!r}: partition {p} ({entry!r}) must be broker ids "
+                             "separated by ':' (e.g. 1:2,2:3)") from None
     return out

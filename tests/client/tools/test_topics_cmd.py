@@ -11,6 +11,8 @@ import pytest
 
 from ferry.cli import main
 from ferry.zk import ClusterRegistry
+from ferry.zk.assignment import assign_replicas
+from ferry.zk.znodes import NO_LEADER, PartitionState, partition_state_path
 
 
 @pytest.fixture
@@ -108,9 +110,11 @@ def test_no_brokers_and_bad_zookeeper(zk_connect: str, zk_server, capsys) -> Non
 
 def test_help_documents_every_flag() -> None:
     for action, flags in {
-        "create": ["--partitions", "--zookeeper", "--config", "--if-not-exists", "--timeout"],
+        "create": ["--partitions", "--replication-factor", "--replica-assignment", "--zookeeper", "--config",
+                   "--if-not-exists", "--timeout"],
         "list": ["--zookeeper", "--json"],
-        "describe": ["--zookeeper", "--json"],
+        "describe": ["--zookeeper", "--json", "--under-replicated", "--under-replicated-partitions",
+                     "--unavailable-partitions"],
         "alter": ["--partitions", "--zookeeper"],
     }.items():
         rc, out, _ = ferry("topics", action, "--help")
@@ -119,3 +123,102 @@ def test_help_documents_every_flag() -> None:
             assert flag in out, (action, flag)
     rc, _, err = ferry("topics")
     assert rc == 2 and "ACTION" in err
+
+
+# ---------------------------------------------------------------------------- replication
+def _line(topic: str, p: int, leader: int | str, replicas, isr, tail: str) -> str:
+    return (f"\tTopic: {topic}\tPartition: {p}\tLeader: {leader}\tReplicas: {','.join(map(str, replicas))}"
+            f"\tIsr: {','.join(map(str, isr))}\t{tail}")
+
+
+def test_create_with_replication_factor_and_describe(cluster, capsys) -> None:
+    zk, b1, b2 = cluster
+    b3 = ClusterRegistry(zk, timeout=4).start()
+    try:
+        b3.register_broker(3, "127.0.0.1", 19094, "live")
+        assert main(["topics", "create", "rep", "--partitions", "6", "--replication-factor", "3",
+                     "--zookeeper", zk]) == 0
+        assert capsys.readouterr().out == "Created topic rep with 6 partitions, replication factor 3.\n"
+        expected = assign_replicas("rep", [1, 2, 3], 0, 6, 3)
+        assert b1.topic("rep").replicas == expected
+        ports = {1: 19092, 2: 19093, 3: 19094}
+
+        assert main(["topics", "describe", "rep", "--zookeeper", zk]) == 0
+        lines = capsys.readouterr().out.splitlines()
+        assert lines[0] == "Topic: rep\tPartitionCount: 6\tReplicationFactor: 3\tConfig: -"
+        assert lines[1:] == [_line("rep", p, r[0], r, r, f"Broker: 127.0.0.1:{ports[r[0]]}\tAlive: yes")
+                             for p, r in expected.items()]
+
+        # broker 3 falls out of partition 1's ISR; partition 2 loses its leader
+        r1, r2 = expected[1], expected[2]
+        shrunk = PartitionState(r1[0], 1, tuple(b for b in r1 if b != 3), 0)
+        b1.client.set(partition_state_path("rep", 1), shrunk.encode())
+        b1.client.set(partition_state_path("rep", 2), PartitionState(NO_LEADER, 2, (), 0).encode())
+        assert main(["topics", "describe", "rep", "--under-replicated", "--zookeeper", zk]) == 0
+        assert capsys.readouterr().out.splitlines() == [
+            _line("rep", 1, r1[0], r1, shrunk.isr, f"Broker: 127.0.0.1:{ports[r1[0]]}\tAlive: yes"),
+            _line("rep", 2, "none", r2, (), "Broker: none\tAlive: NO (no leader)"),
+        ]
+        assert main(["topics", "describe", "--unavailable-partitions", "--zookeeper", zk]) == 0
+        assert capsys.readouterr().out.splitlines() == [_line("rep", 2, "none", r2, (), "Broker: none\tAlive: NO (no leader)")]
+        assert main(["topics", "describe", "rep", "--json", "--zookeeper", zk]) == 0
+        doc = json.loads(capsys.readouterr().out)
+        assert doc["replication_factor"] == 3
+        assert doc["partitions"][1]["isr"] == list(shrunk.isr) and doc["partitions"][1]["under_replicated"]
+        assert doc["partitions"][2]["leader"] is None and not doc["partitions"][2]["alive"]
+        assert doc["partitions"][0]["replicas"] == list(expected[0]) and doc["partitions"][0]["leader_epoch"] == 0
+
+        # growing keeps the replication factor
+        assert main(["topics", "alter", "rep", "--partitions", "8", "--zookeeper", zk]) == 0
+        capsys.readouterr()
+        assert [len(b1.topic("rep").replicas[p]) for p in (6, 7)] == [3, 3]
+
+        b3.stop()  # a replica's broker is gone: its ISR (written by a controller) is not this tool's business
+        assert main(["topics", "describe", "--under-replicated", "--zookeeper", zk]) == 0
+        assert len(capsys.readouterr().out.splitlines()) == 2  # still partitions 1 and 2 only
+    finally:
+        b3.stop()
+
+
+def test_replication_factor_larger_than_the_cluster_is_refused(cluster, capsys) -> None:
+    zk, b1, _ = cluster
+    assert main(["topics", "create", "big", "--partitions", "2", "--replication-factor", "3", "--zookeeper", zk]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("ferry topics create: error: replication factor 3 is larger than the 2 registered brokers")
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert main(["topics", "create", "big", "--partitions", "2", "--replication-factor", "0", "--zookeeper", zk]) == 2
+    assert "at least 1" in capsys.readouterr().err
+    assert b1.topics() == {}
+    # without the flag: replication factor 1
+    assert main(["topics", "create", "small", "--partitions", "2", "--zookeeper", zk]) == 0
+    assert "replication factor 1" in capsys.readouterr().out
+    assert [len(r) for r in b1.topic("small").replicas.values()] == [1, 1]
+    assert main(["topics", "describe", "small", "--under-replicated", "--zookeeper", zk]) == 0
+    assert capsys.readouterr().out == ""  # nothing under-replicated: exit 0, no lines
+
+
+def test_replica_assignment(cluster, capsys) -> None:
+    zk, b1, _ = cluster
+    assert main(["topics", "create", "man", "--replica-assignment", "2:1,1:2,2:1", "--zookeeper", zk]) == 0
+    assert "3 partitions, replication factor 2" in capsys.readouterr().out
+    assert b1.topic("man").replicas == {0: (2, 1), 1: (1, 2), 2: (2, 1)}
+    for argv, fragment in [
+        (["x", "--replica-assignment", "1:2", "--partitions", "1"], "cannot be combined"),
+        (["x", "--replica-assignment", "1:2", "--replication-factor", "2"], "cannot be combined"),
+        (["x", "--replica-assignment", "1:a"], "must be broker ids"),
+        (["x", "--replica-assignment", "1:5"], "not registered"),
+        (["x", "--replica-assignment", "1:1"], "names a broker twice"),
+        (["x", "--replica-assignment", "1:2,1"], "same number of replicas"),
+        (["x"], "--partitions N is required"),
+    ]:
+        assert main(["topics", "create", *argv, "--zookeeper", zk]) == 2, argv
+        err = capsys.readouterr().err
+        assert fragment in err and err.count("\n") == 1, (argv, err)
+    assert sorted(b1.topics()) == ["man"]
+
+
+def test_legacy_topic_without_partition_states(cluster, capsys) -> None:
+    zk, b1, _ = cluster
+    b1.client.create("/brokers/topics/old", json.dumps({"version": 1, "partitions": {"0": [1]}}).encode())
+    assert main(["topics", "describe", "old", "--zookeeper", zk]) == 0
+    assert capsys.readouterr().out.splitlines()[1] == _line("old", 0, "none", [1], [], "Broker: none\tAlive: NO (no leader)")
