@@ -90,6 +90,17 @@ class AbstractIndex:
     def reset(self) -> None:
         self.entries = 0
 
+    def _truncate_below(self, key_index: int, limit: int) -> None:
+        """Keep only the entries whose field ``key_index`` is < ``limit`` (fields ascend); the slots of the
+        dropped ones are zeroed so that a preallocated file never shows them again."""
+        keep = self._search(key_index, limit - 1) + 1
+        if keep >= self.entries:
+            return
+        if self._mm is not None:
+            start, end = keep * self.entry_size, self.entries * self.entry_size
+            self._mm[start:end] = bytes(end - start)
+        self.entries = keep
+
     def _search(self, key_index: int, target: int) -> int:
         """Index of the last entry whose field ``key_index`` is <= target, or -1 (fields ascend)."""
         lo, hi = 0, self.entries - 1

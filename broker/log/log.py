@@ -16,10 +16,12 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import NamedTuple
 
+from ferry.broker.log.append_info import AppendInfo
+from ferry.broker.log.leader_epoch_cache import LeaderEpochFileCache
 from ferry.broker.log.log_flush import LogFlush
 from ferry.broker.log.log_recovery import LogRecovery
+from ferry.broker.log.log_replication import LogReplication
 from ferry.broker.log.log_retention import LogRetention
 from ferry.broker.log.log_segment import (
     LogSegment,
@@ -29,6 +31,7 @@ from ferry.wire.log_config import LogConfig
 from ferry.wire.record.compression import PRODUCER
 from ferry.wire.record.errors import (
     CorruptRecordError,
+    FencedLeaderEpochError,
     InvalidRecordError,
     LogOffsetOutOfRangeError,
     RecordTooLargeError,
@@ -42,15 +45,6 @@ logger = logging.getLogger("ferry.log")
 
 def wall_clock_ms() -> int:
     return time.time_ns() // 1_000_000
-
-
-class AppendInfo(NamedTuple):
-    """Where an append landed (a tuple: one is made per produce request)."""
-
-    first_offset: int
-    last_offset: int
-    duplicate: bool = False
-    log_append_time: int = -1  # -1: CreateTime; else the time the broker stamped (LogAppendTime)
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,19 +65,21 @@ class FetchSlice:
         return os.pread(self.fd, self.size, self.position)
 
 
-class Log(LogFlush, LogRecovery, LogRetention):
+class Log(LogFlush, LogRecovery, LogRetention, LogReplication):
     def __init__(
         self,
         directory: Path | str,
         config: LogConfig | None = None,
         now_ms: Callable[[], int] = wall_clock_ms,
         recovery_point: int | None = None,
+        replication_hw: int | None = None,
     ) -> None:
         """Open (recovering if needed) or create the log in ``directory``.
 
         ``recovery_point``: offset up to which the data is known to be flushed (from the log
         manager's checkpoint); segments holding data beyond it are scanned and verified. None
-        means unknown: the last segment is verified.
+        means unknown: the last segment is verified. ``replication_hw``: the replication high
+        watermark last checkpointed (clamped to the log), None for an unreplicated log.
         """
         self.dir = Path(directory)
         self.dir.mkdir(parents=True, exist_ok=True)
@@ -107,14 +103,22 @@ class Log(LogFlush, LogRecovery, LogRetention):
         self.log_start_offset = 0
         self.log_end_offset = 0
         self.flushed_offset = 0
+        # None: unreplicated, no bound beyond flushing (see high_watermark); set by replication
+        self.replication_hw: int | None = None
+        self.leader_epoch_cache: LeaderEpochFileCache
         self._load(recovery_point)
+        if replication_hw is not None:
+            self.replication_hw = min(max(replication_hw, self.log_start_offset), self.log_end_offset)
 
     # -- properties ------------------------------------------------------------------------------
 
     @property
     def high_watermark(self) -> int:
-        """The end of what a fetch may read (exclusive)."""
-        return self.log_end_offset if self.config.consumers_see_unflushed else self.flushed_offset
+        """The end of what a fetch may read (exclusive): flushed data (or all appended data with
+        consumers.see.unflushed), and no further than the replication high watermark when there is one."""
+        end = self.log_end_offset if self.config.consumers_see_unflushed else self.flushed_offset
+        hw = self.replication_hw
+        return end if hw is None or hw > end else hw
 
     @property
     def segments(self) -> list[LogSegment]:
@@ -157,11 +161,14 @@ class Log(LogFlush, LogRecovery, LogRetention):
 
     # -- append ----------------------------------------------------------------------------------
 
-    def append(self, records: bytes | bytearray | memoryview) -> AppendInfo:
+    def append(self, records: bytes | bytearray | memoryview, leader_epoch: int = -1) -> AppendInfo:
         """Validate, sequence-check, assign offsets and write one produce payload.
 
-        Raises CorruptRecordError, InvalidRecordError, RecordTooLargeError,
-        OutOfOrderSequenceError or InvalidProducerEpochError; nothing is written then.
+        ``leader_epoch`` >= 0 (a replicated partition's leader): every batch is written with it as
+        partitionLeaderEpoch and the epoch cache learns where the epoch starts. Raises
+        CorruptRecordError, InvalidRecordError, RecordTooLargeError, OutOfOrderSequenceError,
+        InvalidProducerEpochError or FencedLeaderEpochError (an epoch older than the log's latest);
+        nothing is written then.
         """
         mv = records if isinstance(records, memoryview) else memoryview(records)
         if mv.format != "B" or mv.ndim != 1:
@@ -185,6 +192,11 @@ class Log(LogFlush, LogRecovery, LogRetention):
         with self._lock:
             if self._closed:
                 raise StorageError(f"log {self.name} is closed")
+            cache = self.leader_epoch_cache
+            new_epoch = leader_epoch != cache.latest_epoch and leader_epoch >= 0
+            if new_epoch and leader_epoch < cache.latest_epoch:
+                raise FencedLeaderEpochError(
+                    f"leader epoch {leader_epoch} is older than {cache.latest_epoch} in {self.name}")
             state = self.producer_state
             if idempotent:
                 dup = state.find_duplicate(headers)
@@ -192,12 +204,14 @@ class Log(LogFlush, LogRecovery, LogRetention):
                     return AppendInfo(dup.first_offset, dup.last_offset, duplicate=True)
                 state.check(headers)
             first = self.log_end_offset
+            if new_epoch:
+                cache.assign(leader_epoch, first)  # durable before any data of the epoch
             seg = self._segments[-1]
             now = self._clock()
             if seg.should_roll(len(mv), first + span - 1, now, config):
                 seg = self._roll(now)
             append_time = now if config.log_append_time else None
-            next_offset = seg.append(mv, headers, first, append_time)
+            next_offset = seg.append(mv, headers, first, append_time, leader_epoch)
             if idempotent:
                 offset = first
                 for h in headers:
@@ -249,6 +263,7 @@ class Log(LogFlush, LogRecovery, LogRetention):
         return None if dup is None else AppendInfo(dup.first_offset, dup.last_offset, duplicate=True)
 
     def _roll(self, now: int) -> LogSegment:
+        """Start a new active segment at the log end offset."""
         old = self._segments[-1]
         old.on_become_inactive()
         new = LogSegment(self.dir, self.log_end_offset, self.config, now)

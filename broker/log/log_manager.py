@@ -2,8 +2,9 @@
 them and apply retention.
 
 Layout: ``<data dir>/<topic>-<partition>/`` per partition, ``recovery-point-offset-checkpoint``
-(what each log had flushed, so start-up only verifies data beyond it) and a ``.lock`` that keeps a
-second broker out of the same directory.
+(what each log had flushed, so start-up only verifies data beyond it), ``replication-offset-checkpoint``
+(each replicated log's high watermark, so a restarted replica does not show consumers more than was
+committed) and a ``.lock`` that keeps a second broker out of the same directory.
 """
 
 from __future__ import annotations
@@ -13,18 +14,22 @@ import json
 import logging
 import os
 import re
+import shutil
 import threading
+import uuid
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from ferry.broker.log.log import Log, wall_clock_ms
-from ferry.wire.atomic_file import atomic_write
+from ferry.wire.atomic_file import atomic_write, fsync_dir
 from ferry.wire.log_config import LogConfig
 from ferry.wire.record.errors import StorageError
 
 logger = logging.getLogger("ferry.log")
 
 CHECKPOINT_FILE = "recovery-point-offset-checkpoint"
+REPLICATION_CHECKPOINT_FILE = "replication-offset-checkpoint"  # Kafka's name and format: the HWs
+DELETE_SUFFIX = "-delete"  # a deleted log's directory, renamed "<topic>-<partition>.<id>-delete" first
 TOPIC_CONFIG_FILE = "topic-config.json"  # per partition dir: the last topic config given, for restarts
 LOCK_FILE = ".lock"
 _TOPIC_RE = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
@@ -88,6 +93,7 @@ class LogManager:
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self._last_checkpoint: dict[tuple[str, int], int] = {}
+        self._last_hw_checkpoint: dict[tuple[str, int], int] = {}
         self._closed = False
         self._lock_fd = os.open(self.data_dir / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
         try:
@@ -106,8 +112,14 @@ class LogManager:
 
     def _load_all(self) -> None:
         checkpoint = read_checkpoint(self.data_dir / CHECKPOINT_FILE)
+        hws = read_checkpoint(self.data_dir / REPLICATION_CHECKPOINT_FILE)
+        self._last_hw_checkpoint = dict(hws)
         for entry in sorted(os.listdir(self.data_dir)):
             path = self.data_dir / entry
+            if entry.endswith(DELETE_SUFFIX) and path.is_dir():
+                logger.info("removing %s, a log deleted before the last shutdown", path)
+                shutil.rmtree(path, ignore_errors=True)
+                continue
             topic, dash, part = entry.rpartition("-")
             if not dash or not part.isdigit() or not path.is_dir():
                 continue
@@ -119,7 +131,8 @@ class LogManager:
             key = (topic, int(part))
             try:
                 config = self._saved_config(path)
-                log = Log(path, config, self._clock, recovery_point=checkpoint.get(key))
+                log = Log(path, config, self._clock, recovery_point=checkpoint.get(key),
+                          replication_hw=hws.get(key))
             except Exception as exc:
                 raise StorageError(f"cannot load the log in {path}: {exc}") from exc
             self._attach(key, log)
@@ -151,6 +164,7 @@ class LogManager:
     # -- access ----------------------------------------------------------------------------------
 
     def get(self, topic: str, partition: int) -> Log | None:
+        """The partition's log if it is open here (never creates one)."""
         return self._logs.get((topic, partition))
 
     def get_or_create(self, topic: str, partition: int, topic_config: Mapping[str, str] | None = None) -> Log:
@@ -183,6 +197,37 @@ class LogManager:
     def all_logs(self) -> dict[tuple[str, int], Log]:
         return dict(self._logs)
 
+    def close_log(self, topic: str, partition: int) -> bool:
+        """Flush and close one log and stop managing it; its files stay (it is opened again at the next
+        start, or by get_or_create). False if it was not open."""
+        key = (topic, partition)
+        with self._lock:
+            log = self._logs.pop(key, None)
+            self._given.pop(key, None)
+        if log is None:
+            return False
+        log.close()
+        logger.info("closed log %s-%d", topic, partition)
+        return True
+
+    def delete_log(self, topic: str, partition: int) -> bool:
+        """Close one log and delete its directory (this broker no longer holds a replica of it): renamed
+        ``<topic>-<partition>.<id>-delete`` first, so a crash halfway never leaves a log that loads.
+        False if it was not open."""
+        key = (topic, partition)
+        with self._lock:
+            log = self._logs.pop(key, None)
+            self._given.pop(key, None)
+        if log is None:
+            return False
+        log.close()
+        doomed = log.dir.with_name(f"{log.dir.name}.{uuid.uuid4().hex}{DELETE_SUFFIX}")
+        os.rename(log.dir, doomed)
+        fsync_dir(self.data_dir)
+        shutil.rmtree(doomed, ignore_errors=True)
+        logger.info("deleted log %s-%d", topic, partition)
+        return True
+
     def add_high_watermark_listener(self, callback: Callable[[Log], None]) -> None:
         """Register ``callback(log)`` on every log, present and future (see Log)."""
         with self._lock:
@@ -200,16 +245,28 @@ class LogManager:
             log.flush()
 
     def checkpoint_recovery_points(self) -> None:
-        """Persist every log's flushed offset (when it changed) and producer-state snapshots."""
-        for log in list(self._logs.values()):
+        """Persist every log's flushed offset and every replicated log's high watermark (each file when
+        it changed), and producer-state snapshots."""
+        logs = list(self._logs.items())
+        for _, log in logs:
             try:
                 log.snapshot_producer_state()
             except OSError:
                 logger.exception("could not snapshot the producer state of %s", log.name)
-        offsets = {key: log.flushed_offset for key, log in list(self._logs.items())}
+        offsets = {key: log.flushed_offset for key, log in logs}
         if offsets != self._last_checkpoint:
             write_checkpoint(self.data_dir / CHECKPOINT_FILE, offsets)
             self._last_checkpoint = offsets
+        self.checkpoint_high_watermarks(logs)
+
+    def checkpoint_high_watermarks(self, logs: list[tuple[tuple[str, int], Log]] | None = None) -> None:
+        """Persist the replication high watermark of every log that has one (when any changed)."""
+        if logs is None:
+            logs = list(self._logs.items())
+        hws = {key: hw for key, log in logs if (hw := log.replication_hw) is not None}
+        if hws != self._last_hw_checkpoint:
+            write_checkpoint(self.data_dir / REPLICATION_CHECKPOINT_FILE, hws)
+            self._last_hw_checkpoint = hws
 
     def flush_pass(self) -> int:
         """Flush every log that needs it (flush.messages / flush.ms). Returns how many."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import os
 
+from ferry.broker.log.leader_epoch_cache import EpochEntry, LeaderEpochCheckpointError, LeaderEpochFileCache
 from ferry.broker.log.log_segment import (
     DELETED_SUFFIX,
     INDEX_SUFFIX,
@@ -79,11 +80,39 @@ class LogRecovery:
         self.log_end_offset = segments[-1].next_offset
         self.flushed_offset = self.log_end_offset
         self._rebuild_producer_state()
+        self._load_leader_epoch_cache()
         self.recovered_segments = len(recovered)
         logger.info(
             "%s: loaded %d segments (%d verified), offsets [%d, %d)", self.name, len(segments),
             len(recovered), self.log_start_offset, self.log_end_offset,
         )
+
+    def _load_leader_epoch_cache(self) -> None:
+        """The epoch cache as of the recovered log: entries past a truncated tail dropped, the first moved to
+        the log start. A damaged checkpoint (never seen: it is replaced atomically) is rebuilt from the
+        batches' partitionLeaderEpoch."""
+        try:
+            cache = LeaderEpochFileCache(self.dir)
+        except LeaderEpochCheckpointError as exc:
+            logger.error("%s: %s; rebuilding it from the log", self.name, exc)
+            cache = LeaderEpochFileCache(self.dir, self._epochs_in_log())
+        dropped = cache.truncate_from_end(self.log_end_offset)
+        if dropped:
+            logger.warning("%s: leader epochs %s start beyond the log end %d; dropped", self.name, dropped,
+                           self.log_end_offset)
+        cache.truncate_from_start(self.log_start_offset)
+        self.leader_epoch_cache = cache
+
+    def _epochs_in_log(self) -> list[EpochEntry]:
+        """(epoch, first offset) each time the batches' partitionLeaderEpoch grows (a full header scan)."""
+        entries: list[EpochEntry] = []
+        latest = -1
+        for seg in self._segments:
+            for _, h in seg.iter_headers(0):
+                if h.partition_leader_epoch > latest:
+                    latest = h.partition_leader_epoch
+                    entries.append(EpochEntry(latest, h.base_offset))
+        return entries
 
     def _rebuild_producer_state(self) -> None:
         snap = ProducerStateManager.take_snapshot(self.dir)

@@ -18,16 +18,20 @@ class LogRetention:
 
     def delete_retained(self, now_ms: int | None = None) -> int:
         """Delete whole segments past retention.ms (by their largest timestamp) or beyond
-        retention.bytes, oldest first, never the active one nor unflushed data. Moves
-        log_start_offset. Returns the number of segments deleted."""
+        retention.bytes, oldest first, never the active one nor unflushed data nor data above the
+        replication high watermark (not every replica has it yet). Moves log_start_offset (and the
+        first leader epoch's start with it). Returns the number of segments deleted."""
         with self._lock:
             now = self._clock() if now_ms is None else now_ms
             config = self.config
             candidates = self._segments[:-1]
             doomed: list[LogSegment] = []
+            bound = self.flushed_offset
+            if self.replication_hw is not None:
+                bound = min(bound, self.replication_hw)
             if config.retention_ms >= 0:
                 for seg in candidates:
-                    if seg.next_offset > self.flushed_offset:
+                    if seg.next_offset > bound:
                         break
                     ts = seg.max_timestamp if seg.max_timestamp >= 0 else int(os.fstat(seg.fd).st_mtime * 1000)
                     if now - ts <= config.retention_ms:
@@ -36,7 +40,7 @@ class LogRetention:
             if config.retention_bytes >= 0:
                 total = sum(s.size for s in self._segments) - sum(s.size for s in doomed)
                 for seg in candidates[len(doomed) :]:
-                    if seg.next_offset > self.flushed_offset or total - seg.size < config.retention_bytes:
+                    if seg.next_offset > bound or total - seg.size < config.retention_bytes:
                         break
                     doomed.append(seg)
                     total -= seg.size
@@ -52,6 +56,10 @@ class LogRetention:
                     "%s: retention deleted %d segments; log start offset is now %d",
                     self.name, n, self.log_start_offset,
                 )
+                try:
+                    self.leader_epoch_cache.truncate_from_start(self.log_start_offset)
+                except OSError:  # harmless (an epoch starting below the log start); redone at the next open
+                    logger.exception("%s: could not move the first leader epoch's start", self.name)
             self._delete_pending(now)
             return len(doomed)
 

@@ -26,9 +26,12 @@ from ferry.wire.record.record_batch import (
     BASE_OFFSET_STRUCT,
     BATCH_HEADER_SIZE,
     CRC_POS,
+    EPOCH_PREFIX_STRUCT,
     HEADER_STRUCT,
     LOG_OVERHEAD,
     MAX_TIMESTAMP_POS,
+    PARTITION_LEADER_EPOCH_POS,
+    PARTITION_LEADER_EPOCH_STRUCT,
     TIMESTAMP_TYPE_MASK,
     RecordBatchHeader,
 )
@@ -84,12 +87,15 @@ _MAX_TIMESTAMP = struct.Struct(">q")
 _CRC = struct.Struct(">I")
 
 
-def _stamped_header(buf: memoryview, pos: int, size: int, offset: int, attributes: int, append_time: int
-                    ) -> bytearray:
-    """The 61-byte header of the batch at ``pos`` with its new baseOffset, marked LogAppendTime with
-    maxTimestamp = ``append_time``, and the CRC-32C recomputed (it covers attributes .. end)."""
+def _stamped_header(buf: memoryview, pos: int, size: int, offset: int, attributes: int, append_time: int,
+                    leader_epoch: int = -1) -> bytearray:
+    """The 61-byte header of the batch at ``pos`` with its new baseOffset (and partitionLeaderEpoch when
+    ``leader_epoch`` >= 0), marked LogAppendTime with maxTimestamp = ``append_time``, and the CRC-32C
+    recomputed (it covers attributes .. end)."""
     head = bytearray(buf[pos : pos + BATCH_HEADER_SIZE])
     BASE_OFFSET_STRUCT.pack_into(head, 0, offset)
+    if leader_epoch >= 0:
+        PARTITION_LEADER_EPOCH_STRUCT.pack_into(head, PARTITION_LEADER_EPOCH_POS, leader_epoch)
     _ATTRIBUTES.pack_into(head, ATTRIBUTES_POS, attributes | TIMESTAMP_TYPE_MASK)
     _MAX_TIMESTAMP.pack_into(head, MAX_TIMESTAMP_POS, append_time)
     crc = crc32c.crc32c(buf[pos + BATCH_HEADER_SIZE : pos + size], crc32c.crc32c(head[ATTRIBUTES_POS:]))
@@ -122,28 +128,42 @@ class LogSegment(SegmentRecovery):
     # -- writing ---------------------------------------------------------------------------------
 
     def append(self, buf: memoryview, headers: list[RecordBatchHeader], first_offset: int,
-               append_time: int | None = None) -> int:
+               append_time: int | None = None, leader_epoch: int = -1) -> int:
         """Write validated batches at the end with consecutive offsets from ``first_offset``.
 
         The caller's buffer is not modified: each batch goes out as its new 8-byte baseOffset
-        followed by the rest of its bytes, in one pwritev(). With ``append_time`` (LogAppendTime)
-        each header is rewritten instead: the timestamp-type bit, maxTimestamp = append_time and
-        the CRC-32C over them. Returns the next offset.
+        followed by the rest of its bytes, in one pwritev(). With ``leader_epoch`` >= 0 the first 16
+        bytes (baseOffset, batchLength, partitionLeaderEpoch; outside the CRC) are written instead.
+        With ``append_time`` (LogAppendTime) each header is rewritten instead: the timestamp-type
+        bit, maxTimestamp = append_time and the CRC-32C over them. Returns the next offset.
         """
         pieces: list = []
-        pack = BASE_OFFSET_STRUCT.pack
         offset = first_offset
         pos = 0
         for h in headers:
             size = h.batch_length + LOG_OVERHEAD
-            if append_time is None:
-                pieces.append(pack(offset))
-                pieces.append(buf[pos + 8 : pos + size])
-            else:
-                pieces.append(_stamped_header(buf, pos, size, offset, h.attributes, append_time))
+            if append_time is not None:
+                pieces.append(_stamped_header(buf, pos, size, offset, h.attributes, append_time, leader_epoch))
                 pieces.append(buf[pos + BATCH_HEADER_SIZE : pos + size])
+            elif leader_epoch >= 0:
+                pieces.append(EPOCH_PREFIX_STRUCT.pack(offset, h.batch_length, leader_epoch))
+                pieces.append(buf[pos + EPOCH_PREFIX_STRUCT.size : pos + size])
+            else:
+                pieces.append(BASE_OFFSET_STRUCT.pack(offset))
+                pieces.append(buf[pos + 8 : pos + size])
             offset += h.last_offset_delta + 1
             pos += size
+        start = self._write(pieces)
+        return self._index_appended(headers, start, first_offset, append_time)
+
+    def append_raw(self, buf: memoryview, headers: list[RecordBatchHeader]) -> int:
+        """Write batches byte for byte as they are (a follower's copy of its leader's batches: offsets,
+        leader epochs and timestamps already set). Returns the next offset."""
+        start = self._write([buf])
+        return self._index_appended(headers, start, headers[0].base_offset, None)
+
+    def _write(self, pieces: list) -> int:
+        """Write ``pieces`` at the end of the file; returns where they start."""
         start = self.size
         try:
             pwrite_all(self.fd, pieces, start)
@@ -154,6 +174,11 @@ class LogSegment(SegmentRecovery):
             except OSError:
                 logger.exception("could not undo a partial write to %s", self.log_path)
             raise
+        return start
+
+    def _index_appended(self, headers: list[RecordBatchHeader], start: int, first_offset: int,
+                        append_time: int | None) -> int:
+        """Account for batches just written at ``start``: indexes, largest timestamp, size, next offset."""
         offset = first_offset
         pos = start
         interval = self.index_interval_bytes

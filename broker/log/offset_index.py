@@ -42,6 +42,10 @@ class OffsetIndex(AbstractIndex):
         rel, pos = self.entry(i)
         return self.base_offset + rel, pos
 
+    def truncate_to(self, offset: int) -> None:
+        """Drop the entries for offsets >= ``offset`` (the log was truncated there)."""
+        self._truncate_below(0, offset - self.base_offset)
+
     def last_entry(self) -> tuple[int, int]:
         if not self.entries:
             return self.base_offset, 0

@@ -120,6 +120,31 @@ class SegmentRecovery:
         self._set_created(now_ms)
         return truncated
 
+    def truncate_to(self, offset: int) -> int:
+        """Remove the batches at or after ``offset``, whole batches only (the one holding ``offset`` goes
+        entirely), with their index entries; the largest timestamp is found again. Returns the bytes removed.
+
+        The caller fsyncs: a truncation that a power loss undid could bring the removed batches back."""
+        found = self.find_batch(offset)
+        if found is None:
+            return 0
+        pos, h = found
+        end = h.base_offset
+        removed = self.size - pos
+        os.ftruncate(self.fd, pos)
+        self.size = pos
+        self.next_offset = end
+        self.offset_index.truncate_to(end)
+        self.time_index.truncate_to(end)
+        max_ts, max_ts_offset = self.time_index.last_entry()
+        _, last_pos = self.offset_index.last_entry()
+        for _, batch in self.iter_headers(last_pos):
+            if batch.max_timestamp > max_ts:
+                max_ts, max_ts_offset = batch.max_timestamp, batch.base_offset
+        self.max_timestamp, self.offset_of_max_timestamp = max_ts, max_ts_offset
+        self.bytes_since_last_index_entry = pos - last_pos
+        return removed
+
     def _streamed_crc(self, start: int, end: int) -> int:
         """CRC-32C of file bytes [start, end) read in chunks (a batch larger than the read buffer)."""
         crc = 0

@@ -19,6 +19,10 @@ class TimeIndex(AbstractIndex):
         ts, rel = self.entry(self.entries - 1)
         return ts, self.base_offset + rel
 
+    def truncate_to(self, offset: int) -> None:
+        """Drop the entries pointing at offsets >= ``offset`` (the log was truncated there)."""
+        self._truncate_below(1, offset - self.base_offset)
+
     def maybe_append(self, timestamp: int, offset: int) -> bool:
         """Add (timestamp, offset) if the timestamp is larger than the last entry's."""
         if self.entries:

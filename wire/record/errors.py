@@ -53,3 +53,16 @@ class InvalidRecordError(StorageError):
     """Well-formed bytes the broker does not accept (old magic, control or transactional batch, ...)."""
 
     kafka_error_code = 87  # INVALID_RECORD
+
+
+class OffsetMismatchError(StorageError):
+    """A replica's append does not start at the log end offset, or its batches' offsets are not consecutive
+    (the follower must truncate or refetch; nothing was written)."""
+
+    kafka_error_code = -1  # UNKNOWN_SERVER_ERROR: Kafka has no code for it (UnexpectedAppendOffsetException)
+
+
+class FencedLeaderEpochError(StorageError):
+    """An append as leader with an epoch older than one the log already holds (a stale leader)."""
+
+    kafka_error_code = 74  # FENCED_LEADER_EPOCH

@@ -1,4 +1,4 @@
-"""RecordBatch v2 (magic 2) headers: parse, validate, assign offsets.
+"""RecordBatch v2 (magic 2) headers: parse, validate, assign offsets and leader epochs.
 
 The broker never looks inside a batch: it checks the 61-byte header and the CRC-32C, rewrites the
 8-byte baseOffset and stores the bytes as they came (paper 3.1, "no per-message work"). The CRC
@@ -22,6 +22,11 @@ assert BATCH_HEADER_SIZE == 61
 LOG_OVERHEAD = 12  # baseOffset + batchLength: the part batchLength does not count
 BASE_OFFSET_STRUCT = struct.Struct(">q")
 SIZE_PREFIX_STRUCT = struct.Struct(">qi")  # baseOffset, batchLength
+# baseOffset, batchLength, partitionLeaderEpoch: the 16 bytes before magic, none covered by the CRC
+EPOCH_PREFIX_STRUCT = struct.Struct(">qii")
+PARTITION_LEADER_EPOCH_POS = 12
+PARTITION_LEADER_EPOCH_STRUCT = struct.Struct(">i")
+NO_PARTITION_LEADER_EPOCH = -1
 LAST_OFFSET_DELTA_POS = 23
 MAX_TIMESTAMP_POS = 35
 CRC_POS = 17
@@ -188,6 +193,20 @@ def _reject(h: RecordBatchHeader, pos: int, available: int, max_batch_bytes: int
     if h.is_transactional:
         raise InvalidRecordError(f"record batch at byte {pos} is transactional; transactions are not supported")
     raise CorruptRecordError(f"record batch at byte {pos} has an inconsistent header")
+
+
+def set_partition_leader_epoch(buf: bytearray | memoryview, epoch: int,
+                               headers: list[RecordBatchHeader] | None = None) -> None:
+    """Rewrite every batch's partitionLeaderEpoch in ``buf`` in place (the CRC does not cover it).
+
+    ``headers`` (from validate_batches) saves re-parsing."""
+    if headers is None:
+        headers = validate_batches(buf)
+    pos = 0
+    pack = PARTITION_LEADER_EPOCH_STRUCT.pack_into
+    for h in headers:
+        pack(buf, pos + PARTITION_LEADER_EPOCH_POS, epoch)
+        pos += h.size
 
 
 def assign_offsets(buf: bytearray | memoryview, base_offset: int,
