@@ -150,7 +150,14 @@ def _describe(registry: ClusterRegistry, args: argparse.Namespace, _config: dict
     else:
         topics = registry.topics()
     brokers = registry.brokers()
-    docs = [_describe_topic(info, registry.partition_states(name), brokers) for name, info in sorted(topics.items())]
+    docs = []
+    for name, info in sorted(topics.items()):
+        try:
+            docs.append(_describe_topic(info, registry.partition_states(name), brokers))
+        except UnknownTopicError:
+            if args.name:
+                raise
+            # deleted since it was listed: not part of the answer
     filtered = args.under_replicated or args.unavailable
     if filtered:
         for doc in docs:
