@@ -96,6 +96,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         "(audit.topic.partitions; default 0: never, provisioning creates it)")
     p.add_argument("--zk-session-timeout-ms", type=int, metavar="MS",
                    help="ZooKeeper session timeout (zookeeper.session.timeout.ms; default 10000)")
+    p.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
+                   help="any broker setting by its Kafka-style name, e.g. --override min.insync.replicas=2 "
+                        "(repeatable; wins over --config and the flags, as kafka-server-start's --override)")
     p.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"],
                    help="logging level of the broker's own log lines (default INFO)")
     p.set_defaults(func=run)
@@ -112,6 +115,11 @@ def build_config(args: argparse.Namespace) -> BrokerConfig:
         props["auto.create.topics.enable"] = "true"
     if args.consumers_see_unflushed:
         props["log.consumers.see.unflushed"] = "true"
+    for item in getattr(args, "override", None) or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"--override {item!r}: expected KEY=VALUE")
+        props[key.strip()] = value.strip()
     return BrokerConfig.from_properties(props)
 
 

@@ -125,7 +125,9 @@ class LeaderEpochFileCache:
 
         The latest epoch -> (it, ``log_end_offset``). An older epoch -> (the largest known epoch <= it,
         the start offset of the first epoch after it): where the follower's copy of that epoch must end.
-        Undefined (-1, -1) for epoch -1, an empty cache, an epoch below the first entry or above the latest.
+        An epoch below the first entry -> (it, the first entry's start): a follower whose epochs the leader
+        no longer holds (retention) must not keep anything past that (KIP-279, Kafka 2.0+).
+        Undefined (-1, -1) for epoch -1, an empty cache, or an epoch above the latest.
         """
         with self._lock:
             entries = self._entries
@@ -133,8 +135,10 @@ class LeaderEpochFileCache:
                 return UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
             if requested_epoch == entries[-1].epoch:
                 return requested_epoch, log_end_offset
-            if requested_epoch > entries[-1].epoch or requested_epoch < entries[0].epoch:
+            if requested_epoch > entries[-1].epoch:
                 return UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
+            if requested_epoch < entries[0].epoch:
+                return requested_epoch, entries[0].start_offset
             floor = entries[0]
             for e in entries:
                 if e.epoch > requested_epoch:

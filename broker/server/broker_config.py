@@ -52,6 +52,9 @@ class BrokerConfig:
     controlled_shutdown_enable: bool = True  # SIGTERM moves this broker's leaderships off first
     controlled_shutdown_max_retries: int = 3
     controlled_shutdown_retry_backoff_ms: int = 5_000
+    # how a new follower finds where its log diverges: "leader-epoch" (KIP-101, the only safe choice) or
+    # "high-watermark" (Kafka before 0.11; kept only so tests can show the anomalies it causes)
+    replica_truncation: str = "leader-epoch"
     request_timeout_ms: int = 30_000  # upper bound of an acks=-1 produce's wait (the request's timeout is capped)
 
     def __post_init__(self) -> None:
@@ -96,6 +99,9 @@ class BrokerConfig:
                 raise ConfigError(f"{key}: {value} must be at least {low}")
         # Kafka's own consistency checks (KafkaConfig): a follower's long poll must not time out its
         # socket, nor last long enough to drop it from the ISR.
+        if self.replica_truncation not in ("leader-epoch", "high-watermark"):
+            raise ConfigError(f"replica.truncation: {self.replica_truncation!r} must be leader-epoch or "
+                              "high-watermark")
         if self.replica_fetch_wait_max_ms > self.replica_socket_timeout_ms:
             raise ConfigError(f"replica.socket.timeout.ms ({self.replica_socket_timeout_ms}) must be at least "
                               f"replica.fetch.wait.max.ms ({self.replica_fetch_wait_max_ms})")
@@ -229,13 +235,15 @@ def _replication_settings(p: Mapping[str, str]) -> dict[str, object]:
     for key, attr in REPLICATION_KEYS.items():
         if key in p:
             out[attr] = _parse_bool(key, p[key]) if key in _BOOL_KEYS else _parse_int(key, p[key])
+    if "replica.truncation" in p:
+        out["replica_truncation"] = p["replica.truncation"]
     return out
 
 KNOWN_KEYS = {
     "broker.id", "listeners", "advertised.listeners", "log.dirs", "log.dir", "zookeeper.connect", "datacenter",
     "broker.rack", "socket.request.max.bytes", "auto.create.topics.enable", "num.partitions",
     "zookeeper.session.timeout.ms", "log.retention.hours", "log.retention.check.interval.ms",
-    "connections.max.idle.ms", "audit.topic.partitions", *LOG_KEYS, *REPLICATION_KEYS,
+    "connections.max.idle.ms", "audit.topic.partitions", "replica.truncation", *LOG_KEYS, *REPLICATION_KEYS,
 }
 
 

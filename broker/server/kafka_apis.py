@@ -25,6 +25,7 @@ from ferry.broker.server.produce_fast_path import LAST_VERSION as FAST_PRODUCE_L
 from ferry.broker.server.produce_fast_path import ProduceFastPath
 from ferry.broker.server.producer_id_manager import ProducerIdManager
 from ferry.broker.server.replica_manager import ReplicaManager
+from ferry.broker.server.replication_apis import ReplicationApis
 from ferry.wire.protocol import (
     api_versions,
     fetch,
@@ -47,7 +48,7 @@ class CloseConnection(Exception):
     """The request cannot be answered (malformed, unknown API or version): log it and close the connection."""
 
 
-class KafkaApis(AdminApis, OffsetApis):
+class KafkaApis(AdminApis, OffsetApis, ReplicationApis):
     def __init__(self, config: BrokerConfig, metadata_cache: MetadataCache, replicas: ReplicaManager,
                  registry: Any, producer_ids: ProducerIdManager, purgatory: FetchPurgatory,
                  flusher: LogFlusher, executor: Any = None) -> None:
@@ -60,7 +61,7 @@ class KafkaApis(AdminApis, OffsetApis):
         self.flusher = flusher
         self.executor = executor
         self.cluster_id = _cluster_id(config.zookeeper)
-        self.fast_produce = ProduceFastPath(replicas.leader_log, flusher.flushed_to)
+        self.fast_produce = ProduceFastPath(replicas, flusher)
         self._handlers: dict[int, Callable[[RequestHeader, Reader], Result]] = {
             ApiKey.PRODUCE: self.handle_produce,
             ApiKey.FETCH: self.handle_fetch,
@@ -70,6 +71,7 @@ class KafkaApis(AdminApis, OffsetApis):
             ApiKey.API_VERSIONS: self.handle_api_versions,
             ApiKey.CREATE_TOPICS: self.handle_create_topics,
             ApiKey.INIT_PRODUCER_ID: self.handle_init_producer_id,
+            ApiKey.OFFSET_FOR_LEADER_EPOCH: self.handle_offset_for_leader_epoch,
         }
 
     # ------------------------------------------------------------------ dispatch
@@ -139,15 +141,20 @@ class KafkaApis(AdminApis, OffsetApis):
                 out.append(metadata.TopicMetadata(code, name, []))
                 continue
             parts = []
+            states = self.metadata.states
             for p in sorted(info.partitions):
-                leader = info.partitions[p]
-                replicas = list(info.replicas.get(p, (leader,))) if info.replicas else [leader]
+                replicas = list(info.replicas.get(p, (info.partitions[p],))) if info.replicas else [info.partitions[p]]
                 offline = [b for b in replicas if b not in live]
-                if leader in live:
-                    parts.append(metadata.PartitionMetadata(0, p, leader, replicas, [leader], offline))
+                entry = states.get((name, p))
+                if entry is not None and entry[0].leader in live:
+                    st = entry[0]
+                    parts.append(metadata.PartitionMetadata(0, p, st.leader, replicas, list(st.isr), offline,
+                                                            st.leader_epoch))
                 else:
-                    parts.append(metadata.PartitionMetadata(ErrorCode.LEADER_NOT_AVAILABLE, p, -1, replicas, [],
-                                                            offline))
+                    epoch = entry[0].leader_epoch if entry is not None else 0
+                    isr = list(entry[0].isr) if entry is not None else []
+                    parts.append(metadata.PartitionMetadata(ErrorCode.LEADER_NOT_AVAILABLE, p, -1, replicas, isr,
+                                                            offline, epoch))
             out.append(metadata.TopicMetadata(0, name, parts))
         return metadata.encode_response(version, brokers, self.cluster_id, self.metadata.controller_id(), out)
 
@@ -175,16 +182,20 @@ class KafkaApis(AdminApis, OffsetApis):
                     res.error_code = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
                     res.error_message = "transactions are not supported"
                 else:
-                    lg, code = replicas.leader_log(topic, partition)
+                    part, code = replicas.leader_partition(topic, partition)
                     if code:
                         res.error_code = code
                     elif not records:
                         res.error_code = ErrorCode.CORRUPT_MESSAGE
                         res.error_message = "empty record set"
+                    elif acks == -1 and not part.enough_replicas():
+                        res.error_code = ErrorCode.NOT_ENOUGH_REPLICAS
+                        res.error_message = (f"the ISR {list(part.isr)} is smaller than min.insync.replicas "
+                                             f"{part.min_isr}")
                     else:
-                        end = self._append(lg, topic, partition, records, res)
+                        end = self._append(part, topic, partition, records, res)
                         if acks == -1 and end is not None:
-                            to_flush.append((lg, end, res))
+                            to_flush.append((part, end, res))
                 if res.error_code:
                     failed = True
             results.append((topic, tres))
@@ -193,14 +204,15 @@ class KafkaApis(AdminApis, OffsetApis):
                 raise CloseConnection("acks=0 produce failed: " + _describe_errors(results))
             return None
         if to_flush:
-            return self._produce_after_flush(version, results, to_flush)
+            return self._produce_after_flush(version, results, to_flush, req.timeout_ms)
         return produce.encode_response(version, results)
 
-    def _append(self, lg: Any, topic: str, partition: int, records: memoryview,
+    def _append(self, part: Any, topic: str, partition: int, records: memoryview,
                 res: produce.PartitionProduceResult) -> int | None:
         """Append and fill in `res`; returns the end offset (exclusive) on success."""
+        lg = part.log
         try:
-            info = lg.append(records)
+            info = self.replicas.append(part, records)
         except Exception as e:
             code = error_code_of(e)
             res.error_code = code
@@ -215,14 +227,14 @@ class KafkaApis(AdminApis, OffsetApis):
         res.log_start_offset = lg.log_start_offset
         return info.last_offset + 1
 
-    async def _produce_after_flush(self, version: int, results: list, to_flush: list) -> bytes:
-        outcomes = await asyncio.gather(*(self.flusher.flushed_to(lg, end) for lg, end, _ in to_flush),
-                                        return_exceptions=True)
-        for (lg, _end, res), outcome in zip(to_flush, outcomes, strict=True):
-            if isinstance(outcome, BaseException):
-                log.error("flush of %s failed: %s", lg, outcome)
-                res.error_code = ErrorCode.KAFKA_STORAGE_ERROR
-                res.error_message = f"flush failed: {outcome}"
+    async def _produce_after_flush(self, version: int, results: list, to_flush: list, timeout_ms: int) -> bytes:
+        """acks=-1: answer once the leader flushed and every ISR member has the batch (or say why not)."""
+        outcomes = await asyncio.gather(*(self.replicas.acknowledge(part, end, timeout_ms, self.flusher)
+                                          for part, end, _ in to_flush))
+        for (_part, _end, res), (code, message) in zip(to_flush, outcomes, strict=True):
+            if code:
+                res.error_code = code
+                res.error_message = message
         return produce.encode_response(version, results)
 
     # ------------------------------------------------------------------ Fetch
@@ -265,9 +277,9 @@ class KafkaApis(AdminApis, OffsetApis):
         out = []
         for topic, parts in req.topics:
             for fp in parts:
-                lg, code = self.replicas.leader_log(topic, fp.partition)
-                if lg is not None:
-                    out.append(lg)
+                part, _code = self.replicas.leader_partition(topic, fp.partition)
+                if part is not None:
+                    out.append(part.log)
         return out
 
     def _read_fetch(self, req: fetch.FetchRequest) -> tuple[list, int, bool]:
@@ -276,16 +288,26 @@ class KafkaApis(AdminApis, OffsetApis):
         errors = False
         first = True
         replicas = self.replicas
+        follower = req.replica_id >= 0  # a replica fetcher: reads up to the log end, reports its progress
         topics_out = []
         for topic, parts in req.topics:
             tres = []
             for fp in parts:
-                lg, code = replicas.leader_log(topic, fp.partition)
+                part, code = replicas.leader_partition(topic, fp.partition)
+                if not code and fp.current_leader_epoch >= 0 and fp.current_leader_epoch != part.leader_epoch:
+                    code = (ErrorCode.FENCED_LEADER_EPOCH if fp.current_leader_epoch < part.leader_epoch
+                            else ErrorCode.UNKNOWN_LEADER_EPOCH)
                 if code:
                     tres.append(fetch.PartitionFetchResult(fp.partition, code, records=EMPTY))
                     errors = True
                     continue
-                hw = lg.high_watermark
+                lg = part.log
+                if follower:
+                    replicas.record_follower_fetch(part, req.replica_id, fp.fetch_offset)
+                    hw = part.replication_hw
+                    bound = lg.log_end_offset
+                else:
+                    hw = bound = lg.high_watermark
                 start = lg.log_start_offset
                 res = fetch.PartitionFetchResult(fp.partition, 0, hw, hw, start, EMPTY)
                 tres.append(res)
@@ -294,10 +316,10 @@ class KafkaApis(AdminApis, OffsetApis):
                     res.error_code = ErrorCode.OFFSET_OUT_OF_RANGE
                     errors = True
                     continue
-                if offset >= hw or budget <= 0 or fp.max_bytes <= 0:
+                if offset >= bound or budget <= 0 or fp.max_bytes <= 0:
                     continue
                 try:
-                    sl = lg.read(offset, min(fp.max_bytes, budget), hw)
+                    sl = lg.read(offset, min(fp.max_bytes, budget), bound)
                 except Exception as e:
                     res.error_code = error_code_of(e)
                     errors = True

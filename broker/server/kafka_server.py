@@ -1,6 +1,8 @@
 """KafkaServer: one broker process. Wires the LogManager (storage), the ClusterRegistry (ZooKeeper), the
-metadata cache fed by registry watches, and the socket server; registers /brokers/ids/<id> once it listens,
-and on SIGTERM/SIGINT unregisters, closes connections and flushes every log.
+metadata cache fed by registry watches, the partition state watcher, the replica manager and its fetchers,
+the controller candidacy and the socket server; registers /brokers/ids/<id> once it listens. On
+SIGTERM/SIGINT it first asks the controller to move its leaderships away (controlled shutdown), then
+unregisters, closes connections and flushes every log.
 """
 
 from __future__ import annotations
@@ -12,15 +14,19 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from ferry.broker.server.broker_config import BrokerConfig
+from ferry.broker.server.controller import KafkaController
 from ferry.broker.server.fetch_purgatory import FetchPurgatory
 from ferry.broker.server.kafka_apis import KafkaApis
 from ferry.broker.server.log_flusher import LogFlusher
 from ferry.broker.server.metadata_cache import MetadataCache
 from ferry.broker.server.producer_id_manager import ProducerIdManager
+from ferry.broker.server.replica_fetcher import FetcherSettings, ReplicaFetcherManager
 from ferry.broker.server.replica_manager import ReplicaManager
 from ferry.broker.server.socket_server import SocketServer
 from ferry.zk.errors import TopicExistsError
+from ferry.zk.partition_state_watcher import PartitionStateWatcher
 from ferry.zk.topic_name import AUDIT_TOPIC
+from ferry.zk.znodes import CONTROLLED_SHUTDOWN_PATH
 
 log = logging.getLogger(__name__)
 
@@ -33,6 +39,9 @@ class KafkaServer:
         self.log_manager: Any = None
         self.registry: Any = None
         self.socket_server: SocketServer | None = None
+        self.replicas: ReplicaManager | None = None
+        self.fetchers: ReplicaFetcherManager | None = None
+        self.controller: KafkaController | None = None
         self._stop = asyncio.Event()
         self._executor = ThreadPoolExecutor(max_workers=8, thread_name_prefix="broker-io")
 
@@ -74,7 +83,26 @@ class KafkaServer:
         metadata = MetadataCache()
         # Parked fetches wake when a log's high watermark moves (flush, or append if unflushed is visible).
         self.log_manager.add_high_watermark_listener(purgatory.notify_threadsafe)
-        replicas = ReplicaManager(cfg.broker_id, metadata, self.log_manager)
+        replicas = self.replicas = ReplicaManager(cfg.broker_id, metadata, self.log_manager,
+                                                  min_insync_replicas=cfg.min_insync_replicas,
+                                                  replica_lag_time_max_ms=cfg.replica_lag_time_max_ms)
+        # Leaders and ISRs: every broker watches every partition's state znode (the controller writes them).
+        states = PartitionStateWatcher(lambda: self.registry.client)
+        metadata.states = states.states
+        states.add_listener(replicas.on_state_threadsafe)
+        self.fetchers = ReplicaFetcherManager(cfg.broker_id, metadata, replicas, FetcherSettings(
+            wait_max_ms=cfg.replica_fetch_wait_max_ms, min_bytes=cfg.replica_fetch_min_bytes,
+            max_bytes=cfg.replica_fetch_max_bytes, socket_timeout_ms=cfg.replica_socket_timeout_ms,
+            truncation=cfg.replica_truncation))
+        replicas.start(loop, purgatory, self.fetchers, lambda: self.registry.client, self._executor)
+        metadata.add_topics_listener(
+            lambda topics: states.watch((t, p) for t, info in topics.items() for p in info.partitions))
+        self.controller = KafkaController(
+            cfg.broker_id, lambda: self.registry.client, metadata, states,
+            unclean_default=cfg.unclean_leader_election_enable, auto_rebalance=cfg.auto_leader_rebalance_enable,
+            rebalance_interval_s=cfg.leader_imbalance_check_interval_seconds)
+        metadata.controller = lambda: self.controller.current_controller if self.controller else -1
+        replicas.shutting_down = lambda: self.controller.shutting_down if self.controller else set()
         self.registry.watch_brokers(metadata.update_brokers)
         self.registry.watch_topics(metadata.update_topics)
         # Serve only after the first snapshot of the topics arrived (and our partitions have logs).
@@ -101,6 +129,7 @@ class KafkaServer:
         log.info("broker %d registered in ZooKeeper", cfg.broker_id)
         if cfg.audit_topic_partitions > 0 and AUDIT_TOPIC not in metadata.topics:
             await loop.run_in_executor(self._executor, self._ensure_audit_topic)
+        await loop.run_in_executor(self._executor, self.controller.start)
 
     def _ensure_audit_topic(self) -> None:
         """Create the pipeline's `_audit` topic if no broker has yet, so audit counts have somewhere to go
@@ -115,8 +144,49 @@ class KafkaServer:
         except Exception as e:  # never fatal: producers keep their counts until the topic exists
             log.warning("could not create the audit topic %s: %s", AUDIT_TOPIC, e)
 
+    async def controlled_shutdown(self) -> None:
+        """Ask the controller to move this broker's leaderships to in-sync replicas elsewhere, and wait
+        (bounded) until none is left that could move: a rolling restart then loses no produce request."""
+        cfg = self.config
+        replicas = self.replicas
+        if replicas is None or self.registry is None or not cfg.controlled_shutdown_enable:
+            return
+        if not self.registry.connected or not replicas.movable_leaderships():
+            return  # nothing could move (or nobody to ask): do not wait for ZooKeeper
+        loop = asyncio.get_running_loop()
+        node = f"{CONTROLLED_SHUTDOWN_PATH}/{cfg.broker_id}"
+        try:
+            await asyncio.wait_for(loop.run_in_executor(
+                self._executor, lambda: self.registry.client.create(node, b"", ephemeral=True, makepath=True)),
+                cfg.zk_session_timeout_s)
+        except Exception as e:
+            log.warning("controlled shutdown: cannot ask the controller (%s); shutting down anyway",
+                        e or type(e).__name__)
+            return
+        budget = (cfg.controlled_shutdown_max_retries + 1) * cfg.controlled_shutdown_retry_backoff_ms / 1000.0
+        deadline = loop.time() + min(max(budget, 1.0), 60.0)
+        while loop.time() < deadline:
+            movable = replicas.movable_leaderships()
+            if not movable:
+                log.info("controlled shutdown: no leadership left to move")
+                return
+            await asyncio.sleep(0.05)
+        log.warning("controlled shutdown: still leading %s after %.0f s; shutting down anyway",
+                    replicas.movable_leaderships()[:10], budget)
+
     async def shutdown(self) -> None:
         loop = asyncio.get_running_loop()
+        if self.socket_server is not None:
+            try:
+                await self.controlled_shutdown()
+            except Exception:
+                log.exception("controlled shutdown failed")
+        if self.fetchers is not None:
+            await self.fetchers.shutdown()
+        if self.replicas is not None:
+            await self.replicas.stop()
+        if self.controller is not None:
+            await loop.run_in_executor(self._executor, self.controller.stop)
         if self.registry is not None:
             try:
                 # bounded: a ZooKeeper that went away must not keep the broker from flushing its logs

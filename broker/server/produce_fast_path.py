@@ -13,11 +13,10 @@ from __future__ import annotations
 
 import logging
 import struct
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable
 from typing import Any
 
 from ferry.wire.protocol import produce
-from ferry.wire.protocol.errors import ErrorCode
 
 log = logging.getLogger(__name__)
 
@@ -32,10 +31,9 @@ FIRST_VERSION, LAST_VERSION = 3, 8
 
 
 class ProduceFastPath:
-    def __init__(self, leader_log: Callable[[str, int], tuple[Any, int]],
-                 flushed_to: Callable[[Any, int], Awaitable[None]]) -> None:
-        self._leader_log = leader_log
-        self._flushed_to = flushed_to
+    def __init__(self, replicas: Any, flusher: Any) -> None:
+        self._replicas = replicas
+        self._flusher = flusher
         self._names: dict[bytes, str] = {}
         self._templates: dict[tuple[int, str, int], tuple[bytes, bytes]] = {}
 
@@ -49,7 +47,7 @@ class ProduceFastPath:
         pos += 2 + max(client_id_len, 0)
         if end < pos + 12 or _I16.unpack_from(frame, pos)[0] != -1:  # a transactional id: general path
             return None
-        acks, _timeout, topics = _ACKS_TIMEOUT_COUNT.unpack_from(frame, pos + 2)
+        acks, timeout_ms, topics = _ACKS_TIMEOUT_COUNT.unpack_from(frame, pos + 2)
         pos += 12
         if topics != 1 or not (acks == 1 or acks == -1) or end < pos + 2:
             return None
@@ -73,26 +71,24 @@ class ProduceFastPath:
         pos += 12
         if size <= 0 or pos + size != end:
             return None
-        lg, code = self._leader_log(topic, partition)
-        if code:
+        part, code = self._replicas.leader_partition(topic, partition)
+        if code or (acks == -1 and not part.enough_replicas()):
             return None
         try:
-            info = lg.append(memoryview(frame)[pos:])
+            info = self._replicas.append(part, memoryview(frame)[pos:])
         except Exception:
             return None
-        body = self._answer(version, topic, partition, info.first_offset, info.log_append_time, lg.log_start_offset)
+        body = self._answer(version, topic, partition, info.first_offset, info.log_append_time,
+                            part.log.log_start_offset)
         if acks == -1:
-            return self._after_flush(lg, info.last_offset + 1, body, version, topic, partition)
+            return self._after_ack(part, info.last_offset + 1, body, version, topic, partition, timeout_ms)
         return body
 
-    async def _after_flush(self, lg: Any, end: int, body: bytes, version: int, topic: str, partition: int
-                           ) -> bytes:
-        try:
-            await self._flushed_to(lg, end)
-        except Exception as e:
-            log.error("flush of %s failed: %s", lg, e)
-            res = produce.PartitionProduceResult(partition, ErrorCode.KAFKA_STORAGE_ERROR,
-                                                 error_message=f"flush failed: {e}")
+    async def _after_ack(self, part: Any, end: int, body: bytes, version: int, topic: str, partition: int,
+                         timeout_ms: int) -> bytes:
+        code, message = await self._replicas.acknowledge(part, end, timeout_ms, self._flusher)
+        if code:
+            res = produce.PartitionProduceResult(partition, code, error_message=message)
             return produce.encode_response(version, [(topic, [res])])
         return body
 

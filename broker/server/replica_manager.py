@@ -1,41 +1,89 @@
-"""ReplicaManager: the partitions this broker leads and their local logs.
+"""ReplicaManager: the partitions this broker holds a replica of, and its role in each (Kafka's).
 
-Without replication a partition's first assigned broker is its only replica and leader. Logs for the
-partitions assigned here are created as soon as the registry's topic watch reports them; a request for a
-partition led elsewhere gets NOT_LEADER_OR_FOLLOWER so the client refreshes its metadata.
+Logs are created as soon as the registry's topic watch names this broker among a partition's replicas.
+Roles come from the partition state znodes (written by the controller and by leaders, watched by every
+broker): a state naming us leader makes the partition a leader here (new leader epoch in the log's epoch
+cache, followers tracked); any other leader makes us its follower (the replica fetcher truncates by leader
+epoch, then copies). Produce and consumer Fetch go to leaders only; anything else gets
+NOT_LEADER_OR_FOLLOWER so the client refreshes its metadata.
+
+The leader's ISR duties run here on the event loop: a follower that has not caught up for
+``replica.lag.time.max.ms`` leaves the ISR, one that reaches the high watermark rejoins; both are written
+to ZooKeeper conditionally (a zombie leader's write fails: the controller bumped the znode's version).
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import threading
+import time
+from collections.abc import Callable
 from typing import Any
 
+from ferry.broker.server.fetch_purgatory import FetchPurgatory
 from ferry.broker.server.metadata_cache import MetadataCache
+from ferry.broker.server.partition import Partition
 from ferry.wire.protocol.errors import ErrorCode
-from ferry.zk.znodes import TopicInfo
+from ferry.zk.partition_states import update_as_leader
+from ferry.zk.znodes import NO_LEADER, PartitionState, TopicInfo
 
 log = logging.getLogger(__name__)
 
+TopicPartition = tuple[str, int]
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
 
 class ReplicaManager:
-    def __init__(self, broker_id: int, metadata: MetadataCache, log_manager: Any) -> None:
+    def __init__(self, broker_id: int, metadata: MetadataCache, log_manager: Any, *,
+                 min_insync_replicas: int = 1, replica_lag_time_max_ms: int = 30_000) -> None:
         self.broker_id = broker_id
         self.metadata = metadata
         self.log_manager = log_manager
-        self._logs: dict[tuple[str, int], Any] = {}
+        self.min_insync_replicas = min_insync_replicas
+        self.replica_lag_time_max_ms = replica_lag_time_max_ms
+        self.partitions: dict[TopicPartition, Partition] = {}
+        self._logs: dict[TopicPartition, Any] = {}
         self._configs: dict[str, dict[str, str]] = {}
         self._lock = threading.Lock()
+        # set by start(): the event loop, the purgatory, the fetcher, ZooKeeper access
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self.purgatory: FetchPurgatory | None = None
+        self.fetcher: Any = None
+        self.zk_client: Callable[[], Any] | None = None
+        self.executor: Any = None
+        self._isr_task: asyncio.Task | None = None
+        self.shutting_down: Callable[[], set[int]] = set  # brokers in controlled shutdown (set by KafkaServer)
+        self.isr_shrinks = 0
+        self.isr_expands = 0
         metadata.add_topics_listener(self._on_topics)
 
+    def start(self, loop: asyncio.AbstractEventLoop, purgatory: FetchPurgatory, fetcher: Any,
+              zk_client: Callable[[], Any], executor: Any) -> None:
+        self.loop, self.purgatory, self.fetcher = loop, purgatory, fetcher
+        self.zk_client, self.executor = zk_client, executor
+        self._isr_task = loop.create_task(self._isr_check_loop())
+
+    async def stop(self) -> None:
+        if self._isr_task is not None:
+            self._isr_task.cancel()
+            try:
+                await self._isr_task
+            except asyncio.CancelledError:
+                pass
+
+    # ------------------------------------------------------------------ logs (registry's notifier thread)
     def _on_topics(self, topics: dict[str, TopicInfo]) -> None:
-        """Runs on the registry's notifier thread: create logs for newly assigned partitions."""
+        """Create logs for the partitions we hold a replica of; apply changed topic configs."""
         for name, info in topics.items():
             config = dict(info.config)
             changed = name in self._configs and self._configs[name] != config
             self._configs[name] = config
-            for partition, leader in info.partitions.items():
-                if leader != self.broker_id:
+            for partition, replicas in _replica_lists(info).items():
+                if self.broker_id not in replicas:
                     continue
                 try:
                     if (name, partition) not in self._logs:
@@ -52,25 +100,206 @@ class ReplicaManager:
             if lg is None:
                 lg = self.log_manager.get_or_create(topic, partition, dict(info.config))
                 self._logs[(topic, partition)] = lg
-                log.info("serving partition %s-%d", topic, partition)
+                log.info("hosting a replica of %s-%d", topic, partition)
             return lg
+
+    # ------------------------------------------------------------------ roles (from state znodes)
+    def on_state_threadsafe(self, tp: TopicPartition, state: PartitionState | None, version: int) -> None:
+        """Partition state watcher callback (kazoo's thread): apply on the event loop."""
+        loop = self.loop
+        if loop is not None and state is not None:
+            loop.call_soon_threadsafe(self.apply_state, tp, state, version)
+
+    def apply_state(self, tp: TopicPartition, state: PartitionState, version: int) -> None:
+        topic, p = tp
+        info = self.metadata.topics.get(topic)
+        replicas = _replica_lists(info).get(p, ()) if info is not None else ()
+        part = self.partitions.get(tp)
+        if part is not None and version <= part.zk_version and state.leader_epoch <= part.leader_epoch:
+            return  # an older snapshot than we already act on
+        if self.broker_id not in replicas:
+            if part is not None:
+                self._drop(part)
+            return
+        if part is None:
+            try:
+                lg = self._logs.get(tp) or self._open(topic, p, info)
+            except Exception:
+                log.exception("cannot open the log of %s-%d", topic, p)
+                return
+            part = self.partitions[tp] = Partition(topic, p, self.broker_id, lg)
+        part.min_isr = self._min_isr(info)
+        if state.leader == self.broker_id:
+            if self.fetcher is not None:
+                self.fetcher.remove_partition(tp)
+            part.make_leader(state, version, replicas, now_ms())
+        else:
+            if part.make_follower(state, version, replicas) and self.fetcher is not None:
+                if state.leader == NO_LEADER:
+                    self.fetcher.remove_partition(tp)
+                else:
+                    self.fetcher.add_partition(tp, state.leader, state.leader_epoch)
+        if self.purgatory is not None:
+            self.purgatory.notify(part.log)  # parked produces and fetches re-check their partition
+
+    def _drop(self, part: Partition) -> None:
+        tp = (part.topic, part.partition)
+        if self.fetcher is not None:
+            self.fetcher.remove_partition(tp)
+        self.partitions.pop(tp, None)
+        log.info("%s-%d: no longer a replica here", part.topic, part.partition)
+
+    def _min_isr(self, info: TopicInfo | None) -> int:
+        value = info.config.get("min.insync.replicas") if info is not None else None
+        try:
+            return max(1, int(value)) if value is not None else self.min_insync_replicas
+        except ValueError:
+            return self.min_insync_replicas
+
+    # ------------------------------------------------------------------ lookups for KafkaApis
+    def leader_partition(self, topic: str, partition: int) -> tuple[Partition | None, int]:
+        """(partition, NONE) when this broker leads it, else (None, error code)."""
+        part = self.partitions.get((topic, partition))
+        if part is not None and part.is_leader:
+            return part, ErrorCode.NONE
+        info = self.metadata.topics.get(topic)
+        if info is None or partition not in info.partitions:
+            return None, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        return None, ErrorCode.NOT_LEADER_OR_FOLLOWER
 
     def leader_log(self, topic: str, partition: int) -> tuple[Any, int]:
         """(log, NONE) when this broker leads the partition, else (None, error code)."""
-        lg = self._logs.get((topic, partition))
-        info = self.metadata.topics.get(topic)
-        if info is None:
-            return None, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-        leader = info.partitions.get(partition)
-        if leader is None:
-            return None, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-        if leader != self.broker_id:
-            return None, ErrorCode.NOT_LEADER_OR_FOLLOWER
-        if lg is None:
-            try:
-                lg = self._open(topic, partition, info)
-            except Exception:
-                log.exception("cannot open the log of %s-%d", topic, partition)
-                return None, ErrorCode.KAFKA_STORAGE_ERROR
-        return lg, ErrorCode.NONE
+        part, code = self.leader_partition(topic, partition)
+        return (part.log if part is not None else None), code
 
+    def movable_leaderships(self) -> list[TopicPartition]:
+        """Partitions led here that an in-sync replica on a live broker could take over."""
+        live = self.metadata.brokers
+        return [tp for tp, part in self.partitions.items() if part.is_leader
+                and any(b != self.broker_id and b in live for b in part.isr)]
+
+    def under_replicated(self) -> int:
+        """Partitions led here whose ISR is shorter than their replica list (a metric)."""
+        return sum(1 for part in self.partitions.values() if part.is_leader and len(part.isr) < len(part.replicas))
+
+    # ------------------------------------------------------------------ produce
+    def append(self, part: Partition, records: Any) -> Any:
+        """Append as leader; parked follower fetches wake at once (they read up to the log end)."""
+        info = part.append(records)
+        if part.followers and self.purgatory is not None:
+            self.purgatory.notify(part.log)
+        return info
+
+    async def acknowledge(self, part: Partition, end: int, timeout_ms: int, flusher: Any) -> tuple[int, str | None]:
+        """acks=-1: (error code, message) once the leader flushed up to ``end`` and the ISR has it."""
+        try:
+            await flusher.flushed_to(part.log, end)
+        except Exception as e:
+            log.error("flush of %s failed: %s", part.log, e)
+            return ErrorCode.KAFKA_STORAGE_ERROR, f"flush failed: {e}"
+        code = await self.committed(part, end, timeout_ms)
+        if code == ErrorCode.NONE:
+            return code, None
+        if code == ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND:
+            return code, f"written, but the ISR {list(part.isr)} shrank below min.insync.replicas {part.min_isr}"
+        if code == ErrorCode.REQUEST_TIMED_OUT:
+            return code, f"the ISR {list(part.isr)} did not confirm within {timeout_ms} ms"
+        return code, "leadership moved before the ISR confirmed the write"
+
+    # ------------------------------------------------------------------ acks=-1
+    async def committed(self, part: Partition, end: int, timeout_ms: int) -> int:
+        """Wait until every ISR member has the appended offsets below ``end``; the answer's error code."""
+        deadline = time.monotonic() + max(timeout_ms, 1) / 1000.0
+        epoch = part.leader_epoch
+        while True:
+            if not part.is_leader or part.leader_epoch != epoch:
+                return ErrorCode.NOT_LEADER_OR_FOLLOWER
+            if part.replication_hw >= end:
+                if len(part.isr) < part.min_isr:
+                    return ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
+                return ErrorCode.NONE
+            remaining = deadline - time.monotonic()
+            if remaining <= 0 or self.purgatory is None:
+                return ErrorCode.REQUEST_TIMED_OUT
+            fut = self.purgatory.watch([part.log])
+            try:
+                await asyncio.wait_for(fut, remaining)
+            except TimeoutError:
+                pass
+            finally:
+                self.purgatory.unwatch([part.log], fut)
+
+    # ------------------------------------------------------------------ follower fetches (leader side)
+    def record_follower_fetch(self, part: Partition, replica_id: int, fetch_offset: int) -> None:
+        hw_before = part.replication_hw
+        if part.record_follower_fetch(replica_id, fetch_offset, now_ms()) and \
+                replica_id not in self.shutting_down():
+            self._change_isr(part, tuple(sorted(set(part.isr) | {replica_id})), "expand")
+        if part.replication_hw != hw_before and self.purgatory is not None:
+            self.purgatory.notify(part.log)
+
+    # ------------------------------------------------------------------ ISR changes
+    async def _isr_check_loop(self) -> None:
+        interval = max(self.replica_lag_time_max_ms / 2000.0, 0.05)
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                self.check_isr()
+            except Exception:
+                log.exception("ISR check failed")
+
+    def check_isr(self) -> None:
+        now = now_ms()
+        for part in list(self.partitions.values()):
+            if not part.is_leader or part.isr_change_pending:
+                continue
+            lagging = part.lagging(now, self.replica_lag_time_max_ms)
+            if lagging:
+                self._change_isr(part, tuple(b for b in part.isr if b not in lagging), "shrink",
+                                 f"{lagging} not caught up for {self.replica_lag_time_max_ms} ms")
+
+    def _change_isr(self, part: Partition, new_isr: tuple[int, ...], kind: str, why: str = "") -> None:
+        if part.isr_change_pending or self.loop is None or self.zk_client is None:
+            return
+        part.isr_change_pending = True
+        state = PartitionState(self.broker_id, part.leader_epoch, new_isr, part.controller_epoch)
+        epoch, version = part.leader_epoch, part.zk_version
+        tp = (part.topic, part.partition)
+
+        def write() -> int | None:
+            return update_as_leader(self.zk_client(), tp[0], tp[1], state, version)
+
+        async def run() -> None:
+            try:
+                new_version = await self.loop.run_in_executor(self.executor, write)
+            except Exception as e:
+                log.warning("%s-%d: ISR %s not written: %s", tp[0], tp[1], kind, e or type(e).__name__)
+                new_version = None
+            finally:
+                part.isr_change_pending = False
+            if new_version is None:
+                log.info("%s-%d: ISR %s to %s refused (the state changed; waiting for it)", tp[0], tp[1], kind,
+                         list(new_isr))
+                return
+            if part.is_leader and part.leader_epoch == epoch and part.zk_version == version:
+                old = part.isr
+                part.isr, part.zk_version = new_isr, new_version
+                if kind == "shrink":
+                    self.isr_shrinks += 1
+                else:
+                    self.isr_expands += 1
+                log.info("%s-%d: ISR %s %s -> %s%s", tp[0], tp[1], kind, list(old), list(new_isr),
+                         f" ({why})" if why else "")
+                part.maybe_advance_hw()
+                if self.purgatory is not None:
+                    self.purgatory.notify(part.log)
+
+        self.loop.create_task(run())
+
+
+def _replica_lists(info: TopicInfo | None) -> dict[int, tuple[int, ...]]:
+    if info is None:
+        return {}
+    if info.replicas:
+        return info.replicas
+    return {p: (leader,) for p, leader in info.partitions.items()}

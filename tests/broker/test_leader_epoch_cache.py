@@ -64,7 +64,7 @@ def test_end_offset_for(tmp_path):
     assert c.end_offset_for(1, 300) == (1, 100)
     assert c.end_offset_for(2, 300) == (1, 100)  # unknown epoch between: the largest epoch below it
     assert c.end_offset_for(5, 300) == (3, 250)
-    assert c.end_offset_for(0, 300) == (-1, -1)  # below the first known epoch: undefined
+    assert c.end_offset_for(0, 300) == (0, 0)  # below the first known epoch: its start (KIP-279)
     assert c.end_offset_for(7, 300) == (-1, -1)  # above the latest: undefined
     assert c.end_offset_for(-1, 300) == (-1, -1)
 

@@ -14,10 +14,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from broker_wire import build_batch, produce_body  # noqa: E402
 
 from ferry.broker.log.log import Log  # noqa: E402
+from ferry.broker.server.metadata_cache import MetadataCache  # noqa: E402
+from ferry.broker.server.partition import Partition  # noqa: E402
 from ferry.broker.server.produce_fast_path import ProduceFastPath  # noqa: E402
+from ferry.broker.server.replica_manager import ReplicaManager  # noqa: E402
 from ferry.wire.protocol import produce  # noqa: E402
 from ferry.wire.protocol.errors import ErrorCode  # noqa: E402
 from ferry.wire.protocol.primitives import Writer  # noqa: E402
+from ferry.zk.znodes import PartitionState  # noqa: E402
 
 TOPIC, PARTITION = "page_view", 3
 
@@ -34,16 +38,20 @@ def log(tmp_path):
     lg.close()
 
 
+class _Flusher:
+    def __init__(self, flushed_to) -> None:
+        self.flushed_to = flushed_to
+
+
 def fast_path(log: Log, flushed_to=None) -> ProduceFastPath:
+    """The fast path over a real ReplicaManager leading the one partition (a single-replica ISR)."""
     async def flush(lg, end):
         lg.flush(end)
 
-    def leader_log(topic, partition):
-        if (topic, partition) == (TOPIC, PARTITION):
-            return log, ErrorCode.NONE
-        return None, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-
-    return ProduceFastPath(leader_log, flushed_to or flush)
+    replicas = ReplicaManager(1, MetadataCache(), log_manager=None)
+    part = replicas.partitions[(TOPIC, PARTITION)] = Partition(TOPIC, PARTITION, 1, log)
+    part.make_leader(PartitionState(1, 0, (1,)), 0, (1,), 0)
+    return ProduceFastPath(replicas, _Flusher(flushed_to or flush))
 
 
 @pytest.mark.parametrize("version", [3, 4, 5, 6, 7, 8])

@@ -81,9 +81,12 @@ def _create_with_assignment(c: WireClient, name: str, assignment: list[tuple[int
     return r.int16(), r.nullable_string()
 
 
-def _replicas(zk: str, topic: str) -> dict[int, tuple[int, ...]]:
+def _replicas(zk: str, topic: str, timeout: float = 10.0) -> dict[int, tuple[int, ...]]:
+    """The topic's replica lists, waiting for it (a broker creates `_audit` just after it registers)."""
+    deadline = time.monotonic() + timeout
     with ClusterRegistry(zk, timeout=5, create=False) as registry:
-        info = registry.topic(topic)
+        while (info := registry.topic(topic)) is None and time.monotonic() < deadline:
+            time.sleep(0.05)
         assert info is not None, topic
         return info.replicas
 

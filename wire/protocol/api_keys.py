@@ -19,7 +19,7 @@ class ApiKey(IntEnum):
     API_VERSIONS = 18
     CREATE_TOPICS = 19
     INIT_PRODUCER_ID = 22
-    OFFSET_FOR_LEADER_EPOCH = 23  # replication (KIP-101); advertised once the broker serves it
+    OFFSET_FOR_LEADER_EPOCH = 23  # replication (KIP-101): followers truncate by leader epoch
 
 
 # api key -> (min, max) advertised in ApiVersions.
@@ -32,6 +32,7 @@ ADVERTISED: dict[int, tuple[int, int]] = {
     ApiKey.API_VERSIONS: (0, 2),
     ApiKey.CREATE_TOPICS: (0, 4),
     ApiKey.INIT_PRODUCER_ID: (0, 1),
+    ApiKey.OFFSET_FOR_LEADER_EPOCH: (0, 3),
 }
 
 # Versions actually served; an advertised version outside this range is answered with UNSUPPORTED_VERSION.

@@ -116,10 +116,11 @@ def parts_size(parts: list[Any]) -> int:
 
 
 def encode_request(topics: Iterable[tuple[str, Sequence[FetchPartition]]], max_wait_ms: int, min_bytes: int,
-                   max_bytes: int) -> tuple[int, int, Buffers]:
-    """Fetch v11, full request without a fetch session (session id 0, epoch -1)."""
+                   max_bytes: int, replica_id: int = CONSUMER_REPLICA_ID) -> tuple[int, int, Buffers]:
+    """Fetch v11, full request without a fetch session (session id 0, epoch -1); a follower passes its
+    broker id as ``replica_id`` (it then reads up to the leader's log end, not the high watermark)."""
     topics = list(topics)
-    w = Writer().int32(CONSUMER_REPLICA_ID).int32(max_wait_ms).int32(min_bytes).int32(max_bytes)
+    w = Writer().int32(replica_id).int32(max_wait_ms).int32(min_bytes).int32(max_bytes)
     w.int8(READ_UNCOMMITTED).int32(0).int32(-1)
     w.array_len(len(topics))
     for name, parts in topics:

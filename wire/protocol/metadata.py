@@ -48,6 +48,7 @@ class PartitionMetadata:
     replicas: list[int]
     isr: list[int]
     offline: list[int] = field(default_factory=list)
+    leader_epoch: int = 0
 
 
 @dataclass(slots=True)
@@ -81,7 +82,7 @@ def encode_response(version: int, brokers: list[BrokerMetadata], cluster_id: str
         for p in t.partitions:
             w.int16(p.error_code).int32(p.partition).int32(p.leader)
             if version >= 7:
-                w.int32(0)  # leader_epoch: no leader elections without replication
+                w.int32(p.leader_epoch)
             w.int32_array(p.replicas).int32_array(p.isr)
             if version >= 5:
                 w.int32_array(p.offline)

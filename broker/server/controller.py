@@ -1,0 +1,304 @@
+"""KafkaController: one broker of the cluster elects leaders, as Kafka's controller did with ZooKeeper.
+
+Candidacy: every broker tries to create the ephemeral ``/controller``; the winner bumps the persistent
+``/controller_epoch`` (conditionally, so two winners of a race cannot both succeed) and rules until its
+session ends. Every state write it makes is checked against that epoch's znode version in the same
+ZooKeeper transaction: a replaced controller (expired session, long pause) changes nothing.
+
+Decisions reach the brokers through the partition state znodes they all watch (no LeaderAndIsr request).
+The controller reacts to broker deaths and births, new partitions, controlled-shutdown requests
+(``/admin/controlled_shutdown/<id>``) and preferred-leader elections (``/admin/preferred_replica_election``,
+and a timer when ``auto.leader.rebalance.enable``). Leaders come from the ISR only, unless unclean election
+is enabled for the topic; a partition whose ISR is all gone stays offline (leader -1) until one returns.
+All work runs on one thread fed by a queue, so decisions never interleave.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import queue
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
+from kazoo.protocol.states import KazooState
+from kazoo.recipe.watchers import ChildrenWatch, DataWatch
+
+from ferry.broker.server.metadata_cache import MetadataCache
+from ferry.zk.partition_state_watcher import PartitionStateWatcher
+from ferry.zk.partition_states import update_as_controller
+from ferry.zk.znodes import (
+    CONTROLLED_SHUTDOWN_PATH,
+    CONTROLLER_EPOCH_PATH,
+    CONTROLLER_PATH,
+    NO_LEADER,
+    PREFERRED_ELECTION_PATH,
+    PartitionState,
+)
+
+log = logging.getLogger(__name__)
+
+TopicPartition = tuple[str, int]
+
+
+def _flag(value: str | None, default: bool) -> bool:
+    if value is None:
+        return default
+    return value.strip().lower() == "true"
+
+
+class KafkaController:
+    def __init__(self, broker_id: int, client_getter: Callable[[], Any], metadata: MetadataCache,
+                 states: PartitionStateWatcher, unclean_default: bool = False,
+                 auto_rebalance: bool = True, rebalance_interval_s: float = 300.0) -> None:
+        self.broker_id = broker_id
+        self._client_getter = client_getter
+        self.metadata = metadata
+        self.states = states
+        self.unclean_default = unclean_default
+        self.auto_rebalance = auto_rebalance
+        self.rebalance_interval_s = rebalance_interval_s
+        self.active = False
+        self.epoch = -1
+        self._epoch_version = -1
+        self.current_controller = -1  # who holds /controller (for Metadata answers)
+        self.shutting_down: set[int] = set()
+        self._preferred: set[TopicPartition] = set()
+        self._events: queue.Queue[str] = queue.Queue()
+        self._stopping = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._next_rebalance = time.monotonic() + rebalance_interval_s
+        self.elections = 0  # leader elections written (a metric)
+
+    # ------------------------------------------------------------------ lifecycle
+    def start(self) -> None:
+        client = self._client_getter()
+        client.ensure_path(CONTROLLED_SHUTDOWN_PATH)
+        client.add_listener(self._on_session)
+        DataWatch(client, CONTROLLER_PATH, self._on_controller_node)
+        ChildrenWatch(client, CONTROLLED_SHUTDOWN_PATH, self._on_shutdown_requests)
+        DataWatch(client, PREFERRED_ELECTION_PATH, self._on_preferred_request)
+        self.states.add_listener(lambda tp, st, v: self.wake("state"))
+        self.metadata.add_brokers_listener(lambda brokers: self.wake("brokers"))
+        self.metadata.add_topics_listener(lambda topics: self.wake("topics"))
+        self._thread = threading.Thread(target=self._run, name="controller", daemon=True)
+        self._thread.start()
+        self.wake("start")
+
+    def stop(self) -> None:
+        """Resign (delete /controller if ours) so another broker takes over at once."""
+        self._stopping.set()
+        self.wake("stop")
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+        if self.active:
+            self._resign()
+
+    def wake(self, why: str) -> None:
+        self._events.put(why)
+
+    # ------------------------------------------------------------------ watches (kazoo threads: no blocking)
+    def _on_session(self, state: str) -> None:
+        if state == KazooState.LOST:
+            self.wake("session-lost")
+        elif state == KazooState.CONNECTED:
+            self.wake("connected")
+
+    def _on_controller_node(self, data: bytes | None, _stat: Any) -> bool:
+        self.current_controller = _controller_id(data)
+        self.wake("controller")
+        return not self._stopping.is_set()
+
+    def _on_shutdown_requests(self, children: list[str]) -> bool:
+        self.shutting_down = {int(c) for c in children if c.isdigit()}
+        self.wake("controlled-shutdown")
+        return not self._stopping.is_set()
+
+    def _on_preferred_request(self, data: bytes | None, _stat: Any) -> bool:
+        if data:
+            self.wake("preferred")
+        return not self._stopping.is_set()
+
+    # ------------------------------------------------------------------ the loop
+    def _run(self) -> None:
+        while not self._stopping.is_set():
+            try:
+                self._events.get(timeout=1.0)
+            except queue.Empty:
+                if not (self.active and self.auto_rebalance and time.monotonic() >= self._next_rebalance):
+                    continue
+            while not self._events.empty():  # coalesce a burst of events into one pass
+                self._events.get_nowait()
+            if self._stopping.is_set():
+                break
+            try:
+                if not self.active:
+                    self._try_elect()
+                elif self.current_controller != self.broker_id:
+                    self._lost("another broker holds /controller")
+                    self._try_elect()
+                if self.active:
+                    self._take_preferred_requests()
+                    if self.auto_rebalance and time.monotonic() >= self._next_rebalance:
+                        self._next_rebalance = time.monotonic() + self.rebalance_interval_s
+                        self._preferred.update(self._all_partitions())
+                    self._reconcile()
+            except Exception as e:  # ZooKeeper gone for a moment: try again on the next event or second
+                log.warning("controller pass failed: %s", e or type(e).__name__)
+                time.sleep(0.2)
+                self.wake("retry")
+
+    def _try_elect(self) -> None:
+        client = self._client_getter()
+        doc = {"version": 1, "brokerid": self.broker_id, "timestamp": str(int(time.time() * 1000))}
+        try:
+            client.create(CONTROLLER_PATH, json.dumps(doc).encode(), ephemeral=True)
+        except NodeExistsError:
+            return
+        try:
+            data, stat = client.get(CONTROLLER_EPOCH_PATH)
+            epoch = int(data or b"0") + 1
+            stat = client.set(CONTROLLER_EPOCH_PATH, str(epoch).encode(), version=stat.version)
+        except NoNodeError:
+            epoch = 1
+            try:
+                client.create(CONTROLLER_EPOCH_PATH, b"1")
+                stat = client.exists(CONTROLLER_EPOCH_PATH)
+            except NodeExistsError:
+                self._resign()
+                return
+        except BadVersionError:
+            self._resign()
+            return
+        self.active, self.epoch, self._epoch_version = True, epoch, stat.version
+        self.current_controller = self.broker_id
+        self._preferred.clear()
+        log.info("broker %d is the controller (controller epoch %d)", self.broker_id, epoch)
+
+    def _resign(self) -> None:
+        self.active = False
+        try:
+            client = self._client_getter()
+            data, _ = client.get(CONTROLLER_PATH)
+            if _controller_id(data) == self.broker_id:
+                client.delete(CONTROLLER_PATH)
+        except Exception:
+            pass
+
+    def _lost(self, why: str) -> None:
+        if self.active:
+            log.warning("broker %d is no longer the controller (epoch %d): %s", self.broker_id, self.epoch, why)
+        self.active = False
+
+    def _take_preferred_requests(self) -> None:
+        client = self._client_getter()
+        try:
+            data, stat = client.get(PREFERRED_ELECTION_PATH)
+        except NoNodeError:
+            return
+        try:
+            doc = json.loads(data or b"{}")
+            for item in doc.get("partitions", []):
+                self._preferred.add((str(item["topic"]), int(item["partition"])))
+        except (ValueError, KeyError, TypeError) as e:
+            log.error("ignoring a malformed preferred replica election request: %s", e)
+        try:
+            client.delete(PREFERRED_ELECTION_PATH, version=stat.version)
+        except (NoNodeError, BadVersionError):
+            pass
+
+    def _all_partitions(self) -> set[TopicPartition]:
+        return {(t, p) for t, info in self.metadata.topics.items() for p in info.partitions}
+
+    # ------------------------------------------------------------------ decisions
+    def _reconcile(self) -> None:
+        """One pass over every partition: write each state that must change."""
+        live = set(self.metadata.brokers)
+        shutting = set(self.shutting_down)
+        preferred, self._preferred = self._preferred, set()
+        for topic, info in sorted(self.metadata.topics.items()):
+            unclean = _flag(info.config.get("unclean.leader.election.enable"), self.unclean_default)
+            for p, replicas in sorted(info.replicas.items()):
+                tp = (topic, p)
+                current = self.states.states.get(tp)
+                new = decide(replicas, None if current is None else current[0], live, shutting, unclean,
+                             tp in preferred, self.epoch)
+                if new is None:
+                    continue
+                written = self._write(tp, new, -1 if current is None else current[1])
+                if written is None:
+                    return  # not the controller any more
+                if not written:
+                    continue  # the leader changed the ISR meanwhile: decided again on its watch event
+                old = None if current is None else current[0]
+                if old is None or new.leader != old.leader:
+                    self.elections += 1
+                    log.info("%s-%d: leader %s -> %d (leader epoch %d, isr %s)%s", topic, p,
+                             "none" if old is None else old.leader, new.leader, new.leader_epoch, list(new.isr),
+                             " UNCLEAN" if unclean and old is not None and new.leader not in old.isr
+                             and new.leader != NO_LEADER else "")
+                else:
+                    log.info("%s-%d: isr %s -> %s", topic, p, list(old.isr), list(new.isr))
+
+    def _write(self, tp: TopicPartition, state: PartitionState, version: int) -> bool | None:
+        """True when written; False when the state changed meanwhile; None when this broker turned out not
+        to be the controller any more."""
+        still, new_version = update_as_controller(self._client_getter(), tp[0], tp[1], state, version,
+                                                  CONTROLLER_EPOCH_PATH, self._epoch_version)
+        if not still:
+            self._lost(f"/controller_epoch moved past {self.epoch}")
+            return None
+        if new_version is None:
+            return False
+        # Our own view first (the watch event follows), so that the next pass does not decide on a stale state.
+        self.states.record(tp, state, new_version)
+        return True
+
+
+def decide(replicas: tuple[int, ...], state: PartitionState | None, live: set[int], shutting: set[int],
+           unclean: bool, preferred: bool, controller_epoch: int) -> PartitionState | None:
+    """The state a partition should have now, or None when it should stay as it is (a pure function)."""
+
+    def alive(b: int) -> bool:
+        return b in live and b not in shutting
+
+    if state is None:  # created without a state (older registry, direct znode writes): initialise it
+        members = [r for r in replicas if r in live]
+        if not members:
+            return None
+        return PartitionState(members[0], 0, tuple(members), controller_epoch)
+    isr = [b for b in state.isr if alive(b)]
+    leader = state.leader
+    if leader != NO_LEADER and alive(leader):
+        if preferred and replicas and leader != replicas[0] and replicas[0] in isr:
+            return PartitionState(replicas[0], state.leader_epoch + 1, tuple(isr), controller_epoch)
+        if leader not in isr:
+            isr.insert(0, leader)
+        if tuple(isr) != state.isr:
+            return PartitionState(leader, state.leader_epoch, tuple(isr), controller_epoch)
+        return None
+    candidates = [r for r in replicas if r in isr]
+    if not candidates and leader in shutting and leader in live:
+        return None  # a controlled shutdown with nobody in sync to take over: the leader stays until it exits
+    if candidates:
+        return PartitionState(candidates[0], state.leader_epoch + 1, tuple(isr), controller_epoch)
+    if unclean:
+        others = [r for r in replicas if alive(r)]
+        if others:
+            return PartitionState(others[0], state.leader_epoch + 1, (others[0],), controller_epoch)
+    if leader == NO_LEADER:
+        return None  # offline already: wait for an ISR member to return
+    # Offline: no in-sync replica is alive. Keep the ISR as it was so that one of them can take over.
+    return PartitionState(NO_LEADER, state.leader_epoch + 1, state.isr, controller_epoch)
+
+
+def _controller_id(data: bytes | None) -> int:
+    if not data:
+        return -1
+    try:
+        return int(json.loads(data).get("brokerid", -1))
+    except (ValueError, AttributeError, TypeError):
+        return -1

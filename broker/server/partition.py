@@ -1,0 +1,165 @@
+"""Partition: this broker's replica of one partition — its log, its role, and while leader the followers'
+progress (Kafka's Partition and Replica).
+
+The leader appends, stamps every batch with its leader epoch, learns each follower's log end offset (LEO)
+from the offset the follower fetches at, and moves the high watermark (HW) to the smallest LEO in the ISR:
+what every in-sync replica has is committed, consumers may read it and acks=-1 producers get their answer.
+The HW never moves back on a leader. A partition whose ISR is the leader alone leaves the log unbounded
+(``replication_hw`` None): the HW is the leader's own LEO, exactly today's single-copy behaviour and cost.
+
+All methods run on the event loop, except that ISR changes are written to ZooKeeper from the executor by
+ReplicaManager (conditionally on the state's znode version).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from ferry.zk.znodes import NO_LEADER, PartitionState
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(slots=True)
+class FollowerProgress:
+    """A follower as its leader sees it (Kafka's Replica on the leader)."""
+
+    leo: int = -1  # -1: not fetched from this leader yet
+    last_caught_up_ms: int = 0
+    last_fetch_leader_leo: int = -1
+    last_fetch_ms: int = 0
+
+
+class Partition:
+    def __init__(self, topic: str, partition: int, broker_id: int, log_: Any) -> None:
+        self.topic = topic
+        self.partition = partition
+        self.broker_id = broker_id
+        self.log = log_
+        self.replicas: tuple[int, ...] = ()
+        self.leader = NO_LEADER
+        self.leader_epoch = -1
+        self.isr: tuple[int, ...] = ()
+        self.zk_version = -1
+        self.controller_epoch = 0  # of the state acted on (recorded again with our ISR changes)
+        self.min_isr = 1
+        self.followers: dict[int, FollowerProgress] = {}
+        self.isr_change_pending = False  # a ZooKeeper write of our ISR is in flight
+
+    def __repr__(self) -> str:
+        return (f"Partition({self.topic}-{self.partition}, leader={self.leader}, epoch={self.leader_epoch}, "
+                f"isr={list(self.isr)})")
+
+    @property
+    def is_leader(self) -> bool:
+        return self.leader == self.broker_id
+
+    @property
+    def replication_hw(self) -> int:
+        """The committed end: the HW as replication sees it (flushing may bound what consumers see further)."""
+        hw = self.log.replication_hw
+        return self.log.log_end_offset if hw is None else hw
+
+    # ------------------------------------------------------------------ role changes
+    def make_leader(self, state: PartitionState, version: int, replicas: tuple[int, ...], now_ms: int) -> bool:
+        """Become (or stay) leader for ``state``; True when this is a new leader epoch for us."""
+        new_epoch = not self.is_leader or state.leader_epoch != self.leader_epoch
+        self.replicas, self.isr, self.zk_version = replicas, state.isr, version
+        self.leader, self.leader_epoch = state.leader, state.leader_epoch
+        self.controller_epoch = state.controller_epoch
+        if new_epoch:
+            lg = self.log
+            lg.leader_epoch_cache.assign(state.leader_epoch, lg.log_end_offset)
+            # Everyone in the ISR counts as caught up now; their LEOs are unknown until they fetch.
+            self.followers = {r: FollowerProgress(last_caught_up_ms=now_ms) for r in replicas
+                              if r != self.broker_id}
+            if lg.replication_hw is None and len(self.isr) > 1:
+                lg.set_replication_hw(lg.high_watermark)  # what consumers may have seen; never less
+            log.info("%s-%d: leader (epoch %d, isr %s, LEO %d, HW %d)", self.topic, self.partition,
+                     self.leader_epoch, list(self.isr), lg.log_end_offset, self.replication_hw)
+        else:
+            for r in replicas:
+                if r != self.broker_id and r not in self.followers:
+                    self.followers[r] = FollowerProgress(last_caught_up_ms=now_ms)
+        self.maybe_advance_hw()
+        return new_epoch
+
+    def make_follower(self, state: PartitionState, version: int, replicas: tuple[int, ...]) -> bool:
+        """Follow ``state.leader``; True when the leader or its epoch changed (the fetcher must truncate)."""
+        changed = self.leader != state.leader or self.leader_epoch != state.leader_epoch
+        was_leader = self.is_leader
+        self.replicas, self.isr, self.zk_version = replicas, state.isr, version
+        self.leader, self.leader_epoch = state.leader, state.leader_epoch
+        self.controller_epoch = state.controller_epoch
+        self.followers = {}
+        if was_leader and self.log.replication_hw is None:
+            self.log.set_replication_hw(self.log.log_end_offset)  # bound it: truncation may follow
+        if changed:
+            log.info("%s-%d: follower of %s (epoch %d)", self.topic, self.partition,
+                     state.leader if state.leader != NO_LEADER else "nobody (offline)", state.leader_epoch)
+        return changed
+
+    # ------------------------------------------------------------------ leader duties
+    def append(self, records: Any) -> Any:
+        """Append as leader (stamping the leader epoch); AppendInfo as Log.append returns it."""
+        info = self.log.append(records, leader_epoch=self.leader_epoch)
+        if len(self.isr) <= 1:
+            self.maybe_advance_hw()
+        return info
+
+    def enough_replicas(self) -> bool:
+        return len(self.isr) >= self.min_isr
+
+    def record_follower_fetch(self, replica_id: int, fetch_offset: int, now_ms: int) -> bool:
+        """A follower fetched at ``fetch_offset`` (= its LEO). True when it should join the ISR."""
+        f = self.followers.get(replica_id)
+        if f is None:
+            return False
+        leo = self.log.log_end_offset
+        if fetch_offset >= leo:
+            f.last_caught_up_ms = now_ms
+        elif fetch_offset >= f.last_fetch_leader_leo >= 0:
+            f.last_caught_up_ms = max(f.last_caught_up_ms, f.last_fetch_ms)
+        f.leo = fetch_offset
+        f.last_fetch_leader_leo, f.last_fetch_ms = leo, now_ms
+        self.maybe_advance_hw()
+        if replica_id in self.isr:
+            return False
+        epoch_start = self.log.leader_epoch_cache.end_offset_for(self.leader_epoch - 1, leo)[1] \
+            if self.leader_epoch > 0 else 0
+        return fetch_offset >= self.replication_hw and fetch_offset >= max(epoch_start, 0)
+
+    def lagging(self, now_ms: int, max_lag_ms: int) -> list[int]:
+        """ISR followers that have not caught up for ``max_lag_ms`` (replica.lag.time.max.ms)."""
+        return [r for r in self.isr if r != self.broker_id and r in self.followers
+                and now_ms - self.followers[r].last_caught_up_ms > max_lag_ms]
+
+    def maybe_advance_hw(self) -> bool:
+        """Move the HW to the smallest LEO in the ISR; True when it moved."""
+        if not self.is_leader:
+            return False
+        lg = self.log
+        if self.isr == (self.broker_id,) or not self.isr:
+            if lg.replication_hw is not None:
+                lg.set_replication_hw(None)  # HW = LEO from now on (the ISR is the leader alone)
+                return True
+            return False
+        new_hw = lg.log_end_offset
+        for r in self.isr:
+            if r == self.broker_id:
+                continue
+            f = self.followers.get(r)
+            if f is None or f.leo < 0:
+                return False  # not fetched yet from this leader: the HW stays
+            new_hw = min(new_hw, f.leo)
+        current = lg.replication_hw
+        if current is None:
+            # The ISR grew from the leader alone: what it held was committed then, so the HW stays at the LEO.
+            lg.set_replication_hw(lg.log_end_offset)
+            return True
+        if new_hw > current:
+            lg.set_replication_hw(new_hw)
+            return True
+        return False

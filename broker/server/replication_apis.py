@@ -1,0 +1,43 @@
+"""OffsetForLeaderEpoch (key 23): where a leader's log ends for a given leader epoch (KIP-101, KIP-279).
+
+A follower that has just learnt of a new leader asks for the end offset of its own latest epoch and
+truncates there, so it never keeps (or loses) what the leader does not (or does) hold. The answer comes
+from the leader's epoch cache; only the current leader answers (others: NOT_LEADER_OR_FOLLOWER), and an
+asker with a different idea of the current epoch is fenced or told to refresh.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ferry.wire.protocol import offset_for_leader_epoch as ofle
+from ferry.wire.protocol.errors import ErrorCode
+from ferry.wire.protocol.header import RequestHeader
+from ferry.wire.protocol.primitives import Reader
+
+if TYPE_CHECKING:
+    from ferry.broker.server.kafka_apis import Result
+
+
+class ReplicationApis:
+    """OffsetForLeaderEpoch (a part of KafkaApis)."""
+
+    def handle_offset_for_leader_epoch(self, header: RequestHeader, r: Reader) -> Result:
+        version = header.api_version
+        req = ofle.parse_request(r, version)
+        out: list[tuple[str, list[ofle.EpochEndOffset]]] = []
+        for topic, parts in req.topics:
+            results = []
+            for p in parts:
+                part, code = self.replicas.leader_partition(topic, p.partition)
+                if not code and p.current_leader_epoch >= 0 and p.current_leader_epoch != part.leader_epoch:
+                    code = (ErrorCode.FENCED_LEADER_EPOCH if p.current_leader_epoch < part.leader_epoch
+                            else ErrorCode.UNKNOWN_LEADER_EPOCH)
+                if code:
+                    results.append(ofle.EpochEndOffset(p.partition, code))
+                    continue
+                lg = part.log
+                epoch, end = lg.leader_epoch_cache.end_offset_for(p.leader_epoch, lg.log_end_offset)
+                results.append(ofle.EpochEndOffset(p.partition, ErrorCode.NONE, epoch, end))
+            out.append((topic, results))
+        return ofle.encode_response(version, out)

@@ -1,0 +1,156 @@
+"""Replication with real broker processes: placement, ISR, acks=all with min.insync.replicas, followers'
+byte-identical copies, leader failover on kill -9, controlled shutdown, unclean election off."""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from replication_helpers import FAST, ReplicatedCluster, batches_on_disk  # noqa: E402
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture
+def three(zk_server, tmp_path):
+    c = ReplicatedCluster(zk_server.connect, tmp_path, 3, FAST)
+    yield c
+    c.stop()
+
+
+def produce_all(bootstrap: str, topic: str, values: list[bytes], partition: int | None = None,
+                timeout: float = 60.0) -> tuple[list[tuple[int, int, bytes]], list]:
+    """acks=all, idempotent; returns ([(partition, offset, value)] acknowledged, [errors])."""
+    p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True,
+                  "linger.ms": 5, "message.timeout.ms": int(timeout * 1000)})
+    acked: list[tuple[int, int, bytes]] = []
+    errors: list = []
+
+    def done(err, msg):
+        if err is not None:
+            errors.append(err)
+        else:
+            acked.append((msg.partition(), msg.offset(), msg.value()))
+
+    for v in values:
+        p.produce(topic, v, key=v, on_delivery=done) if partition is None else \
+            p.produce(topic, v, partition=partition, on_delivery=done)
+        p.poll(0)
+    p.flush(timeout)
+    return acked, errors
+
+
+def consume_all(bootstrap: str, topic: str, partitions: int, expect: int, timeout: float = 30.0
+                ) -> dict[int, list[tuple[int, bytes]]]:
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "replication-test", "enable.auto.commit": False,
+                  "auto.offset.reset": "earliest"})
+    c.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+    out: dict[int, list[tuple[int, bytes]]] = {p: [] for p in range(partitions)}
+    deadline = time.monotonic() + timeout
+    n = 0
+    try:
+        while n < expect and time.monotonic() < deadline:
+            m = c.poll(0.2)
+            if m is None or (m.error() and m.error().code() == KafkaError._PARTITION_EOF):
+                continue
+            assert m.error() is None, m.error()
+            out[m.partition()].append((m.offset(), m.value()))
+            n += 1
+    finally:
+        c.close()
+    return out
+
+
+def test_rf3_placement_isr_acks_all_and_identical_replicas(three):
+    topic = "rep"
+    info = three.registry.create_topic(topic, 3, {"min.insync.replicas": "2"}, replication_factor=3)
+    assert sorted(info.partitions.values()) == [1, 2, 3]  # leaders balanced
+    three.wait_isr(topic, 3, 3)
+    values = [f"m{i}".encode() for i in range(3000)]
+    acked, errors = produce_all(three.bootstrap, topic, values)
+    assert not errors and len(acked) == len(values)
+    got = consume_all(three.bootstrap, topic, 3, len(values))
+    assert sorted(v for vs in got.values() for _, v in vs) == sorted(values)
+    # every replica's log holds the same batches at the same offsets, byte for byte
+    time.sleep(1.0)
+    for p in range(3):
+        st = three.state(topic, p)
+        logs = {b: batches_on_disk(three.log_dir(b, topic, p)) for b in (1, 2, 3)}
+        assert logs[st.leader], "the leader wrote nothing"
+        assert logs[1] == logs[2] == logs[3]
+
+
+def test_produce_to_a_follower_is_refused_and_min_isr_guards_acks_all(three):
+    topic = "guard"
+    three.registry.create_topic_with_assignment(topic, {0: [1, 2, 3]}, {"min.insync.replicas": "2"})
+    three.wait_isr(topic, 1, 3)
+    from broker_wire import WireClient, build_batch, produce
+
+    with WireClient(three.brokers[2].bootstrap) as c:
+        res = produce(c, topic, 0, build_batch([b"x"]), acks=1)
+        assert res.error == 6  # NOT_LEADER_OR_FOLLOWER
+    three.kill(2)
+    three.kill(3)
+    three.wait_state(topic, 0, lambda s: s.isr == (1,), 30, "ISR shrunk to the leader")
+    with WireClient(three.brokers[1].bootstrap) as c:
+        res = produce(c, topic, 0, build_batch([b"y"]), acks=-1)
+        assert res.error == 19  # NOT_ENOUGH_REPLICAS: never a false success
+        res = produce(c, topic, 0, build_batch([b"z"]), acks=1)
+        assert res.error == 0  # acks=1 needs the leader only
+
+
+def test_leader_kill9_loses_nothing_acknowledged(three):
+    topic = "failover"
+    three.registry.create_topic(topic, 1, {"min.insync.replicas": "2"}, replication_factor=3)
+    three.wait_isr(topic, 1, 3)
+    sent: list[bytes] = []
+    acked_all: list[tuple[int, int, bytes]] = []
+    for round_ in range(3):
+        batch = [f"r{round_}-{i}".encode() for i in range(500)]
+        sent += batch
+        acked, errors = produce_all(three.bootstrap, topic, batch)
+        assert not errors, errors
+        acked_all += acked
+        leader = three.state(topic, 0).leader
+        three.kill(leader)
+        three.wait_state(topic, 0, lambda s, old=leader: s.leader not in (old, -1), 30, "a new leader")
+        three.brokers[leader].start(timeout=60)
+        three.wait_isr(topic, 1, 3, timeout=60)
+    got = consume_all(three.bootstrap, topic, 1, len(sent))[0]
+    assert [v for _, v in got] == sent  # nothing lost, no duplicates, in order
+    assert {o for _, o, _ in acked_all} == {o for o, _ in got}
+
+
+def test_controlled_shutdown_moves_leadership_first(three):
+    topic = "graceful"
+    three.registry.create_topic_with_assignment(topic, {0: [1, 2, 3]})
+    three.wait_isr(topic, 1, 3)
+    acked, errors = produce_all(three.bootstrap, topic, [b"before"], partition=0)  # broker 1 leads by now
+    assert acked and not errors
+    epoch = three.state(topic, 0).leader_epoch
+    three.brokers[1].stop()  # SIGTERM
+    st = three.state(topic, 0)
+    assert st.leader in (2, 3) and st.leader_epoch > epoch and 1 not in st.isr
+    text = (three.brokers[1].data_dir.parent / "broker-1.out").read_text()
+    assert "controlled shutdown: no leadership left to move" in text
+
+
+def test_unclean_election_off_keeps_a_partition_offline_until_an_isr_member_returns(three):
+    topic = "offline"
+    three.registry.create_topic_with_assignment(topic, {0: [1, 2]})
+    three.wait_isr(topic, 1, 2)
+    three.kill(2)
+    three.wait_state(topic, 0, lambda s: s.isr == (1,), 30, "ISR without 2")
+    three.kill(1)
+    st = three.wait_state(topic, 0, lambda s: s.leader == -1, 30, "offline")
+    assert st.isr == (1,)
+    three.brokers[2].start(timeout=60)  # not in sync: must not lead
+    time.sleep(2.0)
+    assert three.state(topic, 0).leader == -1
+    three.brokers[1].start(timeout=60)
+    three.wait_state(topic, 0, lambda s: s.leader == 1, 30, "leader 1 back")

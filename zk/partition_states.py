@@ -1,0 +1,81 @@
+"""Typed, conditional access to the partitions' state znodes (leader, leader epoch, ISR).
+
+Every write is conditional on the znode version its writer last read, so two writers (the controller
+electing a leader, the leader shrinking its ISR) can never overwrite each other's decision unseen: the
+loser gets None back, re-reads and decides again. The controller's writes are also checked against the
+version of ``/controller_epoch`` in the same ZooKeeper transaction, so a controller that has been replaced
+(a zombie whose session expired) cannot change anything.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from kazoo.client import KazooClient
+from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, RolledBackError
+from kazoo.protocol.states import ZnodeStat
+
+from ferry.zk.znodes import PartitionState, partition_state_path
+
+log = logging.getLogger(__name__)
+
+TopicPartition = tuple[str, int]
+
+
+def read_state(client: KazooClient, topic: str, partition: int, watch: Any = None
+               ) -> tuple[PartitionState, int] | None:
+    """(state, znode version) of one partition; None when it has no state znode (yet)."""
+    try:
+        data, stat = client.get(partition_state_path(topic, partition), watch=watch)
+    except NoNodeError:
+        return None
+    return _decode(topic, partition, data, stat)
+
+
+def _decode(topic: str, partition: int, data: bytes | None, stat: ZnodeStat) -> tuple[PartitionState, int] | None:
+    try:
+        return PartitionState.decode(data or b"", f"state of {topic}-{partition}"), stat.version
+    except ValueError as e:
+        log.error("ignoring an unreadable partition state: %s", e)
+        return None
+
+
+def update_as_leader(client: KazooClient, topic: str, partition: int, state: PartitionState,
+                     expected_version: int) -> int | None:
+    """Write a leader's ISR change; the new znode version, or None when someone wrote first."""
+    try:
+        stat = client.set(partition_state_path(topic, partition), state.encode(), version=expected_version)
+    except (BadVersionError, NoNodeError):
+        return None
+    return stat.version
+
+
+def update_as_controller(client: KazooClient, topic: str, partition: int, state: PartitionState,
+                         expected_version: int, controller_epoch_path: str, controller_epoch_version: int
+                         ) -> tuple[bool, int | None]:
+    """Write an election's outcome only while still the controller.
+
+    Returns (still controller, new znode version or None if the state changed meanwhile). A missing state
+    (``expected_version`` -1) is created.
+    """
+    path = partition_state_path(topic, partition)
+    tx = client.transaction()
+    tx.check(controller_epoch_path, controller_epoch_version)
+    if expected_version < 0:
+        parent = path.rsplit("/", 1)[0]
+        client.ensure_path(parent)
+        tx.create(path, state.encode())
+    else:
+        tx.set_data(path, state.encode(), version=expected_version)
+    results = tx.commit()
+    epoch_result, write_result = results[0], results[1]
+    if isinstance(epoch_result, Exception) and not isinstance(epoch_result, RolledBackError):
+        return False, None  # /controller_epoch moved on (or vanished): another controller rules
+    if isinstance(write_result, (BadVersionError, NoNodeError, NodeExistsError)):
+        return True, None
+    if isinstance(write_result, Exception):
+        raise write_result
+    if isinstance(write_result, ZnodeStat):
+        return True, write_result.version
+    return True, 0  # a create: the new znode's version is 0
