@@ -131,10 +131,14 @@ def _json_object(data: bytes | None, what: str) -> dict:
 # ``/controller_epoch`` (persistent) ``"<n>"`` — bumped by every new controller.
 # ``/admin/controlled_shutdown/<id>`` (ephemeral) — a broker asks the controller to move its leaders off.
 # ``/admin/preferred_replica_election`` ``{"version":1,"partitions":[{"topic":t,"partition":p}]}``.
+# ``/admin/reassign_partitions`` ``{"version":1,"partitions":[{"topic":t,"partition":p,"replicas":[1,2,3]}]}``
+#   — Kafka's format; the controller adds the new replicas, waits until they are in the ISR, moves the
+#   leader if it is not among them, then writes the final replica list and deletes the request.
 CONTROLLER_PATH = "/controller"
 CONTROLLER_EPOCH_PATH = "/controller_epoch"
 CONTROLLED_SHUTDOWN_PATH = "/admin/controlled_shutdown"
 PREFERRED_ELECTION_PATH = "/admin/preferred_replica_election"
+REASSIGN_PARTITIONS_PATH = "/admin/reassign_partitions"
 NO_LEADER = -1
 
 
