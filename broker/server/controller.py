@@ -27,6 +27,7 @@ from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 from kazoo.protocol.states import KazooState
 from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 
+from ferry.broker.server import reassignment
 from ferry.broker.server.metadata_cache import MetadataCache
 from ferry.zk.partition_state_watcher import PartitionStateWatcher
 from ferry.zk.partition_states import update_as_controller
@@ -36,6 +37,7 @@ from ferry.zk.znodes import (
     CONTROLLER_PATH,
     NO_LEADER,
     PREFERRED_ELECTION_PATH,
+    REASSIGN_PARTITIONS_PATH,
     PartitionState,
 )
 
@@ -81,6 +83,7 @@ class KafkaController:
         DataWatch(client, CONTROLLER_PATH, self._on_controller_node)
         ChildrenWatch(client, CONTROLLED_SHUTDOWN_PATH, self._on_shutdown_requests)
         DataWatch(client, PREFERRED_ELECTION_PATH, self._on_preferred_request)
+        DataWatch(client, REASSIGN_PARTITIONS_PATH, self._on_preferred_request)  # any request: wake up
         self.states.add_listener(lambda tp, st, v: self.wake("state"))
         self.metadata.add_brokers_listener(lambda brokers: self.wake("brokers"))
         self.metadata.add_topics_listener(lambda topics: self.wake("topics"))
@@ -146,6 +149,8 @@ class KafkaController:
                         self._next_rebalance = time.monotonic() + self.rebalance_interval_s
                         self._preferred.update(self._all_partitions())
                     self._reconcile()
+                    if self.active:
+                        self._reassign()
             except Exception as e:  # ZooKeeper gone for a moment: try again on the next event or second
                 log.warning("controller pass failed: %s", e or type(e).__name__)
                 time.sleep(0.2)
@@ -209,6 +214,24 @@ class KafkaController:
             client.delete(PREFERRED_ELECTION_PATH, version=stat.version)
         except (NoNodeError, BadVersionError):
             pass
+
+    def _reassign(self) -> None:
+        """Advance every pending partition reassignment by one step (reassignment.py)."""
+        client = self._client_getter()
+        request = reassignment.read_request(client)
+        if request is None:
+            return
+        targets, version = request
+        done: set[TopicPartition] = set()
+        for tp, target in sorted(targets.items()):
+            outcome = reassignment.step(client, self._epoch_version, self.epoch, tp, target, self.states.states)
+            if outcome is None:
+                self._lost(f"/controller_epoch moved past {self.epoch}")
+                return
+            if outcome:
+                done.add(tp)
+        if done or not targets:
+            reassignment.finish(client, version, done, targets)
 
     def _all_partitions(self) -> set[TopicPartition]:
         return {(t, p) for t, info in self.metadata.topics.items() for p in info.partitions}

@@ -48,6 +48,7 @@ class ReplicaManager:
         self.partitions: dict[TopicPartition, Partition] = {}
         self._logs: dict[TopicPartition, Any] = {}
         self._configs: dict[str, dict[str, str]] = {}
+        self._assigned: dict[TopicPartition, tuple[int, ...]] = {}  # replica lists as last seen
         self._lock = threading.Lock()
         # set by start(): the event loop, the purgatory, the fetcher, ZooKeeper access
         self.loop: asyncio.AbstractEventLoop | None = None
@@ -77,12 +78,19 @@ class ReplicaManager:
 
     # ------------------------------------------------------------------ logs (registry's notifier thread)
     def _on_topics(self, topics: dict[str, TopicInfo]) -> None:
-        """Create logs for the partitions we hold a replica of; apply changed topic configs."""
+        """Create logs for the partitions we hold a replica of; apply changed topic configs; re-apply the
+        role of partitions whose replica list changed (a reassignment adds or removes replicas)."""
+        seen: dict[TopicPartition, tuple[int, ...]] = {}
         for name, info in topics.items():
             config = dict(info.config)
             changed = name in self._configs and self._configs[name] != config
             self._configs[name] = config
             for partition, replicas in _replica_lists(info).items():
+                tp = (name, partition)
+                seen[tp] = replicas
+                before = self._assigned.get(tp)
+                if before is not None and before != replicas and self.loop is not None:
+                    self.loop.call_soon_threadsafe(self.reapply, tp)
                 if self.broker_id not in replicas:
                     continue
                 try:
@@ -93,6 +101,14 @@ class ReplicaManager:
                         log.info("applied new config of %s-%d: %s", name, partition, config)
                 except Exception:
                     log.exception("cannot create or update the log of %s-%d", name, partition)
+
+        self._assigned = seen
+
+    def reapply(self, tp: TopicPartition) -> None:
+        """Act again on the partition's current state (its replica list changed under it)."""
+        entry = self.metadata.states.get(tp)
+        if entry is not None:
+            self.apply_state(tp, entry[0], entry[1], force=True)
 
     def _open(self, topic: str, partition: int, info: TopicInfo) -> Any:
         with self._lock:
@@ -110,16 +126,17 @@ class ReplicaManager:
         if loop is not None and state is not None:
             loop.call_soon_threadsafe(self.apply_state, tp, state, version)
 
-    def apply_state(self, tp: TopicPartition, state: PartitionState, version: int) -> None:
+    def apply_state(self, tp: TopicPartition, state: PartitionState, version: int, force: bool = False) -> None:
         topic, p = tp
         info = self.metadata.topics.get(topic)
         replicas = _replica_lists(info).get(p, ()) if info is not None else ()
         part = self.partitions.get(tp)
-        if part is not None and version <= part.zk_version and state.leader_epoch <= part.leader_epoch:
+        if part is not None and not force and version <= part.zk_version and \
+                state.leader_epoch <= part.leader_epoch:
             return  # an older snapshot than we already act on
         if self.broker_id not in replicas:
             if part is not None:
-                self._drop(part)
+                self._drop(part, delete=info is not None)
             return
         if part is None:
             try:
@@ -142,12 +159,18 @@ class ReplicaManager:
         if self.purgatory is not None:
             self.purgatory.notify(part.log)  # parked produces and fetches re-check their partition
 
-    def _drop(self, part: Partition) -> None:
+    def _drop(self, part: Partition, delete: bool) -> None:
+        """Stop replicating a partition moved away (reassignment); its copy here is deleted."""
         tp = (part.topic, part.partition)
         if self.fetcher is not None:
             self.fetcher.remove_partition(tp)
         self.partitions.pop(tp, None)
-        log.info("%s-%d: no longer a replica here", part.topic, part.partition)
+        with self._lock:
+            self._logs.pop(tp, None)
+        log.info("%s-%d: no longer a replica here%s", part.topic, part.partition,
+                 "; deleting its log" if delete else "")
+        if delete and self.executor is not None and self.loop is not None:
+            self.loop.run_in_executor(self.executor, self.log_manager.delete_log, part.topic, part.partition)
 
     def _min_isr(self, info: TopicInfo | None) -> int:
         value = info.config.get("min.insync.replicas") if info is not None else None

@@ -154,3 +154,37 @@ def test_unclean_election_off_keeps_a_partition_offline_until_an_isr_member_retu
     assert three.state(topic, 0).leader == -1
     three.brokers[1].start(timeout=60)
     three.wait_state(topic, 0, lambda s: s.leader == 1, 30, "leader 1 back")
+
+
+def test_reassignment_raises_the_replication_factor_and_moves_a_partition_after_copying(three):
+    import json
+
+    from ferry.zk.znodes import REASSIGN_PARTITIONS_PATH
+
+    topic = "grow"
+    three.registry.create_topic_with_assignment(topic, {0: [1], 1: [2]})
+    three.wait_isr(topic, 2, 1)
+    values = [f"g{i}".encode() for i in range(400)]
+    for p in (0, 1):
+        acked, errors = produce_all(three.bootstrap, topic, values, partition=p)
+        assert len(acked) == len(values) and not errors
+    request = {"version": 1, "partitions": [{"topic": topic, "partition": 0, "replicas": [1, 2, 3]},
+                                            {"topic": topic, "partition": 1, "replicas": [3]}]}
+    three.registry.client.create(REASSIGN_PARTITIONS_PATH, json.dumps(request).encode(), makepath=True)
+    deadline = time.monotonic() + 60
+    while three.registry.client.exists(REASSIGN_PARTITIONS_PATH) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not three.registry.client.exists(REASSIGN_PARTITIONS_PATH), "reassignment did not finish"
+    info = three.registry.topic(topic)
+    assert info.replicas == {0: (1, 2, 3), 1: (3,)}
+    three.wait_state(topic, 0, lambda s: sorted(s.isr) == [1, 2, 3], 30, "ISR of the new replicas")
+    three.wait_state(topic, 1, lambda s: s.leader == 3 and s.isr == (3,), 30, "moved to 3")
+    got = consume_all(three.bootstrap, topic, 2, 2 * len(values))
+    assert [v for _, v in got[0]] == values and [v for _, v in got[1]] == values
+    time.sleep(0.5)
+    logs = {b: batches_on_disk(three.log_dir(b, topic, 0)) for b in (1, 2, 3)}
+    assert logs[1] and logs[1] == logs[2] == logs[3]
+    deadline = time.monotonic() + 10
+    while three.log_dir(2, topic, 1).exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not three.log_dir(2, topic, 1).exists(), "the old replica's copy stays behind"
