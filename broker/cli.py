@@ -30,6 +30,7 @@ FLAG_KEYS: dict[str, str] = {
     "retention_check_interval_ms": "log.retention.check.interval.ms",
     "connections_max_idle_ms": "connections.max.idle.ms",
     "audit_topic_partitions": "audit.topic.partitions",
+    "metrics_port": "metrics.port",
 }
 
 DESCRIPTION = """\
@@ -96,6 +97,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         "(audit.topic.partitions; default 0: never, provisioning creates it)")
     p.add_argument("--zk-session-timeout-ms", type=int, metavar="MS",
                    help="ZooKeeper session timeout (zookeeper.session.timeout.ms; default 10000)")
+    p.add_argument("--metrics-port", type=int, metavar="P",
+                   help="serve Prometheus metrics on 127.0.0.1:P/metrics (under-replicated partitions, ISR "
+                        "shrinks/expands, controller, offline log dirs; metrics.port; default off)")
     p.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
                    help="any broker setting by its Kafka-style name, e.g. --override min.insync.replicas=2 "
                         "(repeatable; wins over --config and the flags, as kafka-server-start's --override)")

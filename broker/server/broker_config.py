@@ -39,6 +39,7 @@ class BrokerConfig:
     retention_check_interval_ms: int = 300_000
     connections_max_idle_ms: int = 600_000
     audit_topic_partitions: int = 0  # >0: create `_audit` with this many partitions at start-up if missing
+    metrics_port: int = 0  # >0: serve Prometheus metrics on 127.0.0.1:<port>/metrics
     # replication (Kafka's names and defaults; min.insync.replicas and unclean.leader.election.enable are
     # the topics' defaults, so they live in `log` (LogConfig): see the properties below)
     default_replication_factor: int = 1  # auto-created topics, CreateTopics with -1, `_audit`
@@ -71,6 +72,8 @@ class BrokerConfig:
         _check_port("advertised.listeners", self.advertised_port, allow_zero=True)
         if self.max_request_bytes < 1024:
             raise ConfigError(f"socket.request.max.bytes: {self.max_request_bytes} is too small (minimum 1024)")
+        if not 0 <= self.metrics_port < 65536:
+            raise ConfigError(f"metrics.port: {self.metrics_port} must be 0 (off) or a port number")
         if self.audit_topic_partitions < 0:
             raise ConfigError(f"audit.topic.partitions: {self.audit_topic_partitions} must be 0 (never create "
                               "_audit) or more")
@@ -184,6 +187,7 @@ class BrokerConfig:
                                                   p.get("log.retention.check.interval.ms", "300000")),
             connections_max_idle_ms=_positive("connections.max.idle.ms", p.get("connections.max.idle.ms", "600000")),
             audit_topic_partitions=_parse_int("audit.topic.partitions", p.get("audit.topic.partitions", "0")),
+            metrics_port=_parse_int("metrics.port", p.get("metrics.port", "0")),
             **_replication_settings(p),
         )
 
@@ -243,7 +247,7 @@ KNOWN_KEYS = {
     "broker.id", "listeners", "advertised.listeners", "log.dirs", "log.dir", "zookeeper.connect", "datacenter",
     "broker.rack", "socket.request.max.bytes", "auto.create.topics.enable", "num.partitions",
     "zookeeper.session.timeout.ms", "log.retention.hours", "log.retention.check.interval.ms",
-    "connections.max.idle.ms", "audit.topic.partitions", "replica.truncation", *LOG_KEYS, *REPLICATION_KEYS,
+    "connections.max.idle.ms", "audit.topic.partitions", "replica.truncation", "metrics.port", *LOG_KEYS, *REPLICATION_KEYS,
 }
 
 

@@ -130,6 +130,11 @@ class KafkaServer:
         if cfg.audit_topic_partitions > 0 and AUDIT_TOPIC not in metadata.topics:
             await loop.run_in_executor(self._executor, self._ensure_audit_topic)
         await loop.run_in_executor(self._executor, self.controller.start)
+        if cfg.metrics_port:
+            from ferry.broker.server.broker_metrics import BrokerCollector, serve
+
+            serve(cfg.metrics_port, BrokerCollector(cfg.broker_id, replicas, self.controller))
+            log.info("metrics on 127.0.0.1:%d/metrics", cfg.metrics_port)
 
     def _ensure_audit_topic(self) -> None:
         """Create the pipeline's `_audit` topic if no broker has yet, so audit counts have somewhere to go

@@ -11,6 +11,7 @@ from pathlib import Path
 from ferry.embedded import BrokerProcess
 from ferry.wire.record.record_batch import read_header
 from ferry.zk.cluster_registry import ClusterRegistry
+from ferry.zk.local_process import free_port
 from ferry.zk.znodes import PartitionState
 
 # fast failure detection for tests: a 6 s ZooKeeper session, a 3 s replica lag
@@ -21,15 +22,19 @@ FAST = ("--zk-session-timeout-ms", "6000", "--flush-ms", "20",
 
 class ReplicatedCluster:
     def __init__(self, zk_base: str, root: Path, n: int, extra_args: tuple[str, ...] = (),
-                 order: list[int] | None = None) -> None:
+                 order: list[int] | None = None, metrics: bool = False) -> None:
         self.zk = f"{zk_base}/t/{uuid.uuid4().hex[:12]}/live"
         self.root = root
         self.extra_args = tuple(extra_args)
         self.brokers: dict[int, BrokerProcess] = {}
         self.registry = ClusterRegistry(self.zk).start()
+        self.metrics_ports: dict[int, int] = {}
         for i in (order or range(1, n + 1)):
-            self.brokers[i] = BrokerProcess(i, root / f"broker-{i}" / "data", self.zk, "live",
-                                            extra_args=self.extra_args)
+            args = self.extra_args
+            if metrics:
+                self.metrics_ports[i] = free_port("127.0.0.1")
+                args = (*args, "--metrics-port", str(self.metrics_ports[i]))
+            self.brokers[i] = BrokerProcess(i, root / f"broker-{i}" / "data", self.zk, "live", extra_args=args)
             self.brokers[i].start()
 
     @property
@@ -53,6 +58,16 @@ class ReplicatedCluster:
         for p in range(partitions):
             self.wait_state(topic, p, lambda s: len(s.isr) == size and s.leader >= 0, timeout,
                             f"ISR of {size}")
+
+    def metric(self, broker_id: int, name: str) -> float:
+        """One sample of the broker's /metrics (summed over labels)."""
+        import urllib.request
+
+        from prometheus_client.parser import text_string_to_metric_families
+
+        text = urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_ports[broker_id]}/metrics", timeout=5).read()
+        return sum(s.value for fam in text_string_to_metric_families(text.decode())
+                   for s in fam.samples if s.name == name)
 
     def kill(self, broker_id: int) -> None:
         b = self.brokers[broker_id]

@@ -18,7 +18,7 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture
 def three(zk_server, tmp_path):
-    c = ReplicatedCluster(zk_server.connect, tmp_path, 3, FAST)
+    c = ReplicatedCluster(zk_server.connect, tmp_path, 3, FAST, metrics=True)
     yield c
     c.stop()
 
@@ -97,6 +97,8 @@ def test_produce_to_a_follower_is_refused_and_min_isr_guards_acks_all(three):
     three.kill(2)
     three.kill(3)
     three.wait_state(topic, 0, lambda s: s.isr == (1,), 30, "ISR shrunk to the leader")
+    assert three.metric(1, "ferry_broker_under_replicated_partitions") >= 1
+    assert three.metric(1, "ferry_broker_under_min_isr_partitions") >= 1
     with WireClient(three.brokers[1].bootstrap) as c:
         res = produce(c, topic, 0, build_batch([b"y"]), acks=-1)
         assert res.error == 19  # NOT_ENOUGH_REPLICAS: never a false success
@@ -123,6 +125,8 @@ def test_leader_kill9_loses_nothing_acknowledged(three):
         three.wait_isr(topic, 1, 3, timeout=60)
     got = consume_all(three.bootstrap, topic, 1, len(sent))[0]
     assert [v for _, v in got] == sent  # nothing lost, no duplicates, in order
+    controller = next(b for b in (1, 2, 3) if three.metric(b, "ferry_controller_active") == 1)
+    assert three.metric(controller, "ferry_controller_leader_elections_total") >= 1
     assert {o for _, o, _ in acked_all} == {o for o, _ in got}
 
 

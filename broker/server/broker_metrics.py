@@ -1,0 +1,69 @@
+"""Prometheus metrics of one broker, read from its live objects at scrape time (Kafka's names in spirit:
+UnderReplicatedPartitions, IsrShrinksPerSec, ActiveControllerCount, OfflinePartitionsCount).
+
+A collector rather than gauges set from the hot paths: nothing is counted twice, and producing or fetching
+pays nothing for metrics. Served on the broker's own loopback port (``metrics.port``, off by default).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from prometheus_client import CollectorRegistry, start_http_server
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+
+class BrokerCollector(Collector):
+    def __init__(self, broker_id: int, replicas: Any, controller: Any,
+                 offline_log_dirs: Callable[[], int] = lambda: 0) -> None:
+        self.broker_id = str(broker_id)
+        self.replicas = replicas
+        self.controller = controller
+        self.offline_log_dirs = offline_log_dirs
+
+    def collect(self) -> Iterator[Any]:
+        b = ["broker"]
+        rm = self.replicas
+        parts = list(rm.partitions.values())
+        led = [p for p in parts if p.is_leader]
+
+        def gauge(name: str, doc: str, value: float) -> GaugeMetricFamily:
+            g = GaugeMetricFamily(name, doc, labels=b)
+            g.add_metric([self.broker_id], value)
+            return g
+
+        def counter(name: str, doc: str, value: float) -> CounterMetricFamily:
+            c = CounterMetricFamily(name, doc, labels=b)
+            c.add_metric([self.broker_id], value)
+            return c
+
+        yield gauge("ferry_broker_partitions", "partitions with a replica on this broker", len(parts))
+        yield gauge("ferry_broker_leader_partitions", "partitions this broker leads", len(led))
+        yield gauge("ferry_broker_under_replicated_partitions",
+                    "partitions led here whose ISR is shorter than their replica list", rm.under_replicated())
+        yield gauge("ferry_broker_under_min_isr_partitions",
+                    "partitions led here whose ISR is below min.insync.replicas (acks=all fails)",
+                    sum(1 for p in led if len(p.isr) < p.min_isr))
+        yield counter("ferry_broker_isr_shrinks", "followers removed from an ISR by this leader", rm.isr_shrinks)
+        yield counter("ferry_broker_isr_expands", "followers added back to an ISR by this leader", rm.isr_expands)
+        yield gauge("ferry_broker_offline_log_dirs", "log directories that cannot be written",
+                    self.offline_log_dirs())
+        c = self.controller
+        active = bool(c is not None and c.active)
+        yield gauge("ferry_controller_active", "1 on the broker that is the controller", 1 if active else 0)
+        if active:
+            offline = sum(1 for st, _v in c.states.states.values() if st.leader < 0)
+            yield gauge("ferry_controller_offline_partitions", "partitions without a leader (cluster-wide)",
+                        offline)
+            yield counter("ferry_controller_leader_elections", "leader elections written by this controller",
+                          c.elections)
+
+
+def serve(port: int, collector: BrokerCollector, host: str = "127.0.0.1") -> CollectorRegistry:
+    """Expose /metrics on ``host:port``; returns the registry (tests read it directly)."""
+    registry = CollectorRegistry()
+    registry.register(collector)
+    start_http_server(port, addr=host, registry=registry)
+    return registry
