@@ -185,6 +185,14 @@ class ReplicaManager:
         part = self.partitions.get((topic, partition))
         if part is not None and part.is_leader:
             return part, ErrorCode.NONE
+        entry = self.metadata.states.get((topic, partition))
+        if entry is not None and entry[0].leader == self.broker_id and self.loop is not None:
+            # The watch already told us we lead, and the hop to the loop has not run yet: act on it now,
+            # so that a client sent here by Metadata is not refused for a few milliseconds.
+            self.apply_state((topic, partition), entry[0], entry[1])
+            part = self.partitions.get((topic, partition))
+            if part is not None and part.is_leader:
+                return part, ErrorCode.NONE
         info = self.metadata.topics.get(topic)
         if info is None or partition not in info.partitions:
             return None, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
