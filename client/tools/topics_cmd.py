@@ -1,9 +1,10 @@
-"""`ferry topics create|list|describe|alter`: topics of one cluster, straight from ZooKeeper.
+"""`ferry topics create|list|describe|alter|elect-leaders|reassign`: topics of one cluster, straight from ZooKeeper.
 
 Topics live in the cluster registry (``/brokers/topics/<topic>`` under the cluster's chroot, with each
 partition's leader, leader epoch and ISR in ``partitions/<p>/state``), so this tool talks to ZooKeeper,
 not to a broker: it works while brokers are down, and brokers pick a new topic up through their watch.
-Errors go to stderr in one line with exit status 2.
+Errors go to stderr in one line with exit status 2. `elect-leaders` (elect_leaders_cmd.py) and `reassign` /
+`alter --replication-factor` (reassign_cmd.py) hand requests to the controller through ``/admin`` znodes.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import json
 import sys
 from typing import Any
 
+from ferry.client.tools import elect_leaders_cmd, reassign_cmd
 from ferry.wire.log_config import LogConfig
 from ferry.zk import ClusterRegistry, RegistryError, TopicExistsError, UnknownTopicError
 from ferry.zk.cli_args import UsageError, add_zookeeper_argument, quiet_zookeeper_logs, require_zookeeper
@@ -81,14 +83,21 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                           help="only the partitions without a leader or whose leader is not registered")
 
     alter = actions.add_parser(
-        "alter", help="add partitions to a topic",
-        description="Grow a topic to N partitions (they cannot shrink); the new partitions get the topic's "
-        "replication factor.",
+        "alter", help="add partitions to a topic, or change its replication factor",
+        description="Grow a topic to N partitions (they cannot shrink; the new partitions get the topic's "
+        "replication factor), or change its replication factor: a reassignment over every registered broker "
+        "in which each partition keeps its current replicas first (`ferry topics reassign --generate "
+        "--replication-factor R` shows the same plan), a dry run unless --execute.",
     )
     alter.add_argument("name", metavar="NAME", help="the topic")
-    alter.add_argument("--partitions", type=int, required=True, metavar="N", help="the new total partition count")
+    alter.add_argument("--partitions", type=int, metavar="N", help="the new total partition count")
+    alter.add_argument("--replication-factor", type=int, metavar="R",
+                       help="the new replication factor (the controller copies the data, then switches)")
+    alter.add_argument("--execute", action="store_true",
+                       help="with --replication-factor: start the reassignment (default: print the plan only)")
 
-    for sub in (create, lst, describe, alter):
+    extra = elect_leaders_cmd.add_parsers(actions) + reassign_cmd.add_parsers(actions)
+    for sub in (create, lst, describe, alter, *extra):
         add_zookeeper_argument(sub, "the cluster's ZooKeeper connect string, e.g. 127.0.0.1:2181/ferry/live",
                                with_timeout=True)
     for sub in (lst, describe):
@@ -101,7 +110,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         require_zookeeper(args)
         config = _parse_configs(getattr(args, "config", []))
-        read_only = args.action in ("list", "describe")
+        read_only = args.action not in ("create", "alter")  # never create a mistyped chroot
         with ClusterRegistry(args.zookeeper, timeout=args.timeout, create=not read_only) as registry:
             return _ACTIONS[args.action](registry, args, config)
     except (UsageError, RegistryError, ValueError) as exc:
@@ -214,7 +223,11 @@ def _partition_line(topic: str, part: dict[str, Any]) -> str:
             f"\tBroker: {where}\tAlive: {alive}")
 
 
-def _alter(registry: ClusterRegistry, args: argparse.Namespace, _config: dict[str, str]) -> int:
+def _alter(registry: ClusterRegistry, args: argparse.Namespace, config: dict[str, str]) -> int:
+    if (args.partitions is None) == (args.replication_factor is None):
+        raise UsageError("give one of --partitions N and --replication-factor R")
+    if args.replication_factor is not None:
+        return reassign_cmd.alter_replication_factor(registry, args, config)
     before = registry.topic(args.name)
     info = registry.add_partitions(args.name, args.partitions)
     old = before.partition_count if before else "?"
@@ -222,7 +235,8 @@ def _alter(registry: ClusterRegistry, args: argparse.Namespace, _config: dict[st
     return 0
 
 
-_ACTIONS = {"create": _create, "list": _list, "describe": _describe, "alter": _alter}
+_ACTIONS = {"create": _create, "list": _list, "describe": _describe, "alter": _alter,
+            "elect-leaders": elect_leaders_cmd.elect_leaders, "reassign": reassign_cmd.reassign}
 
 
 def _parse_configs(items: list[str]) -> dict[str, str]:
