@@ -96,8 +96,8 @@ class KafkaController:
         self._stopping.set()
         self.wake("stop")
         if self._thread is not None:
-            self._thread.join(timeout=10)
-        if self.active:
+            self._thread.join(timeout=5)
+        if self.active and self._client_getter().connected:  # without ZooKeeper the session's end frees it
             self._resign()
 
     def wake(self, why: str) -> None:

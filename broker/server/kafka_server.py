@@ -191,7 +191,11 @@ class KafkaServer:
         if self.replicas is not None:
             await self.replicas.stop()
         if self.controller is not None:
-            await loop.run_in_executor(self._executor, self.controller.stop)
+            try:  # bounded: a ZooKeeper call stuck without ZooKeeper must not hold the shutdown
+                await asyncio.wait_for(loop.run_in_executor(self._executor, self.controller.stop),
+                                       self.config.zk_session_timeout_s)
+            except Exception as e:
+                log.warning("stopping the controller: %s", e or type(e).__name__)
         if self.registry is not None:
             try:
                 # bounded: a ZooKeeper that went away must not keep the broker from flushing its logs
