@@ -21,7 +21,8 @@ Mirror topics of a live cluster into the offline cluster (paper section 4).
       the paper's Algorithm 1 per topic with --assignment-strategy range). Record batches are
       copied as bytes to the same partition number of the offline cluster (keys, values, headers,
       timestamps and compression unchanged); missing offline topics are created with the live
-      partition count and config; new topics and partitions are picked up without a restart. Live
+      partition count and config (less min.insync.replicas and unclean.leader.election.enable) and
+      --target-replication-factor; new topics and partitions are picked up without a restart. Live
       offsets are committed only after the offline cluster acknowledged the data (acks=all): a crash
       replays (duplicates possible), nothing is lost. `_audit` is always mirrored (unless excluded), and
       the mirror publishes its own audit counts (tier "mirror") to the offline `_audit`.
@@ -67,6 +68,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help=f"re-build consecutive small batches (each under 16 KiB) into one of up to BYTES before "
                         f"producing them offline (default {COALESCE_BYTES}; 0: copy every batch as it is). Keep "
                         f"it at or below the offline brokers' message.max.bytes")
+    p.add_argument("--target-replication-factor", type=int, metavar="N",
+                   help="replication factor of the topics created offline (MirrorMaker 2's replication.factor; "
+                        "default: the smaller of 3 and the number of offline brokers registered when the topic "
+                        "is created). With fewer offline brokers than N, creating is retried until they are up")
     p.add_argument("--no-audit", action="store_true",
                    help="do not publish the mirror tier's audit counts (they are on by default)")
     p.add_argument("--no-schemas", action="store_true",
@@ -116,7 +121,8 @@ def _run(args: argparse.Namespace) -> int:
         exclude=args.exclude, streams=args.streams, group=args.group, consumer_id=args.consumer_id,
         metrics_port=args.metrics_port, datacenter=args.datacenter, commit_interval_s=args.commit_interval,
         audit_interval_s=args.audit_interval, assignment_strategy=args.assignment_strategy,
-        audit=not args.no_audit, schemas=not args.no_schemas, coalesce_bytes=args.coalesce_bytes)
+        audit=not args.no_audit, schemas=not args.no_schemas, coalesce_bytes=args.coalesce_bytes,
+        target_replication_factor=args.target_replication_factor)
     try:
         config.validate()
     except ValueError as e:

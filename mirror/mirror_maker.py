@@ -69,6 +69,9 @@ class MirrorConfig:
     # range, Algorithm 1 per topic, gives each such topic to the first member). A group uses roundrobin
     # only once every member asks for it (a rolling upgrade from range stays on range until then).
     assignment_strategy: str = DEFAULT_ASSIGNMENT_STRATEGY
+    # replication factor of the topics the mirror creates offline (MM2's replication.factor); None:
+    # min(3, offline brokers registered when the topic is created) (topic_sync.py)
+    target_replication_factor: int | None = None
 
     def validate(self) -> None:
         if self.streams < 1:
@@ -87,6 +90,8 @@ class MirrorConfig:
         if self.assignment_strategy not in ASSIGNMENT_STRATEGIES:
             raise ValueError(f"--assignment-strategy must be one of {', '.join(ASSIGNMENT_STRATEGIES)} "
                              f"(got {self.assignment_strategy!r})")
+        if self.target_replication_factor is not None and self.target_replication_factor < 1:
+            raise ValueError(f"--target-replication-factor must be at least 1 (got {self.target_replication_factor})")
         if self.coalesce_bytes < 0:
             raise ValueError(f"coalesce_bytes must be 0 (off) or positive (got {self.coalesce_bytes})")
         if self.metrics_port is not None and not 0 <= self.metrics_port < 65536:
@@ -144,7 +149,8 @@ class MirrorMaker:
         if cfg.metrics_port is not None:
             self._http = self.metrics.serve(cfg.metrics_port)
         self.topic_sync = TopicSync(self.source, self.target, cfg.matches,
-                                    always=(AUDIT_TOPIC,) if cfg.audit else ()).start()
+                                    always=(AUDIT_TOPIC,) if cfg.audit else (),
+                                    replication_factor=cfg.target_replication_factor).start()
         if cfg.schemas:
             self.schema_sync = SchemaSync(self.source, self.target).start()
         self.streams = [
