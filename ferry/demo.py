@@ -1,9 +1,10 @@
 """`ferry demo`: the whole two-datacenter pipeline on one machine (paper section 4, Figure 3).
 
-One ZooKeeper with a chroot per datacenter, two live brokers, one offline broker, a mirror process, Avro
-schemas in the registry, a realistic stream from several frontend hosts spread over the last hours, the
-hourly Airflow DAG run in-process for those hours (PySpark loads), then the books: the audit per topic and
-hour, the mirror's lag and an analyst's query over the warehouse. Everything stops on exit or Ctrl-C.
+One ZooKeeper with a chroot per datacenter, two live brokers (topics replicated on both), one offline
+broker, a mirror process, Avro schemas in the registry, a realistic stream from several frontend hosts
+spread over the last hours, the hourly Airflow DAG run in-process for those hours (PySpark loads), then
+the books: the audit per topic and hour, the mirror's lag and an analyst's query over the warehouse.
+Everything stops on exit or Ctrl-C.
 """
 
 from __future__ import annotations
@@ -26,7 +27,8 @@ TOPICS = ("page_view", "click", "search")
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
         "demo", help="run the whole two-datacenter pipeline on this machine",
-        description="Start ZooKeeper (chroots /ferry/live and /ferry/offline), two live brokers, one offline "
+        description="Start ZooKeeper (chroots /ferry/live and /ferry/offline), two live brokers (every live topic "
+                    "and _audit with replication factor 2, min.insync.replicas 1), one offline "
                     "broker and a mirror as local processes; register Avro schemas; publish a realistic activity "
                     "stream from simulated frontend hosts over the last hours; run the hourly Airflow DAG for "
                     "those hours (PySpark into Parquet/Hive tables); print the audit, mirror lag and an analyst "

@@ -13,6 +13,13 @@ from ferry.embedded import BrokerProcess, ManagedProcess, ZooKeeperServer, free_
 from ferry.zk.topic_name import AUDIT_TOPIC
 
 LIVE_BROKERS, OFFLINE_BROKERS = 2, 1
+# Replication where a datacenter has several brokers (as Ansible sets it, group_vars/all.yml): the live
+# topics and `_audit` on both live brokers, acks=all satisfied by one in-sync copy (min.insync.replicas 1,
+# so a broker restart does not stop the producers). Offline has one broker: replication factor 1 (the
+# mirror's default, min(3, offline brokers)). A third live broker for RF 3 / min.insync.replicas 2 would
+# cost one more process on a laptop for no change in what the demo shows.
+LIVE_REPLICATION_FACTOR = min(3, LIVE_BROKERS)
+LIVE_MIN_INSYNC_REPLICAS = 2 if LIVE_REPLICATION_FACTOR >= 3 else 1
 
 
 class Progress:
@@ -73,8 +80,11 @@ class DemoCluster:
         ports = self._ports()
         self.zk = ZooKeeperServer(port=ports["zookeeper"], data_dir=self.root / "zookeeper").start()
         self.progress.say(f"ZooKeeper on {self.zk.connect} (chroots /ferry/live, /ferry/offline)")
+        replication = ("--override", f"default.replication.factor={LIVE_REPLICATION_FACTOR}",
+                       "--override", f"min.insync.replicas={LIVE_MIN_INSYNC_REPLICAS}")
         for i in range(1, LIVE_BROKERS + 1):
-            b = BrokerProcess(i, self.root / "live" / f"broker-{i}", self.live_zk, "live", port=ports[f"live-{i}"])
+            b = BrokerProcess(i, self.root / "live" / f"broker-{i}", self.live_zk, "live", port=ports[f"live-{i}"],
+                              extra_args=replication)
             self.brokers.append(b.start())
             self.progress.say(f"live broker {i} on {b.bootstrap}")
         for i in range(101, 101 + OFFLINE_BROKERS):
@@ -91,8 +101,10 @@ class DemoCluster:
         try:
             for topic, n in [(t, self.partitions) for t in topics] + [(AUDIT_TOPIC, 2)]:
                 try:
-                    reg.create_topic(topic, n, {"retention.ms": str(7 * 24 * 3_600_000)})
-                    self.progress.say(f"created live topic {topic} ({n} partitions)")
+                    reg.create_topic(topic, n, {"retention.ms": str(7 * 24 * 3_600_000)},
+                                     replication_factor=LIVE_REPLICATION_FACTOR)
+                    self.progress.say(f"created live topic {topic} ({n} partitions, "
+                                      f"{LIVE_REPLICATION_FACTOR} replicas each)")
                 except TopicExistsError:
                     self.progress.say(f"live topic {topic} exists (reusing {self.root})")
         finally:
