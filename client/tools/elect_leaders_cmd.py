@@ -57,7 +57,7 @@ def elect_leaders(registry: ClusterRegistry, args: argparse.Namespace, _config: 
     before = _states(registry, {t for t, _ in replicas})
     wanted = sorted(tp for tp, r in replicas.items() if _leader(before.get(tp)) != r[0])
     if not wanted:
-        _report(replicas, before, before, set())
+        _report(replicas, before, before, set(), set())
         print("Every selected partition is led by its preferred replica; no election needed.")
         return 0
     client = registry.client
@@ -77,8 +77,9 @@ def elect_leaders(registry: ClusterRegistry, args: argparse.Namespace, _config: 
                   f"leaders); it stays in {PREFERRED_ELECTION_PATH} for the next controller", file=sys.stderr)
             return 1
         time.sleep(0.1)
-    after = _settle(registry, replicas, wanted, min(deadline, time.monotonic() + SETTLE_S))
-    failed = _report(replicas, before, after, set(wanted))
+    live = set(registry.brokers())
+    after = _settle(registry, replicas, wanted, live, min(deadline, time.monotonic() + SETTLE_S))
+    failed = _report(replicas, before, after, set(wanted), live)
     if failed:
         print(f"ferry topics elect-leaders: {failed} partition(s) not led by their preferred replica (see above)",
               file=sys.stderr)
@@ -114,14 +115,14 @@ def _states(registry: ClusterRegistry, topics: set[str]) -> dict[TopicPartition,
 
 
 def _settle(registry: ClusterRegistry, replicas: dict[TopicPartition, tuple[int, ...]],
-            wanted: list[TopicPartition], until: float) -> dict[TopicPartition, PartitionState]:
+            wanted: list[TopicPartition], live: set[int], until: float) -> dict[TopicPartition, PartitionState]:
     """The states once every requested partition is led by its preferred replica, or cannot be (the
     preferred replica is out of the ISR), or ``until``: the controller deletes the request a moment
     before it writes the elections."""
     while True:
         states = _states(registry, {t for t, _ in replicas})
         if time.monotonic() >= until or all(
-                _leader(states.get(tp)) == replicas[tp][0] or _why_not(replicas[tp], states.get(tp))
+                _leader(states.get(tp)) == replicas[tp][0] or _why_not(replicas[tp], states.get(tp), live)
                 for tp in wanted):
             return states
         time.sleep(0.1)
@@ -131,18 +132,20 @@ def _leader(state: PartitionState | None) -> int:
     return NO_LEADER if state is None else state.leader
 
 
-def _why_not(replicas: tuple[int, ...], state: PartitionState | None) -> str:
+def _why_not(replicas: tuple[int, ...], state: PartitionState | None, live: set[int]) -> str:
     """Why the preferred replica cannot lead ("" when nothing stands in the way)."""
     preferred = replicas[0]
     if state is None or state.leader_epoch < 0:
         return "the partition has no state"
     if preferred not in state.isr:
         return f"preferred replica {preferred} is not in the ISR ({','.join(map(str, state.isr)) or 'empty'})"
+    if preferred not in live:  # an offline partition keeps its last ISR, dead members included
+        return f"preferred replica {preferred} is in the ISR but not registered (down)"
     return ""
 
 
 def _report(replicas: dict[TopicPartition, tuple[int, ...]], before: dict[TopicPartition, PartitionState],
-            after: dict[TopicPartition, PartitionState], requested: set[TopicPartition]) -> int:
+            after: dict[TopicPartition, PartitionState], requested: set[TopicPartition], live: set[int]) -> int:
     """Print one line per partition; returns how many are not led by their preferred replica."""
     failed = 0
     for tp, reps in sorted(replicas.items()):
@@ -151,7 +154,7 @@ def _report(replicas: dict[TopicPartition, tuple[int, ...]], before: dict[TopicP
             outcome = "elected" if tp in requested and old != new else "already preferred"
         else:
             failed += 1
-            why = _why_not(reps, after.get(tp)) or "the controller did not move it (try again)"
+            why = _why_not(reps, after.get(tp), live) or "the controller did not move it (try again)"
             outcome = f"NOT elected: {why}"
         print(f"Topic: {tp[0]}\tPartition: {tp[1]}\tPreferred: {reps[0]}\tLeader before: {_name(old)}\t"
               f"Leader after: {_name(new)}\t{outcome}")
