@@ -4,6 +4,15 @@ The active segment's index is preallocated to ``max_index_bytes`` and mapped, so
 entry is a ``pack_into`` on page-cache memory; when the segment rolls the file is trimmed to
 its entries. The mapping lives in the OS page cache (paper 3.1), not in the broker's heap, so
 memory stays flat however many segments there are.
+
+The preallocated file is sparse, and storing into a page of a hole makes the kernel find a block
+for it: on a full filesystem it cannot, and the process gets SIGBUS (the broker dies, no error
+to answer with). So no entry is ever written through the map into a hole: the blocks ahead of
+the entries are allocated for real with ``posix_fallocate``, ``ALLOCATION_CHUNK`` bytes at a time,
+before anything is stored there (``reserve``, called by the segment before it writes a batch).
+An allocation that fails is an ordinary OSError (ENOSPC) raised before the batch is written,
+which the log turns into a storage error. Allocating chunk by chunk, not the whole
+``max_index_bytes``, keeps the files as cheap as sparse ones (tmpfs would spend memory on it).
 """
 
 from __future__ import annotations
@@ -12,6 +21,8 @@ import mmap
 import os
 import struct
 from pathlib import Path
+
+ALLOCATION_CHUNK = 16 * 1024  # index bytes given real blocks at a time (2048 offset-index entries)
 
 
 class AbstractIndex:
@@ -24,6 +35,8 @@ class AbstractIndex:
         self.max_entries = max(1, max_index_bytes // self.entry_size)
         self._mm: mmap.mmap | None = None
         self._file_size = 0
+        self._allocated = 0  # bytes from the start known to have real blocks: safe to store into via the map
+        self.allocated_entries = 0  # the same in entries (the segment's cheap check before each append)
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
             self._file_size = os.fstat(fd).st_size
@@ -56,9 +69,32 @@ class AbstractIndex:
         try:
             os.ftruncate(fd, size)
             self._file_size = size
+            self._allocated = min(self._allocated, size)
+            self.allocated_entries = self._allocated // self.entry_size
             self._map(fd)
         finally:
             os.close(fd)
+
+    def reserve(self, count: int) -> None:
+        """Give real blocks to the room of the next ``count`` entries (at most up to max_entries), so that
+        storing them through the map cannot fault; OSError (ENOSPC ...) when the filesystem has none."""
+        need = min(self.entries + count, self.max_entries) * self.entry_size
+        if need > self._allocated:
+            self._allocate(need)
+
+    def _allocate(self, need: int) -> None:
+        if need > self._file_size:
+            self.make_writable()
+        end = min(self._file_size, -(-need // ALLOCATION_CHUNK) * ALLOCATION_CHUNK)
+        if end <= self._allocated:
+            return
+        fd = os.open(self.path, os.O_RDWR)
+        try:
+            os.posix_fallocate(fd, self._allocated, end - self._allocated)
+        finally:
+            os.close(fd)
+        self._allocated = end
+        self.allocated_entries = end // self.entry_size
 
     def make_writable(self) -> None:
         """Preallocate room for max_entries (the segment becomes the active one)."""
@@ -81,8 +117,8 @@ class AbstractIndex:
     def _append_raw(self, *values: int) -> None:
         if self.entries >= self.max_entries:
             raise IndexError(f"index {self.path} is full ({self.entries} entries)")
-        if (self.entries + 1) * self.entry_size > self._file_size:
-            self.make_writable()
+        if (self.entries + 1) * self.entry_size > self._allocated:
+            self._allocate((self.entries + 1) * self.entry_size)  # never store into a hole: see the module
         assert self._mm is not None
         self.ENTRY.pack_into(self._mm, self.entries * self.entry_size, *values)
         self.entries += 1
@@ -97,8 +133,13 @@ class AbstractIndex:
         if keep >= self.entries:
             return
         if self._mm is not None:
+            # pwrite, not the map: should the slots be a hole after all, a full disk is ENOSPC, not SIGBUS
             start, end = keep * self.entry_size, self.entries * self.entry_size
-            self._mm[start:end] = bytes(end - start)
+            fd = os.open(self.path, os.O_RDWR)
+            try:
+                os.pwrite(fd, bytes(end - start), start)
+            finally:
+                os.close(fd)
         self.entries = keep
 
     def _search(self, key_index: int, target: int) -> int:

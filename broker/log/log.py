@@ -20,6 +20,7 @@ from pathlib import Path
 from ferry.broker.log.append_info import AppendInfo
 from ferry.broker.log.leader_epoch_cache import LeaderEpochFileCache
 from ferry.broker.log.log_flush import LogFlush
+from ferry.broker.log.log_offline import LogOffline
 from ferry.broker.log.log_recovery import LogRecovery
 from ferry.broker.log.log_replication import LogReplication
 from ferry.broker.log.log_retention import LogRetention
@@ -33,6 +34,7 @@ from ferry.wire.record.errors import (
     CorruptRecordError,
     FencedLeaderEpochError,
     InvalidRecordError,
+    KafkaStorageError,
     LogOffsetOutOfRangeError,
     RecordTooLargeError,
     StorageError,
@@ -65,7 +67,7 @@ class FetchSlice:
         return os.pread(self.fd, self.size, self.position)
 
 
-class Log(LogFlush, LogRecovery, LogRetention, LogReplication):
+class Log(LogFlush, LogRecovery, LogRetention, LogReplication, LogOffline):
     def __init__(
         self,
         directory: Path | str,
@@ -93,6 +95,8 @@ class Log(LogFlush, LogRecovery, LogRetention, LogReplication):
         self._pending_deletes: list[tuple[int, LogSegment]] = []
         self._listeners: list[Callable[[Log], None]] = []
         self.flush_requested: Callable[[Log], None] | None = None  # set by LogManager
+        self.io_failed: Callable[[Log, str, OSError], None] | None = None  # set by LogManager (log_offline.py)
+        self.offline = False  # the directory failed: nothing touches the files any more (log_offline.py)
         self.producer_state = ProducerStateManager()
         self._appended_messages = 0
         self._snapshot_updates = -1
@@ -168,7 +172,8 @@ class Log(LogFlush, LogRecovery, LogRetention, LogReplication):
         partitionLeaderEpoch and the epoch cache learns where the epoch starts. Raises
         CorruptRecordError, InvalidRecordError, RecordTooLargeError, OutOfOrderSequenceError,
         InvalidProducerEpochError or FencedLeaderEpochError (an epoch older than the log's latest);
-        nothing is written then.
+        nothing is written then. KafkaStorageError when the directory fails (or failed before): the
+        bytes of a failed write are cut off and the log is offline (log_offline.py).
         """
         mv = records if isinstance(records, memoryview) else memoryview(records)
         if mv.format != "B" or mv.ndim != 1:
@@ -192,6 +197,8 @@ class Log(LogFlush, LogRecovery, LogRetention, LogReplication):
         with self._lock:
             if self._closed:
                 raise StorageError(f"log {self.name} is closed")
+            if self.offline:
+                raise self.offline_error()
             cache = self.leader_epoch_cache
             new_epoch = leader_epoch != cache.latest_epoch and leader_epoch >= 0
             if new_epoch and leader_epoch < cache.latest_epoch:
@@ -204,14 +211,17 @@ class Log(LogFlush, LogRecovery, LogRetention, LogReplication):
                     return AppendInfo(dup.first_offset, dup.last_offset, duplicate=True)
                 state.check(headers)
             first = self.log_end_offset
-            if new_epoch:
-                cache.assign(leader_epoch, first)  # durable before any data of the epoch
-            seg = self._segments[-1]
-            now = self._clock()
-            if seg.should_roll(len(mv), first + span - 1, now, config):
-                seg = self._roll(now)
-            append_time = now if config.log_append_time else None
-            next_offset = seg.append(mv, headers, first, append_time, leader_epoch)
+            try:
+                if new_epoch:
+                    cache.assign(leader_epoch, first)  # durable before any data of the epoch
+                seg = self._segments[-1]
+                now = self._clock()
+                if seg.should_roll(len(mv), first + span - 1, now, config):
+                    seg = self._roll(now)
+                append_time = now if config.log_append_time else None
+                next_offset = seg.append(mv, headers, first, append_time, leader_epoch)
+            except OSError as e:  # nothing counted; a partial write was cut off (LogSegment._write)
+                raise self.storage_failure("append", e) from e
             if idempotent:
                 offset = first
                 for h in headers:
@@ -282,9 +292,12 @@ class Log(LogFlush, LogRecovery, LogRetention, LogReplication):
         with self._lock:
             now = self._clock() if now_ms is None else now_ms
             seg = self._segments[-1]
-            if self._closed or seg.size == 0 or now - seg.created_ms <= self.config.segment_ms:
+            if self._closed or self.offline or seg.size == 0 or now - seg.created_ms <= self.config.segment_ms:
                 return False
-            self._roll(now)
+            try:
+                self._roll(now)
+            except OSError as e:
+                raise self.storage_failure("segment roll", e) from e
             return True
 
     # -- read ------------------------------------------------------------------------------------
@@ -293,8 +306,10 @@ class Log(LogFlush, LogRecovery, LogRetention, LogReplication):
         """Whole batches from the one containing ``offset``, ending before ``upper_bound``
         (default: the high watermark), at most ``max_bytes`` unless the first batch alone is
         larger. None when there is nothing to read yet. LogOffsetOutOfRangeError outside
-        [log_start_offset, log_end_offset]."""
+        [log_start_offset, log_end_offset]; KafkaStorageError once the directory is offline."""
         with self._lock:
+            if self.offline:
+                raise self.offline_error()
             if offset < self.log_start_offset or offset > self.log_end_offset:
                 raise LogOffsetOutOfRangeError(
                     f"offset {offset} is out of range [{self.log_start_offset}, {self.log_end_offset}] of {self.name}"
@@ -302,28 +317,31 @@ class Log(LogFlush, LogRecovery, LogRetention, LogReplication):
             bound = self.high_watermark if upper_bound is None else min(upper_bound, self.log_end_offset)
             if offset >= bound:
                 return None
-            i = max(0, bisect.bisect_right(self._bases, offset) - 1)
-            segments = self._segments
-            while i < len(segments):
-                seg = segments[i]
-                if seg.base_offset >= bound:
-                    return None
-                found = seg.find_batch(offset)
-                if found is None:
-                    i += 1
-                    continue
-                pos, h = found
-                if h.next_offset > bound:
-                    return None
-                if bound >= seg.next_offset:
-                    end = seg.size
-                else:
-                    bound_batch = seg.find_batch(bound)
-                    end = bound_batch[0] if bound_batch is not None else seg.size
-                if end - pos > max_bytes:
-                    end = max(pos + h.size, seg.boundary_before(pos + max(max_bytes, 0), pos))
-                return FetchSlice(seg.fd, pos, end - pos, h.base_offset)
-            return None
+            try:
+                i = max(0, bisect.bisect_right(self._bases, offset) - 1)
+                segments = self._segments
+                while i < len(segments):
+                    seg = segments[i]
+                    if seg.base_offset >= bound:
+                        return None
+                    found = seg.find_batch(offset)
+                    if found is None:
+                        i += 1
+                        continue
+                    pos, h = found
+                    if h.next_offset > bound:
+                        return None
+                    if bound >= seg.next_offset:
+                        end = seg.size
+                    else:
+                        bound_batch = seg.find_batch(bound)
+                        end = bound_batch[0] if bound_batch is not None else seg.size
+                    if end - pos > max_bytes:
+                        end = max(pos + h.size, seg.boundary_before(pos + max(max_bytes, 0), pos))
+                    return FetchSlice(seg.fd, pos, end - pos, h.base_offset)
+                return None
+            except OSError as e:
+                raise self.storage_failure("read", e) from e
 
     def offset_for_timestamp(self, timestamp_ms: int, upper_bound: int | None = None) -> tuple[int, int] | None:
         """(base offset, max timestamp) of the first batch with max_timestamp >= ``timestamp_ms``
@@ -344,24 +362,30 @@ class Log(LogFlush, LogRecovery, LogRetention, LogReplication):
     # -- close -----------------------------------------------------------------------------------
 
     def close(self) -> None:
-        """Flush, save the producer state, trim the indexes and close every file."""
+        """Flush, save the producer state, trim the indexes and close every file (an offline log: close only)."""
         if self._closed:
             return
         try:
             self.flush()
-        except OSError:
-            logger.exception("%s: flush at close failed", self.name)
+        except KafkaStorageError:
+            pass  # reported once; the log is offline now and closes without writing
         with self._flush_lock, self._lock:
             if self._closed:
                 return
             self._closed = True
+            if self.offline:
+                self._close_offline()
+                return
             try:
                 self.producer_state.write_snapshot(self.dir, self.log_end_offset)
-            except OSError:
-                logger.exception("%s: could not write the producer state snapshot", self.name)
-            self._segments[-1].on_become_inactive()
+                self._segments[-1].on_become_inactive()
+                for seg in self._segments:
+                    seg.flush()
+            except OSError as e:
+                self.storage_failure("close", e)
+                self._close_offline()
+                return
             for seg in self._segments:
-                seg.flush()
                 seg.close()
             self._delete_pending(None)
 

@@ -13,7 +13,7 @@ class LogFlush:
     def needs_flush(self, now_ms: int | None = None) -> bool:
         """flush.messages reached, or the oldest unflushed append is flush.ms old."""
         first = self._first_unflushed_ms
-        if first is None or self._closed:
+        if first is None or self._closed or self.offline:
             return False
         if self._appended_messages - self._flushed_messages >= self.config.flush_interval_messages:
             return True
@@ -30,12 +30,17 @@ class LogFlush:
         """fsync everything appended so far (returns at once if ``offset`` is already flushed).
 
         The append lock is held only to take a snapshot; the fsyncs run without it.
-        Returns the flushed offset.
+        Returns the flushed offset. A failed fsync takes the log offline (KafkaStorageError) and
+        flushed_offset never moves again on this object: Linux may have dropped the pages whose
+        write-back failed and report the next fsync as a success, so only a new open, which
+        verifies what the disk holds, may call that data durable (log_offline.py).
         """
         with self._flush_lock:
             with self._lock:
                 if self._closed:
                     return self.flushed_offset
+                if self.offline:
+                    raise self.offline_error()
                 target = self.log_end_offset
                 if self.flushed_offset >= (target if offset is None else min(offset, target)):
                     return self.flushed_offset
@@ -51,6 +56,8 @@ class LogFlush:
                     seg.flush(indexes=seg is not active)
                 if dir_dirty:
                     self._fsync_dir()
+            except OSError as e:
+                raise self.storage_failure("flush", e) from e
             except BaseException:
                 with self._lock:
                     self._dir_dirty = self._dir_dirty or dir_dirty
@@ -58,6 +65,8 @@ class LogFlush:
                         self._first_unflushed_ms = first_unflushed
                 raise
             with self._lock:
+                if self.offline:  # the directory failed meanwhile: never move flushed_offset on an offline log
+                    raise self.offline_error()
                 before = self.high_watermark
                 self.flushed_offset = max(self.flushed_offset, target)
                 self._flushed_messages = max(self._flushed_messages, messages)

@@ -21,9 +21,10 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from ferry.broker.log.log import Log, wall_clock_ms
+from ferry.broker.log.log_dir_health import LogDirHealth
 from ferry.wire.atomic_file import atomic_write, fsync_dir
 from ferry.wire.log_config import LogConfig
-from ferry.wire.record.errors import StorageError
+from ferry.wire.record.errors import KafkaStorageError, StorageError
 
 logger = logging.getLogger("ferry.log")
 
@@ -70,7 +71,7 @@ def write_checkpoint(path: Path, offsets: Mapping[tuple[str, int], int]) -> None
     atomic_write(path, ("\n".join(lines) + "\n").encode())
 
 
-class LogManager:
+class LogManager(LogDirHealth):
     def __init__(
         self,
         data_dir: Path | str,
@@ -95,6 +96,7 @@ class LogManager:
         self._last_checkpoint: dict[tuple[str, int], int] = {}
         self._last_hw_checkpoint: dict[tuple[str, int], int] = {}
         self._closed = False
+        self._init_health()  # offline at the first IO error, probe, re-open (log_dir_health.py)
         self._lock_fd = os.open(self.data_dir / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
         try:
             fcntl.flock(self._lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -110,10 +112,15 @@ class LogManager:
 
     # -- loading ---------------------------------------------------------------------------------
 
-    def _load_all(self) -> None:
+    def _load_all(self, flushed: Mapping[tuple[str, int], int] | None = None,
+                  known_hws: Mapping[tuple[str, int], int | None] | None = None) -> None:
+        """Open every log in the directory. ``flushed`` / ``known_hws``: recovery points and high watermarks
+        known better than the checkpoint files say (a re-open after the directory was offline)."""
         checkpoint = read_checkpoint(self.data_dir / CHECKPOINT_FILE)
-        hws = read_checkpoint(self.data_dir / REPLICATION_CHECKPOINT_FILE)
-        self._last_hw_checkpoint = dict(hws)
+        checkpoint.update(flushed or {})
+        hws: dict[tuple[str, int], int | None] = dict(read_checkpoint(self.data_dir / REPLICATION_CHECKPOINT_FILE))
+        self._last_hw_checkpoint = {key: hw for key, hw in hws.items() if hw is not None}
+        hws.update(known_hws or {})
         for entry in sorted(os.listdir(self.data_dir)):
             path = self.data_dir / entry
             if entry.endswith(DELETE_SUFFIX) and path.is_dir():
@@ -157,6 +164,7 @@ class LogManager:
 
     def _attach(self, key: tuple[str, int], log: Log) -> None:
         log.flush_requested = self._on_flush_requested
+        log.io_failed = self._on_log_io_error
         for cb in self._listeners:
             log.add_high_watermark_listener(cb)
         self._logs[key] = log
@@ -179,9 +187,15 @@ class LogManager:
         with self._lock:
             if self._closed:
                 raise StorageError("log manager is shut down")
+            if self.offline:
+                raise KafkaStorageError(f"log dir {self.data_dir} is offline")
             log = self._logs.get(key)
             if log is None:
-                log = Log(self.data_dir / f"{topic}-{partition}", config, self._clock)
+                try:
+                    log = Log(self.data_dir / f"{topic}-{partition}", config, self._clock)
+                except OSError as e:
+                    self.dir_failed(f"creating the log of {topic}-{partition}", e)
+                    raise KafkaStorageError(f"cannot create the log of {topic}-{partition}: {e}") from e
                 self._attach(key, log)
                 logger.info("created log %s-%d", topic, partition)
             elif log.config != config:
@@ -247,17 +261,21 @@ class LogManager:
     def checkpoint_recovery_points(self) -> None:
         """Persist every log's flushed offset and every replicated log's high watermark (each file when
         it changed), and producer-state snapshots."""
+        if self.offline:
+            return  # the files stay as they were; the next open verifies from older points
         logs = list(self._logs.items())
-        for _, log in logs:
-            try:
+        try:
+            for _, log in logs:
                 log.snapshot_producer_state()
-            except OSError:
-                logger.exception("could not snapshot the producer state of %s", log.name)
-        offsets = {key: log.flushed_offset for key, log in logs}
-        if offsets != self._last_checkpoint:
-            write_checkpoint(self.data_dir / CHECKPOINT_FILE, offsets)
-            self._last_checkpoint = offsets
-        self.checkpoint_high_watermarks(logs)
+            offsets = {key: log.flushed_offset for key, log in logs}
+            if offsets != self._last_checkpoint:
+                write_checkpoint(self.data_dir / CHECKPOINT_FILE, offsets)
+                self._last_checkpoint = offsets
+            self.checkpoint_high_watermarks(logs)
+        except KafkaStorageError:
+            pass  # a log's snapshot failed: the directory is offline (reported once)
+        except OSError as e:
+            self.dir_failed("writing a checkpoint", e)
 
     def checkpoint_high_watermarks(self, logs: list[tuple[tuple[str, int], Log]] | None = None) -> None:
         """Persist the replication high watermark of every log that has one (when any changed)."""
@@ -272,11 +290,15 @@ class LogManager:
         """Flush every log that needs it (flush.messages / flush.ms). Returns how many."""
         n = 0
         now = self._clock()
+        if self.offline:
+            return 0
         for log in list(self._logs.values()):
             try:
                 if log.needs_flush(now):
                     log.flush()
                     n += 1
+            except KafkaStorageError:
+                break  # the directory is offline (reported once)
             except Exception:
                 logger.exception("flush of %s failed", log.name)
         return n
@@ -286,10 +308,14 @@ class LogManager:
         deleted."""
         deleted = 0
         for log in list(self._logs.values()):
+            if self.offline:
+                break
             try:
                 log.roll_if_needed()
                 deleted += log.delete_retained()
                 log.expire_producers()
+            except KafkaStorageError:
+                break  # the directory is offline (reported once)
             except Exception:
                 logger.exception("retention of %s failed", log.name)
         return deleted

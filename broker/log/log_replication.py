@@ -43,6 +43,8 @@ class LogReplication:
         with self._lock:
             if self._closed:
                 raise StorageError(f"log {self.name} is closed")
+            if self.offline:
+                raise self.offline_error()
             first = headers[0].base_offset
             if first != self.log_end_offset:
                 raise OffsetMismatchError(
@@ -53,33 +55,41 @@ class LogReplication:
                     raise OffsetMismatchError(
                         f"{self.name}: batch at offset {h.base_offset} does not follow the one ending at {expected}")
                 expected = h.next_offset
-            cache = self.leader_epoch_cache
-            for h in headers:
-                if h.partition_leader_epoch > cache.latest_epoch:
-                    cache.assign(h.partition_leader_epoch, h.base_offset)
-            now = self._clock()
-            seg = self._segments[-1]
             try:
-                start = pos = group = 0
-                for i, h in enumerate(headers):
-                    # Roll where the leader did (before a batch that does not fit): a fetched set may hold
-                    # more than one segment's worth. Runs of batches that fit go in one write.
-                    if pos > start and seg.size + (pos - start) + h.size > config.segment_bytes:
-                        self._append_raw(seg, mv[start:pos], headers[group:i], now)
-                        start, group = pos, i
-                    if pos == start and seg.should_roll(h.size, h.last_offset, now, config):
-                        seg = self._roll(now)
-                    pos += h.size
-                self._append_raw(seg, mv[start:pos], headers[group:], now)
-            except BaseException:
-                cache.truncate_from_end(self.log_end_offset)  # epochs of batches that were not written
-                raise
+                self._follower_write(mv, headers)
+            except OSError as e:  # runs written before the failure stay counted: they are whole batches
+                raise self.storage_failure("replica append", e) from e
             want_flush = self._appended_messages - self._flushed_messages >= config.flush_interval_messages
         if config.consumers_see_unflushed:
             self._notify()
         if want_flush and self.flush_requested is not None:
             self.flush_requested(self)
         return AppendInfo(first, expected - 1)
+
+    def _follower_write(self, mv: memoryview, headers: list[RecordBatchHeader]) -> None:
+        """Learn the batches' epochs and write them, rolling where the leader did (caller holds the lock)."""
+        config = self.config
+        cache = self.leader_epoch_cache
+        for h in headers:
+            if h.partition_leader_epoch > cache.latest_epoch:
+                cache.assign(h.partition_leader_epoch, h.base_offset)
+        now = self._clock()
+        seg = self._segments[-1]
+        try:
+            start = pos = group = 0
+            for i, h in enumerate(headers):
+                # Roll where the leader did (before a batch that does not fit): a fetched set may hold
+                # more than one segment's worth. Runs of batches that fit go in one write.
+                if pos > start and seg.size + (pos - start) + h.size > config.segment_bytes:
+                    self._append_raw(seg, mv[start:pos], headers[group:i], now)
+                    start, group = pos, i
+                if pos == start and seg.should_roll(h.size, h.last_offset, now, config):
+                    seg = self._roll(now)
+                pos += h.size
+            self._append_raw(seg, mv[start:pos], headers[group:], now)
+        except BaseException:
+            cache.truncate_from_end(self.log_end_offset)  # epochs of batches that were not written
+            raise
 
     def _append_raw(self, seg: LogSegment, view: memoryview, headers: list[RecordBatchHeader], now: int) -> None:
         """Write one run of batches into ``seg`` and account for it (the log end moves per run, so a later
@@ -110,40 +120,48 @@ class LogReplication:
         with self._flush_lock, self._lock:
             if self._closed:
                 raise StorageError(f"log {self.name} is closed")
-            if offset >= self.log_end_offset:
-                return False
-            if offset < self.log_start_offset:
-                self._start_at(offset)
-                return True
-            segments = self._segments
-            i = bisect.bisect_right(self._bases, offset) - 1
-            seg = segments[i]
-            found = seg.find_batch(offset)
-            end = found[1].base_offset if found is not None else seg.next_offset
-            old_end, old_active = self.log_end_offset, segments[-1]
-            removed = 0
-            if end == seg.base_offset and i > 0:
-                keep, doomed = segments[:i], segments[i:]
-            else:
-                keep, doomed = segments[: i + 1], segments[i + 1 :]
-                removed = seg.truncate_to(end)
-            now = self._clock()
-            for d in doomed:
-                removed += d.size
-                d.mark_deleted()
-                self._pending_deletes.append((now + self.config.file_delete_delay_ms, d))
-            self._segments = keep
-            self._bases = [s.base_offset for s in keep]
-            active = keep[-1]
-            if active is not old_active:
-                active.on_become_active()
-            active.flush()  # the cut is durable: a power loss must not bring the removed batches back
-            if doomed:
-                self._fsync_dir()
-            self._set_end(end)
-            logger.info("%s: truncated to offset %d (asked %d; the log ended at %d): %d bytes, %d segments removed",
-                        self.name, end, offset, old_end, removed, len(doomed))
+            if self.offline:
+                raise self.offline_error()
+            try:
+                return self._truncate_locked(offset)
+            except OSError as e:
+                raise self.storage_failure("truncation", e) from e
+
+    def _truncate_locked(self, offset: int) -> bool:
+        if offset >= self.log_end_offset:
+            return False
+        if offset < self.log_start_offset:
+            self._start_at(offset)
             return True
+        segments = self._segments
+        i = bisect.bisect_right(self._bases, offset) - 1
+        seg = segments[i]
+        found = seg.find_batch(offset)
+        end = found[1].base_offset if found is not None else seg.next_offset
+        old_end, old_active = self.log_end_offset, segments[-1]
+        removed = 0
+        if end == seg.base_offset and i > 0:
+            keep, doomed = segments[:i], segments[i:]
+        else:
+            keep, doomed = segments[: i + 1], segments[i + 1 :]
+            removed = seg.truncate_to(end)
+        now = self._clock()
+        for d in doomed:
+            removed += d.size
+            d.mark_deleted()
+            self._pending_deletes.append((now + self.config.file_delete_delay_ms, d))
+        self._segments = keep
+        self._bases = [s.base_offset for s in keep]
+        active = keep[-1]
+        if active is not old_active:
+            active.on_become_active()
+        active.flush()  # the cut is durable: a power loss must not bring the removed batches back
+        if doomed:
+            self._fsync_dir()
+        self._set_end(end)
+        logger.info("%s: truncated to offset %d (asked %d; the log ended at %d): %d bytes, %d segments removed",
+                    self.name, end, offset, old_end, removed, len(doomed))
+        return True
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Empty the log and restart it at ``offset`` (a follower whose log is entirely below, or above,
@@ -153,7 +171,12 @@ class LogReplication:
         with self._flush_lock, self._lock:
             if self._closed:
                 raise StorageError(f"log {self.name} is closed")
-            self._start_at(offset)
+            if self.offline:
+                raise self.offline_error()
+            try:
+                self._start_at(offset)
+            except OSError as e:
+                raise self.storage_failure("truncation", e) from e
 
     def _start_at(self, offset: int) -> None:
         now = self._clock()

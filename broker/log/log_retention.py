@@ -22,6 +22,8 @@ class LogRetention:
         replication high watermark (not every replica has it yet). Moves log_start_offset (and the
         first leader epoch's start with it). Returns the number of segments deleted."""
         with self._lock:
+            if self.offline:
+                return 0  # nothing touches an offline directory's files
             now = self._clock() if now_ms is None else now_ms
             config = self.config
             candidates = self._segments[:-1]
@@ -49,9 +51,12 @@ class LogRetention:
                 self._segments = self._segments[n:]
                 self._bases = self._bases[n:]
                 self.log_start_offset = max(self.log_start_offset, self._segments[0].base_offset)
-                for seg in doomed:
-                    seg.mark_deleted()
-                    self._pending_deletes.append((now + config.file_delete_delay_ms, seg))
+                self._pending_deletes.extend((now + config.file_delete_delay_ms, seg) for seg in doomed)
+                try:
+                    for seg in doomed:
+                        seg.mark_deleted()
+                except OSError as e:  # offline: an offline log deletes nothing; the next open decides again
+                    raise self.storage_failure("retention", e) from e
                 logger.info(
                     "%s: retention deleted %d segments; log start offset is now %d",
                     self.name, n, self.log_start_offset,
@@ -91,10 +96,13 @@ class LogRetention:
         """
         with self._flush_lock:
             with self._lock:
-                if self._closed or self.producer_state.updates == self._snapshot_updates:
+                if self._closed or self.offline or self.producer_state.updates == self._snapshot_updates:
                     return False
                 updates = self.producer_state.updates
                 text = self.producer_state.dump(self.log_end_offset)
-            ProducerStateManager.write_snapshot_text(self.dir, text)
+            try:
+                ProducerStateManager.write_snapshot_text(self.dir, text)
+            except OSError as e:
+                raise self.storage_failure("producer state snapshot", e) from e
             self._snapshot_updates = updates
             return True

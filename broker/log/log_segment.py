@@ -153,14 +153,25 @@ class LogSegment(SegmentRecovery):
                 pieces.append(buf[pos + 8 : pos + size])
             offset += h.last_offset_delta + 1
             pos += size
+        n = len(headers)
+        if self.offset_index.entries + n > self.offset_index.allocated_entries or \
+                self.time_index.entries + n > self.time_index.allocated_entries:
+            self._reserve_index(n)
         start = self._write(pieces)
         return self._index_appended(headers, start, first_offset, append_time)
 
     def append_raw(self, buf: memoryview, headers: list[RecordBatchHeader]) -> int:
         """Write batches byte for byte as they are (a follower's copy of its leader's batches: offsets,
         leader epochs and timestamps already set). Returns the next offset."""
+        self._reserve_index(len(headers))
         start = self._write([buf])
         return self._index_appended(headers, start, headers[0].base_offset, None)
+
+    def _reserve_index(self, batches: int) -> None:
+        """Blocks for the index entries ``batches`` batches may add (one each, at most), allocated before the
+        batches are written: a full disk then fails the append with nothing written (see abstract_index)."""
+        self.offset_index.reserve(batches)
+        self.time_index.reserve(batches)
 
     def _write(self, pieces: list) -> int:
         """Write ``pieces`` at the end of the file; returns where they start."""

@@ -13,6 +13,17 @@ class StorageError(Exception):
     kafka_error_code: int = -1  # UNKNOWN_SERVER_ERROR
 
 
+class KafkaStorageError(StorageError):
+    """The log directory cannot be written or read (disk full, read-only, failing device, a failed fsync).
+
+    The directory is taken offline at the first such error (Kafka's LogDirFailureChannel): an append
+    that failed left nothing behind (its bytes were cut off, or the directory went offline before the
+    append was counted), and no later call touches the directory's logs until it works again.
+    """
+
+    kafka_error_code = 56  # KAFKA_STORAGE_ERROR
+
+
 class LogOffsetOutOfRangeError(StorageError):
     """A fetch asked for an offset below the log start or above the log end."""
 

@@ -1,0 +1,161 @@
+"""The data directory's health (a part of LogManager): offline at the first IO error, probed, re-opened.
+
+Kafka's LogDirFailureChannel with one directory per broker (``log.dirs`` takes one here). The first OSError
+any log reports (append, roll, flush, truncation, snapshot, checkpoint) takes the whole directory offline:
+every log stops touching its files (KafkaStorageError from then on), the condition is logged once, and
+the listeners (the server's LogDirFailureHandler) move leadership away. Nothing is retried in place: an
+fsync that failed may have lost pages that a later fsync would not report.
+
+When the directory works again (``probe``: a small write and fsync succeed), ``reopen`` closes the old
+logs without writing and opens them anew as at start-up: the recovery points are the offsets each log had
+really flushed, everything after them is verified batch by batch (CRC-32C) and a torn tail is cut, after
+the page cache of the segment files was dropped so that recovery reads what the device holds rather than
+pages whose write-back failed.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from ferry.broker.log.log_offline import describe_os_error
+from ferry.broker.log.log_segment import LOG_SUFFIX
+
+logger = logging.getLogger("ferry.log")
+
+PROBE_FILE = ".ferry-probe"
+PROBE_BYTES = 64 * 1024  # a little room, not one free block: a directory that comes back must take appends
+DirFailureListener = Callable[[Path, str], None]
+
+
+class LogDirHealth:
+    """Offline state, probe and re-open of the data directory (a part of LogManager)."""
+
+    data_dir: Path
+    offline: bool
+    offline_reason: str
+    _health_lock: threading.Lock
+    _failure_listeners: list[DirFailureListener]
+
+    def _init_health(self) -> None:
+        self.offline = False
+        self.offline_reason = ""
+        self._health_lock = threading.Lock()
+        self._failure_listeners = []
+        self._reopen_points: dict[tuple[str, int], int] = {}
+        self._reopen_hws: dict[tuple[str, int], int | None] = {}
+
+    @property
+    def offline_log_dirs(self) -> int:
+        """How many log directories are offline (0 or 1: one per broker); Kafka's OfflineLogDirectoryCount."""
+        return 1 if self.offline else 0
+
+    def add_dir_failure_listener(self, callback: DirFailureListener) -> None:
+        """``callback(data_dir, reason)`` runs once each time the directory goes offline, in the thread that
+        hit the error (a request's, the flusher's): it must not block."""
+        self._failure_listeners.append(callback)
+
+    def _on_log_io_error(self, log: Any, what: str, exc: OSError) -> None:
+        """A Log's io_failed hook."""
+        self.dir_failed(f"{what} of {log.name}", exc)
+
+    def dir_failed(self, what: str, exc: OSError) -> None:
+        """Take the directory offline (once): every log stops touching its files, one line is logged, the
+        listeners are told."""
+        with self._health_lock:
+            if self.offline:
+                return
+            self.offline = True
+            logs = list(self._logs.values())
+        for lg in logs:
+            lg.mark_offline()
+        self.offline_reason = f"{what} failed: {describe_os_error(exc)}"
+        logger.error("log dir %s is offline: %s; its %d partition(s) answer KAFKA_STORAGE_ERROR until it can be "
+                     "written again", self.data_dir, self.offline_reason, len(logs))
+        for cb in list(self._failure_listeners):
+            try:
+                cb(self.data_dir, self.offline_reason)
+            except Exception:
+                logger.exception("log dir failure listener %r failed", cb)
+
+    def probe(self) -> bool:
+        """Whether the directory takes a small write and its fsync again (PROBE_BYTES, then removed)."""
+        path = self.data_dir / PROBE_FILE
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            try:
+                data = memoryview(bytes(PROBE_BYTES))
+                while data:
+                    data = data[os.write(fd, data):]
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            return True
+        except OSError:
+            return False
+        finally:
+            try:
+                path.unlink(missing_ok=True)
+            except OSError:
+                pass
+
+    def reopen(self) -> int:
+        """Bring an offline directory back: close the logs (nothing written), drop their page cache, open them
+        again with recovery. Returns how many logs are open. Raises (StorageError, OSError) if that fails: the
+        directory stays offline and the next probe tries again."""
+        with self._lock:
+            old = dict(self._logs)
+            # what each log really flushed (kept across failed attempts: a failed one leaves no logs open)
+            points = self._reopen_points = {**self._reopen_points,
+                                            **{key: lg.flushed_offset for key, lg in old.items()}}
+            hws = self._reopen_hws = {**self._reopen_hws, **{key: lg.replication_hw for key, lg in old.items()}}
+            for lg in old.values():
+                lg.mark_offline()
+                lg.close()
+            self._logs = {}
+            self._given = {}
+            for lg in old.values():
+                _drop_page_cache(lg.dir)
+            try:
+                self._load_all(points, hws)
+            except BaseException:
+                for lg in self._logs.values():
+                    lg.mark_offline()
+                    lg.close()
+                self._logs = {}
+                raise
+            self._reopen_points, self._reopen_hws = {}, {}
+            with self._health_lock:
+                self.offline = False
+                self.offline_reason = ""
+            logs = list(self._logs.values())
+        verified = sum(lg.recovered_segments for lg in logs)
+        logger.info("log dir %s back online: %d log(s) re-opened, %d segment(s) verified", self.data_dir,
+                    len(logs), verified)
+        return len(logs)
+
+
+def _drop_page_cache(directory: Path) -> None:
+    """Evict the segment files' clean pages (POSIX_FADV_DONTNEED), so that recovery reads the device: a page
+    whose write-back failed stays cached as clean and would otherwise pass for data on disk."""
+    try:
+        names = os.listdir(directory)
+    except OSError:
+        return
+    for name in names:
+        if not name.endswith(LOG_SUFFIX):
+            continue
+        try:
+            fd = os.open(directory / name, os.O_RDONLY)
+        except OSError:
+            continue
+        try:
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
