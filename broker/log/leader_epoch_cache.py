@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import NamedTuple
 
@@ -87,6 +88,9 @@ class LeaderEpochFileCache:
         """
         self.path = Path(directory) / LEADER_EPOCH_CHECKPOINT_FILE
         self._lock = threading.RLock()
+        # set by the Log: turns a failed write into its storage failure (the log dir goes offline), so that
+        # callers outside the log (a new leader's epoch) get KafkaStorageError, as every other IO error gives
+        self.io_failed: Callable[[str, OSError], Exception] | None = None
         if entries is None:
             self._entries = read_epoch_checkpoint(self.path) or []
         else:
@@ -221,7 +225,12 @@ class LeaderEpochFileCache:
         return [e for e in old if e not in keep]
 
     def _write(self) -> None:
-        write_epoch_checkpoint(self.path, self._entries)
+        try:
+            write_epoch_checkpoint(self.path, self._entries)
+        except OSError as e:
+            if self.io_failed is None:
+                raise
+            raise self.io_failed("leader epoch checkpoint", e) from e
 
     def __repr__(self) -> str:
         return f"LeaderEpochFileCache({self.path.parent.name}, {self._entries})"

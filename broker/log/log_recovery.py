@@ -101,6 +101,7 @@ class LogRecovery:
             logger.warning("%s: leader epochs %s start beyond the log end %d; dropped", self.name, dropped,
                            self.log_end_offset)
         cache.truncate_from_start(self.log_start_offset)
+        cache.io_failed = self.storage_failure
         self.leader_epoch_cache = cache
 
     def _epochs_in_log(self) -> list[EpochEntry]:

@@ -61,10 +61,8 @@ class LogRetention:
                     "%s: retention deleted %d segments; log start offset is now %d",
                     self.name, n, self.log_start_offset,
                 )
-                try:
-                    self.leader_epoch_cache.truncate_from_start(self.log_start_offset)
-                except OSError:  # harmless (an epoch starting below the log start); redone at the next open
-                    logger.exception("%s: could not move the first leader epoch's start", self.name)
+                # a failed write is the directory's failure (KafkaStorageError through the cache's io_failed)
+                self.leader_epoch_cache.truncate_from_start(self.log_start_offset)
             self._delete_pending(now)
             return len(doomed)
 

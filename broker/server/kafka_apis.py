@@ -219,7 +219,7 @@ class KafkaApis(AdminApis, OffsetApis, ReplicationApis):
             res.error_message = str(e)[:500] or type(e).__name__
             if code == ErrorCode.UNKNOWN_SERVER_ERROR:
                 log.exception("append to %s-%d failed", topic, partition)
-            else:
+            elif code != ErrorCode.KAFKA_STORAGE_ERROR:  # a log dir failure is logged once, by the log layer
                 log.warning("produce to %s-%d rejected (%s): %s", topic, partition, ErrorCode(code).name, e)
             return None
         res.base_offset = info.first_offset

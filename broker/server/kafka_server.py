@@ -17,6 +17,7 @@ from ferry.broker.server.broker_config import BrokerConfig
 from ferry.broker.server.controller import KafkaController
 from ferry.broker.server.fetch_purgatory import FetchPurgatory
 from ferry.broker.server.kafka_apis import KafkaApis
+from ferry.broker.server.log_dir_failure import LogDirFailureHandler, request_leadership_moves
 from ferry.broker.server.log_flusher import LogFlusher
 from ferry.broker.server.metadata_cache import MetadataCache
 from ferry.broker.server.producer_id_manager import ProducerIdManager
@@ -26,7 +27,6 @@ from ferry.broker.server.socket_server import SocketServer
 from ferry.zk.errors import TopicExistsError
 from ferry.zk.partition_state_watcher import PartitionStateWatcher
 from ferry.zk.topic_name import AUDIT_TOPIC
-from ferry.zk.znodes import CONTROLLED_SHUTDOWN_PATH
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +42,7 @@ class KafkaServer:
         self.replicas: ReplicaManager | None = None
         self.fetchers: ReplicaFetcherManager | None = None
         self.controller: KafkaController | None = None
+        self.log_dir_failures: LogDirFailureHandler | None = None
         self._stop = asyncio.Event()
         self._executor = ThreadPoolExecutor(max_workers=8, thread_name_prefix="broker-io")
 
@@ -95,6 +96,10 @@ class KafkaServer:
             max_bytes=cfg.replica_fetch_max_bytes, socket_timeout_ms=cfg.replica_socket_timeout_ms,
             truncation=cfg.replica_truncation))
         replicas.start(loop, purgatory, self.fetchers, lambda: self.registry.client, self._executor)
+        # An IO error takes the data dir offline (log layer); this moves leadership away and brings it back.
+        self.log_dir_failures = LogDirFailureHandler(cfg.broker_id, self.log_manager, replicas, lambda: states.states,
+                                                     lambda: self.registry.client, self._executor)
+        self.log_dir_failures.start(loop)
         metadata.add_topics_listener(
             lambda topics: states.watch((t, p) for t, info in topics.items() for p in info.partitions))
         self.controller = KafkaController(
@@ -133,7 +138,8 @@ class KafkaServer:
         if cfg.metrics_port:
             from ferry.broker.server.broker_metrics import BrokerCollector, serve
 
-            serve(cfg.metrics_port, BrokerCollector(cfg.broker_id, replicas, self.controller))
+            serve(cfg.metrics_port, BrokerCollector(cfg.broker_id, replicas, self.controller,
+                                                    offline_log_dirs=lambda: self.log_manager.offline_log_dirs))
             log.info("metrics on 127.0.0.1:%d/metrics", cfg.metrics_port)
 
     def _ensure_audit_topic(self) -> None:
@@ -159,10 +165,9 @@ class KafkaServer:
         if not self.registry.connected or not replicas.movable_leaderships():
             return  # nothing could move (or nobody to ask): do not wait for ZooKeeper
         loop = asyncio.get_running_loop()
-        node = f"{CONTROLLED_SHUTDOWN_PATH}/{cfg.broker_id}"
-        try:
+        try:  # the request may be there already: an offline log dir made it (log_dir_failure.py)
             await asyncio.wait_for(loop.run_in_executor(
-                self._executor, lambda: self.registry.client.create(node, b"", ephemeral=True, makepath=True)),
+                self._executor, request_leadership_moves, self.registry.client, cfg.broker_id),
                 cfg.zk_session_timeout_s)
         except Exception as e:
             log.warning("controlled shutdown: cannot ask the controller (%s); shutting down anyway",
@@ -186,6 +191,8 @@ class KafkaServer:
                 await self.controlled_shutdown()
             except Exception:
                 log.exception("controlled shutdown failed")
+        if self.log_dir_failures is not None:
+            await self.log_dir_failures.stop()
         if self.fetchers is not None:
             await self.fetchers.shutdown()
         if self.replicas is not None:

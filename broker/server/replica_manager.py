@@ -18,13 +18,14 @@ import asyncio
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from ferry.broker.server.fetch_purgatory import FetchPurgatory
 from ferry.broker.server.metadata_cache import MetadataCache
 from ferry.broker.server.partition import Partition
 from ferry.wire.protocol.errors import ErrorCode
+from ferry.wire.record.errors import KafkaStorageError
 from ferry.zk.partition_states import update_as_leader
 from ferry.zk.znodes import NO_LEADER, PartitionState, TopicInfo
 
@@ -110,6 +111,20 @@ class ReplicaManager:
         if entry is not None:
             self.apply_state(tp, entry[0], entry[1], force=True)
 
+    def reopen(self, states: Mapping[TopicPartition, tuple[PartitionState, int]]) -> None:
+        """The log dir is back online with new Log objects (log_dir_failure.py): forget the old ones and act on
+        the current states again, so each partition starts over as follower (truncating by leader epoch) or
+        leader."""
+        for tp in list(self.partitions):
+            if self.fetcher is not None:
+                self.fetcher.remove_partition(tp)
+        self.partitions.clear()
+        with self._lock:
+            self._logs.clear()
+        self._on_topics(self.metadata.topics)
+        for tp, (state, version) in sorted(states.items()):
+            self.apply_state(tp, state, version)
+
     def _open(self, topic: str, partition: int, info: TopicInfo) -> Any:
         with self._lock:
             lg = self._logs.get((topic, partition))
@@ -145,11 +160,20 @@ class ReplicaManager:
                 log.exception("cannot open the log of %s-%d", topic, p)
                 return
             part = self.partitions[tp] = Partition(topic, p, self.broker_id, lg)
+        if part.log.offline:  # its log dir failed (log_dir_failure.py): follow the role, touch no file
+            part.leader, part.leader_epoch, part.isr, part.zk_version = state.leader, state.leader_epoch, \
+                state.isr, version
+            if self.fetcher is not None:
+                self.fetcher.remove_partition(tp)
+            return
         part.min_isr = self._min_isr(info)
         if state.leader == self.broker_id:
             if self.fetcher is not None:
                 self.fetcher.remove_partition(tp)
-            part.make_leader(state, version, replicas, now_ms())
+            try:
+                part.make_leader(state, version, replicas, now_ms())
+            except KafkaStorageError:
+                return  # the new epoch could not be written: the log dir is offline now (log_dir_failure.py)
         else:
             if part.make_follower(state, version, replicas) and self.fetcher is not None:
                 if state.leader == NO_LEADER:
@@ -184,7 +208,7 @@ class ReplicaManager:
         """(partition, NONE) when this broker leads it, else (None, error code)."""
         part = self.partitions.get((topic, partition))
         if part is not None and part.is_leader:
-            return part, ErrorCode.NONE
+            return (part, ErrorCode.NONE) if not part.log.offline else (None, ErrorCode.KAFKA_STORAGE_ERROR)
         entry = self.metadata.states.get((topic, partition))
         if entry is not None and entry[0].leader == self.broker_id and self.loop is not None:
             # The watch already told us we lead, and the hop to the loop has not run yet: act on it now,
@@ -192,7 +216,7 @@ class ReplicaManager:
             self.apply_state((topic, partition), entry[0], entry[1])
             part = self.partitions.get((topic, partition))
             if part is not None and part.is_leader:
-                return part, ErrorCode.NONE
+                return (part, ErrorCode.NONE) if not part.log.offline else (None, ErrorCode.KAFKA_STORAGE_ERROR)
         info = self.metadata.topics.get(topic)
         if info is None or partition not in info.partitions:
             return None, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
@@ -226,7 +250,8 @@ class ReplicaManager:
         try:
             await flusher.flushed_to(part.log, end)
         except Exception as e:
-            log.error("flush of %s failed: %s", part.log, e)
+            if not isinstance(e, KafkaStorageError):  # a log dir failure is logged once, by the log layer
+                log.error("flush of %s failed: %s", part.log, e)
             return ErrorCode.KAFKA_STORAGE_ERROR, f"flush failed: {e}"
         code = await self.committed(part, end, timeout_ms)
         if code == ErrorCode.NONE:
@@ -282,7 +307,7 @@ class ReplicaManager:
     def check_isr(self) -> None:
         now = now_ms()
         for part in list(self.partitions.values()):
-            if not part.is_leader or part.isr_change_pending:
+            if not part.is_leader or part.isr_change_pending or part.log.offline:
                 continue
             lagging = part.lagging(now, self.replica_lag_time_max_ms)
             if lagging:

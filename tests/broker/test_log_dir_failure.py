@@ -270,3 +270,24 @@ def test_a_failed_checkpoint_takes_the_dir_offline(tmp_path: Path, monkeypatch) 
     monkeypatch.undo()
     assert lm.probe() and lm.reopen() == 1 and lm.get("a", 0).log_end_offset == 2
     lm.shutdown()
+
+
+def test_a_failed_leader_epoch_checkpoint_is_the_dirs_failure(tmp_path: Path, monkeypatch) -> None:
+    """A new leader writes its epoch before any data of it: when that write fails, the caller (the replica
+    manager, outside the log) gets KafkaStorageError as for any other IO error, and the log is offline."""
+    import ferry.broker.log.leader_epoch_cache as epoch_cache
+
+    log = Log(tmp_path / "t-0", SMALL)
+    log.append(build_batch(2), leader_epoch=0)
+
+    def no_space(path: Path, entries: object) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(epoch_cache, "write_epoch_checkpoint", no_space)
+    with pytest.raises(KafkaStorageError, match="leader epoch checkpoint"):
+        log.leader_epoch_cache.assign(1, log.log_end_offset)
+    assert log.offline and log.leader_epoch_cache.latest_epoch == 0
+    with pytest.raises(KafkaStorageError):
+        log.append(build_batch(1), leader_epoch=1)
+    monkeypatch.undo()
+    log.close()
