@@ -18,12 +18,14 @@ from ferry_datacenters import (  # noqa: E402
     OFFLINE_ZK,
     Datacenters,
     broker_command,
+    create_network,
+    remove_all,
     start_role,
     wait_log,
     wait_registered,
     wait_zookeeper,
 )
-from ferry_docker_helpers import build_images, docker, docker_or_skip  # noqa: E402
+from ferry_docker_helpers import build_images, docker_or_skip  # noqa: E402
 
 os.environ.setdefault("TESTCONTAINERS_RYUK_DISABLED", "true")
 
@@ -41,15 +43,8 @@ def datacenters(tmp_path_factory: pytest.TempPathFactory):
     now_ms = int(time.time() * 1000)
     dcs.hour_ms = now_ms - now_ms % 3_600_000 - 2 * 3_600_000
     try:
-        from testcontainers.core.network import Network
-
         for dc in ("live", "offline"):
-            # internal: no route out; only the project's own containers are on it
-            net = Network(docker_network_kw={"internal": True, "labels": {"org.ferry.test": run_id}})
-            net.name = f"ferry-{dc}-{run_id}"
-            net.create()
-            dcs.network_objects[dc] = net
-            dcs.networks[dc] = net.name
+            create_network(dcs, dc)
         t1 = time.monotonic()
         ferry, loader = images["FERRY_IMAGE"], images["FERRY_LOADER_IMAGE"]
         zk_cmd = ["ferry", "zookeeper", "--port", "2181", "--data-dir", "/var/lib/ferry/zookeeper", "--host", "0.0.0.0"]
@@ -73,14 +68,46 @@ def datacenters(tmp_path_factory: pytest.TempPathFactory):
         print(f"\n[integration] images {dcs.timings['images']:.1f}s, datacenters up in {dcs.timings['start']:.1f}s")
         yield dcs
     finally:
-        if os.environ.get("FERRY_KEEP_CONTAINERS"):
-            print(f"[integration] FERRY_KEEP_CONTAINERS: leaving {list(dcs.names.values())}")
-        else:
-            for c in dcs.containers.values():
-                try:
-                    c.stop()
-                except Exception:  # already gone: nothing to clean
-                    pass
-            docker("rm", "-f", *dcs.names.values(), check=False, timeout=120)
-            for net in dcs.networks.values():
-                docker("network", "rm", net, check=False)
+        remove_all(dcs)
+
+
+# The replicated datacenter (test_replicated_datacenter.py): fast failure detection (a 6 s ZooKeeper
+# session, as every broker here; a 3 s replica lag) and no automatic preferred-leader rebalance, so that
+# a leadership the test moved stays where it is while the test looks at it.
+REPLICATED_BROKER_ARGS = ("--override", "min.insync.replicas=2", "--override", "default.replication.factor=3",
+                          "--override", "replica.lag.time.max.ms=3000",
+                          "--override", "replica.fetch.wait.max.ms=200",
+                          "--override", "auto.leader.rebalance.enable=false")
+
+
+@pytest.fixture(scope="module")
+def replicated_datacenter():
+    """One live datacenter of three brokers (ZooKeeper + brokers 1-3 on ferry-live-<id>, started as the
+    two-datacenter suite starts its live DC) and an idle `live-client` container on the same network, where
+    the producer and the probes run: it must stay connected while a broker's container is cut off."""
+    docker_or_skip()
+    t0 = time.monotonic()
+    images = build_images("ferry")
+    run_id = uuid.uuid4().hex[:6]
+    roles = ["live-zk", "live-broker-1", "live-broker-2", "live-broker-3", "live-client"]
+    dcs = Datacenters(run_id=run_id, names={r: f"ferry-{run_id}-{r}" for r in roles}, networks={}, images=images)
+    dcs.timings["images"] = time.monotonic() - t0
+    try:
+        create_network(dcs, "live")
+        t1 = time.monotonic()
+        ferry = images["FERRY_IMAGE"]
+        zk_cmd = ["ferry", "zookeeper", "--port", "2181", "--data-dir", "/var/lib/ferry/zookeeper", "--host", "0.0.0.0"]
+        start_role(dcs, "live-zk", ferry, zk_cmd, ["live"])
+        wait_zookeeper(dcs, "live-zk")
+        for i in (1, 2, 3):
+            start_role(dcs, f"live-broker-{i}", ferry,
+                       broker_command(i, f"live-broker-{i}", LIVE_ZK, "live", REPLICATED_BROKER_ARGS), ["live"])
+        start_role(dcs, "live-client", ferry, ["sleep", "infinity"], ["live"])
+        for i in (1, 2, 3):
+            wait_registered(dcs, "live-client", LIVE_ZK, i)
+        dcs.timings["start"] = time.monotonic() - t1
+        print(f"\n[integration] images {dcs.timings['images']:.1f}s, "
+              f"three-broker datacenter up in {dcs.timings['start']:.1f}s")
+        yield dcs
+    finally:
+        remove_all(dcs)

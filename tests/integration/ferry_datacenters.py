@@ -12,8 +12,10 @@ the networks are internal: nothing outside them, this process included, can reac
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -40,8 +42,9 @@ class Datacenters:
     timings: dict[str, float] = field(default_factory=dict)
 
     # -- running things inside ----------------------------------------------------------------------
-    def workload(self, role: str, *args: str, timeout: float = 180) -> dict:
-        p = docker("exec", "-i", self.names[role], "python", "-", *args, input=WORKLOAD, timeout=timeout, check=False)
+    def workload(self, role: str, *args: str, timeout: float = 180, script: bytes = WORKLOAD) -> dict:
+        """Run `script` (workload.py unless given) in `role`'s container; its last `RESULT <json>` line."""
+        p = docker("exec", "-i", self.names[role], "python", "-", *args, input=script, timeout=timeout, check=False)
         out = p.stdout.decode(errors="replace")
         lines = [ln for ln in out.splitlines() if ln.startswith("RESULT ")]
         if not lines:
@@ -86,6 +89,32 @@ class Datacenters:
     def logs(self, role: str, tail: int = 80) -> str:
         p = docker("logs", "--tail", str(tail), self.names[role], check=False, timeout=30)
         return f"--- {role} ---\n" + (p.stdout + p.stderr).decode(errors="replace")
+
+
+def create_network(dcs: Datacenters, dc: str) -> None:
+    """The datacenter's network: internal (no route out), only the project's own containers are on it."""
+    from testcontainers.core.network import Network
+
+    net = Network(docker_network_kw={"internal": True, "labels": {"org.ferry.test": dcs.run_id}})
+    net.name = f"ferry-{dc}-{dcs.run_id}"
+    net.create()
+    dcs.network_objects[dc] = net
+    dcs.networks[dc] = net.name
+
+
+def remove_all(dcs: Datacenters) -> None:
+    """Teardown: every container and network of the run (left in place with FERRY_KEEP_CONTAINERS)."""
+    if os.environ.get("FERRY_KEEP_CONTAINERS"):
+        print(f"[integration] FERRY_KEEP_CONTAINERS: leaving {list(dcs.names.values())}")
+        return
+    for c in dcs.containers.values():
+        try:
+            c.stop()
+        except Exception:  # already gone: nothing to clean
+            pass
+    docker("rm", "-f", *dcs.names.values(), check=False, timeout=120)
+    for net in dcs.networks.values():
+        docker("network", "rm", net, check=False)
 
 
 def start_role(dcs: Datacenters, role: str, image: str, command: list[str], networks: list[str]) -> None:
@@ -135,10 +164,11 @@ def wait_registered(dcs: Datacenters, broker_role: str, zk: str, broker_id: int,
     assert p.returncode == 0, f"broker {broker_id} never registered in {zk}\n{dcs.logs(broker_role)}"
 
 
-def broker_command(broker_id: int, role: str, zk: str, dc: str) -> list[str]:
+def broker_command(broker_id: int, role: str, zk: str, dc: str, extra: Sequence[str] = ()) -> list[str]:
+    """`ferry broker` as the datacenters run it; `extra`: more flags (e.g. `--override KEY=VALUE`)."""
     return ["ferry", "broker", "--id", str(broker_id), "--listen", "0.0.0.0:9092", "--advertised", f"{role}:9092",
             "--data-dir", "/var/lib/ferry/broker", "--zookeeper", zk, "--datacenter", dc,
-            "--zk-session-timeout-ms", "6000"]
+            "--zk-session-timeout-ms", "6000", *extra]
 
 
 MIRROR_COMMAND = ["ferry", "mirror", "--source-zookeeper", LIVE_ZK, "--target-zookeeper", OFFLINE_ZK,
