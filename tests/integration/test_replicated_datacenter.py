@@ -260,6 +260,9 @@ def test_leader_cut_off_its_network_loses_nothing_and_rejoins_as_follower(replic
     assert epochs == sorted(epochs), f"leader epochs go back in the log: {epochs}"
     assert epochs[0] == before["leader_epoch"] and epochs[-1] == after["leader_epoch"], \
         (before, after, sorted(set(epochs)))
+    # What the old leader had appended alone when it was cut (never acknowledged) it dropped on rejoining.
+    truncations = [ln.split("replica_fetcher: ", 1)[-1] for ln in dcs.logs(old_role, 2000).splitlines()
+                   if "truncating from" in ln]
     print(f"[replication] {len(records)} records, {len(leader_log)} batches identical on brokers 1-3; "
-          f"epochs {sorted(set(epochs))}; test {t_stopped - t_start:.1f}s + checks "
-          f"{time.monotonic() - t_stopped:.1f}s")
+          f"epochs {sorted(set(epochs))}; old leader on rejoining: {truncations or 'nothing to truncate'}; "
+          f"test {t_stopped - t_start:.1f}s + checks {time.monotonic() - t_stopped:.1f}s")
