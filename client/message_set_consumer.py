@@ -6,7 +6,9 @@ Fetch v4 over one lean socket to the partition's leader (found from Metadata thr
 
 Pipelining: when an answer arrives, the next fetch offset comes from the batch headers alone (last whole
 batch's baseOffset + lastOffsetDelta + 1) and the next fetch is sent *before* the set is handed to the
-caller, so the broker serves fetch k+1 while the caller parses set k. One fetch is in flight at a time.
+caller, so the broker serves fetch k+1 while the caller parses set k. One fetch is in flight at a time, on
+one `BrokerConnection` whose read buffer the answer is parsed in (a pre-encoded request, no per-fetch
+request or response objects).
 CRC-32C of every batch is checked on arrival (``check_crcs=False`` skips it, like librdkafka's
 check.crcs=false). A partial last batch (a Kafka broker may cut one at max_bytes) is left for the next
 fetch; a first batch larger than max_bytes makes the consumer double its fetch size (up to
@@ -17,7 +19,6 @@ gzip/snappy/lz4/zstd batches.
 from __future__ import annotations
 
 import operator
-import socket
 import struct
 import time
 from collections.abc import Iterator
@@ -25,6 +26,7 @@ from typing import NamedTuple
 
 import crc32c
 
+from ferry.client.broker_connection import BrokerConnection
 from ferry.client.errors import (  # noqa: F401 - FetchError and the others are this module's public errors
     BrokerUnavailableError,
     ClientError,
@@ -34,6 +36,7 @@ from ferry.client.errors import (  # noqa: F401 - FetchError and the others are 
     OffsetOutOfRangeError,
 )
 from ferry.client.leader_lookup import connect_cluster, partition_leader
+from ferry.wire.protocol.api_keys import ApiKey
 from ferry.wire.protocol.errors import ErrorCode
 from ferry.wire.record.record_batch import (
     ATTRIBUTES_POS,
@@ -47,7 +50,7 @@ from ferry.wire.record.record_batch import (
     SIZE_PREFIX_STRUCT,
 )
 
-FETCH, FETCH_VERSION = 1, 4
+FETCH, FETCH_VERSION = int(ApiKey.FETCH), 4  # v4: the smallest answer that has what this needs
 _HEAD = struct.Struct(">ihhi")  # size, api_key, api_version, correlation_id
 _I32 = struct.Struct(">i")
 _I16 = struct.Struct(">h")
@@ -57,7 +60,7 @@ _I64 = struct.Struct(">q")
 _PART = struct.Struct(">iihqqi")
 _LAST_DELTA = struct.Struct(">i")
 _CRC = struct.Struct(">I")
-_TOPIC_AT = 4 + 4 + 4  # after the size: correlation id, throttle_time_ms, topics count
+_TOPIC_AT = 4 + 4  # in the answer's body: throttle_time_ms, topics count
 
 _value = operator.attrgetter("value")
 _fields = operator.attrgetter("offset", "timestamp", "key", "value")
@@ -188,29 +191,20 @@ class MessageSetConsumer:
         self.client_id = client_id
         self.high_watermark = -1
         self.cluster = connect_cluster(bootstrap, zookeeper, client_id, timeout_s)
-        self.sock: socket.socket | None = None
         try:
             self.node, host, port = partition_leader(self.cluster, topic, partition, metadata_wait_s)
             self.position = self._resolve(offset)
-            try:
-                sock = socket.create_connection((host, port), timeout=timeout_s)
-            except OSError as e:
-                raise BrokerUnavailableError(f"cannot connect to broker {self.node} at {host}:{port}: {e}"
-                                             ) from None
+            # an answer can exceed max_bytes (a first batch larger than it is sent whole): the read buffer
+            # grows on demand
+            self.conn = BrokerConnection(self.node, host, port, client_id, timeout_s, timeout_s,
+                                         receive_buffer_bytes=4 << 20, read_buffer_bytes=max(4 << 20, 4 * max_bytes))
+            self.conn.connect()
         except BaseException:
             self.cluster.close()
             raise
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
-        self.sock = sock
         self._topic = topic.encode()
         self._template(max_bytes)
-        self._corr = 0
         self._fetch_at: int | None = None  # offset of the fetch in flight
-        # an answer can exceed max_bytes (a first batch larger than it is sent whole): grown on demand
-        self._buf = bytearray(max(4 << 20, 4 * max_bytes))
-        self._view = memoryview(self._buf)
-        self._len = 0
 
     def _template(self, max_bytes: int) -> None:
         # replica_id -1, max_wait, min_bytes 1, response max_bytes, isolation 0 (read uncommitted), one topic
@@ -249,74 +243,50 @@ class MessageSetConsumer:
         self.close()
 
     def close(self) -> None:
-        sock, self.sock = self.sock, None
-        if sock is not None:
-            sock.close()
+        self.conn.close()
         self.cluster.close()
 
     # ------------------------------------------------------------------ the wire
     def _fetch(self, offset: int) -> None:
-        if self.sock is None:
+        conn = self.conn
+        if not conn.connected:  # closed, or failed: never reconnects behind the caller's back
             raise ClientError("the consumer is closed")
         body = self._before_offset + _I64.pack(offset) + self._after_offset
         try:
-            self.sock.sendall(_HEAD.pack(8 + len(body), FETCH, FETCH_VERSION, self._corr) + body)
-        except OSError as e:
-            raise self._fail(f"send failed: {e!r}") from None
+            conn.send_frame([_HEAD.pack(8 + len(body), FETCH, FETCH_VERSION, conn.correlation_id) + body])
+        except BrokerUnavailableError as e:
+            raise self._fail(e) from None
         self._fetch_at = offset
 
-    def _fail(self, what: str) -> BrokerUnavailableError:
-        sock, self.sock = self.sock, None
-        if sock is not None:
-            sock.close()
-        return BrokerUnavailableError(f"broker {self.node}, {self.topic}[{self.partition}]: {what}")
-
-    def _fill(self, need: int) -> None:
-        if need > len(self._buf):
-            grown = bytearray(need)
-            grown[: self._len] = self._view[: self._len]
-            self._buf, self._view = grown, memoryview(grown)
-        sock = self.sock
-        while self._len < need:
-            if sock is None:
-                raise self._fail("connection closed")
-            try:
-                k = sock.recv_into(self._view[self._len:])
-            except OSError as e:  # includes the socket timeout
-                raise self._fail(f"receive failed: {e!r}") from None
-            if k == 0:
-                raise self._fail("the broker closed the connection")
-            self._len += k
+    def _fail(self, err: BrokerUnavailableError | str) -> BrokerUnavailableError:
+        """The error naming the partition (a str: a bad answer, the connection is closed first)."""
+        if isinstance(err, str):
+            err = self.conn.fail(err)
+        return BrokerUnavailableError(f"{self.topic}[{self.partition}]: {err}")
 
     def _answer(self) -> tuple[int, bytes]:
         """(high watermark, record bytes) of the answer to the fetch in flight."""
-        self._fill(4)
-        size = _I32.unpack_from(self._buf, 0)[0]
-        if size < _TOPIC_AT or size > 1 << 30:
-            raise self._fail(f"bad answer size {size}")
-        self._fill(4 + size)
-        buf = self._buf
-        if _I32.unpack_from(buf, 4)[0] != self._corr:
-            raise self._fail(f"answer {_I32.unpack_from(buf, 4)[0]} out of order (expected {self._corr})")
-        self._corr = (self._corr + 1) & 0x7FFFFFFF
-        pos = 4 + _TOPIC_AT
-        n = _I16.unpack_from(buf, pos)[0]
-        if _I32.unpack_from(buf, pos - 4)[0] != 1 or bytes(buf[pos + 2: pos + 2 + n]) != self._topic:
+        try:
+            _, body = self.conn.next_answer()
+        except BrokerUnavailableError as e:
+            raise self._fail(e) from None
+        size = len(body)
+        if size < _TOPIC_AT + 2:
+            raise self._fail(f"bad answer size {size + 4}")
+        pos = _TOPIC_AT
+        n = _I16.unpack_from(body, pos)[0]
+        if _I32.unpack_from(body, pos - 4)[0] != 1 or bytes(body[pos + 2: pos + 2 + n]) != self._topic:
             raise self._fail("answer for another topic")
         pos += 2 + n
-        count, partition, error, hw, _lso, aborted = _PART.unpack_from(buf, pos)
+        count, partition, error, hw, _lso, aborted = _PART.unpack_from(body, pos)
         if count != 1 or partition != self.partition:
             raise self._fail(f"answer for partition {partition} ({count} partitions)")
         pos += _PART.size + max(aborted, 0) * 16
-        rsize = max(_I32.unpack_from(buf, pos)[0], 0)
+        rsize = max(_I32.unpack_from(body, pos)[0], 0)
         pos += 4
-        if pos + rsize != 4 + size:
-            raise self._fail(f"answer framing: records end at {pos + rsize}, frame at {4 + size}")
-        records = bytes(self._view[pos: pos + rsize]) if rsize else b""  # aiokafka's reader takes bytes
-        rest = self._len - (4 + size)
-        if rest:
-            self._view[:rest] = self._view[4 + size: self._len]
-        self._len = rest
+        if pos + rsize != size:
+            raise self._fail(f"answer framing: records end at {pos + rsize}, answer at {size}")
+        records = bytes(body[pos: pos + rsize]) if rsize else b""  # aiokafka's reader takes bytes
         if error:
             self._error(error)
         return hw, records

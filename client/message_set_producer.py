@@ -2,13 +2,13 @@
 
 A message set is one RecordBatch v2 (built by `MessageSetBuilder` from a list of values, or handed over
 already encoded). The producer finds the partition's leader from Metadata (through `WireClient`, the
-cold path) and keeps one lean socket per leader broker for the hot path: per request it packs a
+cold path) and keeps one `BrokerConnection` per leader broker for the hot path: per request it packs a
 precomputed Produce v8 template (client id, acks, topic, partition) with the correlation id and sizes and
-writes it with one ``sendmsg``; answers are read in bulk (``recv_into`` a large buffer) and checked frame
-by frame. Requests are pipelined up to ``max_in_flight`` per connection (a broker answers a connection's
-requests strictly in order). `BrokerConnection` would cost two ``recv`` calls and a header encoding per
-request; on two shared cores that per-request overhead is what limits a 50-message set, so it is not used
-here.
+writes it and the set with one ``sendmsg`` (``send_frame``); answers are read in bulk into the
+connection's buffer and parsed in place (``next_answer``). On two shared cores the per-request overhead
+is what limits a 50-message set, hence no header encoding or response parsing per request. Requests are
+pipelined up to ``max_in_flight`` per connection (a broker answers a connection's requests strictly in
+order).
 
 Errors: a set the broker refuses (its error code and message in `ProduceError`) is not written; the error
 is raised by the next `send`/`flush` (the sets sent after it are independent requests and may have been
@@ -18,12 +18,11 @@ may not have been written.
 
 from __future__ import annotations
 
-import socket
 import struct
-from collections import deque
 from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
+from ferry.client.broker_connection import BrokerConnection
 from ferry.client.errors import (
     BrokerUnavailableError,
     ClientError,
@@ -32,14 +31,15 @@ from ferry.client.errors import (
 from ferry.client.leader_lookup import connect_cluster, partition_leader  # noqa: F401 - also the consumer's
 from ferry.client.wire_client import LEADERSHIP_ERRORS
 from ferry.wire.protocol import produce
+from ferry.wire.protocol.api_keys import ApiKey
 from ferry.wire.record.message_set_builder import MessageSetBuilder
 from ferry.wire.record.record_batch import BATCH_HEADER_SIZE, CURRENT_MAGIC, MAGIC_POS
 
-PRODUCE, PRODUCE_VERSION = 0, 8
+PRODUCE, PRODUCE_VERSION = int(ApiKey.PRODUCE), produce.REQUEST_VERSION  # plain ints for the per-request pack
 _I32 = struct.Struct(">i")
-_HEAD = struct.Struct(">ihhi")  # size, api_key, api_version, correlation_id
 _PART_RESULT = struct.Struct(">ihq")  # partition, error_code, base_offset
 _RECV_BUFFER = 1 << 20
+_SOCKET_SEND_BUFFER = 4 << 20
 
 
 class Ack(NamedTuple):
@@ -59,44 +59,11 @@ def _string(s: str) -> bytes:
 class _Route(NamedTuple):
     """Everything per (topic, partition) that does not change between requests."""
 
-    conn: _LeaderConnection
+    conn: BrokerConnection
     middle: bytes  # client id .. partition index, between the correlation id and the records size
-    result_at: int  # where the partition index sits in the answer (after correlation id, topic, counts)
+    result_at: int  # where the partition index sits in the answer's body (after topic name and counts)
     head: struct.Struct  # size, api key, version, correlation id, middle, records size: one pack per request
     size: int  # the request's size field without the records
-
-
-class _LeaderConnection:
-    """One lean socket to one broker: pipelined Produce requests, answers read in bulk."""
-
-    def __init__(self, node_id: int, host: str, port: int, timeout_s: float) -> None:
-        self.node_id, self.address = node_id, f"{host}:{port}"
-        try:
-            sock = socket.create_connection((host, port), timeout=timeout_s)
-        except OSError as e:
-            raise BrokerUnavailableError(f"cannot connect to broker {node_id} at {self.address}: {e}") from None
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4 << 20)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 20)
-        self.sock: socket.socket | None = sock
-        self.corr = 0
-        # (seq, topic, partition, result_at) per unanswered request, oldest first
-        self.pending: deque[tuple[int, str, int, int]] = deque()
-        self.buf = bytearray(_RECV_BUFFER)
-        self.view = memoryview(self.buf)
-        self.length = 0
-
-    def close(self) -> None:
-        sock, self.sock = self.sock, None
-        if sock is not None:
-            sock.close()
-
-    def fail(self, what: str) -> BrokerUnavailableError:
-        lost = len(self.pending)
-        self.pending.clear()
-        self.close()
-        return BrokerUnavailableError(f"broker {self.node_id} at {self.address}: {what}; {lost} message sets "
-                                      "unanswered (they may or may not have been written)")
 
 
 class MessageSetProducer:
@@ -136,7 +103,7 @@ class MessageSetProducer:
         self.failed = 0  # sets refused
         self._seq = 0
         self._routes: dict[tuple[str, int], _Route] = {}
-        self._conns: dict[int, _LeaderConnection] = {}
+        self._conns: dict[int, BrokerConnection] = {}
         self._error: ProduceError | None = None
         self._closed = False
         self._wait_for = -1  # send_and_wait's set and its base offset
@@ -158,7 +125,7 @@ class MessageSetProducer:
     @property
     def in_flight(self) -> int:
         """Sets sent and not answered yet, over all connections."""
-        return sum(len(c.pending) for c in self._conns.values())
+        return sum(c.in_flight for c in self._conns.values())
 
     # ------------------------------------------------------------------ routes
     def _route(self, topic: str, partition: int) -> _Route:
@@ -168,12 +135,16 @@ class MessageSetProducer:
                 raise ClientError("the producer is closed")
             node, host, port = partition_leader(self.cluster, topic, partition, self.metadata_wait_s)
             conn = self._conns.get(node)
-            if conn is None or conn.sock is None or conn.address != f"{host}:{port}":
-                conn = self._conns[node] = _LeaderConnection(node, host, port, self.timeout_s)
+            if conn is None or not conn.connected or conn.address != f"{host}:{port}":
+                conn = BrokerConnection(node, host, port, self.client_id, self.timeout_s, self.timeout_s,
+                                        send_buffer_bytes=_SOCKET_SEND_BUFFER, receive_buffer_bytes=_RECV_BUFFER,
+                                        read_buffer_bytes=_RECV_BUFFER)
+                conn.connect()
+                self._conns[node] = conn
             middle = (_string(self.client_id) + b"\xff\xff" + struct.pack(">hi", self.acks, self.request_timeout_ms)
                       + _I32.pack(1) + _string(topic) + _I32.pack(1) + _I32.pack(partition))
-            # answer: correlation id, topics count, topic name, partitions count, then the partition's result
-            result_at = 4 + 4 + 2 + len(topic.encode()) + 4
+            # answer's body: topics count, topic name, partitions count, then the partition's result
+            result_at = 4 + 2 + len(topic.encode()) + 4
             head = struct.Struct(f">ihhi{len(middle)}si")
             route = self._routes[(topic, partition)] = _Route(conn, middle, result_at, head, head.size - 4)
         return route
@@ -184,7 +155,7 @@ class MessageSetProducer:
         conn = self._route(topic, partition).conn
         return conn.node_id, conn.address
 
-    def _drop(self, conn: _LeaderConnection) -> None:
+    def _drop(self, conn: BrokerConnection) -> None:
         """Forget a dead connection and every route through it (the next send looks the leader up)."""
         if self._conns.get(conn.node_id) is conn:
             del self._conns[conn.node_id]
@@ -209,25 +180,17 @@ class MessageSetProducer:
             records = self.builder.build(message_set)
         route = self._routes.get((topic, partition)) or self._route(topic, partition)
         conn = route.conn
-        if len(conn.pending) >= self.max_in_flight:
+        if conn.in_flight >= self.max_in_flight:
             self._receive(conn, max(1, self.max_in_flight // 4))
             if self._error is not None:
                 self._raise_error()
-        n = len(records)
-        head = route.head.pack(route.size + n, PRODUCE, PRODUCE_VERSION, conn.corr, route.middle, n)
+        n = len(records)  # a route's connection is open: a failed one is dropped with its routes (_lost)
+        head = route.head.pack(route.size + n, PRODUCE, PRODUCE_VERSION, conn.correlation_id, route.middle, n)
         seq = self._seq
-        sock = conn.sock
-        if sock is None:
-            raise ClientError("the producer is closed")
         try:
-            sent = sock.sendmsg([head, records])
-            if sent < len(head) + n:
-                _send_rest(sock, head, records, sent)
-        except OSError as e:
-            self._drop(conn)
-            raise conn.fail(f"send failed: {e}") from None
-        conn.pending.append((seq, topic, partition, route.result_at))
-        conn.corr = (conn.corr + 1) & 0x7FFFFFFF
+            conn.send_frame([head, records], (seq, topic, partition, route.result_at), route.size + n + 4)
+        except BrokerUnavailableError as e:
+            raise self._lost(conn, e) from None
         self._seq = seq + 1
         return seq
 
@@ -247,9 +210,9 @@ class MessageSetProducer:
         BrokerUnavailableError)."""
         failure: BrokerUnavailableError | None = None
         for conn in list(self._conns.values()):
-            if conn.pending:
+            if conn.in_flight:
                 try:
-                    self._receive(conn, len(conn.pending))
+                    self._receive(conn, conn.in_flight)
                 except BrokerUnavailableError as e:
                     failure = failure or e
         if self._error is not None:
@@ -263,32 +226,26 @@ class MessageSetProducer:
         raise err
 
     # ------------------------------------------------------------------ answers
-    def _receive(self, conn: _LeaderConnection, at_least: int) -> None:
-        """Read answers on ``conn`` until ``at_least`` more arrived (or the connection has none left)."""
-        at_least = min(at_least, len(conn.pending))
+    def _receive(self, conn: BrokerConnection, at_least: int) -> None:
+        """Read answers on ``conn`` until ``at_least`` more arrived (or the connection has none left), and
+        any more already read."""
+        at_least = min(at_least, conn.in_flight)
         done = 0
-        buf, view, pending = conn.buf, conn.view, conn.pending
-        unpack_i32, unpack_result = _I32.unpack_from, _PART_RESULT.unpack_from
+        unpack_result = _PART_RESULT.unpack_from
         on_ack, last_offsets = self.on_ack, self.last_offsets
-        while True:
-            pos = 0
-            n = conn.length
-            while n - pos >= 8:
-                size = unpack_i32(buf, pos)[0]
-                if n - pos - 4 < size:
-                    break
-                seq, topic, partition, result_at = pending[0]
-                expected = (conn.corr - len(pending)) & 0x7FFFFFFF
-                if unpack_i32(buf, pos + 4)[0] != expected or size < result_at + 14:
-                    self._drop(conn)
-                    raise conn.fail(f"answer out of order or malformed (expected correlation id {expected})")
-                part, code, base = unpack_result(buf, pos + 4 + result_at)
+        while done < at_least:
+            try:
+                answers = conn.read_answers()
+            except BrokerUnavailableError as e:
+                raise self._lost(conn, e) from None
+            for (seq, topic, partition, result_at), body in answers:
+                if len(body) < result_at + 14:
+                    raise self._lost(conn, conn.fail("answer malformed"))
+                part, code, base = unpack_result(body, result_at)
                 if part != partition:
-                    self._drop(conn)
-                    raise conn.fail(f"answer for partition {part}, expected {partition}")
-                pending.popleft()
+                    raise self._lost(conn, conn.fail(f"answer for partition {part}, expected {partition}"))
                 if code:
-                    self._refused(conn, code, seq, topic, partition, view[pos + 8: pos + 4 + size])
+                    self._refused(conn, code, seq, topic, partition, body)
                 else:
                     self.acked += 1
                     last_offsets[(topic, partition)] = base
@@ -296,30 +253,14 @@ class MessageSetProducer:
                         self._waited = base
                     if on_ack is not None:
                         on_ack(Ack(seq, topic, partition, base))
-                done += 1
-                pos += 4 + size
-            if pos:
-                view[: n - pos] = view[pos:n]
-                conn.length = n - pos
-            if done >= at_least:
-                return
-            if conn.length == len(buf):  # one answer larger than the buffer: grow it
-                conn.buf = buf = buf + bytearray(len(buf))
-                conn.view = view = memoryview(buf)
-            sock = conn.sock
-            if sock is None:
-                raise conn.fail("connection closed")
-            try:
-                k = sock.recv_into(view[conn.length:])
-            except OSError as e:  # includes the socket timeout
-                self._drop(conn)
-                raise conn.fail(f"receive failed: {e!r}") from None
-            if k == 0:
-                self._drop(conn)
-                raise conn.fail("the broker closed the connection")
-            conn.length += k
+            done += len(answers)
 
-    def _refused(self, conn: _LeaderConnection, code: int, seq: int, topic: str, partition: int,
+    def _lost(self, conn: BrokerConnection, err: BrokerUnavailableError) -> BrokerUnavailableError:
+        """Forget a failed connection and its routes (the next send looks the leader up again)."""
+        self._drop(conn)
+        return BrokerUnavailableError(f"{err} (unanswered message sets may or may not have been written)")
+
+    def _refused(self, conn: BrokerConnection, code: int, seq: int, topic: str, partition: int,
                  body: memoryview) -> None:
         message = None
         try:
@@ -347,10 +288,3 @@ class MessageSetProducer:
         self._routes.clear()
         self.cluster.close()
 
-
-def _send_rest(sock: socket.socket, head: bytes, records: bytes | bytearray | memoryview, sent: int) -> None:
-    """Finish a partial sendmsg (a full socket buffer) without copying the records more than once."""
-    if sent < len(head):
-        sock.sendall(memoryview(head)[sent:])
-        sent = len(head)
-    sock.sendall(memoryview(records).cast("B")[sent - len(head):])

@@ -1,37 +1,25 @@
 """A small Kafka wire client for moving record batches as bytes (the mirror's fetch and produce path).
 
 confluent-kafka and kafka-python hand records to the application one by one; the mirror wants the
-batches themselves. `BrokerConnection` is one blocking TCP connection with pipelining: `send` several
-requests, then `receive` the answers in order (a broker answers a connection's requests strictly in
-order). `WireClient` knows one cluster: its brokers and partition leaders (Metadata), lazily opened
-connections, and the blocking helpers ListOffsets and InitProducerId.
-
-Any socket error or timeout closes the connection (the byte stream position is then unknown) and raises
-BrokerUnavailableError; every request outstanding on it is lost and the caller retries.
+batches themselves. `WireClient` knows one cluster: its brokers and partition leaders (Metadata), lazily
+opened connections (`BrokerConnection`, the raw layer's one connection class), and the blocking helpers
+ListOffsets and InitProducerId.
 """
 
 from __future__ import annotations
 
-import itertools
 import logging
-import socket
-import struct
 import threading
-from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 
+from ferry.client.broker_connection import BrokerConnection
 from ferry.client.errors import BrokerUnavailableError, ClientError, for_code
 from ferry.wire.protocol import init_producer_id, list_offsets, metadata
 from ferry.wire.protocol.errors import ErrorCode
-from ferry.wire.protocol.header import Buffers, request_header
 from ferry.wire.protocol.list_offsets import PartitionOffsetResult
 from ferry.wire.protocol.metadata import MetadataResponse
 
 log = logging.getLogger(__name__)
-
-_SIZE = struct.Struct(">i")
-_SIZE_CORR = struct.Struct(">ii")
-MAX_RESPONSE_BYTES = 512 * 1024 * 1024  # a bigger frame means we are not talking to a Kafka broker
 
 # Errors after which the partition's leader must be looked up again.
 LEADERSHIP_ERRORS = frozenset({
@@ -50,125 +38,6 @@ def parse_bootstrap(bootstrap: str) -> list[tuple[str, int]]:
             raise ValueError(f"bad broker address {item!r} (want host:port)")
         out.append((host, int(port)))
     return out
-
-
-class BrokerConnection:
-    """One TCP connection to one broker; requests may be pipelined, answers come back in order."""
-
-    def __init__(self, node_id: int, host: str, port: int, client_id: str = "ferry",
-                 timeout_s: float = 30.0, connect_timeout_s: float = 5.0) -> None:
-        self.node_id = node_id
-        self.host = host
-        self.port = port
-        self.client_id = client_id
-        self.timeout_s = timeout_s
-        self.connect_timeout_s = connect_timeout_s
-        self._sock: socket.socket | None = None
-        self._correlation = itertools.count(1)
-        self._pending: deque[int] = deque()
-
-    @property
-    def address(self) -> str:
-        return f"{self.host}:{self.port}"
-
-    @property
-    def in_flight(self) -> int:
-        return len(self._pending)
-
-    def _connect(self) -> socket.socket:
-        if self._sock is None:
-            try:
-                sock = socket.create_connection((self.host, self.port), timeout=self.connect_timeout_s)
-            except OSError as e:
-                raise BrokerUnavailableError(f"cannot connect to broker {self.node_id} at {self.address}: {e}"
-                                             ) from None
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            sock.settimeout(self.timeout_s)
-            self._sock = sock
-        return self._sock
-
-    def close(self) -> None:
-        sock, self._sock = self._sock, None
-        self._pending.clear()
-        if sock is not None:
-            try:
-                sock.close()
-            except OSError:
-                pass
-
-    def _fail(self, what: str, err: BaseException) -> BrokerUnavailableError:
-        self.close()
-        return BrokerUnavailableError(f"broker {self.node_id} at {self.address}: {what}: {err}")
-
-    def send(self, api_key: int, api_version: int, body: Buffers) -> int:
-        """Write one request; returns its correlation id. The answer is read with `receive`."""
-        sock = self._connect()
-        corr = next(self._correlation) & 0x7FFFFFFF
-        header = request_header(api_key, api_version, corr, self.client_id)
-        size = len(header) + sum(len(b) for b in body)
-        buffers: list = [_SIZE.pack(size), header, *body]
-        try:
-            _send_all(sock, buffers)
-        except OSError as e:
-            raise self._fail("send failed", e) from None
-        self._pending.append(corr)
-        return corr
-
-    def receive(self, timeout_s: float | None = None) -> memoryview:
-        """The body of the answer to the oldest outstanding request (after its correlation id)."""
-        if not self._pending or self._sock is None:
-            raise ClientError(f"no request outstanding on broker {self.node_id}")
-        sock = self._sock
-        try:
-            if timeout_s is not None:
-                sock.settimeout(timeout_s)
-            head = _recv_exact(sock, 8)
-            size, corr = _SIZE_CORR.unpack(head)
-            if size < 4 or size > MAX_RESPONSE_BYTES:
-                raise self._fail("bad frame", ValueError(f"response size {size}"))
-            body = _recv_exact(sock, size - 4)
-        except OSError as e:
-            raise self._fail("receive failed", e) from None
-        finally:
-            if timeout_s is not None and self._sock is not None:
-                self._sock.settimeout(self.timeout_s)
-        expected = self._pending.popleft()
-        if corr != expected:
-            raise self._fail("out of order", ValueError(f"correlation id {corr}, expected {expected}"))
-        return memoryview(body)
-
-    def request(self, api_key: int, api_version: int, body: Buffers) -> memoryview:
-        """Send and wait for the answer (nothing else may be outstanding)."""
-        if self._pending:
-            raise ClientError(f"broker {self.node_id}: {len(self._pending)} requests still outstanding")
-        self.send(api_key, api_version, body)
-        return self.receive()
-
-
-def _send_all(sock: socket.socket, buffers: list) -> None:
-    views = [memoryview(b).cast("B") for b in buffers if len(b)]
-    while views:
-        sent = sock.sendmsg(views[:512])
-        while sent:
-            n = len(views[0])
-            if sent >= n:
-                sent -= n
-                views.pop(0)
-            else:
-                views[0] = views[0][sent:]
-                sent = 0
-
-
-def _recv_exact(sock: socket.socket, n: int) -> bytearray:
-    buf = bytearray(n)
-    view = memoryview(buf)
-    got = 0
-    while got < n:
-        r = sock.recv_into(view[got:], n - got)
-        if r == 0:
-            raise ConnectionResetError("connection closed by the broker")
-        got += r
-    return buf
 
 
 BootstrapSource = str | Callable[[], Iterable[tuple[str, int]]]

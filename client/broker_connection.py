@@ -1,0 +1,294 @@
+"""BrokerConnection: the raw client's one connection class. Every raw request goes through it: WireClient's
+Metadata/ListOffsets/InitProducerId, the mirror's pipelined Fetch and Produce, the message-set producer and
+consumer.
+
+One blocking TCP connection to one broker, with pipelining: requests go out back to back and a broker
+answers a connection's requests strictly in order, so the correlation id of the oldest outstanding request
+follows from a counter; per request only the caller's ``context`` is kept. Two ways out and two ways in,
+so that the hot paths pay for no framing they do not need:
+
+- ``send(api_key, version, body)`` encodes the request header; ``send_frame(parts, context)`` writes a
+  request the caller framed itself around ``correlation_id`` (the message-set clients' pre-encoded
+  templates). Both are one ``sendmsg`` of the parts: record bytes are referenced, never copied.
+- ``receive()`` returns the oldest answer's body in a buffer of its own (callers may keep views into it,
+  as the mirror does with fetched records); ``next_answer()`` returns ``(context, body)`` as a view into
+  the connection's read buffer, valid until the next receive (the message-set clients parse in place).
+  Both read in bulk (one ``recv_into`` often brings several answers); an answer larger than what is
+  buffered is read by ``receive`` straight into its own buffer, so at most the read buffer is copied.
+
+Any socket error or timeout closes the connection (the byte stream position is then unknown) and raises
+BrokerUnavailableError naming the broker; every outstanding request is lost and the caller retries. A
+closed connection connects again on the next send (callers that must not, check ``connected``).
+"""
+
+from __future__ import annotations
+
+import socket
+import struct
+from collections import deque
+from collections.abc import Sequence
+
+from ferry.client.errors import BrokerUnavailableError, ClientError
+from ferry.wire.protocol.header import Buffers, request_header
+
+_SIZE = struct.Struct(">i")
+_SIZE_CORR = struct.Struct(">ii")
+MAX_RESPONSE_BYTES = 512 * 1024 * 1024  # a bigger frame means we are not talking to a Kafka broker
+READ_BUFFER_BYTES = 64 * 1024  # default read-ahead: small answers in one recv, little copied for large ones
+_MAX_PARTS = 512  # buffers per sendmsg (IOV_MAX is 1024 on Linux)
+
+
+class BrokerConnection:
+    """One TCP connection to one broker; requests may be pipelined, answers come back in order.
+
+    ``send_buffer_bytes`` / ``receive_buffer_bytes`` set the socket's SO_SNDBUF / SO_RCVBUF (None: the
+    system's); ``read_buffer_bytes`` is the initial size of the buffer answers are read into (it grows
+    for ``next_answer`` of a larger answer).
+    """
+
+    def __init__(self, node_id: int, host: str, port: int, client_id: str = "ferry",
+                 timeout_s: float = 30.0, connect_timeout_s: float = 5.0, *,
+                 send_buffer_bytes: int | None = None, receive_buffer_bytes: int | None = None,
+                 read_buffer_bytes: int = READ_BUFFER_BYTES) -> None:
+        self.node_id = node_id
+        self.host = host
+        self.port = port
+        self.client_id = client_id
+        self.timeout_s = timeout_s
+        self.connect_timeout_s = connect_timeout_s
+        self.send_buffer_bytes = send_buffer_bytes
+        self.receive_buffer_bytes = receive_buffer_bytes
+        self._sock: socket.socket | None = None
+        self.correlation_id = 0  # the one the next request carries (read it for send_frame; never set it)
+        self._pending: deque[object] = deque()  # the caller's context per outstanding request, oldest first
+        self._buf = bytearray(max(read_buffer_bytes, 8))
+        self._view = memoryview(self._buf)
+        self._start = 0  # first byte in the read buffer not handed out yet
+        self._end = 0  # end of the bytes read
+
+    @property
+    def address(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    @property
+    def in_flight(self) -> int:
+        """Requests sent and not answered yet."""
+        return len(self._pending)
+
+    @property
+    def connected(self) -> bool:
+        return self._sock is not None
+
+    # ------------------------------------------------------------------ connecting
+    def connect(self) -> socket.socket:
+        """Connect now if not connected (a send connects on first use); BrokerUnavailableError if it cannot."""
+        if self._sock is None:
+            try:
+                sock = socket.create_connection((self.host, self.port), timeout=self.connect_timeout_s)
+            except OSError as e:
+                raise BrokerUnavailableError(f"cannot connect to broker {self.node_id} at {self.address}: {e}"
+                                             ) from None
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            if self.send_buffer_bytes:
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, self.send_buffer_bytes)
+            if self.receive_buffer_bytes:
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, self.receive_buffer_bytes)
+            sock.settimeout(self.timeout_s)
+            self._sock = sock
+        return self._sock
+
+    def close(self) -> None:
+        """Close the socket; outstanding requests and buffered answers are dropped."""
+        sock, self._sock = self._sock, None
+        self._pending.clear()
+        self._start = self._end = 0
+        if sock is not None:
+            try:
+                sock.close()
+            except OSError:
+                pass
+
+    def fail(self, what: str, err: BaseException | None = None) -> BrokerUnavailableError:
+        """Close (the stream position is unknown) and return the error to raise, naming the broker and how
+        many requests are lost (their effect on the broker is unknown)."""
+        lost = len(self._pending)
+        self.close()
+        detail = f": {err}" if err is not None else ""
+        unanswered = f"; {lost} requests unanswered" if lost else ""
+        return BrokerUnavailableError(f"broker {self.node_id} at {self.address}: {what}{detail}{unanswered}")
+
+    # ------------------------------------------------------------------ sending
+    def send(self, api_key: int, api_version: int, body: Buffers, context: object = None) -> int:
+        """Write one request (header v1 encoded here); returns its correlation id. The answer is read with
+        `receive` or `next_answer` (which hands back ``context``)."""
+        header = request_header(api_key, api_version, self.correlation_id, self.client_id)
+        size = len(header) + sum(len(b) for b in body)
+        parts = [memoryview(b).cast("B") for b in (_SIZE.pack(size), header, *body) if len(b)]
+        return self.send_frame(parts, context, 4 + size)
+
+    def send_frame(self, parts: Sequence[bytes | bytearray | memoryview], context: object = None,
+                   nbytes: int | None = None) -> int:
+        """Write one request the caller framed (size, header v1 carrying `correlation_id`, body) with one
+        ``sendmsg`` of ``parts`` (byte buffers; ``nbytes`` their total if known); returns its correlation id."""
+        sock = self._sock or self.connect()
+        corr = self.correlation_id
+        try:
+            sent = sock.sendmsg(parts if len(parts) <= _MAX_PARTS else parts[:_MAX_PARTS])
+            if sent < (nbytes if nbytes is not None else sum(map(len, parts))):
+                _send_rest(sock, parts, sent)
+        except OSError as e:
+            raise self.fail("send failed", e) from None
+        self._pending.append(context)
+        self.correlation_id = (corr + 1) & 0x7FFFFFFF
+        return corr
+
+    # ------------------------------------------------------------------ receiving
+    def receive(self, timeout_s: float | None = None) -> memoryview:
+        """The body of the answer to the oldest outstanding request (after its correlation id), in a buffer
+        of its own; ``timeout_s`` overrides the socket timeout for this answer."""
+        self._check_outstanding()
+        sock = self._sock
+        assert sock is not None
+        try:
+            if timeout_s is not None:
+                sock.settimeout(timeout_s)
+            size = self._frame_size()
+            body = bytearray(size - 4)
+            start = self._start + 8
+            have = min(self._end - start, size - 4)
+            body[:have] = self._view[start: start + have]
+            self._start = start + have
+            if have < size - 4:
+                _recv_into(sock, memoryview(body)[have:])
+        except BrokerUnavailableError:
+            raise
+        except OSError as e:  # includes the socket timeout
+            raise self.fail("receive failed", e) from None
+        finally:
+            if timeout_s is not None and self._sock is not None:
+                self._sock.settimeout(self.timeout_s)
+        self._pending.popleft()
+        return memoryview(body)
+
+    def next_answer(self) -> tuple[object, memoryview]:
+        """(context, body) of the oldest outstanding request's answer; ``body`` (after the correlation id) is
+        a view into the read buffer, valid until the next receive on this connection."""
+        start = self._start
+        have = self._end - start
+        if have >= 8 and self._pending:  # the hot path: a whole answer already read (checks as _frame_size's)
+            size, corr = _SIZE_CORR.unpack_from(self._buf, start)
+            if 4 <= size <= have - 4 and corr == (self.correlation_id - len(self._pending)) & 0x7FFFFFFF:
+                self._start = start + 4 + size
+                return self._pending.popleft(), self._view[start + 8: start + 4 + size]
+        self._check_outstanding()
+        try:
+            size = self._frame_size()
+            self._fill(4 + size)
+        except BrokerUnavailableError:
+            raise
+        except OSError as e:  # includes the socket timeout
+            raise self.fail("receive failed", e) from None
+        start = self._start
+        self._start = start + 4 + size
+        return self._pending.popleft(), self._view[start + 8: start + 4 + size]
+
+    def read_answers(self) -> list[tuple[object, memoryview]]:
+        """Every answer already whole in the read buffer, oldest first, or else (blocking) the oldest one:
+        ``(context, body)`` as `next_answer`'s, the views valid until the next receive. One call per read
+        from the socket, however many answers it brought (the producer's many small ones)."""
+        pending, unpack = self._pending, _SIZE_CORR.unpack_from
+        while True:
+            out = []
+            buf, view, start, end = self._buf, self._view, self._start, self._end
+            expected = (self.correlation_id - len(pending)) & 0x7FFFFFFF
+            while end - start >= 8 and pending:
+                size, corr = unpack(buf, start)
+                if not 4 <= size <= end - start - 4 or corr != expected:
+                    break  # not whole yet, or wrong: next_answer reads on, or fails naming it
+                out.append((pending.popleft(), view[start + 8: start + 4 + size]))
+                start += 4 + size
+                expected = (expected + 1) & 0x7FFFFFFF
+            self._start = start
+            if out:
+                return out
+            if end - start >= 8 or not pending or self._sock is None:
+                return [self.next_answer()]  # a large or bad answer, or nothing to wait for: its checks
+            try:  # the common wait: less than a header buffered, read once and parse again
+                self._read_once(self._sock)
+            except OSError as e:  # includes the socket timeout
+                raise self.fail("receive failed", e) from None
+
+    def request(self, api_key: int, api_version: int, body: Buffers) -> memoryview:
+        """Send and wait for the answer (nothing else may be outstanding)."""
+        if self._pending:
+            raise ClientError(f"broker {self.node_id}: {len(self._pending)} requests still outstanding")
+        self.send(api_key, api_version, body)
+        return self.receive()
+
+    def _check_outstanding(self) -> None:
+        if self._sock is None:
+            raise self.fail("connection closed")
+        if not self._pending:
+            raise ClientError(f"no request outstanding on broker {self.node_id}")
+
+    def _frame_size(self) -> int:
+        """Size field of the oldest answer (its correlation id checked), with its first 8 bytes buffered."""
+        self._fill(8)
+        size, corr = _SIZE_CORR.unpack_from(self._buf, self._start)
+        if size < 4 or size > MAX_RESPONSE_BYTES:
+            raise self.fail("bad frame", ValueError(f"response size {size}"))
+        expected = (self.correlation_id - len(self._pending)) & 0x7FFFFFFF
+        if corr != expected:
+            raise self.fail("out of order", ValueError(f"correlation id {corr}, expected {expected}"))
+        return size
+
+    def _fill(self, need: int) -> None:
+        """Read until ``need`` bytes from the read position are buffered (OSError on a socket failure)."""
+        if self._end - self._start >= need:
+            return
+        sock = self._sock
+        if sock is None:
+            raise ConnectionResetError("connection closed")
+        have = self._end - self._start
+        if need > len(self._buf):  # one answer larger than the buffer: grow it
+            grown = bytearray(need)
+            grown[:have] = self._view[self._start: self._end]
+            self._buf, self._view = grown, memoryview(grown)
+            self._start, self._end = 0, have
+        while self._end - self._start < need:
+            self._read_once(sock)
+
+    def _read_once(self, sock: socket.socket) -> None:
+        """One recv into the free end of the read buffer (moving unread bytes to its front first)."""
+        start, end = self._start, self._end
+        if start:
+            self._view[: end - start] = self._view[start:end]
+            self._start, self._end = 0, end - start
+        k = sock.recv_into(self._view[self._end:])
+        if k == 0:
+            raise ConnectionResetError("connection closed by the broker")
+        self._end += k
+
+
+def _send_rest(sock: socket.socket, parts: Sequence[bytes | bytearray | memoryview], sent: int) -> None:
+    """Finish a partial sendmsg (a full socket buffer) without copying the parts."""
+    views = [memoryview(p).cast("B") for p in parts]
+    i = 0
+    while True:
+        while i < len(views) and sent >= len(views[i]):
+            sent -= len(views[i])
+            i += 1
+        if i == len(views):
+            return
+        views[i] = views[i][sent:]
+        sent = sock.sendmsg(views[i: i + _MAX_PARTS])
+
+
+def _recv_into(sock: socket.socket, view: memoryview) -> None:
+    """Fill ``view`` from the socket exactly (no read-ahead past the answer)."""
+    got, n = 0, len(view)
+    while got < n:
+        k = sock.recv_into(view[got:], n - got)
+        if k == 0:
+            raise ConnectionResetError("connection closed by the broker")
+        got += k
