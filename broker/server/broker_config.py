@@ -57,6 +57,11 @@ class BrokerConfig:
     # "high-watermark" (Kafka before 0.11; kept only so tests can show the anomalies it causes)
     replica_truncation: str = "leader-epoch"
     request_timeout_ms: int = 30_000  # upper bound of an acks=-1 produce's wait (the request's timeout is capped)
+    # the group coordinator (docs/groups.md; Kafka's names and defaults)
+    group_min_session_timeout_ms: int = 6_000
+    group_max_session_timeout_ms: int = 1_800_000
+    group_initial_rebalance_delay_ms: int = 3_000  # a new group waits this long for more members to join
+    offset_metadata_max_bytes: int = 4_096
 
     def __post_init__(self) -> None:
         if self.broker_id < 0 or self.broker_id > 0x7FFFFFFF:
@@ -97,11 +102,17 @@ class BrokerConfig:
             ("controlled.shutdown.max.retries", self.controlled_shutdown_max_retries, 0),
             ("controlled.shutdown.retry.backoff.ms", self.controlled_shutdown_retry_backoff_ms, 0),
             ("request.timeout.ms", self.request_timeout_ms, 1),
+            ("group.min.session.timeout.ms", self.group_min_session_timeout_ms, 1),
+            ("group.initial.rebalance.delay.ms", self.group_initial_rebalance_delay_ms, 0),
+            ("offset.metadata.max.bytes", self.offset_metadata_max_bytes, 0),
         ):
             if value < low:
                 raise ConfigError(f"{key}: {value} must be at least {low}")
         # Kafka's own consistency checks (KafkaConfig): a follower's long poll must not time out its
         # socket, nor last long enough to drop it from the ISR.
+        if self.group_max_session_timeout_ms < self.group_min_session_timeout_ms:
+            raise ConfigError(f"group.max.session.timeout.ms ({self.group_max_session_timeout_ms}) must be at least "
+                              f"group.min.session.timeout.ms ({self.group_min_session_timeout_ms})")
         if self.replica_truncation not in ("leader-epoch", "high-watermark"):
             raise ConfigError(f"replica.truncation: {self.replica_truncation!r} must be leader-epoch or "
                               "high-watermark")
@@ -229,6 +240,10 @@ REPLICATION_KEYS: dict[str, str] = {
     "controlled.shutdown.max.retries": "controlled_shutdown_max_retries",
     "controlled.shutdown.retry.backoff.ms": "controlled_shutdown_retry_backoff_ms",
     "request.timeout.ms": "request_timeout_ms",
+    "group.min.session.timeout.ms": "group_min_session_timeout_ms",
+    "group.max.session.timeout.ms": "group_max_session_timeout_ms",
+    "group.initial.rebalance.delay.ms": "group_initial_rebalance_delay_ms",
+    "offset.metadata.max.bytes": "offset_metadata_max_bytes",
 }
 _BOOL_KEYS = {"auto.leader.rebalance.enable", "controlled.shutdown.enable"}
 

@@ -17,6 +17,7 @@ from typing import Any
 from ferry.broker.server.admin_apis import AdminApis
 from ferry.broker.server.broker_config import BrokerConfig
 from ferry.broker.server.fetch_purgatory import FetchPurgatory
+from ferry.broker.server.group_apis import GroupApis
 from ferry.broker.server.log_flusher import LogFlusher
 from ferry.broker.server.metadata_cache import MetadataCache
 from ferry.broker.server.offset_apis import OffsetApis
@@ -48,10 +49,10 @@ class CloseConnection(Exception):
     """The request cannot be answered (malformed, unknown API or version): log it and close the connection."""
 
 
-class KafkaApis(AdminApis, OffsetApis, ReplicationApis):
+class KafkaApis(AdminApis, OffsetApis, ReplicationApis, GroupApis):
     def __init__(self, config: BrokerConfig, metadata_cache: MetadataCache, replicas: ReplicaManager,
                  registry: Any, producer_ids: ProducerIdManager, purgatory: FetchPurgatory,
-                 flusher: LogFlusher, executor: Any = None) -> None:
+                 flusher: LogFlusher, executor: Any = None, group_coordinator: Any = None) -> None:
         self.config = config
         self.metadata = metadata_cache
         self.replicas = replicas
@@ -60,6 +61,7 @@ class KafkaApis(AdminApis, OffsetApis, ReplicationApis):
         self.purgatory = purgatory
         self.flusher = flusher
         self.executor = executor
+        self.group_coordinator = group_coordinator
         self.cluster_id = _cluster_id(config.zookeeper)
         self.fast_produce = ProduceFastPath(replicas, flusher)
         self._handlers: dict[int, Callable[[RequestHeader, Reader], Result]] = {
@@ -67,11 +69,11 @@ class KafkaApis(AdminApis, OffsetApis, ReplicationApis):
             ApiKey.FETCH: self.handle_fetch,
             ApiKey.LIST_OFFSETS: self.handle_list_offsets,
             ApiKey.METADATA: self.handle_metadata,
-            ApiKey.FIND_COORDINATOR: self.handle_find_coordinator,
             ApiKey.API_VERSIONS: self.handle_api_versions,
             ApiKey.CREATE_TOPICS: self.handle_create_topics,
             ApiKey.INIT_PRODUCER_ID: self.handle_init_producer_id,
             ApiKey.OFFSET_FOR_LEADER_EPOCH: self.handle_offset_for_leader_epoch,
+            **self.group_handlers(),
         }
 
     # ------------------------------------------------------------------ dispatch

@@ -16,6 +16,7 @@ from typing import Any
 from ferry.broker.server.broker_config import BrokerConfig
 from ferry.broker.server.controller import KafkaController
 from ferry.broker.server.fetch_purgatory import FetchPurgatory
+from ferry.broker.server.group_coordinator import GroupCoordinator, GroupSettings
 from ferry.broker.server.kafka_apis import KafkaApis
 from ferry.broker.server.log_dir_failure import LogDirFailureHandler, request_leadership_moves
 from ferry.broker.server.log_flusher import LogFlusher
@@ -43,6 +44,7 @@ class KafkaServer:
         self.fetchers: ReplicaFetcherManager | None = None
         self.controller: KafkaController | None = None
         self.log_dir_failures: LogDirFailureHandler | None = None
+        self.groups: GroupCoordinator | None = None
         self._stop = asyncio.Event()
         self._executor = ThreadPoolExecutor(max_workers=8, thread_name_prefix="broker-io")
 
@@ -117,7 +119,13 @@ class KafkaServer:
 
         producer_ids = ProducerIdManager(lambda: self.registry.client, cfg.broker_id)
         flusher = LogFlusher(loop, self._executor)
-        apis = KafkaApis(cfg, metadata, replicas, self.registry, producer_ids, purgatory, flusher, self._executor)
+        # Consumer groups (Kafka's protocol): membership here in memory, committed offsets in ZooKeeper.
+        self.groups = GroupCoordinator(cfg.broker_id, metadata, lambda: self.registry.client, self._executor,
+                                       GroupSettings(cfg.group_min_session_timeout_ms, cfg.group_max_session_timeout_ms,
+                                                     cfg.group_initial_rebalance_delay_ms, cfg.offset_metadata_max_bytes))
+        self.groups.start(loop)
+        apis = KafkaApis(cfg, metadata, replicas, self.registry, producer_ids, purgatory, flusher, self._executor,
+                         self.groups)
         self.socket_server = SocketServer(cfg.listen_host, cfg.listen_port, apis, cfg.max_request_bytes,
                                           max_idle_ms=cfg.connections_max_idle_ms)
         port = self.socket_server.bind()
@@ -191,6 +199,8 @@ class KafkaServer:
                 await self.controlled_shutdown()
             except Exception:
                 log.exception("controlled shutdown failed")
+        if self.groups is not None:
+            self.groups.stop()  # members waiting in JoinGroup/SyncGroup are told to find the next coordinator
         if self.log_dir_failures is not None:
             await self.log_dir_failures.stop()
         if self.fetchers is not None:

@@ -1,4 +1,4 @@
-"""ListOffsets (earliest, latest, by time), InitProducerId and FindCoordinator."""
+"""ListOffsets (earliest, latest, by time) and InitProducerId (FindCoordinator is group_apis.py)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,6 @@ import logging
 from typing import TYPE_CHECKING
 
 from ferry.wire.protocol import (
-    find_coordinator,
     init_producer_id,
     list_offsets,
 )
@@ -21,7 +20,7 @@ log = logging.getLogger("ferry.broker.server.kafka_apis")
 
 
 class OffsetApis:
-    """ListOffsets (earliest, latest, by time), InitProducerId and FindCoordinator. (a part of KafkaApis)."""
+    """ListOffsets (earliest, latest, by time) and InitProducerId (a part of KafkaApis)."""
 
     # ------------------------------------------------------------------ ListOffsets
     def handle_list_offsets(self, header: RequestHeader, r: Reader) -> Result:
@@ -61,11 +60,6 @@ class OffsetApis:
             return init_producer_id.encode_response(header.api_version,
                                                     ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, -1, -1)
         return self._init_producer_id(header.api_version)
-
-    # ------------------------------------------------------------------ FindCoordinator
-    def handle_find_coordinator(self, header: RequestHeader, r: Reader) -> Result:
-        find_coordinator.parse_request(r, header.api_version)
-        return find_coordinator.encode_response(header.api_version, ErrorCode.COORDINATOR_NOT_AVAILABLE)
 
     async def _init_producer_id(self, version: int) -> bytes:
         try:

@@ -98,7 +98,7 @@ def test_api_versions_lists_exactly_what_is_served(cluster):
             err, ranges = api_versions(c, v)
             assert err == 0
             assert ranges == {int(k): rng for k, rng in ADVERTISED.items()}
-        assert ranges[PRODUCE] == (0, 8) and ranges[FETCH] == (4, 11) and ranges[FIND_COORDINATOR] == (0, 0)
+        assert ranges[PRODUCE] == (0, 8) and ranges[FETCH] == (4, 11) and ranges[FIND_COORDINATOR] == (0, 2)
 
 
 def test_api_versions_v3_gets_unsupported_version_with_v0_body(cluster):
@@ -306,10 +306,18 @@ def test_init_producer_id_is_unique_and_idempotent_retries_are_not_duplicated(cl
         assert list_offsets(c, name, p, -1)[2] == first.base_offset + 1
 
 
-def test_find_coordinator_is_not_available(cluster):
-    with WireClient(cluster[0].bootstrap) as c:
-        r = c.request(FIND_COORDINATOR, 0, bytes(Writer().string("group").buf))
-        assert r.int16() == 15 and r.int32() == -1
+def test_find_coordinator_names_the_same_broker_everywhere(cluster):
+    """Groups have a coordinator (docs/groups.md); transactions do not yet: COORDINATOR_NOT_AVAILABLE."""
+    answers = set()
+    for b in cluster:
+        with WireClient(b.bootstrap) as c:
+            r = c.request(FIND_COORDINATOR, 0, bytes(Writer().string("group").buf))
+            assert r.int16() == 0
+            answers.add((r.int32(), r.string(), r.int32()))
+            r = c.request(FIND_COORDINATOR, 1, bytes(Writer().string("txn").int8(1).buf))
+            r.int32()  # throttle
+            assert r.int16() == 15 and "transactions" in r.nullable_string()
+    assert len(answers) == 1 and answers.pop()[0] in {b.broker_id for b in cluster}
 
 
 def test_create_topics_errors(cluster, topic):

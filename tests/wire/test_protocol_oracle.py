@@ -216,7 +216,7 @@ def test_init_producer_id_request(version):
 
 def test_find_coordinator_request():
     r = _body(FindCoordinatorRequest(version=0, key="my-group"), 0)
-    assert find_coordinator.parse_request(r, 0) == "my-group" and r.remaining() == 0
+    assert find_coordinator.parse_request(r, 0).key == "my-group" and r.remaining() == 0
 
 
 @pytest.mark.parametrize("version", range(0, 5))

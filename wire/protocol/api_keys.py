@@ -15,11 +15,27 @@ class ApiKey(IntEnum):
     FETCH = 1
     LIST_OFFSETS = 2
     METADATA = 3
+    OFFSET_COMMIT = 8
+    OFFSET_FETCH = 9
     FIND_COORDINATOR = 10
+    JOIN_GROUP = 11
+    HEARTBEAT = 12
+    LEAVE_GROUP = 13
+    SYNC_GROUP = 14
+    DESCRIBE_GROUPS = 15
+    LIST_GROUPS = 16
     API_VERSIONS = 18
     CREATE_TOPICS = 19
+    DELETE_TOPICS = 20
+    DELETE_RECORDS = 21
     INIT_PRODUCER_ID = 22
     OFFSET_FOR_LEADER_EPOCH = 23  # replication (KIP-101): followers truncate by leader epoch
+    DESCRIBE_CONFIGS = 32
+    ALTER_CONFIGS = 33
+    DESCRIBE_LOG_DIRS = 35
+    CREATE_PARTITIONS = 37
+    DELETE_GROUPS = 42
+    INCREMENTAL_ALTER_CONFIGS = 44
 
 
 # api key -> (min, max) advertised in ApiVersions.
@@ -28,7 +44,17 @@ ADVERTISED: dict[int, tuple[int, int]] = {
     ApiKey.FETCH: (4, 11),
     ApiKey.LIST_OFFSETS: (1, 5),
     ApiKey.METADATA: (0, 8),
-    ApiKey.FIND_COORDINATOR: (0, 0),
+    # the group coordinator (docs/groups.md): every non-flexible version
+    ApiKey.OFFSET_COMMIT: (0, 7),
+    ApiKey.OFFSET_FETCH: (0, 5),
+    ApiKey.FIND_COORDINATOR: (0, 2),
+    ApiKey.JOIN_GROUP: (0, 5),
+    ApiKey.HEARTBEAT: (0, 3),
+    ApiKey.LEAVE_GROUP: (0, 3),
+    ApiKey.SYNC_GROUP: (0, 3),
+    ApiKey.DESCRIBE_GROUPS: (0, 4),
+    ApiKey.LIST_GROUPS: (0, 2),
+    ApiKey.DELETE_GROUPS: (0, 1),
     ApiKey.API_VERSIONS: (0, 2),
     ApiKey.CREATE_TOPICS: (0, 4),
     ApiKey.INIT_PRODUCER_ID: (0, 1),

@@ -1,15 +1,38 @@
-"""FindCoordinator (key 10), version 0. There is no group coordinator (groups live in ZooKeeper, the paper's
-way), so the answer is always COORDINATOR_NOT_AVAILABLE. It is advertised only because librdkafka sends
-LZ4-compressed batches only to brokers that advertise it."""
+"""FindCoordinator (key 10), versions 0-2 (v3+ is flexible).
+
+v0 names a group; v1 adds the key type (0 = group, 1 = transactional id) and the response's throttle time and
+error message. Every broker answers the same coordinator for a group (ferry.broker.server.group_placement),
+so a client may ask any of them.
+"""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from ferry.wire.protocol.primitives import Reader, Writer
 
+KEY_TYPE_GROUP = 0
+KEY_TYPE_TRANSACTION = 1
 
-def parse_request(r: Reader, version: int) -> str:
-    return r.string()  # the group id
+
+@dataclass(slots=True, frozen=True)
+class FindCoordinatorRequest:
+    key: str
+    key_type: int = KEY_TYPE_GROUP
 
 
-def encode_response(version: int, error_code: int, node_id: int = -1, host: str = "", port: int = -1) -> bytes:
-    return bytes(Writer().int16(error_code).int32(node_id).string(host).int32(port).buf)
+def parse_request(r: Reader, version: int) -> FindCoordinatorRequest:
+    key = r.string()
+    key_type = r.int8() if version >= 1 else KEY_TYPE_GROUP
+    return FindCoordinatorRequest(key, key_type)
+
+
+def encode_response(version: int, error_code: int, node_id: int = -1, host: str = "", port: int = -1,
+                    error_message: str | None = None) -> bytes:
+    w = Writer()
+    if version >= 1:
+        w.int32(0)  # throttle_time_ms
+    w.int16(error_code)
+    if version >= 1:
+        w.string(error_message)
+    return bytes(w.int32(node_id).string(host).int32(port).buf)

@@ -1,0 +1,202 @@
+"""The group requests (a part of KafkaApis): FindCoordinator, JoinGroup, SyncGroup, Heartbeat, LeaveGroup,
+OffsetCommit, OffsetFetch, ListGroups, DescribeGroups, DeleteGroups. Decoding and encoding only; the rules are
+GroupCoordinator's (docs/groups.md).
+
+A request that must wait (JoinGroup until the join phase ends, SyncGroup until the leader's assignments, a
+commit until ZooKeeper has it) returns a coroutine; the member's future is shielded so that a connection
+closing under it never cancels the group's own bookkeeping.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from ferry.wire.protocol import (
+    delete_groups,
+    describe_groups,
+    find_coordinator,
+    heartbeat,
+    join_group,
+    leave_group,
+    list_groups,
+    offset_commit,
+    offset_fetch,
+    sync_group,
+)
+from ferry.wire.protocol.api_keys import ApiKey
+from ferry.wire.protocol.errors import ErrorCode
+from ferry.wire.protocol.header import RequestHeader
+from ferry.wire.protocol.primitives import Reader
+
+if TYPE_CHECKING:
+    from ferry.broker.server.group_coordinator import GroupCoordinator
+    from ferry.broker.server.kafka_apis import Result
+
+log = logging.getLogger("ferry.broker.server.kafka_apis")
+
+
+class GroupApis:
+    """The group coordinator's requests (a part of KafkaApis)."""
+
+    group_coordinator: GroupCoordinator | None
+
+    def group_handlers(self) -> dict[int, Callable[[RequestHeader, Reader], Result]]:
+        return {
+            ApiKey.FIND_COORDINATOR: self.handle_find_coordinator,
+            ApiKey.JOIN_GROUP: self.handle_join_group,
+            ApiKey.SYNC_GROUP: self.handle_sync_group,
+            ApiKey.HEARTBEAT: self.handle_heartbeat,
+            ApiKey.LEAVE_GROUP: self.handle_leave_group,
+            ApiKey.OFFSET_COMMIT: self.handle_offset_commit,
+            ApiKey.OFFSET_FETCH: self.handle_offset_fetch,
+            ApiKey.LIST_GROUPS: self.handle_list_groups,
+            ApiKey.DESCRIBE_GROUPS: self.handle_describe_groups,
+            ApiKey.DELETE_GROUPS: self.handle_delete_groups,
+        }
+
+    # ------------------------------------------------------------------ FindCoordinator
+    def handle_find_coordinator(self, header: RequestHeader, r: Reader) -> Result:
+        version = header.api_version
+        req = find_coordinator.parse_request(r, version)
+        if req.key_type == find_coordinator.KEY_TYPE_TRANSACTION:
+            return find_coordinator.encode_response(
+                version, ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                error_message="transactions are not supported by ferry brokers yet (no transaction coordinator)")
+        if req.key_type != find_coordinator.KEY_TYPE_GROUP:
+            return find_coordinator.encode_response(version, ErrorCode.INVALID_REQUEST,
+                                                    error_message=f"unknown coordinator key type {req.key_type}")
+        if not req.key:
+            return find_coordinator.encode_response(version, ErrorCode.INVALID_GROUP_ID,
+                                                    error_message="the group id is empty")
+        node = self.group_coordinator.coordinator(req.key) if self.group_coordinator is not None else None
+        if node is None:
+            return find_coordinator.encode_response(version, ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                                                    error_message="no live broker is registered")
+        return find_coordinator.encode_response(version, ErrorCode.NONE, node.id, node.host, node.port)
+
+    # ------------------------------------------------------------------ JoinGroup / SyncGroup
+    def handle_join_group(self, header: RequestHeader, r: Reader) -> Result:
+        version = header.api_version
+        req = join_group.parse_request(r, version)
+        coordinator = self._coordinator()
+        if coordinator is None:
+            return join_group.encode_response(version, join_group.JoinGroupResponse(
+                ErrorCode.COORDINATOR_NOT_AVAILABLE, member_id=req.member_id))
+        result = coordinator.join(req, version, header.client_id or "", "")
+        if isinstance(result, asyncio.Future):
+            return _answer_later(result, lambda res: join_group.encode_response(version, _join_response(res)))
+        return join_group.encode_response(version, _join_response(result))
+
+    def handle_sync_group(self, header: RequestHeader, r: Reader) -> Result:
+        version = header.api_version
+        req = sync_group.parse_request(r, version)
+        coordinator = self._coordinator()
+        if coordinator is None:
+            return sync_group.encode_response(version, ErrorCode.COORDINATOR_NOT_AVAILABLE)
+        result = coordinator.sync(req.group_id, req.generation_id, req.member_id, req.group_instance_id,
+                                  req.assignments)
+        if isinstance(result, asyncio.Future):
+            return _answer_later(result, lambda res: sync_group.encode_response(version, res[0], res[1]))
+        return sync_group.encode_response(version, result[0], result[1])
+
+    # ------------------------------------------------------------------ Heartbeat / LeaveGroup
+    def handle_heartbeat(self, header: RequestHeader, r: Reader) -> Result:
+        req = heartbeat.parse_request(r, header.api_version)
+        coordinator = self._coordinator()
+        code = ErrorCode.COORDINATOR_NOT_AVAILABLE if coordinator is None else \
+            coordinator.heartbeat(req.group_id, req.generation_id, req.member_id, req.group_instance_id)
+        return heartbeat.encode_response(header.api_version, code)
+
+    def handle_leave_group(self, header: RequestHeader, r: Reader) -> Result:
+        version = header.api_version
+        req = leave_group.parse_request(r, version)
+        coordinator = self._coordinator()
+        if coordinator is None:
+            return leave_group.encode_response(version, ErrorCode.COORDINATOR_NOT_AVAILABLE)
+        top, members = coordinator.leave(req.group_id, req.members)
+        if version < 3 and not top and members:
+            top = members[0][2]  # v0-2: one member, its error is the answer's
+        return leave_group.encode_response(version, top, members)
+
+    # ------------------------------------------------------------------ OffsetCommit / OffsetFetch
+    def handle_offset_commit(self, header: RequestHeader, r: Reader) -> Result:
+        version = header.api_version
+        req = offset_commit.parse_request(r, version)
+        coordinator = self._coordinator()
+        if coordinator is None:
+            code = ErrorCode.COORDINATOR_NOT_AVAILABLE
+            return offset_commit.encode_response(version, [(t, [(p.partition, code) for p in ps])
+                                                           for t, ps in req.topics])
+        result = coordinator.commit(req)
+        if isinstance(result, list):
+            return offset_commit.encode_response(version, result)
+        return _encode_after(result, lambda res: offset_commit.encode_response(version, res))
+
+    def handle_offset_fetch(self, header: RequestHeader, r: Reader) -> Result:
+        version = header.api_version
+        req = offset_fetch.parse_request(r, version)
+        coordinator = self._coordinator()
+        if coordinator is None:
+            return _offset_fetch_error(version, req, ErrorCode.COORDINATOR_NOT_AVAILABLE)
+        result = coordinator.fetch(req.group_id, req.topics)
+        if isinstance(result, tuple):
+            return _offset_fetch_body(version, *result)
+        return _encode_after(result, lambda res: _offset_fetch_body(version, *res))
+
+    # ------------------------------------------------------------------ ListGroups / DescribeGroups / DeleteGroups
+    def handle_list_groups(self, header: RequestHeader, r: Reader) -> Result:
+        version = header.api_version
+        list_groups.parse_request(r, version)
+        coordinator = self._coordinator()
+        if coordinator is None:
+            return list_groups.encode_response(version, ErrorCode.COORDINATOR_NOT_AVAILABLE, [])
+        return _encode_after(coordinator.list_groups(), lambda res: list_groups.encode_response(version, *res))
+
+    def handle_describe_groups(self, header: RequestHeader, r: Reader) -> Result:
+        version = header.api_version
+        req = describe_groups.parse_request(r, version)
+        coordinator = self._coordinator()
+        if coordinator is None:
+            return describe_groups.encode_response(version, [describe_groups.DescribedGroup(
+                ErrorCode.COORDINATOR_NOT_AVAILABLE, g) for g in req.groups])
+        return _encode_after(coordinator.describe_groups(req.groups),
+                             lambda res: describe_groups.encode_response(version, res))
+
+    def handle_delete_groups(self, header: RequestHeader, r: Reader) -> Result:
+        version = header.api_version
+        names = delete_groups.parse_request(r, version)
+        coordinator = self._coordinator()
+        if coordinator is None:
+            return delete_groups.encode_response(version, [(g, ErrorCode.COORDINATOR_NOT_AVAILABLE) for g in names])
+        return _encode_after(coordinator.delete_groups(names), lambda res: delete_groups.encode_response(version, res))
+
+    def _coordinator(self) -> GroupCoordinator | None:
+        return getattr(self, "group_coordinator", None)
+
+
+def _join_response(res: Any) -> join_group.JoinGroupResponse:
+    return join_group.JoinGroupResponse(res.error_code, res.generation_id, res.protocol_name, res.leader,
+                                        res.member_id, res.members)
+
+
+async def _answer_later(fut: asyncio.Future, encode: Callable[[Any], bytes]) -> bytes:
+    """Wait for the group's answer; shielded: the connection's task may be cancelled, the future must not."""
+    return encode(await asyncio.shield(fut))
+
+
+async def _encode_after(pending: Any, encode: Callable[[Any], bytes]) -> bytes:
+    return encode(await pending)
+
+
+def _offset_fetch_body(version: int, code: int, topics: list) -> bytes:
+    if version < 2 and code:  # no top-level error before v2: every partition carries it
+        topics = [(t, [offset_fetch.FetchedOffset(p.partition, error_code=code) for p in ps]) for t, ps in topics]
+    return offset_fetch.encode_response(version, topics, code)
+
+
+def _offset_fetch_error(version: int, req: offset_fetch.OffsetFetchRequest, code: int) -> bytes:
+    topics = [(t, [offset_fetch.FetchedOffset(p, error_code=code) for p in ps]) for t, ps in req.topics or []]
+    return _offset_fetch_body(version, code, topics)

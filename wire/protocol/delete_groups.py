@@ -1,0 +1,19 @@
+"""DeleteGroups (key 42), versions 0-1 (v2+ is flexible). A group with members is NON_EMPTY_GROUP, an unknown
+one GROUP_ID_NOT_FOUND; deleting a group deletes its committed offsets."""
+
+from __future__ import annotations
+
+from ferry.wire.protocol.primitives import Reader, Writer
+
+
+def parse_request(r: Reader, version: int) -> list[str]:
+    return r.array(lambda r: r.string())
+
+
+def encode_response(version: int, results: list[tuple[str, int]]) -> bytes:
+    """``results``: [(group_id, error_code)]."""
+    w = Writer().int32(0)  # throttle_time_ms (every version)
+    w.array_len(len(results))
+    for group_id, code in results:
+        w.string(group_id).int16(code)
+    return bytes(w.buf)

@@ -1,0 +1,63 @@
+"""DescribeGroups (key 15), versions 0-4 (v5+ is flexible).
+
+v1 adds throttle time, v3 include_authorized_operations (answered "not provided": ferry has no ACLs), v4 each
+member's group.instance.id. A group this broker does not know is answered state "Dead" with no error, as
+Kafka does; one it does not coordinate with NOT_COORDINATOR."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ferry.wire.protocol.primitives import Reader, Writer
+
+AUTHORIZED_OPERATIONS_OMITTED = -2147483648
+
+
+@dataclass(slots=True)
+class DescribeGroupsRequest:
+    groups: list[str]
+    include_authorized_operations: bool = False
+
+
+def parse_request(r: Reader, version: int) -> DescribeGroupsRequest:
+    groups = r.array(lambda r: r.string())
+    include = r.boolean() if version >= 3 else False
+    return DescribeGroupsRequest(groups, include)
+
+
+@dataclass(slots=True)
+class DescribedMember:
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    client_host: str
+    metadata: bytes
+    assignment: bytes
+
+
+@dataclass(slots=True)
+class DescribedGroup:
+    error_code: int
+    group_id: str
+    state: str = "Dead"
+    protocol_type: str = ""
+    protocol: str = ""
+    members: list[DescribedMember] = field(default_factory=list)
+
+
+def encode_response(version: int, groups: list[DescribedGroup]) -> bytes:
+    w = Writer()
+    if version >= 1:
+        w.int32(0)  # throttle_time_ms
+    w.array_len(len(groups))
+    for g in groups:
+        w.int16(g.error_code).string(g.group_id).string(g.state).string(g.protocol_type).string(g.protocol)
+        w.array_len(len(g.members))
+        for m in g.members:
+            w.string(m.member_id)
+            if version >= 4:
+                w.string(m.group_instance_id)
+            w.string(m.client_id).string(m.client_host).bytes_(m.metadata).bytes_(m.assignment)
+        if version >= 3:
+            w.int32(AUTHORIZED_OPERATIONS_OMITTED)
+    return bytes(w.buf)
