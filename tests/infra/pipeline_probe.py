@@ -3,6 +3,13 @@
     produce --bootstrap B --topic T --count N --prefix P [--audited --zookeeper ZK --datacenter DC]
         N messages "P-<i>" (ferry's audited Producer with --audited, else plain confluent-kafka);
         prints {"delivered": n, "failed": n}
+    stream --bootstrap B --topic T --prefix P --rate R [--duration S] [--timeout S]
+        "P-<i>" at R per second (acks=all, idempotent confluent-kafka) until a "stop" line (or EOF) on stdin or
+        S seconds, then waits up to --timeout for the last deliveries; prints "DELIVERED n" on the first
+        delivery, then {"produced": n, "delivered": n, "failed": n, "failures": [...], "retries": n,
+        "transport_errors": n, "request_timeouts": n} (librdkafka's statistics summed over brokers: requests
+        sent again, e.g. after NOT_LEADER_OR_FOLLOWER or a closed connection; send/receive errors; requests
+        timed out). Run it as `python -c`: stdin is the stop signal.
     count --bootstrap B --topic T --prefix P --expect N [--timeout S]
         reads every partition from the beginning until N distinct "P-*" values were seen (or the
         timeout); prints {"seen": n, "distinct": n, "duplicates": n, "missing_sample": [...]}
@@ -44,6 +51,60 @@ def produce(args: argparse.Namespace) -> dict:
     return {"delivered": args.count - len(failed) - left, "failed": len(failed) + left}
 
 
+def stream(args: argparse.Namespace) -> dict:
+    import threading
+
+    from confluent_kafka import Producer as CProducer
+
+    stop = threading.Event()
+
+    def watch_stdin() -> None:
+        for line in sys.stdin:
+            if line.strip() == "stop":
+                break
+        stop.set()
+
+    threading.Thread(target=watch_stdin, daemon=True).start()
+    delivered = 0
+    failures: list[str] = []
+    stats: dict = {}
+
+    def on_delivery(err, msg) -> None:
+        nonlocal delivered
+        if err is not None:
+            failures.append(f"{msg.value().decode()}: {err.name()}")
+            return
+        delivered += 1
+        if delivered == 1:
+            print("DELIVERED 1", flush=True)
+
+    def on_stats(doc: str) -> None:
+        stats.update(json.loads(doc))
+
+    p = CProducer({"bootstrap.servers": args.bootstrap, "acks": "all", "enable.idempotence": True,
+                   "linger.ms": 5, "message.timeout.ms": int(args.timeout * 1000), "log_level": 3,
+                   "statistics.interval.ms": 1000, "stats_cb": on_stats})
+    t0 = time.monotonic()
+    n = 0
+    while not stop.is_set() and time.monotonic() - t0 < args.duration:
+        due = t0 + n / args.rate
+        while (wait := due - time.monotonic()) > 0 and not stop.is_set():
+            p.poll(wait)  # serves delivery reports; returns early when it served one
+        try:
+            p.produce(args.topic, f"{args.prefix}-{n}".encode(), on_delivery=on_delivery)
+            n += 1
+        except BufferError:
+            p.poll(0.1)
+    left = p.flush(args.timeout + 10)
+    p.poll(1.5)  # one more statistics callback, with the last requests counted
+    brokers = stats.get("brokers", {}).values()
+    return {"produced": n, "delivered": delivered, "failed": len(failures) + left, "failures": failures[:10],
+            "retries": sum(b.get("txretries", 0) for b in brokers),
+            "transport_errors": sum(b.get("txerrs", 0) + b.get("rxerrs", 0) for b in brokers),
+            "request_timeouts": sum(b.get("req_timeouts", 0) for b in brokers),
+            "seconds": round(time.monotonic() - t0, 1)}
+
+
 def count(args: argparse.Namespace) -> dict:
     from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
@@ -78,7 +139,7 @@ def count(args: argparse.Namespace) -> dict:
 
 def main() -> int:
     ap = argparse.ArgumentParser()
-    ap.add_argument("mode", choices=["produce", "count"])
+    ap.add_argument("mode", choices=["produce", "stream", "count"])
     ap.add_argument("--bootstrap", required=True)
     ap.add_argument("--topic", required=True)
     ap.add_argument("--prefix", required=True)
@@ -87,8 +148,10 @@ def main() -> int:
     ap.add_argument("--timeout", type=float, default=60.0)
     ap.add_argument("--audited", action="store_true")
     ap.add_argument("--datacenter", default="live")
+    ap.add_argument("--rate", type=float, default=100.0)
+    ap.add_argument("--duration", type=float, default=600.0)
     args = ap.parse_args()
-    result = produce(args) if args.mode == "produce" else count(args)
+    result = {"produce": produce, "stream": stream, "count": count}[args.mode](args)
     print(json.dumps(result))
     return 0
 

@@ -42,9 +42,10 @@ HOSTS = {
 WITH_LOADER = os.environ.get("FERRY_ANSIBLE_LOADER", "1") != "0"
 
 
-def write_inventory(path: Path, hosts: DockerHosts) -> None:
+def write_inventory(path: Path, hosts: DockerHosts, layout: dict | None = None) -> None:
+    """The inventory of `layout` (HOSTS unless given) as the containers of `hosts` play it."""
     groups: dict[str, dict] = {}
-    for host, (group, _, hostvars) in HOSTS.items():
+    for host, (group, _, hostvars) in (HOSTS if layout is None else layout).items():
         if group == "loader" and not WITH_LOADER:
             continue
         groups.setdefault(group, {"hosts": {}})["hosts"][host] = {
@@ -145,6 +146,100 @@ def probe(hosts: DockerHosts, host: str, *args: str, timeout: float = 120) -> di
     out = p.stdout.decode(errors="replace").strip()
     assert p.returncode == 0, f"probe on {host} failed: {out}\n{p.stderr.decode(errors='replace')}"
     return json.loads(out.splitlines()[-1])
+
+
+# --- a datacenter of three brokers: the rolling restart under acks=all production (issue 16) -------------
+# Its own hosts (ZooKeeper + three brokers, so group_vars/all.yml gives RF 3 and min.insync.replicas=2). The
+# fixture is function-scoped and its test comes before the two-datacenter tests, so that its hosts are gone
+# before `deployment` starts its own: both at once would be eleven systemd hosts on two cores.
+THREE_BROKERS = {
+    "live-zk-1": ("live_zookeeper", ["live"], {}),
+    **{f"live-broker-{i}": ("live_brokers", ["live"], {"ferry_broker_id": i}) for i in (1, 2, 3)},
+}
+LIVE_ZK = "live-zk-1:2181/ferry/live"
+THREE_BOOTSTRAP = "live-broker-1:9092,live-broker-2:9092,live-broker-3:9092"
+
+
+@pytest.fixture
+def three_broker_datacenter(tmp_path: Path):
+    """site.yml converged on ZooKeeper + three brokers of one datacenter (no offline side, no loader)."""
+    docker_or_skip()
+    t0 = time.monotonic()
+    images = build_images("base", "wheels")
+    t_images = time.monotonic() - t0
+    hosts = DockerHosts()
+    try:
+        net = hosts.network("ferry-live")
+        for host in THREE_BROKERS:
+            hosts.run(host, images["FERRY_BASE_IMAGE"], [net], systemd=True)
+        for host in THREE_BROKERS:
+            hosts.wait_systemd(host)
+        inventory = tmp_path / "hosts.yml"
+        write_inventory(inventory, hosts, THREE_BROKERS)
+        play = Playbook(inventory, tmp_path)
+        t1 = time.monotonic()
+        p, totals = play("site.yml")
+        assert p.returncode == 0, p.stdout[-6000:] + p.stderr[-3000:]
+        print(f"[ansible] images {t_images:.1f}s, site.yml on three brokers {time.monotonic() - t1:.1f}s")
+        yield {"hosts": hosts, "play": play}
+    finally:
+        hosts.cleanup()
+
+
+def test_rolling_restart_under_acks_all_production_fails_no_request(three_broker_datacenter,
+                                                                     tmp_path: Path) -> None:
+    """rolling_restart.yml while an acks=all idempotent producer keeps producing: not one delivery fails and
+    every message is stored once. Each broker's SIGTERM is a controlled shutdown (its leaderships move to
+    in-sync replicas first) and the playbook stops the next broker only once every ISR is full again, so
+    min.insync.replicas=2 holds throughout; the producer only ever meets retriable answers."""
+    hosts: DockerHosts = three_broker_datacenter["hosts"]
+    play: Playbook = three_broker_datacenter["play"]
+    props = hosts.exec("live-broker-3", "cat", "/etc/ferry/broker.properties").stdout.decode()
+    assert "default.replication.factor=3" in props and "min.insync.replicas=2" in props, props
+    page_view = next(t for t in describe(hosts, "live-broker-1", LIVE_ZK) if t["topic"] == "page_view")
+    assert page_view["replication_factor"] == 3, page_view
+    assert sorted({part["leader"] for part in page_view["partitions"]}) == [1, 2, 3], page_view
+
+    def started(host: str) -> int:
+        out = hosts.exec(host, "systemctl", "show", "-p", "ActiveEnterTimestampMonotonic", "ferry-broker").stdout
+        return int(out.decode().strip().split("=", 1)[1])
+
+    brokers = [h for h in THREE_BROKERS if h.startswith("live-broker-")]
+    before = {h: started(h) for h in brokers}
+    # The producer runs on the ZooKeeper host: on the datacenter's network, and up through every restart.
+    # Its output goes to files: librdkafka's log lines about restarting brokers must never fill a pipe.
+    out_path, err_path = tmp_path / "stream.out", tmp_path / "stream.err"
+    with out_path.open("wb") as out, err_path.open("wb") as err:
+        proc = subprocess.Popen(
+            ["docker", "exec", "-i", hosts.name("live-zk-1"), "/opt/ferry/venv/bin/python", "-c", PROBE.decode(),
+             "stream", "--bootstrap", THREE_BOOTSTRAP, "--topic", "page_view", "--prefix", "rolling", "--rate",
+             "100", "--duration", "900", "--timeout", "120"], stdin=subprocess.PIPE, stdout=out, stderr=err)
+    try:
+        deadline = time.monotonic() + 60
+        while b"DELIVERED" not in out_path.read_bytes():
+            assert proc.poll() is None and time.monotonic() < deadline, \
+                f"the producer delivered nothing: {out_path.read_text()} {err_path.read_text()[-3000:]}"
+            time.sleep(0.2)
+        p, totals = play("rolling_restart.yml", "-l", "live_brokers")
+        time.sleep(3)  # production goes on past the last restart and the preferred leader election
+        proc.communicate(b"stop\n", timeout=240)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert p.returncode == 0, p.stdout[-6000:] + p.stderr[-3000:]
+    lines = out_path.read_text().strip().splitlines()
+    assert proc.returncode == 0 and lines, f"producer: rc {proc.returncode} {lines} {err_path.read_text()[-3000:]}"
+    result = json.loads(lines[-1])
+    print(f"[ansible] rolling restart under production: {result}")
+    assert all(started(h) > before[h] for h in brokers), "not every broker was restarted"
+    assert result["failed"] == 0, f"failed deliveries during the rolling restart: {result}"
+    assert result["delivered"] == result["produced"] > 0, result
+    got = probe(hosts, "live-zk-1", "count", "--bootstrap", THREE_BOOTSTRAP, "--topic", "page_view",
+                "--prefix", "rolling", "--expect", str(result["produced"]), "--timeout", "120")
+    assert got["distinct"] == result["produced"] and got["duplicates"] == 0, got
+    page_view = next(t for t in describe(hosts, "live-broker-1", LIVE_ZK) if t["topic"] == "page_view")
+    for part in page_view["partitions"]:
+        assert sorted(part["isr"]) == [1, 2, 3] and part["leader"] == part["replicas"][0], page_view
 
 
 def test_site_converges(deployment) -> None:
