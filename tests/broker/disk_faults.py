@@ -39,6 +39,10 @@ def small_tmpfs(path: Path, size: str = "2m") -> Iterator[Path]:
 def fill(directory: Path, name: str = "filler") -> Path:
     """Write a file in ``directory`` until the filesystem has no block left; returns it (delete it to free
     the space)."""
+    st = os.statvfs(directory)
+    if st.f_blocks * st.f_frsize > 64 << 20:  # never fill a real disk: only the small tmpfs of these tests
+        pytest.fail(f"refusing to fill {directory}: its filesystem is {st.f_blocks * st.f_frsize} bytes, "
+                    "not the small tmpfs the test mounted")
     path = directory / name
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
     try:
