@@ -288,8 +288,12 @@ class ReplicaManager:
     # ------------------------------------------------------------------ follower fetches (leader side)
     def record_follower_fetch(self, part: Partition, replica_id: int, fetch_offset: int) -> None:
         hw_before = part.replication_hw
+        # Only a registered broker may rejoin the ISR (as KIP-841 has it): a follower whose ZooKeeper session
+        # expired (a frozen process just woken) still fetches on its old connection, and re-adding it would
+        # fight the controller, which removes unregistered brokers from every ISR: tens of state writes a
+        # second until the follower re-registers, and acks=-1 waiting on a broker the cluster deems dead.
         if part.record_follower_fetch(replica_id, fetch_offset, now_ms()) and \
-                replica_id not in self.shutting_down():
+                replica_id in self.metadata.brokers and replica_id not in self.shutting_down():
             self._change_isr(part, tuple(sorted(set(part.isr) | {replica_id})), "expand")
         if part.replication_hw != hw_before and self.purgatory is not None:
             self.purgatory.notify(part.log)
