@@ -38,9 +38,6 @@ SCHEMA = ("key binary, value binary, topic string, partition int, offset long, t
 
 FETCH_BYTES = 4 << 20  # per Fetch request of a split's reader (the paper's consumer pulled 200 KB)
 
-# Fault injection for tests of the commit protocol: every split raises after reading this many records.
-FAIL_AFTER_OPTION = "ferry.test.failAfterRecords"
-
 
 class OffsetSplit(InputPartition):
     """One Spark input partition: ``[start, end)`` of one topic partition."""
@@ -88,7 +85,6 @@ class FerryReader(DataSourceReader):
         self.idle_timeout_s = int(opts.get("ferry.idletimeoutms", "60000")) / 1000.0
         self.batch_rows = max(1, int(opts.get("ferry.batchrows", "20000")))
         self.fetch_bytes = max(1024, int(opts.get("ferry.fetchbytes", str(FETCH_BYTES))))
-        self.fail_after = int(opts.get(FAIL_AFTER_OPTION.lower(), "0") or 0)
 
     # ---- driver side
     def _resolve(self, spec: str, which: str) -> dict[tuple[str, int], int]:
@@ -132,8 +128,7 @@ class FerryReader(DataSourceReader):
 
     # ---- executor side
     def read(self, partition: OffsetSplit) -> Iterator:
-        yield from read_split(partition, self.bootstrap, self.idle_timeout_s, self.batch_rows, self.fail_after,
-                              self.fetch_bytes)
+        yield from read_split(partition, self.bootstrap, self.idle_timeout_s, self.batch_rows, self.fetch_bytes)
 
 
 class SplitReadError(RuntimeError):
@@ -141,7 +136,7 @@ class SplitReadError(RuntimeError):
 
 
 def read_split(split: OffsetSplit, bootstrap: str, idle_timeout_s: float, batch_rows: int,
-               fail_after: int = 0, fetch_bytes: int = FETCH_BYTES) -> Iterator:
+               fetch_bytes: int = FETCH_BYTES) -> Iterator:
     """Yield RecordBatches with exactly the offsets ``[split.start, split.end)`` that exist in the log.
 
     The split is read with ferry's MessageSetConsumer (pipelined Fetch, CRC-32C of every batch checked) and
@@ -158,7 +153,6 @@ def read_split(split: OffsetSplit, bootstrap: str, idle_timeout_s: float, batch_
     header_type = schema.field("headers").type
     topic, part, start, end = split.topic, split.partition, split.start, split.end
     rows: list[tuple] = []
-    produced = 0
 
     def flush(n: int) -> pa.RecordBatch:
         """An Arrow batch of the first ``n`` rows."""
@@ -180,10 +174,6 @@ def read_split(split: OffsetSplit, bootstrap: str, idle_timeout_s: float, batch_
                     if base < start or last >= end:
                         recs = [r for r in recs if start <= r[0] < end]
                     rows += recs
-                    produced += len(recs)
-                    if fail_after and produced >= fail_after:
-                        raise SplitReadError(
-                            f"{split}: injected failure after {produced} records ({FAIL_AFTER_OPTION})")
                 while len(rows) >= batch_rows:
                     yield flush(batch_rows)
                 if consumer.position >= end:

@@ -10,8 +10,6 @@ from pathlib import Path
 
 from ferry.loaders.planner import LoadPlan
 
-TEST_FAIL_ENV = "FERRY_LOAD_TEST_FAIL"  # split | before_commit | after_commit (fault injection for tests)
-
 
 class BadRecordsError(RuntimeError):
     """Records that cannot be decoded; the run stops before anything becomes visible."""
@@ -40,7 +38,6 @@ class LoadConfig:
     # the books use only the producer counts that reached the offline cluster (see docs/audit.md)
     live_zookeepers: list[str] = field(default_factory=list)
     live_timeout_s: float = 15.0
-    test_fail: str | None = None
     quiet: bool = False
 
     @property

@@ -18,14 +18,12 @@ Runnable in-process (``ferry load``, the DAG's default) and through spark-submit
 
 from __future__ import annotations
 
-import os
 import time
 from collections import defaultdict
 from typing import Any
 
 from ferry.loaders.ledger import Ledger
 from ferry.loaders.load_config import (  # noqa: F401
-    TEST_FAIL_ENV,
     BadRecordsError,
     LoadConfig,
     LoadResult,
@@ -43,7 +41,6 @@ class LoadJob:
         self._spark = spark
         self._warehouse = None
         self._datacenter = ""
-        self.test_fail = config.test_fail or os.environ.get(TEST_FAIL_ENV) or None
 
     # ------------------------------------------------------------------------------------------- helpers
     def say(self, msg: str) -> None:
@@ -122,8 +119,6 @@ class LoadJob:
             versions.extend(tv)
             for k, n in counts.items():
                 audit_counts[k] += n
-        if self.test_fail == "before_commit":
-            raise RuntimeError(f"injected failure before the ledger commit ({TEST_FAIL_ENV})")
         from ferry.loaders.warehouse_audit import warehouse_events
 
         events = warehouse_events(run_id, audit_counts, datacenter=self._datacenter)
@@ -140,8 +135,6 @@ class LoadJob:
         self.ledger.commit(record)
         result.committed = True
         self.say(f"committed run {run_id}: {result.rows} rows, {len(versions)} hour partitions")
-        if self.test_fail == "after_commit":
-            raise RuntimeError(f"injected failure after the ledger commit ({TEST_FAIL_ENV})")
         result.audit_events = self.apply(record)
         return result
 
@@ -216,22 +209,13 @@ class LoadJob:
         from pyspark.sql.pandas.types import to_arrow_schema
 
         from ferry.loaders.avro_columns import uuid_fields
-        from ferry.loaders.datasource import FAIL_AFTER_OPTION
         from ferry.loaders.decoder import AUDIT_COLUMNS, make_decoder
 
         t0 = time.monotonic()
         tr = TopicResult(topic, table, messages=sum(r.size for r in ranges))
-        spark, wh = self.spark, self.warehouse
+        wh = self.warehouse
         self.say(f"{topic}: reading {tr.messages} messages -> {wh.qualified(table)}")
-        reader = (spark.read.format("ferry")
-                  .option("kafka.bootstrap.servers", bootstrap)
-                  .option("subscribe", topic)
-                  .option("startingOffsets", offsets_json({(r.topic, r.partition): r.start for r in ranges}))
-                  .option("endingOffsets", offsets_json({(r.topic, r.partition): r.end for r in ranges}))
-                  .option("maxRecordsPerPartition", str(self.config.max_per_split or 0)))
-        if self.test_fail == "split":
-            reader = reader.option(FAIL_AFTER_OPTION, str(max(1, tr.messages // 2)))
-        raw = reader.load().persist(StorageLevel.MEMORY_AND_DISK)
+        raw = self.source(topic, ranges, bootstrap).load().persist(StorageLevel.MEMORY_AND_DISK)
         try:
             kind = "audit" if topic == "_audit" else "avro"
             schemas: dict[int, dict] = {}
@@ -282,6 +266,17 @@ class LoadJob:
                  f"{t_columns - t0:.1f} s, decode and count {t_write - t_columns:.1f} s, "
                  f"write {t_done - t_write:.1f} s)")
         return tr, versions, ({} if topic == "_audit" else dict(counts))
+
+    def source(self, topic: str, ranges: list[OffsetRange], bootstrap: str):
+        """The DataFrameReader of a topic's offset ranges: ``format("ferry")`` with Spark's Kafka-source
+        options. The one place that says where a load's records come from; the rest of the job sees only
+        the source's columns (key, value, topic, partition, offset, timestamp, headers)."""
+        return (self.spark.read.format("ferry")
+                .option("kafka.bootstrap.servers", bootstrap)
+                .option("subscribe", topic)
+                .option("startingOffsets", offsets_json({(r.topic, r.partition): r.start for r in ranges}))
+                .option("endingOffsets", offsets_json({(r.topic, r.partition): r.end for r in ranges}))
+                .option("maxRecordsPerPartition", str(self.config.max_per_split or 0)))
 
     def _avro_columns(self, topic: str, table: str, raw, schemas: dict[int, dict]):
         """The table's columns after this run: existing ones plus the fields of every schema id in the data."""

@@ -3,14 +3,80 @@ late data, schema evolution, bad records."""
 
 from __future__ import annotations
 
+import sys
+from typing import Any
+
 import pytest
 
 from ferry.loaders import steps
+from ferry.loaders.datasource import FerryDataSource, FerryReader
 from ferry.loaders.ledger import Ledger
 from ferry.loaders.load_config import BadRecordsError
 from ferry.loaders.load_job import LoadJob
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
+
+
+# ---- fault injection (from the test side: the product classes have no test switches)
+
+class FailingReader(FerryReader):
+    """The ferry source's reader, except that every split raises once it has read ``failAfterRecords``."""
+
+    def __init__(self, options: dict[str, str]) -> None:
+        super().__init__(options)
+        self.fail_after = int({k.lower(): v for k, v in options.items()}["failafterrecords"])
+
+    def read(self, partition):
+        read = 0
+        for batch in super().read(partition):
+            read += batch.num_rows
+            if read >= self.fail_after:
+                raise RuntimeError(f"{partition}: injected failure after {read} records")
+            yield batch
+
+
+class FailingSource(FerryDataSource):
+    @classmethod
+    def name(cls) -> str:
+        return "ferry_failing"
+
+    def reader(self, schema) -> FailingReader:
+        return FailingReader(dict(self.options))
+
+
+class SplitFails(LoadJob):
+    """A load whose Spark tasks fail halfway through reading (on the executors)."""
+
+    def source(self, topic, ranges, bootstrap):
+        from pyspark import cloudpickle
+
+        spark = self.spark
+        if not getattr(spark, "_ferry_failing_registered", False):
+            cloudpickle.register_pickle_by_value(sys.modules[__name__])  # executors cannot import this module
+            spark.dataSource.register(FailingSource)
+            spark._ferry_failing_registered = True
+        messages = sum(r.size for r in ranges)
+        return (super().source(topic, ranges, bootstrap).format(FailingSource.name())
+                .option("failAfterRecords", str(max(1, messages // 2))))
+
+
+class CommitFails(Ledger):
+    """The run dies at its commit point: just before the ledger write, or right after it."""
+
+    def __init__(self, state_dir: str, after: bool) -> None:
+        super().__init__(state_dir)
+        self.after = after
+
+    def commit(self, record: dict[str, Any]) -> None:
+        if self.after:
+            super().commit(record)
+        raise RuntimeError(f"injected failure {'after' if self.after else 'before'} the ledger commit")
+
+
+def commit_fails(cfg, spark, after: bool) -> LoadJob:
+    job = LoadJob(cfg, spark)
+    job.ledger = CommitFails(cfg.state_dir, after)
+    return job
 
 
 def table_counts(spark, cfg, table: str) -> dict[tuple[str, str], int]:
@@ -75,14 +141,14 @@ def test_failed_runs_leave_nothing_and_rerun_neither_loses_nor_duplicates(spark,
 
     # 1. a task fails while reading: nothing committed, nothing visible
     with pytest.raises(Exception, match="injected failure"):
-        LoadJob(load_config(topic, test_fail="split"), spark).run()
+        SplitFails(cfg, spark).run()
     assert ledger.committed_offsets() == {} and ledger.pending() == []
     job = LoadJob(cfg, spark)
     assert job.warehouse.partitions(topic) == []
 
     # 2. the run dies after writing its partition versions, before the ledger commit
     with pytest.raises(RuntimeError, match="before the ledger commit"):
-        LoadJob(load_config(topic, test_fail="before_commit"), spark).run()
+        commit_fails(cfg, spark, after=False).run()
     orphans = job.warehouse.orphan_versions(topic, next(iter(ledger.in_flight())))
     assert orphans, "the failed run wrote version directories"
     assert job.warehouse.partitions(topic) == []  # ...that nobody can see
@@ -90,7 +156,7 @@ def test_failed_runs_leave_nothing_and_rerun_neither_loses_nor_duplicates(spark,
 
     # 3. the run dies right after the ledger commit, before publishing: the next run re-applies it
     with pytest.raises(RuntimeError, match="after the ledger commit"):
-        LoadJob(load_config(topic, test_fail="after_commit"), spark).run()
+        commit_fails(cfg, spark, after=True).run()
     assert all(not job.warehouse.exists(p) for p in orphans), "files of the uncommitted run were removed"
     assert len(ledger.pending()) == 1
     assert sum(n for (t, _), n in ledger.committed_offsets().items() if t == topic) == 900
