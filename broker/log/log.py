@@ -287,19 +287,6 @@ class Log(LogFlush, LogRecovery, LogRetention, LogReplication, LogOffline):
         logger.debug("%s: rolled segment %d", self.name, new.base_offset)
         return new
 
-    def roll_if_needed(self, now_ms: int | None = None) -> bool:
-        """Roll the active segment when it is older than segment.ms (so retention can reach it)."""
-        with self._lock:
-            now = self._clock() if now_ms is None else now_ms
-            seg = self._segments[-1]
-            if self._closed or self.offline or seg.size == 0 or now - seg.created_ms <= self.config.segment_ms:
-                return False
-            try:
-                self._roll(now)
-            except OSError as e:
-                raise self.storage_failure("segment roll", e) from e
-            return True
-
     # -- read ------------------------------------------------------------------------------------
 
     def read(self, offset: int, max_bytes: int, upper_bound: int | None = None) -> FetchSlice | None:

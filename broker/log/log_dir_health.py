@@ -48,6 +48,7 @@ class LogDirHealth:
         self._failure_listeners = []
         self._reopen_points: dict[tuple[str, int], int] = {}
         self._reopen_hws: dict[tuple[str, int], int | None] = {}
+        self._retired: list[tuple[int, Any]] = []  # (close after, old Log) replaced by a re-open
 
     @property
     def offline_log_dirs(self) -> int:
@@ -82,6 +83,26 @@ class LogDirHealth:
             except Exception:
                 logger.exception("log dir failure listener %r failed", cb)
 
+    def _retire(self, logs: Any) -> None:
+        """Old Log objects, offline: closed file.delete.delay.ms later, not now, because a fetch answered before
+        the failure may still be sending from their fds (closed at once, the fd number could be reused)."""
+        deadline = self._clock() + self.default_config.file_delete_delay_ms
+        with self._health_lock:
+            for lg in logs:
+                lg.mark_offline()
+                self._retired.append((deadline, lg))
+
+    def close_retired(self, force: bool = False) -> None:
+        """Close the retired logs whose delay is over (all of them with ``force``: at shutdown)."""
+        if not self._retired:
+            return
+        now = self._clock()
+        with self._health_lock:
+            due = [lg for deadline, lg in self._retired if force or deadline <= now]
+            self._retired = [(d, lg) for d, lg in self._retired if not (force or d <= now)]
+        for lg in due:
+            lg.close()
+
     def probe(self) -> bool:
         """Whether the directory takes a small write and its fsync again (PROBE_BYTES, then removed)."""
         path = self.data_dir / PROBE_FILE
@@ -113,9 +134,7 @@ class LogDirHealth:
             points = self._reopen_points = {**self._reopen_points,
                                             **{key: lg.flushed_offset for key, lg in old.items()}}
             hws = self._reopen_hws = {**self._reopen_hws, **{key: lg.replication_hw for key, lg in old.items()}}
-            for lg in old.values():
-                lg.mark_offline()
-                lg.close()
+            self._retire(old.values())
             self._logs = {}
             self._given = {}
             for lg in old.values():

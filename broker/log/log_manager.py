@@ -290,6 +290,7 @@ class LogManager(LogDirHealth):
         """Flush every log that needs it (flush.messages / flush.ms). Returns how many."""
         n = 0
         now = self._clock()
+        self.close_retired()
         if self.offline:
             return 0
         for log in list(self._logs.values()):
@@ -373,6 +374,7 @@ class LogManager(LogDirHealth):
         os.close(self._lock_fd)
 
     def _close_logs(self) -> None:
+        self.close_retired(force=True)
         for log in list(self._logs.values()):
             try:
                 log.close()

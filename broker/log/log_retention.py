@@ -66,6 +66,19 @@ class LogRetention:
             self._delete_pending(now)
             return len(doomed)
 
+    def roll_if_needed(self, now_ms: int | None = None) -> bool:
+        """Roll the active segment when it is older than segment.ms (so retention can reach it)."""
+        with self._lock:
+            now = self._clock() if now_ms is None else now_ms
+            seg = self._segments[-1]
+            if self._closed or self.offline or seg.size == 0 or now - seg.created_ms <= self.config.segment_ms:
+                return False
+            try:
+                self._roll(now)
+            except OSError as e:
+                raise self.storage_failure("segment roll", e) from e
+            return True
+
     def expire_producers(self, now_ms: int | None = None) -> int:
         """Forget idempotent producers idle longer than producer.id.expiration.ms; returns how many."""
         with self._lock:

@@ -122,6 +122,7 @@ class LogSegment(SegmentRecovery):
         self.max_timestamp = -1
         self.offset_of_max_timestamp = base_offset
         self.bytes_since_last_index_entry = 0
+        self._index_headroom = 0  # batches that can be appended before index blocks must be allocated
         self.created_ms = now_ms
         self.closed = False
 
@@ -153,25 +154,33 @@ class LogSegment(SegmentRecovery):
                 pieces.append(buf[pos + 8 : pos + size])
             offset += h.last_offset_delta + 1
             pos += size
-        n = len(headers)
-        if self.offset_index.entries + n > self.offset_index.allocated_entries or \
-                self.time_index.entries + n > self.time_index.allocated_entries:
+        n = len(headers)  # each batch adds at most one entry to each index
+        if self._index_headroom < n:
             self._reserve_index(n)
+        self._index_headroom -= n
         start = self._write(pieces)
         return self._index_appended(headers, start, first_offset, append_time)
 
     def append_raw(self, buf: memoryview, headers: list[RecordBatchHeader]) -> int:
         """Write batches byte for byte as they are (a follower's copy of its leader's batches: offsets,
         leader epochs and timestamps already set). Returns the next offset."""
-        self._reserve_index(len(headers))
+        n = len(headers)
+        if self._index_headroom < n:
+            self._reserve_index(n)
+        self._index_headroom -= n
         start = self._write([buf])
         return self._index_appended(headers, start, headers[0].base_offset, None)
 
     def _reserve_index(self, batches: int) -> None:
         """Blocks for the index entries ``batches`` batches may add (one each, at most), allocated before the
-        batches are written: a full disk then fails the append with nothing written (see abstract_index)."""
-        self.offset_index.reserve(batches)
-        self.time_index.reserve(batches)
+        batches are written: a full disk then fails the append with nothing written (see abstract_index).
+        Allocation goes a chunk ahead, so this runs once per ~2000 batches: ``_index_headroom`` counts the
+        batches the allocated room still takes for sure (0 for a new segment and whenever it becomes active or
+        inactive: entries added outside append, by recovery or a roll, happen before or after its appends)."""
+        oi, ti = self.offset_index, self.time_index
+        oi.reserve(batches)
+        ti.reserve(batches)
+        self._index_headroom = min(oi.allocated_entries - oi.entries, ti.allocated_entries - ti.entries)
 
     def _write(self, pieces: list) -> int:
         """Write ``pieces`` at the end of the file; returns where they start."""
@@ -235,11 +244,13 @@ class LogSegment(SegmentRecovery):
         )
 
     def on_become_active(self) -> None:
+        self._index_headroom = 0  # a segment active again (after a truncation) was trimmed meanwhile
         self.offset_index.make_writable()
         self.time_index.make_writable()
 
     def on_become_inactive(self) -> None:
         """Record the final largest timestamp and trim the preallocated index files."""
+        self._index_headroom = 0
         if self.max_timestamp >= 0:
             self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
         self.offset_index.trim()

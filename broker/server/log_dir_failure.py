@@ -69,6 +69,7 @@ class LogDirFailureHandler:
         self.loop: asyncio.AbstractEventLoop | None = None
         self.recoveries = 0  # times the directory came back online
         self._task: asyncio.Task | None = None
+        self._stopped = False
 
     def start(self, loop: asyncio.AbstractEventLoop) -> None:
         self.loop = loop
@@ -77,6 +78,7 @@ class LogDirFailureHandler:
             self._went_offline()
 
     async def stop(self) -> None:
+        self._stopped = True  # a failure while the broker shuts down (closing the logs) starts nothing
         if self._task is not None:
             self._task.cancel()
             try:
@@ -91,6 +93,8 @@ class LogDirFailureHandler:
             loop.call_soon_threadsafe(self._went_offline)
 
     def _went_offline(self) -> None:
+        if self._stopped:
+            return
         if self._task is not None and not self._task.done():
             return  # the running round sees it (it checks again before it ends)
         assert self.loop is not None

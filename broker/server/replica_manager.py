@@ -165,6 +165,8 @@ class ReplicaManager:
                 state.isr, version
             if self.fetcher is not None:
                 self.fetcher.remove_partition(tp)
+            if self.purgatory is not None:
+                self.purgatory.notify(part.log)  # acks=-1 waiters learn that leadership moved
             return
         part.min_isr = self._min_isr(info)
         if state.leader == self.broker_id:

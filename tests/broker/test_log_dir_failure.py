@@ -223,6 +223,7 @@ def test_log_manager_takes_the_dir_offline_once_and_brings_it_back(fs: Path, cap
     a = lm.get_or_create("a", 0)
     b = lm.get_or_create("b", 0)
     b.append(build_batch(2))
+    sending = b.read(0, 1 << 20, upper_bound=2)  # a fetch answered before the failure, still being sent
     acked: list[int] = []
     filler = fill(fs)
     err = append_until_error(a, acked)
@@ -249,6 +250,7 @@ def test_log_manager_takes_the_dir_offline_once_and_brings_it_back(fs: Path, cap
     assert a2 is not a and a2.log_end_offset == end_a and b2.log_end_offset == 2
     assert on_disk(a2.dir) == acked
     assert a2.append(build_batch(1)).first_offset == end_a
+    assert [r.offset for _, rs in decode(sending.read_bytes()) for r in rs] == [0, 1]  # its fd is still open
     assert len([r for r in caplog.records if "back online" in r.getMessage()]) == 1
     lm.shutdown()
 

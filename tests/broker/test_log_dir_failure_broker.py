@@ -62,6 +62,8 @@ def test_a_full_disk_answers_kafka_storage_error_and_comes_back(one_on_tmpfs: Re
     acked: list[bytes] = []
     codes: list[int] = []
     with WireClient(broker.bootstrap) as client:
+        wait_for(lambda: metadata(client, ["full"])["topics"]["full"] == (0, {0: (0, 1)}), 30,
+                 "the broker knows it leads full-0")
         for i in range(2000):
             values = [f"{i}-{j}-".encode() + bytes(2000) for j in range(4)]
             res = produce(client, "full", 0, build_batch(values), acks=-1)
