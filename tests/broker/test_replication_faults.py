@@ -12,6 +12,7 @@ Every test is bounded in time: a 6 s ZooKeeper session and a 3 s replica lag (FA
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -56,6 +57,7 @@ class ProducerRun:
     failed: list[tuple[int, str]] = field(default_factory=list)  # (sequence number, delivery error)
     fatal: list[str] = field(default_factory=list)  # librdkafka errors (fatal idempotence errors included)
     sent: int = 0
+    retries: int = 0  # produce requests librdkafka sent again (its statistics): the dedup cases exercised
 
 
 class ContinuousProducer(threading.Thread):
@@ -99,9 +101,14 @@ class ContinuousProducer(threading.Thread):
                 else:
                     r.acked.append((msg.partition(), msg.offset(), seq))
 
+        def on_stats(doc: str) -> None:
+            retries = sum(b.get("txretries", 0) for b in json.loads(doc).get("brokers", {}).values())
+            r.retries = max(r.retries, retries)
+
         p = Producer({"bootstrap.servers": self.bootstrap, "acks": "all", "enable.idempotence": True,
                       "linger.ms": 5, "message.timeout.ms": 120_000, "retry.backoff.ms": 100,
-                      "socket.connection.setup.timeout.ms": 3000, "error_cb": on_error})
+                      "socket.connection.setup.timeout.ms": 3000, "error_cb": on_error,
+                      "statistics.interval.ms": 500, "stats_cb": on_stats})
         for seq in range(self.limit):
             if self._stop_asked.is_set():
                 break
@@ -166,7 +173,7 @@ def test_kill9_the_leader_repeatedly_under_idempotent_acks_all(three, partitions
     topic = f"kill9-{partitions}"
     three.registry.create_topic(topic, partitions, {"min.insync.replicas": "2"}, replication_factor=3)
     three.wait_isr(topic, partitions, 3)
-    prod = ContinuousProducer(three.bootstrap, topic, partitions, limit=10 * 2000, per_second=250)
+    prod = ContinuousProducer(three.bootstrap, topic, partitions, limit=10 * 4000, per_second=250)
     prod.start()
     wait_until(lambda: prod.acked_count() >= 100, 30, "the producer's first acknowledgements")
     history = []
@@ -186,6 +193,7 @@ def test_kill9_the_leader_repeatedly_under_idempotent_acks_all(three, partitions
     assert not run.fatal, f"fatal producer errors: {run.fatal}"
     assert not run.failed, f"{len(run.failed)} delivery failures, e.g. {run.failed[:5]}"
     assert len(run.acked) == run.sent > 1000
+    assert run.sent < prod.limit, "the producer stopped before the last kill: some kills ran without traffic"
     three.wait_isr(topic, partitions, 3, timeout=30)
     # the followers' HW trails the leader's by one fetch: let every replica reach the leader's end
     for p in range(partitions):
@@ -197,6 +205,62 @@ def test_kill9_the_leader_repeatedly_under_idempotent_acks_all(three, partitions
     for p in range(partitions):
         wait_until(lambda p=p: assert_replicas_identical(three, topic, p), 30, f"identical replicas of {p}")
     assert len({new for _old, new, _e in history}) >= 2, history
+    print(f"{run.sent} sent, {len(run.acked)} acknowledged, {total} in the log, {run.retries} produce retries, "
+          f"elections {history}")
+
+
+def test_an_idempotent_retry_on_the_new_leader_is_recognised(zk_server, tmp_path):
+    """The exactly-once case the kill loop may or may not hit, made deterministic: a batch the old leader
+    appended and a follower copied, but that was never acknowledged, is retried by librdkafka on the new
+    leader (same producer id and sequence number). The new leader knows it from the replicated log (follower
+    appends keep the producer state), answers with the original offset, and writes nothing.
+
+    Leader 1 cannot answer: broker 3, in the ISR, is frozen, and a long replica.lag.time.max.ms keeps it in
+    the ISR, so acks=all waits. Broker 2 has the batch when broker 1 is killed; it is first among the
+    remaining replicas, so the controller elects it."""
+    args = (*FAST, "--override", "replica.lag.time.max.ms=30000")
+    c = ReplicatedCluster(zk_server.connect, tmp_path, 3, args)
+    try:
+        topic = "retry"
+        c.registry.create_topic_with_assignment(topic, {0: [1, 2, 3]}, {"min.insync.replicas": "2"})
+        c.wait_isr(topic, 1, 3)
+        acked: list[tuple[bytes, int]] = []
+        errors: list[str] = []
+
+        def done(err, msg) -> None:
+            if err is not None:
+                errors.append(str(err))
+            else:
+                acked.append((msg.value(), msg.offset()))
+
+        p = Producer({"bootstrap.servers": c.bootstrap, "acks": "all", "enable.idempotence": True,
+                      "message.timeout.ms": 60_000, "request.timeout.ms": 30_000, "retry.backoff.ms": 200})
+        p.produce(topic, b"first", partition=0, on_delivery=done)
+        assert p.flush(30) == 0 and acked == [(b"first", 0)], (acked, errors)
+        c.pause(3)
+        try:
+            p.produce(topic, b"the-retried-one", partition=0, on_delivery=done)
+            p.poll(0)
+            wait_until(lambda: any(b"the-retried-one" in raw for _, raw in batches_on_disk(c.log_dir(2, topic, 0))),
+                       10, "broker 2 holding the batch")
+            p.poll(0.2)
+            assert len(acked) == 1, "acknowledged while a frozen ISR member lacks it"
+            c.kill(1)
+        finally:
+            c.resume(3)
+        st = c.wait_state(topic, 0, lambda s: s.leader not in (1, -1), 30, "a new leader")
+        assert st.leader == 2, st
+        assert p.flush(60) == 0, errors
+        assert not errors, errors
+        assert acked == [(b"first", 0), (b"the-retried-one", 1)], acked  # the original offset
+        c.brokers[1].start(timeout=60)
+        c.wait_isr(topic, 1, 3, timeout=60)
+        p.produce(topic, b"after", partition=0, on_delivery=done)
+        assert p.flush(30) == 0 and acked[-1] == (b"after", 2), acked  # nothing written twice in between
+        assert [v for _, v in read_values(c, 2, topic, 0)] == [b"first", b"the-retried-one", b"after"]
+        wait_until(lambda: assert_replicas_identical(c, topic, 0) == 3, 15, "identical replicas")
+    finally:
+        c.stop()
 
 
 def _describe_under_replicated(zk: str) -> str:
