@@ -86,6 +86,11 @@ class GroupMembership:
         owns our partitions. Stop delivering until we are connected again (ownership is kept; the rebalance
         after reconnecting commits what was taken, releases and claims again)."""
         log.warning("%s: disconnected from ZooKeeper; pausing", self.consumer_id)
+        self._stop_delivering(forget_ownership=False)
+
+    def _stop_delivering(self, forget_ownership: bool) -> None:
+        """Stop fetching and drop what the streams hold: partitions we may no longer own must not be handed
+        out (cut off, or expired: then ZooKeeper has dropped our ownership too, and we forget it)."""
         self._fetching = False
         self._fetcher.stop_fetching()
         with self._lock:
@@ -93,19 +98,14 @@ class GroupMembership:
                 info.valid = False
             for s in self._all_streams():
                 s.clear()
+            if forget_ownership:
+                self._owned = {}
 
     def _recover_session(self) -> None:
         """Our session expired: ZooKeeper dropped our registration and ownership, and others may already
         own our partitions. Stop at once, without committing, then re-register and rebalance."""
         log.warning("%s: ZooKeeper session expired; re-registering", self.consumer_id)
-        self._fetching = False
-        self._fetcher.stop_fetching()
-        with self._lock:
-            for info in self._owned.values():
-                info.valid = False
-            for s in self._all_streams():
-                s.clear()
-            self._owned = {}
+        self._stop_delivering(forget_ownership=True)
         while not self._connected.wait(0.5):
             if self._closed.is_set():
                 return
