@@ -70,6 +70,7 @@ class LogDirFailureHandler:
         self.recoveries = 0  # times the directory came back online
         self._task: asyncio.Task | None = None
         self._stopped = False
+        self._reopen_failures = 0
 
     def start(self, loop: asyncio.AbstractEventLoop) -> None:
         self.loop = loop
@@ -109,8 +110,12 @@ class LogDirFailureHandler:
             log.info("log dir %s offline: asking the controller to move %d leadership(s) away and drop broker %d "
                      "from the ISRs; probing the directory every %.0f s", data_dir, led, self.broker_id,
                      self.probe_interval_s)
-            while not await self._try_to_come_back(loop):
+            self._reopen_failures = 0
+            await self._ask_controller(loop)
+            while True:
                 await asyncio.sleep(self.probe_interval_s)
+                if await self._try_to_come_back(loop):
+                    break
             try:
                 await loop.run_in_executor(self.executor, withdraw_leadership_request, self.zk_client(),
                                            self.broker_id)
@@ -120,19 +125,25 @@ class LogDirFailureHandler:
             if not self.log_manager.offline:
                 self.recoveries += 1
 
-    async def _try_to_come_back(self, loop: asyncio.AbstractEventLoop) -> bool:
-        """One round: keep the controller asked, probe, and when the directory works re-open everything."""
+    async def _ask_controller(self, loop: asyncio.AbstractEventLoop) -> None:
         try:
             await loop.run_in_executor(self.executor, request_leadership_moves, self.zk_client(), self.broker_id)
         except Exception as e:  # ZooKeeper away for a moment: asked again at the next round
             log.debug("asking the controller to move leaderships: %s", e or type(e).__name__)
+
+    async def _try_to_come_back(self, loop: asyncio.AbstractEventLoop) -> bool:
+        """One round: keep the controller asked (a new session lost the znode), probe, and when the directory
+        works re-open everything."""
+        await self._ask_controller(loop)
         if not await loop.run_in_executor(self.executor, self.log_manager.probe):
             return False
         try:
             await loop.run_in_executor(self.executor, self.log_manager.reopen)
         except Exception as e:
-            log.warning("log dir %s takes writes again but re-opening its logs failed (%s); still offline",
-                        self.log_manager.data_dir, e or type(e).__name__)
+            self._reopen_failures += 1  # said once per offline spell, not at every probe
+            log.log(logging.WARNING if self._reopen_failures == 1 else logging.DEBUG,
+                    "log dir %s takes writes again but re-opening its logs failed (%s); still offline",
+                    self.log_manager.data_dir, e or type(e).__name__)
             return False
         self.replicas.reopen(self.states())
         return True

@@ -1,5 +1,6 @@
 """Helpers of the disk-failure tests: a real small tmpfs (a full filesystem without filling the machine's
-disk) and a filler file that takes every free block of it."""
+disk), a filler file that takes every free block of it, and an fdatasync that fails on demand in a broker
+process (a fault a tmpfs cannot produce)."""
 
 from __future__ import annotations
 
@@ -31,6 +32,9 @@ def unmount(path: Path) -> None:
 def small_tmpfs(path: Path, size: str = "2m") -> Iterator[Path]:
     mount_tmpfs(path, size)
     try:
+        st = os.statvfs(path)
+        if not os.path.ismount(path) or st.f_blocks * st.f_frsize > 64 << 20:  # tests fill it: never a real disk
+            pytest.fail(f"{path} is not the small tmpfs just mounted")
         yield path
     finally:
         unmount(path)
@@ -60,3 +64,29 @@ def fill(directory: Path, name: str = "filler") -> Path:
 def free_bytes(directory: Path) -> int:
     st = os.statvfs(directory)
     return st.f_bavail * st.f_frsize
+
+
+# Loaded by a broker process through PYTHONPATH (``sitecustomize`` runs at interpreter start-up): from the
+# moment the trigger file exists, every os.fdatasync fails with EIO, as a failing device's would. The fault
+# lives in the test's file layer, not in the broker's code.
+FAILING_FDATASYNC = """
+import errno, os
+_trigger = os.environ.get("FERRY_TEST_FDATASYNC_EIO_WHEN")
+_real = os.fdatasync
+
+def fdatasync(fd):
+    if _trigger and os.path.exists(_trigger):
+        raise OSError(errno.EIO, "Input/output error (injected)")
+    return _real(fd)
+
+os.fdatasync = fdatasync
+"""
+
+
+def failing_fdatasync_env(directory: Path, trigger: Path) -> dict[str, str]:
+    """Environment for a broker whose fdatasync fails with EIO while ``trigger`` exists."""
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "sitecustomize.py").write_text(FAILING_FDATASYNC)
+    path = os.environ.get("PYTHONPATH")
+    return {"PYTHONPATH": str(directory) + (os.pathsep + path if path else ""),
+            "FERRY_TEST_FDATASYNC_EIO_WHEN": str(trigger)}

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 from broker_wire import WireClient, build_batch, decode_values, fetch, metadata, produce
-from disk_faults import fill, small_tmpfs
+from disk_faults import failing_fdatasync_env, fill, small_tmpfs
 from replication_helpers import FAST, ReplicatedCluster, batches_on_disk
 from test_replication import consume_all, produce_all
 
@@ -135,3 +135,33 @@ def test_a_full_disk_moves_leadership_and_the_broker_rejoins(three_one_on_tmpfs:
     assert batches_on_disk(c.log_dir(1, topic, 0), end) == batches_on_disk(c.log_dir(leader, topic, 0), end)
     text = broker_log(c, 1)
     assert text.count("is offline") == 1 and text.count("back online") == 1 and "Traceback" not in text
+
+
+def test_a_failed_fsync_is_a_storage_error_and_the_dir_comes_back(zk_server, tmp_path: Path, monkeypatch) -> None:
+    """The fault a tmpfs cannot make: fdatasync failing with EIO in the broker process (its file layer
+    swapped by the test through sitecustomize). The acks=-1 produce whose fsync failed is not acknowledged,
+    the directory goes offline (no later fsync is trusted), and comes back once fsync works again."""
+    trigger = tmp_path / "fdatasync-fails"
+    for key, value in failing_fdatasync_env(tmp_path / "inject", trigger).items():
+        monkeypatch.setenv(key, value)
+    c = ReplicatedCluster(zk_server.connect, tmp_path, 1, FAST, metrics=True)
+    try:
+        broker = c.brokers[1]
+        c.registry.create_topic("eio", 1)
+        with WireClient(broker.bootstrap) as client:
+            wait_for(lambda: metadata(client, ["eio"])["topics"]["eio"] == (0, {0: (0, 1)}), 30, "leader known")
+            assert produce(client, "eio", 0, build_batch([b"durable"]), acks=-1).error == 0
+            trigger.touch()
+            assert produce(client, "eio", 0, build_batch([b"not acknowledged"]), acks=-1).error == STORAGE_ERROR
+            assert fetch(client, "eio", 0, 0).error == STORAGE_ERROR
+            assert broker.proc.poll() is None and c.metric(1, "ferry_broker_offline_log_dirs") == 1
+            trigger.unlink()
+            wait_for(lambda: produce(client, "eio", 0, build_batch([b"after"]), acks=-1).error == 0, 30,
+                     "produce accepted again")
+            values = [v for _, v in decode_values(fetch(client, "eio", 0, 0).records)]
+        assert values[0] == b"durable" and values[-1] == b"after"
+        text = broker_log(c, 1)
+        assert text.count("is offline") == 1 and "EIO" in text and text.count("back online") == 1
+        assert "Traceback" not in text
+    finally:
+        c.stop()
