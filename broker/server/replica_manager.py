@@ -100,6 +100,8 @@ class ReplicaManager:
                     elif changed:
                         self.log_manager.get_or_create(name, partition, config)
                         log.info("applied new config of %s-%d: %s", name, partition, config)
+                except KafkaStorageError:
+                    pass  # the log dir is offline (logged once): opened when it is back (reopen)
                 except Exception:
                     log.exception("cannot create or update the log of %s-%d", name, partition)
 
@@ -156,6 +158,8 @@ class ReplicaManager:
         if part is None:
             try:
                 lg = self._logs.get(tp) or self._open(topic, p, info)
+            except KafkaStorageError:
+                return  # the log dir is offline (logged once): acted on when it is back (reopen)
             except Exception:
                 log.exception("cannot open the log of %s-%d", topic, p)
                 return
