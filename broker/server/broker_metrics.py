@@ -46,6 +46,7 @@ class BrokerCollector(Collector):
         yield gauge("ferry_broker_under_min_isr_partitions",
                     "partitions led here whose ISR is below min.insync.replicas (acks=all fails)",
                     sum(1 for p in led if len(p.isr) < p.min_isr))
+        yield from rm.commit_latency.collect()
         yield counter("ferry_broker_isr_shrinks", "followers removed from an ISR by this leader", rm.isr_shrinks)
         yield counter("ferry_broker_isr_expands", "followers added back to an ISR by this leader", rm.isr_expands)
         yield gauge("ferry_broker_offline_log_dirs", "log directories that cannot be written",

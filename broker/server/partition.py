@@ -14,6 +14,9 @@ ReplicaManager (conditionally on the state's znode version).
 from __future__ import annotations
 
 import logging
+import time
+from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -47,6 +50,9 @@ class Partition:
         self.min_isr = 1
         self.followers: dict[int, FollowerProgress] = {}
         self.isr_change_pending = False  # a ZooKeeper write of our ISR is in flight
+        # replication latency (leader append -> HW covers it), for the commit-latency histogram
+        self.observe_commit: Callable[[float], None] | None = None
+        self._uncommitted: deque[tuple[int, float]] = deque()
 
     def __repr__(self) -> str:
         return (f"Partition({self.topic}-{self.partition}, leader={self.leader}, epoch={self.leader_epoch}, "
@@ -107,6 +113,8 @@ class Partition:
         info = self.log.append(records, leader_epoch=self.leader_epoch)
         if len(self.isr) <= 1:
             self.maybe_advance_hw()
+        elif self.observe_commit is not None and len(self._uncommitted) < 10_000:
+            self._uncommitted.append((info.last_offset + 1, time.monotonic()))
         return info
 
     def enough_replicas(self) -> bool:
@@ -161,5 +169,10 @@ class Partition:
             return True
         if new_hw > current:
             lg.set_replication_hw(new_hw)
+            pending = self._uncommitted
+            if pending and self.observe_commit is not None:
+                now = time.monotonic()
+                while pending and pending[0][0] <= new_hw:
+                    self.observe_commit(now - pending.popleft()[1])
             return True
         return False

@@ -76,6 +76,8 @@ def test_rf3_placement_isr_acks_all_and_identical_replicas(three):
     assert not errors and len(acked) == len(values)
     got = consume_all(three.bootstrap, topic, 3, len(values))
     assert sorted(v for vs in got.values() for _, v in vs) == sorted(values)
+    # every acks=all batch waited for the ISR: the leaders measured each append -> HW advance
+    assert sum(three.metric(b, "ferry_broker_replication_commit_seconds_count") for b in (1, 2, 3)) > 0
     # every replica's log holds the same batches at the same offsets, byte for byte
     time.sleep(1.0)
     for p in range(3):
