@@ -13,7 +13,9 @@ NOT_LEADER_OR_FOLLOWER once leadership moved. This module does the rest, on the 
   controller through /log_dir_event_notification; with one directory per broker, "every replica of this
   broker is offline" is exactly what a controlled-shutdown request says.) The broker stays registered and
   keeps serving Metadata and whatever does not touch the directory;
-- it probes the directory every PROBE_INTERVAL_S (a small write and fsync). Once that works, the LogManager
+- it probes the directory every PROBE_INTERVAL_S (a small write and fsync; twice as long each time the
+  directory fails again within FLAP_WINDOW_S of coming back, up to MAX_PROBE_INTERVAL_S, so a disk a few
+  blocks short does not flap every few seconds). Once that works, the LogManager
   re-opens every log with recovery, the replica manager re-applies the partitions' current states (each
   partition comes back as follower, truncates by leader epoch and catches up; one that nobody else could
   take over is led here again), and the znode is deleted so that leaders add this broker back to their
@@ -35,6 +37,8 @@ from ferry.zk.znodes import CONTROLLED_SHUTDOWN_PATH
 log = logging.getLogger(__name__)
 
 PROBE_INTERVAL_S = 3.0  # how often an offline directory is tried again
+MAX_PROBE_INTERVAL_S = 60.0  # a directory that keeps failing right after it came back is tried less often
+FLAP_WINDOW_S = 60.0  # failing again within this long after coming back doubles the probe interval
 
 
 def request_leadership_moves(client: Any, broker_id: int) -> None:
@@ -71,6 +75,8 @@ class LogDirFailureHandler:
         self._task: asyncio.Task | None = None
         self._stopped = False
         self._reopen_failures = 0
+        self._interval = probe_interval_s  # grows while the directory flaps (a disk just a few blocks short)
+        self._back_at: float | None = None  # loop time it last came back
 
     def start(self, loop: asyncio.AbstractEventLoop) -> None:
         self.loop = loop
@@ -106,16 +112,19 @@ class LogDirFailureHandler:
         data_dir = self.log_manager.data_dir
         while self.log_manager.offline:
             self._stop_fetchers()
+            flapping = self._back_at is not None and loop.time() - self._back_at < FLAP_WINDOW_S
+            self._interval = min(self._interval * 2, MAX_PROBE_INTERVAL_S) if flapping else self.probe_interval_s
             led = sum(1 for part in self.replicas.partitions.values() if part.is_leader)
             log.info("log dir %s offline: asking the controller to move %d leadership(s) away and drop broker %d "
                      "from the ISRs; probing the directory every %.0f s", data_dir, led, self.broker_id,
-                     self.probe_interval_s)
+                     self._interval)
             self._reopen_failures = 0
             await self._ask_controller(loop)
             while True:
-                await asyncio.sleep(self.probe_interval_s)
+                await asyncio.sleep(self._interval)
                 if await self._try_to_come_back(loop):
                     break
+            self._back_at = loop.time()
             try:
                 await loop.run_in_executor(self.executor, withdraw_leadership_request, self.zk_client(),
                                            self.broker_id)

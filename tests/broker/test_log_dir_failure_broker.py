@@ -23,13 +23,14 @@ def broker_log(cluster: ReplicatedCluster, broker_id: int) -> str:
     return cluster.brokers[broker_id].log_file.read_text(errors="replace")
 
 
-def wait_for(pred, timeout: float, what: str) -> None:
+def wait_for(pred, timeout: float, what: str, cluster: ReplicatedCluster | None = None) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if pred():
             return
         time.sleep(0.1)
-    raise AssertionError(f"{what} not reached in {timeout}s")
+    tail = "" if cluster is None else "\n" + broker_log(cluster, 1)[-4000:]
+    raise AssertionError(f"{what} not reached in {timeout}s{tail}")
 
 
 @pytest.fixture
@@ -80,11 +81,11 @@ def test_a_full_disk_answers_kafka_storage_error_and_comes_back(one_on_tmpfs: Re
         assert broker.proc.poll() is None  # alive: no SIGBUS from the indexes' mmap
         assert c.metric(1, "ferry_broker_offline_log_dirs") == 1
         text = broker_log(c, 1)
-        assert text.count("is offline") == 1 and "ENOSPC" in text and "Traceback" not in text, text[-3000:]
+        assert text.count("is offline") == 1 and "ENOSPC" in text and "Traceback" not in text, text[-4000:]
 
         ballast.unlink()  # space is back: the probe finds it, the logs are re-opened
         wait_for(lambda: produce(client, "full", 0, build_batch([b"after"]), acks=-1).error == 0, 30,
-                 "produce accepted again")
+                 "produce accepted again", c)
         assert c.metric(1, "ferry_broker_offline_log_dirs") == 0
         got = []
         offset = 0
@@ -116,7 +117,7 @@ def test_a_full_disk_moves_leadership_and_the_broker_rejoins(three_one_on_tmpfs:
     filler = fill(c.brokers[1].data_dir)  # broker 1, the leader, has no block left
     second = [f"b{i}".encode() + bytes(300) for i in range(3000)]
     acked2, errors = produce_all(c.bootstrap, topic, second, partition=0)
-    assert not errors and len(acked2) == len(second)  # producers went on with the new leader
+    assert not errors and len(acked2) == len(second), (errors[:3], broker_log(c, 1)[-4000:])  # new leader
     st = c.state(topic, 0)
     assert st.leader in (2, 3) and 1 not in st.isr and len(st.isr) == 2
     assert c.brokers[1].proc.poll() is None
@@ -124,7 +125,7 @@ def test_a_full_disk_moves_leadership_and_the_broker_rejoins(three_one_on_tmpfs:
     assert broker_log(c, 1).count("is offline") == 1
 
     filler.unlink()
-    c.wait_state(topic, 0, lambda s: 1 in s.isr and len(s.isr) == 3, 60, "broker 1 back in the ISR")
+    wait_for(lambda: len(c.state(topic, 0).isr) == 3, 60, "broker 1 back in the ISR", c)
     assert c.metric(1, "ferry_broker_offline_log_dirs") == 0
     got = consume_all(c.bootstrap, topic, 1, len(first) + len(second))
     assert [v for _, v in got[0]] == first + second  # nothing acknowledged lost, no duplicate, in order
@@ -157,7 +158,7 @@ def test_a_failed_fsync_is_a_storage_error_and_the_dir_comes_back(zk_server, tmp
             assert broker.proc.poll() is None and c.metric(1, "ferry_broker_offline_log_dirs") == 1
             trigger.unlink()
             wait_for(lambda: produce(client, "eio", 0, build_batch([b"after"]), acks=-1).error == 0, 30,
-                     "produce accepted again")
+                     "produce accepted again", c)
             values = [v for _, v in decode_values(fetch(client, "eio", 0, 0).records)]
         assert values[0] == b"durable" and values[-1] == b"after"
         text = broker_log(c, 1)
