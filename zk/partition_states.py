@@ -16,7 +16,7 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, RolledBackError
 from kazoo.protocol.states import ZnodeStat
 
-from ferry.zk.znodes import PartitionState, partition_state_path
+from ferry.zk.znodes import PartitionState, partition_state_path, topic_path
 
 log = logging.getLogger(__name__)
 
@@ -57,25 +57,30 @@ def update_as_controller(client: KazooClient, topic: str, partition: int, state:
     """Write an election's outcome only while still the controller.
 
     Returns (still controller, new znode version or None if the state changed meanwhile). A missing state
-    (``expected_version`` -1) is created.
+    (``expected_version`` -1) is created, but only while the topic exists: a topic just deleted (its state
+    znodes went with it) is never brought back as a data-less znode with a partition under it.
     """
     path = partition_state_path(topic, partition)
     tx = client.transaction()
     tx.check(controller_epoch_path, controller_epoch_version)
     if expected_version < 0:
+        if client.exists(topic_path(topic)) is None:
+            return True, None
         parent = path.rsplit("/", 1)[0]
         client.ensure_path(parent)
+        tx.check(topic_path(topic), -1)  # deleted meanwhile: the whole transaction fails (NoNode)
         tx.create(path, state.encode())
     else:
         tx.set_data(path, state.encode(), version=expected_version)
     results = tx.commit()
-    epoch_result, write_result = results[0], results[1]
+    epoch_result, write_result = results[0], results[-1]
     if isinstance(epoch_result, Exception) and not isinstance(epoch_result, RolledBackError):
         return False, None  # /controller_epoch moved on (or vanished): another controller rules
-    if isinstance(write_result, (BadVersionError, NoNodeError, NodeExistsError)):
+    failed = [r for r in results[1:] if isinstance(r, Exception) and not isinstance(r, RolledBackError)]
+    if failed and all(isinstance(r, (BadVersionError, NoNodeError, NodeExistsError)) for r in failed):
         return True, None
-    if isinstance(write_result, Exception):
-        raise write_result
+    if failed:
+        raise failed[0]
     if isinstance(write_result, ZnodeStat):
         return True, write_result.version
     return True, 0  # a create: the new znode's version is 0

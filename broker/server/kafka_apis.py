@@ -16,6 +16,7 @@ from typing import Any
 
 from ferry.broker.server.admin_apis import AdminApis
 from ferry.broker.server.broker_config import BrokerConfig
+from ferry.broker.server.config_apis import ConfigApis
 from ferry.broker.server.fetch_purgatory import FetchPurgatory
 from ferry.broker.server.group_apis import GroupApis
 from ferry.broker.server.log_flusher import LogFlusher
@@ -27,6 +28,7 @@ from ferry.broker.server.produce_fast_path import ProduceFastPath
 from ferry.broker.server.producer_id_manager import ProducerIdManager
 from ferry.broker.server.replica_manager import ReplicaManager
 from ferry.broker.server.replication_apis import ReplicationApis
+from ferry.broker.server.topic_admin_apis import TopicAdminApis
 from ferry.wire.protocol import (
     api_versions,
     fetch,
@@ -49,7 +51,7 @@ class CloseConnection(Exception):
     """The request cannot be answered (malformed, unknown API or version): log it and close the connection."""
 
 
-class KafkaApis(AdminApis, OffsetApis, ReplicationApis, GroupApis):
+class KafkaApis(AdminApis, OffsetApis, ReplicationApis, GroupApis, ConfigApis, TopicAdminApis):
     def __init__(self, config: BrokerConfig, metadata_cache: MetadataCache, replicas: ReplicaManager,
                  registry: Any, producer_ids: ProducerIdManager, purgatory: FetchPurgatory,
                  flusher: LogFlusher, executor: Any = None, group_coordinator: Any = None) -> None:
@@ -74,6 +76,8 @@ class KafkaApis(AdminApis, OffsetApis, ReplicationApis, GroupApis):
             ApiKey.INIT_PRODUCER_ID: self.handle_init_producer_id,
             ApiKey.OFFSET_FOR_LEADER_EPOCH: self.handle_offset_for_leader_epoch,
             **self.group_handlers(),
+            **self.config_handlers(),
+            **self.topic_admin_handlers(),
         }
 
     # ------------------------------------------------------------------ dispatch

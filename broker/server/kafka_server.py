@@ -25,6 +25,7 @@ from ferry.broker.server.producer_id_manager import ProducerIdManager
 from ferry.broker.server.replica_fetcher import FetcherSettings, ReplicaFetcherManager
 from ferry.broker.server.replica_manager import ReplicaManager
 from ferry.broker.server.socket_server import SocketServer
+from ferry.broker.server.topic_deletion import TopicDeletion
 from ferry.zk.errors import TopicExistsError
 from ferry.zk.partition_state_watcher import PartitionStateWatcher
 from ferry.zk.topic_name import AUDIT_TOPIC
@@ -79,6 +80,7 @@ class KafkaServer:
         self.log_manager = await loop.run_in_executor(
             self._executor, lambda: LogManager(cfg.data_dir, cfg.log,
                                                retention_check_interval_ms=cfg.retention_check_interval_ms))
+        await loop.run_in_executor(self._executor, _restore_log_starts, self.log_manager)
         self.registry = ClusterRegistry(cfg.zookeeper, timeout=cfg.zk_session_timeout_s)
         await loop.run_in_executor(self._executor, self.registry.start)
 
@@ -110,6 +112,8 @@ class KafkaServer:
             rebalance_interval_s=cfg.leader_imbalance_check_interval_seconds)
         metadata.controller = lambda: self.controller.current_controller if self.controller else -1
         replicas.shutting_down = lambda: self.controller.shutting_down if self.controller else set()
+        # A topic deleted from the registry: this broker drops its replicas and deletes their logs.
+        TopicDeletion(replicas, self.log_manager, self._executor).start(loop, metadata)
         self.registry.watch_brokers(metadata.update_brokers)
         self.registry.watch_topics(metadata.update_topics)
         # Serve only after the first snapshot of the topics arrived (and our partitions have logs).
@@ -235,3 +239,11 @@ class KafkaServer:
         # a ZooKeeper call stuck in a worker thread (ZooKeeper unreachable) must not keep the process alive
         self._executor.shutdown(wait=False, cancel_futures=True)
         log.info("broker %d stopped", self.config.broker_id)
+
+
+def _restore_log_starts(log_manager: Any) -> None:
+    """Log start offsets moved by DeleteRecords inside a segment (saved beside each log: log_start.py)."""
+    from ferry.broker.log.log_start import restore_log_start
+
+    for lg in log_manager.all_logs().values():
+        restore_log_start(lg)

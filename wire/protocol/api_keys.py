@@ -57,6 +57,14 @@ ADVERTISED: dict[int, tuple[int, int]] = {
     ApiKey.DELETE_GROUPS: (0, 1),
     ApiKey.API_VERSIONS: (0, 2),
     ApiKey.CREATE_TOPICS: (0, 4),
+    # admin (docs/broker.md)
+    ApiKey.DELETE_TOPICS: (0, 3),
+    ApiKey.DELETE_RECORDS: (0, 1),
+    ApiKey.DESCRIBE_CONFIGS: (0, 2),
+    ApiKey.ALTER_CONFIGS: (0, 1),
+    ApiKey.DESCRIBE_LOG_DIRS: (0, 1),
+    ApiKey.CREATE_PARTITIONS: (0, 1),
+    ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 0),
     ApiKey.INIT_PRODUCER_ID: (0, 1),
     ApiKey.OFFSET_FOR_LEADER_EPOCH: (0, 3),
 }

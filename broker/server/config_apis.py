@@ -1,0 +1,168 @@
+"""DescribeConfigs, IncrementalAlterConfigs and AlterConfigs (a part of KafkaApis).
+
+Topics: the config lives in the registry (the topic's znode); a change is validated as ``ferry topics create
+--config`` validates (``LogConfig.from_topic_config``: a bad value is INVALID_CONFIG naming the setting) and
+written conditionally on the znode's version; every broker applies it to its logs through its topic watch.
+Brokers: DescribeConfigs lists this broker's settings (read-only); altering them is refused with
+INVALID_REQUEST and a message saying how they change (properties file / --override, then a restart), since
+ferry has no dynamic broker configs. Broker loggers (resource type 8) are not supported (INVALID_REQUEST).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from ferry.broker.server.config_entries import broker_entries, topic_entries
+from ferry.wire.log_config import LogConfig
+from ferry.wire.protocol import alter_configs, describe_configs, incremental_alter_configs
+from ferry.wire.protocol.api_keys import ApiKey
+from ferry.wire.protocol.describe_configs import RESOURCE_BROKER, RESOURCE_TOPIC, ConfigResult
+from ferry.wire.protocol.errors import ErrorCode
+from ferry.wire.protocol.header import RequestHeader
+from ferry.wire.protocol.incremental_alter_configs import OP_DELETE, OP_SET
+from ferry.wire.protocol.primitives import Reader
+from ferry.zk.errors import InvalidConfigError, UnknownTopicError
+from ferry.zk.topic_config import alter_topic_config
+
+if TYPE_CHECKING:
+    from ferry.broker.server.kafka_apis import Result
+
+log = logging.getLogger("ferry.broker.server.kafka_apis")
+
+AlterResult = tuple[int, str | None, int, str]  # (error code, message, resource type, resource name)
+BROKER_SETTINGS_ARE_STATIC = ("ferry brokers have no dynamic configs: set it in the broker's properties file (or "
+                              "--override KEY=VALUE) and restart the broker")
+
+
+class ConfigApis:
+    """DescribeConfigs / IncrementalAlterConfigs / AlterConfigs (a part of KafkaApis)."""
+
+    config: Any
+    metadata: Any
+    registry: Any
+    executor: Any
+
+    def config_handlers(self) -> dict[int, Callable[[RequestHeader, Reader], Result]]:
+        return {
+            ApiKey.DESCRIBE_CONFIGS: self.handle_describe_configs,
+            ApiKey.INCREMENTAL_ALTER_CONFIGS: self.handle_incremental_alter_configs,
+            ApiKey.ALTER_CONFIGS: self.handle_alter_configs,
+        }
+
+    # ------------------------------------------------------------------ DescribeConfigs
+    def handle_describe_configs(self, header: RequestHeader, r: Reader) -> Result:
+        return self._describe_configs(header.api_version, describe_configs.parse_request(r, header.api_version))
+
+    async def _describe_configs(self, version: int, req: describe_configs.DescribeConfigsRequest) -> bytes:
+        loop = asyncio.get_running_loop()
+        synonyms = req.include_synonyms and version >= 1
+        results = []
+        for res in req.resources:
+            if res.resource_type == RESOURCE_TOPIC:
+                try:  # from ZooKeeper, not this broker's watch: an AlterConfigs just answered shows at once
+                    info = await loop.run_in_executor(self.executor, self.registry.topic, res.name)
+                except Exception as e:
+                    results.append(ConfigResult(ErrorCode.UNKNOWN_SERVER_ERROR, f"reading the topic from ZooKeeper: "
+                                                f"{e or type(e).__name__}", res.resource_type, res.name))
+                    continue
+                if info is None:
+                    results.append(ConfigResult(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                                                f"topic {res.name!r} does not exist", res.resource_type, res.name))
+                    continue
+                entries = topic_entries(info.config, self.config.log, synonyms)
+            elif res.resource_type == RESOURCE_BROKER:
+                if res.name not in ("", str(self.config.broker_id)):
+                    results.append(ConfigResult(ErrorCode.INVALID_REQUEST, f"this is broker {self.config.broker_id}"
+                                                f", not {res.name}: ask that broker", res.resource_type, res.name))
+                    continue
+                entries = broker_entries(self.config, synonyms)
+            else:
+                results.append(_unsupported(res.resource_type, res.name))
+                continue
+            if res.keys is not None:
+                entries = [e for e in entries if e.name in set(res.keys)]
+            results.append(ConfigResult(ErrorCode.NONE, None, res.resource_type, res.name, entries))
+        return describe_configs.encode_response(version, results)
+
+    # ------------------------------------------------------------------ IncrementalAlterConfigs / AlterConfigs
+    def handle_incremental_alter_configs(self, header: RequestHeader, r: Reader) -> Result:
+        req = incremental_alter_configs.parse_request(r, header.api_version)
+        changes = []
+        for res in req.resources:
+            changes.append((res.resource_type, res.name, _incremental(res.configs)))
+        return self._alter_configs(header.api_version, changes, req.validate_only)
+
+    def handle_alter_configs(self, header: RequestHeader, r: Reader) -> Result:
+        req = alter_configs.parse_request(r, header.api_version)
+        changes = []
+        for res in req.resources:
+            given = {name: value for name, value in res.configs if value is not None}
+            changes.append((res.resource_type, res.name, lambda _old, given=given: dict(given)))
+        return self._alter_configs(header.api_version, changes, req.validate_only)
+
+    async def _alter_configs(self, version: int, changes: list[tuple[int, str, Callable[[dict], dict]]],
+                             validate_only: bool) -> bytes:
+        loop = asyncio.get_running_loop()
+        results: list[AlterResult] = []
+        for rtype, name, change in changes:
+            if rtype == RESOURCE_BROKER:
+                results.append((ErrorCode.INVALID_REQUEST, BROKER_SETTINGS_ARE_STATIC, rtype, name))
+                continue
+            if rtype != RESOURCE_TOPIC:
+                res = _unsupported(rtype, name)
+                results.append((res.error_code, res.error_message, rtype, name))
+                continue
+            try:
+                new = await loop.run_in_executor(self.executor, alter_topic_config, self.registry.client, name,
+                                                 _validated(change), not validate_only)
+            except UnknownTopicError:
+                results.append((ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist", rtype, name))
+                continue
+            except (ValueError, InvalidConfigError) as e:
+                results.append((ErrorCode.INVALID_CONFIG, str(e), rtype, name))
+                continue
+            except Exception as e:
+                log.warning("altering the config of %s failed: %s", name, e or type(e).__name__)
+                results.append((ErrorCode.UNKNOWN_SERVER_ERROR, str(e) or type(e).__name__, rtype, name))
+                continue
+            if not validate_only:
+                log.info("topic %s: config is now %s", name, new)
+            results.append((ErrorCode.NONE, None, rtype, name))
+        return alter_configs.encode_response(version, results)
+
+
+def _incremental(configs: list[incremental_alter_configs.AlterableConfig]) -> Callable[[dict], dict]:
+    """IncrementalAlterConfigs' operations as a change of the current config (ValueError refuses it)."""
+
+    def change(old: dict[str, str]) -> dict[str, str]:
+        new = dict(old)
+        for c in configs:
+            if c.op == OP_SET:
+                if c.value is None:
+                    raise ValueError(f"{c.name}: SET needs a value")
+                new[c.name] = c.value
+            elif c.op == OP_DELETE:
+                new.pop(c.name, None)
+            else:  # APPEND / SUBTRACT: for list-valued settings, and ferry has none
+                raise ValueError(f"{c.name}: operation {c.op} (APPEND/SUBTRACT) applies to list-valued settings; "
+                                 "ferry's topic settings are single values (use SET or DELETE)")
+        return new
+
+    return change
+
+
+def _validated(change: Callable[[dict], dict]) -> Callable[[dict], dict]:
+    def checked(old: dict[str, str]) -> dict[str, str]:
+        new = change(old)
+        LogConfig.from_topic_config(new)  # ValueError naming the setting: as `ferry topics create --config`
+        return new
+
+    return checked
+
+
+def _unsupported(rtype: int, name: str) -> ConfigResult:
+    return ConfigResult(ErrorCode.INVALID_REQUEST, f"config resource type {rtype} is not supported by ferry "
+                        "(topics: 2, brokers: 4)", rtype, name)
