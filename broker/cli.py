@@ -144,7 +144,7 @@ def run(args: argparse.Namespace) -> int:
         return 0
     except Exception as e:
         if _is_expected_failure(e):  # a clear one-line reason, no traceback
-            log.error("broker %d failed: %s", config.broker_id, e or type(e).__name__)
+            log.error("broker %d failed: %s", config.broker_id, str(e) or type(e).__name__)
         else:
             log.exception("broker %d failed", config.broker_id)
         return 1

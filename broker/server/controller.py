@@ -152,7 +152,7 @@ class KafkaController:
                     if self.active:
                         self._reassign()
             except Exception as e:  # ZooKeeper gone for a moment: try again on the next event or second
-                log.warning("controller pass failed: %s", e or type(e).__name__)
+                log.warning("controller pass failed: %s", str(e) or type(e).__name__)
                 time.sleep(0.2)
                 self.wake("retry")
 

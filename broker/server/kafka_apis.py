@@ -308,8 +308,10 @@ class KafkaApis(AdminApis, OffsetApis, ReplicationApis, GroupApis, ConfigApis, T
                     errors = True
                     continue
                 lg = part.log
+                in_range = lg.log_start_offset <= fp.fetch_offset <= lg.log_end_offset
                 if follower:
-                    replicas.record_follower_fetch(part, req.replica_id, fp.fetch_offset)
+                    if in_range:  # a follower past our end has diverged: never count it as caught up
+                        replicas.record_follower_fetch(part, req.replica_id, fp.fetch_offset)
                     hw = part.replication_hw
                     bound = lg.log_end_offset
                 else:
@@ -318,7 +320,7 @@ class KafkaApis(AdminApis, OffsetApis, ReplicationApis, GroupApis, ConfigApis, T
                 res = fetch.PartitionFetchResult(fp.partition, 0, hw, hw, start, EMPTY)
                 tres.append(res)
                 offset = fp.fetch_offset
-                if offset < start or offset > lg.log_end_offset:
+                if not in_range:
                     res.error_code = ErrorCode.OFFSET_OUT_OF_RANGE
                     errors = True
                     continue

@@ -183,7 +183,7 @@ class KafkaServer:
                 cfg.zk_session_timeout_s)
         except Exception as e:
             log.warning("controlled shutdown: cannot ask the controller (%s); shutting down anyway",
-                        e or type(e).__name__)
+                        str(e) or type(e).__name__)
             return
         budget = (cfg.controlled_shutdown_max_retries + 1) * cfg.controlled_shutdown_retry_backoff_ms / 1000.0
         deadline = loop.time() + min(max(budget, 1.0), 60.0)
@@ -216,14 +216,14 @@ class KafkaServer:
                 await asyncio.wait_for(loop.run_in_executor(self._executor, self.controller.stop),
                                        self.config.zk_session_timeout_s)
             except Exception as e:
-                log.warning("stopping the controller: %s", e or type(e).__name__)
+                log.warning("stopping the controller: %s", str(e) or type(e).__name__)
         if self.registry is not None:
             try:
                 # bounded: a ZooKeeper that went away must not keep the broker from flushing its logs
                 await asyncio.wait_for(loop.run_in_executor(self._executor, self.registry.unregister_broker),
                                        self.config.zk_session_timeout_s)
             except Exception as e:
-                log.warning("unregistering from ZooKeeper failed: %s", e or type(e).__name__)
+                log.warning("unregistering from ZooKeeper failed: %s", str(e) or type(e).__name__)
         if self.socket_server is not None:
             await self.socket_server.stop()
         if self.log_manager is not None:
@@ -235,7 +235,7 @@ class KafkaServer:
                 await asyncio.wait_for(loop.run_in_executor(self._executor, self.registry.stop),
                                        self.config.zk_session_timeout_s + 5 if connected else 2.0)
             except Exception as e:
-                log.warning("closing the ZooKeeper session failed: %s", e or type(e).__name__)
+                log.warning("closing the ZooKeeper session failed: %s", str(e) or type(e).__name__)
         # a ZooKeeper call stuck in a worker thread (ZooKeeper unreachable) must not keep the process alive
         self._executor.shutdown(wait=False, cancel_futures=True)
         log.info("broker %d stopped", self.config.broker_id)

@@ -130,7 +130,7 @@ class LogDirFailureHandler:
                                            self.broker_id)
             except Exception as e:  # the session will end it at the latest; leaders then re-add us
                 log.warning("log dir %s: could not withdraw the leadership request: %s", data_dir,
-                            e or type(e).__name__)
+                            str(e) or type(e).__name__)
             if not self.log_manager.offline:
                 self.recoveries += 1
 
@@ -138,7 +138,7 @@ class LogDirFailureHandler:
         try:
             await loop.run_in_executor(self.executor, request_leadership_moves, self.zk_client(), self.broker_id)
         except Exception as e:  # ZooKeeper away for a moment: asked again at the next round
-            log.debug("asking the controller to move leaderships: %s", e or type(e).__name__)
+            log.debug("asking the controller to move leaderships: %s", str(e) or type(e).__name__)
 
     async def _try_to_come_back(self, loop: asyncio.AbstractEventLoop) -> bool:
         """One round: keep the controller asked (a new session lost the znode), probe, and when the directory
@@ -152,7 +152,7 @@ class LogDirFailureHandler:
             self._reopen_failures += 1  # said once per offline spell, not at every probe
             log.log(logging.WARNING if self._reopen_failures == 1 else logging.DEBUG,
                     "log dir %s takes writes again but re-opening its logs failed (%s); still offline",
-                    self.log_manager.data_dir, e or type(e).__name__)
+                    self.log_manager.data_dir, str(e) or type(e).__name__)
             return False
         self.replicas.reopen(self.states())
         return True

@@ -129,7 +129,7 @@ class ReplicaFetcher:
             except asyncio.CancelledError:
                 raise
             except Exception as e:
-                log.info("replica fetcher from broker %d: %s; retrying", self.leader, e or type(e).__name__)
+                log.info("replica fetcher from broker %d: %s; retrying", self.leader, str(e) or type(e).__name__)
                 self._close()
                 await asyncio.sleep(settings.backoff_ms / 1000.0)
 

@@ -347,7 +347,7 @@ class ReplicaManager:
             try:
                 new_version = await self.loop.run_in_executor(self.executor, write)
             except Exception as e:
-                log.warning("%s-%d: ISR %s not written: %s", tp[0], tp[1], kind, e or type(e).__name__)
+                log.warning("%s-%d: ISR %s not written: %s", tp[0], tp[1], kind, str(e) or type(e).__name__)
                 new_version = None
             finally:
                 part.isr_change_pending = False
