@@ -8,6 +8,9 @@ Both producers run in the same session against the same brokers: ferry's Message
 message and the ratio RF3/RF1 measured in one run, with the machine and date:
 
     .venv/bin/python bench/bench_replication.py [messages=500000]
+
+Two more rows separate the costs: RF 1 with acks=-1 (the leader's fsync alone) and RF 3 with acks=1 (the
+followers copy, nobody waits for them).
 """
 
 from __future__ import annotations
@@ -106,20 +109,24 @@ def main() -> None:
             brokers.append(b)
         bootstrap = ",".join(b.bootstrap for b in brokers)
         with ClusterRegistry(chroot) as reg:
-            for name, rf in (("rf1-sets", 1), ("rf3-sets", 3), ("rf1-rdk", 1), ("rf3-rdk", 3)):
+            for name, rf in (("rf1-sets", 1), ("rf3-sets", 3), ("rf1-rdk", 1), ("rf3-rdk", 3), ("rf1-sets-all", 1),
+                             ("rf3-sets-one", 3)):
                 reg.create_topic_with_assignment(name, {0: [1, 2, 3][:rf]}, {"min.insync.replicas": str(min(rf, 2))})
         time.sleep(2.0)
         rows = []
         rows.append(("message sets, RF 1, acks=1", message_sets(bootstrap, "rf1-sets", n, 1)))
         rows.append(("message sets, RF 3, acks=-1", message_sets(bootstrap, "rf3-sets", n, -1)))
         before = histogram(ports[0])
+        extra = [("message sets, RF 1, acks=-1 (leader fsync only)", message_sets(bootstrap, "rf1-sets-all", n, -1)),
+                 ("message sets, RF 3, acks=1 (followers copy, nobody waits)",
+                  message_sets(bootstrap, "rf3-sets-one", n, 1))]
         rows.append(("librdkafka, RF 1, acks=1", librdkafka(bootstrap, "rf1-rdk", n, "1")))
         rows.append(("librdkafka, RF 3, acks=all", librdkafka(bootstrap, "rf3-rdk", n, "all")))
         hist = histogram(ports[0])
         cpu = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if "model name" in line), "?")
         print(f"machine: {platform.node()} {cpu}, {len(open('/proc/cpuinfo').read().split('processor')) - 1} "
               f"cpus; date {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; {n} messages per row")
-        for label, us in rows:
+        for label, us in rows + extra:
             print(f"| {label} | {us:.2f} µs/msg | {1e6 / us:,.0f} msg/s |")
         print(f"RF3/RF1 ratio (µs/msg): message sets {rows[1][1] / rows[0][1]:.2f}x, "
               f"librdkafka {rows[3][1] / rows[2][1]:.2f}x")
