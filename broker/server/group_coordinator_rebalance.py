@@ -168,9 +168,9 @@ class GroupRebalance:
             self._prepare_rebalance(group, f"first member {member.member_id} joined", initial=True)
         elif group.is_(PREPARING_REBALANCE):
             self._extend_initial_delay(group)
-            self._try_complete_join(group)
         else:
             self._prepare_rebalance(group, f"member {member.member_id} joined")
+        self._try_complete_join(group)  # everyone known has joined (no initial delay): the generation forms now
         return fut
 
     @staticmethod

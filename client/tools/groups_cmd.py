@@ -1,4 +1,9 @@
-"""`ferry groups list|describe|reset`: consumer groups as kept in ZooKeeper (ids, owners, offsets)."""
+"""`ferry groups list|describe|reset|delete`: both kinds of consumer groups (docs/groups.md).
+
+The paper's ZooKeeper groups (ferry's ConsumerConnector: members, owners and offsets under /consumers/<group>)
+are handled here; the brokers' groups (Kafka's group protocol: any Kafka client's group.id) in
+kafka_groups_cmd.py. A group id names either kind or both; ``--type`` picks one where it matters.
+"""
 
 from __future__ import annotations
 
@@ -7,14 +12,17 @@ import datetime as dt
 import json
 import sys
 
+from ferry.client.tools import kafka_groups_cmd
 from ferry.zk.cli_args import UsageError, add_zookeeper_argument, quiet_zookeeper_logs, require_zookeeper
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
-        "groups", help="list, describe and reset consumer groups",
-        description="Consumer groups are coordinated through ZooKeeper (no broker-side coordinator): members "
-        "under /consumers/<group>/ids, partition owners under .../owners, committed offsets under .../offsets.")
+        "groups", help="list, describe, reset and delete consumer groups",
+        description="Two kinds of consumer groups: the paper's, coordinated through ZooKeeper by ferry's own "
+        "consumers (members under /consumers/<group>/ids, owners under .../owners, offsets under .../offsets), "
+        "and Kafka's group protocol, coordinated by a broker for any Kafka client (offsets under "
+        "/consumer_offsets/<group>). Each action handles both; --type zookeeper|kafka picks one.")
     actions = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
     lst = actions.add_parser("list", help="list the groups", description="Print the cluster's consumer groups.")
     describe = actions.add_parser(
@@ -39,16 +47,27 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     to.add_argument("--to-datetime", metavar="ISO",
                     help="first message with event time >= ISO, e.g. 2024-05-01T13:00:00 (UTC unless an offset "
                     "like +02:00 is given)")
-    reset.add_argument("--force", action="store_true", help="reset even though the group has live members")
+    reset.add_argument("--force", action="store_true", help="reset even though the group has live members "
+                       "(ZooKeeper groups only: a broker's group refuses offsets while it has members)")
     mode = reset.add_mutually_exclusive_group()
     mode.add_argument("--execute", action="store_true",
                       help="write the new offsets (without it the reset is a dry run, as in kafka-consumer-groups)")
     mode.add_argument("--dry-run", action="store_true", help="show the new offsets without writing them (the default)")
-    for sub in (lst, describe, reset):
+    delete = actions.add_parser(
+        "delete", help="delete a group and its committed offsets",
+        description="Delete a group with no live members, and its committed offsets (as kafka-consumer-groups "
+        "--delete: no dry run).")
+    delete.add_argument("--group", required=True, metavar="G", help="the group")
+    for sub in (lst, describe, reset, delete):
         add_zookeeper_argument(sub)
+        sub.add_argument("--type", choices=KINDS, help="only this kind of group (default: both; reset and "
+                         "delete need it when the id names a group of each kind)")
     for sub in (lst, describe):
         sub.add_argument("--json", action="store_true", help="print JSON instead of text")
     parser.set_defaults(func=run)
+
+
+KINDS = ("zookeeper", "kafka")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -59,13 +78,11 @@ def run(args: argparse.Namespace) -> int:
     quiet_zookeeper_logs()
     try:
         require_zookeeper(args)
-        if getattr(args, "group", None) is not None:
-            from ferry.client.group_dirs import validate_group
-
-            validate_group(args.group)
+        if getattr(args, "group", None) == "":
+            raise UsageError("the group id is empty")
         zk = zk_connect(args.zookeeper)
         try:
-            return {"list": _list, "describe": _describe, "reset": _reset}[args.action](zk, args)
+            return {"list": _list, "describe": _describe, "reset": _reset, "delete": _delete}[args.action](zk, args)
         finally:
             zk.stop()
             zk.close()
@@ -77,13 +94,47 @@ def run(args: argparse.Namespace) -> int:
 def _list(zk, args: argparse.Namespace) -> int:
     from ferry.client.group_store import list_groups, read_members
 
-    groups = list_groups(zk)
+    rows = []
+    if args.type != "kafka":
+        rows += [{"group": g, "type": "zookeeper", "members": len(read_members(zk, g))} for g in list_groups(zk)]
+    if args.type != "zookeeper":
+        rows += [{"group": g, "type": "kafka", "members": n} for g, n in kafka_groups_cmd.list_groups(zk).items()]
+    rows.sort(key=lambda r: (r["group"], r["type"]))
     if args.json:
-        print(json.dumps([{"group": g, "members": len(read_members(zk, g))} for g in groups]))
+        print(json.dumps(rows))
     else:
-        for g in groups:
+        for g in sorted({r["group"] for r in rows}):
             print(g)
     return 0
+
+
+def _zk_group(group: str) -> str:
+    from ferry.client.group_dirs import validate_group
+
+    return validate_group(group)
+
+
+def _kinds(zk, args: argparse.Namespace) -> list[str]:
+    """The kinds of group the id names (restricted by --type)."""
+    from ferry.client.group_store import group_exists
+
+    out = []
+    if args.type != "kafka" and "/" not in args.group and group_exists(zk, _zk_group(args.group)):
+        out.append("zookeeper")
+    if args.type != "zookeeper" and kafka_groups_cmd.exists(zk, args.group):
+        out.append("kafka")
+    return out
+
+
+def _one_kind(zk, args: argparse.Namespace) -> str:
+    """The kind an action that changes a group acts on: --type, else the one that exists (a new group: zookeeper)."""
+    if args.type:
+        return args.type
+    kinds = _kinds(zk, args)
+    if len(kinds) > 1:
+        raise UsageError(f"{args.group!r} names both a ZooKeeper group and a Kafka-protocol group: choose one with "
+                         "--type zookeeper|kafka")
+    return kinds[0] if kinds else "zookeeper"
 
 
 def _topics_of(zk, group: str) -> list[str]:
@@ -134,10 +185,33 @@ def _log_ends(zookeeper: str, topic: str, partitions: list[int]) -> dict[int, in
 
 
 def _describe(zk, args: argparse.Namespace) -> int:
-    from ferry.client.group_store import group_exists, read_members, read_offsets, read_owners
-
-    if not group_exists(zk, args.group):
+    kinds = _kinds(zk, args)
+    if not kinds:
         raise UsageError(f"group {args.group!r} does not exist")
+    docs = {}
+    if "zookeeper" in kinds:
+        docs["zookeeper"] = _zk_describe_doc(zk, args)
+    if "kafka" in kinds:
+        docs["kafka"] = kafka_groups_cmd.describe_doc(
+            zk, args.group, lambda t: _partitions(zk, t), lambda t, ps: _log_ends(args.zookeeper, t, ps))
+    if args.json:
+        doc = next(iter(docs.values())) if len(docs) == 1 else {"group": args.group, "type": "both", **docs}
+        print(json.dumps(doc, indent=2))
+        return 0
+    if "zookeeper" in docs:
+        doc = docs["zookeeper"]
+        print(f"Group: {args.group}\tMembers: {len(doc['members'])}")
+        for m in doc["members"]:
+            print(f"\tMember: {m['id']}\tSubscription: {m['subscription'] or '(unreadable)'}")
+        _print_table(doc["partitions"])
+    if "kafka" in docs:
+        kafka_groups_cmd.print_describe(docs["kafka"], _print_table)
+    return 0
+
+
+def _zk_describe_doc(zk, args: argparse.Namespace) -> dict:
+    from ferry.client.group_store import read_members, read_offsets, read_owners
+
     members = read_members(zk, args.group)
     owners = read_owners(zk, args.group)
     offsets = read_offsets(zk, args.group)
@@ -150,22 +224,18 @@ def _describe(zk, args: argparse.Namespace) -> int:
             lag = end - committed if committed is not None and end is not None else None
             rows.append({"topic": topic, "partition": p, "owner": owners.get((topic, p)), "committed": committed,
                          "log_end": end, "lag": lag})
-    doc = {"group": args.group,
-           "members": [{"id": m, "subscription": s.describe() if s else None} for m, s in members.items()],
-           "partitions": rows}
-    if args.json:
-        print(json.dumps(doc, indent=2))
-        return 0
-    print(f"Group: {args.group}\tMembers: {len(members)}")
-    for m in doc["members"]:
-        print(f"\tMember: {m['id']}\tSubscription: {m['subscription'] or '(unreadable)'}")
+    return {"group": args.group, "type": "zookeeper",
+            "members": [{"id": m, "subscription": s.describe() if s else None} for m, s in members.items()],
+            "partitions": rows}
+
+
+def _print_table(rows: list[dict]) -> None:
     headers = ("TOPIC", "PARTITION", "OWNER", "COMMITTED", "LOG-END", "LAG")
     table = [tuple("-" if r[k] is None else str(r[k]) for k in ("topic", "partition", "owner", "committed",
                                                                 "log_end", "lag")) for r in rows]
     widths = [max(len(x[i]) for x in [headers, *table]) for i in range(len(headers))]
     for r in [headers, *table]:
         print("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip())
-    return 0
 
 
 def _parse_datetime(text: str) -> int:
@@ -183,11 +253,16 @@ def _reset(zk, args: argparse.Namespace) -> int:
     from ferry.client.group_store import read_members, read_offsets, write_offset
     from ferry.client.simple_consumer import SimpleConsumer
 
-    members = read_members(zk, args.group)
-    if members and not args.force:
-        raise UsageError(f"group {args.group!r} has {len(members)} live member(s) ({', '.join(members)}); stop them "
-                         "first, or pass --force (they would overwrite the reset at their next commit)")
-    offsets = read_offsets(zk, args.group)
+    kind = _one_kind(zk, args)
+    if kind == "kafka":
+        kafka_groups_cmd.check_no_members(zk, args.group)
+        offsets = kafka_groups_cmd.offsets(zk, args.group)
+    else:
+        members = read_members(zk, _zk_group(args.group))
+        if members and not args.force:
+            raise UsageError(f"group {args.group!r} has {len(members)} live member(s) ({', '.join(members)}); stop "
+                             "them first, or pass --force (they would overwrite the reset at their next commit)")
+        offsets = read_offsets(zk, args.group)
     topics = args.topic or sorted({t for t, _ in offsets})
     if not topics:
         raise UsageError(f"group {args.group!r} has no committed offsets; name the topic(s) with --topic")
@@ -230,9 +305,33 @@ def _reset(zk, args: argparse.Namespace) -> int:
         print("(dry run: nothing written; add --execute to write these offsets)", file=sys.stderr)
         return 0
     try:
-        for topic, p, _old, new, _note in plan:
-            write_offset(zk, args.group, topic, p, new)
+        if kind == "kafka":
+            kafka_groups_cmd.write_offsets(zk, args.group, {(t, p): new for t, p, _old, new, _note in plan})
+        else:
+            for topic, p, _old, new, _note in plan:
+                write_offset(zk, args.group, topic, p, new)
+    except (UsageError, ClientError):
+        raise
     except Exception as exc:
         raise ClientError(f"writing offsets failed: {exc}") from exc
-    print(f"Reset {len(plan)} partition(s) of group {args.group}.", file=sys.stderr)
+    print(f"Reset {len(plan)} partition(s) of {kind} group {args.group}.", file=sys.stderr)
+    return 0
+
+
+def _delete(zk, args: argparse.Namespace) -> int:
+    from ferry.client.group_dirs import group_dir
+    from ferry.client.group_store import group_exists, read_members
+
+    kind = _one_kind(zk, args)
+    if kind == "kafka":
+        kafka_groups_cmd.delete(zk, args.group)
+    else:
+        if not group_exists(zk, _zk_group(args.group)):
+            raise UsageError(f"group {args.group!r} does not exist")
+        members = read_members(zk, args.group)
+        if members:
+            raise UsageError(f"group {args.group!r} has {len(members)} live member(s) ({', '.join(members)}); stop "
+                             "them first")
+        zk.delete(group_dir(args.group), recursive=True)
+    print(f"Deleted {kind} group {args.group}.", file=sys.stderr)
     return 0

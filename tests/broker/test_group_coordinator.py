@@ -92,7 +92,9 @@ def test_placement_is_a_function_of_the_group_and_the_live_brokers():
 
 def test_one_member_joins_syncs_and_heartbeats(zk):
     async def body(coord: GroupCoordinator) -> None:
-        first = await join(coord, join_req(), version=3)
+        first = coord.join(join_req(), 3, "client", "")
+        assert isinstance(first, asyncio.Future) and first.done()  # no initial delay: formed at once
+        first = first.result()
         assert first.error_code == E.NONE and first.generation_id == 1 and first.leader == first.member_id
         assert first.protocol_name == "range" and [m[0] for m in first.members] == [first.member_id]
         assert coord.groups["g"].state == "CompletingRebalance"

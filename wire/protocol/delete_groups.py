@@ -3,6 +3,7 @@ one GROUP_ID_NOT_FOUND; deleting a group deletes its committed offsets."""
 
 from __future__ import annotations
 
+from ferry.wire.protocol.api_keys import ApiKey
 from ferry.wire.protocol.primitives import Reader, Writer
 
 
@@ -17,3 +18,21 @@ def encode_response(version: int, results: list[tuple[str, int]]) -> bytes:
     for group_id, code in results:
         w.string(group_id).int16(code)
     return bytes(w.buf)
+
+
+# ---------------------------------------------------------------------- client side
+CLIENT_VERSION = 1
+
+
+def encode_request(groups: list[str]) -> tuple[int, int, list]:
+    w = Writer().array_len(len(groups))
+    for g in groups:
+        w.string(g)
+    return ApiKey.DELETE_GROUPS, CLIENT_VERSION, [w.buf]
+
+
+def parse_response(body: memoryview | bytes) -> dict[str, int]:
+    """{group_id: error_code} of a v1 answer."""
+    r = Reader(body)
+    r.int32()  # throttle_time_ms
+    return dict(r.array(lambda r: (r.string(), r.int16())))

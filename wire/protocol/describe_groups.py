@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ferry.wire.protocol.api_keys import ApiKey
 from ferry.wire.protocol.primitives import Reader, Writer
 
 AUTHORIZED_OPERATIONS_OMITTED = -2147483648
@@ -61,3 +62,30 @@ def encode_response(version: int, groups: list[DescribedGroup]) -> bytes:
         if version >= 3:
             w.int32(AUTHORIZED_OPERATIONS_OMITTED)
     return bytes(w.buf)
+
+
+# ---------------------------------------------------------------------- client side
+CLIENT_VERSION = 1
+
+
+def encode_request(groups: list[str]) -> tuple[int, int, list]:
+    w = Writer().array_len(len(groups))
+    for g in groups:
+        w.string(g)
+    return ApiKey.DESCRIBE_GROUPS, CLIENT_VERSION, [w.buf]
+
+
+def parse_response(body: memoryview | bytes) -> list[DescribedGroup]:
+    """The groups of a v1 answer."""
+    r = Reader(body)
+    r.int32()  # throttle_time_ms
+
+    def member(r: Reader) -> DescribedMember:
+        return DescribedMember(r.string(), None, r.string(), r.string(), bytes(r.nullable_bytes() or b""),
+                               bytes(r.nullable_bytes() or b""))
+
+    def group(r: Reader) -> DescribedGroup:
+        code, gid, state, ptype, protocol = r.int16(), r.string(), r.string(), r.string(), r.string()
+        return DescribedGroup(code, gid, state, ptype, protocol, r.array(member))
+
+    return r.array(group)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ferry.wire.protocol.api_keys import ApiKey
 from ferry.wire.protocol.primitives import Reader, Writer
 
 KEY_TYPE_GROUP = 0
@@ -36,3 +37,18 @@ def encode_response(version: int, error_code: int, node_id: int = -1, host: str 
     if version >= 1:
         w.string(error_message)
     return bytes(w.int32(node_id).string(host).int32(port).buf)
+
+
+# ---------------------------------------------------------------------- client side
+CLIENT_VERSION = 1
+
+
+def encode_request(key: str, key_type: int = KEY_TYPE_GROUP) -> tuple[int, int, list]:
+    return ApiKey.FIND_COORDINATOR, CLIENT_VERSION, [Writer().string(key).int8(key_type).buf]
+
+
+def parse_response(body: memoryview | bytes) -> tuple[int, str | None, int, str, int]:
+    """(error_code, error_message, node_id, host, port) of a v1 answer."""
+    r = Reader(body)
+    r.int32()  # throttle_time_ms
+    return r.int16(), r.nullable_string(), r.int32(), r.string(), r.int32()

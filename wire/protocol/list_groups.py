@@ -4,6 +4,7 @@ Each broker lists the groups it coordinates; admin clients ask every broker and 
 
 from __future__ import annotations
 
+from ferry.wire.protocol.api_keys import ApiKey
 from ferry.wire.protocol.primitives import Reader, Writer
 
 
@@ -20,3 +21,19 @@ def encode_response(version: int, error_code: int, groups: list[tuple[str, str]]
     for group_id, protocol_type in groups:
         w.string(group_id).string(protocol_type)
     return bytes(w.buf)
+
+
+# ---------------------------------------------------------------------- client side
+CLIENT_VERSION = 1
+
+
+def encode_request() -> tuple[int, int, list]:
+    return ApiKey.LIST_GROUPS, CLIENT_VERSION, [b""]
+
+
+def parse_response(body: memoryview | bytes) -> tuple[int, list[tuple[str, str]]]:
+    """(error_code, [(group_id, protocol_type)]) of a v1 answer."""
+    r = Reader(body)
+    r.int32()  # throttle_time_ms
+    code = r.int16()
+    return code, r.array(lambda r: (r.string(), r.string()))

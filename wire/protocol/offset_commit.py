@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ferry.wire.protocol.api_keys import ApiKey
 from ferry.wire.protocol.primitives import Reader, Writer
 
 
@@ -61,3 +62,33 @@ def encode_response(version: int, topics: list[tuple[str, list[tuple[int, int]]]
         for p, code in parts:
             w.int32(p).int16(code)
     return bytes(w.buf)
+
+
+# ---------------------------------------------------------------------- client side
+CLIENT_VERSION = 2
+
+
+def encode_request(group_id: str, offsets: dict[tuple[str, int], int], generation_id: int = -1,
+                   member_id: str = "") -> tuple[int, int, list]:
+    """OffsetCommit v2; generation -1 and no member id: a commit from outside the group protocol (admin)."""
+    by_topic: dict[str, list[tuple[int, int]]] = {}
+    for (topic, partition), offset in sorted(offsets.items()):
+        by_topic.setdefault(topic, []).append((partition, offset))
+    w = Writer().string(group_id).int32(generation_id).string(member_id).int64(-1).array_len(len(by_topic))
+    for topic, parts in by_topic.items():
+        w.string(topic).array_len(len(parts))
+        for partition, offset in parts:
+            w.int32(partition).int64(offset).string("")
+    return ApiKey.OFFSET_COMMIT, CLIENT_VERSION, [w.buf]
+
+
+def parse_response(body: memoryview | bytes) -> dict[tuple[str, int], int]:
+    """{(topic, partition): error_code} of a v2 answer."""
+    r = Reader(body)
+    out: dict[tuple[str, int], int] = {}
+    for _ in range(max(r.array_len(), 0)):
+        topic = r.string()
+        for _ in range(max(r.array_len(), 0)):
+            p = r.int32()
+            out[(topic, p)] = r.int16()
+    return out
