@@ -1,7 +1,7 @@
 """A consumer-group member on a real Kafka client, run as its own process so that a test can SIGKILL it.
 
-Usage: python kafka_group_member.py KIND BOOTSTRAP GROUP TOPIC OUTFILE SESSION_TIMEOUT_MS
-KIND: confluent | kafka-python | aiokafka. The member subscribes to TOPIC (earliest when nothing is committed),
+Usage: python kafka_group_member.py KIND BOOTSTRAP GROUP TOPIC OUTFILE SESSION_TIMEOUT_MS [INSTANCE_ID]
+KIND: confluent | kafka-python | aiokafka; INSTANCE_ID (confluent only): group.instance.id, a static member. The member subscribes to TOPIC (earliest when nothing is committed),
 and appends to OUTFILE (line-buffered, so lines survive a SIGKILL):
 
     a P,P,...          its assignment, at every assignment (empty after a revocation: "a ")
@@ -42,12 +42,16 @@ class Out:
             self.f.write(f"c {p} {off}\n")
 
 
-def run_confluent(bootstrap: str, group: str, topic: str, out: Out, session_ms: int) -> None:
+def run_confluent(bootstrap: str, group: str, topic: str, out: Out, session_ms: int, instance: str | None = None
+                  ) -> None:
     from confluent_kafka import Consumer, KafkaException
 
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "auto.offset.reset": "earliest",
-                  "enable.auto.commit": False, "session.timeout.ms": session_ms,
-                  "heartbeat.interval.ms": max(session_ms // 6, 100), "topic.metadata.refresh.interval.ms": 2000})
+    conf = {"bootstrap.servers": bootstrap, "group.id": group, "auto.offset.reset": "earliest",
+            "enable.auto.commit": False, "session.timeout.ms": session_ms,
+            "heartbeat.interval.ms": max(session_ms // 6, 100), "topic.metadata.refresh.interval.ms": 2000}
+    if instance:
+        conf["group.instance.id"] = instance
+    c = Consumer(conf)
     c.subscribe([topic], on_assign=lambda _c, ps: out.assigned([p.partition for p in ps]),
                 on_revoke=lambda _c, ps: out.assigned([]))
     while not STOP:
@@ -133,11 +137,12 @@ async def run_aiokafka(bootstrap: str, group: str, topic: str, out: Out, session
 
 def main() -> int:
     kind, bootstrap, group, topic, outfile, session = sys.argv[1:7]
+    instance = sys.argv[7] if len(sys.argv) > 7 else None
     signal.signal(signal.SIGTERM, _stop)
     out = Out(outfile)
     started = time.monotonic()
     if kind == "confluent":
-        run_confluent(bootstrap, group, topic, out, int(session))
+        run_confluent(bootstrap, group, topic, out, int(session), instance)
     elif kind == "kafka-python":
         run_kafka_python(bootstrap, group, topic, out, int(session))
     elif kind == "aiokafka":

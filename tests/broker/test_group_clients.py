@@ -37,11 +37,13 @@ BROKER_ARGS = ("--flush-ms", "10", "--zk-session-timeout-ms", "6000",
 
 
 class Member:
-    def __init__(self, kind: str, bootstrap: str, group: str, topic: str, outfile: Path) -> None:
+    def __init__(self, kind: str, bootstrap: str, group: str, topic: str, outfile: Path,
+                 instance: str | None = None, session_ms: int = SESSION_MS) -> None:
         self.outfile = outfile
         self.log = open(outfile.with_suffix(".log"), "a")  # noqa: SIM115 - closed in stop()/kill()
         self.proc = subprocess.Popen([sys.executable, str(MEMBER), kind, bootstrap, group, topic, str(outfile),
-                                      str(SESSION_MS)], stdout=self.log, stderr=subprocess.STDOUT)
+                                      str(session_ms), *([instance] if instance else [])],
+                                     stdout=self.log, stderr=subprocess.STDOUT)
 
     def lines(self) -> list[list[str]]:
         if not self.outfile.exists():
@@ -228,3 +230,35 @@ def test_kcat_balanced_consumer(cluster_factory, tmp_path):
     # a second run of the same group resumes after what the first committed: nothing more to read
     again = subprocess.run(cmd, capture_output=True, text=True, timeout=90)
     assert again.returncode == 0 and again.stdout.strip() == "", again.stdout[:500]
+
+
+def test_static_member_restarts_without_a_rebalance(cluster_factory, tmp_path):
+    """KIP-345 with librdkafka: a static member (group.instance.id) leaves no LeaveGroup when it stops and comes
+    back under a new member id with its old assignment; the other member sees no rebalance."""
+    cluster = cluster_factory(1, extra_args=BROKER_ARGS)
+    topic, group = "static", "g-static"
+    setup_topic(cluster.bootstrap, topic)
+    session = 20_000  # long enough for the restart to come back within it
+    a = Member("confluent", cluster.bootstrap, group, topic, tmp_path / "a.txt", "host-a", session)
+    b = None
+    try:
+        # a first, so that it leads the group (a restarted static leader rebalances, as in Kafka before KIP-814)
+        wait_for(lambda: a.assignments() and a.assignments()[-1] == set(range(PARTITIONS)), 60, "a alone", [a])
+        b = Member("confluent", cluster.bootstrap, group, topic, tmp_path / "b.txt", "host-b", session)
+        wait_for(lambda: split_evenly([a, b]), 60, "the partitions split between a and b", [a, b])
+        before_a, before_b = a.assignments(), b.assignments()[-1]
+        b.stop()
+        b2 = Member("confluent", cluster.bootstrap, group, topic, tmp_path / "b2.txt", "host-b", session)
+        try:
+            wait_for(lambda: b2.assignments() and b2.assignments()[-1], 30, "b back with its partitions", [b2])
+            assert b2.assignments()[-1] == before_b
+            produce(cluster.bootstrap, topic, "s", 40)
+            wait_for(lambda: len(consumed([a, b2])) >= 40, 30, "every message", [a, b2])
+            assert a.assignments() == before_a, "the other member was rebalanced"
+            assert_exactly_once(consumed([a, b2]), {f"s-{i}" for i in range(40)})
+        finally:
+            b2.stop()
+    finally:
+        a.stop()
+        if b is not None:
+            b.stop()
