@@ -22,6 +22,7 @@ from pathlib import Path
 
 from ferry.broker.log.log import Log, wall_clock_ms
 from ferry.broker.log.log_dir_health import LogDirHealth
+from ferry.broker.log.log_start import restore_log_start
 from ferry.wire.atomic_file import atomic_write, fsync_dir
 from ferry.wire.log_config import LogConfig
 from ferry.wire.record.errors import KafkaStorageError, StorageError
@@ -163,6 +164,7 @@ class LogManager(LogDirHealth):
                      fsync=False, sync_dir=False)
 
     def _attach(self, key: tuple[str, int], log: Log) -> None:
+        restore_log_start(log)  # a DeleteRecords start inside a segment, on every open (start-up, re-open)
         log.flush_requested = self._on_flush_requested
         log.io_failed = self._on_log_io_error
         for cb in self._listeners:

@@ -80,7 +80,6 @@ class KafkaServer:
         self.log_manager = await loop.run_in_executor(
             self._executor, lambda: LogManager(cfg.data_dir, cfg.log,
                                                retention_check_interval_ms=cfg.retention_check_interval_ms))
-        await loop.run_in_executor(self._executor, _restore_log_starts, self.log_manager)
         self.registry = ClusterRegistry(cfg.zookeeper, timeout=cfg.zk_session_timeout_s)
         await loop.run_in_executor(self._executor, self.registry.start)
 
@@ -239,11 +238,3 @@ class KafkaServer:
         # a ZooKeeper call stuck in a worker thread (ZooKeeper unreachable) must not keep the process alive
         self._executor.shutdown(wait=False, cancel_futures=True)
         log.info("broker %d stopped", self.config.broker_id)
-
-
-def _restore_log_starts(log_manager: Any) -> None:
-    """Log start offsets moved by DeleteRecords inside a segment (saved beside each log: log_start.py)."""
-    from ferry.broker.log.log_start import restore_log_start
-
-    for lg in log_manager.all_logs().values():
-        restore_log_start(lg)

@@ -21,6 +21,7 @@ import struct
 from dataclasses import dataclass
 from typing import Any
 
+from ferry.broker.log.log_start import delete_records_before
 from ferry.wire.protocol import fetch, offset_for_leader_epoch
 from ferry.wire.protocol.errors import ErrorCode
 from ferry.wire.protocol.header import request_header
@@ -268,6 +269,10 @@ class ReplicaFetcher:
                             continue  # truncated meanwhile: the next fetch asks again from our end
                         lg.append_as_follower(whole)
                 lg.set_replication_hw(min(res.high_watermark, lg.log_end_offset))
+                if res.log_start_offset > lg.log_start_offset:  # DeleteRecords on the leader: follow it
+                    start = min(res.log_start_offset, lg.high_watermark)
+                    if start > lg.log_start_offset:
+                        delete_records_before(lg, start)
 
     def _on_error(self, tp: TopicPartition, part: Any, res: Any, st: FetchState, now: float) -> None:
         code = res.error_code

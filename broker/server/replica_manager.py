@@ -197,6 +197,15 @@ class ReplicaManager:
         if self.purgatory is not None:
             self.purgatory.notify(part.log)  # parked produces and fetches re-check their partition
 
+    def drop(self, part: Partition, delete: bool) -> None:
+        """Stop replicating ``part`` here (moved away or its topic deleted); ``delete`` removes its log."""
+        self._drop(part, delete)
+
+    def forget_log(self, tp: TopicPartition) -> None:
+        """Forget a log that has no Partition yet (its topic was deleted before any state arrived)."""
+        with self._lock:
+            self._logs.pop(tp, None)
+
     def _drop(self, part: Partition, delete: bool) -> None:
         """Stop replicating a partition moved away (reassignment); its copy here is deleted."""
         tp = (part.topic, part.partition)

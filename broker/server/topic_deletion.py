@@ -48,11 +48,10 @@ class TopicDeletion:
         replicas = self.replicas
         for tp, part in sorted(replicas.partitions.items()):
             if tp[0] in topics:
-                replicas._drop(part, delete=True)  # fetcher removed, partition forgotten, log deleted
+                replicas.drop(part, delete=True)  # fetcher removed, partition forgotten, log deleted
         for (topic, partition) in sorted(self.log_manager.all_logs()):
             if topic in topics:  # a log without a Partition (no state yet): delete it directly
-                with replicas._lock:
-                    replicas._logs.pop((topic, partition), None)
+                replicas.forget_log((topic, partition))
                 if self.loop is not None:
                     self.loop.run_in_executor(self.executor, self._delete_log, topic, partition)
         log.info("topic(s) %s deleted: their logs here are being removed", ", ".join(sorted(topics)))

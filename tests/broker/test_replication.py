@@ -194,3 +194,28 @@ def test_reassignment_raises_the_replication_factor_and_moves_a_partition_after_
     while three.log_dir(2, topic, 1).exists() and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not three.log_dir(2, topic, 1).exists(), "the old replica's copy stays behind"
+
+
+def test_delete_records_moves_the_followers_log_start_too(three):
+    from confluent_kafka.admin import AdminClient
+
+    topic = "trim"
+    three.registry.create_topic_with_assignment(topic, {0: [1, 2, 3]})
+    three.wait_isr(topic, 1, 3)
+    acked, errors = produce_all(three.bootstrap, topic, [f"t{i}".encode() for i in range(100)], partition=0)
+    assert len(acked) == 100 and not errors
+    admin = AdminClient({"bootstrap.servers": three.bootstrap})
+    futures = admin.delete_records([TopicPartition(topic, 0, 40)])
+    for f in futures.values():
+        assert f.result(timeout=30).low_watermark == 40
+    # a new leader must not serve what DeleteRecords removed: every replica keeps the new start
+    deadline = time.monotonic() + 15
+    starts: dict[int, str] = {}
+    while time.monotonic() < deadline:
+        starts = {b: (three.log_dir(b, topic, 0) / "log-start-offset").read_text().strip()
+                  if (three.log_dir(b, topic, 0) / "log-start-offset").exists() else "" for b in (1, 2, 3)}
+        if all(v == "40" for v in starts.values()):
+            break
+        acked, _ = produce_all(three.bootstrap, topic, [b"more"], partition=0)  # answers carry the start
+        time.sleep(0.2)
+    assert starts == {1: "40", 2: "40", 3: "40"}
