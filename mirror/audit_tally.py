@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from aiokafka.errors import KafkaError
 from aiokafka.record._crecords.default_records import DefaultRecordBatch
 
-from ferry.client.audit.bucket import BUCKET_MS
+from ferry.client.audit.bucket import BUCKET_MS, bucket_start
 from ferry.wire.record.record_batch import TIMESTAMP_TYPE_MASK, RecordBatchHeader
 
 CountFn = Callable[[str, int, int], None]  # AuditCounter.count(topic, timestamp_ms, n)
@@ -56,3 +56,22 @@ def bucket_counts(batch: bytes, n: int) -> dict[int, int]:
     if lo - lo % BUCKET_MS == hi - hi % BUCKET_MS:
         return {lo - lo % BUCKET_MS: n}  # the common case: the whole batch in one bucket
     return dict(Counter(ts - ts % BUCKET_MS for ts in stamps))
+
+
+def count_batch(counts: Counter, batch: bytes | bytearray | memoryview, h: RecordBatchHeader) -> bool:
+    """Add one whole batch's records to ``counts`` (bucket start -> records).
+
+    A batch whose records do not parse (its CRC was right, so its producer wrote it so) is counted in the
+    bucket of its first timestamp and False is returned. The same rule wherever the mirror counts: a range
+    counted by the mirror that wrote it and again, from the offline log, by the one that took over must give
+    the same numbers (they are published under the same guids).
+    """
+    def add(_topic: str, ts: int, n: int) -> None:
+        counts[bucket_start(ts)] += n
+
+    try:
+        tally_batches(add, "", batch, [(0, len(batch))], [h])
+        return True
+    except BatchWalkError:
+        counts[bucket_start(h.base_timestamp)] += h.records_count
+        return False

@@ -16,7 +16,7 @@ mirror's own retries of the same batches.
 
 Small batches are coalesced (``coalesce_bytes``): the offline broker remembers only 5 batches per producer
 and partition, so at most 5 can be in flight, and a producer sending 50-message batches would cap the
-mirror at 250 messages per fsync'd round trip. Consecutive CreateTime batches of one codec, each under
+mirror at 250 messages per fsync'd round trip. Consecutive dense CreateTime batches of one codec, each under
 COALESCE_MAX_SOURCE bytes, up to ``coalesce_bytes`` together, are re-built as one batch by aiokafka's C
 builder: same records (key, value, headers, timestamp), same codec, fresh offset deltas. Once built, a
 coalesced batch is kept and resent byte-identical like any other. Whatever does not re-build (records
@@ -151,7 +151,11 @@ def forward_batches(
         if coalesce_bytes <= 0:
             _emit(out, batch, h, resume, producer_id, producer_epoch)
             continue
-        eligible = size < COALESCE_MAX_SOURCE and not h.attributes & TIMESTAMP_TYPE_MASK
+        # dense batches only (no offsets compacted away): a re-built batch spans as many sequence numbers as
+        # it has records, which must equal the live offsets its sources span (tail_sync.py maps one to the
+        # other)
+        eligible = (size < COALESCE_MAX_SOURCE and not h.attributes & TIMESTAMP_TYPE_MASK
+                    and h.records_count == h.last_offset_delta + 1)
         if run and (not eligible or run_bytes + size > coalesce_bytes
                     or run[0][1].attributes & COMPRESSION_MASK != h.attributes & COMPRESSION_MASK):
             _emit_run(out, run, producer_id, producer_epoch)

@@ -34,9 +34,9 @@ class MirrorMetrics:
         self.offset_resets = Counter("ferry_mirror_offset_resets",
                                      "committed offsets outside the live log, restarted from its start",
                                      ["topic"], registry=r)
-        self.producer_resets = Counter("ferry_mirror_producer_id_resets",
-                                       "new producer ids taken after the offline cluster refused a sequence",
-                                       registry=r)
+        self.syncs = Counter("ferry_mirror_syncs", "partitions synced from the offline log's tail: on taking "
+                             "them over (takeover), or after the offline broker refused a sequence another "
+                             "writer had used first (refused_sequence)", ["kind"], registry=r)
         self.owned = Gauge("ferry_mirror_owned_partitions", "live partitions this process owns", registry=r)
         self.rebalances = Counter("ferry_mirror_rebalances", "ownership changes seen", registry=r)
 

@@ -3,8 +3,9 @@
 The connector decides ownership and calls its fetcher with ``start_fetching(infos)`` after claiming
 partitions and ``stop_fetching()`` before releasing them, exactly as for its own message-queue fetcher.
 Here those calls hand the partitions to the MirrorStreams and take them back: ``stop_fetching`` returns
-only when the streams have nothing in flight for them, after the acknowledged offsets were committed
-(through ``on_stopped``), so the next owner starts exactly where the offline cluster's data ends.
+only when the streams have nothing in flight for them, after their last checkpoints were written
+(through ``on_stopped``). Where the next owner starts is decided by its sync against the offline log
+(tail_sync.py), not by this hand-over: a process that dies without one loses nothing and duplicates nothing.
 """
 
 from __future__ import annotations
@@ -14,21 +15,18 @@ import threading
 from collections.abc import Callable, Sequence
 
 from ferry.mirror.mirror_stream import MirrorStream, stream_for
-from ferry.mirror.partition_mirror import TopicPartition
+from ferry.mirror.partition_mirror import Progress, TopicPartition
 
 log = logging.getLogger("ferry.mirror")
 
 
 class MirrorFetcher:
     def __init__(self, streams: Sequence[MirrorStream],
-                 on_stopped: Callable[[dict[TopicPartition, int]], None],
-                 on_started: Callable[[dict[TopicPartition, int | None]], None] | None = None,
-                 resume: Callable[[dict[TopicPartition, int | None]], dict[TopicPartition, int | None]] | None = None
-                 ) -> None:
+                 on_stopped: Callable[[dict[TopicPartition, Progress]], None],
+                 on_started: Callable[[dict[TopicPartition, int | None]], None] | None = None) -> None:
         self.streams = list(streams)
         self.on_stopped = on_stopped
         self.on_started = on_started
-        self.resume = resume  # committed offsets -> where the streams start (MirrorMaker.resume_offsets)
         self._owned: dict[TopicPartition, int] = {}  # partition -> stream index
         self._lock = threading.Lock()
 
@@ -41,12 +39,11 @@ class MirrorFetcher:
         per_stream: dict[int, dict[TopicPartition, int | None]] = {}
         offsets: dict[TopicPartition, int | None] = {(info.topic, info.partition): info.fetch_offset
                                                       for info in infos}
-        start = self.resume(offsets) if self.resume is not None else offsets
         with self._lock:
-            for tp in offsets:
+            for tp, offset in offsets.items():
                 i = stream_for(tp, len(self.streams))
                 self._owned[tp] = i
-                per_stream.setdefault(i, {})[tp] = start[tp]
+                per_stream.setdefault(i, {})[tp] = offset
         for i, parts in per_stream.items():
             self.streams[i].assign(parts)
         if self.on_started is not None:
@@ -61,7 +58,7 @@ class MirrorFetcher:
         per_stream: dict[int, set[TopicPartition]] = {}
         for tp, i in owned.items():
             per_stream.setdefault(i, set()).add(tp)
-        final: dict[TopicPartition, int] = {}
+        final: dict[TopicPartition, Progress] = {}
         for i, parts in per_stream.items():
             final.update(self.streams[i].revoke(parts, timeout))
         if owned:

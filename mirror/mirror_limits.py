@@ -15,7 +15,6 @@ MAX_IN_FLIGHT = 5  # per partition: the offline broker remembers the last 5 batc
 MAX_PENDING_BYTES = 8 << 20  # per partition: stop fetching ahead beyond this
 MAX_STREAM_PENDING_BYTES = 64 << 20  # per stream: bounds memory however many partitions it owns
 MAX_PRODUCE_REQUEST_BYTES = 16 << 20
-MAX_PARTITION_PRODUCE_BYTES = 4 << 20  # batches of one partition travelling in one request
 FETCH_RESPONSE_MAX_BYTES = 32 << 20
 FETCH_WAIT_MS = 500  # long poll when idle: also bounds how long an ownership change waits
 METADATA_MIN_INTERVAL_S = 0.2

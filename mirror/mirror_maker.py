@@ -22,16 +22,16 @@ import threading
 import time
 from dataclasses import dataclass
 
-from ferry.client.audit.counter import AuditCounter
-from ferry.client.audit.event import AUDIT_TOPIC
-from ferry.client.audit.publisher import AuditPublisher
+from ferry.client.audit.event import AUDIT_TOPIC, AuditEvent
 from ferry.client.subscription import STRATEGIES
 from ferry.client.wire_client import WireClient
+from ferry.mirror.checkpoint import ZkCheckpoints
+from ferry.mirror.checkpoint_keeper import CheckpointKeeper
 from ferry.mirror.metrics import MirrorMetrics
 from ferry.mirror.mirror_fetcher import MirrorFetcher
 from ferry.mirror.mirror_limits import COALESCE_BYTES, FETCH_WAIT_MS
 from ferry.mirror.mirror_stream import MirrorStream
-from ferry.mirror.partition_mirror import TopicPartition
+from ferry.mirror.partition_mirror import Progress, TopicPartition
 from ferry.mirror.schema_sync import SchemaSync
 from ferry.mirror.topic_sync import TopicSync
 from ferry.zk.cluster_registry import ClusterRegistry
@@ -121,20 +121,14 @@ class MirrorMaker:
         self.streams: list[MirrorStream] = []
         self.fetcher: MirrorFetcher | None = None
         self.connector = None
-        self.counter = AuditCounter(AUDIT_TIER, config.application, config.datacenter or "", socket.gethostname())
+        self.keeper: CheckpointKeeper | None = None
+        self.datacenter = config.datacenter or ""
         self._audit_producer = None
-        self._publisher: AuditPublisher | None = None
-        self._commit_lock = threading.Lock()
-        self._committed: dict[TopicPartition, int] = {}
-        self._audited: dict[TopicPartition, int] = {}  # offsets whose records' audit counts are published
-        # partitions released with acknowledged offsets the live ZooKeeper did not take (a link cut expired
-        # the session): if they come back here, copying resumes there, not at the older committed offset
-        self._acked_uncommitted: dict[TopicPartition, int] = {}
+        self._commit_lock = threading.Lock()  # progress taken from the streams is applied before a release
         self._next_audit = 0.0
         self._stop = threading.Event()
         self._committer: threading.Thread | None = None
         self._http = None
-        self.commits = 0
 
     # ------------------------------------------------------------------ lifecycle
     def start(self, wait_s: float = 15.0) -> MirrorMaker:
@@ -145,7 +139,7 @@ class MirrorMaker:
         self.target = ClusterRegistry(cfg.target_zookeeper).start()
         if cfg.datacenter is None:
             dcs = {b.datacenter for b in self.target.brokers().values() if b.datacenter}
-            self.counter.datacenter = sorted(dcs)[0] if dcs else ""
+            self.datacenter = sorted(dcs)[0] if dcs else ""
         if cfg.metrics_port is not None:
             self._http = self.metrics.serve(cfg.metrics_port)
         self.topic_sync = TopicSync(self.source, self.target, cfg.matches,
@@ -153,24 +147,27 @@ class MirrorMaker:
                                     replication_factor=cfg.target_replication_factor).start()
         if cfg.schemas:
             self.schema_sync = SchemaSync(self.source, self.target).start()
+        store = ZkCheckpoints(self.source.client, cfg.group)
+        self.keeper = CheckpointKeeper(store, cfg.group, self._publish_events, self._event_fields, self.metrics.error)
         self.streams = [
             MirrorStream(i, WireClient(self._brokers_of(self.source), f"{cfg.application}-live-{i}",
                                        timeout_s=cfg.live_timeout_s),
                          WireClient(self._brokers_of(self.target), f"{cfg.application}-offline-{i}",
                                     timeout_s=cfg.offline_timeout_s),
-                         self.counter.count, self.metrics, cfg.fetch_wait_ms, cfg.coalesce_bytes)
+                         self.metrics, cfg.fetch_wait_ms, cfg.coalesce_bytes, checkpoints=store,
+                         adopt=self.keeper.adopt, audit=cfg.audit)
             for i in range(cfg.streams)
         ]
         for s in self.streams:
             s.start()
-        self.fetcher = MirrorFetcher(self.streams, self._on_partitions_stopped, self._on_partitions_started,
-                                     self.resume_offsets)
+        self.fetcher = MirrorFetcher(self.streams, self._on_partitions_stopped, self._on_partitions_started)
         self.connector = ConsumerConnector(cfg.group, cfg.source_zookeeper, consumer_id=cfg.consumer_id,
                                            auto_offset_reset="earliest", auto_commit=False,
                                            zk_session_timeout_s=cfg.zk_session_timeout_s, fetcher=self.fetcher,
                                            assignment_strategy=cfg.assignment_strategy)
         self.connector.create_message_streams_by_filter(cfg.subscription_include, cfg.exclude, n=cfg.streams,
                                                         wait_s=wait_s)
+        self._next_audit = time.monotonic() + cfg.audit_interval_s
         self._committer = threading.Thread(target=self._commit_loop, name="ferry-mirror-committer", daemon=True)
         self._committer.start()
         log.info("mirror %s: %s -> %s, topics %r (exclude %r), %d streams, %s assignment",
@@ -179,19 +176,16 @@ class MirrorMaker:
         return self
 
     def stop(self) -> None:
-        """Clean stop: hand back partitions (committing what offline acknowledged), flush audit, close."""
+        """Clean stop: hand back partitions (last checkpoints, their counts published), close."""
         if self._stop.is_set():
             return
         self._stop.set()
         if self._committer is not None:
             self._committer.join(30)
         if self.connector is not None:
-            self.connector.shutdown()  # -> fetcher.stop_fetching -> final commit, then release ownership
+            self.connector.shutdown()  # -> fetcher.stop_fetching -> last checkpoints, then release ownership
         for s in self.streams:
             s.stop()
-        self.commit(force_audit=True)
-        if self._publisher is not None:
-            self._publisher.close(30)
         if self._audit_producer is not None:
             self._audit_producer.close()
         if self.topic_sync is not None:
@@ -224,7 +218,7 @@ class MirrorMaker:
             return [(b.host, b.port) for b in registry.brokers().values()]
         return addresses
 
-    # ------------------------------------------------------------------ commits
+    # ------------------------------------------------------------------ checkpoints
     def _commit_loop(self) -> None:
         while not self._stop.wait(self.config.commit_interval_s):
             try:
@@ -233,125 +227,77 @@ class MirrorMaker:
                 self.metrics.error("commit")
                 log.exception("mirror commit failed; will retry")
 
-    def commit(self, force_audit: bool = False) -> dict[TopicPartition, int]:
-        """Commit every stream's acknowledged offsets whose audit counts are published (if they moved).
-
-        Audit counts go out every ``audit_interval_s`` (or at once when ``force_audit``); offsets of
-        records counted since then wait for that publication, so a crash never under-counts.
-        """
+    def commit(self, force_audit: bool = False) -> None:
+        """Checkpoint every stream's progress; publish the audit counts when they are due (or ``force_audit``)."""
+        if self.keeper is None:
+            return
+        now = time.monotonic()
+        audit_due = force_audit or now >= self._next_audit
         with self._commit_lock:
-            offsets: dict[TopicPartition, int] = {}
+            progress: dict[TopicPartition, Progress] = {}
             hws: dict[TopicPartition, int] = {}
             for s in self.streams:
-                offsets.update(s.committable())
+                progress.update(s.take_progress())
                 hws.update(s.high_watermarks())
-            safe = self._audited_offsets(offsets, force_audit)
-            changed = {tp: o for tp, o in safe.items() if self._committed.get(tp) != o}
-            done = self._commit_offsets(changed) if changed else {}
-            owned = self.owned_partitions()
-            self.metrics.owned.set(len(owned))
-            for tp in owned:
-                committed = self._committed.get(tp)
-                hw = hws.get(tp)
-                if committed is not None:
-                    self.metrics.committed.labels(tp[0], str(tp[1])).set(committed)
-                    if hw is not None:
-                        self.metrics.lag.labels(tp[0], str(tp[1])).set(max(hw - committed, 0))
-            return done
+            conflicts = self.keeper.commit(progress, audit_due)
+        if audit_due:
+            self._next_audit = now + self.config.audit_interval_s
+        for s in self.streams:
+            s.resync(conflicts)
+        owned = self.owned_partitions()
+        self.metrics.owned.set(len(owned))
+        committed = self.keeper.committed()
+        for tp in owned:
+            off, hw = committed.get(tp), hws.get(tp)
+            if off is not None:
+                self.metrics.committed.labels(tp[0], str(tp[1])).set(off)
+                if hw is not None:
+                    self.metrics.lag.labels(tp[0], str(tp[1])).set(max(hw - off, 0))
 
-    def _audited_offsets(self, offsets: dict[TopicPartition, int], force: bool) -> dict[TopicPartition, int]:
-        """Of ``offsets`` (read before this call), those whose records' counts are acknowledged offline."""
-        if not self.config.audit or self.counter.pending() == 0:
-            self._audited.update(offsets)  # everything counted so far is published
-            return dict(offsets)
-        now = time.monotonic()
-        if force or now >= self._next_audit:
-            if self._flush_audit():
-                self._next_audit = now + self.config.audit_interval_s
-                self._audited.update(offsets)
-                return dict(offsets)
-            self.metrics.error("audit")
-            self._next_audit = now + 1.0
-            log.warning("audit counts not acknowledged by the offline cluster; committing only offsets "
-                        "whose counts are published")
-        return {tp: self._audited[tp] for tp in offsets if tp in self._audited}
-
-    def _commit_offsets(self, offsets: dict[TopicPartition, int]) -> dict[TopicPartition, int]:
-        connector = self.connector
-        if connector is None:
-            return {}
-        done = connector.commit_offsets(offsets)
-        self._committed.update(done)
-        if done:
-            self.commits += 1
-        return done
-
-    def _on_partitions_stopped(self, final: dict[TopicPartition, int]) -> None:
-        """Called by the connector's thread before it releases ownership: publish, commit, forget (but
-        remember acknowledged offsets the commit did not reach, for resume_offsets)."""
+    def _on_partitions_stopped(self, final: dict[TopicPartition, Progress]) -> None:
+        """Called by the connector's thread before it releases ownership: last checkpoints, counts published.
+        If that fails (ZooKeeper unreachable) nothing is lost: the next owner syncs from the offline log."""
+        assert self.keeper is not None
         with self._commit_lock:
             try:
-                safe = self._audited_offsets(final, force=True)
-                changed = {tp: o for tp, o in safe.items() if self._committed.get(tp) != o}
-                if changed:
-                    self._commit_offsets(changed)
+                self.keeper.release(final)
             except Exception:
                 self.metrics.error("commit")
-                log.exception("final commit before releasing %d partitions failed", len(final))
-            for tp, off in final.items():
-                if self._committed.get(tp) != off:
-                    self._acked_uncommitted[tp] = off
-                    log.warning("%s-%d released with offsets up to %d copied but not committed (live ZooKeeper "
-                                "unreachable?); resuming there if it comes back to this mirror", tp[0], tp[1], off)
-            for tp in final:
-                self._committed.pop(tp, None)
-                self._audited.pop(tp, None)
-                self.metrics.forget_partition(*tp)
+                log.exception("last checkpoints before releasing %d partitions failed", len(final))
+                self.keeper.forget(final)
+        for tp in final:
+            self.metrics.forget_partition(*tp)
         self.metrics.rebalances.inc()
 
-    def resume_offsets(self, offsets: dict[TopicPartition, int | None]) -> dict[TopicPartition, int | None]:
-        """Where the streams start: the committed offset, or further on for a partition this process copied
-        beyond it before losing it uncommitted (the offline cluster acknowledged those records: copying them
-        again would duplicate them). Another owner's later commit (a higher offset) wins."""
-        out = dict(offsets)
-        with self._commit_lock:
-            for tp, committed in offsets.items():
-                acked = self._acked_uncommitted.pop(tp, None)
-                if acked is not None and (committed is None or acked > committed):
-                    log.info("%s-%d: resuming at %d, copied before the partition was lost (committed: %s)",
-                             tp[0], tp[1], acked, committed)
-                    out[tp] = acked
-        return out
-
     def _on_partitions_started(self, offsets: dict[TopicPartition, int | None]) -> None:
-        with self._commit_lock:
-            for tp, off in offsets.items():
-                if off is not None:
-                    self._committed[tp] = off
         log.info("mirror %s owns %d partitions", self.consumer_id, len(offsets))
 
     # ------------------------------------------------------------------ audit
-    def _flush_audit(self, timeout: float = 15.0) -> bool:
-        """Publish the mirror tier's counts and wait for the offline cluster's acknowledgement."""
-        if not self.config.audit:
-            return True
-        if self.counter.pending() == 0:
-            return True
-        publisher = self._ensure_publisher()
-        if publisher is None:
+    def _event_fields(self) -> dict:
+        return {"host": socket.gethostname(), "datacenter": self.datacenter, "application": self.config.application}
+
+    def _publish_events(self, events: list[AuditEvent], timeout: float = 15.0) -> bool:
+        """Send the mirror tier's events to the offline `_audit` and wait until all are acknowledged."""
+        producer = self._ensure_audit_producer()
+        if producer is None:
             return False
-        before = publisher.published
+        failed: list[object] = []
+
+        def done(err, _msg) -> None:
+            if err is not None:
+                failed.append(err)
+
         try:
-            n = publisher.publish()
+            for e in events:
+                producer.send(AUDIT_TOPIC, e.to_json(), e.topic.encode(), on_delivery=done)
         except Exception as e:
             log.warning("audit publish failed: %s", e)
             return False
-        undelivered = self._audit_producer.flush(timeout)
-        return undelivered == 0 and publisher.published - before >= n
+        return producer.flush(timeout) == 0 and not failed
 
-    def _ensure_publisher(self) -> AuditPublisher | None:
-        if self._publisher is not None:
-            return self._publisher
+    def _ensure_audit_producer(self):
+        if self._audit_producer is not None:
+            return self._audit_producer
         from ferry.client.producer import Producer
 
         assert self.target is not None
@@ -361,11 +307,9 @@ class MirrorMaker:
         bootstrap = ",".join(b.address for b in brokers.values())
         try:
             self._audit_producer = Producer(bootstrap, application=self.config.application,
-                                            datacenter=self.counter.datacenter, audit=False, linger_ms=50,
+                                            datacenter=self.datacenter, audit=False, linger_ms=50,
                                             compression="lz4")
         except Exception as e:
             log.warning("cannot create the audit producer yet: %s", e)
             return None
-        self._publisher = AuditPublisher(self._audit_producer, self.counter, interval_s=3600.0)
-        return self._publisher
-
+        return self._audit_producer

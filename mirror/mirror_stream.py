@@ -1,20 +1,23 @@
 """MirrorStream: one worker thread moving its share of the owned partitions from live to offline.
 
-Each round it
+A partition handed to the stream is first *synced*: its checkpoint and the offline log's tail say exactly
+which live offset the offline cluster has everything before, and which sequence comes next (tail_sync.py).
+Then each round it
 1. sends one Fetch per live leader (all its partitions whose pipeline has room),
 2. sends Produce requests per offline leader: request j carries the j-th unacknowledged batch of each
    partition (one batch per partition per request, at most MAX_IN_FLIGHT per partition, answered in
-   order), so the offline broker's idempotence check sees exactly one batch and dedupes a retry exactly,
+   order), so the offline broker's sequence check judges each batch alone: a retry is deduplicated
+   exactly, and a batch another mirror wrote first is refused rather than swallowed with others,
 3. reads the produce answers (acknowledged batches are counted for audit and become committable; a
    coalesced batch refused as too large is dropped with everything after it and re-fetched, coalesced
-   smaller: see `_split_refused`),
+   smaller: see `_split_refused`; a refused sequence means someone else wrote: the partition syncs again),
 4. reads the fetch answers and rewrites their batches into the pipeline (`batch_rewrite`; runs of small
    batches are coalesced, since only MAX_IN_FLIGHT batches per partition can be in flight).
 
 Fetching overlaps producing; a partition without work long-polls the live broker. Every failure
-(connection refused or cut, leader moved, unknown partition, refused sequence) puts the partition in
-exponential back-off and leaves its unacknowledged batches in place, byte-identical, for the next try:
-nothing is ever skipped. Ownership changes arrive as commands between rounds.
+(connection refused or cut, leader moved, unknown partition) puts the partition in exponential back-off
+and leaves its unacknowledged batches in place, byte-identical, for the next try: nothing is ever skipped.
+Ownership changes arrive as commands between rounds.
 """
 
 from __future__ import annotations
@@ -26,52 +29,51 @@ from collections.abc import Callable
 from concurrent.futures import Future
 
 from ferry.client.wire_client import WireClient
-from ferry.mirror.audit_tally import CountFn
-from ferry.mirror.batch_rewrite import next_sequence
+from ferry.mirror.checkpoint import CheckpointConflict, CheckpointStore, MemoryCheckpoints, write_one
 from ferry.mirror.metrics import MirrorMetrics
 from ferry.mirror.mirror_limits import (
     COALESCE_BYTES,
     FETCH_WAIT_MS,
-    MAX_IN_FLIGHT,
-    MAX_STREAM_PENDING_BYTES,
     log,
 )
-from ferry.mirror.partition_mirror import (
-    PartitionMirror,
-    PendingBatch,
-    TopicPartition,
-)
+from ferry.mirror.partition_mirror import SYNC_FULL, SYNCED, PartitionMirror, Progress, TopicPartition
 from ferry.mirror.stream_fetching import MirrorFetching
 from ferry.mirror.stream_producing import MirrorProducing
 from ferry.mirror.stream_session import MirrorSession
+from ferry.mirror.tail_sync import SyncResult
+
+Adopt = Callable[[TopicPartition, SyncResult, int, int, bool], bool]  # CheckpointKeeper.adopt
 
 
 class MirrorStream(MirrorFetching, MirrorProducing, MirrorSession, threading.Thread):
-    """A worker thread; partitions are handed to it with `assign` and taken back with `revoke`."""
+    """A worker thread; partitions are handed to it with `assign` and taken back with `revoke`.
 
-    def __init__(self, index: int, source: WireClient, target: WireClient, count: CountFn,
-                 metrics: MirrorMetrics, fetch_wait_ms: int = FETCH_WAIT_MS,
-                 coalesce_bytes: int = COALESCE_BYTES) -> None:
+    ``checkpoints`` is where partitions' checkpoints live (default: this process's memory), ``adopt`` what
+    takes over a partition's books after a sync (default: store the sync's new anchor, if any); ``audit``:
+    count the acknowledged records per bucket for the mirror tier.
+    """
+
+    def __init__(self, index: int, source: WireClient, target: WireClient, metrics: MirrorMetrics,
+                 fetch_wait_ms: int = FETCH_WAIT_MS, coalesce_bytes: int = COALESCE_BYTES, *,
+                 checkpoints: CheckpointStore | None = None, adopt: Adopt | None = None, audit: bool = True) -> None:
         super().__init__(name=f"ferry-mirror-stream-{index}", daemon=True)
         self.index = index
         self.source = source
         self.target = target
-        self.count = count
         self.metrics = metrics
         self.fetch_wait_ms = fetch_wait_ms
         self.coalesce_bytes = coalesce_bytes
+        self.checkpoints: CheckpointStore = checkpoints if checkpoints is not None else MemoryCheckpoints()
+        self.adopt: Adopt = adopt if adopt is not None else self._store_anchor
+        self.audit = audit
         # partition -> a lower coalesce limit, learnt from the offline broker refusing a coalesced batch
         self.coalesce_limits: dict[TopicPartition, int] = {}
         self.partitions: dict[TopicPartition, PartitionMirror] = {}
-        self.sequences: dict[TopicPartition, int] = {}  # next sequence per partition for our producer id
-        # partition -> the batches that were unacknowledged (possibly sent) when it was revoked, kept as
-        # bytes so that a partition coming back at their offset resends exactly them
-        self._rewind: dict[TopicPartition, list[PendingBatch]] = {}
-        self.producer_id: int | None = None
+        self.sequences: dict[TopicPartition, int] = {}  # next sequence per partition for fetched batches
+        self.producer_id: int | None = None  # the mirror group's (checkpoint.py), the same in every stream
         self.producer_epoch = 0
         self._pid_retry_at = 0.0
         self._pid_failures = 0
-        self._needs_new_pid = False
         self._source_stale = True
         self._target_stale = True
         self._source_refreshed = self._target_refreshed = 0.0  # earliest next refresh (monotonic)
@@ -79,21 +81,23 @@ class MirrorStream(MirrorFetching, MirrorProducing, MirrorSession, threading.Thr
         self._commands: queue.SimpleQueue = queue.SimpleQueue()
         self._stopping = threading.Event()
         self._lock = threading.Lock()
-        self._committable: dict[TopicPartition, int] = {}
+        self._progress: dict[TopicPartition, Progress] = {}
         self._high_watermarks: dict[TopicPartition, int] = {}
         self.rounds = 0
 
     # ------------------------------------------------------------------ control (other threads)
     def assign(self, offsets: dict[TopicPartition, int | None]) -> None:
-        """Start mirroring these partitions from these offsets (None = the live log start)."""
+        """Start mirroring these partitions. Where from is decided by a sync against the offline log
+        (tail_sync.py); the offset given is used only for a partition without any checkpoint or committed
+        offset (None: the live log start)."""
         if offsets:
             self._commands.put(("assign", dict(offsets), None))
 
-    def revoke(self, partitions: set[TopicPartition], timeout: float = 120.0) -> dict[TopicPartition, int]:
-        """Stop mirroring ``partitions`` and return their committable offsets (acknowledged prefix).
+    def revoke(self, partitions: set[TopicPartition], timeout: float = 120.0) -> dict[TopicPartition, Progress]:
+        """Stop mirroring ``partitions`` and return their progress (acknowledged prefix, counts not yet taken).
 
         Blocks until the worker finished its current round, so nothing for them is in flight when the
-        caller commits and releases ownership.
+        caller checkpoints and releases ownership.
         """
         if not partitions:
             return {}
@@ -103,9 +107,22 @@ class MirrorStream(MirrorFetching, MirrorProducing, MirrorSession, threading.Thr
         self._commands.put(("revoke", set(partitions), fut))
         return fut.result(timeout)
 
-    def committable(self) -> dict[TopicPartition, int]:
+    def resync(self, partitions: set[TopicPartition]) -> None:
+        """Sync these partitions again from their stored checkpoint (another process wrote it)."""
+        if partitions:
+            self._commands.put(("resync", set(partitions), None))
+
+    def take_progress(self) -> dict[TopicPartition, Progress]:
+        """Progress of the synced partitions since the last call (their counts are handed over once)."""
         with self._lock:
-            return dict(self._committable)
+            out = self._progress
+            self._progress = {tp: Progress(p.live, p.offline, p.seq, p.generation) for tp, p in out.items()}
+            return out
+
+    def committable(self) -> dict[TopicPartition, int]:
+        """The live offset copied up to, per synced partition."""
+        with self._lock:
+            return {tp: p.live for tp, p in self._progress.items()}
 
     def high_watermarks(self) -> dict[TopicPartition, int]:
         with self._lock:
@@ -147,7 +164,8 @@ class MirrorStream(MirrorFetching, MirrorProducing, MirrorSession, threading.Thr
 
     def _idle_wait(self) -> float:
         now = time.monotonic()
-        times = [min(p.fetch_retry_at, p.produce_retry_at) for p in self.partitions.values()]
+        times = [min(p.fetch_retry_at, p.produce_retry_at) if p.sync == SYNCED else p.sync_retry_at
+                 for p in self.partitions.values()]
         times.append(self._pid_retry_at)
         nxt = min((t for t in times if t > now), default=now + 0.05)
         return min(max(nxt - now, 0.005), 0.5)
@@ -161,80 +179,68 @@ class MirrorStream(MirrorFetching, MirrorProducing, MirrorSession, threading.Thr
             if kind == "assign":
                 for tp, offset in arg.items():
                     if tp not in self.partitions:
-                        self.partitions[tp] = PartitionMirror(tp[0], tp[1], offset)
-                        self._maybe_rewind(self.partitions[tp])
+                        self.partitions[tp] = PartitionMirror(tp[0], tp[1], None, assigned=offset)
                 self._source_stale = self._target_stale = True
-                self._publish_offsets()
+            elif kind == "resync":
+                for tp in arg:
+                    pm = self.partitions.get(tp)
+                    if pm is not None:
+                        pm.sync, pm.sync_retry_at = SYNC_FULL, 0.0
+                        with self._lock:
+                            self._progress.pop(tp, None)
             elif kind == "revoke":
                 try:
                     fut.set_result(self._take(arg))
                 except Exception as e:  # pragma: no cover - _take does not raise
                     fut.set_exception(e)
 
-    def _take(self, partitions: set[TopicPartition]) -> dict[TopicPartition, int]:
-        out = {}
-        for tp in partitions:
-            pm = self.partitions.pop(tp, None)
-            if pm is None:
-                continue
-            off = pm.commit_offset()
-            if off is not None:
-                out[tp] = off
-            unacked = pm.unacked(MAX_IN_FLIGHT)  # only these can have been sent
-            if unacked:
-                self._rewind[tp] = [PendingBatch(bytearray(b.view()), 0, b.size, b.header, b.resume_offset,
-                                                 b.sequence, uncertain=True, end_offset=b.end_offset,
-                                                 coalesced=b.coalesced)
-                                    for b in unacked]
-                self._trim_rewind()
+    def _take(self, partitions: set[TopicPartition]) -> dict[TopicPartition, Progress]:
+        self._publish_progress()
         with self._lock:
+            out = {tp: self._progress.pop(tp) for tp in partitions if tp in self._progress}
             for tp in partitions:
-                self._committable.pop(tp, None)
                 self._high_watermarks.pop(tp, None)
+        for tp in partitions:
+            self.partitions.pop(tp, None)
         return out
 
-    def _maybe_rewind(self, pm: PartitionMirror) -> None:
-        """Sequences are never reused for other bytes under one producer id (the broker would take a
-        different batch with a cached sequence range for a retry and drop it). The one exception: a
-        partition that comes back at exactly the offset of its first unacknowledged batch resends the
-        very batches it held (kept as bytes: a fresh fetch could coalesce differently) under their
-        sequences, one per request, and the broker dedupes them exactly; fetching goes on after them.
-        Otherwise the sequence moves on; the gap makes the broker refuse it and we take a new producer id.
-        """
-        kept = self._rewind.pop(pm.tp, None)
-        if not kept or pm.fetch_offset != kept[0].resume_offset:
-            return
-        for b in kept:
-            pm.add_pending(b)
-        last = kept[-1]
-        pm.fetch_offset = last.end_offset
-        self.sequences[pm.tp] = next_sequence(last.sequence, last.header)
-
-    def _trim_rewind(self) -> None:
-        """Bound the bytes kept for revoked partitions (dropping one only costs a new producer id later)."""
-        total = sum(b.size for kept in self._rewind.values() for b in kept)
-        for tp in list(self._rewind):
-            if total <= MAX_STREAM_PENDING_BYTES:
-                break
-            total -= sum(b.size for b in self._rewind.pop(tp))
-
-    def _publish_offsets(self) -> None:
+    def _publish_progress(self) -> None:
+        """Hand what the offline cluster acknowledged to the committer's side (take_progress)."""
         with self._lock:
             for tp, pm in self.partitions.items():
+                if pm.sync != SYNCED and pm.generation == 0:
+                    continue  # never synced: nothing of ours to report
                 off = pm.commit_offset()
-                if off is not None:
-                    self._committable[tp] = off
+                p = self._progress.get(tp)
+                if p is None or p.generation != pm.generation:
+                    p = self._progress[tp] = Progress(off if off is not None else pm.acked_live, pm.acked_offline,
+                                                      pm.acked_seq, pm.generation)
+                if pm.sync == SYNCED and off is not None:
+                    p.live = off
+                p.offline, p.seq = pm.acked_offline, pm.acked_seq
+                if pm.counts:
+                    p.counts.update(pm.counts)
+                    pm.counts.clear()
                 if pm.high_watermark >= 0:
                     self._high_watermarks[tp] = pm.high_watermark
+
+    def _store_anchor(self, tp: TopicPartition, result: SyncResult, version: int, _generation: int,
+                      _count: bool) -> bool:
+        """``adopt`` without a CheckpointKeeper: store a new anchor before copying from it."""
+        if result.write:
+            try:
+                write_one(self.checkpoints, tp, result.anchor, version)
+            except CheckpointConflict:
+                return False
+        return True
 
     # ------------------------------------------------------------------ one round
     def _round(self) -> bool:
         now = time.monotonic()
         if not self._ensure_producer_id(now):
             return False
-        if self._needs_new_pid and now >= self._pid_retry_at:
-            self._reset_producer_id()
         self._refresh_metadata(now)
+        self._sync_partitions(now)
         fetch_plan = self._plan_fetches(now)
         produce_plan = self._plan_produces(now)
         if not fetch_plan and not produce_plan:
@@ -244,30 +250,8 @@ class MirrorStream(MirrorFetching, MirrorProducing, MirrorSession, threading.Thr
         produces = self._send_produces(produce_plan)
         self._receive_produces(produces)
         self._receive_fetches(fetches)
-        self._publish_offsets()
-        if self._needs_new_pid:
-            self._reset_producer_id()
+        self._publish_progress()
         return True
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
 
 
 def stream_for(tp: TopicPartition, streams: int) -> int:

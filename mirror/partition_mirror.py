@@ -3,9 +3,10 @@ that is safe to commit (everything before it acknowledged by the offline cluster
 
 from __future__ import annotations
 
-from collections import deque
+from collections import Counter, deque
 from dataclasses import dataclass, field
 
+from ferry.mirror.batch_rewrite import next_sequence
 from ferry.wire.record.record_batch import RecordBatchHeader
 
 TopicPartition = tuple[str, int]
@@ -14,6 +15,21 @@ INITIAL_FETCH_BYTES = 1 << 20
 MAX_FETCH_BYTES = 64 << 20
 MIN_BACKOFF_S = 0.1
 MAX_BACKOFF_S = 5.0
+
+SYNCED, SYNC_LOCAL, SYNC_FULL = 0, 1, 2  # PartitionMirror.sync: copying, or what has to be read first
+
+
+@dataclass(slots=True)
+class Progress:
+    """What the offline cluster acknowledged of a partition, for its checkpoint: the live offset copied up to,
+    the offline offset and sequence after the mirror's last batch, and the record counts (bucket -> records)
+    acknowledged since the last report."""
+
+    live: int
+    offline: int
+    seq: int
+    generation: int  # the partition's sync generation (reports of an older one are stale)
+    counts: Counter = field(default_factory=Counter)
 
 
 @dataclass(slots=True, eq=False)
@@ -30,6 +46,7 @@ class PendingBatch:
     uncertain: bool = False  # sent, outcome unknown: resent alone so the broker's dedupe is exact
     end_offset: int = -1  # the source offset after this batch (a coalesced batch: after its last source)
     coalesced: bool = False  # re-built from several source batches: may be split if refused as too large
+    offline_offset: int = -1  # where the offline cluster put it (known once acknowledged)
 
     def view(self) -> memoryview:
         return memoryview(self.buf)[self.start:self.start + self.size]
@@ -39,7 +56,20 @@ class PendingBatch:
 class PartitionMirror:
     topic: str
     partition: int
-    fetch_offset: int | None  # None: no committed offset yet, start at the live log start
+    fetch_offset: int | None  # None until synced (then the live offset to fetch next)
+    assigned: int | None = None  # the offset it was handed over with (used only without any checkpoint)
+    sync: int = SYNC_FULL  # SYNCED, or the sync to run before copying (tail_sync.py)
+    sync_retry_at: float = 0.0
+    sync_failures: int = 0
+    generation: int = 0  # bumped by every full sync
+    epoch: int = 0  # the producer epoch used in this partition
+    acked_live: int = 0  # the live offset after the last acknowledged batch of the acknowledged prefix
+    acked_offline: int = 0  # the offline offset after it
+    acked_seq: int = 0  # the sequence after it
+    counts: Counter = field(default_factory=Counter)  # records acknowledged since the last report, by bucket
+    # one batch in flight until the first is acknowledged: an offline broker that does not know the producer
+    # in this partition yet takes any sequence, so a later batch could land while an earlier one is refused
+    solo: bool = True
     pending: deque[PendingBatch] = field(default_factory=deque)
     pending_size: int = 0  # bytes in `pending`
     high_watermark: int = -1
@@ -53,6 +83,23 @@ class PartitionMirror:
     @property
     def tp(self) -> TopicPartition:
         return (self.topic, self.partition)
+
+    def start(self, live: int, offline: int, seq: int, epoch: int) -> None:
+        """Copy from ``live`` on, the offline partition ending at ``offline`` with sequence ``seq`` next."""
+        self.pending.clear()
+        self.pending_size = 0
+        self.fetch_offset = self.acked_live = live
+        self.fetch_sent_offset = None
+        self.acked_offline, self.acked_seq, self.epoch = offline, seq, epoch
+        self.solo = True
+        self.sync, self.sync_failures, self.sync_retry_at = SYNCED, 0, 0.0
+        self.fetch_retry_at = self.produce_retry_at = 0.0
+        self.fetch_failures = self.produce_failures = 0
+
+    def sync_failed(self, now: float) -> float:
+        self.sync_failures += 1
+        self.sync_retry_at = now + backoff(self.sync_failures)
+        return self.sync_retry_at
 
     def commit_offset(self) -> int | None:
         """The next live offset not yet acknowledged by the offline cluster."""
@@ -84,10 +131,18 @@ class PartitionMirror:
                 return dropped
         return []
 
-    def drop_acked_prefix(self) -> None:
+    def drop_acked_prefix(self) -> list[PendingBatch]:
+        """Remove the acknowledged batches at the front (the acknowledged prefix moves); returns them."""
         pending = self.pending
+        done = []
         while pending and pending[0].acked:
-            self.pending_size -= pending.popleft().size
+            b = pending.popleft()
+            self.pending_size -= b.size
+            self.acked_live = b.end_offset
+            self.acked_offline = b.offline_offset + b.header.last_offset_delta + 1
+            self.acked_seq = next_sequence(b.sequence, b.header)
+            done.append(b)
+        return done
 
     def fetch_failed(self, now: float) -> float:
         self.fetch_failures += 1

@@ -16,6 +16,7 @@ from ferry.mirror.mirror_limits import (
 )
 from ferry.mirror.partition_mirror import (
     MAX_FETCH_BYTES,
+    SYNCED,
     PartitionMirror,
     PendingBatch,
 )
@@ -31,7 +32,8 @@ class MirrorFetching:
 
     def _fetch_wait(self, now: float) -> int:
         """Long-poll, but not past the moment a backed-off produce retry is due."""
-        retry = [pm.produce_retry_at for pm in self.partitions.values() if pm.unacked(1)]
+        retry = [pm.produce_retry_at if pm.sync == SYNCED else pm.sync_retry_at for pm in self.partitions.values()
+                 if pm.sync != SYNCED or pm.unacked(1)]
         if not retry:
             return self.fetch_wait_ms
         return int(max(0.0, min(self.fetch_wait_ms / 1000, min(retry) - now)) * 1000)
@@ -42,9 +44,7 @@ class MirrorFetching:
         if sum(pm.pending_size for pm in self.partitions.values()) >= MAX_STREAM_PENDING_BYTES:
             return plan  # the offline side is behind: produce what we hold first
         for pm in self.partitions.values():
-            if pm.fetch_retry_at > now or pm.pending_size >= MAX_PENDING_BYTES:
-                continue
-            if pm.fetch_offset is None and not self._resolve_start(pm, now):
+            if pm.sync != SYNCED or pm.fetch_retry_at > now or pm.pending_size >= MAX_PENDING_BYTES:
                 continue
             leader = self.source.leaders.get(pm.tp)
             if leader is None:
@@ -53,18 +53,6 @@ class MirrorFetching:
                 continue
             plan.setdefault(leader, {}).setdefault(pm.topic, []).append(pm)
         return plan
-
-    def _resolve_start(self, pm: PartitionMirror, now: float) -> bool:
-        """No committed offset: start at the live log start (mirror everything retained)."""
-        res = self.source.list_offsets({pm.tp: EARLIEST_TIMESTAMP}).get(pm.tp)
-        if res is None or res.error_code != ErrorCode.NONE or res.offset < 0:
-            self._source_stale = True
-            pm.fetch_failed(now)
-            return False
-        pm.fetch_offset = res.offset
-        log.info("%s-%d: no committed offset; starting at the live log start %d", pm.topic, pm.partition,
-                 res.offset)
-        return True
 
     def _send_fetches(self, plan: dict[int, dict[str, list[PartitionMirror]]], wait_ms: int) -> list:
         sent = []
@@ -115,8 +103,8 @@ class MirrorFetching:
                     self._handle_fetch_result(pm, res, now)
 
     def _handle_fetch_result(self, pm: PartitionMirror, res, now: float) -> None:
-        if pm.fetch_sent_offset != pm.fetch_offset:
-            return  # the partition was rewound while this fetch was out (a split): fetched again next round
+        if pm.sync != SYNCED or pm.fetch_sent_offset != pm.fetch_offset:
+            return  # rewound (a split) or to be synced while this fetch was out: fetched again later
         err = res.error_code
         if err == ErrorCode.NONE:
             if res.high_watermark >= 0:
@@ -142,7 +130,7 @@ class MirrorFetching:
         assert self.producer_id is not None and pm.fetch_offset is not None
         seq = self.sequences.get(pm.tp, 0)
         try:
-            fw = forward_batches(records, pm.fetch_offset, self.producer_id, self.producer_epoch, seq,
+            fw = forward_batches(records, pm.fetch_offset, self.producer_id, pm.epoch, seq,
                                  self.coalesce_limits.get(pm.tp, self.coalesce_bytes))
         except CorruptBatchError as e:
             self.metrics.error("corrupt_batch")

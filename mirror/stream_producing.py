@@ -7,11 +7,10 @@ import time
 
 from ferry.client.errors import ClientError
 from ferry.client.wire_client import LEADERSHIP_ERRORS
-from ferry.mirror.audit_tally import BatchWalkError, tally_batches
+from ferry.mirror.audit_tally import count_batch
 from ferry.mirror.mirror_limits import (
     FATAL_LOOKING,
     MAX_IN_FLIGHT,
-    MAX_PARTITION_PRODUCE_BYTES,
     MAX_PRODUCE_REQUEST_BYTES,
     MIN_COALESCE_BYTES,
     PRODUCER_STATE_ERRORS,
@@ -22,6 +21,9 @@ from ferry.mirror.mirror_limits import (
     log,
 )
 from ferry.mirror.partition_mirror import (
+    SYNC_FULL,
+    SYNC_LOCAL,
+    SYNCED,
     PartitionMirror,
     PendingBatch,
     TopicPartition,
@@ -39,18 +41,16 @@ class MirrorProducing:
         """Per offline leader, the produce requests to send in order.
 
         A partition has at most MAX_IN_FLIGHT batches in flight: the offline broker remembers that many
-        per producer, so any retry is recognised. They normally travel together in one request (one
-        append, one fsync). The broker's dedupe treats a whole payload as a duplicate if one of its
-        batches is, so batches whose earlier attempt has an unknown outcome are resent one per request
-        (request j holds the j-th of them): a partly written earlier attempt is then completed exactly.
+        per producer, so any retry is recognised. Each request carries one batch per partition (request j
+        the j-th of each): the broker's dedupe answers a whole payload as a duplicate if one of its batches
+        is, which would swallow the others whenever that one was written by someone else (an earlier
+        attempt, or another mirror that still thinks it owns the partition). One batch, one verdict.
         """
-        if self._needs_new_pid:
-            return {}
         per_node: dict[int, list[list[Slot]]] = {}
         for pm in self.partitions.values():
-            if pm.produce_retry_at > now:
+            if pm.sync != SYNCED or pm.produce_retry_at > now:
                 continue
-            batches = pm.unacked(MAX_IN_FLIGHT)
+            batches = pm.unacked(1 if pm.solo else MAX_IN_FLIGHT)
             if not batches:
                 continue
             leader = self.target.leaders.get(pm.tp)
@@ -61,18 +61,7 @@ class MirrorProducing:
                              pm.partition)
                 pm.produce_failed(now)
                 continue
-            if any(b.uncertain for b in batches):
-                slots = [(pm, [b]) for b in batches]
-            else:
-                slots, group, size = [], [], 0
-                for b in batches:
-                    if group and size + b.size > MAX_PARTITION_PRODUCE_BYTES:
-                        slots.append((pm, group))
-                        group, size = [], 0
-                    group.append(b)
-                    size += b.size
-                slots.append((pm, group))
-            per_node.setdefault(leader, []).append(slots)
+            per_node.setdefault(leader, []).append([(pm, [b]) for b in batches])
         plan: dict[int, list[list[Slot]]] = {}
         for node, per_partition in per_node.items():
             requests: list[list[Slot]] = []
@@ -146,21 +135,31 @@ class MirrorProducing:
                 by_tp = {(t, r.partition): r for t, rs in results.items() for r in rs}
                 now = time.monotonic()
                 for pm, batches in req:
+                    if pm.sync != SYNCED:
+                        continue  # to be synced from the offline log: these answers no longer matter
                     res = by_tp.get(pm.tp)
                     code = res.error_code if res is not None else ErrorCode.UNKNOWN_SERVER_ERROR
                     if not self._handle_produce_result(pm, batches, code, res, pm.tp in failed_this_round, now):
                         failed_this_round.add(pm.tp)
         for pm in self.partitions.values():
-            pm.drop_acked_prefix()
+            for b in pm.drop_acked_prefix():
+                if self._counts(pm):
+                    self._tally(pm, b)
 
     def _handle_produce_result(self, pm: PartitionMirror, batches: list[PendingBatch], code: int, res,
                                after_failure: bool, now: float) -> bool:
         """Apply one partition's answer to the batches it carried; True if they are acknowledged."""
         if code in (ErrorCode.NONE, ErrorCode.DUPLICATE_SEQUENCE_NUMBER):
+            base = res.base_offset if res is not None else -1
+            if base < 0:  # acknowledged, but where it is we do not know: the offline log will say
+                pm.sync = SYNC_LOCAL
+                return False
             pm.produce_failures = 0
+            pm.solo = False
             for b in batches:
                 b.acked = True
-                self._tally(pm, b)
+                b.offline_offset = base
+                base += b.header.last_offset_delta + 1
                 self.metrics.messages.labels(pm.topic).inc(b.header.records_count)
                 self.metrics.bytes.labels(pm.topic).inc(b.size)
             return True
@@ -176,9 +175,12 @@ class MirrorProducing:
         pm.produce_failed(now)
         first = batches[0]
         if code in PRODUCER_STATE_ERRORS:
-            self._needs_new_pid = True
-            log.warning("%s-%d: offline broker refused sequence %d (%s %s)", pm.topic, pm.partition,
-                        first.sequence, _name(code), message)
+            # someone else's batch took this sequence (or our epoch is fenced): what is in the offline log
+            # decides where to go on, never a new producer id (that would write those records again)
+            pm.sync = SYNC_FULL if code == ErrorCode.INVALID_PRODUCER_EPOCH else SYNC_LOCAL
+            pm.sync_retry_at = 0.0
+            log.warning("%s-%d: offline broker refused sequence %d (%s %s); syncing from the offline log",
+                        pm.topic, pm.partition, first.sequence, _name(code), message)
             return False
         if code in LEADERSHIP_ERRORS:
             self._target_stale = True
@@ -222,14 +224,11 @@ class MirrorProducing:
         return True
 
     def _tally(self, pm: PartitionMirror, b: PendingBatch) -> None:
-        """Audit-count an acknowledged batch. Records that do not parse (the CRC was right, so the live
-        producer wrote them so) are counted in the bucket of the batch's first timestamp: the books
-        balance in total, and the batch is mirrored unchanged like any other."""
-        try:
-            tally_batches(self.count, pm.topic, b.buf, [(b.start, b.size)], [b.header])
-        except BatchWalkError as e:
+        """Audit-count a batch that joined the acknowledged prefix. Records that do not parse (the CRC was
+        right, so the live producer wrote them so) are counted in the bucket of the batch's first
+        timestamp: the books balance in total, and the batch is mirrored unchanged like any other."""
+        if not count_batch(pm.counts, b.view(), b.header):
             self.metrics.error("audit_walk")
-            log.error("%s-%d: batch at source offset %d (%d records) does not parse (%s); mirrored unchanged, "
+            log.error("%s-%d: batch at source offset %d (%d records) does not parse; mirrored unchanged, "
                       "counted in the bucket of its first timestamp", pm.topic, pm.partition,
-                      b.header.base_offset, b.header.records_count, e)
-            self.count(pm.topic, b.header.base_timestamp, b.header.records_count)
+                      b.header.base_offset, b.header.records_count)

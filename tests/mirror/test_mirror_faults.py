@@ -1,5 +1,5 @@
-"""Faults: link cut (live brokers down), offline broker restart, mirror killed with -9. Nothing is lost and
-each partition stays in order (replays may duplicate a suffix, never reorder or drop)."""
+"""Faults: link cut (live brokers down), offline broker restart, mirror killed with -9. Nothing is lost,
+nothing is copied twice, each partition stays in order."""
 
 from __future__ import annotations
 
@@ -85,7 +85,6 @@ def test_no_loss_through_link_cut_offline_restart_and_kill_9(cluster_factory, tm
         wait_for(lambda: _copied(live, offline) > before + 5000, 60, "the mirror to be copying", 0.05)
         assert th.is_alive(), "production ended before the kill: the crash would not be mid-stream"
         mirror.kill()
-        at_kill = _status(live, offline)
         th.join(120)
         produced += 120_000
         mirror = MirrorProcess(tmp_path / "mirror-2.log", live.zk_connect, offline.zk_connect,
@@ -95,16 +94,9 @@ def test_no_loss_through_link_cut_offline_restart_and_kill_9(cluster_factory, tm
         src = read_log(live.bootstrap, TOPICS)
         dst = read_log(offline.bootstrap, TOPICS)
         assert sum(len(v) for v in src.values()) == produced
-        duplicates = 0
         for tp, rows in src.items():
             assert dedup_first(dst[tp]) == rows, f"{tp}: offline is missing or reordering live messages"
-            duplicates += len(dst[tp]) - len(rows)
-        ahead = sum((p.offline_end or 0) - (p.committed or 0) for p in at_kill.partitions if p.topic in TOPICS)
-        print(f"mirrored {produced} messages through the faults; at the kill the offline cluster held {ahead} "
-              f"messages past the committed offsets; {duplicates} duplicates from replays")
-        # The only duplicates are the crash's replay: the link cut and the offline restart were absorbed by
-        # retries of byte-identical batches that the offline broker's idempotence check deduplicated.
-        assert duplicates == ahead
+            assert len(dst[tp]) == len(rows), f"{tp}: {len(dst[tp]) - len(rows)} messages copied twice"
     finally:
         mirror.stop()
 

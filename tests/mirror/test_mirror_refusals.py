@@ -70,8 +70,7 @@ def _errors(metrics: MirrorMetrics, kind: str) -> float:
 def test_coalesced_batches_too_large_for_the_offline_broker_are_split(cluster_factory, caplog) -> None:
     live, offline = _clusters(cluster_factory, ("--max-message-bytes", str(OFFLINE_MAX)))
     metrics = MirrorMetrics()
-    stream = MirrorStream(0, WireClient(live.bootstrap), WireClient(offline.bootstrap), lambda *_: None, metrics,
-                          fetch_wait_ms=100)
+    stream = MirrorStream(0, WireClient(live.bootstrap), WireClient(offline.bootstrap), metrics, fetch_wait_ms=100)
     assert stream.coalesce_bytes == COALESCE_BYTES > OFFLINE_MAX
     small_batches = {"batch.num.messages": 25, "linger.ms": 1}  # ~1-2 KB batches: coalesced by the mirror
     produce(live.bootstrap, "t", 1, 6000, compression="none", config=small_batches)  # a backlog to coalesce
@@ -90,7 +89,7 @@ def test_coalesced_batches_too_large_for_the_offline_broker_are_split(cluster_fa
         assert _end(offline.bootstrap) == end
         assert 0 < stream.coalesce_limits[TP] < OFFLINE_MAX  # still coalescing, below the broker's limit
         assert _errors(metrics, "coalesced_too_large") >= 1
-        assert metrics.registry.get_sample_value("ferry_mirror_producer_id_resets_total") == 0
+        assert not metrics.registry.get_sample_value("ferry_mirror_syncs_total", {"kind": "refused_sequence"})
         assert "refused a coalesced batch" in caplog.text
 
         # a batch too large on its own cannot be split: ERROR, retried, never skipped or passed
@@ -117,17 +116,15 @@ def test_a_batch_whose_records_do_not_parse_is_mirrored_and_counted(cluster_fact
     _produce_raw(live.bootstrap, build_batch(r1, 0))
     _produce_raw(live.bootstrap, bytes(garbage))
     _produce_raw(live.bootstrap, build_batch(r3, 0))
-    counts: Counter = Counter()
     metrics = MirrorMetrics()
-    stream = MirrorStream(0, WireClient(live.bootstrap), WireClient(offline.bootstrap),
-                          lambda topic, ts, n: counts.update({(topic, bucket_start(ts)): n}), metrics,
-                          fetch_wait_ms=100)
+    stream = MirrorStream(0, WireClient(live.bootstrap), WireClient(offline.bootstrap), metrics, fetch_wait_ms=100)
     caplog.set_level(logging.WARNING, logger="ferry.mirror")
     stream.start()
     try:
         stream.assign({TP: 0})
         wait_for(lambda: stream.committable().get(TP) == 30, 60, "the stream to copy past the bad batch")
         assert _end(offline.bootstrap) == 30
+        counts = Counter({("t", b): n for b, n in stream.take_progress()[TP].counts.items()})
         expected = Counter(("t", bucket_start(ts)) for ts, *_ in r1 + r3)
         expected[("t", bucket_start(r2[0][0]))] += 10  # all ten in the bucket of the batch's first timestamp
         assert counts == expected and sum(counts.values()) == 30
@@ -208,8 +205,8 @@ def test_a_too_large_coalesced_batch_with_an_unknown_outcome_is_split_too(cluste
     end = _end(live.bootstrap)
     proxy.armed = 1
     metrics = MirrorMetrics()
-    stream = MirrorStream(0, WireClient(live.bootstrap), WireClient(f"127.0.0.1:{proxy.port}"), lambda *_: None,
-                          metrics, fetch_wait_ms=100)
+    stream = MirrorStream(0, WireClient(live.bootstrap), WireClient(f"127.0.0.1:{proxy.port}"), metrics,
+                          fetch_wait_ms=100)
     caplog.set_level(logging.WARNING, logger="ferry.mirror")
     stream.start()
     try:
@@ -218,7 +215,7 @@ def test_a_too_large_coalesced_batch_with_an_unknown_outcome_is_split_too(cluste
         assert proxy.dropped == 1  # the unknown outcome really happened
         assert read_log(offline.bootstrap, {"t": 1}) == read_log(live.bootstrap, {"t": 1})  # once, in order
         assert _errors(metrics, "coalesced_too_large") >= 1
-        assert metrics.registry.get_sample_value("ferry_mirror_producer_id_resets_total") == 0
+        assert not metrics.registry.get_sample_value("ferry_mirror_syncs_total", {"kind": "refused_sequence"})
     finally:
         stream.stop()
         proxy.close()
