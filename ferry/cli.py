@@ -23,6 +23,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "mirror": ("ferry.mirror.cli", "mirror a live cluster into the offline cluster"),
     "load": ("ferry.loaders.cli", "load offset ranges into the hourly warehouse tables (PySpark)"),
     "audit": ("ferry.audit.cli", "audit reports: the books per topic and hour"),
+    "dashboard": ("ferry.dashboard.cli", "serve the pipeline's console in the browser (completeness, flow, loads)"),
     "demo": ("ferry.demo", "run the whole two-datacenter pipeline on this machine"),
 }
 
@@ -46,6 +47,10 @@ def build_parser(name: str) -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     module = importlib.import_module(module_name)
     module.register(sub)
+    if name in ("produce", "consume"):  # the console tools' --value-format avro: the registry is a higher layer
+        from ferry.schemas import console_formats
+
+        parser.set_defaults(value_formats=console_formats)
     return parser
 
 

@@ -1,0 +1,105 @@
+"""The dashboard's JSON endpoints through FastAPI's TestClient over a real pipeline (ZooKeeper, a live and
+an offline broker, the mirror, audit counts, a ledger): the same books as `ferry audit report`, bad input
+answered 400/404, and unreachable clusters reported on the page instead of failing it."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from fastapi.testclient import TestClient
+
+from ferry.client.audit.bucket import HOUR_MS, hour_start
+from ferry.dashboard.app import create_app
+from ferry.dashboard.sources import Sources
+from tests.dashboard.pipeline import TOPIC, start_pipeline
+from tests.mirror.mirror_harness import wait_for
+
+pytestmark = pytest.mark.slow
+
+
+def test_endpoints_over_a_real_pipeline(cluster_factory, tmp_path):
+    pipe = start_pipeline(cluster_factory, tmp_path)
+    try:
+        sources = Sources(pipe.offline_zk, [pipe.live_zk], str(pipe.state_dir), timeout_s=5, ttl_s=0)
+        client = TestClient(create_app(sources))
+
+        grid = client.get("/api/completeness").json()
+        assert grid["error"] is None and grid["unreachable"] == []
+        assert len(grid["hours"]) == 48 and TOPIC in grid["topics"]
+        cell = grid["cells"][TOPIC][str(pipe.past_hour)]
+        assert (cell["status"], cell["produced"], cell["loaded"], cell["missing"]) == ("complete", 40, 40, 0)
+        assert grid["cells"][TOPIC][str(pipe.past_hour - HOUR_MS)]["status"] == "empty"
+
+        drill = client.get(f"/api/completeness/{TOPIC}/{pipe.past_hour}").json()
+        assert drill["status"] == "complete" and len(drill["buckets"]) == 6
+        first = drill["buckets"][0]
+        # the mirror publishes its own counts on its own schedule: producer and warehouse decide
+        assert (first["tiers"]["producer"], first["tiers"]["warehouse"]) == (40, 40)
+        assert sum(first["hosts"]["producer"].values()) == 40 and first["hosts"]["warehouse"] == {"loader": 40}
+        iso = time.strftime("%Y-%m-%dT%H", time.gmtime(pipe.past_hour / 1000))
+        assert client.get(f"/api/completeness/{TOPIC}/{iso}").json()["hour_start"] == pipe.past_hour
+
+        flow = client.get(f"/api/flow?topic={TOPIC}").json()
+        assert flow["topics"][TOPIC]["producer"] == {str(pipe.past_hour): 40}
+        svg = client.get(f"/plot/flow.svg?topic={TOPIC}")
+        assert svg.headers["content-type"].startswith("image/svg+xml") and svg.text.count("<polyline") >= 2
+
+        mirror = client.get("/api/mirror").json()
+        (src,) = mirror["sources"]
+        assert src["error"] is None and src["total_lag"] == 0
+        assert {p["topic"] for p in src["partitions"]} >= {TOPIC, "_audit"}
+
+        loads = client.get("/api/loads").json()
+        assert [r["run_id"] for r in loads["runs"]] == ["run-ok"] and loads["runs"][0]["rows"] == 40
+        assert [r["run_id"] for r in loads["unfinished"]] == ["run-crashed"]
+
+        clusters = client.get("/api/clusters").json()["clusters"]
+        assert [c["role"] for c in clusters] == ["offline", "live"]
+        for c in clusters:
+            assert c["error"] is None and len(c["brokers"]) == 1 and c["under_replicated"] == 0
+            views = next(t for t in c["topics"] if t["topic"] == TOPIC)
+            assert [p["leader"] for p in views["partitions"]] == [c["brokers"][0]["id"]] * 2
+        live_groups = {g["group"]: g for g in clusters[1]["groups"]}
+        assert live_groups["ferry-mirror"]["total_lag"] == 0
+
+        for page in ("/", "/flow", "/loads", "/clusters"):
+            r = client.get(page)
+            assert r.status_code == 200 and "<script>" in r.text and "http" not in r.text.split("<script>")[1]
+
+        # bad input: a JSON 400 / an HTML 404, never a traceback
+        for url in ("/api/completeness?from=yesterday", "/api/completeness?from=2024-01-02T00&to=2024-01-01T00",
+                    "/api/completeness?from=2000-01-01T00", f"/api/completeness/{TOPIC}/noon"):
+            r = client.get(url)
+            assert r.status_code == 400 and "error" in r.json() and "Traceback" not in r.text, url
+        r = client.get(f"/api/completeness/no-such-topic/{pipe.past_hour}")
+        assert r.status_code == 404 and "no-such-topic" in r.json()["error"]
+        r = client.get("/no/such/page")
+        assert r.status_code == 404 and r.headers["content-type"].startswith("text/html")
+
+        # the mirror stops, more is produced live: the current hour turns incomplete (live counts decide)
+        pipe.mirror.stop()
+        now_hour = hour_start(int(time.time() * 1000))
+        pipe.produce(7, now_hour)
+        wait_for(lambda: client.get("/api/completeness").json()["cells"][TOPIC][str(now_hour)]["status"]
+                 == "incomplete", 30, "the current hour to turn incomplete")
+        cell = client.get("/api/completeness").json()["cells"][TOPIC][str(now_hour)]
+        assert (cell["produced"], cell["missing"], cell["colour"]) == (7, 7, "incomplete")
+    finally:
+        pipe.mirror.stop()
+
+
+def test_unreachable_clusters_are_shown_not_fatal(tmp_path):
+    """Nothing listens on port 1: every source answers with its error and the hours are unknown."""
+    sources = Sources("127.0.0.1:1/offline", ["127.0.0.1:1/live"], str(tmp_path / "none"), timeout_s=1, ttl_s=0)
+    client = TestClient(create_app(sources))
+    grid = client.get("/api/completeness?from=2024-05-01T10&to=2024-05-01T12")
+    assert grid.status_code == 200
+    doc = grid.json()
+    assert doc["error"] and doc["unreachable"] == ["127.0.0.1:1/live"] and doc["hours"] == [
+        1714557600000, 1714561200000]
+    clusters = client.get("/api/clusters").json()["clusters"]
+    assert all(c["error"] for c in clusters)
+    assert client.get("/api/mirror").json()["sources"][0]["error"]
+    assert client.get("/api/loads").json()["runs"] == []
+    assert client.get("/").status_code == 200
