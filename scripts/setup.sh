@@ -7,7 +7,7 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 PY="${PYTHON:-python3}"
-APT_PACKAGES=(zookeeper default-jre-headless debootstrap procps iproute2 kcat)
+APT_PACKAGES=(zookeeper default-jre-headless debootstrap procps iproute2 kcat chromium chromium-driver)
 if [[ "${1:-}" == "--bench" ]]; then APT_PACKAGES+=(rabbitmq-server activemq); fi
 
 need=()
