@@ -45,6 +45,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--keep-running", action="store_true",
                    help="leave ZooKeeper, brokers and mirror running at the end until Ctrl-C")
     p.add_argument("--seed", type=int, default=None, help="seed of the event generator (default: time-based)")
+    p.add_argument("--dashboard-listen", default="127.0.0.1:8500", metavar="HOST:PORT",
+                   help="with --keep-running: where `ferry dashboard` serves (default 127.0.0.1:8500; port 0: any)")
     p.set_defaults(func=run)
 
 
@@ -79,6 +81,8 @@ def run(args: argparse.Namespace) -> int:
             report = cluster.report(TOPICS, hours)
             (root / "last-report.json").write_text(json.dumps(report, indent=2, default=str))
             if args.keep_running:
+                url = _start_dashboard(stack, cluster, root, args.dashboard_listen)
+                progress.say(f"dashboard: {url}")
                 progress.say("everything is still running (Ctrl-C to stop): "
                              f"live ZooKeeper {cluster.live_zk}, offline {cluster.offline_zk}")
                 while True:
@@ -87,3 +91,17 @@ def run(args: argparse.Namespace) -> int:
             progress.say("interrupted: shutting down")
             return 130
     return 0 if report.get("complete") else 1
+
+
+def _start_dashboard(stack: ExitStack, cluster, root: Path, listen: str) -> str:
+    """`ferry dashboard` over the demo's clusters and loads' ledger; stopped when the demo stops."""
+    from ferry.dashboard.cli import parse_listen
+    from ferry.dashboard.process import start_dashboard
+    from ferry.embedded import free_port
+
+    host, port = parse_listen(listen)
+    port = port or free_port()
+    proc = start_dashboard(root / "dashboard.out", cluster.offline_zk, [cluster.live_zk],
+                           root / "warehouse-state", host, port)
+    stack.callback(proc.stop)
+    return f"http://{host}:{port}/"

@@ -1,0 +1,24 @@
+"""`ferry dashboard` as a child process: how `ferry demo --keep-running` (and tests) run it next to the
+pipeline, so the demo's own process stays free to wait for Ctrl-C and the dashboard dies with it."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+from ferry.embedded import ManagedProcess, wait_for_port
+
+
+def start_dashboard(log_file: Path, zookeeper: str, live_zookeepers: list[str], state_dir: Path | None,
+                    host: str, port: int, timeout_s: float = 30.0) -> ManagedProcess:
+    """Spawn the dashboard and wait until it listens; the caller stops it (``.stop()``)."""
+    proc = ManagedProcess("dashboard", log_file)
+    argv = [sys.executable, "-m", "ferry.cli", "dashboard", "--zookeeper", zookeeper, "--listen", f"{host}:{port}"]
+    for live in live_zookeepers:
+        argv += ["--live-zookeeper", live]
+    if state_dir is not None:
+        argv += ["--state-dir", str(state_dir)]
+    proc._spawn(argv, env=dict(os.environ, PYTHONUNBUFFERED="1"))
+    wait_for_port(host, port, timeout_s, proc.proc, proc.log_file)
+    return proc
