@@ -13,7 +13,12 @@ import sys
 import time
 
 from ferry.client.audit.bucket import HOUR_MS, hour_start
-from ferry.zk.cli_args import ENV_ZOOKEEPER, add_zookeeper_argument, quiet_zookeeper_logs
+from ferry.zk.cli_args import (
+    ENV_ZOOKEEPER,
+    add_timeout_argument,
+    add_zookeeper_argument,
+    quiet_zookeeper_logs,
+)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -40,11 +45,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     report.add_argument("--topic", metavar="T", help="only this topic")
     report.add_argument("--hours", type=int, default=24, metavar="N",
                         help="only the last N hours of event time, the current one included (default 24; 0 = all)")
-    report.add_argument("--format", choices=("table", "json"), default="table", help="output format (default table)")
+    report.add_argument("--json", dest="format", action="store_const", const="json", default="table",
+                        help="print JSON (with the per-bucket detail) instead of a table")
+    report.add_argument("--format", choices=("table", "json"), help=argparse.SUPPRESS)  # the older spelling
     report.add_argument("--fail-incomplete", action="store_true",
                         help="exit 1 if any hour shown is not complete (for scripts)")
-    report.add_argument("--timeout-s", type=float, default=10.0, metavar="S",
-                        help="give up reading `_audit` after S seconds without progress (default 10)")
+    add_timeout_argument(report, "give up reading `_audit` after SECONDS without progress", default=10.0)
     report.set_defaults(func=run_report)
 
 

@@ -23,22 +23,28 @@ examples:
 
 
 def add_arguments(p: argparse.ArgumentParser, default_master: str | None = "local[2]") -> None:
-    p.add_argument("--zookeeper", required=True, help="the offline cluster's ZooKeeper, host:port/chroot")
-    p.add_argument("--topics", required=True,
+    from ferry.zk.cli_args import add_zookeeper_argument
+
+    add_zookeeper_argument(p, "the offline cluster's ZooKeeper")  # required: checked in config_from_args
+    p.add_argument("--topics", required=True, metavar="T[,T...]|REGEX",
                    help="topics: a comma-separated list, one name, or a regular expression (whole name)")
-    p.add_argument("--state-dir", default="ferry-state",
+    p.add_argument("--state-dir", default="ferry-state", metavar="DIR",
                    help="ledger, lock and (by default) the embedded Derby metastore (default: ./ferry-state)")
-    p.add_argument("--warehouse", default=None,
+    p.add_argument("--warehouse", default=None, metavar="DIR|URI",
                    help="warehouse root: a directory or a Hadoop URI (hdfs://, s3a://); default STATE_DIR/warehouse")
-    p.add_argument("--database", default="ferry", help="Hive database of the tables (default: ferry)")
-    p.add_argument("--master", default=default_master,
+    p.add_argument("--database", default="ferry", metavar="NAME", help="Hive database of the tables (default: ferry)")
+    p.add_argument("--master", default=default_master, metavar="MASTER",
                    help="Spark master (default: local[2]; under spark-submit the master spark-submit was given)")
-    p.add_argument("--metastore-uris", default=None, help="thrift://host:9083 for a real Hive metastore")
+    p.add_argument("--metastore-uris", default=None, metavar="URIS", help="thrift://host:9083 for a real Hive metastore")
     p.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE", help="extra Spark setting")
-    p.add_argument("--start", default="earliest",
+    p.add_argument("--start", default="earliest", metavar="earliest|latest|TIME",
                    help="where partitions never loaded before start: earliest, latest or an ISO time")
-    p.add_argument("--max-per-split", type=int, default=1_000_000,
+    p.add_argument("--max-per-split", type=int, default=1_000_000, metavar="N",
                    help="at most this many offsets per Spark input partition (default 1000000)")
+    p.add_argument("--parquet-writer", choices=("auto", "arrow", "spark"), default="auto",
+                   help="who writes Parquet: arrow = the executors with pyarrow (fast; local paths, and hdfs:// "
+                        "or s3:// where pyarrow reaches them), spark = Spark's writer (any Hadoop URI); auto "
+                        "(default) = arrow for a local warehouse, spark otherwise")
     p.add_argument("--skip-lost-data", action="store_true",
                    help="load what is left when committed offsets were deleted by retention (recorded)")
     p.add_argument("--skip-bad-records", action="store_true",
@@ -49,17 +55,18 @@ def add_arguments(p: argparse.ArgumentParser, default_master: str | None = "loca
                    help='cap end offsets, {"topic": {"0": 42}} (the DAG passes its plan here)')
     p.add_argument("--step", choices=("all", "plan", "load", "reconcile"), default="all",
                    help="all (default) = load then reconcile; or just one step")
-    p.add_argument("--hours", default="", help="reconcile these hours too: YYYY-MM-DDTHH[,...] (UTC)")
-    p.add_argument("--since", type=float, default=None,
+    p.add_argument("--hours", default="", metavar="HOURS", help="reconcile these hours too: YYYY-MM-DDTHH[,...] (UTC)")
+    p.add_argument("--since", type=float, default=None, metavar="EPOCH_S",
                    help="reconcile: also every hour loaded by runs committed since this time (epoch seconds)")
     p.add_argument("--live-zookeeper", dest="live_zookeepers", action="append", default=[],
                    metavar="HOST:PORT/CHROOT",
                    help="a live cluster whose producers' counts decide completeness (repeat for several live "
                         "datacenters); while one is unreachable its hours are 'unknown', never complete")
-    p.add_argument("--json", dest="json_out", default=None, help="write the step's result as JSON to this file")
+    p.add_argument("--json", dest="json_out", default=None, metavar="FILE",
+                   help="write the step's result as JSON to FILE (for the DAG; stdout stays for people)")
     p.add_argument("--allow-source-change", action="store_true",
                    help="accept a ledger written against another ZooKeeper connect string")
-    p.add_argument("--lock-timeout", type=float, default=1800.0,
+    p.add_argument("--lock-timeout", type=float, default=1800.0, metavar="SECONDS",
                    help="seconds to wait for another load holding the state directory (default 1800)")
 
 
@@ -109,7 +116,8 @@ def config_from_args(args: argparse.Namespace):
     return LoadConfig(
         zookeeper=args.zookeeper, topics=topics, state_dir=str(Path(args.state_dir).resolve()),
         warehouse=args.warehouse, database=args.database, master=args.master, metastore_uris=args.metastore_uris,
-        start=args.start, max_per_split=args.max_per_split, skip_lost_data=args.skip_lost_data,
+        start=args.start, max_per_split=args.max_per_split, parquet_writer=args.parquet_writer,
+        skip_lost_data=args.skip_lost_data,
         skip_bad_records=args.skip_bad_records, include_audit=not args.no_audit,
         until=parse_offsets_json(args.until_offsets, "--until-offsets") if args.until_offsets else None,
         allow_source_change=args.allow_source_change, lock_timeout_s=args.lock_timeout, spark_conf=conf,
@@ -123,9 +131,13 @@ def run(args: argparse.Namespace) -> int:
     from ferry.loaders.load_config import BadRecordsError
     from ferry.loaders.planner import DataLossError, PlanError, StartPosition
     from ferry.zk import RegistryError
-    from ferry.zk.cli_args import quiet_zookeeper_logs
+    from ferry.zk.cli_args import ENV_ZOOKEEPER, quiet_zookeeper_logs
 
     quiet_zookeeper_logs()
+    if not args.zookeeper:  # a usage error, exit 2 as argparse's own (the flag defaults to $FERRY_ZOOKEEPER)
+        print(f"ferry load: error: --zookeeper HOST:PORT/CHROOT is required (or set ${ENV_ZOOKEEPER})",
+              file=sys.stderr)
+        return 2
 
     try:
         StartPosition.parse(args.start)

@@ -32,9 +32,41 @@ Mirror topics of a live cluster into the offline cluster (paper section 4).
 """
 
 
+STATUS_FLAGS = ("--source-zookeeper", "--target-zookeeper", "--include", "--exclude", "--group", "--json", "--log-level")
+
+
+class _Help(argparse.Action):
+    """-h/--help: `ferry mirror status --help` shows only the flags status reads (the positional action is parsed
+    before the flag, so the namespace already says which); `ferry mirror --help` shows everything."""
+
+    def __init__(self, option_strings: list[str], dest: str = argparse.SUPPRESS, **kwargs: object) -> None:
+        super().__init__(option_strings, dest=dest, default=argparse.SUPPRESS, nargs=0,
+                         help="show this help (`ferry mirror status --help`: the status flags) and exit")
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: object,
+                 option_string: str | None = None) -> None:
+        if getattr(namespace, "action", None) == "status":
+            parser = _status_parser(parser)
+        parser.print_help()
+        parser.exit()
+
+
+def _status_parser(full: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """A parser for help only, holding the mirror parser's status flags (same help texts: one definition)."""
+    p = argparse.ArgumentParser(prog=f"{full.prog} status", add_help=False,
+                                description="Print per partition: live end offset, committed offset, lag, "
+                                "offline end offset and owner; exit 0.")
+    p.add_argument("-h", "--help", action="store_true", help="show this help and exit")
+    for action in full._actions:
+        if set(action.option_strings) & set(STATUS_FLAGS):
+            p._add_action(action)
+    return p
+
+
 def register(subparsers: argparse._SubParsersAction) -> None:
-    p = subparsers.add_parser("mirror", help="mirror a live cluster into the offline cluster",
+    p = subparsers.add_parser("mirror", help="mirror a live cluster into the offline cluster", add_help=False,
                               description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("-h", "--help", action=_Help)
     p.add_argument("action", nargs="?", choices=["run", "status"], default="run",
                    help="'run' (the default) mirrors; 'status' prints lag and owners and exits")
     p.add_argument("--source-zookeeper", required=True, metavar="HOST:PORT/CHROOT",

@@ -68,11 +68,15 @@ class AvroSerializer:
     __call__ = serialize
 
     def _explain(self, record: Any, exc: Exception) -> str:
+        what = f"record does not match schema id {self.schema_id} of subject {self.subject!r}"
         try:
             validate(record, self.schema, raise_errors=True)
-        except Exception as detail:  # fastavro's ValidationError names the field
-            return f"record does not match schema id {self.schema_id} of subject {self.subject!r}: {detail}"
-        return f"record does not match schema id {self.schema_id} of subject {self.subject!r}: {exc}"
+        except Exception as detail:  # fastavro's ValidationError names the field (path.to.field is <v> ...)
+            text = " ".join(str(detail).strip("[]\n ").split())
+            if not text.startswith('" is <'):
+                return f"{what}: {text}"
+        # a missing or an extra field: validation blames the whole record, the writer names the field
+        return f"{what}: {exc}"
 
 
 class AvroDeserializer:

@@ -22,8 +22,22 @@ def add_zookeeper_argument(parser: argparse.ArgumentParser | argparse._ArgumentG
     parser.add_argument("--zookeeper", metavar=ZK_METAVAR, default=os.environ.get(ENV_ZOOKEEPER),
                         help=f"{what} (default: ${ENV_ZOOKEEPER})")
     if with_timeout:
-        parser.add_argument("--timeout", type=float, default=10.0, metavar="SECONDS",
-                            help="ZooKeeper connect timeout (default 10)")
+        add_timeout_argument(parser, "ZooKeeper connect timeout", default=10.0, dest="timeout")
+
+
+def add_timeout_argument(parser: argparse.ArgumentParser | argparse._ArgumentGroup, what: str, *,
+                         default: float | None = None, dest: str = "timeout_s") -> None:
+    """The one spelling of a command's time limit: `--timeout SECONDS` (Kafka's tools say --timeout too, but in
+    ms; seconds read better at a console). `--timeout-s` was the console tools' older spelling: kept, hidden."""
+    tail = f" (default {default:g})" if default is not None else ""
+    parser.add_argument("--timeout", type=float, default=default, dest=dest, metavar="SECONDS", help=what + tail)
+    parser.add_argument("--timeout-s", type=float, dest=dest, help=argparse.SUPPRESS)
+
+
+def add_json_argument(parser: argparse.ArgumentParser | argparse._ArgumentGroup,
+                      what: str = "print JSON instead of text") -> None:
+    """The one spelling of machine-readable output: `--json` (sets ``args.json``)."""
+    parser.add_argument("--json", action="store_true", help=what)
 
 
 def require_zookeeper(args: argparse.Namespace) -> str:

@@ -6,7 +6,12 @@ import argparse
 import os
 import sys
 
-from ferry.zk.cli_args import ENV_ZOOKEEPER, add_zookeeper_argument, quiet_zookeeper_logs
+from ferry.zk.cli_args import (
+    ENV_ZOOKEEPER,
+    add_timeout_argument,
+    add_zookeeper_argument,
+    quiet_zookeeper_logs,
+)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -29,7 +34,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="start at the earliest offset (default: only new messages). With --group this applies "
                    "only to partitions the group has no committed offset for")
     p.add_argument("--max-messages", type=int, metavar="N", help="stop after N messages")
-    p.add_argument("--timeout-s", type=float, metavar="S", help="stop after S seconds without a message")
+    add_timeout_argument(p, "stop after SECONDS without a message (default: wait for ever)")
+    p.add_argument("--value-format", choices=("raw", "avro"), default="raw",
+                   help="raw (default): values as they are; avro: values in the registry's framing decoded with "
+                   "the writer's schema from the registry (in --zookeeper's cluster) and printed as one JSON "
+                   "object per line, like kafka-avro-console-consumer (bytes as base64)")
     p.add_argument("--print-offsets", action="store_true", help="prefix each line with 'partition<TAB>offset<TAB>'")
     p.add_argument("--print-keys", action="store_true", help="prefix each value with 'key<TAB>' (after offsets)")
     p.set_defaults(func=run)
@@ -40,7 +49,8 @@ def _fail(msg: str) -> int:
     return 2
 
 
-def _formatter(args: argparse.Namespace):
+def _formatter(args: argparse.Namespace, decode=None):
+    """The line writer; ``decode`` turns a value into its printed form (avro -> JSON)."""
     out = sys.stdout.buffer
 
     def write(m) -> None:
@@ -49,7 +59,7 @@ def _formatter(args: argparse.Namespace):
             parts.append(f"{m.partition}\t{m.offset}\t".encode())
         if args.print_keys:
             parts.append((m.key or b"") + b"\t")
-        parts.append((m.value or b"") + b"\n")
+        parts.append((decode(m.value) if decode else (m.value or b"")) + b"\n")
         out.write(b"".join(parts))
     return write
 
@@ -67,9 +77,19 @@ def run(args: argparse.Namespace) -> int:
         return _fail(f"--group needs --zookeeper HOST:PORT/CHROOT (or ${ENV_ZOOKEEPER})")
     if not args.zookeeper and not args.bootstrap:
         return _fail(f"give --zookeeper HOST:PORT/CHROOT (or set ${ENV_ZOOKEEPER}) or --bootstrap")
-    write = _formatter(args)
+    formats = getattr(args, "value_formats", None)  # ferry/cli.py hands in ferry.schemas.console_formats
+    if args.value_format == "avro" and formats is None:
+        return _fail("--value-format avro is only available through the `ferry` command")
+    if args.value_format == "avro" and not args.zookeeper:
+        return _fail(f"--value-format avro needs the schema registry: --zookeeper HOST:PORT/CHROOT (or ${ENV_ZOOKEEPER})")
     n = 0
+    registry = None
     try:
+        decode = None
+        if args.value_format == "avro":
+            registry = formats.open_registry(args.zookeeper)
+            decode = formats.json_decoder(registry)
+        write = _formatter(args, decode)
         if args.group:
             n = _consume_group(args, write)
         else:
@@ -83,6 +103,8 @@ def run(args: argparse.Namespace) -> int:
             pass
         return 0
     finally:
+        if registry is not None:
+            registry.close()
         try:
             sys.stdout.flush()
         except (BrokenPipeError, ValueError):

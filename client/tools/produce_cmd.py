@@ -5,7 +5,12 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ferry.zk.cli_args import ENV_ZOOKEEPER, add_zookeeper_argument, quiet_zookeeper_logs
+from ferry.zk.cli_args import (
+    ENV_ZOOKEEPER,
+    add_timeout_argument,
+    add_zookeeper_argument,
+    quiet_zookeeper_logs,
+)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -14,10 +19,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="Publish each line of stdin as one message (the trailing newline is not part of it). "
         "Messages carry the current time as event time and the host in the ferry.host header, and are counted "
         "in the audit (tier producer, published to _audit). Exit 0 when every line was acknowledged, "
-        "2 on bad input or a failed delivery (lines before a bad line are still sent).")
-    target = p.add_mutually_exclusive_group()
-    target.add_argument("--bootstrap-server", "--bootstrap", dest="bootstrap", metavar="HOST:PORT[,...]", help="brokers to connect to")
-    add_zookeeper_argument(target, "find the brokers in this cluster's ZooKeeper")
+        "2 on bad input or a failed delivery (raw lines before a bad line are still sent; with --value-format "
+        "avro every line is validated first and nothing is sent when one is refused).")
+    p.add_argument("--bootstrap-server", "--bootstrap", dest="bootstrap", metavar="HOST:PORT[,...]",
+                   help="brokers to connect to (then --zookeeper is only the schema registry's, for avro)")
+    add_zookeeper_argument(p, "find the brokers (and the schema registry) in this cluster's ZooKeeper")
     p.add_argument("--topic", required=True, metavar="T", help="topic to publish to (must exist)")
     p.add_argument("--key-separator", metavar="S",
                    help="split each line at the first S into key and value (a line without S is an error); "
@@ -40,8 +46,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--datacenter", metavar="NAME",
                    help="datacenter recorded in audit events (default: the brokers' datacenter)")
     p.add_argument("--no-audit", action="store_true", help="do not count messages or publish audit events")
-    p.add_argument("--timeout-s", type=float, default=60.0, metavar="S",
-                   help="wait at most S seconds at the end for outstanding acknowledgements (default 60)")
+    add_timeout_argument(p, "wait at most SECONDS at the end for outstanding acknowledgements", default=60.0)
+    p.add_argument("--value-format", choices=("raw", "avro"), default="raw",
+                   help="raw (default): each line is the value as is; avro: each line is a JSON record, written "
+                   "as Avro with the registry's framing (magic byte 0, schema id) under --schema-subject's latest "
+                   "schema, like kafka-avro-console-producer. The whole input is read and validated before "
+                   "anything is sent")
+    p.add_argument("--schema-subject", metavar="SUBJECT",
+                   help="with --value-format avro: the registry subject whose latest schema the lines must match "
+                   "(default: the topic name, ferry's subject for a topic's values)")
     p.set_defaults(func=run)
 
 
@@ -63,6 +76,19 @@ def run(args: argparse.Namespace) -> int:
     sep = args.key_separator.encode() if args.key_separator is not None else None
     partitioner = args.partitioner or ("key" if sep is not None else "random")
     idempotent = not args.no_idempotence and args.acks in ("all", "-1")
+    avro_messages = None
+    if args.value_format == "avro":
+        if not args.zookeeper:
+            return _fail(f"--value-format avro needs the schema registry: --zookeeper HOST:PORT/CHROOT "
+                         f"(or ${ENV_ZOOKEEPER})")
+        if getattr(args, "value_formats", None) is None:
+            return _fail("--value-format avro is only available through the `ferry` command")
+        try:
+            avro_messages = _encode_stdin(args, sep)
+        except ValueError as exc:
+            return _fail(f"{exc}; nothing was sent")
+    elif args.schema_subject:
+        return _fail("--schema-subject needs --value-format avro")
     errors: list[str] = []
 
     def on_error(err, _msg) -> None:
@@ -84,10 +110,10 @@ def run(args: argparse.Namespace) -> int:
         except ClientError as exc:
             return _fail(str(exc))
         send, topic = producer.send, args.topic
-        for lineno, raw in enumerate(sys.stdin.buffer, 1):
-            line = raw[:-1] if raw.endswith(b"\n") else raw
-            if line.endswith(b"\r"):
-                line = line[:-1]
+        for value, key in avro_messages or ():
+            send(topic, value, key, on_delivery=on_error)
+            sent += 1
+        for lineno, line in _lines() if avro_messages is None else ():
             if sep is None:
                 send(topic, line, on_delivery=on_error)
             else:
@@ -109,3 +135,31 @@ def run(args: argparse.Namespace) -> int:
     if bad:
         return _fail(bad)
     return 0
+
+
+def _lines():
+    """(lineno, line) of stdin without the line end."""
+    for lineno, raw in enumerate(sys.stdin.buffer, 1):
+        line = raw[:-1] if raw.endswith(b"\n") else raw
+        yield lineno, line[:-1] if line.endswith(b"\r") else line
+
+
+def _encode_stdin(args: argparse.Namespace, sep: bytes | None) -> list[tuple[bytes, bytes | None]]:
+    """Every line of stdin as a framed Avro value (and its key): all of them, or a ValueError naming the first
+    line and field that does not fit, before the producer sends anything (args.value_formats: ferry/cli.py)."""
+    formats = args.value_formats
+
+    def split():
+        for lineno, line in _lines():
+            if not line.strip():
+                continue  # a blank line (often the last) is no record
+            if sep is None:
+                yield lineno, line, None
+                continue
+            key, found, value = line.partition(sep)
+            if not found:
+                raise ValueError(f"line {lineno} has no key separator {args.key_separator!r}")
+            yield lineno, value, key
+
+    with formats.open_registry(args.zookeeper) as registry:
+        return formats.encode_lines(registry, args.schema_subject, args.topic, split())
