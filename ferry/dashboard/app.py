@@ -16,10 +16,12 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse, Response
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from ferry.client.audit.bucket import HOUR_MS, hour_start
 from ferry.dashboard import pages
+from ferry.dashboard.metrics import registry_for
 from ferry.dashboard.plots import flow_svg, lag_svg
 from ferry.dashboard.sources import Sources
 
@@ -146,6 +148,13 @@ def create_app(sources: Sources, prometheus_url: str | None = None) -> FastAPI:
     @app.get("/clusters", response_class=HTMLResponse)
     def page_clusters() -> str:
         return pages.clusters_page(prometheus_url)
+
+    registry = registry_for(sources)
+
+    @app.get("/metrics")
+    def metrics() -> Response:
+        """Prometheus text format: the books' and the ledger's judgements (see ``ferry.dashboard.metrics``)."""
+        return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
 
     @app.get("/healthz")
     def healthz() -> dict[str, str]:

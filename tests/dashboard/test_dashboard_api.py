@@ -85,6 +85,13 @@ def test_endpoints_over_a_real_pipeline(cluster_factory, tmp_path):
                  == "incomplete", 30, "the current hour to turn incomplete")
         cell = client.get("/api/completeness").json()["cells"][TOPIC][str(now_hour)]
         assert (cell["produced"], cell["missing"], cell["colour"]) == (7, 7, "incomplete")
+
+        # the same judgements for Prometheus' alert rules (infra/ansible/prometheus)
+        text = client.get("/metrics").text
+        assert 'ferry_audit_hours{status="incomplete",topic="views"} 1.0' in text
+        assert 'ferry_audit_hours{status="complete",topic="views"} 1.0' in text
+        assert "ferry_audit_books_readable 1.0" in text and "ferry_load_unfinished_runs 1.0" in text
+        assert f'ferry_cluster_brokers{{cluster="{pipe.live_zk}"}} 1.0' in text
     finally:
         pipe.mirror.stop()
 
@@ -103,3 +110,5 @@ def test_unreachable_clusters_are_shown_not_fatal(tmp_path):
     assert client.get("/api/mirror").json()["sources"][0]["error"]
     assert client.get("/api/loads").json()["runs"] == []
     assert client.get("/").status_code == 200
+    text = client.get("/metrics").text
+    assert "ferry_audit_books_readable 0.0" in text and 'ferry_cluster_zookeeper_reachable{cluster="127.0.0.1:1/live"} 0.0' in text
