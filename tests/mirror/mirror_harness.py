@@ -168,3 +168,63 @@ def clusters_with_topics(cluster_factory, topics: dict[str, int], live_brokers: 
     for t, n in topics.items():
         wait_partitions(live.bootstrap, t, n)
     return live, offline
+
+
+class SteadyProducer:
+    """Produces to the live cluster at a steady pace from a thread until stopped (the traffic a mirror copies
+    while a test breaks things). ``counts`` holds the acknowledged messages per (topic, bucket), as the
+    producer tier's audit would count them."""
+
+    def __init__(self, bootstrap: str, topics: dict[str, int], rate: int = 2000, tag: str = "s-") -> None:
+        import threading
+
+        self.bootstrap, self.topics, self.rate, self.tag = bootstrap, topics, rate, tag
+        self.counts: Counter = Counter()
+        self.errors: list = []
+        self.sent = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="steady-producer", daemon=True)
+
+    def start(self) -> SteadyProducer:
+        self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        p = Producer({"bootstrap.servers": self.bootstrap, "linger.ms": 5, "compression.type": "lz4",
+                      "enable.idempotence": True, "acks": "all", "batch.num.messages": 200})
+        ts0 = int(time.time() * 1000) - 3_600_000
+        names = [(t, part) for t, n in sorted(self.topics.items()) for part in range(n)]
+        i = 0
+        t0 = time.monotonic()
+
+        def delivered(err, msg) -> None:
+            if err is not None:
+                self.errors.append(err)
+            else:
+                self.counts[(msg.topic(), bucket_start(msg.timestamp()[1]))] += 1
+
+        while not self._stop.is_set():
+            due = int((time.monotonic() - t0) * self.rate)
+            while i < due:
+                topic, part = names[i % len(names)]
+                headers = [("seq", str(i).encode())] if i % 3 else None
+                p.produce(topic, value=f"{self.tag}{topic}-{i}-".encode() * (1 + i % 4), key=f"k{i}".encode(),
+                          partition=part, timestamp=ts0 + i * 13, headers=headers, on_delivery=delivered)
+                i += 1
+            p.poll(0.02)
+        self.sent = i
+        left = p.flush(120)
+        if left:
+            self.errors.append(f"{left} undelivered")
+
+    def close(self) -> None:
+        """Stop producing (a test's clean-up: nothing checked)."""
+        self._stop.set()
+        self._thread.join(180)
+
+    def stop(self) -> int:
+        """Stop producing; returns how many messages were produced (all acknowledged, or AssertionError)."""
+        self.close()
+        assert not self._thread.is_alive() and not self.errors, f"live production failed: {self.errors[:3]}"
+        assert sum(self.counts.values()) == self.sent
+        return self.sent
