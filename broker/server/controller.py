@@ -255,6 +255,8 @@ class KafkaController:
                 if written is None:
                     return  # not the controller any more
                 if not written:
+                    if tp in preferred:
+                        self._preferred.add(tp)  # keep the request: decided again on the state's watch event
                     continue  # the leader changed the ISR meanwhile: decided again on its watch event
                 old = None if current is None else current[0]
                 if old is None or new.leader != old.leader:

@@ -98,6 +98,7 @@ class KafkaServer:
             wait_max_ms=cfg.replica_fetch_wait_max_ms, min_bytes=cfg.replica_fetch_min_bytes,
             max_bytes=cfg.replica_fetch_max_bytes, socket_timeout_ms=cfg.replica_socket_timeout_ms,
             truncation=cfg.replica_truncation))
+        replicas.request_timeout_ms = cfg.request_timeout_ms
         replicas.start(loop, purgatory, self.fetchers, lambda: self.registry.client, self._executor)
         # An IO error takes the data dir offline (log layer); this moves leadership away and brings it back.
         self.log_dir_failures = LogDirFailureHandler(cfg.broker_id, self.log_manager, replicas, lambda: states.states,
@@ -150,8 +151,9 @@ class KafkaServer:
             from ferry.broker.server.broker_metrics import BrokerCollector, serve
 
             serve(cfg.metrics_port, BrokerCollector(cfg.broker_id, replicas, self.controller,
-                                                    offline_log_dirs=lambda: self.log_manager.offline_log_dirs))
-            log.info("metrics on 127.0.0.1:%d/metrics", cfg.metrics_port)
+                                                    offline_log_dirs=lambda: self.log_manager.offline_log_dirs,
+                                                    requests=apis.request_metrics), cfg.metrics_host)
+            log.info("metrics on %s:%d/metrics", cfg.metrics_host, cfg.metrics_port)
 
     def _ensure_audit_topic(self) -> None:
         """Create the pipeline's `_audit` topic if no broker has yet, so audit counts have somewhere to go

@@ -47,6 +47,7 @@ class ReplicaManager:
         self.metadata = metadata
         self.log_manager = log_manager
         self.min_insync_replicas = min_insync_replicas
+        self.request_timeout_ms = 30_000  # request.timeout.ms: caps an acks=-1 wait (set by KafkaServer)
         self.replica_lag_time_max_ms = replica_lag_time_max_ms
         self.partitions: dict[TopicPartition, Partition] = {}
         self._logs: dict[TopicPartition, Any] = {}
@@ -276,6 +277,7 @@ class ReplicaManager:
             if not isinstance(e, KafkaStorageError):  # a log dir failure is logged once, by the log layer
                 log.error("flush of %s failed: %s", part.log, e)
             return ErrorCode.KAFKA_STORAGE_ERROR, f"flush failed: {e}"
+        timeout_ms = min(timeout_ms, self.request_timeout_ms) if timeout_ms > 0 else self.request_timeout_ms
         code = await self.committed(part, end, timeout_ms)
         if code == ErrorCode.NONE:
             return code, None
