@@ -11,6 +11,8 @@ from html import escape
 
 W, H, PAD_L, PAD_R, PAD_T, PAD_B = 760, 240, 56, 150, 16, 28
 PALETTE = {"producer": "#1f77b4", "mirror": "#ff7f0e", "warehouse": "#2ca02c"}
+# equal counts draw the lines on top of each other: a dash pattern per tier keeps each one visible
+DASHES = {"producer": "", "mirror": "6 4", "warehouse": "2 3"}
 EXTRA = ["#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"]
 
 
@@ -50,7 +52,7 @@ def line_chart(series: dict[str, list[tuple[float, float]]], x0: float, x1: floa
         if pts:
             path = " ".join(f"{px(x):.1f},{py(y):.1f}" for x, y in pts)
             out.append(f'<polyline class="series" data-name="{escape(name)}" fill="none" stroke="{colour}" '
-                       f'stroke-width="2" points="{path}"/>')
+                       f'stroke-width="2" stroke-dasharray="{DASHES.get(name, "")}" points="{path}"/>')
             out += [f'<circle cx="{px(x):.1f}" cy="{py(y):.1f}" r="2.5" fill="{colour}"><title>{escape(name)} '
                     f'{_clock(x)}: {y:.0f}</title></circle>' for x, y in pts]
         ly = PAD_T + 14 * n + 10

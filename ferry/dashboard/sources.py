@@ -192,7 +192,7 @@ class Sources:
             state = Ledger(self.state_dir).read()
         except Exception as e:  # noqa: BLE001 - a torn or foreign ledger is shown, not fatal
             return {"state_dir": self.state_dir, "error": _why(e), "runs": [], "unfinished": [], "lost": []}
-        runs = [{**r, "result": "committed", "hours_touched": sorted(r.get("hours") or {})}
+        runs = [{**r, "result": "committed", "hours_touched": _hours_touched(r.get("hours"))}
                 for r in reversed(state.get("history", []))]
         # a run that began and never committed failed (crashed, killed or raised): the ledger keeps no
         # error text, only that it started; the next run removes its files
@@ -259,6 +259,18 @@ class Sources:
             d["error"] = None
             out.append(d)
         return out
+
+
+def _hours_touched(hours: Any) -> list[str]:
+    """``{table: [[dt, hr], ...]}`` of a ledger run as "table YYYY-MM-DD HH:00" (other shapes as they are)."""
+    if not isinstance(hours, dict):
+        return []
+    out = []
+    for table, got in sorted(hours.items()):
+        items = got if isinstance(got, list) else list(got) if isinstance(got, dict) else [got]
+        for h in items:
+            out.append(f"{table} {h[0]} {h[1]}:00" if isinstance(h, list | tuple) and len(h) == 2 else f"{table} {h}")
+    return out
 
 
 def colour_of(status: str, duplicates: int, missing: int) -> str:

@@ -8,6 +8,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from ferry.audit.completeness import hour_label as label
 from ferry.client.audit.bucket import BUCKET_MS, HOUR_MS, hour_start
 from ferry.client.audit.event import AUDIT_TOPIC, AuditEvent
 from ferry.client.producer import Producer
@@ -68,6 +69,6 @@ def start_pipeline(cluster_factory, tmp: Path, n: int = 40) -> Pipeline:
     with ledger.lock():
         ledger.begin("run-ok", [str(tmp / "wh")])
         ledger.commit({"run_id": "run-ok", "rows": n, "ranges": [{"topic": TOPIC, "partition": 0, "start": 0,
-                                                                  "end": n}], "hours": {f"{TOPIC}@past": n}})
+                                                                  "end": n}], "hours": {TOPIC: [list(label(pipe.past_hour))]}})
         ledger.begin("run-crashed", [str(tmp / "wh")])  # began, never committed: a failed run
     return pipe

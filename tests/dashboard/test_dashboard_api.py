@@ -53,6 +53,7 @@ def test_endpoints_over_a_real_pipeline(cluster_factory, tmp_path):
         loads = client.get("/api/loads").json()
         assert [r["run_id"] for r in loads["runs"]] == ["run-ok"] and loads["runs"][0]["rows"] == 40
         assert [r["run_id"] for r in loads["unfinished"]] == ["run-crashed"]
+        assert loads["runs"][0]["hours_touched"] == [f"{TOPIC} {time.strftime('%Y-%m-%d %H', time.gmtime(pipe.past_hour / 1000))}:00"]
 
         clusters = client.get("/api/clusters").json()["clusters"]
         assert [c["role"] for c in clusters] == ["offline", "live"]
