@@ -91,6 +91,8 @@ def test_produce_to_a_follower_is_refused_and_min_isr_guards_acks_all(three):
     topic = "guard"
     three.registry.create_topic_with_assignment(topic, {0: [1, 2, 3]}, {"min.insync.replicas": "2"})
     three.wait_isr(topic, 1, 3)
+    acked, errors = produce_all(three.bootstrap, topic, [b"first"], partition=0)  # every broker acts on it now
+    assert acked and not errors
     from broker_wire import WireClient, build_batch, produce
 
     with WireClient(three.brokers[2].bootstrap) as c:
