@@ -16,7 +16,8 @@ nav a.here{font-weight:bold;text-decoration:underline}main{padding:12px 16px}
 #banner{display:none;background:#fde2e1;border:1px solid #d9534f;padding:6px 10px;margin-bottom:10px}
 table{border-collapse:collapse;font-size:12px}td,th{border:1px solid #ddd;padding:3px 6px;text-align:right}
 th{background:#f3f3f3}td.name,th.name{text-align:left}
-table.grid td.cell{width:14px;height:18px;padding:0;cursor:pointer}
+table.grid td.cell{width:18px;height:20px;padding:0;cursor:pointer}
+table.grid th.hr{font-size:10px;font-weight:normal;padding:1px;text-align:center}
 .complete{background:#4caf50}.incomplete{background:#e53935}.duplicates{background:#ff9800}
 .empty{background:#eeeeee}.unknown{background:#9e9e9e}
 .legend span{display:inline-block;padding:2px 8px;margin-right:6px;font-size:12px}
@@ -70,8 +71,11 @@ async function drill(topic,hour){chosen=[topic,hour];const d=await getJSON('/api
        '<td'+(b.missing?' class=bad':'')+'>'+b.missing+'</td><td'+(b.duplicates?' class=bad':'')+'>'+b.duplicates+'</td><td class=name>'+esc(hosts)+'</td></tr>';}
   document.getElementById('drill').innerHTML=h+'</table>';}
 async function refresh(){const d=await getJSON('/api/completeness'+qs());banner(healthMsgs(d));
-  let h='<table class=grid id=grid><tr><th class=name>topic</th>'+d.hours.map((x,i)=>'<th title="'+hourLabel(x)+'">'+
-    (i%6==0?new Date(x).toISOString().slice(5,13).replace('T',' '):'')+'</th>').join('')+'</tr>';
+  const days=[];for(const x of d.hours){const day=new Date(x).toISOString().slice(0,10);
+    if(days.length&&days[days.length-1][0]==day)days[days.length-1][1]++;else days.push([day,1]);}
+  let h='<table class=grid id=grid><tr><th class=name>UTC</th>'+days.map(([day,n])=>'<th colspan='+n+'>'+day+'</th>').join('')+
+    '</tr><tr><th class=name>topic</th>'+d.hours.map(x=>'<th class=hr title="'+hourLabel(x)+'">'+
+    new Date(x).toISOString().slice(11,13)+'</th>').join('')+'</tr>';
   for(const t of d.topics){h+='<tr><td class=name>'+esc(t)+'</td>';
     for(const x of d.hours){const c=d.cells[t][String(x)];
       h+='<td class="cell '+esc(c.colour)+'" data-topic="'+esc(t)+'" data-hour="'+x+'" data-status="'+esc(c.status)+
