@@ -8,6 +8,7 @@ import logging
 import sys
 
 from ferry.broker.server.broker_config import BrokerConfig, ConfigError, read_properties
+from ferry.zk.cli_args import add_metrics_argument
 
 # flag dest -> Kafka-style property key (flags override the --config file).
 FLAG_KEYS: dict[str, str] = {
@@ -31,6 +32,7 @@ FLAG_KEYS: dict[str, str] = {
     "connections_max_idle_ms": "connections.max.idle.ms",
     "audit_topic_partitions": "audit.topic.partitions",
     "metrics_port": "metrics.port",
+    "metrics_listen": "metrics.listen",
 }
 
 DESCRIPTION = """\
@@ -97,9 +99,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         "(audit.topic.partitions; default 0: never, provisioning creates it)")
     p.add_argument("--zk-session-timeout-ms", type=int, metavar="MS",
                    help="ZooKeeper session timeout (zookeeper.session.timeout.ms; default 10000)")
-    p.add_argument("--metrics-port", type=int, metavar="P",
-                   help="serve Prometheus metrics on 127.0.0.1:P/metrics (under-replicated partitions, ISR "
-                        "shrinks/expands, controller, offline log dirs; metrics.port; default off)")
+    add_metrics_argument(p, "requests, bytes and errors per API, produce/fetch bytes per topic, under-replicated "
+                         "partitions, ISR shrinks/expands, controller, offline log dirs; metrics.listen")
     p.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
                    help="any broker setting by its Kafka-style name, e.g. --override min.insync.replicas=2 "
                         "(repeatable; wins over --config and the flags, as kafka-server-start's --override)")

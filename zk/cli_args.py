@@ -50,3 +50,35 @@ def require_zookeeper(args: argparse.Namespace) -> str:
 def quiet_zookeeper_logs() -> None:
     """kazoo's reconnect chatter is not a command-line user's business: a failure is reported in one line."""
     logging.getLogger("kazoo").setLevel(logging.ERROR)
+
+
+def parse_listen(text: str, what: str = "--metrics-listen") -> tuple[str, int]:
+    """HOST:PORT (or just PORT: loopback) -> (host, port); ValueError naming ``what``. Loopback by default:
+    metrics say which topics exist and how busy they are, so reaching them from elsewhere is a choice."""
+    host, sep, port = text.rpartition(":")
+    if not sep:
+        host, port = "127.0.0.1", text
+    host = host.strip("[]") or "0.0.0.0"
+    try:
+        number = int(port)
+    except ValueError:
+        raise ValueError(f"{what} {text!r}: expected HOST:PORT") from None
+    if not 0 <= number < 65536:
+        raise ValueError(f"{what} {text!r}: port must be 0-65535")
+    return host, number
+
+
+def add_metrics_argument(parser: argparse.ArgumentParser | argparse._ArgumentGroup, what: str) -> None:
+    """`--metrics-listen HOST:PORT` (``args.metrics_listen``), the one spelling for every process serving
+    Prometheus metrics; `--metrics-port P` (= 127.0.0.1:P) is the older one, kept and hidden."""
+    parser.add_argument("--metrics-listen", metavar="HOST:PORT",
+                        help=f"serve Prometheus metrics on http://HOST:PORT/metrics ({what}; default off)")
+    parser.add_argument("--metrics-port", type=int, help=argparse.SUPPRESS)
+
+
+def metrics_listen(args: argparse.Namespace) -> tuple[str, int] | None:
+    """(host, port) from --metrics-listen or the older --metrics-port, None when metrics are off."""
+    if getattr(args, "metrics_listen", None):
+        return parse_listen(args.metrics_listen)
+    port = getattr(args, "metrics_port", None)
+    return None if port is None else ("127.0.0.1", port)

@@ -39,7 +39,8 @@ class BrokerConfig:
     retention_check_interval_ms: int = 300_000
     connections_max_idle_ms: int = 600_000
     audit_topic_partitions: int = 0  # >0: create `_audit` with this many partitions at start-up if missing
-    metrics_port: int = 0  # >0: serve Prometheus metrics on 127.0.0.1:<port>/metrics
+    metrics_port: int = 0  # >0: serve Prometheus metrics on <metrics_host>:<port>/metrics
+    metrics_host: str = "127.0.0.1"  # metrics.listen HOST:PORT sets both (loopback unless asked)
     # replication (Kafka's names and defaults; min.insync.replicas and unclean.leader.election.enable are
     # the topics' defaults, so they live in `log` (LogConfig): see the properties below)
     default_replication_factor: int = 1  # auto-created topics, CreateTopics with -1, `_audit`
@@ -198,7 +199,7 @@ class BrokerConfig:
                                                   p.get("log.retention.check.interval.ms", "300000")),
             connections_max_idle_ms=_positive("connections.max.idle.ms", p.get("connections.max.idle.ms", "600000")),
             audit_topic_partitions=_parse_int("audit.topic.partitions", p.get("audit.topic.partitions", "0")),
-            metrics_port=_parse_int("metrics.port", p.get("metrics.port", "0")),
+            **_metrics_listen(p),
             **_replication_settings(p),
         )
 
@@ -262,7 +263,8 @@ KNOWN_KEYS = {
     "broker.id", "listeners", "advertised.listeners", "log.dirs", "log.dir", "zookeeper.connect", "datacenter",
     "broker.rack", "socket.request.max.bytes", "auto.create.topics.enable", "num.partitions",
     "zookeeper.session.timeout.ms", "log.retention.hours", "log.retention.check.interval.ms",
-    "connections.max.idle.ms", "audit.topic.partitions", "replica.truncation", "metrics.port", *LOG_KEYS, *REPLICATION_KEYS,
+    "connections.max.idle.ms", "audit.topic.partitions", "replica.truncation", "metrics.port", "metrics.listen",
+    *LOG_KEYS, *REPLICATION_KEYS,
 }
 
 
@@ -331,3 +333,17 @@ def _positive(key: str, text: str) -> int:
     if value <= 0:
         raise ConfigError(f"{key} must be a positive number of milliseconds, got {text!r}")
     return value
+
+
+def _metrics_listen(p: dict[str, str]) -> dict[str, object]:
+    """metrics.listen HOST:PORT (ferry's) wins over metrics.port (loopback) when both are set."""
+    listen = p.get("metrics.listen")
+    if not listen:
+        return {"metrics_port": _parse_int("metrics.port", p.get("metrics.port", "0"))}
+    from ferry.zk.cli_args import parse_listen
+
+    try:
+        host, port = parse_listen(listen, "metrics.listen")
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
+    return {"metrics_port": port, "metrics_host": host}

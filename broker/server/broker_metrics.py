@@ -17,11 +17,12 @@ from prometheus_client.registry import Collector
 
 class BrokerCollector(Collector):
     def __init__(self, broker_id: int, replicas: Any, controller: Any,
-                 offline_log_dirs: Callable[[], int] = lambda: 0) -> None:
+                 offline_log_dirs: Callable[[], int] = lambda: 0, requests: Any = None) -> None:
         self.broker_id = str(broker_id)
         self.replicas = replicas
         self.controller = controller
         self.offline_log_dirs = offline_log_dirs
+        self.requests = requests  # RequestMetrics: per-API counters kept by the connections
 
     def collect(self) -> Iterator[Any]:
         b = ["broker"]
@@ -47,6 +48,8 @@ class BrokerCollector(Collector):
                     "partitions led here whose ISR is below min.insync.replicas (acks=all fails)",
                     sum(1 for p in led if len(p.isr) < p.min_isr))
         yield from rm.commit_latency.collect()
+        if self.requests is not None:
+            yield from self.requests.collect(self.broker_id)
         yield counter("ferry_broker_isr_shrinks", "followers removed from an ISR by this leader", rm.isr_shrinks)
         yield counter("ferry_broker_isr_expands", "followers added back to an ISR by this leader", rm.isr_expands)
         yield gauge("ferry_broker_offline_log_dirs", "log directories that cannot be written",

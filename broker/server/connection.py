@@ -49,12 +49,13 @@ class Connection:
         self.apis = apis
         self.max_request_bytes = max_request_bytes
         self._fd = sock.fileno()
+        self._metrics = apis.request_metrics
         self._buf = bytearray(READ_BUFFER)
         self._view = memoryview(self._buf)
         self._start = 0
         self._end = 0
         self._loop = asyncio.get_running_loop()
-        # outbox: _Packed, or (correlation id, Future | list of parts) for answers that are not plain bytes
+        # outbox: _Packed, or (correlation id, Future | list of parts, api key) for answers not plain bytes
         self._out: deque[Any] = deque()
         self._unanswered = 0
         self._reading_done = False
@@ -169,13 +170,20 @@ class Connection:
         self._has_output.set()
 
     def _dispatch(self, frame: bytearray) -> bool:
-        """Handle one request and queue its answer; False when the connection must close."""
+        """Handle one request and queue its answer; False when the connection must close. Counts the request
+        and its bytes per API key (the key is the frame's first two bytes; keys served are < 128)."""
+        m = self._metrics
+        key = frame[1] & 127 if len(frame) > 1 else 127
+        m.requests[key] += 1
+        m.bytes_in[key] += len(frame)
         try:
             correlation_id, result = self.apis.handle(frame)
         except (CloseConnection, ProtocolError) as e:
+            m.errors[key] += 1
             log.warning("closing connection from %s: %s", self.peer, e)
             return False
         except Exception:
+            m.errors[key] += 1
             log.exception("closing connection from %s: request handler failed", self.peer)
             return False
         if result is None:
@@ -190,10 +198,11 @@ class Connection:
             last.buf += _PREFIX.pack(len(result) + 4, correlation_id)
             last.buf += result
             last.count += 1
+            m.bytes_out[key] += len(result)
             return True
         if type(result) is not list and asyncio.iscoroutine(result):
             result = asyncio.ensure_future(result)
-        out.append((correlation_id, result))
+        out.append((correlation_id, result, key))
         return True
 
     async def _fill(self, need: int) -> bool:
@@ -258,18 +267,20 @@ class Connection:
                     await self._send_bytes(item.buf)
                     self._answered(item.count)
                     continue
-                correlation_id, result = item
+                correlation_id, result, key = item
                 if isinstance(result, asyncio.Future):
                     try:
                         result = await result
                     except CloseConnection as e:
+                        self._metrics.errors[key] += 1
                         log.warning("closing connection from %s: %s", self.peer, e)
                         return
                     except Exception:
+                        self._metrics.errors[key] += 1
                         log.exception("closing connection from %s: request handler failed", self.peer)
                         return
                 if result is not None:
-                    await self._send(correlation_id, result)
+                    self._metrics.bytes_out[key] += await self._send(correlation_id, result)
                 self._answered(1)
         except (ConnectionError, OSError) as e:
             log.debug("connection from %s: %s", self.peer, e)
@@ -293,10 +304,11 @@ class Connection:
         if n < len(data):
             await self._loop.sock_sendall(self.sock, memoryview(data)[n:])
 
-    async def _send(self, correlation_id: int, body: Any) -> None:
+    async def _send(self, correlation_id: int, body: Any) -> int:
+        """Send one answer (bytes, or parts with file slices for sendfile); returns its body's size."""
         if isinstance(body, bytes | bytearray):
             await self._send_bytes(_PREFIX.pack(len(body) + 4, correlation_id) + body)
-            return
+            return len(body)
         size = 4 + sum(len(p) if isinstance(p, bytes | bytearray) else p.size for p in body)
         pending = bytearray(_PREFIX.pack(size, correlation_id))
         for part in body:
@@ -309,6 +321,7 @@ class Connection:
             await self._sendfile(part.fd, part.position, part.size)
         if pending:
             await self._send_bytes(pending)
+        return size - 4
 
     async def _sendfile(self, in_fd: int, offset: int, count: int) -> None:
         out_fd = self._fd

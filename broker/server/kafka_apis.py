@@ -28,6 +28,7 @@ from ferry.broker.server.produce_fast_path import ProduceFastPath
 from ferry.broker.server.producer_id_manager import ProducerIdManager
 from ferry.broker.server.replica_manager import ReplicaManager
 from ferry.broker.server.replication_apis import ReplicationApis
+from ferry.broker.server.request_metrics import RequestMetrics
 from ferry.broker.server.topic_admin_apis import TopicAdminApis
 from ferry.wire.protocol import (
     api_versions,
@@ -66,6 +67,8 @@ class KafkaApis(AdminApis, OffsetApis, ReplicationApis, GroupApis, ConfigApis, T
         self.group_coordinator = group_coordinator
         self.cluster_id = _cluster_id(config.zookeeper)
         self.fast_produce = ProduceFastPath(replicas, flusher)
+        self.request_metrics = RequestMetrics()  # counted by Connection._dispatch, read at scrape time
+        self.request_metrics.produce_bytes = self.fast_produce.topic_bytes
         self._handlers: dict[int, Callable[[RequestHeader, Reader], Result]] = {
             ApiKey.PRODUCE: self.handle_produce,
             ApiKey.FETCH: self.handle_fetch,
@@ -219,6 +222,8 @@ class KafkaApis(AdminApis, OffsetApis, ReplicationApis, GroupApis, ConfigApis, T
         lg = part.log
         try:
             info = self.replicas.append(part, records)
+            pb = self.request_metrics.produce_bytes
+            pb[topic] = pb.get(topic, 0) + len(records)
         except Exception as e:
             code = error_code_of(e)
             res.error_code = code
@@ -249,10 +254,10 @@ class KafkaApis(AdminApis, OffsetApis, ReplicationApis, GroupApis, ConfigApis, T
         req = fetch.parse_request(r, version)
         results, total, errors = self._read_fetch(req)
         if errors or total >= req.min_bytes or req.max_wait_ms <= 0:
-            return fetch.encode_response(version, results)
+            return self._fetch_answer(version, results)
         keys = self._fetch_logs(req)
         if not keys:
-            return fetch.encode_response(version, results)
+            return self._fetch_answer(version, results)
         deadline = time.monotonic() + req.max_wait_ms / 1000.0
         fut = self.purgatory.watch(keys)  # registered now, so no wake-up between this read and the wait is lost
         return self._delayed_fetch(version, req, keys, fut, deadline)
@@ -273,10 +278,20 @@ class KafkaApis(AdminApis, OffsetApis, ReplicationApis, GroupApis, ConfigApis, T
                 fut = purgatory.watch(keys)
                 results, total, errors = self._read_fetch(req)
                 if errors or total >= req.min_bytes:
-                    return fetch.encode_response(version, results)
+                    return self._fetch_answer(version, results)
         finally:
             purgatory.unwatch(keys, fut)
         results, _total, _errors = self._read_fetch(req)
+        return self._fetch_answer(version, results)
+
+    def _fetch_answer(self, version: int, results: list) -> Result:
+        """The encoded fetch response; counts its record bytes per topic (the answer actually sent, not the
+        reads a long poll made and dropped)."""
+        fb = self.request_metrics.fetch_bytes
+        for topic, parts in results:
+            n = sum(len(rec) if isinstance(rec := res.records, bytes | bytearray) else rec.size for res in parts)
+            if n:
+                fb[topic] = fb.get(topic, 0) + n
         return fetch.encode_response(version, results)
 
     def _fetch_logs(self, req: fetch.FetchRequest) -> list:

@@ -36,6 +36,7 @@ class ProduceFastPath:
         self._flusher = flusher
         self._names: dict[bytes, str] = {}
         self._templates: dict[tuple[int, str, int], tuple[bytes, bytes]] = {}
+        self.topic_bytes: dict[str, int] = {}  # record bytes appended per topic (the broker's metrics read it)
 
     def handle(self, frame: bytes | bytearray, version: int) -> bytes | Awaitable[bytes] | None:
         """The answer body (or a coroutine for acks=-1), or None: use the general path."""
@@ -78,6 +79,8 @@ class ProduceFastPath:
             info = self._replicas.append(part, memoryview(frame)[pos:])
         except Exception:
             return None
+        tb = self.topic_bytes
+        tb[topic] = tb.get(topic, 0) + size
         body = self._answer(version, topic, partition, info.first_offset, info.log_append_time,
                             part.log.log_start_offset)
         if acks == -1:

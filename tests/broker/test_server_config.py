@@ -3,6 +3,7 @@ SIGTERM shutdown of a broker configured from a file."""
 
 from __future__ import annotations
 
+import argparse
 import re
 import signal
 import subprocess
@@ -115,6 +116,8 @@ def test_help_documents_every_flag():
     parser = build_parser("broker")
     sub = parser._subparsers._group_actions[0].choices["broker"]  # type: ignore[union-attr]
     for action in sub._actions:
+        if action.help == argparse.SUPPRESS:  # an older spelling kept as a hidden alias (--metrics-port)
+            continue
         for opt in action.option_strings:
             assert opt in r.stdout
         if action.option_strings and action.dest != "help":
@@ -220,3 +223,13 @@ def test_topic_overrides_of_the_replication_settings():
                             ({"unclean.leader.election.enable": "yes"}, "unclean.leader.election.enable: expected")]:
         with pytest.raises(ValueError, match=re.escape(message)):
             LogConfig.from_topic_config(config)
+
+
+def test_metrics_listen_and_the_older_metrics_port():
+    parser = build_parser("broker")
+    base = ["broker", "--id", "1", "--listen", "127.0.0.1:9092", "--data-dir", "/tmp/x", "--zookeeper", "z:1/c",
+            "--datacenter", "live"]
+    cfg = build_config(parser.parse_args([*base, "--metrics-listen", "0.0.0.0:9404"]))
+    assert (cfg.metrics_host, cfg.metrics_port) == ("0.0.0.0", 9404)
+    cfg = build_config(parser.parse_args([*base, "--metrics-port", "9405"]))
+    assert (cfg.metrics_host, cfg.metrics_port) == ("127.0.0.1", 9405)
