@@ -66,6 +66,12 @@ def add_arguments(p: argparse.ArgumentParser, default_master: str | None = "loca
                    help="write the step's result as JSON to FILE (for the DAG; stdout stays for people)")
     p.add_argument("--allow-source-change", action="store_true",
                    help="accept a ledger written against another ZooKeeper connect string")
+    p.add_argument("--metrics-file", metavar="PATH",
+                   help="after each load run write Prometheus metrics (rows, bad records, failures per topic, "
+                        "duration) to PATH for node_exporter's textfile collector; counters carry over across runs")
+    from ferry.zk.cli_args import add_metrics_argument
+
+    add_metrics_argument(p, "the run's metrics while it lasts")
     p.add_argument("--lock-timeout", type=float, default=1800.0, metavar="SECONDS",
                    help="seconds to wait for another load holding the state directory (default 1800)")
 
@@ -125,6 +131,24 @@ def config_from_args(args: argparse.Namespace):
 
 
 def run(args: argparse.Namespace) -> int:
+    """Run the step; a load (or all) also records its metrics when --metrics-file/--metrics-listen ask."""
+    from ferry.zk.cli_args import metrics_listen
+
+    metrics = None
+    if args.step in ("load", "all") and (args.metrics_file or metrics_listen(args)):
+        from ferry.loaders.load_metrics import LoadMetrics
+
+        metrics = LoadMetrics(args.metrics_file)
+        if listen := metrics_listen(args):
+            metrics.serve(*listen)
+    rc = _run(args, metrics)
+    if rc and metrics is not None:
+        topics = args.topics.split(",") if "," in args.topics else [args.topics]
+        metrics.failed([t.strip() for t in topics if t.strip()])
+    return rc
+
+
+def _run(args: argparse.Namespace, metrics) -> int:
     from ferry.loaders import steps
     from ferry.loaders.cluster_offsets import ClusterOffsetsError
     from ferry.loaders.ledger import LedgerError
@@ -168,6 +192,8 @@ def run(args: argparse.Namespace) -> int:
         if args.json_out:
             Path(args.json_out).parent.mkdir(parents=True, exist_ok=True)
             Path(args.json_out).write_text(json.dumps(out, indent=1, sort_keys=True))
+        if metrics is not None:
+            metrics.succeeded(out)
         return 0
     except (DataLossError, PlanError, BadRecordsError, LedgerError, ClusterOffsetsError, ValueError) as e:
         print(f"ferry load: {e}", file=sys.stderr)

@@ -11,6 +11,7 @@ import threading
 
 from ferry.mirror.mirror_limits import COALESCE_BYTES
 from ferry.mirror.mirror_maker import ASSIGNMENT_STRATEGIES, DEFAULT_ASSIGNMENT_STRATEGY, DEFAULT_GROUP
+from ferry.zk.cli_args import add_metrics_argument, metrics_listen
 
 DESCRIPTION = """\
 Mirror topics of a live cluster into the offline cluster (paper section 4).
@@ -87,8 +88,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         "roundrobin only once every member asks for it")
     p.add_argument("--consumer-id", metavar="ID",
                    help="this process's member id in the group (default: group_host-time-random)")
-    p.add_argument("--metrics-port", type=int, metavar="P",
-                   help="serve Prometheus metrics on 127.0.0.1:P/metrics (lag, throughput, errors, data lost)")
+    add_metrics_argument(p, "lag, throughput, errors, data lost")
     p.add_argument("--datacenter", metavar="NAME",
                    help="datacenter named in the mirror's audit events (default: the offline brokers')")
     p.add_argument("--commit-interval", type=float, default=1.0, metavar="SECONDS",
@@ -148,10 +148,15 @@ def _run(args: argparse.Namespace) -> int:
     if not args.include:
         print("ferry mirror: --include REGEX is required to run a mirror", file=sys.stderr)
         return 2
+    try:
+        listen = metrics_listen(args)  # served below, on any host (MirrorConfig.metrics_port binds loopback)
+    except ValueError as e:
+        print(f"ferry mirror: {e}", file=sys.stderr)
+        return 2
     config = MirrorConfig(
         source_zookeeper=args.source_zookeeper, target_zookeeper=args.target_zookeeper, include=args.include,
         exclude=args.exclude, streams=args.streams, group=args.group, consumer_id=args.consumer_id,
-        metrics_port=args.metrics_port, datacenter=args.datacenter, commit_interval_s=args.commit_interval,
+        metrics_port=None, datacenter=args.datacenter, commit_interval_s=args.commit_interval,
         audit_interval_s=args.audit_interval, assignment_strategy=args.assignment_strategy,
         audit=not args.no_audit, schemas=not args.no_schemas, coalesce_bytes=args.coalesce_bytes,
         target_replication_factor=args.target_replication_factor)
@@ -169,6 +174,8 @@ def _run(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGINT, on_signal)
     mm = MirrorMaker(config)
     try:
+        if listen is not None:
+            mm.metrics.serve(listen[1], listen[0])
         mm.start()
     except Exception as e:
         logging.getLogger("ferry.mirror").error("cannot start the mirror: %s", e)
