@@ -26,6 +26,9 @@ class LoadConfig:
     metastore_uris: str | None = None  # thrift://... for a real metastore; default embedded Derby
     start: str = "earliest"
     max_per_split: int = 1_000_000
+    # who writes Parquet: "arrow" (the executors, with pyarrow: fast), "spark" (Spark's writer: any Hadoop
+    # URI), "auto" = arrow for a local warehouse, spark otherwise
+    parquet_writer: str = "auto"
     skip_lost_data: bool = False
     skip_bad_records: bool = False
     include_audit: bool = True  # also load `_audit` into ferry_audit
@@ -54,6 +57,7 @@ class TopicResult:
     bad: int = 0
     hours: list[tuple[str, str]] = field(default_factory=list)
     seconds: float = 0.0
+    stages: dict[str, float] = field(default_factory=dict)  # where the time went (executors' CPU, driver)
 
 
 @dataclass

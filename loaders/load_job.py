@@ -5,8 +5,9 @@ One run (under the state directory's lock):
 1. recover: re-apply committed runs whose partition flips may not have happened (redo), delete the files
    of runs that never committed, delete superseded versions older than the grace period;
 2. plan ranges from the ledger and the cluster (planner.py);
-3. per topic: read the ranges with ``format("ferry")``, decode (Avro via the registry, or audit JSON),
-   evolve the table, and write a new version of every hour partition the rows touch (warehouse.py);
+3. per topic (topic_load.py): read the ranges with ``format("ferry")``, decode (Avro via the registry, or
+   audit JSON) a column at a time, write a new version of every hour partition the rows touch (on the
+   executors with pyarrow, or with Spark's writer), evolve the table (warehouse.py);
 4. commit: ONE atomic ledger write with the new offsets and the versions to publish;
 5. apply: flip the partitions' locations in the metastore, publish the warehouse audit counts, mark
    the run applied (all idempotent: step 1 of the next run repeats it after a crash).
@@ -202,133 +203,30 @@ class LoadJob:
         return discover(self.config.zookeeper)[0]
 
     # ------------------------------------------------------------------------------------------- one topic
+    def parquet_writer(self) -> str:
+        """``arrow`` (executors write Parquet themselves) or ``spark`` (Spark's writer; any Hadoop URI)."""
+        choice = self.config.parquet_writer
+        if choice == "auto":
+            return "arrow" if self.warehouse.root.startswith("file:") else "spark"
+        return choice
+
     def _load_topic(self, run_id: str, topic: str, table: str, ranges: list[OffsetRange], bootstrap: str):
-        from pyspark import StorageLevel
-        from pyspark.sql import functions as F
-        from pyspark.sql import types as T
-        from pyspark.sql.pandas.types import to_arrow_schema
+        from ferry.loaders.topic_load import TopicLoad
 
-        from ferry.loaders.avro_columns import uuid_fields
-        from ferry.loaders.decoder import AUDIT_COLUMNS, make_decoder
-
-        t0 = time.monotonic()
-        tr = TopicResult(topic, table, messages=sum(r.size for r in ranges))
-        wh = self.warehouse
-        self.say(f"{topic}: reading {tr.messages} messages -> {wh.qualified(table)}")
-        raw = self.source(topic, ranges, bootstrap).load().persist(StorageLevel.MEMORY_AND_DISK)
-        try:
-            kind = "audit" if topic == "_audit" else "avro"
-            schemas: dict[int, dict] = {}
-            if kind == "avro":
-                data_cols = self._avro_columns(topic, table, raw, schemas)
-            else:
-                data_cols = [(c, T.StringType() if c in ("guid", "topic", "tier", "host", "datacenter",
-                                                         "application") else T.LongType())
-                             for c in AUDIT_COLUMNS]
-            if wh.ensure_table(table, data_cols):
-                self.say(f"{topic}: table {wh.qualified(table)} created or evolved")
-            schema = wh.table_schema(table)
-            out_struct = T.StructType(list(schema.fields) + [T.StructField("_error", T.StringType(), True)])
-            data_names = [f.name for f in schema.fields
-                          if f.name not in ("_topic", "_partition", "_offset", "_event_time", "dt", "hr")]
-            arrow_schema = to_arrow_schema(out_struct, timezone="UTC")
-            text_cols = set()
-            for sch in schemas.values():
-                text_cols |= uuid_fields(sch)
-            decoded = raw.mapInArrow(make_decoder(kind, data_names, arrow_schema, schemas, text_cols), out_struct)
-            decoded = decoded.persist(StorageLevel.MEMORY_AND_DISK)
-            t_columns = time.monotonic()
-            try:
-                bucket = (F.floor(F.unix_millis("_event_time") / 600000) * 600000).cast("long")
-                stats = (decoded.groupBy("dt", "hr", bucket.alias("bucket"),
-                                         F.col("_error").isNotNull().alias("bad")).count().collect())
-                tr.bad = sum(int(r["count"]) for r in stats if r["bad"])
-                good = self._check_bad(topic, decoded, tr)
-                stats = [r for r in stats if not r["bad"]]
-                tr.hours = sorted({(r["dt"], r["hr"]) for r in stats})
-                counts: dict[tuple[str, int], int] = defaultdict(int)
-                for r in stats:
-                    counts[(topic, int(r["bucket"]))] += int(r["count"])
-                tr.rows = sum(counts.values())
-                if topic != "_audit":
-                    for k, n in self._replaced_counts(table, tr.hours, ranges, bucket).items():
-                        counts[(topic, k)] -= n
-                t_write = time.monotonic()
-                versions = wh.write_versions(table, good, tr.hours, ranges, run_id)
-                t_done = time.monotonic()
-            finally:
-                decoded.unpersist()
-        finally:
-            raw.unpersist()
-        tr.seconds = time.monotonic() - t0
-        self.say(f"{topic}: {tr.rows} rows into {len(tr.hours)} hour partition(s) "
-                 f"in {tr.seconds:.1f} s ({tr.rows / max(tr.seconds, 1e-6):,.0f} rows/s; read and schema ids "
-                 f"{t_columns - t0:.1f} s, decode and count {t_write - t_columns:.1f} s, "
-                 f"write {t_done - t_write:.1f} s)")
-        return tr, versions, ({} if topic == "_audit" else dict(counts))
+        load = TopicLoad(self, run_id, topic, table, ranges, bootstrap)
+        return load.run_arrow() if self.parquet_writer() == "arrow" else load.run_spark()
 
     def source(self, topic: str, ranges: list[OffsetRange], bootstrap: str):
         """The DataFrameReader of a topic's offset ranges: ``format("ferry")`` with Spark's Kafka-source
-        options. The one place that says where a load's records come from; the rest of the job sees only
-        the source's columns (key, value, topic, partition, offset, timestamp, headers)."""
+        options. The one place that says where a load's records come from; the job adds only the
+        ``ferry.load`` option (decode and write on the executors) or reads the source's columns (key,
+        value, topic, partition, offset, timestamp, headers) with Spark's writer."""
         return (self.spark.read.format("ferry")
                 .option("kafka.bootstrap.servers", bootstrap)
                 .option("subscribe", topic)
                 .option("startingOffsets", offsets_json({(r.topic, r.partition): r.start for r in ranges}))
                 .option("endingOffsets", offsets_json({(r.topic, r.partition): r.end for r in ranges}))
                 .option("maxRecordsPerPartition", str(self.config.max_per_split or 0)))
-
-    def _avro_columns(self, topic: str, table: str, raw, schemas: dict[int, dict]):
-        """The table's columns after this run: existing ones plus the fields of every schema id in the data."""
-        from pyspark.sql import functions as F
-
-        from ferry.loaders.avro_columns import avro_columns, merge_columns
-        from ferry.schemas.errors import UnknownSchemaError
-        from ferry.schemas.registry import SchemaRegistry
-
-        headers = [r[0] for r in raw.select(F.substring("value", 1, 5).alias("h")).distinct().collect()]
-        ids = sorted({int.from_bytes(bytes(h[1:5]), "big") for h in headers
-                      if h is not None and len(h) == 5 and h[0] == 0})
-        existing = self.warehouse.data_columns(table) or []
-        cols = list(existing)
-        with SchemaRegistry(self.config.zookeeper, read_only=True) as registry:
-            for sid in ids:
-                try:
-                    schemas[sid] = registry.get(sid)
-                except UnknownSchemaError:
-                    continue  # its records become bad records naming the id
-                cols = merge_columns(cols, avro_columns(schemas[sid], f"{topic} schema id {sid}"),
-                                     f"{topic} (table {table})")
-        if not cols:
-            raise BadRecordsError(f"{topic}: no record carries a registered Avro schema id; nothing to load "
-                                  "(is the topic written in the registry's wire format?)")
-        return cols
-
-    def _check_bad(self, topic: str, decoded, tr: TopicResult):
-        from pyspark.sql import functions as F
-
-        bad = decoded.where(F.col("_error").isNotNull())
-        if tr.bad:
-            sample = bad.select("_partition", "_offset", "_error").orderBy("_partition", "_offset").limit(5).collect()
-            where = "; ".join(f"{topic}/{r['_partition']}@{r['_offset']}: {r['_error']}" for r in sample)
-            if not self.config.skip_bad_records:
-                raise BadRecordsError(f"{topic}: {tr.bad} record(s) cannot be decoded, e.g. {where}. Nothing was "
-                                      "committed; fix the data or re-run with --skip-bad-records")
-            self.say(f"{topic}: SKIPPING {tr.bad} bad record(s) (--skip-bad-records), e.g. {where}")
-        return decoded.where(F.col("_error").isNull()).drop("_error")
-
-    def _replaced_counts(self, table: str, hours, ranges, bucket) -> dict[int, int]:
-        """Rows already in the table that this run re-loads, per bucket (so the audit counts stay net)."""
-        from ferry.loaders.warehouse import hours_filter, ranges_filter
-
-        wh = self.warehouse
-        existing = [h for h in hours if wh.partition_location(table, *h) is not None]
-        cond = ranges_filter(ranges)
-        if not existing or cond is None:
-            return {}
-        rows = (self.spark.table(wh.qualified(table)).where(hours_filter(existing)).where(cond)
-                .groupBy(bucket.alias("bucket")).count().collect())
-        return {int(r["bucket"]): int(r["count"]) for r in rows}
 
     # ------------------------------------------------------------------------------------------- reconcile
     def reconcile(self, hours: list[tuple[str, str]], topics: list[str] | None = None):

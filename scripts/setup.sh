@@ -36,4 +36,9 @@ if [[ "$(cat "$STAMP" 2>/dev/null)" != "$want" ]]; then
   .venv/bin/pip install -q --no-deps -e .
   echo "$want" > "$STAMP"
 fi
+# The loader's record-batch and Avro decoders (Cython -> loaders/*.so; quick when up to date). Without them
+# `ferry load` still works, on its pure-Python path, several times slower (it warns once).
+if ! .venv/bin/python scripts/build_native.py >/dev/null; then
+  echo "setup: WARNING: the loader's native decoders did not build; ferry load uses its slower Python path" >&2
+fi
 echo "setup: ready ($(.venv/bin/python --version), $(java -version 2>&1 | head -1))"

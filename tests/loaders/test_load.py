@@ -26,9 +26,9 @@ class FailingReader(FerryReader):
         super().__init__(options)
         self.fail_after = int({k.lower(): v for k, v in options.items()}["failafterrecords"])
 
-    def read(self, partition):
+    def records(self, partition, *args, **kwargs):
         read = 0
-        for batch in super().read(partition):
+        for batch in super().records(partition, *args, **kwargs):
             read += batch.num_rows
             if read >= self.fail_after:
                 raise RuntimeError(f"{partition}: injected failure after {read} records")

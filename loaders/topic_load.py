@@ -1,0 +1,222 @@
+"""One topic of a load run: its ranges -> a new version of every hour partition its rows fall into.
+
+Two ways to write, same table contents (tests/loaders/test_columnar.py loads one fixture both ways):
+
+- ``arrow`` (default for a local warehouse): the ``ferry`` source decodes and writes Parquet on the
+  executors (split_load.py); Spark only schedules the splits and collects a few rows of statistics.
+  Columns come from the schema ids the splits saw: the driver evolves the table after the write, and a
+  run that fails (bad records, an incompatible schema) removes what it wrote before raising.
+- ``spark`` (any Hadoop URI: hdfs://, s3a://): the records go through the JVM, are decoded by
+  ``mapInArrow`` (the same columnar decoder) and written by Spark's Parquet writer. Slower: every row
+  is converted between Arrow and Spark rows twice and written row by row.
+
+Either way the hour partitions' versions are only written here; the job commits them (ledger) and
+points the metastore at them afterwards.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+from typing import TYPE_CHECKING
+
+from ferry.loaders.load_config import BadRecordsError, TopicResult
+from ferry.loaders.offsets import OffsetRange
+
+if TYPE_CHECKING:
+    from ferry.loaders.load_job import LoadJob
+
+AUDIT_TYPES = {"guid": "string", "topic": "string", "tier": "string", "bucket_start": "long", "bucket_end": "long",
+               "count": "long", "host": "string", "datacenter": "string", "application": "string", "time": "long"}
+
+
+def subject_schemas(zookeeper: str, topic: str) -> dict[int, dict]:
+    """Writer schemas registered under the topic's subject (the ids its records normally carry)."""
+    from ferry.schemas.errors import SchemaError
+    from ferry.schemas.registry import SchemaRegistry, subject_for_topic
+
+    out: dict[int, dict] = {}
+    with SchemaRegistry(zookeeper, read_only=True) as registry:
+        subject = subject_for_topic(topic)
+        try:
+            versions = registry.versions(subject)
+        except SchemaError:  # no version under that subject (or a topic name that is no subject)
+            return out
+        for v in versions:
+            sv = registry.version(subject, v)
+            out[sv.id] = sv.schema
+    return out
+
+
+class TopicLoad:
+    def __init__(self, job: LoadJob, run_id: str, topic: str, table: str, ranges: list[OffsetRange],
+                 bootstrap: str) -> None:
+        self.job, self.run_id, self.topic, self.table = job, run_id, topic, table
+        self.ranges, self.bootstrap = ranges, bootstrap
+        self.kind = "audit" if topic == "_audit" else "avro"
+        self.tr = TopicResult(topic, table, messages=sum(r.size for r in ranges))
+
+    # ------------------------------------------------------------------------------------------- shared
+    def data_columns(self, ids: set[int], schemas: dict[int, dict]):
+        """The table's columns after this run: existing ones plus the fields of every schema id seen."""
+        from pyspark.sql import types as T
+
+        from ferry.loaders.avro_columns import avro_columns, merge_columns
+        from ferry.schemas.errors import UnknownSchemaError
+        from ferry.schemas.registry import SchemaRegistry
+
+        if self.kind == "audit":
+            return [(c, T.StringType() if t == "string" else T.LongType()) for c, t in AUDIT_TYPES.items()]
+        existing = self.job.warehouse.data_columns(self.table) or []
+        cols = list(existing)
+        with SchemaRegistry(self.job.config.zookeeper, read_only=True) as registry:
+            for sid in sorted(ids):
+                if sid not in schemas:
+                    try:
+                        schemas[sid] = registry.get(sid)
+                    except UnknownSchemaError:
+                        continue  # its records became bad records naming the id
+                cols = merge_columns(cols, avro_columns(schemas[sid], f"{self.topic} schema id {sid}"),
+                                     f"{self.topic} (table {self.table})")
+        if not cols:
+            raise BadRecordsError(f"{self.topic}: no record carries a registered Avro schema id; nothing to load "
+                                  "(is the topic written in the registry's wire format?)")
+        return cols
+
+    def check_bad(self, samples: list[tuple[int, int, str]]) -> None:
+        if not self.tr.bad:
+            return
+        where = "; ".join(f"{self.topic}/{p}@{o}: {e}" for p, o, e in sorted(samples)[:5])
+        if not self.job.config.skip_bad_records:
+            raise BadRecordsError(f"{self.topic}: {self.tr.bad} record(s) cannot be decoded, e.g. {where}. Nothing "
+                                  "was committed; fix the data or re-run with --skip-bad-records")
+        self.job.say(f"{self.topic}: SKIPPING {self.tr.bad} bad record(s) (--skip-bad-records), e.g. {where}")
+
+    def replaced_counts(self) -> dict[int, int]:
+        """Rows already in the table that this run re-loads, per bucket (so the audit counts stay net)."""
+        from pyspark.sql import functions as F
+
+        from ferry.loaders.warehouse import hours_filter, ranges_filter
+
+        wh = self.job.warehouse
+        existing = [h for h in self.tr.hours if wh.partition_location(self.table, *h) is not None]
+        cond = ranges_filter(self.ranges)
+        if self.topic == "_audit" or not existing or cond is None:
+            return {}
+        bucket = (F.floor(F.unix_millis("_event_time") / 600000) * 600000).cast("long")
+        rows = (self.job.spark.table(wh.qualified(self.table)).where(hours_filter(existing)).where(cond)
+                .groupBy(bucket.alias("bucket")).count().collect())
+        return {int(r["bucket"]): int(r["count"]) for r in rows}
+
+    def net_counts(self, counts: dict[int, int]) -> dict[tuple[str, int], int]:
+        out = {(self.topic, b): n for b, n in counts.items()}
+        for b, n in self.replaced_counts().items():
+            out[(self.topic, b)] = out.get((self.topic, b), 0) - n
+        return {} if self.topic == "_audit" else out
+
+    # ------------------------------------------------------------------------------------------- arrow
+    def run_arrow(self):
+        """Executors decode and write; the driver evolves the table, adds old rows, counts."""
+        from ferry.loaders.split_load import SplitTarget
+
+        job, wh, t0 = self.job, self.job.warehouse, time.monotonic()
+        schemas = subject_schemas(job.config.zookeeper, self.topic) if self.kind == "avro" else {}
+        target = SplitTarget(self.run_id, wh.table_root(self.table), self.kind, schemas, job.config.zookeeper)
+        job.say(f"{self.topic}: loading {self.tr.messages} messages -> {wh.qualified(self.table)}")
+        stats = job.source(self.topic, self.ranges, self.bootstrap).option("ferry.load", target.to_json()).load()
+        stats = stats.collect()
+        t_read = time.monotonic()
+        counts: dict[int, int] = defaultdict(int)
+        ids, hours = set(), set()
+        for r in stats:
+            if r.kind == "rows":
+                counts[int(r.bucket)] += int(r.rows)
+                ids.add(int(r.schema_id))
+                hours.add((r.dt, r.hr))
+            elif r.kind == "bad":
+                self.tr.bad += int(r.rows)
+            elif r.kind == "time":
+                self.tr.stages[r.error] = self.tr.stages.get(r.error, 0.0) + int(r.rows) / 1e6
+        try:
+            cols = self.data_columns(ids - {-1}, schemas)
+            self.check_bad([(r.partition, r.offset, r.error) for r in stats if r.kind == "sample"])
+        except BaseException:
+            wh.remove_versions(self.table, self.run_id)
+            raise
+        if wh.ensure_table(self.table, cols):
+            job.say(f"{self.topic}: table {wh.qualified(self.table)} created or evolved")
+        self.tr.hours = sorted(hours)
+        self.tr.rows = sum(counts.values())
+        net = self.net_counts(counts)
+        t_old = time.monotonic()
+        versions = wh.write_versions(self.table, None, self.tr.hours, self.ranges, self.run_id)
+        t_done = time.monotonic()
+        self.tr.stages.update(driver_read=t_read - t0, driver_table=t_old - t_read, driver_versions=t_done - t_old)
+        self.report(t0, f"splits {t_read - t0:.1f} s (executors' CPU: " + ", ".join(
+            f"{k} {v:.1f} s" for k, v in self.tr.stages.items() if not k.startswith("driver"))
+            + f"), table and counts {t_old - t_read:.1f} s, old rows and versions {t_done - t_old:.1f} s")
+        return self.tr, versions, net
+
+    # ------------------------------------------------------------------------------------------- spark
+    def run_spark(self):
+        """Records through the JVM: decode with mapInArrow, write with Spark's Parquet writer."""
+        from pyspark import StorageLevel
+        from pyspark.sql import functions as F
+        from pyspark.sql import types as T
+        from pyspark.sql.pandas.types import to_arrow_schema
+
+        from ferry.loaders.decoder import make_decoder
+
+        job, wh, t0 = self.job, self.job.warehouse, time.monotonic()
+        job.say(f"{self.topic}: reading {self.tr.messages} messages -> {wh.qualified(self.table)}")
+        raw = job.source(self.topic, self.ranges, self.bootstrap).load().persist(StorageLevel.MEMORY_AND_DISK)
+        try:
+            schemas: dict[int, dict] = {}
+            ids: set[int] = set()
+            if self.kind == "avro":
+                heads = [r[0] for r in raw.select(F.substring("value", 1, 5).alias("h")).distinct().collect()]
+                ids = {int.from_bytes(bytes(h[1:5]), "big") for h in heads if h is not None and len(h) == 5
+                       and h[0] == 0}
+            if wh.ensure_table(self.table, self.data_columns(ids, schemas)):
+                job.say(f"{self.topic}: table {wh.qualified(self.table)} created or evolved")
+            schema = wh.table_schema(self.table)
+            out_struct = T.StructType(list(schema.fields) + [T.StructField("_error", T.StringType(), True)])
+            data_names = [f.name for f in schema.fields
+                          if f.name not in ("_topic", "_partition", "_offset", "_event_time", "dt", "hr")]
+            decoder = make_decoder(self.kind, data_names, to_arrow_schema(out_struct, timezone="UTC"), schemas,
+                                   job.config.zookeeper)
+            decoded = raw.mapInArrow(decoder, out_struct).persist(StorageLevel.MEMORY_AND_DISK)
+            t_columns = time.monotonic()
+            try:
+                bucket = (F.floor(F.unix_millis("_event_time") / 600000) * 600000).cast("long")
+                stats = (decoded.groupBy("dt", "hr", bucket.alias("bucket"),
+                                         F.col("_error").isNotNull().alias("bad")).count().collect())
+                self.tr.bad = sum(int(r["count"]) for r in stats if r["bad"])
+                if self.tr.bad:
+                    sample = (decoded.where(F.col("_error").isNotNull()).select("_partition", "_offset", "_error")
+                              .orderBy("_partition", "_offset").limit(5).collect())
+                    self.check_bad([(r[0], r[1], r[2]) for r in sample])
+                good = decoded.where(F.col("_error").isNull()).drop("_error")
+                stats = [r for r in stats if not r["bad"]]
+                self.tr.hours = sorted({(r["dt"], r["hr"]) for r in stats})
+                counts: dict[int, int] = defaultdict(int)
+                for r in stats:
+                    counts[int(r["bucket"])] += int(r["count"])
+                self.tr.rows = sum(counts.values())
+                net = self.net_counts(counts)
+                t_write = time.monotonic()
+                versions = wh.write_versions(self.table, good, self.tr.hours, self.ranges, self.run_id)
+                t_done = time.monotonic()
+            finally:
+                decoded.unpersist()
+        finally:
+            raw.unpersist()
+        self.tr.stages.update(read=t_columns - t0, decode=t_write - t_columns, write=t_done - t_write)
+        self.report(t0, f"read and schema ids {t_columns - t0:.1f} s, decode and count {t_write - t_columns:.1f} s, "
+                        f"write {t_done - t_write:.1f} s")
+        return self.tr, versions, net
+
+    def report(self, t0: float, detail: str) -> None:
+        self.tr.seconds = time.monotonic() - t0
+        self.job.say(f"{self.topic}: {self.tr.rows} rows into {len(self.tr.hours)} hour partition(s) in "
+                     f"{self.tr.seconds:.1f} s ({self.tr.rows / max(self.tr.seconds, 1e-6):,.0f} rows/s; {detail})")
