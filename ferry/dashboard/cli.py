@@ -52,6 +52,8 @@ def run(args: argparse.Namespace) -> int:
         return 2
     sources = Sources(args.zookeeper, args.live_zookeeper, args.state_dir, timeout_s=args.timeout_s,
                       mirror_group=args.mirror_group)
+    if args.live_zookeeper:
+        sources.start_lag_sampler()
     app = create_app(sources, args.prometheus_url)
     print(f"ferry dashboard: http://{host}:{port}/", flush=True)
     uvicorn.run(app, host=host, port=port, log_level="warning")

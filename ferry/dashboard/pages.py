@@ -157,8 +157,8 @@ async function refresh(){const d=await getJSON('/api/clusters');const m=[];let h
       p.leader_epoch+'</td><td class=name>'+p.replicas.join(',')+'</td><td class=name>'+p.isr.join(',')+'</td><td class=name>'+
       (!p.alive?'<span class=bad>offline</span>':p.under_replicated?'<span class=bad>under-replicated</span>':'ok')+'</td></tr>';
     h+='</table><h4>Consumer groups</h4>';
-    h+=c.groups.length?'<table><tr><th class=name>group</th><th>members</th><th>total lag</th><th class=name>lag per partition</th></tr>'+
-      c.groups.map(g=>'<tr><td class=name>'+esc(g.group)+'</td><td>'+g.members.length+'</td><td>'+esc(g.total_lag)+'</td><td class=name>'+
+    h+=c.groups.length?'<table><tr><th class=name>group</th><th class=name>type</th><th>members</th><th>total lag</th><th class=name>lag per partition</th></tr>'+
+      c.groups.map(g=>'<tr><td class=name>'+esc(g.group)+'</td><td class=name>'+esc(g.type)+'</td><td>'+g.members.length+'</td><td>'+esc(g.total_lag)+'</td><td class=name>'+
       esc(g.error||g.partitions.map(p=>p.topic+'/'+p.partition+'='+(p.lag==null?'-':p.lag)).join(' '))+'</td></tr>').join('')+'</table>':'<p>none</p>';}
   banner(m);document.getElementById('clusters').innerHTML=h;}
 poll(refresh);

@@ -181,6 +181,21 @@ class Sources:
         out["history"] = [{"time": t, "lag": s} for t, s in self.lag_history]
         return out
 
+    def start_lag_sampler(self, interval_s: float = 15.0) -> threading.Thread:
+        """Sample the mirror's lag every ``interval_s`` so the lag-over-time plot has a history even when no
+        page is open (the samples live in memory: the plot starts when the dashboard starts)."""
+        def loop() -> None:
+            while True:
+                try:
+                    self.mirror()
+                except Exception:  # noqa: BLE001, S110 - the next sample tries again; pages show the error
+                    pass
+                time.sleep(interval_s)
+
+        t = threading.Thread(target=loop, name="ferry-dashboard-lag-sampler", daemon=True)
+        t.start()
+        return t
+
     # ---- loads
     def loads(self) -> dict[str, Any]:
         from ferry.loaders.ledger import Ledger
@@ -246,15 +261,30 @@ class Sources:
         from types import SimpleNamespace
 
         from ferry.client.group_store import list_groups
-        from ferry.client.tools.groups_cmd import _zk_describe_doc
+        from ferry.client.tools import kafka_groups_cmd
+        from ferry.client.tools.groups_cmd import _log_ends, _partitions, _zk_describe_doc
 
+        def kafka_doc(g: str) -> dict[str, Any]:
+            return kafka_groups_cmd.describe_doc(zk, g, lambda t: _partitions(zk, t),
+                                                 lambda t, ps: _log_ends(zk_connect, t, ps))
+
+        wanted: list[tuple[str, str]] = [(g, "zookeeper") for g in list_groups(zk)]
+        try:  # the brokers' (Kafka-protocol) groups, as `ferry groups describe --type kafka` shows them
+            wanted += [(g, "kafka") for g in kafka_groups_cmd.list_groups(zk)]
+        except Exception as e:  # noqa: BLE001 - the ZooKeeper groups are still worth showing
+            wanted.append(("(Kafka-protocol groups)", f"unreadable: {_why(e)}"))
         out = []
-        for g in sorted(list_groups(zk)):
+        for g, kind in sorted(wanted):
             try:
-                d = _zk_describe_doc(zk, SimpleNamespace(group=g, zookeeper=zk_connect))
+                if kind.startswith("unreadable"):
+                    raise RuntimeError(kind)
+                d = (_zk_describe_doc(zk, SimpleNamespace(group=g, zookeeper=zk_connect)) if kind == "zookeeper"
+                     else kafka_doc(g))
             except Exception as e:  # noqa: BLE001
-                out.append({"group": g, "error": _why(e), "members": [], "partitions": [], "total_lag": None})
+                out.append({"group": g, "type": kind, "error": _why(e), "members": [], "partitions": [],
+                            "total_lag": None})
                 continue
+            d["type"] = kind
             d["total_lag"] = sum(r["lag"] for r in d["partitions"] if r["lag"] is not None)
             d["error"] = None
             out.append(d)

@@ -21,6 +21,7 @@ pytestmark = pytest.mark.slow
 def test_endpoints_over_a_real_pipeline(cluster_factory, tmp_path):
     pipe = start_pipeline(cluster_factory, tmp_path)
     try:
+        _kafka_group_reads(pipe.live_bootstrap, "analysts", 10)
         sources = Sources(pipe.offline_zk, [pipe.live_zk], str(pipe.state_dir), timeout_s=5, ttl_s=0)
         client = TestClient(create_app(sources))
 
@@ -62,7 +63,12 @@ def test_endpoints_over_a_real_pipeline(cluster_factory, tmp_path):
             views = next(t for t in c["topics"] if t["topic"] == TOPIC)
             assert [p["leader"] for p in views["partitions"]] == [c["brokers"][0]["id"]] * 2
         live_groups = {g["group"]: g for g in clusters[1]["groups"]}
-        assert live_groups["ferry-mirror"]["total_lag"] == 0
+        assert (live_groups["ferry-mirror"]["type"], live_groups["ferry-mirror"]["total_lag"]) == ("zookeeper", 0)
+        analysts = live_groups["analysts"]
+        assert analysts["type"] == "kafka" and analysts["error"] is None
+        committed = [r for r in analysts["partitions"] if r["committed"] is not None]
+        assert committed and analysts["total_lag"] == sum(r["log_end"] - r["committed"] for r in committed) > 0
+        assert sum(r["committed"] for r in committed) == 10  # what the group read (from offset 0)
 
         for page in ("/", "/flow", "/loads", "/clusters"):
             r = client.get(page)
@@ -95,6 +101,24 @@ def test_endpoints_over_a_real_pipeline(cluster_factory, tmp_path):
         assert f'ferry_cluster_brokers{{cluster="{pipe.live_zk}"}} 1.0' in text
     finally:
         pipe.mirror.stop()
+
+
+def _kafka_group_reads(bootstrap: str, group: str, n: int) -> None:
+    """A Kafka-protocol group (librdkafka) that read and committed ``n`` messages of the topic."""
+    from confluent_kafka import Consumer
+
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "auto.offset.reset": "earliest",
+                  "enable.auto.commit": False})
+    try:
+        c.subscribe([TOPIC])
+        got = []
+        deadline = time.monotonic() + 30
+        while len(got) < n and time.monotonic() < deadline:
+            got += [m for m in c.consume(n - len(got), 1.0) if m.error() is None]
+        assert len(got) == n
+        c.commit(asynchronous=False)
+    finally:
+        c.close()
 
 
 def test_unreachable_clusters_are_shown_not_fatal(tmp_path):
