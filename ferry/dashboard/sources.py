@@ -52,11 +52,15 @@ class Sources:
         self.mirror_group = mirror_group
         self._lock = threading.Lock()
         self._cache: dict[str, tuple[float, Any]] = {}
+        self._key_locks: dict[str, threading.Lock] = {}
         # mirror lag over time: (time, {(live zk, topic, partition): lag}) sampled on every read
         self.lag_history: deque[tuple[float, dict[str, int]]] = deque(maxlen=720)
 
     def _cached(self, key: str, read: Callable[[], T]) -> T:
+        # one lock per source: a slow cluster read holds back only the pages that need that source
         with self._lock:
+            key_lock = self._key_locks.setdefault(key, threading.Lock())
+        with key_lock:
             hit = self._cache.get(key)
             if hit is not None and time.monotonic() - hit[0] < self.ttl_s:
                 return hit[1]

@@ -28,6 +28,7 @@ class Pipeline:
     past_hour: int  # hour start (ms) of the complete hour the pipeline made
     tmp: Path
     live_bootstrap: str = ""
+    offline_cluster: object = None  # tests/conftest.py's Cluster: a test may stop its brokers
 
     def caught_up(self) -> bool:
         from ferry.mirror.status import mirror_status
@@ -62,7 +63,7 @@ def start_pipeline(cluster_factory, tmp: Path, n: int = 40) -> Pipeline:
     mirror = MirrorProcess(tmp / "mirror.log", live.zk_connect, offline.zk_connect, f"{TOPIC}|{AUDIT_TOPIC}",
                            "--group", "ferry-mirror", "--commit-interval", "0.5").start()
     past = hour_start(int(time.time() * 1000)) - 2 * HOUR_MS
-    pipe = Pipeline(live.zk_connect, offline.zk_connect, tmp / "loader-state", mirror, past, tmp, live.bootstrap)
+    pipe = Pipeline(live.zk_connect, offline.zk_connect, tmp / "loader-state", mirror, past, tmp, live.bootstrap, offline)
     pipe.produce(n, past)  # two buckets' worth at most: (i*997) % 10 min spreads within the first bucket
     wait_for(pipe.caught_up, 90, "the mirror to copy the topic and `_audit`")
     pipe.publish_warehouse(past, {past: n})

@@ -99,6 +99,15 @@ def test_endpoints_over_a_real_pipeline(cluster_factory, tmp_path):
         assert 'ferry_audit_hours{status="complete",topic="views"} 1.0' in text
         assert "ferry_audit_books_readable 1.0" in text and "ferry_load_unfinished_runs 1.0" in text
         assert f'ferry_cluster_brokers{{cluster="{pipe.live_zk}"}} 1.0' in text
+
+        # the offline broker goes down: the page says so, the app keeps serving
+        pipe.offline_cluster.stop()
+        t0 = time.monotonic()
+        grid = client.get("/api/completeness")
+        assert grid.status_code == 200 and grid.json()["error"] and time.monotonic() - t0 < 30
+        offline = client.get("/api/clusters").json()["clusters"][0]
+        assert offline["brokers"] == [] and offline["offline_partitions"] >= 2
+        assert client.get("/").status_code == 200 and "ferry_audit_books_readable 0.0" in client.get("/metrics").text
     finally:
         pipe.mirror.stop()
 
