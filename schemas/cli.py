@@ -16,7 +16,13 @@ from pathlib import Path
 from ferry.schemas.compatibility import LEVELS
 from ferry.schemas.errors import SchemaError
 from ferry.schemas.registry import SchemaRegistry
-from ferry.zk.cli_args import UsageError, add_zookeeper_argument, quiet_zookeeper_logs, require_zookeeper
+from ferry.zk.cli_args import (
+    UsageError,
+    add_json_argument,
+    add_zookeeper_argument,
+    quiet_zookeeper_logs,
+    require_zookeeper,
+)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -40,7 +46,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
     lst = actions.add_parser("list", help="list subjects with their versions and latest id",
                              description="List every subject: versions, latest schema id, compatibility level.")
-    lst.add_argument("--json", action="store_true", help="print JSON instead of text")
+    add_json_argument(lst)
 
     show = actions.add_parser(
         "show", help="print a subject's schema (latest or --version N) or the schema with --id N",

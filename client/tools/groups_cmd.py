@@ -13,7 +13,13 @@ import json
 import sys
 
 from ferry.client.tools import kafka_groups_cmd
-from ferry.zk.cli_args import UsageError, add_zookeeper_argument, quiet_zookeeper_logs, require_zookeeper
+from ferry.zk.cli_args import (
+    UsageError,
+    add_json_argument,
+    add_zookeeper_argument,
+    quiet_zookeeper_logs,
+    require_zookeeper,
+)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -63,7 +69,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         sub.add_argument("--type", choices=KINDS, help="only this kind of group (default: both; reset and "
                          "delete need it when the id names a group of each kind)")
     for sub in (lst, describe):
-        sub.add_argument("--json", action="store_true", help="print JSON instead of text")
+        add_json_argument(sub)
     parser.set_defaults(func=run)
 
 

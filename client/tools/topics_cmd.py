@@ -17,7 +17,13 @@ from typing import Any
 from ferry.client.tools import elect_leaders_cmd, reassign_cmd
 from ferry.wire.log_config import LogConfig
 from ferry.zk import ClusterRegistry, RegistryError, TopicExistsError, UnknownTopicError
-from ferry.zk.cli_args import UsageError, add_zookeeper_argument, quiet_zookeeper_logs, require_zookeeper
+from ferry.zk.cli_args import (
+    UsageError,
+    add_json_argument,
+    add_zookeeper_argument,
+    quiet_zookeeper_logs,
+    require_zookeeper,
+)
 from ferry.zk.znodes import NO_LEADER, BrokerInfo, PartitionState, TopicInfo
 
 PLACEMENT = (
@@ -101,7 +107,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         add_zookeeper_argument(sub, "the cluster's ZooKeeper connect string, e.g. 127.0.0.1:2181/ferry/live",
                                with_timeout=True)
     for sub in (lst, describe):
-        sub.add_argument("--json", action="store_true", help="print JSON instead of text")
+        add_json_argument(sub)
     parser.set_defaults(func=run)
 
 
