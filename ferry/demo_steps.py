@@ -8,6 +8,7 @@ import os
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from ferry.embedded import BrokerProcess, ManagedProcess, ZooKeeperServer, free_port, wait_for_port
 from ferry.zk.topic_name import AUDIT_TOPIC
@@ -23,20 +24,35 @@ LIVE_MIN_INSYNC_REPLICAS = 2 if LIVE_REPLICATION_FACTOR >= 3 else 1
 
 
 class Progress:
-    """Prints what the demo is doing, with elapsed time, so a person can follow along."""
+    """Prints what the demo is doing, with elapsed time, so a person can follow along; progress bars (rich)
+    only on a terminal — a log file gets one line per finished step instead."""
 
     def __init__(self) -> None:
         self.t0 = time.monotonic()
+        self._bars: dict[str, tuple[Any, Any]] = {}
 
     def say(self, text: str) -> None:
         print(f"[{time.monotonic() - self.t0:6.1f}s] {text}", flush=True)
 
     def bar(self, label: str, done: int, total: int) -> None:
-        width = 30
-        filled = int(width * done / max(total, 1))
-        end = "\n" if done >= total else ""
-        print(f"\r[{time.monotonic() - self.t0:6.1f}s] {label} [{'#' * filled}{'.' * (width - filled)}] "
-              f"{done}/{total}", end=end, flush=True)
+        if not sys.stdout.isatty():
+            if done >= total:
+                self.say(f"{label}: {done}/{total}")
+            return
+        entry = self._bars.get(label)
+        if entry is None:
+            from rich.progress import BarColumn, MofNCompleteColumn, TimeElapsedColumn
+            from rich.progress import Progress as RichProgress
+
+            bars = RichProgress("[progress.description]{task.description}", BarColumn(), MofNCompleteColumn(),
+                                TimeElapsedColumn())
+            bars.start()
+            entry = self._bars[label] = (bars, bars.add_task(label, total=total))
+        bars, task = entry
+        bars.update(task, completed=done, total=total)
+        if done >= total:
+            bars.stop()
+            del self._bars[label]
 
 
 class DemoCluster:

@@ -54,7 +54,7 @@ def build_session(state_dir: str | os.PathLike, *, master: str | None = "local[2
         "spark.sql.session.timeZone": "UTC",
         "spark.sql.warehouse.dir": warehouse or str(state / "warehouse"),
         "spark.ui.enabled": "false",
-        "spark.ui.showConsoleProgress": "true",
+        "spark.ui.showConsoleProgress": "true" if sys.stderr.isatty() else "false",  # stage bars on a terminal
         "spark.sql.shuffle.partitions": "8",
         "spark.sql.sources.partitionOverwriteMode": "dynamic",
         "spark.hadoop.hive.exec.dynamic.partition.mode": "nonstrict",
