@@ -23,10 +23,11 @@ Mirror topics of a live cluster into the offline cluster (paper section 4).
       copied as bytes to the same partition number of the offline cluster (keys, values, headers,
       timestamps and compression unchanged); missing offline topics are created with the live
       partition count and config (less min.insync.replicas and unclean.leader.election.enable) and
-      --target-replication-factor; new topics and partitions are picked up without a restart. Live
-      offsets are committed only after the offline cluster acknowledged the data (acks=all): a crash
-      replays (duplicates possible), nothing is lost. `_audit` is always mirrored (unless excluded), and
-      the mirror publishes its own audit counts (tier "mirror") to the offline `_audit`.
+      --target-replication-factor; new topics and partitions are picked up without a restart. Copying
+      is exactly once: a partition's new owner (after a crash, a rebalance, a lost ZooKeeper session)
+      resumes where the offline log says the copy ends; nothing is lost or copied twice (docs/mirror.md).
+      `_audit` is always mirrored (unless excluded), and the mirror publishes its own audit counts (tier
+      "mirror", each message once) to the offline `_audit`.
 
   ferry mirror status --source-zookeeper ZK --target-zookeeper ZK [--group NAME]
       prints per partition: live end offset, committed offset, lag, offline end offset and owner.
@@ -92,10 +93,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--datacenter", metavar="NAME",
                    help="datacenter named in the mirror's audit events (default: the offline brokers')")
     p.add_argument("--commit-interval", type=float, default=1.0, metavar="SECONDS",
-                   help="how often acknowledged offsets are committed to the live ZooKeeper (default 1)")
+                   help="how often each partition's checkpoint and committed offset are written to the live "
+                        "ZooKeeper (default 1)")
     p.add_argument("--audit-interval", type=float, default=5.0, metavar="SECONDS",
-                   help="how often the mirror tier's audit counts are published (default 5); offsets of records "
-                        "counted since are committed only once their counts are published")
+                   help="how often the mirror tier's audit counts are published (default 5)")
     p.add_argument("--coalesce-bytes", type=int, default=COALESCE_BYTES, metavar="BYTES",
                    help=f"re-build consecutive small batches (each under 16 KiB) into one of up to BYTES before "
                         f"producing them offline (default {COALESCE_BYTES}; 0: copy every batch as it is). Keep "

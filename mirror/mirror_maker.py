@@ -124,6 +124,9 @@ class MirrorMaker:
         self.keeper: CheckpointKeeper | None = None
         self.datacenter = config.datacenter or ""
         self._audit_producer = None
+        self._events_lock = threading.Lock()
+        self._events_in_flight: set[str] = set()  # guids sent, not answered yet
+        self._events_delivered: set[str] = set()  # guids acknowledged (of the ranges still being published)
         self._commit_lock = threading.Lock()  # progress taken from the streams is applied before a release
         self._next_audit = 0.0
         self._stop = threading.Event()
@@ -277,23 +280,38 @@ class MirrorMaker:
         return {"host": socket.gethostname(), "datacenter": self.datacenter, "application": self.config.application}
 
     def _publish_events(self, events: list[AuditEvent], timeout: float = 15.0) -> bool:
-        """Send the mirror tier's events to the offline `_audit` and wait until all are acknowledged."""
+        """Send the mirror tier's events to the offline `_audit`; True once all are acknowledged. An event
+        still in flight from an earlier call is not sent again (so an offline outage does not pile copies up
+        in the producer's queue); one acknowledged before is not sent again either."""
         producer = self._ensure_audit_producer()
         if producer is None:
             return False
-        failed: list[object] = []
-
-        def done(err, _msg) -> None:
-            if err is not None:
-                failed.append(err)
+        wanted = {e.guid for e in events}
+        with self._events_lock:  # forget the events no longer asked for (their ranges are published)
+            self._events_delivered &= wanted
+            self._events_in_flight &= wanted
 
         try:
             for e in events:
-                producer.send(AUDIT_TOPIC, e.to_json(), e.topic.encode(), on_delivery=done)
+                with self._events_lock:
+                    if e.guid in self._events_delivered or e.guid in self._events_in_flight:
+                        continue
+                    self._events_in_flight.add(e.guid)
+                producer.send(AUDIT_TOPIC, e.to_json(), e.topic.encode(), on_delivery=self._delivery(e.guid))
         except Exception as e:
             log.warning("audit publish failed: %s", e)
             return False
-        return producer.flush(timeout) == 0 and not failed
+        producer.flush(timeout)
+        with self._events_lock:
+            return wanted <= self._events_delivered
+
+    def _delivery(self, guid: str):
+        def done(err, _msg) -> None:
+            with self._events_lock:
+                self._events_in_flight.discard(guid)
+                if err is None:
+                    self._events_delivered.add(guid)
+        return done
 
     def _ensure_audit_producer(self):
         if self._audit_producer is not None:
