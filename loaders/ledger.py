@@ -8,8 +8,9 @@ visible, and applying those to the metastore is a redo step that the next run re
 in between (see docs/loaders.md, "Commit protocol").
 
 The file also tracks runs in flight (their files are garbage if they never commit), superseded partition
-versions waiting to be deleted, data lost to retention that a run was told to skip, and the hours the DAGs
-published.
+versions waiting to be deleted, data lost to retention that a run was told to skip, the hours the DAGs
+published, and how far each partition was ever loaded (``loaded_to``: a run whose ranges all start there
+or later cannot meet rows it replaces, so it needs no search for them).
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ class LedgerError(RuntimeError):
 def _empty() -> dict[str, Any]:
     return {"version": LEDGER_VERSION, "seq": 0, "source": None, "offsets": {}, "in_flight": {},
             "pending": [], "garbage": [], "history": [], "lost": [], "published": {},
-            "revisions": {}}
+            "revisions": {}, "loaded_to": {}}
 
 
 def atomic_write_json(path: Path, data: Any) -> None:
@@ -100,12 +101,23 @@ class Ledger:
             raise LedgerError(f"{self.path}: unknown ledger format (version {data.get('version')!r})")
         base = _empty()
         base.update(data)
+        if "loaded_to" not in data:  # a ledger from before loaded_to: the committed offsets are the best guess
+            base["loaded_to"] = copy.deepcopy(base["offsets"])
         return base
 
     def committed_offsets(self) -> dict[tuple[str, int], int]:
         """Next offset to load per (topic, partition): the end of the last committed range."""
         out: dict[tuple[str, int], int] = {}
         for topic, parts in self.read()["offsets"].items():
+            for p, off in parts.items():
+                out[(topic, int(p))] = int(off)
+        return out
+
+    def loaded_to(self) -> dict[tuple[str, int], int]:
+        """The highest end offset ever committed per (topic, partition): rows below it may be in the tables
+        even after ``reset_offsets`` moved the committed offset back."""
+        out: dict[tuple[str, int], int] = {}
+        for topic, parts in self.read()["loaded_to"].items():
             for p, off in parts.items():
                 out[(topic, int(p))] = int(off)
         return out
@@ -158,6 +170,8 @@ class Ledger:
         for r in record.get("ranges", []):
             parts = state["offsets"].setdefault(r["topic"], {})
             parts[str(r["partition"])] = int(r["end"])
+            high = state["loaded_to"].setdefault(r["topic"], {})
+            high[str(r["partition"])] = max(int(r["end"]), int(high.get(str(r["partition"]), 0)))
         for lost in record.get("lost", []):
             state["lost"].append({**lost, "run_id": run_id})
         record = copy.deepcopy(record)

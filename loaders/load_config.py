@@ -67,6 +67,7 @@ class LoadResult:
     topics: list[TopicResult] = field(default_factory=list)
     committed: bool = False
     audit_events: int = 0
+    stages: dict[str, float] = field(default_factory=dict)  # seconds: plan, begin, topics, commit, apply
 
     @property
     def rows(self) -> int:

@@ -73,10 +73,17 @@ class LoadJob:
 
     # ------------------------------------------------------------------------------------------- the run
     def run(self) -> LoadResult:
+        self._t0 = time.monotonic()
         with self.ledger.lock(self.config.lock_timeout_s):
             self.ledger.check_source(self.config.zookeeper, self.config.allow_source_change)
             self.recover()
             return self._run_locked()
+
+    def _lap(self, result: LoadResult, stage: str) -> None:
+        """Seconds since the last lap, added to ``result.stages[stage]`` (the run's own time split)."""
+        now = time.monotonic()
+        result.stages[stage] = result.stages.get(stage, 0.0) + now - self._t0
+        self._t0 = now
 
     def _run_locked(self) -> LoadResult:
         from ferry.client.bootstrap import discover
@@ -98,6 +105,7 @@ class LoadJob:
                              max_per_split=cfg.max_per_split, skip_lost_data=cfg.skip_lost_data, until=cfg.until)
         run_id = new_run_id()
         result = LoadResult(run_id, plan)
+        self._lap(result, "plan")
         self.say(f"run {run_id}: {plan.total} messages in {len(plan.splits)} splits from {len(topics)} topic(s)")
         if plan.total:
             self.say("plan:\n" + plan.describe())
@@ -109,6 +117,7 @@ class LoadJob:
 
         tables = {t: table_for_topic(t) for t in plan.topics()}
         self.ledger.begin(run_id, [self.warehouse.table_root(tb) for tb in tables.values()])
+        self._lap(result, "begin")
         versions = []
         audit_counts: dict[tuple[str, int], int] = defaultdict(int)
         for topic in plan.topics():
@@ -120,6 +129,7 @@ class LoadJob:
             versions.extend(tv)
             for k, n in counts.items():
                 audit_counts[k] += n
+            self._lap(result, "topics")
         from ferry.loaders.warehouse_audit import warehouse_events
 
         events = warehouse_events(run_id, audit_counts, datacenter=self._datacenter)
@@ -135,8 +145,11 @@ class LoadJob:
         }
         self.ledger.commit(record)
         result.committed = True
+        self._lap(result, "commit")
         self.say(f"committed run {run_id}: {result.rows} rows, {len(versions)} hour partitions")
         result.audit_events = self.apply(record)
+        self._lap(result, "apply")
+        self.say("run time: " + ", ".join(f"{k} {v:.1f} s" for k, v in result.stages.items()))
         return result
 
     # ------------------------------------------------------------------------------------------- recovery
@@ -171,8 +184,8 @@ class LoadJob:
 
         versions = [PartitionVersion.from_dict(d) for d in record.get("partitions", [])]
         wh = self.warehouse if versions else None
-        for v in versions:
-            wh.set_partition(v)
+        if versions:
+            wh.set_partitions(versions)
         for table in sorted({v.table for v in versions}):
             wh.refresh(table)
         events = [AuditEvent.from_json(e) for e in record.get("audit", [])]
@@ -214,7 +227,10 @@ class LoadJob:
         from ferry.loaders.topic_load import TopicLoad
 
         load = TopicLoad(self, run_id, topic, table, ranges, bootstrap)
-        return load.run_arrow() if self.parquet_writer() == "arrow" else load.run_spark()
+        try:
+            return load.run_arrow() if self.parquet_writer() == "arrow" else load.run_spark()
+        finally:
+            load.close()
 
     def source(self, topic: str, ranges: list[OffsetRange], bootstrap: str):
         """The DataFrameReader of a topic's offset ranges: ``format("ferry")`` with Spark's Kafka-source

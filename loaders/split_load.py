@@ -4,7 +4,7 @@ Why here and not in Spark's writer: Spark's Parquet writer takes rows (every Arr
 turned into JVM rows, then written row by row), which costs several µs a row on these machines; pyarrow
 writes the same columns at ~0.3 µs a row. So with ``parquet_writer=arrow`` (the default for a local
 warehouse) rows never enter the JVM: each split writes its rows into the hour partitions' new version
-directories itself, ``<table root>/dt=D/hr=H/ferry_run=<run id>/part-<split>-<n>.parquet``, and hands
+directories itself, ``<table root>/dt=D/hr=H/ferry_run=<run id>/part-<split>-<n>-<run id>.parquet``, and hands
 Spark only a few rows of statistics (``STATS_SCHEMA``): rows per (hour, 10-minute bucket, schema id), the
 number of records it could not load, the first of them (partition, offset, reason), and the seconds it
 spent per stage (fetch, parse, decode, write; ``kind="time"``, µs in ``rows``, the stage in ``error``).
@@ -86,7 +86,8 @@ class HourFiles:
 
             directory = f"{self.root.rstrip('/')}/dt={dt}/hr={hr}/{VERSION_COLUMN}={self.run_id}"
             self.fs.create_dir(directory, recursive=True)
-            name = f"part-{self.split:05d}-{self._seq:03d}.parquet"
+            # the run id in the name: a later version of the hour hard-links this file next to its own
+            name = f"part-{self.split:05d}-{self._seq:03d}-{self.run_id}.parquet"
             self._seq += 1
             tmp = f"{directory}/.{name}.{uuid.uuid4().hex[:8]}.inprogress"
             writer = pq.ParquetWriter(tmp, table.schema, filesystem=self.fs, compression="snappy")

@@ -30,21 +30,20 @@ AUDIT_TYPES = {"guid": "string", "topic": "string", "tier": "string", "bucket_st
                "count": "long", "host": "string", "datacenter": "string", "application": "string", "time": "long"}
 
 
-def subject_schemas(zookeeper: str, topic: str) -> dict[int, dict]:
+def subject_schemas(registry, topic: str) -> dict[int, dict]:
     """Writer schemas registered under the topic's subject (the ids its records normally carry)."""
     from ferry.schemas.errors import SchemaError
-    from ferry.schemas.registry import SchemaRegistry, subject_for_topic
+    from ferry.schemas.registry import subject_for_topic
 
     out: dict[int, dict] = {}
-    with SchemaRegistry(zookeeper, read_only=True) as registry:
-        subject = subject_for_topic(topic)
-        try:
-            versions = registry.versions(subject)
-        except SchemaError:  # no version under that subject (or a topic name that is no subject)
-            return out
-        for v in versions:
-            sv = registry.version(subject, v)
-            out[sv.id] = sv.schema
+    subject = subject_for_topic(topic)
+    try:
+        versions = registry.versions(subject)
+    except SchemaError:  # no version under that subject (or a topic name that is no subject)
+        return out
+    for v in versions:
+        sv = registry.version(subject, v)
+        out[sv.id] = sv.schema
     return out
 
 
@@ -55,6 +54,24 @@ class TopicLoad:
         self.ranges, self.bootstrap = ranges, bootstrap
         self.kind = "audit" if topic == "_audit" else "avro"
         self.tr = TopicResult(topic, table, messages=sum(r.size for r in ranges))
+        loaded_to = job.ledger.loaded_to()
+        # rows of these ranges can be in the table only below the highest offset ever loaded
+        self.may_replace = any(r.start < loaded_to.get((r.topic, r.partition), 0) for r in ranges)
+        self._registry = None
+
+    @property
+    def registry(self):
+        """One read-only registry connection for the topic's schema lookups."""
+        if self._registry is None:
+            from ferry.schemas.registry import SchemaRegistry
+
+            self._registry = SchemaRegistry(self.job.config.zookeeper, read_only=True)
+        return self._registry
+
+    def close(self) -> None:
+        if self._registry is not None:
+            self._registry.close()
+            self._registry = None
 
     # ------------------------------------------------------------------------------------------- shared
     def data_columns(self, ids: set[int], schemas: dict[int, dict]):
@@ -63,21 +80,19 @@ class TopicLoad:
 
         from ferry.loaders.avro_columns import avro_columns, merge_columns
         from ferry.schemas.errors import UnknownSchemaError
-        from ferry.schemas.registry import SchemaRegistry
 
         if self.kind == "audit":
             return [(c, T.StringType() if t == "string" else T.LongType()) for c, t in AUDIT_TYPES.items()]
         existing = self.job.warehouse.data_columns(self.table) or []
         cols = list(existing)
-        with SchemaRegistry(self.job.config.zookeeper, read_only=True) as registry:
-            for sid in sorted(ids):
-                if sid not in schemas:
-                    try:
-                        schemas[sid] = registry.get(sid)
-                    except UnknownSchemaError:
-                        continue  # its records became bad records naming the id
-                cols = merge_columns(cols, avro_columns(schemas[sid], f"{self.topic} schema id {sid}"),
-                                     f"{self.topic} (table {self.table})")
+        for sid in sorted(ids):
+            if sid not in schemas:
+                try:
+                    schemas[sid] = self.registry.get(sid)
+                except UnknownSchemaError:
+                    continue  # its records became bad records naming the id
+            cols = merge_columns(cols, avro_columns(schemas[sid], f"{self.topic} schema id {sid}"),
+                                 f"{self.topic} (table {self.table})")
         if not cols:
             raise BadRecordsError(f"{self.topic}: no record carries a registered Avro schema id; nothing to load "
                                   "(is the topic written in the registry's wire format?)")
@@ -99,9 +114,11 @@ class TopicLoad:
         from ferry.loaders.warehouse import hours_filter, ranges_filter
 
         wh = self.job.warehouse
+        if self.topic == "_audit" or not self.may_replace:
+            return {}
         existing = [h for h in self.tr.hours if wh.partition_location(self.table, *h) is not None]
         cond = ranges_filter(self.ranges)
-        if self.topic == "_audit" or not existing or cond is None:
+        if not existing or cond is None:
             return {}
         bucket = (F.floor(F.unix_millis("_event_time") / 600000) * 600000).cast("long")
         rows = (self.job.spark.table(wh.qualified(self.table)).where(hours_filter(existing)).where(cond)
@@ -120,7 +137,7 @@ class TopicLoad:
         from ferry.loaders.split_load import SplitTarget
 
         job, wh, t0 = self.job, self.job.warehouse, time.monotonic()
-        schemas = subject_schemas(job.config.zookeeper, self.topic) if self.kind == "avro" else {}
+        schemas = subject_schemas(self.registry, self.topic) if self.kind == "avro" else {}
         target = SplitTarget(self.run_id, wh.table_root(self.table), self.kind, schemas, job.config.zookeeper)
         job.say(f"{self.topic}: loading {self.tr.messages} messages -> {wh.qualified(self.table)}")
         stats = job.source(self.topic, self.ranges, self.bootstrap).option("ferry.load", target.to_json()).load()
@@ -149,7 +166,8 @@ class TopicLoad:
         self.tr.rows = sum(counts.values())
         net = self.net_counts(counts)
         t_old = time.monotonic()
-        versions = wh.write_versions(self.table, None, self.tr.hours, self.ranges, self.run_id)
+        versions = wh.write_versions(self.table, None, self.tr.hours, self.ranges, self.run_id,
+                                     link_old=not self.may_replace)
         t_done = time.monotonic()
         self.tr.stages.update(driver_read=t_read - t0, driver_table=t_old - t_read, driver_versions=t_done - t_old)
         self.report(t0, f"splits {t_read - t0:.1f} s (executors' CPU: " + ", ".join(

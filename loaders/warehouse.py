@@ -12,6 +12,7 @@ path or any Hadoop URI (hdfs://, s3a://).
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -63,6 +64,7 @@ class Warehouse:
         self.spark = spark
         self.root = self.qualify(root)
         self.database = database.lower()
+        self._schemas: dict[str, T.StructType | None] = {}
 
     # ---------------------------------------------------------------- filesystem (Hadoop API)
     def _path(self, p: str):
@@ -97,14 +99,28 @@ class Warehouse:
         self.spark.sql(f"CREATE DATABASE IF NOT EXISTS {self.database} "
                        f"LOCATION {_q(self.root.rstrip('/') + '/' + self.database)}")
 
+    def _schema(self, table: str) -> T.StructType | None:
+        """The table's schema, or None when it does not exist; cached until this object changes the table
+        (a run holds the state directory's lock: nobody else changes its tables meanwhile)."""
+        if table not in self._schemas:
+            from pyspark.errors import AnalysisException
+
+            try:
+                self._schemas[table] = self.spark.table(self.qualified(table)).schema
+            except AnalysisException:  # not found (with database "ferry", even "no such data source")
+                if self.spark.catalog.tableExists(self.qualified(table)):
+                    raise
+                self._schemas[table] = None
+        return self._schemas[table]
+
     def exists_table(self, table: str) -> bool:
-        return bool(self.spark.catalog.tableExists(self.qualified(table)))
+        return self._schema(table) is not None
 
     def data_columns(self, table: str) -> list[tuple[str, T.DataType]] | None:
         """The table's columns other than ferry's, or None if the table does not exist."""
-        if not self.exists_table(table):
+        schema = self._schema(table)
+        if schema is None:
             return None
-        schema = self.spark.table(self.qualified(table)).schema
         return [(f.name, f.dataType) for f in schema.fields if f.name not in _META_NAMES]
 
     def ensure_table(self, table: str, data_columns: list[tuple[str, T.DataType]], with_meta: bool = True) -> bool:
@@ -118,6 +134,7 @@ class Warehouse:
                 f"CREATE TABLE IF NOT EXISTS {self.qualified(table)} ({cols}) "
                 f"PARTITIONED BY (dt STRING, hr STRING) STORED AS PARQUET "
                 f"LOCATION {_q(self.table_root(table))}")
+            self._schemas.pop(table, None)
             return True
         have = {n.lower() for n, _ in existing}
         new = [(n, t) for n, t in data_columns if n.lower() not in have]
@@ -125,12 +142,15 @@ class Warehouse:
             return False
         cols = ", ".join(f"{_ident(n)} {t.simpleString()}" for n, t in new)
         self.spark.sql(f"ALTER TABLE {self.qualified(table)} ADD COLUMNS ({cols})")
-        self.spark.catalog.refreshTable(self.qualified(table))
+        self.refresh(table)
         return True
 
     def table_schema(self, table: str) -> T.StructType:
         """Columns in table order, without the partition columns' special status (for writing)."""
-        return self.spark.table(self.qualified(table)).schema
+        schema = self._schema(table)
+        if schema is None:
+            raise WarehouseError(f"table {self.qualified(table)} does not exist")
+        return schema
 
     # ---------------------------------------------------------------- partitions
     def partition_location(self, table: str, dt: str, hr: str) -> str | None:
@@ -152,24 +172,79 @@ class Warehouse:
 
     def set_partition(self, v: PartitionVersion) -> None:
         """Point (dt, hr) at ``v.location`` (add the partition if new). Idempotent."""
-        qt = f"{self.database}.{v.table}" if "." not in v.table else v.table
+        self.set_partitions([v])
+
+    def set_partitions(self, versions: list[PartitionVersion]) -> None:
+        """Point every (dt, hr) at its version (idempotent). Through the metastore catalog, one call per
+        table for the new partitions and one for the moved ones: Spark's ALTER TABLE statements cost
+        ~0.5 s apiece here (parsing, analysis, statistics). SQL if this Spark's catalog classes differ."""
+        from py4j.protocol import Py4JError
+
+        by_table: dict[str, list[PartitionVersion]] = {}
+        for v in versions:
+            by_table.setdefault(v.table.split(".")[-1].lower(), []).append(v)
+        for table, vs in by_table.items():
+            try:
+                self._set_partitions_catalog(table, vs)
+            except Py4JError:
+                for v in vs:
+                    self._set_partition_sql(table, v)
+
+    def _set_partitions_catalog(self, table: str, versions: list[PartitionVersion]) -> None:
+        jvm = self.spark._jvm
+        external = self.spark._jsparkSession.sessionState().catalog().externalCatalog()
+        to_map, to_seq = jvm.org.apache.spark.api.python.PythonUtils.toScalaMap, jvm.PythonUtils.toSeq
+
+        def located(storage, location: str):
+            """A copy of a CatalogStorageFormat (a case class: fields in order, locationUri first)."""
+            if storage.productElementName(0) != "locationUri":
+                raise Py4JError("CatalogStorageFormat does not start with locationUri")
+            fields = [storage.productElement(i) for i in range(storage.productArity())]
+            fields[0] = jvm.scala.Some(jvm.java.net.URI(location))
+            return storage.copy(*fields)
+
+        from py4j.protocol import Py4JError
+
+        table_storage = external.getTable(self.database, table).storage()
+        new, moved = [], []
+        for v in versions:
+            spec = to_map({"dt": v.dt, "hr": v.hr})
+            found = external.getPartitionOption(self.database, table, spec)
+            if not found.isDefined():
+                new.append(jvm.org.apache.spark.sql.catalyst.catalog.CatalogTablePartition(
+                    spec, located(table_storage, v.location), to_map({}), int(time.time() * 1000), -1,
+                    jvm.scala.Option.empty()))
+            elif found.get().location().toString().rstrip("/") != v.location.rstrip("/"):
+                p = found.get()
+                moved.append(p.copy(p.spec(), located(p.storage(), v.location), p.parameters(), p.createTime(),
+                                    p.lastAccessTime(), p.stats()))
+        if new:
+            external.createPartitions(self.database, table, to_seq(new), True)
+        if moved:
+            external.alterPartitions(self.database, table, to_seq(moved))
+
+    def _set_partition_sql(self, table: str, v: PartitionVersion) -> None:
+        qt = self.qualified(table)
         spec = f"PARTITION (dt={_q(v.dt)}, hr={_q(v.hr)})"
-        current = self.partition_location(v.table.split(".")[-1], v.dt, v.hr)
+        current = self.partition_location(table, v.dt, v.hr)
         if current is None:
             self.spark.sql(f"ALTER TABLE {qt} ADD IF NOT EXISTS {spec} LOCATION {_q(v.location)}")
         elif current.rstrip("/") != v.location.rstrip("/"):
             self.spark.sql(f"ALTER TABLE {qt} {spec} SET LOCATION {_q(v.location)}")
 
     def refresh(self, table: str) -> None:
+        self._schemas.pop(table, None)
         self.spark.catalog.refreshTable(self.qualified(table))
 
     # ---------------------------------------------------------------- writing versions
     def write_versions(self, table: str, new_rows: DataFrame | None, hours: Iterable[tuple[str, str]],
-                       replaced: list[OffsetRange], run_id: str, keep_old: str | None = None
-                       ) -> list[PartitionVersion]:
+                       replaced: list[OffsetRange], run_id: str, keep_old: str | None = None,
+                       link_old: bool = False) -> list[PartitionVersion]:
         """Write, for every hour in ``hours``, a new version directory = old rows of that hour not in
-        ``replaced`` (nor matching ``keep_old``'s negation) + ``new_rows`` of that hour. ``new_rows`` None: the executors already wrote the new rows
-        into the version directories (split_load.py); only the old rows are added.
+        ``replaced`` (nor matching ``keep_old``'s negation) + ``new_rows`` of that hour. ``new_rows`` None:
+        the executors already wrote the new rows into the version directories (split_load.py); only the
+        old rows are added. ``link_old`` (the caller knows no old row is replaced): a local warehouse
+        hard-links the old version's files instead of rewriting their rows (files never change).
 
         Nothing becomes visible here: the returned versions are flipped by :meth:`set_partition`.
         """
@@ -182,6 +257,11 @@ class Warehouse:
         previous = self.partition_locations(table, hours)
         content = new_rows.select(*cols) if new_rows is not None else None
         existing = [h for h in hours if previous[h] is not None]
+        root = self.table_root(table)
+        if existing and link_old and keep_old is None and self.root.startswith("file:"):
+            for h in existing:
+                _link_files(previous[h], self.qualify(f"{root}/dt={h[0]}/hr={h[1]}/{VERSION_COLUMN}={run_id}"))
+            existing = []
         if existing:
             old = self.spark.table(qt).where(hours_filter(existing))
             drop = ranges_filter(replaced)
@@ -191,7 +271,6 @@ class Warehouse:
                 old = old.where(F.expr(keep_old))
             old = old.select(*cols)
             content = old if content is None else old.unionByName(content)
-        root = self.table_root(table)
         if content is not None:
             (content.repartition("dt", "hr")
                 .withColumn(VERSION_COLUMN, F.lit(run_id))
@@ -221,6 +300,29 @@ class Warehouse:
 
     def orphan_versions(self, table: str, run_id: str) -> list[str]:
         return self.glob(f"{self.table_root(table)}/dt=*/hr=*/{VERSION_COLUMN}={run_id}")
+
+
+def _link_files(source: str, target: str) -> None:
+    """Hard-link the data files of directory ``source`` into ``target`` (local ``file:`` URIs)."""
+    import os
+    from urllib.parse import urlparse
+
+    src, dst = urlparse(source).path, urlparse(target).path
+    os.makedirs(dst, exist_ok=True)
+    for name in os.listdir(src):
+        if name.startswith((".", "_")) or not os.path.isfile(os.path.join(src, name)):
+            continue  # checksums, markers
+        source_file, target_file = os.path.join(src, name), os.path.join(dst, name)
+        try:
+            os.link(source_file, target_file)
+        except FileExistsError:
+            if not os.path.samefile(source_file, target_file):  # never drop old rows silently
+                raise WarehouseError(f"{target_file} exists: cannot carry {source_file} into the new version"
+                                     ) from None
+        except OSError:  # another filesystem, or no hard links: copy
+            import shutil
+
+            shutil.copy2(source_file, target_file)
 
 
 def hours_filter(hours: Iterable[tuple[str, str]]):

@@ -72,28 +72,40 @@ def framed(schema_id: int, payload: bytes) -> bytes:
     return b"\x00" + struct.pack(">I", schema_id) + payload
 
 
-def values(seed: int = 7, n: int = 300) -> tuple[dict[int, dict], list[tuple[bytes | None, int | None]]]:
+# Hive's metastore (2.3) has no timestamp_ntz columns: a table cannot hold local-timestamp-* fields
+EVERYTHING_HIVE = dict(EVERYTHING, fields=[f for f in EVERYTHING["fields"] if f["name"] != "local"])
+SCHEMAS = {"everything": EVERYTHING, "decimal": DECIMAL, **{name: load(name) for name in EVENT_NAMES}}
+HIVE_SCHEMAS = dict(SCHEMAS, everything=EVERYTHING_HIVE)
+IDS = {"everything": 1, "decimal": 2, "page_view": 10, "click": 11, "search": 12}
+
+
+def values(seed: int = 7, n: int = 300, ids: dict[str, int] | None = None, hive: bool = False
+           ) -> tuple[dict[int, dict], list[tuple[bytes | None, int | None]]]:
     """({schema id: schema}, [(value, timestamp ms)]): good records of every schema, interleaved with bad
-    ones (each kind of refusal at least once)."""
+    ones (each kind of refusal at least once). ``ids``: schema name -> id (default IDS; 999 stays unknown);
+    ``hive``: only what a Hive table can hold (HIVE_SCHEMAS)."""
+    import decimal
+
+    ids = ids or IDS
     rng = random.Random(seed)
-    schemas = {1: EVERYTHING, 2: DECIMAL, **{10 + k: load(name) for k, name in enumerate(EVENT_NAMES)}}
+    everything_schema = EVERYTHING_HIVE if hive else EVERYTHING
+    schemas = {ids[name]: schema for name, schema in (HIVE_SCHEMAS if hive else SCHEMAS).items()}
     ts0 = 1_714_521_600_000
     out: list[tuple[bytes | None, int | None]] = []
     for i in range(n):
         ts = ts0 + i * 61_000
-        out.append((framed(1, body(EVERYTHING, everything(rng, i))), ts))
-        for k, name in enumerate(EVENT_NAMES):
-            out.append((framed(10 + k, body(load(name), sample(name, rng, ts))), ts))
+        out.append((framed(ids["everything"], body(everything_schema, everything(rng, i))), ts))
+        for name in EVENT_NAMES:
+            out.append((framed(ids[name], body(load(name), sample(name, rng, ts))), ts))
         if i % 50 == 0:
-            import decimal
-
-            out.append((framed(2, body(DECIMAL, {"amount": decimal.Decimal(f"{i}.25"), "note": "n"})), ts))
-    good_pv = framed(10, body(load("page_view"), sample("page_view", rng, ts0)))
+            out.append((framed(ids["decimal"], body(DECIMAL, {"amount": decimal.Decimal(f"{i}.25"), "note": "n"})),
+                        ts))
+    good_pv = framed(ids["page_view"], body(load("page_view"), sample("page_view", rng, ts0)))
     bad = [
         (None, ts0), (b"", ts0), (b"\x00\x00", ts0), (b"not avro at all", ts0),  # not the wire format
         (framed(999, b"\x02"), ts0),  # unknown schema id
         (good_pv[:-3], ts0), (good_pv + b"\x00", ts0),  # truncated, bytes left over
-        (framed(10, b"\xff" * 20), ts0),  # garbage body
+        (framed(ids["page_view"], b"\xff" * 20), ts0),  # garbage body
         (good_pv, None),  # no timestamp
         (good_pv, 400_000_000_000_000),  # a timestamp beyond year 9999
     ]
