@@ -6,7 +6,8 @@ host is on both. Ansible reaches them with ferry's `ferry_docker` connection plu
 Checked: site.yml converges, a second run changes nothing, messages produced in live arrive in offline
 through the mirror, topics are replicated as the datacenter's broker count allows (live: 2 brokers, RF 2;
 offline: 1), and rolling_restart.yml restarts the brokers one at a time with each one ready and every ISR
-full again before the next, then gives the preferred replicas their leadership back.
+full again before the next, then gives the preferred replicas their leadership back. Prometheus on the
+loader host (site.yml's last play) scrapes every broker, the mirror and the dashboard: all targets up.
 """
 
 from __future__ import annotations
@@ -37,7 +38,8 @@ HOSTS = {
     "offline-zk-1": ("offline_zookeeper", ["offline"], {}),
     "offline-broker-1": ("offline_brokers", ["offline"], {"ferry_broker_id": 1}),
     "offline-mirror-1": ("mirror", ["offline", "live"], {}),
-    "offline-loader-1": ("loader", ["offline"], {}),
+    # on both networks: Prometheus there scrapes the live brokers too (the datacenters' peering)
+    "offline-loader-1": ("loader", ["offline", "live"], {}),
 }
 WITH_LOADER = os.environ.get("FERRY_ANSIBLE_LOADER", "1") != "0"
 
@@ -257,7 +259,7 @@ def test_services_run_under_systemd(deployment) -> None:
              "offline-broker-1": ["ferry-broker"], "offline-mirror-1": ["ferry-mirror"]}
     if WITH_LOADER:
         units["offline-loader-1"] = ["ferry-airflow-api-server", "ferry-airflow-scheduler",
-                                     "ferry-airflow-dag-processor"]
+                                     "ferry-airflow-dag-processor", "prometheus", "ferry-dashboard"]
     for host, names in units.items():
         for unit in names:
             p = hosts.exec(host, "systemctl", "is-active", unit, check=False)
@@ -279,6 +281,7 @@ def test_services_run_under_systemd(deployment) -> None:
     props = hosts.exec("live-broker-2", "cat", "/etc/ferry/broker.properties").stdout.decode()
     assert "broker.id=2" in props and "zookeeper.connect=live-zk-1:2181/ferry/live" in props
     assert "advertised.listeners=PLAINTEXT://live-broker-2:9092" in props
+    assert "metrics.listen=live-broker-2:9308" in props  # Prometheus on the loader host scrapes it
     # two live brokers: every partition on both, acks=all needs one in sync (group_vars/all.yml)
     assert "default.replication.factor=2" in props and "min.insync.replicas=1" in props
     offline_props = hosts.exec("offline-broker-1", "cat", "/etc/ferry/broker.properties").stdout.decode()
@@ -288,6 +291,7 @@ def test_services_run_under_systemd(deployment) -> None:
                                                                    "search": 2}
     unit = hosts.exec("offline-mirror-1", "cat", "/etc/systemd/system/ferry-mirror.service").stdout.decode()
     assert "--target-replication-factor 1" in unit
+    assert '--metrics-listen "0.0.0.0:9309"' in unit  # on both networks: every interface
 
 
 def describe(hosts: DockerHosts, host: str, zookeeper: str) -> list[dict]:
@@ -305,6 +309,47 @@ def test_live_to_offline_through_the_mirror(deployment) -> None:
     got = probe(hosts, "offline-broker-1", "count", "--bootstrap", "offline-broker-1:9092",
                 "--topic", "page_view", "--prefix", "ansible1", "--expect", str(n), "--timeout", "120")
     assert got["distinct"] == n, got
+
+
+PROMETHEUS_TARGETS = """\
+import json, sys, time, urllib.request
+deadline = time.monotonic() + float(sys.argv[1])
+while True:
+    try:
+        data = json.load(urllib.request.urlopen("http://127.0.0.1:9090/api/v1/targets?state=active", timeout=5))
+        active = data["data"]["activeTargets"]
+    except OSError as e:
+        active = [{"error": repr(e)}]
+    if (active and all(t.get("health") == "up" for t in active)) or time.monotonic() > deadline:
+        break
+    time.sleep(2)
+print(json.dumps([{k: t.get(k) for k in ("scrapePool", "scrapeUrl", "health", "lastError", "error")} for t in active]))
+"""
+
+
+def test_prometheus_scrapes_every_broker_mirror_and_the_dashboard(deployment) -> None:
+    """Prometheus on the loader host (site.yml) finds every target up: the brokers of both datacenters
+    (metrics.listen on their ferry_address), the mirror (--metrics-listen), `ferry dashboard`'s /metrics,
+    itself; the installed alert rules pass promtool."""
+    if not WITH_LOADER:
+        pytest.skip("FERRY_ANSIBLE_LOADER=0: no loader host, no Prometheus")
+    hosts: DockerHosts = deployment["hosts"]
+    t0 = time.monotonic()
+    out = hosts.exec("offline-loader-1", "python3", "-c", PROMETHEUS_TARGETS, "60", timeout=120).stdout.decode()
+    targets = json.loads(out.strip().splitlines()[-1])
+    print(f"[ansible] prometheus targets after {time.monotonic() - t0:.1f}s: {targets}")
+    urls = {t["scrapeUrl"]: t["health"] for t in targets}
+    expected = {f"http://{h}:9308/metrics" for h in ("live-broker-1", "live-broker-2", "offline-broker-1")}
+    expected |= {"http://offline-mirror-1:9309/metrics", "http://127.0.0.1:8500/metrics",
+                 "http://127.0.0.1:9090/metrics"}
+    assert set(urls) == expected, targets
+    assert all(health == "up" for health in urls.values()), targets
+    p = hosts.exec("offline-loader-1", "promtool", "check", "rules", "/etc/prometheus/rules/ferry_alerts.yml",
+                   check=False)
+    assert p.returncode == 0 and b"SUCCESS" in p.stdout + p.stderr, p.stdout + p.stderr
+    config = hosts.exec("offline-loader-1", "promtool", "check", "config", "/etc/prometheus/prometheus.yml",
+                        check=False)
+    assert config.returncode == 0, config.stdout + config.stderr
 
 
 def test_schema_registry_rest_api_serves_the_live_registry(deployment) -> None:
