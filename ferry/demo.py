@@ -45,6 +45,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--keep-running", action="store_true",
                    help="leave ZooKeeper, brokers and mirror running at the end until Ctrl-C")
     p.add_argument("--seed", type=int, default=None, help="seed of the event generator (default: time-based)")
+    p.add_argument("--chaos", type=int, nargs="?", const=3, default=0, metavar="N",
+                   help="kill the mirror with -9 N times (default 3) while the events are published and copied, "
+                        "starting it again each time; the books must still be complete with 0 duplicates")
     p.add_argument("--dashboard-listen", default="127.0.0.1:8500", metavar="HOST:PORT",
                    help="with --keep-running: where `ferry dashboard` serves (default 127.0.0.1:8500; port 0: any)")
     p.set_defaults(func=run)
@@ -54,8 +57,9 @@ def run(args: argparse.Namespace) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if args.short:
         args.events, args.hours = min(args.events, 3000), min(args.hours, 2)
-    if args.events < 1 or args.hours < 1 or args.hosts < 1 or args.partitions < 1:
-        print("ferry demo: --events, --hours, --hosts and --partitions must be positive", file=sys.stderr)
+    if args.events < 1 or args.hours < 1 or args.hosts < 1 or args.partitions < 1 or args.chaos < 0:
+        print("ferry demo: --events, --hours, --hosts and --partitions must be positive (--chaos not negative)",
+              file=sys.stderr)
         return 2
     root: Path = args.dir.resolve()
     if args.clean and root.exists():
@@ -74,8 +78,17 @@ def run(args: argparse.Namespace) -> int:
             cluster.create_topics(TOPICS)
             cluster.register_schemas(TOPICS)
             cluster.start_mirror()
-            produced = cluster.publish(args.events, start_ms, end_ms, hosts, seed)
+            if args.chaos:
+                from ferry.demo_chaos import publish_under_chaos
+
+                produced = publish_under_chaos(cluster, args.chaos, args.events, start_ms, end_ms, hosts, seed)
+            else:
+                produced = cluster.publish(args.events, start_ms, end_ms, hosts, seed)
             cluster.wait_mirrored(produced)
+            if args.chaos:
+                from ferry.demo_chaos import chaos_summary
+
+                progress.say(chaos_summary(cluster))
             hours = [start_ms + h * 3_600_000 for h in range(args.hours)]
             cluster.run_hourly_dag(hours, short=args.short)
             report = cluster.report(TOPICS, hours)
