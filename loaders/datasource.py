@@ -131,7 +131,7 @@ class FerryReader(DataSourceReader):
 
         timing: dict[str, float] = {}
         records = self.records(partition, keys=False, headers=False, timing=timing)
-        yield from load_split(records, partition.index, SplitTarget.from_json(self.load), timing)
+        yield from load_split(records, partition.index, partition.topic, SplitTarget.from_json(self.load), timing)
 
     def records(self, partition: OffsetSplit, keys: bool = True, headers: bool = True,
                 timing: dict[str, float] | None = None) -> Iterator:

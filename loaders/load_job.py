@@ -120,16 +120,12 @@ class LoadJob:
         self._lap(result, "begin")
         versions = []
         audit_counts: dict[tuple[str, int], int] = defaultdict(int)
-        for topic in plan.topics():
-            ranges = [r for r in plan.for_topic(topic) if r.size]
-            if not ranges:
-                continue
-            tr, tv, counts = self._load_topic(run_id, topic, tables[topic], ranges, bootstrap)
+        for tr, tv, counts in self._load_topics(run_id, plan, tables, bootstrap):
             result.topics.append(tr)
             versions.extend(tv)
             for k, n in counts.items():
                 audit_counts[k] += n
-            self._lap(result, "topics")
+        self._lap(result, "topics")
         from ferry.loaders.warehouse_audit import warehouse_events
 
         events = warehouse_events(run_id, audit_counts, datacenter=self._datacenter)
@@ -149,7 +145,9 @@ class LoadJob:
         self.say(f"committed run {run_id}: {result.rows} rows, {len(versions)} hour partitions")
         result.audit_events = self.apply(record)
         self._lap(result, "apply")
-        self.say("run time: " + ", ".join(f"{k} {v:.1f} s" for k, v in result.stages.items()))
+        total = sum(result.stages.values())
+        self.say(f"run time {total:.1f} s ({result.rows / max(total, 1e-6):,.0f} rows/s): "
+                 + ", ".join(f"{k} {v:.1f} s" for k, v in result.stages.items()))
         return result
 
     # ------------------------------------------------------------------------------------------- recovery
@@ -223,23 +221,34 @@ class LoadJob:
             return "arrow" if self.warehouse.root.startswith("file:") else "spark"
         return choice
 
-    def _load_topic(self, run_id: str, topic: str, table: str, ranges: list[OffsetRange], bootstrap: str):
-        from ferry.loaders.topic_load import TopicLoad
+    def _load_topics(self, run_id: str, plan, tables: dict[str, str], bootstrap: str) -> list[tuple]:
+        """(TopicResult, versions, audit counts) per topic with new data: all topics in one Spark job
+        (arrow writer), or one after the other through Spark's writer."""
+        from ferry.loaders.topic_load import TopicLoad, load_arrow
 
-        load = TopicLoad(self, run_id, topic, table, ranges, bootstrap)
+        loads = []
+        for topic in plan.topics():
+            ranges = [r for r in plan.for_topic(topic) if r.size]
+            if ranges:
+                loads.append(TopicLoad(self, run_id, topic, tables[topic], ranges, bootstrap))
         try:
-            return load.run_arrow() if self.parquet_writer() == "arrow" else load.run_spark()
+            if not loads:
+                return []
+            if self.parquet_writer() == "arrow":
+                return load_arrow(self, loads, bootstrap)
+            return [load.run_spark() for load in loads]
         finally:
-            load.close()
+            for load in loads:
+                load.close()
 
-    def source(self, topic: str, ranges: list[OffsetRange], bootstrap: str):
-        """The DataFrameReader of a topic's offset ranges: ``format("ferry")`` with Spark's Kafka-source
-        options. The one place that says where a load's records come from; the job adds only the
-        ``ferry.load`` option (decode and write on the executors) or reads the source's columns (key,
-        value, topic, partition, offset, timestamp, headers) with Spark's writer."""
+    def source(self, ranges: list[OffsetRange], bootstrap: str):
+        """The DataFrameReader of offset ranges (of one or more topics): ``format("ferry")`` with Spark's
+        Kafka-source options. The one place that says where a load's records come from; the job adds only
+        the ``ferry.load`` option (decode and write on the executors) or reads the source's columns (key,
+        value, topic, partition, offset, timestamp, headers) for Spark's writer."""
         return (self.spark.read.format("ferry")
                 .option("kafka.bootstrap.servers", bootstrap)
-                .option("subscribe", topic)
+                .option("subscribe", ",".join(sorted({r.topic for r in ranges})))
                 .option("startingOffsets", offsets_json({(r.topic, r.partition): r.start for r in ranges}))
                 .option("endingOffsets", offsets_json({(r.topic, r.partition): r.end for r in ranges}))
                 .option("maxRecordsPerPartition", str(self.config.max_per_split or 0)))

@@ -6,8 +6,9 @@ writes the same columns at ~0.3 µs a row. So with ``parquet_writer=arrow`` (the
 warehouse) rows never enter the JVM: each split writes its rows into the hour partitions' new version
 directories itself, ``<table root>/dt=D/hr=H/ferry_run=<run id>/part-<split>-<n>-<run id>.parquet``, and hands
 Spark only a few rows of statistics (``STATS_SCHEMA``): rows per (hour, 10-minute bucket, schema id), the
-number of records it could not load, the first of them (partition, offset, reason), and the seconds it
-spent per stage (fetch, parse, decode, write; ``kind="time"``, µs in ``rows``, the stage in ``error``).
+number of records it could not load, the first of them (partition, offset, reason), and the CPU seconds
+it spent per stage (fetch, parse, decode, write, and "wait": wall time beyond them; ``kind="time"``, µs in
+``rows``, the stage in ``error``). One Spark job loads all topics of a run (a job costs ~1 s here).
 
 Files are written under a hidden name and renamed when complete; a retried task writes the same names
 again (same ranges, same rows). Nothing here is visible: the job commits the run, then points the
@@ -30,22 +31,31 @@ import pyarrow as pa
 from ferry.client.audit.bucket import BUCKET_MS  # the audit's 10-minute buckets
 from ferry.loaders.value_decoder import ValueDecoder
 
-STATS_SCHEMA = ("kind string, dt string, hr string, bucket long, schema_id int, rows long, partition int, "
-                "offset long, error string")
+STATS_SCHEMA = ("topic string, kind string, dt string, hr string, bucket long, schema_id int, rows long, "
+                "partition int, offset long, error string")
 ROW_GROUP_ROWS = 131_072  # rows buffered per file before a row group is written
 SAMPLES = 5  # bad records reported per split (the job names the first ones of the run)
 VERSION_COLUMN = "ferry_run"
 
 
 @dataclass
+class TopicTarget:
+    """Where and how one topic's splits load: its table's root directory (URI), ``avro`` or ``audit``
+    values, and the writer schemas the driver knows (others are looked up in the registry)."""
+
+    root: str
+    kind: str = "avro"
+    schemas: dict[int, dict] = field(default_factory=dict)
+
+
+@dataclass
 class SplitTarget:
-    """What an executor needs to load its split (passed as the ``ferry.load`` option, JSON)."""
+    """What the executors of a run need (the ``ferry.load`` option, JSON): the run, the registry, and a
+    TopicTarget per topic (one Spark job loads every topic of a run)."""
 
     run_id: str
-    root: str  # the table's root directory (URI)
-    kind: str = "avro"  # or "audit"
-    schemas: dict[int, dict] = field(default_factory=dict)  # writer schemas known to the driver
-    zookeeper: str | None = None  # where executors look up other schema ids
+    topics: dict[str, TopicTarget]
+    zookeeper: str | None = None  # where executors look up schema ids the driver did not pass
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))
@@ -53,8 +63,9 @@ class SplitTarget:
     @classmethod
     def from_json(cls, text: str) -> SplitTarget:
         d = json.loads(text)
-        d["schemas"] = {int(k): v for k, v in d.get("schemas", {}).items()}
-        return cls(**d)
+        topics = {t: TopicTarget(v["root"], v.get("kind", "avro"), {int(k): s for k, s in v.get("schemas", {}).items()})
+                  for t, v in d["topics"].items()}
+        return cls(d["run_id"], topics, d.get("zookeeper"))
 
 
 def filesystem(root: str):
@@ -121,17 +132,19 @@ class HourFiles:
         self._open.clear()
 
 
-def load_split(batches: Iterator[pa.RecordBatch], split_index: int, target: SplitTarget,
+def load_split(batches: Iterator[pa.RecordBatch], split_index: int, topic: str, target: SplitTarget,
                timing: dict[str, float] | None = None) -> Iterator[pa.RecordBatch]:
     """Decode and write one split's records; yields one RecordBatch of STATS_SCHEMA rows at the end.
-    ``timing``: the reader's own stage times (``parse``), reported with this function's."""
-    decoder = ValueDecoder(target.kind, target.schemas, target.zookeeper)
-    files = HourFiles(target.root, target.run_id, split_index)
+    ``timing``: the reader's own stage times (``parse``, CPU seconds), reported with this function's."""
+    mine = target.topics[topic]
+    decoder = ValueDecoder(mine.kind, mine.schemas, target.zookeeper)
+    files = HourFiles(mine.root, target.run_id, split_index)
     counts: dict[tuple[int, int], int] = defaultdict(int)  # (bucket ms, schema id) -> rows
     bad = 0
     samples: list[tuple[int, int, str]] = []
     spent = {"read": 0.0, "decode": 0.0, "write": 0.0}
-    clock = time.perf_counter
+    clock = time.thread_time  # CPU: the machine may be shared, wall time says little per stage
+    wall = time.perf_counter()
     try:
         batches = iter(batches)
         while True:
@@ -161,7 +174,8 @@ def load_split(batches: Iterator[pa.RecordBatch], split_index: int, target: Spli
         raise
     parse = (timing or {}).get("parse", 0.0)
     stages = {"fetch": spent["read"] - parse, "parse": parse, "decode": spent["decode"], "write": spent["write"]}
-    yield _stats(decoder, counts, bad, samples, stages)
+    stages["wait"] = max(0.0, time.perf_counter() - wall - sum(stages.values()))  # broker, or a busy CPU
+    yield _stats(topic, decoder, counts, bad, samples, stages)
 
 
 def _write_group(files: HourFiles, decoder: ValueDecoder, group, counts: dict) -> None:
@@ -182,7 +196,8 @@ def _write_group(files: HourFiles, decoder: ValueDecoder, group, counts: dict) -
         files.add(*decoder.labels(int(sorted_hours[lo])), table.take(pa.array(order[lo:hi])))
 
 
-def _stats(decoder: ValueDecoder, counts: dict, bad: int, samples: list, stages: dict[str, float]) -> pa.RecordBatch:
+def _stats(topic: str, decoder: ValueDecoder, counts: dict, bad: int, samples: list, stages: dict[str, float]
+           ) -> pa.RecordBatch:
     rows: list[dict] = [{"kind": "time", "error": k, "rows": round(v * 1e6)} for k, v in stages.items()]
     for (bucket, sid), n in sorted(counts.items()):
         d, h = decoder.labels(bucket // 3_600_000)
@@ -190,7 +205,9 @@ def _stats(decoder: ValueDecoder, counts: dict, bad: int, samples: list, stages:
     if bad:
         rows.append({"kind": "bad", "rows": bad})
     rows += [{"kind": "sample", "partition": p, "offset": o, "error": e} for p, o, e in samples]
-    schema = pa.schema([("kind", pa.string()), ("dt", pa.string()), ("hr", pa.string()), ("bucket", pa.int64()),
+    for row in rows:
+        row["topic"] = topic
+    schema = pa.schema([("topic", pa.string()), ("kind", pa.string()), ("dt", pa.string()), ("hr", pa.string()), ("bucket", pa.int64()),
                         ("schema_id", pa.int32()), ("rows", pa.int64()), ("partition", pa.int32()),
                         ("offset", pa.int64()), ("error", pa.string())])
     return pa.RecordBatch.from_pylist(rows, schema=schema)

@@ -54,6 +54,7 @@ class TopicLoad:
         self.ranges, self.bootstrap = ranges, bootstrap
         self.kind = "audit" if topic == "_audit" else "avro"
         self.tr = TopicResult(topic, table, messages=sum(r.size for r in ranges))
+        self.schemas: dict[int, dict] = {}
         loaded_to = job.ledger.loaded_to()
         # rows of these ranges can be in the table only below the highest offset ever loaded
         self.may_replace = any(r.start < loaded_to.get((r.topic, r.partition), 0) for r in ranges)
@@ -132,17 +133,16 @@ class TopicLoad:
         return {} if self.topic == "_audit" else out
 
     # ------------------------------------------------------------------------------------------- arrow
-    def run_arrow(self):
-        """Executors decode and write; the driver evolves the table, adds old rows, counts."""
-        from ferry.loaders.split_load import SplitTarget
+    def target(self):
+        """What this topic's splits need on the executors (split_load.TopicTarget)."""
+        from ferry.loaders.split_load import TopicTarget
 
-        job, wh, t0 = self.job, self.job.warehouse, time.monotonic()
-        schemas = subject_schemas(self.registry, self.topic) if self.kind == "avro" else {}
-        target = SplitTarget(self.run_id, wh.table_root(self.table), self.kind, schemas, job.config.zookeeper)
-        job.say(f"{self.topic}: loading {self.tr.messages} messages -> {wh.qualified(self.table)}")
-        stats = job.source(self.topic, self.ranges, self.bootstrap).option("ferry.load", target.to_json()).load()
-        stats = stats.collect()
-        t_read = time.monotonic()
+        self.schemas = subject_schemas(self.registry, self.topic) if self.kind == "avro" else {}
+        return TopicTarget(self.job.warehouse.table_root(self.table), self.kind, self.schemas)
+
+    def finish_arrow(self, stats: list, t0: float, t_read: float):
+        """After the executors wrote this topic's rows: columns, bad records, table, old rows, counts."""
+        job, wh = self.job, self.job.warehouse
         counts: dict[int, int] = defaultdict(int)
         ids, hours = set(), set()
         for r in stats:
@@ -155,11 +155,12 @@ class TopicLoad:
             elif r.kind == "time":
                 self.tr.stages[r.error] = self.tr.stages.get(r.error, 0.0) + int(r.rows) / 1e6
         try:
-            cols = self.data_columns(ids - {-1}, schemas)
+            cols = self.data_columns(ids - {-1}, self.schemas)
             self.check_bad([(r.partition, r.offset, r.error) for r in stats if r.kind == "sample"])
         except BaseException:
             wh.remove_versions(self.table, self.run_id)
             raise
+        t_table = time.monotonic()
         if wh.ensure_table(self.table, cols):
             job.say(f"{self.topic}: table {wh.qualified(self.table)} created or evolved")
         self.tr.hours = sorted(hours)
@@ -169,10 +170,13 @@ class TopicLoad:
         versions = wh.write_versions(self.table, None, self.tr.hours, self.ranges, self.run_id,
                                      link_old=not self.may_replace)
         t_done = time.monotonic()
-        self.tr.stages.update(driver_read=t_read - t0, driver_table=t_old - t_read, driver_versions=t_done - t_old)
-        self.report(t0, f"splits {t_read - t0:.1f} s (executors' CPU: " + ", ".join(
-            f"{k} {v:.1f} s" for k, v in self.tr.stages.items() if not k.startswith("driver"))
-            + f"), table and counts {t_old - t_read:.1f} s, old rows and versions {t_done - t_old:.1f} s")
+        self.tr.stages.update(driver_job=t_read - t0, driver_table=t_old - t_table,
+                              driver_versions=t_done - t_old)
+        self.tr.seconds = t_done - t0
+        cpu = ", ".join(f"{k} {v:.1f} s" for k, v in self.tr.stages.items() if not k.startswith("driver"))
+        job.say(f"{self.topic}: {self.tr.rows} rows into {len(self.tr.hours)} hour partition(s) (executors, CPU "
+                f"summed over its splits: {cpu}; then table and counts {t_old - t_table:.1f} s, old rows and "
+                f"versions {t_done - t_old:.1f} s)")
         return self.tr, versions, net
 
     # ------------------------------------------------------------------------------------------- spark
@@ -187,7 +191,7 @@ class TopicLoad:
 
         job, wh, t0 = self.job, self.job.warehouse, time.monotonic()
         job.say(f"{self.topic}: reading {self.tr.messages} messages -> {wh.qualified(self.table)}")
-        raw = job.source(self.topic, self.ranges, self.bootstrap).load().persist(StorageLevel.MEMORY_AND_DISK)
+        raw = job.source(self.ranges, self.bootstrap).load().persist(StorageLevel.MEMORY_AND_DISK)
         try:
             schemas: dict[int, dict] = {}
             ids: set[int] = set()
@@ -235,6 +239,32 @@ class TopicLoad:
         return self.tr, versions, net
 
     def report(self, t0: float, detail: str) -> None:
+        """One line per topic: rows, hours, rows/s over its time since ``t0``, and where time went."""
         self.tr.seconds = time.monotonic() - t0
         self.job.say(f"{self.topic}: {self.tr.rows} rows into {len(self.tr.hours)} hour partition(s) in "
                      f"{self.tr.seconds:.1f} s ({self.tr.rows / max(self.tr.seconds, 1e-6):,.0f} rows/s; {detail})")
+
+
+def load_arrow(job: LoadJob, loads: list[TopicLoad], bootstrap: str) -> list[tuple]:
+    """Every topic of a run in ONE Spark job (executors decode and write Parquet), then each topic's
+    driver part; returns each topic's (TopicResult, versions, audit counts) in order."""
+    from ferry.loaders.split_load import SplitTarget
+
+    t0 = time.monotonic()
+    ranges = [r for load in loads for r in load.ranges]
+    target = SplitTarget(loads[0].run_id, {load.topic: load.target() for load in loads}, job.config.zookeeper)
+    total = sum(load.tr.messages for load in loads)
+    job.say(f"loading {total} messages of {len(loads)} topic(s): " + ", ".join(
+        f"{load.topic} ({load.tr.messages}) -> {job.warehouse.qualified(load.table)}" for load in loads))
+    try:
+        stats = job.source(ranges, bootstrap).option("ferry.load", target.to_json()).load().collect()
+    except BaseException:
+        for load in loads:
+            job.warehouse.remove_versions(load.table, load.run_id)
+        raise
+    t_read = time.monotonic()
+    job.say(f"the executors loaded {total} messages in {t_read - t0:.1f} s ({total / max(t_read - t0, 1e-6):,.0f}/s)")
+    by_topic: dict[str, list] = defaultdict(list)
+    for r in stats:
+        by_topic[r.topic].append(r)
+    return [load.finish_arrow(by_topic[load.topic], t0, t_read) for load in loads]

@@ -47,7 +47,7 @@ class FailingSource(FerryDataSource):
 class SplitFails(LoadJob):
     """A load whose Spark tasks fail halfway through reading (on the executors)."""
 
-    def source(self, topic, ranges, bootstrap):
+    def source(self, ranges, bootstrap):
         from pyspark import cloudpickle
 
         spark = self.spark
@@ -55,9 +55,9 @@ class SplitFails(LoadJob):
             cloudpickle.register_pickle_by_value(sys.modules[__name__])  # executors cannot import this module
             spark.dataSource.register(FailingSource)
             spark._ferry_failing_registered = True
-        messages = sum(r.size for r in ranges)
-        return (super().source(topic, ranges, bootstrap).format(FailingSource.name())
-                .option("failAfterRecords", str(max(1, messages // 2))))
+        smallest = min(min(r.size, self.config.max_per_split) for r in ranges)  # every split fails halfway
+        return (super().source(ranges, bootstrap).format(FailingSource.name())
+                .option("failAfterRecords", str(max(1, smallest // 2))))
 
 
 class CommitFails(Ledger):
