@@ -87,6 +87,33 @@ def pyarrow_write(table_roots: list[Path], run_id: str, out: Path) -> tuple[int,
     return rows, time.perf_counter() - t0
 
 
+def cpu_seconds(pids: dict[str, list[int]]) -> dict[str, float]:
+    """User + system CPU seconds so far of each group of processes (gone ones count 0)."""
+    import psutil
+
+    out = {}
+    for name, group in pids.items():
+        total = 0.0
+        for pid in group:
+            try:
+                t = psutil.Process(pid).cpu_times()
+                total += t.user + t.system
+            except psutil.NoSuchProcess:
+                pass
+        out[name] = total
+    return out
+
+
+def process_groups(broker_pid: int, zk_pid: int | None) -> dict[str, list[int]]:
+    """This process (the driver), the broker, Spark's JVM and its Python workers."""
+    import psutil
+
+    me = psutil.Process()
+    spark = [p for p in me.children(recursive=True) if p.pid not in (broker_pid, zk_pid)]
+    return {"driver": [me.pid], "broker": [broker_pid], "jvm": [p.pid for p in spark if p.name() == "java"],
+            "python workers": [p.pid for p in spark if p.name() != "java"]}
+
+
 def loadavg() -> float:
     return os.getloadavg()[0]
 
@@ -138,7 +165,8 @@ def main() -> int:
         produce(zk, broker.bootstrap, f"warm_{suffix}", "page_view", 100, start, 99)
 
         t0 = time.perf_counter()
-        spark = build_session(root / "spark-state", master=args.master, conf={"spark.ui.showConsoleProgress": "false"})
+        spark = build_session(root / "spark-state", master=args.master, conf={"spark.ui.showConsoleProgress": "false"},
+                              quick_jit=args.writer != "spark")
         session_s = time.perf_counter() - t0
 
         def config(r: int, names: list[str]) -> LoadConfig:
@@ -157,10 +185,14 @@ def main() -> int:
             m: dict = {"repeat": r, "loadavg_start": loadavg()}
             rows, secs = split_reader(plan, broker.bootstrap)
             m.update(split_rows=rows, split_s=secs, loadavg_split=loadavg())
+            groups = process_groups(broker.pid, zk_server.pid)
+            cpu0 = cpu_seconds(groups)
             t0 = time.perf_counter()
             result = LoadJob(cfg, spark).run()
             m.update(load_rows=result.rows, load_s=time.perf_counter() - t0, loadavg_load=loadavg(),
                      stages=result.stages, executors={})
+            cpu1 = cpu_seconds(groups)
+            m["cpu"] = {k: cpu1[k] - cpu0[k] for k in cpu0}
             for tr in result.topics:
                 for k, v in tr.stages.items():  # the run's one Spark job is every topic's driver_job
                     m["executors"][k] = max(m["executors"].get(k, 0.0), v) if k == "driver_job" else (
@@ -210,6 +242,9 @@ def report(out: dict, session_s: float, first_s: float) -> None:
           + "  [fetch/parse/decode/write: executors' time summed over splits]")
     print("  executors µs/row: " + ", ".join(f"{k} {v / rows * 1e6:.2f}" for k, v in execs.items()
                                               if not k.startswith("driver")))
+    cpu = {k: median([m["cpu"][k] for m in runs]) for k in runs[0]["cpu"]}
+    print("CPU during the load (s): " + ", ".join(f"{k} {v:.2f} ({v / rows * 1e6:.2f} µs/row)" for k, v in cpu.items())
+          + f"; the load took {median([m['load_s'] for m in runs]):.2f} s on 2 cores")
     sstages = {k: median([m["small_stages"].get(k, 0.0) for m in runs]) for k in runs[0]["small_stages"]}
     print("small run stages (s): " + ", ".join(f"{k} {v:.2f}" for k, v in sstages.items()))
     print(f"session start {session_s:.1f} s, first run of the session {first_s:.1f} s (not in the figures above)")

@@ -13,6 +13,7 @@ and reported with its reason; the caller then decodes that group the careful way
 record), so what counts as undecodable stays exactly what it always was.
 """
 
+cimport cython
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint64_t
 from libc.stdlib cimport free, malloc, realloc
 from libc.string cimport memcmp, memcpy, memset
@@ -45,6 +46,30 @@ class AvroDecodeError(ValueError):
     pass
 
 
+# why a body failed (the walk records a code and a number; the message is made only for failures)
+cdef enum:
+    E_TRUNCATED = 1
+    E_VARINT
+    E_LENGTH
+    E_INT_RANGE
+    E_UNION
+    E_UUID
+    E_BOOL
+    E_ENUM
+    E_BLOCK
+    E_MAP_SIZE
+    E_DUP_KEY
+    E_TOO_BIG
+    E_NO_MEMORY
+
+_REASONS = {E_TRUNCATED: "truncated", E_VARINT: "a number longer than 10 bytes", E_LENGTH: "length out of bounds",
+            E_INT_RANGE: "int out of range", E_UNION: "union branch that does not exist",
+            E_UUID: "uuid not in canonical form", E_BOOL: "boolean byte other than 0 or 1",
+            E_ENUM: "enum index out of range", E_BLOCK: "block of items larger than the bytes left",
+            E_MAP_SIZE: "map with more than 64 keys (checked the careful way)", E_DUP_KEY: "duplicate map key",
+            E_TOO_BIG: "more than 2 GiB of bytes in one column batch"}
+
+
 cdef struct Buf:
     char* p
     Py_ssize_t n
@@ -62,86 +87,107 @@ cdef struct Node:
     Buf valid         # nullable: one byte per slot
 
 
-cdef int grow(Buf* b, Py_ssize_t extra) except -1:
+cdef struct Walk:
+    const uint8_t* p
+    Py_ssize_t pos
+    Py_ssize_t end
+    int err
+    int64_t detail
+
+
+cdef int grow(Buf* b, Py_ssize_t extra) noexcept:
     cdef Py_ssize_t cap = b.cap * 2 if b.cap else 1024
     while cap < b.n + extra:
         cap *= 2
     cdef char* p = <char*>realloc(b.p, cap)
     if p == NULL:
-        raise MemoryError()
+        return -1
     b.p = p
     b.cap = cap
     return 0
 
 
-cdef inline int put(Buf* b, const void* src, Py_ssize_t size) except -1:
-    if b.n + size > b.cap:
-        grow(b, size)
+cdef inline int put(Walk* w, Buf* b, const void* src, Py_ssize_t size) noexcept:
+    if b.n + size > b.cap and grow(b, size) < 0:
+        w.err = E_NO_MEMORY
+        return -1
     memcpy(b.p + b.n, src, size)
     b.n += size
     return 0
 
 
-cdef inline int put_i32(Buf* b, int32_t v) except -1:
-    if b.n + 4 > b.cap:
-        grow(b, 4)
+cdef inline int put_i32(Walk* w, Buf* b, int32_t v) noexcept:
+    if b.n + 4 > b.cap and grow(b, 4) < 0:
+        w.err = E_NO_MEMORY
+        return -1
     (<int32_t*>(b.p + b.n))[0] = v
     b.n += 4
     return 0
 
 
-cdef inline int put_i64(Buf* b, int64_t v) except -1:
-    if b.n + 8 > b.cap:
-        grow(b, 8)
+cdef inline int put_i64(Walk* w, Buf* b, int64_t v) noexcept:
+    if b.n + 8 > b.cap and grow(b, 8) < 0:
+        w.err = E_NO_MEMORY
+        return -1
     (<int64_t*>(b.p + b.n))[0] = v
     b.n += 8
     return 0
 
 
-cdef inline int put_u8(Buf* b, uint8_t v) except -1:
-    if b.n + 1 > b.cap:
-        grow(b, 1)
+cdef inline int put_u8(Walk* w, Buf* b, uint8_t v) noexcept:
+    if b.n + 1 > b.cap and grow(b, 1) < 0:
+        w.err = E_NO_MEMORY
+        return -1
     b.p[b.n] = <char>v
     b.n += 1
     return 0
 
 
-cdef inline int zeros(Buf* b, Py_ssize_t size) except -1:
-    if b.n + size > b.cap:
-        grow(b, size)
+cdef inline int zeros(Walk* w, Buf* b, Py_ssize_t size) noexcept:
+    if b.n + size > b.cap and grow(b, size) < 0:
+        w.err = E_NO_MEMORY
+        return -1
     memset(b.p + b.n, 0, size)
     b.n += size
     return 0
 
 
-cdef inline int64_t read_long(const uint8_t* p, Py_ssize_t* pos, Py_ssize_t end) except? -1:
+cdef inline int read_long(Walk* w, int64_t* out) noexcept:
     cdef uint64_t raw = 0
     cdef int shift = 0
     cdef uint8_t b
     while True:
-        if pos[0] >= end:
-            raise AvroDecodeError(f"truncated (a number runs past the end, byte {pos[0]})")
-        b = p[pos[0]]
-        pos[0] += 1
+        if w.pos >= w.end:
+            w.err = E_TRUNCATED
+            return -1
+        b = w.p[w.pos]
+        w.pos += 1
         raw |= <uint64_t>(b & 0x7F) << shift
         if not (b & 0x80):
-            return <int64_t>(raw >> 1) ^ -(<int64_t>(raw & 1))
+            out[0] = <int64_t>(raw >> 1) ^ -(<int64_t>(raw & 1))
+            return 0
         shift += 7
         if shift > 63:
-            raise AvroDecodeError(f"a number is longer than 10 bytes (byte {pos[0]})")
+            w.err = E_VARINT
+            return -1
 
 
-cdef inline Py_ssize_t read_size(const uint8_t* p, Py_ssize_t* pos, Py_ssize_t end) except -1:
-    cdef int64_t n = read_long(p, pos, end)
-    if n < 0 or n > end - pos[0]:
-        raise AvroDecodeError(f"length {n} at byte {pos[0]} is negative or runs past the end")
-    return <Py_ssize_t>n
+cdef inline int read_size(Walk* w, Py_ssize_t* out) noexcept:
+    cdef int64_t n
+    if read_long(w, &n) < 0:
+        return -1
+    if n < 0 or n > w.end - w.pos:
+        w.err, w.detail = E_LENGTH, n
+        return -1
+    out[0] = <Py_ssize_t>n
+    return 0
 
 
-cdef inline bint hexdigit(uint8_t c):
+cdef inline bint hexdigit(uint8_t c) noexcept:
     return (48 <= c <= 57) or (97 <= c <= 102)
 
 
+@cython.final
 cdef class AvroColumns:
     """Decoder of one compiled writer schema; node 0 is the top-level record."""
 
@@ -183,64 +229,76 @@ cdef class AvroColumns:
     cdef int _reset(self) except -1:
         cdef int i
         cdef Node* nd
+        cdef Walk w
+        w.err = 0
         for i in range(self.nnodes):
             nd = &self.nodes[i]
             nd.n = nd.vals.n = nd.data.n = nd.valid.n = 0
             if nd.kind in (K_STRING, K_BYTES, K_UUID, K_ARRAY, K_MAP):
-                put_i32(&nd.vals, 0)
+                if put_i32(&w, &nd.vals, 0) < 0:
+                    raise MemoryError()
         return 0
 
-    cdef inline void _save(self):
+    cdef inline void _save(self) noexcept:
         cdef int i
         cdef Py_ssize_t* s = self.saved
+        cdef Node* nd
         for i in range(self.nnodes):
-            s[0] = self.nodes[i].n
-            s[1] = self.nodes[i].vals.n
-            s[2] = self.nodes[i].data.n
-            s[3] = self.nodes[i].valid.n
+            nd = &self.nodes[i]
+            s[0] = nd.n
+            s[1] = nd.vals.n
+            s[2] = nd.data.n
+            s[3] = nd.valid.n
             s += 4
 
-    cdef void _restore(self):
+    cdef void _restore(self) noexcept:
         cdef int i
         cdef Py_ssize_t* s = self.saved
+        cdef Node* nd
         for i in range(self.nnodes):
-            self.nodes[i].n = s[0]
-            self.nodes[i].vals.n = s[1]
-            self.nodes[i].data.n = s[2]
-            self.nodes[i].valid.n = s[3]
+            nd = &self.nodes[i]
+            nd.n = s[0]
+            nd.vals.n = s[1]
+            nd.data.n = s[2]
+            nd.valid.n = s[3]
             s += 4
 
-    cdef int _fill(self, int i) except -1:
+    cdef int _fill(self, Walk* w, int i) noexcept:
         """A placeholder slot (under a null union branch)."""
         cdef Node* nd = &self.nodes[i]
         cdef int k = nd.kind
         cdef int c
+        cdef int r = 0
         if k == K_BOOL:
-            put_u8(&nd.vals, 0)
+            r = put_u8(w, &nd.vals, 0)
         elif k == K_INT or k == K_ENUM:
-            put_i32(&nd.vals, 0)
+            r = put_i32(w, &nd.vals, 0)
         elif k == K_LONG:
-            put_i64(&nd.vals, 0)
+            r = put_i64(w, &nd.vals, 0)
         elif k == K_FLOAT:
-            zeros(&nd.vals, 4)
+            r = zeros(w, &nd.vals, 4)
         elif k == K_DOUBLE:
-            zeros(&nd.vals, 8)
+            r = zeros(w, &nd.vals, 8)
         elif k == K_STRING or k == K_BYTES or k == K_UUID:
-            put_i32(&nd.vals, <int32_t>nd.data.n)
+            r = put_i32(w, &nd.vals, <int32_t>nd.data.n)
         elif k == K_FIXED:
-            zeros(&nd.data, nd.arg)
+            r = zeros(w, &nd.data, nd.arg)
         elif k == K_ARRAY or k == K_MAP:
-            put_i32(&nd.vals, <int32_t>self.nodes[self.kids[nd.first]].n)
+            r = put_i32(w, &nd.vals, <int32_t>self.nodes[self.kids[nd.first]].n)
         elif k == K_RECORD:
             for c in range(nd.nkids):
-                self._fill(self.kids[nd.first + c])
+                if self._fill(w, self.kids[nd.first + c]) < 0:
+                    return -1
         elif k == K_NULLABLE:
-            put_u8(&nd.valid, 0)
-            self._fill(self.kids[nd.first])
+            if put_u8(w, &nd.valid, 0) < 0:
+                return -1
+            r = self._fill(w, self.kids[nd.first])
+        if r < 0:
+            return -1
         nd.n += 1
         return 0
 
-    cdef int _dec(self, int i, const uint8_t* p, Py_ssize_t* pos, Py_ssize_t end) except -1:
+    cdef int _dec(self, Walk* w, int i) noexcept:
         cdef Node* nd = &self.nodes[i]
         cdef int k = nd.kind
         cdef int c
@@ -248,93 +306,119 @@ cdef class AvroColumns:
         cdef Py_ssize_t size, at
         cdef uint8_t b
         if k == K_LONG:
-            put_i64(&nd.vals, read_long(p, pos, end))
+            if read_long(w, &v) < 0 or put_i64(w, &nd.vals, v) < 0:
+                return -1
         elif k == K_STRING or k == K_BYTES:
-            size = read_size(p, pos, end)
-            put(&nd.data, p + pos[0], size)
-            pos[0] += size
+            if read_size(w, &size) < 0 or put(w, &nd.data, w.p + w.pos, size) < 0:
+                return -1
+            w.pos += size
             if nd.data.n > 0x7FFFFFFF:
-                raise AvroDecodeError("more than 2 GiB of bytes in one column batch")
-            put_i32(&nd.vals, <int32_t>nd.data.n)
+                w.err = E_TOO_BIG
+                return -1
+            if put_i32(w, &nd.vals, <int32_t>nd.data.n) < 0:
+                return -1
         elif k == K_INT:
-            v = read_long(p, pos, end)
+            if read_long(w, &v) < 0:
+                return -1
             if v < -2147483648 or v > 2147483647:
-                raise AvroDecodeError(f"int {v} out of range")
-            put_i32(&nd.vals, <int32_t>v)
+                w.err, w.detail = E_INT_RANGE, v
+                return -1
+            if put_i32(w, &nd.vals, <int32_t>v) < 0:
+                return -1
         elif k == K_NULLABLE:
-            v = read_long(p, pos, end)
+            if read_long(w, &v) < 0:
+                return -1
             if v == nd.arg:
-                put_u8(&nd.valid, 0)
-                self._fill(self.kids[nd.first])
+                if put_u8(w, &nd.valid, 0) < 0 or self._fill(w, self.kids[nd.first]) < 0:
+                    return -1
             elif v == 1 - nd.arg:
-                put_u8(&nd.valid, 1)
-                self._dec(self.kids[nd.first], p, pos, end)
+                if put_u8(w, &nd.valid, 1) < 0 or self._dec(w, self.kids[nd.first]) < 0:
+                    return -1
             else:
-                raise AvroDecodeError(f"union branch {v} does not exist")
+                w.err, w.detail = E_UNION, v
+                return -1
         elif k == K_RECORD:
             for c in range(nd.nkids):
-                self._dec(self.kids[nd.first + c], p, pos, end)
+                if self._dec(w, self.kids[nd.first + c]) < 0:
+                    return -1
         elif k == K_UUID:
-            size = read_size(p, pos, end)
+            if read_size(w, &size) < 0:
+                return -1
             if size != 36:
-                raise AvroDecodeError("uuid not in canonical form")
+                w.err = E_UUID
+                return -1
             for at in range(36):
-                b = p[pos[0] + at]
+                b = w.p[w.pos + at]
                 if at == 8 or at == 13 or at == 18 or at == 23:
                     if b != 45:
-                        raise AvroDecodeError("uuid not in canonical form")
+                        w.err = E_UUID
+                        return -1
                 elif not hexdigit(b):
-                    raise AvroDecodeError("uuid not in canonical form")
-            put(&nd.data, p + pos[0], 36)
-            pos[0] += 36
-            put_i32(&nd.vals, <int32_t>nd.data.n)
+                    w.err = E_UUID
+                    return -1
+            if put(w, &nd.data, w.p + w.pos, 36) < 0 or put_i32(w, &nd.vals, <int32_t>(nd.data.n + 0)) < 0:
+                return -1
+            w.pos += 36
         elif k == K_DOUBLE or k == K_FLOAT:
             size = 8 if k == K_DOUBLE else 4
-            if end - pos[0] < size:
-                raise AvroDecodeError("truncated float")
-            put(&nd.vals, p + pos[0], size)
-            pos[0] += size
+            if w.end - w.pos < size:
+                w.err = E_TRUNCATED
+                return -1
+            if put(w, &nd.vals, w.p + w.pos, size) < 0:
+                return -1
+            w.pos += size
         elif k == K_BOOL:
-            if pos[0] >= end:
-                raise AvroDecodeError("truncated boolean")
-            b = p[pos[0]]
+            if w.pos >= w.end:
+                w.err = E_TRUNCATED
+                return -1
+            b = w.p[w.pos]
             if b > 1:
-                raise AvroDecodeError(f"boolean byte {b}")
-            put_u8(&nd.vals, b)
-            pos[0] += 1
+                w.err, w.detail = E_BOOL, b
+                return -1
+            if put_u8(w, &nd.vals, b) < 0:
+                return -1
+            w.pos += 1
         elif k == K_ENUM:
-            v = read_long(p, pos, end)
+            if read_long(w, &v) < 0:
+                return -1
             if v < 0 or v >= nd.arg:
-                raise AvroDecodeError(f"enum index {v} out of range")
-            put_i32(&nd.vals, <int32_t>v)
+                w.err, w.detail = E_ENUM, v
+                return -1
+            if put_i32(w, &nd.vals, <int32_t>v) < 0:
+                return -1
         elif k == K_FIXED:
-            if end - pos[0] < nd.arg:
-                raise AvroDecodeError("truncated fixed")
-            put(&nd.data, p + pos[0], nd.arg)
-            pos[0] += nd.arg
+            if w.end - w.pos < nd.arg:
+                w.err = E_TRUNCATED
+                return -1
+            if put(w, &nd.data, w.p + w.pos, nd.arg) < 0:
+                return -1
+            w.pos += nd.arg
         elif k == K_ARRAY or k == K_MAP:
             while True:
-                count = read_long(p, pos, end)
+                if read_long(w, &count) < 0:
+                    return -1
                 if count == 0:
                     break
                 if count < 0:
                     count = -count
-                    read_long(p, pos, end)  # the block's size in bytes
-                if count > end - pos[0]:
-                    raise AvroDecodeError(f"block of {count} items cannot fit in the bytes left")
+                    if read_long(w, &v) < 0:  # the block's size in bytes
+                        return -1
+                if count > w.end - w.pos:
+                    w.err, w.detail = E_BLOCK, count
+                    return -1
                 for j in range(count):
-                    self._dec(self.kids[nd.first], p, pos, end)
-                    if k == K_MAP:
-                        self._dec(self.kids[nd.first + 1], p, pos, end)
-            if k == K_MAP:
-                self._check_keys(self.kids[nd.first], nd)
-            put_i32(&nd.vals, <int32_t>self.nodes[self.kids[nd.first]].n)
-        else:
-            raise AvroDecodeError(f"node kind {k} unknown")
+                    if self._dec(w, self.kids[nd.first]) < 0:
+                        return -1
+                    if k == K_MAP and self._dec(w, self.kids[nd.first + 1]) < 0:
+                        return -1
+            if k == K_MAP and self._check_keys(w, self.kids[nd.first], nd) < 0:
+                return -1
+            if put_i32(w, &nd.vals, <int32_t>self.nodes[self.kids[nd.first]].n) < 0:
+                return -1
         nd.n += 1
         return 0
 
-    cdef int _check_keys(self, int key_node, Node* nd) except -1:
+    cdef int _check_keys(self, Walk* w, int key_node, Node* nd) noexcept:
         """A duplicate key would be kept twice here; fastavro keeps the last: let it decide."""
         cdef Node* kn = &self.nodes[key_node]
         cdef int32_t first = (<int32_t*>nd.vals.p)[nd.n]  # this map's first entry
@@ -342,32 +426,38 @@ cdef class AvroColumns:
         cdef int32_t* off = <int32_t*>kn.vals.p
         cdef int32_t a, b
         if last - first > 64:
-            raise AvroDecodeError("map with more than 64 keys (checked the careful way)")
+            w.err = E_MAP_SIZE
+            return -1
         for a in range(first, last):
             for b in range(a + 1, last):
                 if off[a + 1] - off[a] == off[b + 1] - off[b] and memcmp(
                         kn.data.p + off[a], kn.data.p + off[b], off[a + 1] - off[a]) == 0:
-                    raise AvroDecodeError("duplicate map key")
+                    w.err = E_DUP_KEY
+                    return -1
         return 0
 
     def decode(self, const uint8_t[::1] data, const int32_t[::1] offsets, const int64_t[::1] rows, int skip):
         """Decode ``data[offsets[r] + skip : offsets[r + 1]]`` for every r in ``rows``; returns
         ``[(index into rows, reason)]`` of the bodies that failed (rolled back: they have no slot)."""
-        cdef Py_ssize_t j, r, pos, end
-        cdef const uint8_t* p = &data[0] if data.shape[0] else NULL
+        cdef Py_ssize_t j, r
+        cdef Walk w
+        w.p = &data[0] if data.shape[0] else NULL
         failures = []
         for j in range(rows.shape[0]):
             r = rows[j]
-            pos = offsets[r] + skip
-            end = offsets[r + 1]
+            w.pos = offsets[r] + skip
+            w.end = offsets[r + 1]
+            w.err = 0
             self._save()
-            try:
-                self._dec(0, p, &pos, end)
-                if pos != end:
-                    raise AvroDecodeError(f"{end - pos} bytes left over")
-            except AvroDecodeError as e:
-                self._restore()
-                failures.append((j, str(e)))
+            if self._dec(&w, 0) == 0 and w.pos == w.end:
+                continue
+            self._restore()
+            if w.err == E_NO_MEMORY:
+                raise MemoryError()
+            if w.err == 0:
+                failures.append((j, f"{w.end - w.pos} bytes left over"))
+            else:
+                failures.append((j, f"{_REASONS[w.err]} (byte {w.pos - offsets[r]}, {w.detail})"))
         return failures
 
     def take(self):

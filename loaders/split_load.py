@@ -7,8 +7,8 @@ warehouse) rows never enter the JVM: each split writes its rows into the hour pa
 directories itself, ``<table root>/dt=D/hr=H/ferry_run=<run id>/part-<split>-<n>-<run id>.parquet``, and hands
 Spark only a few rows of statistics (``STATS_SCHEMA``): rows per (hour, 10-minute bucket, schema id), the
 number of records it could not load, the first of them (partition, offset, reason), and the CPU seconds
-it spent per stage (fetch, parse, decode, write, and "wait": wall time beyond them; ``kind="time"``, µs in
-``rows``, the stage in ``error``). One Spark job loads all topics of a run (a job costs ~1 s here).
+it spent per stage (fetch, parse, decode, write, and "wait": wall time beyond them; "split_wall": the
+whole split; ``kind="time"``, µs in ``rows``, the stage in ``error``). One Spark job loads all topics of a run (a job costs ~1 s here).
 
 Files are written under a hidden name and renamed when complete; a retried task writes the same names
 again (same ranges, same rows). Nothing here is visible: the job commits the run, then points the
@@ -174,7 +174,9 @@ def load_split(batches: Iterator[pa.RecordBatch], split_index: int, topic: str, 
         raise
     parse = (timing or {}).get("parse", 0.0)
     stages = {"fetch": spent["read"] - parse, "parse": parse, "decode": spent["decode"], "write": spent["write"]}
-    stages["wait"] = max(0.0, time.perf_counter() - wall - sum(stages.values()))  # broker, or a busy CPU
+    elapsed = time.perf_counter() - wall
+    stages["wait"] = max(0.0, elapsed - sum(stages.values()))  # the broker, or a busy CPU
+    stages["split_wall"] = elapsed
     yield _stats(topic, decoder, counts, bad, samples, stages)
 
 
