@@ -19,6 +19,9 @@ parse, decode, write summed over splits) and the load average around each step.
 
     .venv/bin/python bench/bench_load.py [--events 400000] [--repeat 3] [--partitions 4]
         [--max-per-split 250000] [--small 300] [--writer auto|arrow|spark] [--json FILE]
+
+The harness also runs on a checkout from before issue 19 (no native parts, no stage times): lay the checkout
+out as the ``ferry`` package (ferry/ plus wire, zk, ... as its subpackages) and put that on PYTHONPATH.
 """
 
 from __future__ import annotations
@@ -61,12 +64,14 @@ def produce(zk: str, bootstrap: str, topic: str, event: str, n: int, start_ms: i
 
 
 def split_reader(plan, bootstrap: str) -> tuple[int, float]:
+    import inspect
+
     from ferry.loaders.datasource import OffsetSplit, read_split
 
+    lean = {"keys": False, "headers": False} if "keys" in inspect.signature(read_split).parameters else {}
     rows, t0 = 0, time.perf_counter()
     for i, s in enumerate(plan.splits):
-        for batch in read_split(OffsetSplit(i, s.topic, s.partition, s.start, s.end), bootstrap, 60, 20_000,
-                                keys=False, headers=False):
+        for batch in read_split(OffsetSplit(i, s.topic, s.partition, s.start, s.end), bootstrap, 60, 20_000, **lean):
             rows += batch.num_rows
     return rows, time.perf_counter() - t0
 
@@ -78,7 +83,8 @@ def pyarrow_write(table_roots: list[Path], run_id: str, out: Path) -> tuple[int,
     tables = []
     for root in table_roots:
         for version in sorted(root.glob(f"dt=*/hr=*/ferry_run={run_id}")):
-            tables.append(pq.read_table(version))
+            files = [f for f in sorted(version.iterdir()) if f.name.endswith(".parquet")]
+            tables.append(pq.read_table(files))
     out.mkdir(parents=True, exist_ok=True)
     rows, t0 = 0, time.perf_counter()
     for i, table in enumerate(tables):
@@ -137,7 +143,12 @@ def main() -> int:
     args = ap.parse_args()
 
     from ferry.embedded import BrokerProcess, ZooKeeperServer
-    from ferry.loaders import native, steps
+    from ferry.loaders import steps
+
+    try:
+        from ferry.loaders import native
+    except ImportError:  # before issue 19
+        native = None
     from ferry.loaders.load_config import LoadConfig
     from ferry.loaders.load_job import LoadJob
     from ferry.loaders.session import build_session
@@ -150,7 +161,7 @@ def main() -> int:
     events = [e.strip() for e in args.topics.split(",") if e.strip()]
     suffix = uuid.uuid4().hex[:6]
     topics = {e: f"{e}s_{suffix}" for e in events}
-    out: dict = {"args": vars(args), "native": native.available(), "runs": []}
+    out: dict = {"args": vars(args), "native": native.available() if native else None, "runs": []}
     try:
         with ClusterRegistry(zk) as reg:
             for t in topics.values():
@@ -165,14 +176,16 @@ def main() -> int:
         produce(zk, broker.bootstrap, f"warm_{suffix}", "page_view", 100, start, 99)
 
         t0 = time.perf_counter()
+        old = "parquet_writer" not in LoadConfig.__dataclass_fields__  # a checkout before issue 19 (A/B)
         spark = build_session(root / "spark-state", master=args.master, conf={"spark.ui.showConsoleProgress": "false"},
-                              quick_jit=args.writer != "spark")
+                              **({} if old else {"quick_jit": args.writer != "spark"}))
         session_s = time.perf_counter() - t0
 
         def config(r: int, names: list[str]) -> LoadConfig:
             return LoadConfig(zookeeper=zk, topics=names, state_dir=str(root / f"state-{r}"),
                               warehouse=str(root / f"warehouse-{r}"), database=f"bench_{r}", include_audit=False,
-                              max_per_split=args.max_per_split, parquet_writer=args.writer, quiet=True)
+                              max_per_split=args.max_per_split, quiet=True,
+                              **({} if old else {"parquet_writer": args.writer}))
 
         t0 = time.perf_counter()
         LoadJob(config(0, [f"warm_{suffix}"]), spark).run()  # JVM metastore, Python workers, imports
@@ -190,11 +203,11 @@ def main() -> int:
             t0 = time.perf_counter()
             result = LoadJob(cfg, spark).run()
             m.update(load_rows=result.rows, load_s=time.perf_counter() - t0, loadavg_load=loadavg(),
-                     stages=result.stages, executors={})
+                     stages=getattr(result, "stages", {}), executors={})
             cpu1 = cpu_seconds(groups)
             m["cpu"] = {k: cpu1[k] - cpu0[k] for k in cpu0}
             for tr in result.topics:
-                for k, v in tr.stages.items():  # the run's one Spark job is every topic's driver_job
+                for k, v in getattr(tr, "stages", {}).items():  # the run's one Spark job is every topic's driver_job
                     m["executors"][k] = max(m["executors"].get(k, 0.0), v) if k == "driver_job" else (
                         m["executors"].get(k, 0.0) + v)
             roots = [Path(root / f"warehouse-{r}" / f"bench_{r}" / t) for t in topics.values()]
@@ -204,7 +217,7 @@ def main() -> int:
                 produce(zk, broker.bootstrap, topic, event, args.small, start + HOUR_MS, 100 * r + k)
             t0 = time.perf_counter()
             small = LoadJob(cfg, spark).run()
-            m.update(small_rows=small.rows, small_s=time.perf_counter() - t0, small_stages=small.stages,
+            m.update(small_rows=small.rows, small_s=time.perf_counter() - t0, small_stages=getattr(small, "stages", {}),
                      loadavg_end=loadavg())
             out["runs"].append(m)
             print(json.dumps(m), flush=True)

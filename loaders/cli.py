@@ -45,6 +45,8 @@ def add_arguments(p: argparse.ArgumentParser, default_master: str | None = "loca
                    help="who writes Parquet: arrow = the executors with pyarrow (fast; local paths, and hdfs:// "
                         "or s3:// where pyarrow reaches them), spark = Spark's writer (any Hadoop URI); auto "
                         "(default) = arrow for a local warehouse, spark otherwise")
+    p.add_argument("--progress", action="store_true",
+                   help="a progress bar per topic (messages, rows/s, ETA) while the executors load; only on a terminal")
     p.add_argument("--skip-lost-data", action="store_true",
                    help="load what is left when committed offsets were deleted by retention (recorded)")
     p.add_argument("--skip-bad-records", action="store_true",
@@ -122,7 +124,7 @@ def config_from_args(args: argparse.Namespace):
     return LoadConfig(
         zookeeper=args.zookeeper, topics=topics, state_dir=str(Path(args.state_dir).resolve()),
         warehouse=args.warehouse, database=args.database, master=args.master, metastore_uris=args.metastore_uris,
-        start=args.start, max_per_split=args.max_per_split, parquet_writer=args.parquet_writer,
+        start=args.start, max_per_split=args.max_per_split, parquet_writer=args.parquet_writer, progress=args.progress,
         skip_lost_data=args.skip_lost_data,
         skip_bad_records=args.skip_bad_records, include_audit=not args.no_audit,
         until=parse_offsets_json(args.until_offsets, "--until-offsets") if args.until_offsets else None,

@@ -42,6 +42,7 @@ class LoadConfig:
     live_zookeepers: list[str] = field(default_factory=list)
     live_timeout_s: float = 15.0
     quiet: bool = False
+    progress: bool = False  # a progress bar per topic while the executors load (only on a terminal)
 
     @property
     def warehouse_root(self) -> str:

@@ -55,8 +55,9 @@ class LoadJob:
 
             cfg = self.config
             local = "://" not in cfg.warehouse_root or cfg.warehouse_root.startswith("file:")
+            conf = ({"spark.ui.showConsoleProgress": "false"} if cfg.progress else {}) | cfg.spark_conf  # one kind of bar
             self._spark = build_session(cfg.state_dir, master=cfg.master, warehouse=cfg.warehouse_root,
-                                        metastore_uris=cfg.metastore_uris, conf=cfg.spark_conf,
+                                        metastore_uris=cfg.metastore_uris, conf=conf,
                                         quick_jit=cfg.parquet_writer == "arrow" or (cfg.parquet_writer == "auto"
                                                                                    and local))
         else:

@@ -173,10 +173,11 @@ class TopicLoad:
         self.tr.stages.update(driver_job=t_read - t0, driver_table=t_old - t_table,
                               driver_versions=t_done - t_old)
         self.tr.seconds = t_done - t0
-        cpu = ", ".join(f"{k} {v:.1f} s" for k, v in self.tr.stages.items() if not k.startswith("driver"))
-        job.say(f"{self.topic}: {self.tr.rows} rows into {len(self.tr.hours)} hour partition(s) (executors, CPU "
-                f"summed over its splits: {cpu}; then table and counts {t_old - t_table:.1f} s, old rows and "
-                f"versions {t_done - t_old:.1f} s)")
+        st = self.tr.stages
+        cpu = ", ".join(f"{k} {st.get(k, 0.0):.1f} s" for k in ("fetch", "parse", "decode", "write"))
+        job.say(f"{self.topic}: {self.tr.rows} rows into {len(self.tr.hours)} hour partition(s) (its splits, CPU: "
+                f"{cpu}; waiting {st.get('wait', 0.0):.1f} s; then table and counts {t_old - t_table:.1f} s, "
+                f"old rows and versions {t_done - t_old:.1f} s)")
         return self.tr, versions, net
 
     # ------------------------------------------------------------------------------------------- spark
@@ -248,6 +249,8 @@ class TopicLoad:
 def load_arrow(job: LoadJob, loads: list[TopicLoad], bootstrap: str) -> list[tuple]:
     """Every topic of a run in ONE Spark job (executors decode and write Parquet), then each topic's
     driver part; returns each topic's (TopicResult, versions, audit counts) in order."""
+    from ferry.loaders.offsets import split_ranges
+    from ferry.loaders.progress import LoadProgress
     from ferry.loaders.split_load import SplitTarget
 
     t0 = time.monotonic()
@@ -256,8 +259,10 @@ def load_arrow(job: LoadJob, loads: list[TopicLoad], bootstrap: str) -> list[tup
     total = sum(load.tr.messages for load in loads)
     job.say(f"loading {total} messages of {len(loads)} topic(s): " + ", ".join(
         f"{load.topic} ({load.tr.messages}) -> {job.warehouse.qualified(load.table)}" for load in loads))
+    splits = split_ranges(ranges, job.config.max_per_split or None)
     try:
-        stats = job.source(ranges, bootstrap).option("ferry.load", target.to_json()).load().collect()
+        with LoadProgress(job.spark, f"ferry-load-{loads[0].run_id}", splits, enabled=job.config.progress):
+            stats = job.source(ranges, bootstrap).option("ferry.load", target.to_json()).load().collect()
     except BaseException:
         for load in loads:
             job.warehouse.remove_versions(load.table, load.run_id)
