@@ -58,6 +58,12 @@ def test_columnar_decoder_matches_the_row_path(mode, fixture):
     want = _rows(row_path.make_decoder("avro", names, schema, schemas, text)(iter(batches)), schema)
     got = _rows(make_decoder("avro", names, schema, schemas)(iter(batches)), schema)
     assert sorted(got) == sorted(want) == list(range(len(items)))
+    _assert_same(got, want)
+
+
+def _assert_same(got: dict[int, dict], want: dict[int, dict]) -> None:
+    """Good rows equal in every column; refused ones with the same reason (their other columns are not
+    loaded, and the row path filled some of them halfway)."""
     bad = {o for o, r in want.items() if r["_error"]}
     assert bad, "the fixture has records a load refuses"
     for offset in sorted(want):
@@ -129,3 +135,35 @@ def test_both_writers_load_what_the_row_path_loads(spark, offline, tmp_path):
         assert got.keys() == want.keys(), writer
         for key in sorted(want):
             assert got[key] == want[key], (writer, key)
+
+
+def test_without_the_native_parts_the_load_warns_once_and_decodes_in_python(monkeypatch):
+    """A machine that could not build the Cython modules still loads: one warning, the Python path."""
+    import importlib
+    import warnings
+
+    real = importlib.import_module
+
+    def no_native(name, *args, **kwargs):
+        if name.startswith("ferry.loaders._"):
+            raise ImportError(f"No module named {name!r}")
+        return real(name, *args, **kwargs)
+
+    monkeypatch.setattr(native, "_warned", False)
+    monkeypatch.setattr(native.importlib, "import_module", no_native)
+    native._cache.clear()
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            assert native.module("_batch_records") is None and native.module("_avro_columns") is None
+        assert [w.category for w in caught] == [native.NativeUnavailableWarning]
+        assert "scripts/setup.sh" in str(caught[0].message)
+        from ferry.loaders.decoder import make_decoder
+
+        schemas, items = fx.values(n=20)
+        names, schema, text = _out_schema(schemas)
+        batch = fx.raw_batch(items)
+        want = _rows(row_path.make_decoder("avro", names, schema, schemas, text)(iter([batch])), schema)
+        _assert_same(_rows(make_decoder("avro", names, schema, schemas)(iter([batch])), schema), want)
+    finally:
+        native._cache.clear()
