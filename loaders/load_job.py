@@ -91,9 +91,11 @@ class LoadJob:
 
     def _run_locked(self) -> LoadResult:
         from ferry.client.bootstrap import discover
+        from ferry.loaders import native
         from ferry.loaders.cluster_offsets import ClusterOffsets
 
         cfg = self.config
+        native.available()  # warns here, at the top of the run, when the executors will decode in Python
         bootstrap, brokers = discover(cfg.zookeeper)
         self._datacenter = next((b.datacenter for b in brokers.values() if b.datacenter), "")
         with ClusterOffsets(zookeeper=cfg.zookeeper, bootstrap=bootstrap) as cluster:
