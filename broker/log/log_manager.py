@@ -213,19 +213,6 @@ class LogManager(LogDirHealth):
     def all_logs(self) -> dict[tuple[str, int], Log]:
         return dict(self._logs)
 
-    def close_log(self, topic: str, partition: int) -> bool:
-        """Flush and close one log and stop managing it; its files stay (it is opened again at the next
-        start, or by get_or_create). False if it was not open."""
-        key = (topic, partition)
-        with self._lock:
-            log = self._logs.pop(key, None)
-            self._given.pop(key, None)
-        if log is None:
-            return False
-        log.close()
-        logger.info("closed log %s-%d", topic, partition)
-        return True
-
     def delete_log(self, topic: str, partition: int) -> bool:
         """Close one log and delete its directory (this broker no longer holds a replica of it): renamed
         ``<topic>-<partition>.<id>-delete`` first, so a crash halfway never leaves a log that loads.

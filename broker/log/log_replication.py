@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import bisect
 import logging
+from collections.abc import Callable
+from typing import Any
 
 from ferry.broker.log.append_info import AppendInfo
 from ferry.broker.log.log_segment import LogSegment
@@ -117,13 +119,17 @@ class LogReplication:
         """
         if offset < 0:
             raise ValueError(f"cannot truncate {self.name} to a negative offset {offset}")
+        return self._truncating(self._truncate_locked, offset)
+
+    def _truncating(self, change: Callable[[int], Any], offset: int) -> Any:
+        """Run a truncation under both locks on an open, online log; an IO error takes the log offline."""
         with self._flush_lock, self._lock:
             if self._closed:
                 raise StorageError(f"log {self.name} is closed")
             if self.offline:
                 raise self.offline_error()
             try:
-                return self._truncate_locked(offset)
+                return change(offset)
             except OSError as e:
                 raise self.storage_failure("truncation", e) from e
 
@@ -168,15 +174,7 @@ class LogReplication:
         what its leader still has)."""
         if offset < 0:
             raise ValueError(f"cannot start {self.name} at a negative offset {offset}")
-        with self._flush_lock, self._lock:
-            if self._closed:
-                raise StorageError(f"log {self.name} is closed")
-            if self.offline:
-                raise self.offline_error()
-            try:
-                self._start_at(offset)
-            except OSError as e:
-                raise self.storage_failure("truncation", e) from e
+        self._truncating(self._start_at, offset)
 
     def _start_at(self, offset: int) -> None:
         now = self._clock()

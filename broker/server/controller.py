@@ -29,6 +29,7 @@ from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 
 from ferry.broker.server import reassignment
 from ferry.broker.server.metadata_cache import MetadataCache
+from ferry.wire.log_config import LogConfig
 from ferry.zk.partition_state_watcher import PartitionStateWatcher
 from ferry.zk.partition_states import update_as_controller
 from ferry.zk.znodes import (
@@ -46,21 +47,15 @@ log = logging.getLogger(__name__)
 TopicPartition = tuple[str, int]
 
 
-def _flag(value: str | None, default: bool) -> bool:
-    if value is None:
-        return default
-    return value.strip().lower() == "true"
-
-
 class KafkaController:
     def __init__(self, broker_id: int, client_getter: Callable[[], Any], metadata: MetadataCache,
-                 states: PartitionStateWatcher, unclean_default: bool = False,
+                 states: PartitionStateWatcher, log_defaults: LogConfig | None = None,
                  auto_rebalance: bool = True, rebalance_interval_s: float = 300.0) -> None:
         self.broker_id = broker_id
         self._client_getter = client_getter
         self.metadata = metadata
         self.states = states
-        self.unclean_default = unclean_default
+        self.log_defaults = log_defaults or LogConfig()  # the broker's topic defaults
         self.auto_rebalance = auto_rebalance
         self.rebalance_interval_s = rebalance_interval_s
         self.active = False
@@ -82,8 +77,8 @@ class KafkaController:
         client.add_listener(self._on_session)
         DataWatch(client, CONTROLLER_PATH, self._on_controller_node)
         ChildrenWatch(client, CONTROLLED_SHUTDOWN_PATH, self._on_shutdown_requests)
-        DataWatch(client, PREFERRED_ELECTION_PATH, self._on_preferred_request)
-        DataWatch(client, REASSIGN_PARTITIONS_PATH, self._on_preferred_request)  # any request: wake up
+        DataWatch(client, PREFERRED_ELECTION_PATH, self._on_admin_request)
+        DataWatch(client, REASSIGN_PARTITIONS_PATH, self._on_admin_request)
         self.states.add_listener(lambda tp, st, v: self.wake("state"))
         self.metadata.add_brokers_listener(lambda brokers: self.wake("brokers"))
         self.metadata.add_topics_listener(lambda topics: self.wake("topics"))
@@ -120,7 +115,8 @@ class KafkaController:
         self.wake("controlled-shutdown")
         return not self._stopping.is_set()
 
-    def _on_preferred_request(self, data: bytes | None, _stat: Any) -> bool:
+    def _on_admin_request(self, data: bytes | None, _stat: Any) -> bool:
+        """A preferred election or reassignment request was written: wake up (the pass reads it)."""
         if data:
             self.wake("preferred")
         return not self._stopping.is_set()
@@ -243,7 +239,7 @@ class KafkaController:
         shutting = set(self.shutting_down)
         preferred, self._preferred = self._preferred, set()
         for topic, info in sorted(self.metadata.topics.items()):
-            unclean = _flag(info.config.get("unclean.leader.election.enable"), self.unclean_default)
+            unclean = self._unclean(info.config)
             for p, replicas in sorted(info.replicas.items()):
                 tp = (topic, p)
                 current = self.states.states.get(tp)
@@ -267,6 +263,13 @@ class KafkaController:
                              and new.leader != NO_LEADER else "")
                 else:
                     log.info("%s-%d: isr %s -> %s", topic, p, list(old.isr), list(new.isr))
+
+    def _unclean(self, topic_config: dict[str, str]) -> bool:
+        """unclean.leader.election.enable: the topic's, else the broker's (parsed as the logs parse it)."""
+        try:
+            return LogConfig.from_topic_config(topic_config, self.log_defaults).unclean_leader_election_enable
+        except ValueError:
+            return self.log_defaults.unclean_leader_election_enable
 
     def _write(self, tp: TopicPartition, state: PartitionState, version: int) -> bool | None:
         """True when written; False when the state changed meanwhile; None when this broker turned out not

@@ -88,7 +88,6 @@ class KafkaServer:
         # Parked fetches wake when a log's high watermark moves (flush, or append if unflushed is visible).
         self.log_manager.add_high_watermark_listener(purgatory.notify_threadsafe)
         replicas = self.replicas = ReplicaManager(cfg.broker_id, metadata, self.log_manager,
-                                                  min_insync_replicas=cfg.min_insync_replicas,
                                                   replica_lag_time_max_ms=cfg.replica_lag_time_max_ms)
         # Leaders and ISRs: every broker watches every partition's state znode (the controller writes them).
         states = PartitionStateWatcher(lambda: self.registry.client)
@@ -108,7 +107,7 @@ class KafkaServer:
             lambda topics: states.watch((t, p) for t, info in topics.items() for p in info.partitions))
         self.controller = KafkaController(
             cfg.broker_id, lambda: self.registry.client, metadata, states,
-            unclean_default=cfg.unclean_leader_election_enable, auto_rebalance=cfg.auto_leader_rebalance_enable,
+            log_defaults=cfg.log, auto_rebalance=cfg.auto_leader_rebalance_enable,
             rebalance_interval_s=cfg.leader_imbalance_check_interval_seconds)
         metadata.controller = lambda: self.controller.current_controller if self.controller else -1
         replicas.shutting_down = lambda: self.controller.shutting_down if self.controller else set()

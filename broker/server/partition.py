@@ -47,7 +47,6 @@ class Partition:
         self.isr: tuple[int, ...] = ()
         self.zk_version = -1
         self.controller_epoch = 0  # of the state acted on (recorded again with our ISR changes)
-        self.min_isr = 1
         self.followers: dict[int, FollowerProgress] = {}
         self.isr_change_pending = False  # a ZooKeeper write of our ISR is in flight
         # replication latency (leader append -> HW covers it), for the commit-latency histogram
@@ -61,6 +60,11 @@ class Partition:
     @property
     def is_leader(self) -> bool:
         return self.leader == self.broker_id
+
+    @property
+    def min_isr(self) -> int:
+        """min.insync.replicas: the topic's, else the broker's (the log's LogConfig merges both)."""
+        return self.log.config.min_insync_replicas
 
     @property
     def replication_hw(self) -> int:

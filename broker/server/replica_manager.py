@@ -42,11 +42,10 @@ def now_ms() -> int:
 
 class ReplicaManager:
     def __init__(self, broker_id: int, metadata: MetadataCache, log_manager: Any, *,
-                 min_insync_replicas: int = 1, replica_lag_time_max_ms: int = 30_000) -> None:
+                 replica_lag_time_max_ms: int = 30_000) -> None:
         self.broker_id = broker_id
         self.metadata = metadata
         self.log_manager = log_manager
-        self.min_insync_replicas = min_insync_replicas
         self.request_timeout_ms = 30_000  # request.timeout.ms: caps an acks=-1 wait (set by KafkaServer)
         self.replica_lag_time_max_ms = replica_lag_time_max_ms
         self.partitions: dict[TopicPartition, Partition] = {}
@@ -181,7 +180,6 @@ class ReplicaManager:
             if self.purgatory is not None:
                 self.purgatory.notify(part.log)  # acks=-1 waiters learn that leadership moved
             return
-        part.min_isr = self._min_isr(info)
         if state.leader == self.broker_id:
             if self.fetcher is not None:
                 self.fetcher.remove_partition(tp)
@@ -219,13 +217,6 @@ class ReplicaManager:
                  "; deleting its log" if delete else "")
         if delete and self.executor is not None and self.loop is not None:
             self.loop.run_in_executor(self.executor, self.log_manager.delete_log, part.topic, part.partition)
-
-    def _min_isr(self, info: TopicInfo | None) -> int:
-        value = info.config.get("min.insync.replicas") if info is not None else None
-        try:
-            return max(1, int(value)) if value is not None else self.min_insync_replicas
-        except ValueError:
-            return self.min_insync_replicas
 
     # ------------------------------------------------------------------ lookups for KafkaApis
     def leader_partition(self, topic: str, partition: int) -> tuple[Partition | None, int]:
