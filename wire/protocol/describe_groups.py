@@ -69,10 +69,7 @@ CLIENT_VERSION = 1
 
 
 def encode_request(groups: list[str]) -> tuple[int, int, list]:
-    w = Writer().array_len(len(groups))
-    for g in groups:
-        w.string(g)
-    return ApiKey.DESCRIBE_GROUPS, CLIENT_VERSION, [w.buf]
+    return ApiKey.DESCRIBE_GROUPS, CLIENT_VERSION, [Writer().string_array(groups).buf]
 
 
 def parse_response(body: memoryview | bytes) -> list[DescribedGroup]:

@@ -98,13 +98,7 @@ def encode_response(version: int, brokers: list[BrokerMetadata], cluster_id: str
 
 def encode_request(topics: Sequence[str] | None) -> tuple[int, int, Buffers]:
     """Metadata v8 for ``topics`` (None = every topic); never asks the broker to create topics."""
-    w = Writer()
-    if topics is None:
-        w.array_len(-1)
-    else:
-        w.array_len(len(topics))
-        for t in topics:
-            w.string(t)
+    w = Writer().string_array(topics)
     w.boolean(False)  # allow_auto_topic_creation
     w.boolean(False).boolean(False)  # include cluster/topic authorized operations
     return ApiKey.METADATA, REQUEST_VERSION, [w.buf]

@@ -175,6 +175,16 @@ class Writer:
             self.buf += struct.pack(f">{len(vals)}i", *vals)
         return self
 
+    def string_array(self, values: Iterable[str] | None) -> Writer:
+        """A (nullable) array of strings: topic names, group ids."""
+        if values is None:
+            return self.array_len(-1)
+        vals = list(values)
+        self.array_len(len(vals))
+        for v in vals:
+            self.string(v)
+        return self
+
     def raw(self, b: bytes | bytearray | memoryview) -> Writer:
         self.buf += b
         return self
