@@ -27,9 +27,11 @@ from ferry.broker.log.log_retention import LogRetention
 from ferry.broker.log.log_segment import (
     LogSegment,
 )
+from ferry.broker.log.log_transactions import LogTransactions
 from ferry.broker.log.producer_state import ProducerStateManager
 from ferry.wire.log_config import LogConfig
 from ferry.wire.record.compression import PRODUCER
+from ferry.wire.record.control_batch import control_type
 from ferry.wire.record.errors import (
     CorruptRecordError,
     FencedLeaderEpochError,
@@ -40,7 +42,7 @@ from ferry.wire.record.errors import (
     StorageError,
 )
 from ferry.wire.record.recompress import recompress_batches
-from ferry.wire.record.record_batch import RecordBatchHeader, validate_batches
+from ferry.wire.record.record_batch import CONTROL_MASK, RecordBatchHeader, validate_batches
 
 logger = logging.getLogger("ferry.log")
 
@@ -67,7 +69,7 @@ class FetchSlice:
         return os.pread(self.fd, self.size, self.position)
 
 
-class Log(LogFlush, LogRecovery, LogRetention, LogReplication, LogOffline):
+class Log(LogFlush, LogRecovery, LogRetention, LogReplication, LogOffline, LogTransactions):
     def __init__(
         self,
         directory: Path | str,
@@ -165,7 +167,7 @@ class Log(LogFlush, LogRecovery, LogRetention, LogReplication, LogOffline):
 
     # -- append ----------------------------------------------------------------------------------
 
-    def append(self, records: bytes | bytearray | memoryview, leader_epoch: int = -1) -> AppendInfo:
+    def append(self, records: bytes | bytearray | memoryview, leader_epoch: int = -1, allow: int = 0) -> AppendInfo:
         """Validate, sequence-check, assign offsets and write one produce payload.
 
         ``leader_epoch`` >= 0 (a replicated partition's leader): every batch is written with it as
@@ -173,14 +175,15 @@ class Log(LogFlush, LogRecovery, LogRetention, LogReplication, LogOffline):
         CorruptRecordError, InvalidRecordError, RecordTooLargeError, OutOfOrderSequenceError,
         InvalidProducerEpochError or FencedLeaderEpochError (an epoch older than the log's latest);
         nothing is written then. KafkaStorageError when the directory fails (or failed before): the
-        bytes of a failed write are cut off and the log is offline (log_offline.py).
+        bytes of a failed write are cut off and the log is offline (log_offline.py). ``allow``: the
+        transactional/control attribute bits accepted (a transactional produce, a marker).
         """
         mv = records if isinstance(records, memoryview) else memoryview(records)
         if mv.format != "B" or mv.ndim != 1:
             mv = mv.cast("B")
         config = self.config
         try:
-            mv, headers = self._validated(mv, config)
+            mv, headers = self._validated(mv, config, allow)
         except RecordTooLargeError:
             written = self._written_before(mv)
             if written is None:
@@ -224,10 +227,12 @@ class Log(LogFlush, LogRecovery, LogRetention, LogReplication, LogOffline):
                 raise self.storage_failure("append", e) from e
             if idempotent:
                 offset = first
+                pos = 0
                 for h in headers:
                     if h.producer_id >= 0:
-                        state.update(h, offset, now)
+                        state.update(h, offset, now, control_type(mv, pos) if h.is_control else -1)
                     offset += h.last_offset_delta + 1
+                    pos += h.size
             self.log_end_offset = next_offset
             if self._first_unflushed_ms is None:
                 self._first_unflushed_ms = now
@@ -240,12 +245,13 @@ class Log(LogFlush, LogRecovery, LogRetention, LogReplication, LogOffline):
         return AppendInfo(first, next_offset - 1, log_append_time=-1 if append_time is None else append_time)
 
     @staticmethod
-    def _validated(mv: memoryview, config: LogConfig) -> tuple[memoryview, list[RecordBatchHeader]]:
-        """The payload as it will be written (converted to the topic's codec if it has one) and its headers."""
+    def _validated(mv: memoryview, config: LogConfig, allow: int = 0) -> tuple[memoryview, list[RecordBatchHeader]]:
+        """The payload as it will be written (converted to the topic's codec if it has one; never a marker)
+        and its headers."""
         if len(mv) > config.segment_bytes:
             raise RecordTooLargeError(f"record set of {len(mv)} bytes exceeds segment.bytes {config.segment_bytes}")
-        headers = validate_batches(mv, config.max_message_bytes)
-        if config.compression != PRODUCER:
+        headers = validate_batches(mv, config.max_message_bytes, allow)
+        if config.compression != PRODUCER and not allow & CONTROL_MASK:
             converted = recompress_batches(mv, headers, config.compression, config.compression_level,
                                            config.max_message_bytes)
             if converted is not None:

@@ -14,6 +14,7 @@ from ferry.broker.log.log_segment import (
     LogSegment,
 )
 from ferry.broker.log.producer_state import ProducerStateManager
+from ferry.wire.record.control_batch import CONTROL_PREFIX, control_type
 
 logger = logging.getLogger("ferry.log")
 
@@ -127,6 +128,7 @@ class LogRecovery:
             found = seg.find_batch(start)
             if found is None:
                 continue
-            for _, h in seg.iter_headers(found[0]):
+            for pos, h in seg.iter_headers(found[0]):
                 if h.producer_id >= 0 and h.base_offset >= start:
-                    state.update(h, h.base_offset)
+                    control = control_type(os.pread(seg.fd, CONTROL_PREFIX, pos)) if h.is_control else -1
+                    state.update(h, h.base_offset, control=control)

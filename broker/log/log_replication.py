@@ -16,8 +16,14 @@ from typing import Any
 from ferry.broker.log.append_info import AppendInfo
 from ferry.broker.log.log_segment import LogSegment
 from ferry.broker.log.producer_state import SNAPSHOT_FILE, ProducerStateManager
+from ferry.wire.record.control_batch import control_type
 from ferry.wire.record.errors import OffsetMismatchError, StorageError
-from ferry.wire.record.record_batch import RecordBatchHeader, validate_batches
+from ferry.wire.record.record_batch import (
+    CONTROL_MASK,
+    TRANSACTIONAL_MASK,
+    RecordBatchHeader,
+    validate_batches,
+)
 
 logger = logging.getLogger("ferry.log")
 
@@ -30,7 +36,7 @@ class LogReplication:
     def append_as_follower(self, records: bytes | bytearray | memoryview) -> AppendInfo:
         """Append batches exactly as the leader wrote them (what its read() returned).
 
-        Checked like a produce (CRC-32C, magic 2, framing; control and transactional batches refused)
+        Checked like a produce (CRC-32C, magic 2, framing; transactional batches and markers accepted)
         but not against max.message.bytes (the leader accepted them) nor the producers' sequences (the
         leader checked them; the state is still kept, so that as leader this replica recognises retries).
         The first batch must start at log_end_offset and each next batch where the previous one ended:
@@ -40,7 +46,7 @@ class LogReplication:
         mv = records if isinstance(records, memoryview) else memoryview(records)
         if mv.format != "B" or mv.ndim != 1:
             mv = mv.cast("B")
-        headers = validate_batches(mv)
+        headers = validate_batches(mv, allow=CONTROL_MASK | TRANSACTIONAL_MASK)
         config = self.config
         with self._lock:
             if self._closed:
@@ -98,10 +104,12 @@ class LogReplication:
         failure leaves a consistent log)."""
         self.log_end_offset = seg.append_raw(view, headers)
         state = self.producer_state
+        pos = 0
         for h in headers:
             if h.producer_id >= 0:
-                state.update(h, h.base_offset, now)
+                state.update(h, h.base_offset, now, control_type(view, pos) if h.is_control else -1)
             self._appended_messages += h.records_count
+            pos += h.size
         if self._first_unflushed_ms is None:
             self._first_unflushed_ms = now
 

@@ -51,6 +51,7 @@ class LogRetention:
                 self._segments = self._segments[n:]
                 self._bases = self._bases[n:]
                 self.log_start_offset = max(self.log_start_offset, self._segments[0].base_offset)
+                self.producer_state.forget_aborted_before(self.log_start_offset)
                 self._pending_deletes.extend((now + config.file_delete_delay_ms, seg) for seg in doomed)
                 try:
                     for seg in doomed:

@@ -1,21 +1,32 @@
-"""Idempotent-producer state of one partition (Kafka's KIP-98 sequence checks, without
-transactions).
+"""Producer state of one partition: idempotence (Kafka's KIP-98 sequence checks) and transactions.
 
 Per producer id the partition remembers the epoch and the last five batches appended
 (first/last sequence and offsets). A retried batch that matches one of them is answered with the
-original offsets and not written again; a sequence gap is refused. The state is rebuilt from the
-batch headers on disk; a snapshot (written at close and by the log manager's checkpoints) limits
-that scan to the batches after it.
+original offsets and not written again; a sequence gap is refused.
+
+Transactions (docs/transactions.md): a transactional batch opens its producer's transaction here (its
+first offset is kept in ``ongoing``) until a marker (control batch) of the producer closes it. The
+earliest open transaction bounds the last stable offset (LSO): read_committed consumers read no further.
+A closed transaction stays "unstable" until the high watermark passes its marker (Kafka does the same:
+a consumer must never read a transaction's data without the marker that says whether it was aborted).
+Aborted transactions are listed as (marker offset, producer id, first offset) for Fetch's
+aborted_transactions.
+
+Everything here is rebuilt from the batches on disk (markers are read for their type); a snapshot
+(written at close and by the log manager's checkpoints) limits that scan to the batches after it. The
+aborted list is the partition's aborted-transaction index: in the snapshot, and rebuilt by the scan.
 """
 
 from __future__ import annotations
 
+import bisect
 import json
 from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from ferry.wire.atomic_file import atomic_write
+from ferry.wire.record.control_batch import ABORT
 from ferry.wire.record.errors import InvalidProducerEpochError, OutOfOrderSequenceError
 from ferry.wire.record.record_batch import RecordBatchHeader
 
@@ -43,7 +54,7 @@ class ProducerStateEntry:
         return self.batches[-1].last_seq if self.batches else -1
 
     def find_duplicate(self, h: RecordBatchHeader) -> BatchMetadata | None:
-        if h.producer_epoch != self.epoch:
+        if h.producer_epoch != self.epoch or h.is_control:
             return None
         last_seq = h.last_sequence
         for b in self.batches:
@@ -60,6 +71,10 @@ class ProducerStateManager:
     def __init__(self) -> None:
         self.producers: dict[int, ProducerStateEntry] = {}
         self.updates = 0  # bumped by update(): tells whether a new snapshot is worth writing
+        self.ongoing: dict[int, int] = {}  # producer id -> first offset of its open transaction
+        # closed transactions whose marker may still be above the high watermark: (first offset, marker offset)
+        self.unreplicated: list[tuple[int, int]] = []
+        self.aborted: list[tuple[int, int, int]] = []  # (marker offset, producer id, first offset), in log order
 
     def find_duplicate(self, headers: list[RecordBatchHeader]) -> BatchMetadata | None:
         """The metadata of an earlier append that one of these batches repeats, or None."""
@@ -97,6 +112,9 @@ class ProducerStateManager:
                 raise InvalidProducerEpochError(
                     f"producer {pid} epoch {h.producer_epoch} is older than the current epoch {epoch}"
                 )
+            if h.is_control:  # a marker: no sequence; a newer epoch (a fencing abort) restarts the sequences
+                pending[pid] = (h.producer_epoch, last_seq if h.producer_epoch == epoch else -1)
+                continue
             if h.producer_epoch > epoch:
                 if h.base_sequence != 0:
                     raise OutOfOrderSequenceError(
@@ -108,21 +126,59 @@ class ProducerStateManager:
                 )
             pending[pid] = (h.producer_epoch, h.last_sequence)
 
-    def update(self, h: RecordBatchHeader, first_offset: int, now_ms: int | None = None) -> None:
+    def update(self, h: RecordBatchHeader, first_offset: int, now_ms: int | None = None,
+               control: int = -1) -> None:
         """Record an appended batch (at append time, with the broker's clock, and when rebuilding from disk,
-        where the batch's own largest timestamp stands in for the append time)."""
+        where the batch's own largest timestamp stands in for the append time). ``control``: a marker's type
+        (control_batch.ABORT or COMMIT)."""
         pid = h.producer_id
         if pid < 0:
             return
         self.updates += 1
         entry = self.producers.get(pid)
-        if entry is None or h.producer_epoch != entry.epoch:
+        if entry is None or (h.producer_epoch != entry.epoch and not (h.is_control and h.producer_epoch < entry.epoch)):
             entry = ProducerStateEntry(h.producer_epoch)
             self.producers[pid] = entry
         entry.last_ms = max(entry.last_ms, h.max_timestamp if now_ms is None else now_ms)
+        if h.is_control:
+            first = self.ongoing.pop(pid, None)
+            if first is not None:
+                self.unreplicated.append((first, first_offset))
+                if control == ABORT:
+                    self.aborted.append((first_offset, pid, first))
+            return
+        if h.is_transactional and pid not in self.ongoing:
+            self.ongoing[pid] = first_offset
         entry.batches.append(
             BatchMetadata(h.base_sequence, h.last_sequence, first_offset, first_offset + h.last_offset_delta)
         )
+
+    # -- transactions ------------------------------------------------------------------------
+
+    def first_unstable_offset(self, high_watermark: int) -> int | None:
+        """The first offset of the earliest transaction that is open, or closed by a marker not yet below
+        ``high_watermark`` (None: every transaction is decided and replicated). Closed transactions whose
+        marker the high watermark passed are forgotten here (the high watermark only grows)."""
+        if self.unreplicated:
+            self.unreplicated = [t for t in self.unreplicated if t[1] >= high_watermark]
+        if not self.ongoing and not self.unreplicated:
+            return None
+        firsts = list(self.ongoing.values())
+        firsts.extend(f for f, _ in self.unreplicated)
+        return min(firsts)
+
+    def aborted_between(self, start: int, end: int) -> list[tuple[int, int]]:
+        """(producer id, first offset) of the aborted transactions that overlap [start, end): their marker is
+        at or after ``start`` and their first batch before ``end`` (Fetch's aborted_transactions)."""
+        aborted = self.aborted
+        i = bisect.bisect_left(aborted, (start, -1 << 63, -1 << 63))
+        return [(pid, first) for _last, pid, first in aborted[i:] if first < end]
+
+    def forget_aborted_before(self, offset: int) -> None:
+        """Drop aborted transactions whose marker is below ``offset`` (retention removed them)."""
+        i = bisect.bisect_left(self.aborted, (offset, -1 << 63, -1 << 63))
+        if i:
+            del self.aborted[:i]
 
     def expire(self, now_ms: int, expiration_ms: int) -> int:
         """Forget producers that have not appended for ``expiration_ms`` (Kafka's producer.id.expiration.ms),
@@ -130,7 +186,8 @@ class ProducerStateManager:
         back is treated as new (any sequence accepted, as for a producer whose batches retention deleted).
         Returns how many were forgotten."""
         cutoff = now_ms - expiration_ms
-        gone = [pid for pid, e in self.producers.items() if e.last_ms < cutoff]
+        open_txns = self.ongoing
+        gone = [pid for pid, e in self.producers.items() if e.last_ms < cutoff and pid not in open_txns]
         for pid in gone:
             del self.producers[pid]
         if gone:
@@ -142,13 +199,16 @@ class ProducerStateManager:
     def dump(self, offset: int) -> str:
         """The state as of ``offset`` (the next offset) as JSON text."""
         return json.dumps({
-            "version": 1,
+            "version": 2,
             "offset": offset,
             "producers": {
                 str(pid): {"epoch": e.epoch, "last_ms": e.last_ms,
                            "batches": [[b.first_seq, b.last_seq, b.first_offset, b.last_offset] for b in e.batches]}
                 for pid, e in self.producers.items()
             },
+            "ongoing": {str(pid): first for pid, first in self.ongoing.items()},
+            "unreplicated": [list(t) for t in self.unreplicated],
+            "aborted": [list(t) for t in self.aborted],
         })
 
     @staticmethod
@@ -182,6 +242,9 @@ class ProducerStateManager:
                 for fs, ls, fo, lo in e["batches"]:
                     entry.batches.append(BatchMetadata(int(fs), int(ls), int(fo), int(lo)))
                 state.producers[int(pid)] = entry
+            state.ongoing = {int(pid): int(first) for pid, first in data.get("ongoing", {}).items()}
+            state.unreplicated = [(int(f), int(m)) for f, m in data.get("unreplicated", [])]
+            state.aborted = [(int(m), int(pid), int(f)) for m, pid, f in data.get("aborted", [])]
             return int(data["offset"]), state
         except (KeyError, TypeError, ValueError):
             return None

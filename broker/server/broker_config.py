@@ -63,6 +63,9 @@ class BrokerConfig:
     group_max_session_timeout_ms: int = 1_800_000
     group_initial_rebalance_delay_ms: int = 3_000  # a new group waits this long for more members to join
     offset_metadata_max_bytes: int = 4_096
+    # the transaction coordinator (docs/transactions.md; Kafka's names and defaults)
+    transaction_max_timeout_ms: int = 900_000  # the largest transaction.timeout.ms a producer may ask for
+    transaction_abort_timed_out_transaction_cleanup_interval_ms: int = 10_000  # how often timeouts are checked
 
     def __post_init__(self) -> None:
         if self.broker_id < 0 or self.broker_id > 0x7FFFFFFF:
@@ -106,6 +109,9 @@ class BrokerConfig:
             ("group.min.session.timeout.ms", self.group_min_session_timeout_ms, 1),
             ("group.initial.rebalance.delay.ms", self.group_initial_rebalance_delay_ms, 0),
             ("offset.metadata.max.bytes", self.offset_metadata_max_bytes, 0),
+            ("transaction.max.timeout.ms", self.transaction_max_timeout_ms, 1),
+            ("transaction.abort.timed.out.transaction.cleanup.interval.ms",
+             self.transaction_abort_timed_out_transaction_cleanup_interval_ms, 1),
         ):
             if value < low:
                 raise ConfigError(f"{key}: {value} must be at least {low}")
@@ -245,6 +251,9 @@ REPLICATION_KEYS: dict[str, str] = {
     "group.max.session.timeout.ms": "group_max_session_timeout_ms",
     "group.initial.rebalance.delay.ms": "group_initial_rebalance_delay_ms",
     "offset.metadata.max.bytes": "offset_metadata_max_bytes",
+    "transaction.max.timeout.ms": "transaction_max_timeout_ms",
+    "transaction.abort.timed.out.transaction.cleanup.interval.ms":
+        "transaction_abort_timed_out_transaction_cleanup_interval_ms",
 }
 _BOOL_KEYS = {"auto.leader.rebalance.enable", "controlled.shutdown.enable"}
 

@@ -62,9 +62,7 @@ class GroupApis:
         version = header.api_version
         req = find_coordinator.parse_request(r, version)
         if req.key_type == find_coordinator.KEY_TYPE_TRANSACTION:
-            return find_coordinator.encode_response(
-                version, ErrorCode.COORDINATOR_NOT_AVAILABLE,
-                error_message="transactions are not supported by ferry brokers yet (no transaction coordinator)")
+            return self.find_transaction_coordinator(version, req.key)  # transaction_apis.py
         if req.key_type != find_coordinator.KEY_TYPE_GROUP:
             return find_coordinator.encode_response(version, ErrorCode.INVALID_REQUEST,
                                                     error_message=f"unknown coordinator key type {req.key_type}")

@@ -30,6 +30,7 @@ from ferry.broker.server.replica_manager import ReplicaManager
 from ferry.broker.server.replication_apis import ReplicationApis
 from ferry.broker.server.request_metrics import RequestMetrics
 from ferry.broker.server.topic_admin_apis import TopicAdminApis
+from ferry.broker.server.transaction_apis import TransactionApis
 from ferry.wire.protocol import (
     api_versions,
     fetch,
@@ -40,6 +41,7 @@ from ferry.wire.protocol.api_keys import ADVERTISED, ApiKey, is_advertised, is_s
 from ferry.wire.protocol.errors import ErrorCode, error_code_of
 from ferry.wire.protocol.header import RequestHeader, peek_header, read_request_header
 from ferry.wire.protocol.primitives import ProtocolError, Reader
+from ferry.wire.record.record_batch import TRANSACTIONAL_MASK
 
 log = logging.getLogger(__name__)
 
@@ -52,7 +54,7 @@ class CloseConnection(Exception):
     """The request cannot be answered (malformed, unknown API or version): log it and close the connection."""
 
 
-class KafkaApis(AdminApis, OffsetApis, ReplicationApis, GroupApis, ConfigApis, TopicAdminApis):
+class KafkaApis(AdminApis, OffsetApis, ReplicationApis, GroupApis, ConfigApis, TopicAdminApis, TransactionApis):
     def __init__(self, config: BrokerConfig, metadata_cache: MetadataCache, replicas: ReplicaManager,
                  registry: Any, producer_ids: ProducerIdManager, purgatory: FetchPurgatory,
                  flusher: LogFlusher, executor: Any = None, group_coordinator: Any = None) -> None:
@@ -81,6 +83,7 @@ class KafkaApis(AdminApis, OffsetApis, ReplicationApis, GroupApis, ConfigApis, T
             **self.group_handlers(),
             **self.config_handlers(),
             **self.topic_admin_handlers(),
+            **self.transaction_handlers(),  # InitProducerId with a transactional id too (transaction_apis.py)
         }
 
     # ------------------------------------------------------------------ dispatch
@@ -173,6 +176,7 @@ class KafkaApis(AdminApis, OffsetApis, ReplicationApis, GroupApis, ConfigApis, T
         req = produce.parse_request(r, version)
         served = is_served(ApiKey.PRODUCE, version)
         acks = req.acks
+        allow = 0 if req.transactional_id is None else TRANSACTIONAL_MASK  # transactional batches need an id
         results: list[tuple[str, list[produce.PartitionProduceResult]]] = []
         to_flush: list[tuple[Any, int, produce.PartitionProduceResult]] = []
         failed = False
@@ -187,9 +191,6 @@ class KafkaApis(AdminApis, OffsetApis, ReplicationApis, GroupApis, ConfigApis, T
                     res.error_message = "Produce v0-2 (message format v0/v1) is not supported; use v3+"
                 elif acks not in (0, 1, -1):
                     res.error_code = ErrorCode.INVALID_REQUIRED_ACKS
-                elif req.transactional_id is not None:
-                    res.error_code = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
-                    res.error_message = "transactions are not supported"
                 else:
                     part, code = replicas.leader_partition(topic, partition)
                     if code:
@@ -202,7 +203,7 @@ class KafkaApis(AdminApis, OffsetApis, ReplicationApis, GroupApis, ConfigApis, T
                         res.error_message = (f"the ISR {list(part.isr)} is smaller than min.insync.replicas "
                                              f"{part.min_isr}")
                     else:
-                        end = self._append(part, topic, partition, records, res)
+                        end = self._append(part, topic, partition, records, res, allow)
                         if acks == -1 and end is not None:
                             to_flush.append((part, end, res))
                 if res.error_code:
@@ -217,11 +218,11 @@ class KafkaApis(AdminApis, OffsetApis, ReplicationApis, GroupApis, ConfigApis, T
         return produce.encode_response(version, results)
 
     def _append(self, part: Any, topic: str, partition: int, records: memoryview,
-                res: produce.PartitionProduceResult) -> int | None:
+                res: produce.PartitionProduceResult, allow: int = 0) -> int | None:
         """Append and fill in `res`; returns the end offset (exclusive) on success."""
         lg = part.log
         try:
-            info = self.replicas.append(part, records)
+            info = self.replicas.append(part, records, allow)
             pb = self.request_metrics.produce_bytes
             pb[topic] = pb.get(topic, 0) + len(records)
         except Exception as e:
@@ -310,6 +311,7 @@ class KafkaApis(AdminApis, OffsetApis, ReplicationApis, GroupApis, ConfigApis, T
         first = True
         replicas = self.replicas
         follower = req.replica_id >= 0  # a replica fetcher: reads up to the log end, reports its progress
+        committed = req.isolation_level == fetch.READ_COMMITTED and not follower  # up to the LSO only
         topics_out = []
         for topic, parts in req.topics:
             tres = []
@@ -331,8 +333,11 @@ class KafkaApis(AdminApis, OffsetApis, ReplicationApis, GroupApis, ConfigApis, T
                     bound = lg.log_end_offset
                 else:
                     hw = bound = lg.high_watermark
+                lso = lg.last_stable_offset
+                if committed:
+                    bound = lso
                 start = lg.log_start_offset
-                res = fetch.PartitionFetchResult(fp.partition, 0, hw, hw, start, EMPTY)
+                res = fetch.PartitionFetchResult(fp.partition, 0, hw, lso, start, EMPTY)
                 tres.append(res)
                 offset = fp.fetch_offset
                 if not in_range:
@@ -355,6 +360,8 @@ class KafkaApis(AdminApis, OffsetApis, ReplicationApis, GroupApis, ConfigApis, T
                     continue  # only the first partition may exceed the response limit (KIP-74)
                 first = False
                 res.records = sl
+                if committed:
+                    res.aborted_transactions = lg.aborted_transactions(offset, bound)
                 budget -= sl.size
                 total += sl.size
             topics_out.append((topic, tres))

@@ -26,6 +26,8 @@ from ferry.broker.server.replica_fetcher import FetcherSettings, ReplicaFetcherM
 from ferry.broker.server.replica_manager import ReplicaManager
 from ferry.broker.server.socket_server import SocketServer
 from ferry.broker.server.topic_deletion import TopicDeletion
+from ferry.broker.server.transaction_coordinator import TransactionCoordinator, TxnSettings
+from ferry.broker.server.transaction_markers import TxnMarkerWriter
 from ferry.zk.errors import TopicExistsError
 from ferry.zk.partition_state_watcher import PartitionStateWatcher
 from ferry.zk.topic_name import AUDIT_TOPIC
@@ -46,6 +48,7 @@ class KafkaServer:
         self.controller: KafkaController | None = None
         self.log_dir_failures: LogDirFailureHandler | None = None
         self.groups: GroupCoordinator | None = None
+        self.transactions: TransactionCoordinator | None = None
         self._stop = asyncio.Event()
         self._executor = ThreadPoolExecutor(max_workers=8, thread_name_prefix="broker-io")
 
@@ -129,6 +132,13 @@ class KafkaServer:
         self.groups.start(loop)
         apis = KafkaApis(cfg, metadata, replicas, self.registry, producer_ids, purgatory, flusher, self._executor,
                          self.groups)
+        # Transactions (docs/transactions.md): state per transactional id in ZooKeeper, markers to every leader.
+        self.transactions = TransactionCoordinator(
+            cfg.broker_id, metadata, lambda: self.registry.client, self._executor, producer_ids,
+            TxnMarkerWriter(cfg.broker_id, metadata, replicas, flusher, cfg.request_timeout_ms),
+            TxnSettings(cfg.transaction_max_timeout_ms, cfg.transaction_abort_timed_out_transaction_cleanup_interval_ms))
+        self.transactions.start(loop)
+        apis.transaction_coordinator = self.transactions
         self.socket_server = SocketServer(cfg.listen_host, cfg.listen_port, apis, cfg.max_request_bytes,
                                           max_idle_ms=cfg.connections_max_idle_ms)
         port = self.socket_server.bind()
@@ -205,6 +215,8 @@ class KafkaServer:
                 log.exception("controlled shutdown failed")
         if self.groups is not None:
             self.groups.stop()  # members waiting in JoinGroup/SyncGroup are told to find the next coordinator
+        if self.transactions is not None:
+            await self.transactions.stop()
         if self.log_dir_failures is not None:
             await self.log_dir_failures.stop()
         if self.fetchers is not None:

@@ -1,4 +1,5 @@
-"""ListOffsets (earliest, latest, by time) and InitProducerId (FindCoordinator is group_apis.py)."""
+"""ListOffsets (earliest, latest, by time; read_committed: up to the last stable offset) and InitProducerId for
+idempotent producers (transactional ones: transaction_apis.py; FindCoordinator is group_apis.py)."""
 
 from __future__ import annotations
 
@@ -26,6 +27,7 @@ class OffsetApis:
     def handle_list_offsets(self, header: RequestHeader, r: Reader) -> Result:
         version = header.api_version
         req = list_offsets.parse_request(r, version)
+        committed = req.isolation_level == 1  # read_committed: nothing past the last stable offset
         out = []
         for topic, parts in req.topics:
             tres = []
@@ -37,15 +39,16 @@ class OffsetApis:
                     res.error_code = code
                     continue
                 try:
+                    end = lg.last_stable_offset if committed else lg.high_watermark
                     if ts == list_offsets.EARLIEST_TIMESTAMP:
                         res.offset = lg.log_start_offset
                     elif ts == list_offsets.LATEST_TIMESTAMP:
-                        res.offset = lg.high_watermark
+                        res.offset = end
                     elif ts < 0:
                         res.error_code = ErrorCode.INVALID_REQUEST  # -3 (max timestamp) needs v7
                     else:
-                        found = lg.offset_for_timestamp(ts)
-                        if found is not None and found[0] < lg.high_watermark:
+                        found = lg.offset_for_timestamp(ts, end)
+                        if found is not None and found[0] < end:
                             res.offset, res.timestamp = found
                 except Exception as e:
                     res.error_code = error_code_of(e)

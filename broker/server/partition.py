@@ -112,9 +112,10 @@ class Partition:
         return changed
 
     # ------------------------------------------------------------------ leader duties
-    def append(self, records: Any) -> Any:
-        """Append as leader (stamping the leader epoch); AppendInfo as Log.append returns it."""
-        info = self.log.append(records, leader_epoch=self.leader_epoch)
+    def append(self, records: Any, allow: int = 0) -> Any:
+        """Append as leader (stamping the leader epoch); AppendInfo as Log.append returns it. ``allow``:
+        transactional/control attribute bits accepted (Log.append)."""
+        info = self.log.append(records, leader_epoch=self.leader_epoch, allow=allow)
         if len(self.isr) <= 1:
             self.maybe_advance_hw()
         elif self.observe_commit is not None and len(self._uncommitted) < 10_000:

@@ -253,9 +253,10 @@ class ReplicaManager:
         return sum(1 for part in self.partitions.values() if part.is_leader and len(part.isr) < len(part.replicas))
 
     # ------------------------------------------------------------------ produce
-    def append(self, part: Partition, records: Any) -> Any:
-        """Append as leader; parked follower fetches wake at once (they read up to the log end)."""
-        info = part.append(records)
+    def append(self, part: Partition, records: Any, allow: int = 0) -> Any:
+        """Append as leader; parked follower fetches wake at once (they read up to the log end). ``allow``:
+        transactional/control attribute bits accepted (a transactional produce, a marker)."""
+        info = part.append(records, allow)
         if part.followers and self.purgatory is not None:
             self.purgatory.notify(part.log)
         return info

@@ -307,8 +307,9 @@ def test_init_producer_id_is_unique_and_idempotent_retries_are_not_duplicated(cl
 
 
 def test_find_coordinator_names_the_same_broker_everywhere(cluster):
-    """Groups have a coordinator (docs/groups.md); transactions do not yet: COORDINATOR_NOT_AVAILABLE."""
-    answers = set()
+    """Groups (docs/groups.md) and transactional ids (docs/transactions.md) have one coordinator, whoever is
+    asked."""
+    answers, txn_answers = set(), set()
     for b in cluster:
         with WireClient(b.bootstrap) as c:
             r = c.request(FIND_COORDINATOR, 0, bytes(Writer().string("group").buf))
@@ -316,8 +317,10 @@ def test_find_coordinator_names_the_same_broker_everywhere(cluster):
             answers.add((r.int32(), r.string(), r.int32()))
             r = c.request(FIND_COORDINATOR, 1, bytes(Writer().string("txn").int8(1).buf))
             r.int32()  # throttle
-            assert r.int16() == 15 and "transactions" in r.nullable_string()
+            assert r.int16() == 0 and r.nullable_string() is None
+            txn_answers.add((r.int32(), r.string(), r.int32()))
     assert len(answers) == 1 and answers.pop()[0] in {b.broker_id for b in cluster}
+    assert len(txn_answers) == 1 and txn_answers.pop()[0] in {b.broker_id for b in cluster}
 
 
 def test_create_topics_errors(cluster, topic):

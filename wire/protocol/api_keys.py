@@ -30,6 +30,11 @@ class ApiKey(IntEnum):
     DELETE_RECORDS = 21
     INIT_PRODUCER_ID = 22
     OFFSET_FOR_LEADER_EPOCH = 23  # replication (KIP-101): followers truncate by leader epoch
+    ADD_PARTITIONS_TO_TXN = 24  # transactions (KIP-98, docs/transactions.md)
+    ADD_OFFSETS_TO_TXN = 25
+    END_TXN = 26
+    WRITE_TXN_MARKERS = 27  # coordinator -> partition leader
+    TXN_OFFSET_COMMIT = 28
     DESCRIBE_CONFIGS = 32
     ALTER_CONFIGS = 33
     DESCRIBE_LOG_DIRS = 35
@@ -67,6 +72,12 @@ ADVERTISED: dict[int, tuple[int, int]] = {
     ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 0),
     ApiKey.INIT_PRODUCER_ID: (0, 1),
     ApiKey.OFFSET_FOR_LEADER_EPOCH: (0, 3),
+    # transactions (docs/transactions.md): every non-flexible version
+    ApiKey.ADD_PARTITIONS_TO_TXN: (0, 2),
+    ApiKey.ADD_OFFSETS_TO_TXN: (0, 2),
+    ApiKey.END_TXN: (0, 2),
+    ApiKey.WRITE_TXN_MARKERS: (0, 0),
+    ApiKey.TXN_OFFSET_COMMIT: (0, 2),
 }
 
 # Versions actually served; an advertised version outside this range is answered with UNSUPPORTED_VERSION.

@@ -82,6 +82,7 @@ class ErrorCode(IntEnum):
     FENCED_INSTANCE_ID = 82
     GROUP_SUBSCRIBED_TO_TOPIC = 86
     INVALID_RECORD = 87
+    PRODUCER_FENCED = 90  # KIP-588: a newer producer with the same transactional.id took over
 
 
 def error_name(code: int) -> str:

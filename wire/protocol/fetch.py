@@ -21,6 +21,7 @@ from ferry.wire.protocol.primitives import Reader, Writer
 REQUEST_VERSION = 11  # what clients send
 CONSUMER_REPLICA_ID = -1  # a Fetch/ListOffsets from a client, not a follower
 READ_UNCOMMITTED = 0
+READ_COMMITTED = 1  # isolation_level: only up to the last stable offset, aborted transactions listed
 
 
 @dataclass(slots=True)
@@ -75,6 +76,8 @@ class PartitionFetchResult:
     last_stable_offset: int = -1
     log_start_offset: int = -1
     records: Any = None  # None, bytes, or a slice with `.size` sent by the server (sendfile)
+    # read_committed: [(producer id, first offset)] of the aborted transactions in the fetched range
+    aborted_transactions: list[tuple[int, int]] | None = None
 
 
 def encode_response(version: int, topics: list[tuple[str, list[PartitionFetchResult]]],
@@ -90,7 +93,13 @@ def encode_response(version: int, topics: list[tuple[str, list[PartitionFetchRes
             w.int32(p.partition).int16(p.error_code).int64(p.high_watermark).int64(p.last_stable_offset)
             if version >= 5:
                 w.int64(p.log_start_offset)
-            w.array_len(-1)  # aborted_transactions: none (no transactions)
+            aborted = p.aborted_transactions
+            if aborted is None:
+                w.array_len(-1)
+            else:
+                w.array_len(len(aborted))
+                for pid, first in aborted:
+                    w.int64(pid).int64(first)
             if version >= 11:
                 w.int32(-1)  # preferred_read_replica
             rec = p.records
@@ -116,12 +125,13 @@ def parts_size(parts: list[Any]) -> int:
 
 
 def encode_request(topics: Iterable[tuple[str, Sequence[FetchPartition]]], max_wait_ms: int, min_bytes: int,
-                   max_bytes: int, replica_id: int = CONSUMER_REPLICA_ID) -> tuple[int, int, Buffers]:
+                   max_bytes: int, replica_id: int = CONSUMER_REPLICA_ID,
+                   isolation_level: int = READ_UNCOMMITTED) -> tuple[int, int, Buffers]:
     """Fetch v11, full request without a fetch session (session id 0, epoch -1); a follower passes its
     broker id as ``replica_id`` (it then reads up to the leader's log end, not the high watermark)."""
     topics = list(topics)
     w = Writer().int32(replica_id).int32(max_wait_ms).int32(min_bytes).int32(max_bytes)
-    w.int8(READ_UNCOMMITTED).int32(0).int32(-1)
+    w.int8(isolation_level).int32(0).int32(-1)
     w.array_len(len(topics))
     for name, parts in topics:
         w.string(name).array_len(len(parts))
@@ -155,12 +165,13 @@ def parse_response(body: memoryview, version: int = REQUEST_VERSION) -> FetchRes
             partition, err, hw = r.int32(), r.int16(), r.int64()
             lso = r.int64() if version >= 4 else -1
             log_start = r.int64() if version >= 5 else -1
+            aborted = None
             if version >= 4:
-                for _ in range(max(r.array_len(), 0)):  # aborted transactions
-                    r.int64()
-                    r.int64()
+                n = r.array_len()
+                if n >= 0:
+                    aborted = [(r.int64(), r.int64()) for _ in range(n)]
             if version >= 11:
                 r.int32()  # preferred read replica
             records = r.nullable_bytes()
-            results.append(PartitionFetchResult(partition, err, hw, lso, log_start, records))
+            results.append(PartitionFetchResult(partition, err, hw, lso, log_start, records, aborted))
     return FetchResponse(error_code, topics)

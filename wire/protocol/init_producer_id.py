@@ -1,5 +1,6 @@
-"""InitProducerId (key 22), versions 0-1: hands an idempotent producer its producer id (epoch 0).
-The client side (`encode_request`, `parse_response`) speaks v1."""
+"""InitProducerId (key 22), versions 0-1: hands an idempotent producer its producer id (epoch 0), and a
+transactional producer (a transactional id) the id and next epoch of its transactional id, fencing older
+epochs (docs/transactions.md). The client side (`encode_request`, `parse_response`) speaks v1."""
 
 from __future__ import annotations
 
@@ -29,9 +30,11 @@ def encode_response(version: int, error_code: int, producer_id: int, producer_ep
 # ---------------------------------------------------------------------- client side
 
 
-def encode_request(transaction_timeout_ms: int = 60_000) -> tuple[int, int, Buffers]:
-    """InitProducerId v1 for an idempotent (not transactional) producer."""
-    return ApiKey.INIT_PRODUCER_ID, REQUEST_VERSION, [Writer().string(None).int32(transaction_timeout_ms).buf]
+def encode_request(transaction_timeout_ms: int = 60_000, transactional_id: str | None = None
+                   ) -> tuple[int, int, Buffers]:
+    """InitProducerId v1 for an idempotent producer, or a transactional one with ``transactional_id``."""
+    return ApiKey.INIT_PRODUCER_ID, REQUEST_VERSION, [Writer().string(transactional_id)
+                                                      .int32(transaction_timeout_ms).buf]
 
 
 @dataclass(slots=True, frozen=True)

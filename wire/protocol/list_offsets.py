@@ -7,7 +7,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from ferry.wire.protocol.api_keys import ApiKey
-from ferry.wire.protocol.fetch import CONSUMER_REPLICA_ID, READ_UNCOMMITTED
+from ferry.wire.protocol.fetch import CONSUMER_REPLICA_ID, READ_COMMITTED, READ_UNCOMMITTED
 from ferry.wire.protocol.header import Buffers
 from ferry.wire.protocol.primitives import Reader, Writer
 
@@ -62,10 +62,13 @@ def encode_response(version: int, topics: list[tuple[str, list[PartitionOffsetRe
 # ---------------------------------------------------------------------- client side
 
 
-def encode_request(topics: Iterable[tuple[str, Sequence[tuple[int, int]]]]) -> tuple[int, int, Buffers]:
-    """ListOffsets v5: [(topic, [(partition, timestamp)])]; timestamp -2 earliest, -1 latest."""
+def encode_request(topics: Iterable[tuple[str, Sequence[tuple[int, int]]]], read_committed: bool = False
+                   ) -> tuple[int, int, Buffers]:
+    """ListOffsets v5: [(topic, [(partition, timestamp)])]; timestamp -2 earliest, -1 latest (read_committed:
+    the last stable offset)."""
     topics = list(topics)
-    w = Writer().int32(CONSUMER_REPLICA_ID).int8(READ_UNCOMMITTED).array_len(len(topics))
+    isolation = READ_COMMITTED if read_committed else READ_UNCOMMITTED
+    w = Writer().int32(CONSUMER_REPLICA_ID).int8(isolation).array_len(len(topics))
     for name, partitions in topics:
         w.string(name).array_len(len(partitions))
         for partition, timestamp in partitions:

@@ -144,14 +144,16 @@ def check_header(h: RecordBatchHeader, pos: int, available: int) -> None:
 
 
 def validate_batches(
-    buf: bytes | bytearray | memoryview, max_batch_bytes: int | None = None
+    buf: bytes | bytearray | memoryview, max_batch_bytes: int | None = None, allow: int = 0
 ) -> list[RecordBatchHeader]:
     """Check a whole produce payload: concatenated v2 batches, each complete, CRC-32C correct.
 
     Raises CorruptRecordError (bad framing or CRC), InvalidRecordError (not magic 2, empty,
-    no records, control or transactional batch) or RecordTooLargeError (a batch over
-    ``max_batch_bytes``). Returns the headers in order.
+    no records, a control or transactional batch unless ``allow`` has its attribute bit:
+    TRANSACTIONAL_MASK for a transactional produce, both for markers and a follower's copy) or
+    RecordTooLargeError (a batch over ``max_batch_bytes``). Returns the headers in order.
     """
+    refused = (CONTROL_MASK | TRANSACTIONAL_MASK) & ~allow
     mv = buf if isinstance(buf, memoryview) else memoryview(buf)
     total = len(mv)
     if total == 0:
@@ -171,8 +173,8 @@ def validate_batches(
         # One combined test for the common, valid case; _reject() says precisely what is wrong.
         if (h.magic != CURRENT_MAGIC or h.batch_length < MIN_BATCH_LENGTH or size > total - pos or size > limit
                 or h.records_count <= 0 or h.last_offset_delta + 1 < h.records_count
-                or h.attributes & (CONTROL_MASK | TRANSACTIONAL_MASK)):
-            _reject(h, pos, total - pos, max_batch_bytes)
+                or h.attributes & refused):
+            _reject(h, pos, total - pos, max_batch_bytes, refused)
         crc = crc32c.crc32c(mv[pos + ATTRIBUTES_POS : pos + size])
         if crc != h.crc:
             raise CorruptRecordError(f"record batch at byte {pos}: CRC-32C is {crc:#010x}, header says {h.crc:#010x}")
@@ -181,17 +183,19 @@ def validate_batches(
     return headers
 
 
-def _reject(h: RecordBatchHeader, pos: int, available: int, max_batch_bytes: int | None) -> None:
+def _reject(h: RecordBatchHeader, pos: int, available: int, max_batch_bytes: int | None,
+            refused: int = CONTROL_MASK | TRANSACTIONAL_MASK) -> None:
     """Raise the error that describes what is wrong with the header at ``pos``."""
     check_header(h, pos, available)
     if max_batch_bytes is not None and h.size > max_batch_bytes:
         raise RecordTooLargeError(f"record batch of {h.size} bytes exceeds max.message.bytes {max_batch_bytes}")
     if h.records_count == 0:
         raise InvalidRecordError(f"record batch at byte {pos} has no records")
-    if h.is_control:
+    if h.attributes & refused & CONTROL_MASK:
         raise InvalidRecordError(f"record batch at byte {pos} is a control batch; clients may not send those")
-    if h.is_transactional:
-        raise InvalidRecordError(f"record batch at byte {pos} is transactional; transactions are not supported")
+    if h.attributes & refused & TRANSACTIONAL_MASK:
+        raise InvalidRecordError(f"record batch at byte {pos} is transactional but the request has no "
+                                 "transactional id")
     raise CorruptRecordError(f"record batch at byte {pos} has an inconsistent header")
 
 

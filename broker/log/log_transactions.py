@@ -1,0 +1,45 @@
+"""Transactions in a partition's log (a part of Log): the last stable offset, the aborted transactions of a
+fetched range, and the leader's append of a transaction marker (docs/transactions.md).
+
+The producer state (producer_state.py) tracks which producers have a transaction open here and which
+transactions were aborted; it is rebuilt from the batches on disk, so all of this survives a restart.
+"""
+
+from __future__ import annotations
+
+from ferry.broker.log.append_info import AppendInfo
+from ferry.wire.record.control_batch import build_marker
+from ferry.wire.record.record_batch import CONTROL_MASK, TRANSACTIONAL_MASK
+
+MARKER = CONTROL_MASK | TRANSACTIONAL_MASK
+
+
+class LogTransactions:
+    """LSO, aborted transactions, markers (a part of Log)."""
+
+    @property
+    def last_stable_offset(self) -> int:
+        """What a read_committed consumer may read (exclusive): the high watermark, or the first offset of the
+        earliest transaction not yet decided (or whose marker is not yet below the high watermark)."""
+        state = self.producer_state
+        if not state.ongoing and not state.unreplicated:
+            return self.high_watermark
+        with self._lock:
+            hw = self.high_watermark
+            first = self.producer_state.first_unstable_offset(hw)
+            return hw if first is None or first > hw else first
+
+    def aborted_transactions(self, start: int, end: int) -> list[tuple[int, int]]:
+        """(producer id, first offset) of the aborted transactions overlapping [start, end)."""
+        state = self.producer_state
+        if not state.aborted:
+            return []
+        with self._lock:
+            return self.producer_state.aborted_between(start, end)
+
+    def append_marker(self, producer_id: int, producer_epoch: int, committed: bool, leader_epoch: int = -1,
+                      coordinator_epoch: int = 0) -> AppendInfo:
+        """Append the control batch that ends ``producer_id``'s transaction here (as leader).
+        InvalidProducerEpochError when the producer already has a newer epoch here."""
+        marker = build_marker(producer_id, producer_epoch, committed, coordinator_epoch, self._clock())
+        return self.append(marker, leader_epoch, allow=MARKER)
