@@ -5,6 +5,13 @@ Every message carries its event time as the record timestamp and the producing h
 ``ferry.host`` header. Delivery reports are served by a background poll thread; the audit counter counts
 in the delivery callback, so only acknowledged messages count and a retried message counts once.
 The per-message Python path is one ``produce`` call with positional arguments (keywords cost ~30 %).
+
+Transactions (``transactional_id=``; docs/transactions.md): a thin pass-through of librdkafka's API
+(init_transactions, begin_transaction, send_offsets_to_transaction, commit_transaction,
+abort_transaction; librdkafka's KafkaException passes through, with its retriable / txn_requires_abort /
+fatal flags). Audited only on commit: a transaction's delivered messages are counted aside and join the
+audit counts when it commits (dropped when it aborts); the counts go to `_audit` through a second,
+non-transactional producer, since a transactional one may only write inside a transaction.
 """
 
 from __future__ import annotations
@@ -42,7 +49,8 @@ class Producer:
                  batch_size: int = 1_000_000, compression: str = "lz4", partitioner: str = "random",
                  enable_idempotence: bool = True, retries: int | None = None, delivery_timeout_ms: int = 120_000,
                  queue_max_messages: int = 500_000, audit: bool = True, audit_tier: str = "producer",
-                 audit_interval_s: float = 10.0, **overrides: object) -> None:
+                 audit_interval_s: float = 10.0, transactional_id: str | None = None,
+                 transaction_timeout_ms: int = 60_000, **overrides: object) -> None:
         acks_value = ACKS.get(str(acks))
         if acks_value is None:
             raise ValueError(f"acks must be one of all, -1, 1, 0 (got {acks!r})")
@@ -50,6 +58,8 @@ class Producer:
             raise ValueError(f"compression must be one of {', '.join(COMPRESSIONS)} (got {compression!r})")
         if partitioner not in PARTITIONERS:
             raise ValueError(f"partitioner must be 'random' or 'key' (got {partitioner!r})")
+        if transactional_id is not None and not enable_idempotence:
+            raise ValueError("a transactional producer is idempotent (leave enable_idempotence=True)")
         if enable_idempotence and acks_value != "all":
             raise ValueError("an idempotent producer needs acks='all' (pass enable_idempotence=False for acks 0/1)")
         if bootstrap is None and zookeeper is None:
@@ -80,6 +90,10 @@ class Producer:
         }
         if retries is not None:
             config["retries"] = retries
+        if transactional_id is not None:
+            config["transactional.id"] = transactional_id
+            config["transaction.timeout.ms"] = transaction_timeout_ms
+            config["message.timeout.ms"] = min(delivery_timeout_ms, transaction_timeout_ms)  # librdkafka's rule
         for name, value in overrides.items():  # librdkafka properties, with '_' for '.'
             config[name.replace("_", ".")] = value
         try:
@@ -90,15 +104,25 @@ class Producer:
         self.counter: AuditCounter | None = None
         self.publisher: AuditPublisher | None = None
         self._count_cb: DeliveryCallback | None = None
+        self.transactional = transactional_id is not None
+        self._txn_counter: AuditCounter | None = None  # the open transaction's deliveries, counted on commit
+        self._poll_lock = threading.Lock()  # transactional: no delivery callback runs while a commit settles
+        self._audit_producer: Producer | None = None
         if audit:
             self.counter = AuditCounter(audit_tier, application, datacenter or "", self.host)
             self._count_cb = self.counter.on_delivery
+            if self.transactional:
+                self._txn_counter = AuditCounter(audit_tier, application, datacenter or "", self.host)
+                self._count_cb = self._txn_counter.on_delivery
+                self._audit_producer = Producer(bootstrap, application=application, datacenter=datacenter,
+                                                audit=False, linger_ms=linger_ms, compression=compression)
         self._closed = False
         self._stop_polling = threading.Event()
         self._poller = threading.Thread(target=self._poll_loop, name="ferry-producer-poll", daemon=True)
         self._poller.start()
         if audit:
-            self.publisher = AuditPublisher(self, self.counter, audit_interval_s).start()
+            sender = self if self._audit_producer is None else self._audit_producer  # (a Producer has __len__)
+            self.publisher = AuditPublisher(sender, self.counter, audit_interval_s).start()
 
     # -- sending -----------------------------------------------------------------------------------------
     def send(self, topic: str, value: bytes | None, key: bytes | None = None, *, partition: int | None = None,
@@ -166,12 +190,50 @@ class Producer:
             raise UnknownTopicError(f"topic {topic!r} does not exist (create it with `ferry topics create`)")
         return sorted(t.partitions)
 
+    # -- transactions (librdkafka's API; docs/transactions.md) -----------------------------------------------
+    def init_transactions(self, timeout: float = 30.0) -> None:
+        """Register the transactional id with its coordinator (fences older producers with the same id)."""
+        self._rd.init_transactions(timeout)
+
+    def begin_transaction(self) -> None:
+        self._rd.begin_transaction()
+
+    def send_offsets_to_transaction(self, offsets: list, group_metadata: object, timeout: float = 30.0) -> None:
+        """Commit a consumer's positions (``consumer.position(...)``, ``consumer.consumer_group_metadata()``)
+        within the transaction: they become the group's committed offsets exactly when it commits."""
+        self._rd.send_offsets_to_transaction(offsets, group_metadata, timeout)
+
+    def commit_transaction(self, timeout: float = 30.0) -> None:
+        """Flush and commit; the transaction's messages join the audit counts only now."""
+        self._rd.commit_transaction(timeout)
+        self._settle_txn_counts(commit=True)
+
+    def abort_transaction(self, timeout: float = 30.0) -> None:
+        """Abort: read_committed consumers never see the transaction's messages, and they are not audited."""
+        self._rd.abort_transaction(timeout)
+        self._settle_txn_counts(commit=False)
+
+    def _settle_txn_counts(self, commit: bool) -> None:
+        pending = self._txn_counter
+        if pending is None or self.counter is None:
+            return
+        with self._poll_lock:  # every delivery report of the transaction has been served (flushed by librdkafka)
+            events = pending.snapshot_and_reset()
+        if commit:
+            for e in events:
+                self.counter.count(e.topic, e.bucket_start, e.count)
+
     # -- delivery ----------------------------------------------------------------------------------------
     def _poll_loop(self) -> None:
         poll = self._rd.poll
+        lock = self._poll_lock if self.transactional else None
         while not self._stop_polling.is_set():
             try:
-                poll(0.1)
+                if lock is None:
+                    poll(0.1)
+                else:
+                    with lock:
+                        poll(0.1)
             except Exception:  # an exception raised by a user's delivery callback
                 log.exception("delivery callback failed")
 
@@ -206,6 +268,8 @@ class Producer:
                 self.publisher.close(max(deadline - time.monotonic(), 1.0))
             except Exception:  # closing must still stop the threads and the client
                 log.exception("publishing the final audit counts failed")
+        if self._audit_producer is not None:
+            self._audit_producer.close(max(deadline - time.monotonic(), 1.0))
         self._closed = True
         self._stop_polling.set()
         self._poller.join(5)

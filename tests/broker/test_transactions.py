@@ -20,7 +20,8 @@ from ferry.wire.protocol import fetch  # noqa: E402
 from ferry.wire.protocol import list_offsets as lo
 
 PARTITIONS = 2
-TXN_OVERRIDES = ("--flush-ms", "20", "--override", "transaction.abort.timed.out.transaction.cleanup.interval.ms=500")
+TXN_OVERRIDES = ("--flush-ms", "20", "--override", "transaction.abort.timed.out.transaction.cleanup.interval.ms=500",
+                 "--audit-topic-partitions", "1")
 
 
 @pytest.fixture(scope="module")
@@ -210,3 +211,32 @@ def test_zombie_producer_is_fenced(cluster):
     fresh = produce_txn(new, topic, "new", 20)
     got = consume_all(cluster, topic, "read_committed")
     assert values(got) == fresh  # nothing of the zombie's transaction
+
+
+def test_ferry_producer_passes_transactions_through_and_audits_only_commits(cluster):
+    from ferry.client import Producer as FerryProducer
+    from ferry.client.audit.event import AUDIT_TOPIC, AuditEvent
+
+    topic = new_topic(cluster)
+    app = f"txn-app-{uuid.uuid4().hex[:6]}"
+    p = FerryProducer(cluster[0].bootstrap, application=app, transactional_id=f"ferry-{uuid.uuid4().hex[:6]}",
+                      audit_interval_s=0.5)
+    try:
+        p.init_transactions()
+        p.begin_transaction()
+        for i in range(30):
+            p.send(topic, f"kept-{i}".encode(), partition=i % PARTITIONS)
+        p.commit_transaction()
+        p.begin_transaction()
+        for i in range(12):
+            p.send(topic, f"dropped-{i}".encode(), partition=i % PARTITIONS)
+        assert p.flush(10) == 0
+        p.abort_transaction()
+        assert p.delivered == 30  # only the committed transaction is counted
+    finally:
+        assert p.close(15) == 0
+    got = consume_all(cluster, topic, "read_committed")
+    assert values(got) == {f"kept-{i}".encode() for i in range(30)}
+    events = [AuditEvent.from_json(v) for _p, _o, v in consume_all(cluster, AUDIT_TOPIC, "read_committed", 1)]
+    mine = [e for e in events if e.application == app and e.topic == topic]
+    assert sum(e.count for e in mine) == 30, mine
