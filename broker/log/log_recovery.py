@@ -132,3 +132,4 @@ class LogRecovery:
                 if h.producer_id >= 0 and h.base_offset >= start:
                     control = control_type(os.pread(seg.fd, CONTROL_PREFIX, pos)) if h.is_control else -1
                     state.update(h, h.base_offset, control=control)
+        state.first_unstable_offset(self.high_watermark)  # decided transactions below it are stable

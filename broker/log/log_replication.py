@@ -110,6 +110,8 @@ class LogReplication:
                 state.update(h, h.base_offset, now, control_type(view, pos) if h.is_control else -1)
             self._appended_messages += h.records_count
             pos += h.size
+        if state.unreplicated:
+            state.first_unstable_offset(self.high_watermark)  # forget transactions decided and replicated
         if self._first_unflushed_ms is None:
             self._first_unflushed_ms = now
 

@@ -42,4 +42,12 @@ class LogTransactions:
         """Append the control batch that ends ``producer_id``'s transaction here (as leader).
         InvalidProducerEpochError when the producer already has a newer epoch here."""
         marker = build_marker(producer_id, producer_epoch, committed, coordinator_epoch, self._clock())
-        return self.append(marker, leader_epoch, allow=MARKER)
+        info = self.append(marker, leader_epoch, allow=MARKER)
+        self.forget_stable()
+        return info
+
+    def forget_stable(self) -> None:
+        """Forget closed transactions whose marker the high watermark passed (keeps that list short on logs
+        that no consumer fetches from: followers, idle leaders)."""
+        with self._lock:
+            self.producer_state.first_unstable_offset(self.high_watermark)
