@@ -22,6 +22,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "schemas": ("ferry.schemas.cli", "register, list and show Avro schemas"),
     "mirror": ("ferry.mirror.cli", "mirror a live cluster into the offline cluster"),
     "load": ("ferry.loaders.cli", "load offset ranges into the hourly warehouse tables (PySpark)"),
+    "sql": ("ferry.loaders.sql_cli", "Spark SQL on the warehouse; `ferry sql serve`: Thrift JDBC/ODBC server"),
     "audit": ("ferry.audit.cli", "audit reports: the books per topic and hour"),
     "dashboard": ("ferry.dashboard.cli", "serve the pipeline's console in the browser (completeness, flow, loads)"),
     "demo": ("ferry.demo", "run the whole two-datacenter pipeline on this machine"),

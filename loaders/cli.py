@@ -35,7 +35,10 @@ def add_arguments(p: argparse.ArgumentParser, default_master: str | None = "loca
     p.add_argument("--database", default="ferry", metavar="NAME", help="Hive database of the tables (default: ferry)")
     p.add_argument("--master", default=default_master, metavar="MASTER",
                    help="Spark master (default: local[2]; under spark-submit the master spark-submit was given)")
-    p.add_argument("--metastore-uris", default=None, metavar="URIS", help="thrift://host:9083 for a real Hive metastore")
+    p.add_argument("--metastore", "--metastore-uris", dest="metastore_uris", default=None, metavar="URL",
+                   help="the Hive metastore: postgresql://USER[:PASSWORD]@HOST[:PORT]/DB (loads and analysts at "
+                        "once), thrift://HOST:9083 (a metastore service) or derby:DIR; default $FERRY_METASTORE, "
+                        "else the embedded Derby in STATE_DIR (one process at a time)")
     p.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE", help="extra Spark setting")
     p.add_argument("--start", default="earliest", metavar="earliest|latest|TIME",
                    help="where partitions never loaded before start: earliest, latest or an ISO time")
@@ -156,6 +159,7 @@ def _run(args: argparse.Namespace, metrics) -> int:
     from ferry.loaders.ledger import LedgerError
     from ferry.loaders.load_config import BadRecordsError
     from ferry.loaders.planner import DataLossError, PlanError, StartPosition
+    from ferry.loaders.sql_metastore import MetastoreError
     from ferry.zk import RegistryError
     from ferry.zk.cli_args import ENV_ZOOKEEPER, quiet_zookeeper_logs
 
@@ -197,7 +201,8 @@ def _run(args: argparse.Namespace, metrics) -> int:
         if metrics is not None:
             metrics.succeeded(out)
         return 0
-    except (DataLossError, PlanError, BadRecordsError, LedgerError, ClusterOffsetsError, ValueError) as e:
+    except (DataLossError, PlanError, BadRecordsError, LedgerError, ClusterOffsetsError, MetastoreError,
+            ValueError) as e:
         print(f"ferry load: {e}", file=sys.stderr)
         return 1
     except RegistryError as e:  # the cluster's ZooKeeper: unreachable or a bad connect string

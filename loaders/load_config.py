@@ -23,7 +23,9 @@ class LoadConfig:
     warehouse: str | None = None  # default <state_dir>/warehouse; any Hadoop URI
     database: str = "ferry"
     master: str | None = "local[2]"  # None: from spark-submit
-    metastore_uris: str | None = None  # thrift://... for a real metastore; default embedded Derby
+    # the Hive metastore, any sql_metastore spec: postgresql://USER@HOST/DB, thrift://HOST:PORT, derby:DIR;
+    # None: $FERRY_METASTORE, else the embedded Derby in state_dir (one process at a time)
+    metastore_uris: str | None = None
     start: str = "earliest"
     max_per_split: int = 1_000_000
     # who writes Parquet: "arrow" (the executors, with pyarrow: fast), "spark" (Spark's writer: any Hadoop

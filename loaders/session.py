@@ -1,5 +1,6 @@
-"""The Spark session of a load: Hive support with an embedded Derby metastore under the state directory
-(or a real metastore by URI), UTC session time zone, and the ``ferry`` data source registered."""
+"""The Spark session of a load: Hive support with the metastore named by ``--metastore``/$FERRY_METASTORE
+(PostgreSQL, a metastore service, or by default the embedded Derby under the state directory: see
+sql_metastore.py), UTC session time zone, and the ``ferry`` data source registered."""
 
 from __future__ import annotations
 
@@ -19,13 +20,10 @@ def python_for_workers() -> str:
 
 
 def metastore_conf(state_dir: str | os.PathLike, metastore_uris: str | None = None) -> dict[str, str]:
-    if metastore_uris:
-        return {"spark.hadoop.hive.metastore.uris": metastore_uris}
-    db = Path(state_dir).resolve() / "metastore_db"
-    return {
-        "spark.hadoop.javax.jdo.option.ConnectionURL": f"jdbc:derby:;databaseName={db};create=true",
-        "spark.driver.extraJavaOptions": f"-Dderby.system.home={Path(state_dir).resolve()}",
-    }
+    """Spark settings of the metastore ``metastore_uris`` names (any sql_metastore spec; None: the default)."""
+    from ferry.loaders.sql_metastore import parse
+
+    return parse(metastore_uris, state_dir).spark_conf(state_dir)
 
 
 # The driver JVM of a load whose executors write Parquet themselves does no row work: its CPU goes to the
@@ -43,6 +41,9 @@ def build_session(state_dir: str | os.PathLike, *, master: str | None = "local[2
     Static settings (metastore, warehouse dir, JVM options) only take effect when this creates the
     session; an existing session in the process is reused as it is (the caller decided its metastore).
     ``quick_jit``: the driver JVM compiles with C1 only (QUICK_JIT; for loads whose rows never enter it).
+    ``metastore_uris``: any metastore spec of sql_metastore.parse (postgresql://, thrift://, derby:DIR); None:
+    $FERRY_METASTORE, else the embedded Derby under ``state_dir``. A metastore that cannot be used raises
+    sql_metastore.MetastoreError (one line) before any JVM starts.
     """
     python_for_workers()
     from pyspark.sql import SparkSession
@@ -55,6 +56,10 @@ def build_session(state_dir: str | os.PathLike, *, master: str | None = "local[2
     if active is not None and active.sparkContext._jsc is not None:
         register(active)
         return active
+    from ferry.loaders.sql_metastore import parse
+
+    metastore = parse(metastore_uris, state)
+    metastore.check()
     builder = SparkSession.builder.appName(app_name)
     if master:
         builder = builder.master(master)
@@ -70,7 +75,7 @@ def build_session(state_dir: str | os.PathLike, *, master: str | None = "local[2
         "spark.local.dir": str(state / "spark-tmp"),
         "spark.python.worker.reuse": "true",
         "spark.hadoop.hive.stats.autogather": "false",
-        **metastore_conf(state, metastore_uris),
+        **metastore.spark_conf(state),
     }
     if quick_jit:
         java = settings.get("spark.driver.extraJavaOptions", "")
@@ -79,7 +84,7 @@ def build_session(state_dir: str | os.PathLike, *, master: str | None = "local[2
     for k, v in settings.items():
         builder = builder.config(k, v)
     spark = builder.enableHiveSupport().getOrCreate()
-    if not metastore_uris:  # under spark-submit the driver JVM started before our settings: derby.log goes here
+    if metastore.kind == "derby":  # under spark-submit the driver JVM started before our settings: derby.log goes here
         spark._jvm.java.lang.System.setProperty("derby.system.home", str(state))
     spark.sparkContext.setLogLevel(os.environ.get("FERRY_SPARK_LOG_LEVEL", "WARN"))
     register(spark)

@@ -7,7 +7,8 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 PY="${PYTHON:-python3}"
-APT_PACKAGES=(zookeeper default-jre-headless debootstrap procps iproute2 kcat chromium chromium-driver prometheus)
+APT_PACKAGES=(zookeeper default-jre-headless debootstrap procps iproute2 kcat chromium chromium-driver prometheus
+              postgresql libpostgresql-jdbc-java)
 if [[ "${1:-}" == "--bench" ]]; then APT_PACKAGES+=(rabbitmq-server activemq); fi
 
 need=()
@@ -20,7 +21,7 @@ if ((${#need[@]})); then
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
   # Debian starts these as services on install; ferry's benchmarks run their own loopback-only instances.
-  for svc in rabbitmq-server activemq zookeeper prometheus; do $SUDO systemctl stop "$svc" >/dev/null 2>&1 || true; done
+  for svc in rabbitmq-server activemq zookeeper prometheus postgresql; do $SUDO systemctl stop "$svc" >/dev/null 2>&1 || true; done
 fi
 
 STAMP=".venv/.ferry-stamp"

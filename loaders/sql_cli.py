@@ -1,0 +1,216 @@
+"""``ferry sql``: Spark SQL on the warehouse (spark-sql), and ``ferry sql serve``: Spark's Thrift JDBC/ODBC server.
+
+Both are the pyspark distribution's own programs (``bin/spark-sql``; ``HiveThriftServer2`` from the
+``spark-hive-thriftserver`` jar the wheel ships) started with the settings a load uses: the same metastore
+(sql_metastore.py: PostgreSQL, a metastore service or the embedded Derby), warehouse directory, UTC time zone.
+The metastore is checked first, so a stopped, wrong or locked one gives one line and exit 1, not a JVM
+stack trace; Java's own stack-trace lines are kept off the terminal (FERRY_DEBUG=1 shows them).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+DESCRIPTION = """\
+Query the warehouse's hourly tables with Spark SQL, in a shell (no -e/-f), one statement (-e) or a file (-f);
+or serve them to JDBC/ODBC clients (beeline, DBeaver, PyHive) with `ferry sql serve --listen HOST:PORT`.
+The metastore is the one the loads use: --metastore or $FERRY_METASTORE (PostgreSQL: loads and any number of
+readers at once), else the embedded Derby of --state-dir (one process at a time). See docs/analysts.md.
+
+examples:
+  ferry sql --metastore postgresql://ferry@db1/metastore -e "SELECT hr, count(*) FROM page_view GROUP BY hr"
+  ferry sql --state-dir ferry-state -f report.sql
+  ferry sql serve --listen 127.0.0.1:10000 --metastore postgresql://ferry@db1/metastore
+  beeline -u jdbc:hive2://127.0.0.1:10000/ferry -e "SELECT * FROM ferry_completeness WHERE NOT complete"
+"""
+THRIFT_SERVER = "org.apache.spark.sql.hive.thriftserver.HiveThriftServer2"
+_TRACE_PREFIXES = ("\tat ", "Caused by:", "\t... ", "\tSuppressed:")
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser("sql", help="Spark SQL on the warehouse; `serve`: the Thrift JDBC/ODBC server",
+                              description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("action", nargs="?", choices=("shell", "serve"), default="shell",
+                   help="shell (default): spark-sql; serve: the Thrift JDBC/ODBC server")
+    what = p.add_mutually_exclusive_group()
+    what.add_argument("-e", dest="query", metavar="QUERY", help="run these statements and exit")
+    what.add_argument("-f", dest="file", metavar="FILE", help="run the statements of FILE and exit")
+    p.add_argument("--listen", default="127.0.0.1:10000", metavar="HOST:PORT",
+                   help="serve: where the Thrift server listens (default 127.0.0.1:10000)")
+    p.add_argument("--state-dir", default="ferry-state", metavar="DIR",
+                   help="the loads' state directory: its embedded Derby metastore and warehouse are the defaults")
+    p.add_argument("--metastore", default=None, metavar="URL",
+                   help="postgresql://USER[:PASSWORD]@HOST[:PORT]/DB, thrift://HOST:PORT or derby:DIR "
+                        "(default $FERRY_METASTORE, else STATE_DIR's embedded Derby)")
+    p.add_argument("--warehouse", default=None, metavar="DIR|URI", help="warehouse root (default STATE_DIR/warehouse)")
+    p.add_argument("--database", default="ferry", metavar="NAME", help="current database (default ferry)")
+    p.add_argument("--master", default="local[2]", metavar="MASTER", help="Spark master (default local[2])")
+    p.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE", help="extra Spark setting")
+    p.set_defaults(func=run)
+
+
+def spark_home() -> Path:
+    import pyspark
+
+    return Path(pyspark.__file__).resolve().parent
+
+
+def settings(args: argparse.Namespace, metastore, scratch: Path) -> dict[str, str]:
+    state = Path(args.state_dir).resolve()
+    conf = {
+        "spark.sql.session.timeZone": "UTC",
+        "spark.sql.warehouse.dir": args.warehouse or str(state / "warehouse"),
+        "spark.ui.enabled": "false",
+        "spark.ui.showConsoleProgress": "false",
+        "spark.sql.shuffle.partitions": "8",
+        "spark.local.dir": str(scratch),
+        "spark.hadoop.hive.stats.autogather": "false",
+        **metastore.spark_conf(state),
+    }
+    log4j = scratch / "log4j2.properties"
+    level = os.environ.get("FERRY_SPARK_LOG_LEVEL", "ERROR")
+    log4j.write_text(f"rootLogger.level = {level}\nrootLogger.appenderRef.stderr.ref = console\n"
+                     "appender.console.type = Console\nappender.console.name = console\n"
+                     "appender.console.target = SYSTEM_ERR\nappender.console.layout.type = PatternLayout\n"
+                     "appender.console.layout.pattern = %d{HH:mm:ss} %p %c{1}: %m%n%ex\n")
+    java = conf.get("spark.driver.extraJavaOptions", "")
+    conf["spark.driver.extraJavaOptions"] = f"{java} -Dlog4j.configurationFile=file:{log4j}".strip()
+    for item in args.conf:
+        k, sep, v = item.partition("=")
+        if not sep:
+            raise ValueError(f"--conf {item!r}: expected KEY=VALUE")
+        conf[k] = v
+    return conf
+
+
+def write_properties(conf: dict[str, str], path: Path) -> Path:
+    """Spark's --properties-file (mode 600: it may hold the metastore's password, kept off the process list)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        for k, v in conf.items():
+            f.write(f"{k} {v}\n")
+    return path
+
+
+def command(args: argparse.Namespace, properties: Path) -> list[str]:
+    bin_dir = spark_home() / "bin"
+    if args.action == "serve":
+        from ferry.zk.cli_args import parse_listen
+
+        host, port = parse_listen(args.listen, "--listen")
+        return [str(bin_dir / "spark-submit"), "--master", args.master, "--properties-file", str(properties),
+                "--name", "ferry-sql-thrift", "--class", THRIFT_SERVER, "spark-internal",
+                "--hiveconf", f"hive.server2.thrift.bind.host={host}", "--hiveconf", f"hive.server2.thrift.port={port}"]
+    cmd = [str(bin_dir / "spark-sql"), "--master", args.master, "--properties-file", str(properties),
+           "--database", args.database]
+    if args.query is not None:
+        cmd += ["-e", args.query]
+    elif args.file is not None:
+        cmd += ["-f", args.file]
+    return cmd
+
+
+def run(args: argparse.Namespace) -> int:
+    from ferry.loaders.session import python_for_workers
+    from ferry.loaders.sql_metastore import MetastoreError, parse
+
+    if args.action == "serve" and (args.query is not None or args.file is not None):
+        print("ferry sql: serve takes no -e/-f", file=sys.stderr)
+        return 2
+    if args.file is not None and not Path(args.file).is_file():
+        print(f"ferry sql: -f {args.file}: no such file", file=sys.stderr)
+        return 2
+    try:
+        metastore = parse(args.metastore, args.state_dir)
+        metastore.check()
+    except MetastoreError as e:
+        print(f"ferry sql: {e}", file=sys.stderr)
+        return 1
+    python_for_workers()
+    with tempfile.TemporaryDirectory(prefix="ferry-sql-") as tmp:
+        scratch = Path(tmp)
+        try:
+            conf = settings(args, metastore, scratch)
+            cmd = command(args, write_properties(conf, scratch / "spark.properties"))
+        except ValueError as e:
+            print(f"ferry sql: {e}", file=sys.stderr)
+            return 2
+        env = dict(os.environ, SPARK_HOME=str(spark_home()))
+        env.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+        return _run_java(cmd, env, args, cwd=scratch)
+
+
+def _run_java(cmd: list[str], env: dict[str, str], args: argparse.Namespace, cwd: Path) -> int:
+    """Run spark-sql / the Thrift server with its stderr filtered; a metastore failure becomes one line."""
+    from ferry.loaders.sql_metastore import explain
+
+    debug = bool(os.environ.get("FERRY_DEBUG"))
+    proc = subprocess.Popen(cmd, env=env, cwd=cwd, stderr=subprocess.PIPE, text=True, errors="replace",
+                            start_new_session=args.action == "serve")
+    seen: list[str] = []
+
+    def pump() -> None:
+        for line in proc.stderr:
+            if len(seen) < 5000:
+                seen.append(line)
+            if debug or not line.startswith(_TRACE_PREFIXES):
+                sys.stderr.write(line)
+                sys.stderr.flush()
+
+    reader = threading.Thread(target=pump, daemon=True)
+    reader.start()
+    if args.action == "serve":
+        _announce_when_listening(proc, args.listen)
+
+    def stop(signum, _frame) -> None:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+
+    old = {s: signal.signal(s, stop) for s in (signal.SIGTERM,)} if args.action == "serve" else {}
+    try:
+        rc = proc.wait()
+    except KeyboardInterrupt:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM if args.action == "serve" else signal.SIGINT)
+        try:
+            rc = proc.wait(30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            rc = proc.wait()
+        rc = rc or 130
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+    reader.join(5)
+    if rc != 0 and (why := explain("".join(seen))):
+        print(f"ferry sql: {why}", file=sys.stderr)
+    return 0 if rc in (0, -signal.SIGTERM, 143) and args.action == "serve" else (1 if rc else 0)
+
+
+def _announce_when_listening(proc: subprocess.Popen, listen: str, timeout_s: float = 300.0) -> None:
+    """Print the JDBC URL once the server accepts connections (bounded wait; the server's death ends it)."""
+    from ferry.zk.cli_args import parse_listen
+
+    host, port = parse_listen(listen, "--listen")
+    probe = "127.0.0.1" if host in ("0.0.0.0", "") else host
+    deadline = time.monotonic() + timeout_s
+
+    def wait() -> None:
+        while time.monotonic() < deadline and proc.poll() is None:
+            try:
+                with socket.create_connection((probe, port), timeout=1.0):
+                    print(f"ferry sql serve: JDBC/ODBC at jdbc:hive2://{probe}:{port}/ (Ctrl-C stops)", flush=True)
+                    return
+            except OSError:
+                time.sleep(0.5)
+
+    threading.Thread(target=wait, daemon=True).start()
