@@ -240,3 +240,25 @@ def test_ferry_producer_passes_transactions_through_and_audits_only_commits(clus
     events = [AuditEvent.from_json(v) for _p, _o, v in consume_all(cluster, AUDIT_TOPIC, "read_committed", 1)]
     mine = [e for e in events if e.application == app and e.topic == topic]
     assert sum(e.count for e in mine) == 30, mine
+
+
+def test_kafka_python_transactional_producer(cluster):
+    from kafka import KafkaProducer
+
+    topic = new_topic(cluster)
+    p = KafkaProducer(bootstrap_servers=cluster[0].bootstrap, transactional_id=f"kp-{uuid.uuid4().hex[:6]}")
+    try:
+        p.init_transactions()
+        p.begin_transaction()
+        for i in range(20):
+            p.send(topic, f"kp-{i}".encode(), partition=i % PARTITIONS)
+        p.commit_transaction()
+        p.begin_transaction()
+        for i in range(10):
+            p.send(topic, f"kpx-{i}".encode(), partition=i % PARTITIONS)
+        p.flush()
+        p.abort_transaction()
+    finally:
+        p.close()
+    assert values(consume_all(cluster, topic, "read_committed")) == {f"kp-{i}".encode() for i in range(20)}
+    assert len(consume_all(cluster, topic, "read_uncommitted")) == 30

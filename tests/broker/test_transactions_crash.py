@@ -9,13 +9,15 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from broker_wire import WireClient, create_topic, leaders, start_brokers  # noqa: E402
 from test_transactions import TXN_OVERRIDES, consume_all, produce_txn, txn_producer, values  # noqa: E402
 
 from ferry.wire.protocol import list_offsets as lo  # noqa: E402
 
-TIMEOUT_MS = 3000
+TIMEOUT_MS = 8000
 
 
 def _offsets(addr: str, topic: str, read_committed: bool) -> list[int]:
@@ -26,6 +28,7 @@ def _offsets(addr: str, topic: str, read_committed: bool) -> list[int]:
         return [res.offset for res in lo.parse_response(r.buf[r.pos:])[topic]]
 
 
+@pytest.mark.slow  # a restart and a transaction timeout: ~20 s
 def test_kill_9_mid_transaction_then_restart_never_shows_partial_data(zk_server, tmp_path):
     _zk, (broker,) = start_brokers(zk_server.connect, tmp_path, 1,
                                    extra_args=(*TXN_OVERRIDES, "--zk-session-timeout-ms", "4000"))
@@ -52,15 +55,17 @@ def test_kill_9_mid_transaction_then_restart_never_shows_partial_data(zk_server,
         del p
         broker.start()  # recovery rebuilds the open and the aborted transactions from the log
 
-        # right after the restart: the open transaction holds the LSO back, the aborted one stays hidden
+        # right after the restart: the open transaction holds the LSO back (unless its timeout already
+        # passed while the restarted broker waited for its old ZooKeeper session), the aborted one stays hidden
+        open_first, end = 20 + 1 + 20 + 1, 20 + 1 + 20 + 1 + 20 + 1  # per partition: c, marker, x, marker, open
+        assert _offsets(broker.bootstrap, topic, True) in ([open_first] * 2, [end] * 2)
         got = consume_all(cluster, topic, "read_committed", idle_s=1.0)
         assert values(got) == committed, "read_committed saw undecided or aborted data after the restart"
-        hw = _offsets(broker.bootstrap, topic, False)
-        assert hw == [20 + 1 + 20 + 1 + 20] * 2  # the open transaction's batches are in the log
+        assert _offsets(broker.bootstrap, topic, False) in ([end - 1] * 2, [end] * 2)  # the open batches are there
         # the coordinator, back from ZooKeeper, aborts the transaction once its timeout passed
         deadline = time.monotonic() + TIMEOUT_MS / 1000 + 15
-        while _offsets(broker.bootstrap, topic, True) != [h + 1 for h in hw]:  # LSO = HW past the abort markers
-            assert time.monotonic() < deadline, f"the open transaction was never aborted: {_offsets(broker.bootstrap, topic, True)}"
+        while (lso := _offsets(broker.bootstrap, topic, True)) != [end] * 2:  # LSO = HW past the abort markers
+            assert time.monotonic() < deadline, f"the open transaction was never aborted: LSO {lso}"
             time.sleep(0.2)
         after = produce_txn(txn_producer(cluster, "crash-txn"), topic, "after", 20)  # the same id works again
         got = consume_all(cluster, topic, "read_committed")
