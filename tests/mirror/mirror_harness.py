@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 import time
 import uuid
@@ -15,6 +16,8 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 
 from ferry.client.audit.bucket import bucket_start
 from ferry.embedded import ManagedProcess
+from ferry.mirror.status import mirror_status
+from ferry.zk.cluster_registry import ClusterRegistry
 
 Row = tuple[bytes | None, bytes | None, tuple, int]  # key, value, headers, timestamp
 Log = dict[tuple[str, int], list[Row]]
@@ -118,11 +121,44 @@ def wait_for(cond: Callable[[], bool], timeout: float, what: str, interval: floa
     raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
 
 
-def committed_to_end(status, topics: Iterable[str]) -> bool:
+def committed_to_end(status, topics: Iterable[str], offline_visible: bool = False) -> bool:
+    """Every partition of ``topics`` checkpointed at its live end. ``offline_visible``: and the offline
+    high watermark at least there too (an offline leader elected since the acknowledgement answers with
+    its own HW until its followers fetch again: compare logs only when the copies are visible)."""
     wanted = set(topics)
     rows = [p for p in status.partitions if p.topic in wanted]
     return bool(rows) and all(p.live_end is not None and p.committed == p.live_end for p in rows) and \
-        {p.topic for p in rows} == wanted
+        {p.topic for p in rows} == wanted and \
+        (not offline_visible or all(p.offline_end is not None and p.offline_end >= p.live_end for p in rows))
+
+
+def mirrored_to_end(live, offline, topics: Iterable[str], group: str = "ferry-mirror") -> bool:
+    """Every partition the live cluster has of ``topics`` (also ones added since the mirror started, which it
+    may not own yet) checkpointed at its live end and visible offline: the point to compare the logs at."""
+    names = sorted(set(topics))
+    status = mirror_status(live.zk_connect, offline.zk_connect, group,
+                           include="|".join(re.escape(t) for t in names))
+    return committed_to_end(status, names, offline_visible=True)
+
+
+def describe_partition(zk_connect: str, bootstrap: str, topic: str, partition: int) -> str:
+    """The partition's state in ZooKeeper and each broker's answer to ListOffsets, for a failure message."""
+    parts = []
+    try:
+        with ClusterRegistry(zk_connect) as reg:
+            parts.append(f"state {reg.partition_states(topic).get(partition)}")
+    except Exception as e:  # a diagnosis must not hide the failure it explains
+        parts.append(f"state unreadable ({e})")
+    for address in bootstrap.split(","):
+        c = Consumer({"bootstrap.servers": address, "group.id": "describe", "enable.auto.commit": False})
+        try:
+            parts.append(f"{address}: watermarks "
+                         f"{c.get_watermark_offsets(TopicPartition(topic, partition), timeout=5, cached=False)}")
+        except Exception as e:
+            parts.append(f"{address}: {e}")
+        finally:
+            c.close()
+    return "; ".join(parts)
 
 
 def wait_partitions(bootstrap: str, topic: str, n: int, timeout: float = 30.0) -> None:
@@ -158,8 +194,6 @@ class MirrorProcess(ManagedProcess):
 def clusters_with_topics(cluster_factory, topics: dict[str, int], live_brokers: int = 1, offline_brokers: int = 1):
     """A live cluster holding ``topics`` (name -> partitions), every partition led, and an empty offline
     cluster: the usual start of a mirror test."""
-    from ferry.zk.cluster_registry import ClusterRegistry
-
     live = cluster_factory(live_brokers, "live")
     offline = cluster_factory(offline_brokers, "offline")
     with ClusterRegistry(live.zk_connect) as reg:

@@ -9,13 +9,20 @@ import urllib.request
 from collections import Counter
 
 import pytest
-from mirror_harness import audit_counts, committed_to_end, produce, read_log, wait_for, wait_partitions
+from mirror_harness import (
+    audit_counts,
+    describe_partition,
+    mirrored_to_end,
+    produce,
+    read_log,
+    wait_for,
+    wait_partitions,
+)
 
 from ferry.client.audit.bucket import bucket_start
 from ferry.client.producer import Producer
 from ferry.embedded import free_port
 from ferry.mirror.mirror_maker import MirrorConfig, MirrorMaker
-from ferry.mirror.status import mirror_status
 from ferry.schemas.registry import SchemaRegistry
 from ferry.zk.cluster_registry import ClusterRegistry
 
@@ -76,8 +83,7 @@ def test_mirror_copies_topics_identically_and_picks_up_new_ones(cluster_factory)
         expected += produce(live.bootstrap, "clicks", 3, 300, start=10_000, compression="none")
 
         mirrored = ["page-views", "clicks", "signups", "orders", "_audit"]
-        wait_for(lambda: committed_to_end(mirror_status(live.zk_connect, offline.zk_connect, "ferry-mirror"),
-                                          mirrored), 120, "the mirror to commit every partition to its end")
+        wait_for(lambda: mirrored_to_end(live, offline, mirrored), 120, "the mirror to commit every partition to its end")
         with ClusterRegistry(offline.zk_connect) as reg:
             off_topics = reg.topics()
         assert "secret" not in off_topics
@@ -89,7 +95,8 @@ def test_mirror_copies_topics_identically_and_picks_up_new_ones(cluster_factory)
         dst = read_log(offline.bootstrap, {t: topics[t] for t in data})
         assert sum(len(v) for v in src.values()) == 3000 + 1500 + 800 + 300 + 700
         for tp, rows in src.items():
-            assert dst[tp] == rows, f"{tp}: offline differs from live"
+            assert dst[tp] == rows, f"{tp}: offline differs from live ({len(dst[tp])} vs {len(rows)} records; offline " \
+                                    f"{describe_partition(offline.zk_connect, offline.bootstrap, *tp)})"
 
         # the offline schema registry holds the live ids (mirrored payloads keep them)
         with SchemaRegistry(offline.zk_connect) as off_schemas:

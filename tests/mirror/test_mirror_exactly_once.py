@@ -15,7 +15,8 @@ from mirror_harness import (
     SteadyProducer,
     audit_counts,
     clusters_with_topics,
-    committed_to_end,
+    describe_partition,
+    mirrored_to_end,
     read_log,
     wait_for,
 )
@@ -35,13 +36,14 @@ def _copied(live, offline) -> int:
 
 def _assert_exactly_once(live, offline, produced: int, counts) -> None:
     """Every live message once offline, byte-identical, in order; the mirror tier's books equal the producers'."""
-    wait_for(lambda: committed_to_end(mirror_status(live.zk_connect, offline.zk_connect, "ferry-mirror"), TOPICS),
+    wait_for(lambda: mirrored_to_end(live, offline, TOPICS),
              180, "the mirror to checkpoint every partition to its end")
     src, dst = read_log(live.bootstrap, TOPICS), read_log(offline.bootstrap, TOPICS)
     assert sum(len(v) for v in src.values()) == produced
     for tp, rows in src.items():
         extra = len(dst[tp]) - len(rows)
-        assert dst[tp] == rows, f"{tp}: offline differs from live ({extra:+d} messages; duplicates if positive)"
+        assert dst[tp] == rows, f"{tp}: offline differs from live ({extra:+d} messages; duplicates if positive; offline " \
+                                f"{describe_partition(offline.zk_connect, offline.bootstrap, *tp)})"
     wait_for(lambda: audit_counts(offline.bootstrap, "mirror") == counts, 60,
              "the mirror tier's audit counts to equal the producers'", 2.0)
 

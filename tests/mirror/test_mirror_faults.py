@@ -11,8 +11,9 @@ import pytest
 from mirror_harness import (
     MirrorProcess,
     clusters_with_topics,
-    committed_to_end,
     dedup_first,
+    describe_partition,
+    mirrored_to_end,
     produce,
     read_log,
     wait_for,
@@ -44,7 +45,7 @@ def test_no_loss_through_link_cut_offline_restart_and_kill_9(cluster_factory, tm
         for t, n in TOPICS.items():
             produce(live.bootstrap, t, n, 2000, tag="p1-")
         produced += 4000
-        wait_for(lambda: committed_to_end(_status(live, offline), TOPICS), 90, "phase 1 mirrored")
+        wait_for(lambda: mirrored_to_end(live, offline, TOPICS), 90, "phase 1 mirrored")
 
         # 1. the datacenter link is cut: every live broker is down for a while, then comes back
         for b in live.brokers.values():
@@ -72,7 +73,7 @@ def test_no_loss_through_link_cut_offline_restart_and_kill_9(cluster_factory, tm
         victim.start()
         th.join(120)
         produced += 12_000
-        wait_for(lambda: committed_to_end(_status(live, offline), TOPICS), 120, "phases 2-3 mirrored")
+        wait_for(lambda: mirrored_to_end(live, offline, TOPICS), 120, "phases 2-3 mirrored")
 
         # 3. the mirror is killed with -9 while it is copying a stream still being produced
         def phase4() -> None:
@@ -89,7 +90,7 @@ def test_no_loss_through_link_cut_offline_restart_and_kill_9(cluster_factory, tm
         produced += 120_000
         mirror = MirrorProcess(tmp_path / "mirror-2.log", live.zk_connect, offline.zk_connect,
                                "events|orders", *args).start()
-        wait_for(lambda: committed_to_end(_status(live, offline), TOPICS), 180, "everything mirrored after -9")
+        wait_for(lambda: mirrored_to_end(live, offline, TOPICS), 180, "everything mirrored after -9")
 
         src = read_log(live.bootstrap, TOPICS)
         dst = read_log(offline.bootstrap, TOPICS)
@@ -123,13 +124,13 @@ def test_offline_broker_hang_longer_than_the_timeout_is_deduplicated(cluster_fac
         time.sleep(5)
         victim.resume()
         th.join(120)
-        wait_for(lambda: committed_to_end(mirror_status(live.zk_connect, offline.zk_connect, "ferry-mirror"),
-                                          topics), 120, "everything mirrored after the hang")
+        wait_for(lambda: mirrored_to_end(live, offline, topics), 120, "everything mirrored after the hang")
         errors = mm.metrics.registry.get_sample_value("ferry_mirror_errors_total", {"kind": "produce"})
         assert errors and errors > 0, "the hang did not disturb the mirror: the test tested nothing"
         src = read_log(live.bootstrap, topics)
         dst = read_log(offline.bootstrap, topics)
         for tp, rows in src.items():
-            assert dst[tp] == rows, f"{tp}: gaps or duplicates after the offline hang"
+            assert dst[tp] == rows, f"{tp}: gaps or duplicates after the offline hang ({len(dst[tp])} vs {len(rows)} " \
+                                    f"records; offline {describe_partition(offline.zk_connect, offline.bootstrap, *tp)})"
     finally:
         mm.stop()

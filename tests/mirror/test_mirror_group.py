@@ -5,7 +5,14 @@ from __future__ import annotations
 import time
 
 import pytest
-from mirror_harness import clusters_with_topics, committed_to_end, produce, read_log, wait_for
+from mirror_harness import (
+    clusters_with_topics,
+    committed_to_end,
+    mirrored_to_end,
+    produce,
+    read_log,
+    wait_for,
+)
 
 from ferry.mirror.mirror_maker import MirrorConfig, MirrorMaker
 from ferry.mirror.status import mirror_status
@@ -36,16 +43,14 @@ def test_two_mirrors_share_partitions_and_hand_over_without_loss_or_duplicates(c
         assert owners == {"mirror-a", "mirror-b"}
         for t, n in TOPICS.items():
             produce(live.bootstrap, t, n, 3000, tag="one-")
-        wait_for(lambda: committed_to_end(mirror_status(live.zk_connect, offline.zk_connect, "ferry-mirror"),
-                                          TOPICS), 90, "both mirrors to copy their share")
+        wait_for(lambda: mirrored_to_end(live, offline, TOPICS), 90, "both mirrors to copy their share")
 
         # a clean stop hands every partition over at exactly the acknowledged offset
         a.stop()
         wait_for(lambda: b.owned_partitions() == everything, 60, "the remaining mirror to take over")
         for t, n in TOPICS.items():
             produce(live.bootstrap, t, n, 3000, start=50_000, tag="two-")
-        wait_for(lambda: committed_to_end(mirror_status(live.zk_connect, offline.zk_connect, "ferry-mirror"),
-                                          TOPICS), 90, "the remaining mirror to copy everything")
+        wait_for(lambda: mirrored_to_end(live, offline, TOPICS), 90, "the remaining mirror to copy everything")
         src = read_log(live.bootstrap, TOPICS)
         dst = read_log(offline.bootstrap, TOPICS)
         assert sum(len(v) for v in src.values()) == 12_000
@@ -79,8 +84,7 @@ def test_roundrobin_spreads_one_partition_topics_over_two_mirrors(cluster_factor
         wait_for(split_evenly, 60, "each mirror to own three of the six topics")
         for t in topics:
             produce(live.bootstrap, t, 1, 50, tag=f"{t}-")
-        wait_for(lambda: committed_to_end(mirror_status(live.zk_connect, offline.zk_connect, "ferry-mirror"),
-                                          topics), 90, "both mirrors to copy their topics")
+        wait_for(lambda: mirrored_to_end(live, offline, topics), 90, "both mirrors to copy their topics")
         assert read_log(offline.bootstrap, topics) == read_log(live.bootstrap, topics)
     finally:
         a.stop()
