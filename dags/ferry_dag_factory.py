@@ -52,6 +52,9 @@ class GroupConfig:
     state_dir: str
     warehouse: str | None = None
     database: str = "ferry"
+    # the Hive metastore (loaders/sql_metastore.py): postgresql://USER@HOST/DB lets analysts query while loads
+    # run; None: $FERRY_METASTORE of the Airflow process, else the embedded Derby in state_dir
+    metastore: str | None = None
     schedule: str = "@hourly"
     start_date: dt.datetime = dt.datetime(2024, 1, 1, tzinfo=dt.UTC)
     catchup: bool = False
@@ -80,7 +83,7 @@ class GroupConfig:
 
         kw: dict[str, Any] = dict(zookeeper=self.zookeeper, topics=list(self.topics), state_dir=self.state_dir,
                                   warehouse=self.warehouse, database=self.database, master=self.master,
-                                  start=self.start, max_per_split=self.max_per_split,
+                                  metastore_uris=self.metastore, start=self.start, max_per_split=self.max_per_split,
                                   spark_conf=dict(self.spark_conf), live_zookeepers=list(self.live_zookeepers))
         kw.update(overrides)
         return LoadConfig(**kw)
@@ -361,12 +364,12 @@ def build_dag(cfg: GroupConfig):
             common = _submit_args(cfg)
             loaded = SparkSubmitOperator(
                 task_id="load", **spark_pool, conn_id=cfg.spark_conn_id, application=str(_load_job_path()),
-                name=f"{cfg.dag_id}-load", conf=dict(cfg.spark_conf), env_vars=_submit_env(cfg),
+                name=f"{cfg.dag_id}-load", conf=_submit_conf(cfg), env_vars=_submit_env(cfg),
                 application_args=[*common, "--step", "load", "--until-offsets",
                                   "{{ ti.xcom_pull(task_ids='plan')['until_json'] }}"])
             reconciled = SparkSubmitOperator(
                 task_id="reconcile", **spark_pool, conn_id=cfg.spark_conn_id, application=str(_load_job_path()),
-                name=f"{cfg.dag_id}-reconcile", conf=dict(cfg.spark_conf), env_vars=_submit_env(cfg),
+                name=f"{cfg.dag_id}-reconcile", conf=_submit_conf(cfg), env_vars=_submit_env(cfg),
                 application_args=[*common, "--step", "reconcile",
                                   "--hours", "{{ ti.xcom_pull(task_ids='plan')['hours_arg'] }}",
                                   "--since", "{{ ti.xcom_pull(task_ids='plan')['since'] }}",
@@ -423,9 +426,29 @@ def _submit_args(cfg: GroupConfig) -> list[str]:
 
 
 def _submit_env(cfg: GroupConfig) -> dict[str, str]:
+    """The driver's environment; the metastore travels here, not in the arguments (it may hold a password)."""
     project = str(_load_job_path().parent.parent)
-    return {"PYSPARK_PYTHON": cfg.python, "PYSPARK_DRIVER_PYTHON": cfg.python,
-            "PYTHONPATH": project + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    env = {"PYSPARK_PYTHON": cfg.python, "PYSPARK_DRIVER_PYTHON": cfg.python,
+           "PYTHONPATH": project + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    metastore = cfg.metastore or os.environ.get("FERRY_METASTORE")
+    if metastore:
+        env["FERRY_METASTORE"] = metastore
+    return env
+
+
+def _submit_conf(cfg: GroupConfig) -> dict[str, str]:
+    """spark-submit's settings: the group's, plus what the driver JVM needs before it starts (the PostgreSQL
+    JDBC driver on its class path when the metastore is PostgreSQL)."""
+    from ferry.loaders.sql_metastore import parse
+
+    conf = dict(cfg.spark_conf)
+    metastore = cfg.metastore or os.environ.get("FERRY_METASTORE")
+    if metastore:
+        static = parse(metastore, cfg.state_dir).spark_conf(cfg.state_dir)
+        for key in ("spark.driver.extraClassPath",):
+            if key in static:
+                conf.setdefault(key, static[key])
+    return conf
 
 
 def build_all(path: str | os.PathLike | None = None) -> dict[str, Any]:

@@ -7,6 +7,12 @@ offsets it re-loads, plus its new rows) and later flips the partition's location
 an hour either before or after a run, never half of it, and files of a run that fails are never
 referenced. Filesystem work goes through Hadoop's FileSystem API, so the warehouse root may be a local
 path or any Hadoop URI (hdfs://, s3a://).
+
+Direct Parquet readers (DuckDB, pyarrow.dataset, pandas) must not scan ``<table root>``: it holds every version
+(a superseded one is kept for an hour, a run's new ones before its commit) and a ``ferry_run`` directory level.
+For a local warehouse each table therefore also has a reader tree, ``<root>/<db>.current/<table>/dt=D/hr=H``,
+one symbolic link per hour to its current version, replaced atomically (rename) right after the metastore
+flip: a Hive-partitioned scan of it sees every committed row once and nothing else (docs/analysts.md).
 """
 
 from __future__ import annotations
@@ -189,6 +195,17 @@ class Warehouse:
             except Py4JError:
                 for v in vs:
                     self._set_partition_sql(table, v)
+        self.publish_current(versions)  # direct Parquet readers' tree follows the metastore
+
+    def current_root(self, table: str) -> str:
+        """``<root>/<db>.current/<table>``: the reader tree of a local warehouse (sql_current.py)."""
+        return f"{self.root.rstrip('/')}/{self.database}.current/{table.lower()}"
+
+    def publish_current(self, versions: list[PartitionVersion]) -> None:
+        """The reader tree's links of these hours follow their versions (sql_current.publish_current)."""
+        from ferry.loaders.sql_current import publish_current
+
+        publish_current(self, versions)
 
     def _set_partitions_catalog(self, table: str, versions: list[PartitionVersion]) -> None:
         jvm = self.spark._jvm

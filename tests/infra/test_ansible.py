@@ -39,7 +39,8 @@ HOSTS = {
     "offline-broker-1": ("offline_brokers", ["offline"], {"ferry_broker_id": 1}),
     "offline-mirror-1": ("mirror", ["offline", "live"], {}),
     # on both networks: Prometheus there scrapes the live brokers too (the datacenters' peering)
-    "offline-loader-1": ("loader", ["offline", "live"], {}),
+    # its machine image has no PostgreSQL (and the test hosts no apt mirror): the embedded-Derby metastore
+    "offline-loader-1": ("loader", ["offline", "live"], {"loader_metastore_backend": "derby"}),
 }
 WITH_LOADER = os.environ.get("FERRY_ANSIBLE_LOADER", "1") != "0"
 
