@@ -5,7 +5,8 @@ from the batch that contains it). For each batch we
 
 * check its CRC-32C first: recomputing the CRC on a corrupted batch would launder the corruption;
 * skip it if it ends below the offset we want (already mirrored), and skip control batches (they belong
-  to the source's transactions, not to the data);
+  to the source's transactions, not to the data) and, read_committed, the batches of aborted transactions
+  (the mirror fetches only up to the live last stable offset: an open transaction waits for its end);
 * copy it and rewrite producerId / producerEpoch / baseSequence to the mirror's producer, clear the
   transactional bit, reset baseOffset and partitionLeaderEpoch (the target broker assigns both), and
   recompute the CRC-32C over attributes..end.
@@ -34,6 +35,7 @@ import crc32c
 from aiokafka.errors import KafkaError
 from aiokafka.record._crecords.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 
+from ferry.wire.record.read_committed import ReadCommitted
 from ferry.wire.record.record_batch import (
     ATTRIBUTES_POS,
     BATCH_HEADER_SIZE,
@@ -104,6 +106,7 @@ def forward_batches(
     producer_epoch: int,
     sequence: int,
     coalesce_bytes: int = 0,
+    committed: ReadCommitted | None = None,
 ) -> ForwardedBatches:
     """Rewrite the batches of ``data`` at or after ``fetch_offset`` for the mirror's producer.
 
@@ -112,6 +115,8 @@ def forward_batches(
     duplicates are acceptable, loss is not. Raises CorruptBatchError on a bad batch; batches before
     it are not returned either, so the caller retries the whole fetch. ``coalesce_bytes`` > 0: small
     consecutive batches become one batch of at most about that many bytes (see the module docstring).
+    ``committed``: the read_committed filter of the Fetch answer (aborted transactions' batches are passed
+    over like control batches: they carry no units, tail_sync.walk_live applies the same rule).
     """
     mv = data if isinstance(data, memoryview) else memoryview(data)
     total = len(mv)
@@ -145,7 +150,8 @@ def forward_batches(
                 f"batch at offset {h.base_offset}: CRC-32C {crc:#010x} != header {h.crc:#010x}", h.base_offset)
         resume = out.next_offset
         out.next_offset = h.next_offset
-        if h.attributes & CONTROL_MASK or h.records_count == 0:
+        dropped = committed is not None and committed.drops(h, batch)
+        if dropped or h.attributes & CONTROL_MASK or h.records_count == 0:
             out.skipped_batches += 1
             continue
         if coalesce_bytes <= 0:

@@ -25,6 +25,7 @@ from ferry.wire.protocol.errors import ErrorCode
 from ferry.wire.protocol.fetch import FetchPartition
 from ferry.wire.protocol.list_offsets import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 from ferry.wire.protocol.primitives import ProtocolError
+from ferry.wire.record.read_committed import ReadCommitted
 
 
 class MirrorFetching:
@@ -64,7 +65,8 @@ class MirrorFetching:
                     pm.fetch_sent_offset = pm.fetch_offset
             try:
                 conn = self.source.connection(node)
-                conn.send(*fetch.encode_request(req, wait_ms, 1, FETCH_RESPONSE_MAX_BYTES))
+                conn.send(*fetch.encode_request(req, wait_ms, 1, FETCH_RESPONSE_MAX_BYTES,
+                                                isolation_level=fetch.READ_COMMITTED))
             except ClientError as e:
                 self._fetch_connection_failed(node, topics, e)
                 continue
@@ -111,7 +113,7 @@ class MirrorFetching:
                 pm.high_watermark = res.high_watermark
             records = res.records
             if records is not None and len(records):
-                self._accept_records(pm, records, now)
+                self._accept_records(pm, records, ReadCommitted(res.aborted_transactions), now)
             else:
                 pm.fetch_failures = 0
             return
@@ -126,12 +128,13 @@ class MirrorFetching:
             log.warning("fetch %s-%d at %s: %s (attempt %d, retrying)", pm.topic, pm.partition, pm.fetch_offset,
                         _name(err), pm.fetch_failures)
 
-    def _accept_records(self, pm: PartitionMirror, records: memoryview, now: float) -> None:
+    def _accept_records(self, pm: PartitionMirror, records: memoryview, committed: ReadCommitted,
+                        now: float) -> None:
         assert self.producer_id is not None and pm.fetch_offset is not None
         seq = self.sequences.get(pm.tp, 0)
         try:
             fw = forward_batches(records, pm.fetch_offset, self.producer_id, pm.epoch, seq,
-                                 self.coalesce_limits.get(pm.tp, self.coalesce_bytes))
+                                 self.coalesce_limits.get(pm.tp, self.coalesce_bytes), committed)
         except CorruptBatchError as e:
             self.metrics.error("corrupt_batch")
             pm.fetch_failed(now)

@@ -41,6 +41,7 @@ from ferry.wire.protocol.errors import ErrorCode
 from ferry.wire.protocol.fetch import FetchPartition
 from ferry.wire.protocol.list_offsets import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 from ferry.wire.protocol.primitives import ProtocolError
+from ferry.wire.record.read_committed import ReadCommitted
 from ferry.wire.record.record_batch import BATCH_HEADER_SIZE, CONTROL_MASK, RecordBatchHeader, read_header
 
 FETCH_BYTES = 4 << 20
@@ -82,41 +83,47 @@ class SyncResult:
     note: str = ""  # what the sync found, for the log
 
 
-def fetch_batches(client: WireClient, tp: TopicPartition, start: int,
-                  what: str) -> Iterator[tuple[RecordBatchHeader, memoryview]]:
-    """Whole batches of ``tp`` (header, bytes) from ``start`` to the high watermark of the first answer.
-    Raises SyncError (OffsetGone for an offset outside the log)."""
+def fetch_batches(client: WireClient, tp: TopicPartition, start: int, what: str,
+                  committed: bool = False) -> Iterator[tuple[RecordBatchHeader, memoryview, bool]]:
+    """Whole batches of ``tp`` (header, bytes, dropped) from ``start`` to the end the first answer gives: the
+    high watermark, or with ``committed`` (read_committed, as the mirror copies live) the last stable offset;
+    ``dropped``: an aborted transaction's batch or a marker (wire/record/read_committed.py), never set
+    without ``committed``. Raises SyncError (OffsetGone for an offset outside the log)."""
     offset, size, stop = start, FETCH_BYTES, None
     while stop is None or offset < stop:
-        res = _fetch(client, tp, offset, size, what)
+        res = _fetch(client, tp, offset, size, what, committed)
+        end = res.last_stable_offset if committed and res.last_stable_offset >= 0 else res.high_watermark
         if stop is None:
-            stop = res.high_watermark
+            stop = end
         data = res.records
         mv = memoryview(data) if data is not None else memoryview(b"")
+        rule = ReadCommitted(res.aborted_transactions) if committed else None
         pos, moved = 0, False
         while len(mv) - pos >= BATCH_HEADER_SIZE:
             h = read_header(mv, pos)
             if pos + h.size > len(mv):
                 break
-            yield h, mv[pos:pos + h.size]
+            batch = mv[pos:pos + h.size]
+            yield h, batch, rule is not None and rule.drops(h, batch)
             pos += h.size
             offset, moved = max(offset, h.next_offset), True
         if not moved:
-            if offset >= res.high_watermark:
+            if offset >= end:
                 return
             if size >= MAX_FETCH_BYTES:
                 raise SyncError(f"{what} {tp[0]}-{tp[1]}: a batch at {offset} exceeds {MAX_FETCH_BYTES} bytes")
             size *= 2
 
 
-def _fetch(client: WireClient, tp: TopicPartition, offset: int, size: int, what: str):
+def _fetch(client: WireClient, tp: TopicPartition, offset: int, size: int, what: str, committed: bool = False):
     try:
         node = client.leader(*tp)
         if node is None:
             raise SyncError(f"{what} {tp[0]}-{tp[1]} has no leader")
         try:
             body = client.connection(node).request(
-                *fetch.encode_request([(tp[0], [FetchPartition(tp[1], offset, size)])], 0, 1, size))
+                *fetch.encode_request([(tp[0], [FetchPartition(tp[1], offset, size)])], 0, 1, size,
+                                      isolation_level=fetch.READ_COMMITTED if committed else fetch.READ_UNCOMMITTED))
             resp = fetch.parse_response(body)
         except (ClientError, ProtocolError):
             client.close_connection(node)
@@ -158,7 +165,7 @@ def scan_offline(client: WireClient, tp: TopicPartition, pid: int, after: int, c
 
 def _scan(client: WireClient, tp: TopicPartition, pid: int, start: int, after: int, count_from: int, split: int,
           count: bool, tail: OfflineTail) -> None:
-    for h, batch in fetch_batches(client, tp, start, "offline"):
+    for h, batch, _dropped in fetch_batches(client, tp, start, "offline"):
         tail.log_end = max(tail.log_end, h.next_offset)
         if h.producer_id != pid or h.attributes & CONTROL_MASK:
             continue
@@ -174,15 +181,16 @@ def _scan(client: WireClient, tp: TopicPartition, pid: int, start: int, after: i
 def walk_live(client: WireClient, tp: TopicPartition, start: int, units: int) -> int:
     """The live offset after ``units`` sequence units of data batches from ``start`` (the rule of
     batch_rewrite.forward_batches: batches ending at or before ``start`` are not counted, control and empty
-    batches carry none)."""
+    batches carry none, nor do aborted transactions' batches: the live log is read read_committed, as the
+    mirror copies it)."""
     if units == 0:
         return start
     pos = start
-    for h, _batch in fetch_batches(client, tp, start, "live"):
+    for h, _batch, dropped in fetch_batches(client, tp, start, "live", committed=True):
         if h.next_offset <= pos:
             continue
         pos = h.next_offset
-        if h.attributes & CONTROL_MASK or h.records_count == 0:
+        if dropped or h.attributes & CONTROL_MASK or h.records_count == 0:
             continue
         units -= h.last_offset_delta + 1
         if units == 0:

@@ -10,6 +10,8 @@ from kafka.record import MemoryRecords
 from mirror_batches import build_batch, make_control, records
 
 from ferry.mirror.batch_rewrite import CorruptBatchError, forward_batches, resequence
+from ferry.wire.record.control_batch import build_marker
+from ferry.wire.record.read_committed import ReadCommitted
 from ferry.wire.record.record_batch import validate_batches
 
 T0 = 1_700_000_000_000
@@ -84,6 +86,45 @@ def test_control_batches_are_skipped_but_consumed() -> None:
     meta = batch_meta(out.records)
     assert [(m[0], m[2], m[3]) for m in meta] == [(77, 5, False), (77, 8, False)]
     validate_batches(bytes(out.records))  # transactional bit cleared: the broker accepts it
+
+
+def _marker(pid: int, offset: int, committed: bool) -> bytes:
+    buf = bytearray(build_marker(pid, 0, committed, timestamp_ms=T0))
+    struct.pack_into(">q", buf, 0, offset)  # the leader assigns it; the CRC does not cover it
+    return bytes(buf)
+
+
+@pytest.mark.parametrize("coalesce", [0, 1 << 20])
+def test_read_committed_passes_over_aborted_transactions_and_markers(coalesce: int) -> None:
+    """Plain data, an aborted transaction of producer 9 interleaved with producer 4's committed one, markers:
+    only what a read_committed consumer sees is forwarded, and the offsets still advance past everything."""
+    plain = build_batch(records(3, T0, "plain"), 0)
+    aborted1 = build_batch(records(2, T0, "ab"), 3, producer_id=9, producer_epoch=0, base_sequence=0,
+                           transactional=True)
+    kept = build_batch(records(2, T0, "kept"), 5, producer_id=4, producer_epoch=0, base_sequence=0,
+                       transactional=True)
+    aborted2 = build_batch(records(1, T0, "ab2"), 7, producer_id=9, producer_epoch=0, base_sequence=2,
+                           transactional=True)
+    data = (plain + aborted1 + kept + aborted2 + _marker(9, 8, committed=False) + _marker(4, 9, committed=True)
+            + build_batch(records(2, T0, "after"), 10, producer_id=9, producer_epoch=1, base_sequence=0,
+                          transactional=True) + _marker(9, 12, committed=True))
+    committed = ReadCommitted([(9, 3)])
+    out = forward_batches(data, 0, 77, 1, 0, coalesce, committed)
+    assert out.next_offset == 13 and out.messages == 3 + 2 + 2
+    values = [v for batch in decoded(bytes(out.records)) for _o, _ts, _k, v, _h in batch]
+    assert all(not v.startswith(b"ab") for v in values) and len(values) == 7
+    # without the filter (read_uncommitted) the aborted records would be copied too
+    assert forward_batches(data, 0, 77, 1, 0, coalesce).messages == 10
+
+
+def test_an_aborted_transaction_that_began_before_the_fetch_is_still_dropped() -> None:
+    """The answer starts after the transaction's first batch: the broker still lists it (its marker is in
+    range), so its later batches are dropped."""
+    later = build_batch(records(2, T0, "ab"), 20, producer_id=9, producer_epoch=0, base_sequence=5,
+                        transactional=True)
+    data = later + _marker(9, 22, committed=False) + build_batch(records(1, T0, "x"), 23)
+    out = forward_batches(data, 20, 77, 1, 0, 0, ReadCommitted([(9, 11)]))
+    assert out.messages == 1 and out.next_offset == 24
 
 
 def test_truncated_tail_is_left_for_the_next_fetch() -> None:
