@@ -1,108 +1,60 @@
-"""A memory-mapped file of fixed-size entries, shared by the offset and time indexes.
+"""A file of fixed-size entries, shared by the offset and time indexes: entries appended in memory and written
+in bulk, lookups near the end answered from memory, the rest read with ``pread``.
 
-The active segment's index is preallocated to ``max_index_bytes`` and mapped, so appending an
-entry is a ``pack_into`` on page-cache memory; when the segment rolls the file is trimmed to
-its entries. The mapping lives in the OS page cache (paper 3.1), not in the broker's heap, so
-memory stays flat however many segments there are.
+The file always holds whole entries and nothing else (the format Kafka trims its indexes to): no
+preallocation, no memory map, no file descriptor kept open. An index costs the broker a few KB of memory
+however many segments and partitions there are, and nothing in the kernel while idle.
 
-The preallocated file is sparse, and storing into a page of a hole makes the kernel find a block
-for it: on a full filesystem it cannot, and the process gets SIGBUS (the broker dies, no error
-to answer with). So no entry is ever written through the map into a hole: the blocks ahead of
-the entries are allocated for real with ``posix_fallocate``, ``ALLOCATION_CHUNK`` bytes at a time,
-before anything is stored there (``reserve``, called by the segment before it writes a batch).
-An allocation that fails is an ordinary OSError (ENOSPC) raised before the batch is written,
-which the log turns into a storage error. Allocating chunk by chunk, not the whole
-``max_index_bytes``, keeps the files as cheap as sparse ones (tmpfs would spend memory on it).
+Why not a memory map, as Kafka does: a map of a preallocated (sparse) file costs a page fault on every new
+page, and a fault reads ahead over the holes (zero-filling up to ``read_ahead_kb`` of page cache per fault:
+8 MB per index on the reference machine, 89% of the broker's time at 1000 partitions, bench/RESULTS.md);
+Python's ``mmap`` keeps a duplicate of the file descriptor for as long as the map lives (two per segment:
+10,000 partitions would need 30,000 open files); and storing through a map into a hole of a full
+filesystem is SIGBUS, not an error (tests/broker/test_log_dir_failure.py).
+
+Writes: ``append`` packs the entry into the memory tail; the entries not yet in the file are written with
+one ``pwrite`` when ``WRITE_BATCH`` of them are pending (the segment does it *before* it writes the next batch,
+so a full disk fails that append with nothing written), when the segment stops being active (``trim``), and
+when it is flushed. A crash loses at most the pending entries: an index is derived data, and opening the
+log finds an index shorter than its segment (the scan from its last entry covers the rest) or rebuilds it
+(segments past the recovery point are recovered anyway; a damaged index fails ``sanity_check``).
+
+Reads: the newest ``WARM_ENTRIES`` entries stay in memory (Kafka's "warm section": consumers and followers
+read near the end); a lookup below them is a binary search with ``pread`` on the file (a few small reads,
+then one read of the last 4 KB window).
 """
 
 from __future__ import annotations
 
-import mmap
+import errno
 import os
 import struct
 from pathlib import Path
 
-ALLOCATION_CHUNK = 16 * 1024  # index bytes given real blocks at a time (2048 offset-index entries)
+WRITE_BATCH = 128  # pending entries written together (one pwrite)
+_WINDOW_BYTES = 4096  # a file search reads the last window this wide at once
 
 
 class AbstractIndex:
     ENTRY: struct.Struct  # set by subclasses
+    WARM_ENTRIES = 256  # newest entries kept in memory after a write (subclasses tune it)
 
     def __init__(self, path: Path, base_offset: int, max_index_bytes: int) -> None:
         self.path = Path(path)
         self.base_offset = base_offset
         self.entry_size = self.ENTRY.size
         self.max_entries = max(1, max_index_bytes // self.entry_size)
-        self._mm: mmap.mmap | None = None
-        self._file_size = 0
-        self._allocated = 0  # bytes from the start known to have real blocks: safe to store into via the map
-        self.allocated_entries = 0  # the same in entries (the segment's cheap check before each append)
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
             self._file_size = os.fstat(fd).st_size
-            self._map(fd)
         finally:
             os.close(fd)
-        # A trimmed (inactive, or cleanly closed) index: every slot is an entry. A preallocated
-        # one left by a crash is caught by sanity_check() or rebuilt by recovery.
+        # Every slot of the file is an entry; a file that is not whole entries fails sanity_check().
         self.entries = self._file_size // self.entry_size
-
-    # -- mapping ---------------------------------------------------------------------------------
-
-    def _map(self, fd: int) -> None:
-        if self._mm is not None:
-            self._mm.close()
-            self._mm = None
-        if self._file_size > 0:
-            self._mm = mmap.mmap(fd, self._file_size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
-
-    def resize(self, size: int) -> None:
-        """Grow (preallocate, sparse) or shrink the file to ``size`` bytes, whole entries only."""
-        size -= size % self.entry_size
-        size = max(size, self.entries * self.entry_size)
-        if size == self._file_size:
-            return
-        if self._mm is not None:
-            self._mm.close()
-            self._mm = None
-        fd = os.open(self.path, os.O_RDWR)
-        try:
-            os.ftruncate(fd, size)
-            self._file_size = size
-            self._allocated = min(self._allocated, size)
-            self.allocated_entries = self._allocated // self.entry_size
-            self._map(fd)
-        finally:
-            os.close(fd)
-
-    def reserve(self, count: int) -> None:
-        """Give real blocks to the room of the next ``count`` entries (at most up to max_entries), so that
-        storing them through the map cannot fault; OSError (ENOSPC ...) when the filesystem has none."""
-        need = min(self.entries + count, self.max_entries) * self.entry_size
-        if need > self._allocated:
-            self._allocate(need)
-
-    def _allocate(self, need: int) -> None:
-        if need > self._file_size:
-            self.make_writable()
-        end = min(self._file_size, -(-need // ALLOCATION_CHUNK) * ALLOCATION_CHUNK)
-        if end <= self._allocated:
-            return
-        fd = os.open(self.path, os.O_RDWR)
-        try:
-            os.posix_fallocate(fd, self._allocated, end - self._allocated)
-        finally:
-            os.close(fd)
-        self._allocated = end
-        self.allocated_entries = end // self.entry_size
-
-    def make_writable(self) -> None:
-        """Preallocate room for max_entries (the segment becomes the active one)."""
-        self.resize(self.max_entries * self.entry_size)
-
-    def trim(self) -> None:
-        """Shrink the file to its entries (the segment stops being active, or closes)."""
-        self.resize(self.entries * self.entry_size)
+        self.written = self.entries  # entries [0, written) are in the file
+        self._mem = bytearray()  # entries [_mem_start, entries), packed
+        self._mem_start = self.entries
+        self._unsynced = False  # written since the last fsync
 
     # -- entries ---------------------------------------------------------------------------------
 
@@ -110,68 +62,172 @@ class AbstractIndex:
     def is_full(self) -> bool:
         return self.entries >= self.max_entries
 
+    @property
+    def backlog(self) -> bool:
+        """Enough entries wait in memory that they should be written before the segment's next batch."""
+        return self.entries - self.written >= WRITE_BATCH
+
     def entry(self, i: int) -> tuple[int, ...]:
-        assert self._mm is not None
-        return self.ENTRY.unpack_from(self._mm, i * self.entry_size)
+        j = i - self._mem_start
+        if j >= 0:
+            return self.ENTRY.unpack_from(self._mem, j * self.entry_size)
+        return self.ENTRY.unpack(self._read(i * self.entry_size, self.entry_size))
 
     def _append_raw(self, *values: int) -> None:
         if self.entries >= self.max_entries:
             raise IndexError(f"index {self.path} is full ({self.entries} entries)")
-        if (self.entries + 1) * self.entry_size > self._allocated:
-            self._allocate((self.entries + 1) * self.entry_size)  # never store into a hole: see the module
-        assert self._mm is not None
-        self.ENTRY.pack_into(self._mm, self.entries * self.entry_size, *values)
+        self._mem += self.ENTRY.pack(*values)
         self.entries += 1
 
     def reset(self) -> None:
-        self.entries = 0
+        """Drop every entry (recovery rebuilds the index); the file is emptied now."""
+        os.truncate(self.path, 0)
+        self._file_size = 0
+        self.entries = self.written = self._mem_start = 0
+        self._mem = bytearray()
 
     def _truncate_below(self, key_index: int, limit: int) -> None:
-        """Keep only the entries whose field ``key_index`` is < ``limit`` (fields ascend); the slots of the
-        dropped ones are zeroed so that a preallocated file never shows them again."""
+        """Keep only the entries whose field ``key_index`` is < ``limit`` (fields ascend)."""
         keep = self._search(key_index, limit - 1) + 1
         if keep >= self.entries:
             return
-        if self._mm is not None:
-            # pwrite, not the map: should the slots be a hole after all, a full disk is ENOSPC, not SIGBUS
-            start, end = keep * self.entry_size, self.entries * self.entry_size
-            fd = os.open(self.path, os.O_RDWR)
-            try:
-                os.pwrite(fd, bytes(end - start), start)
-            finally:
-                os.close(fd)
+        if keep < self.written:
+            os.truncate(self.path, keep * self.entry_size)  # shrinking needs no space: never ENOSPC
+            self._file_size = keep * self.entry_size
+            self.written = keep
+            self._unsynced = True
+        if keep >= self._mem_start:
+            del self._mem[(keep - self._mem_start) * self.entry_size:]
+        else:
+            self._mem = bytearray()
+            self._mem_start = keep
         self.entries = keep
 
     def _search(self, key_index: int, target: int) -> int:
         """Index of the last entry whose field ``key_index`` is <= target, or -1 (fields ascend)."""
-        lo, hi = 0, self.entries - 1
-        found = -1
-        mm = self._mm
-        unpack = self.ENTRY.unpack_from
+        n = self.entries
+        start = self._mem_start
         size = self.entry_size
-        while lo <= hi:
-            mid = (lo + hi) >> 1
-            if unpack(mm, mid * size)[key_index] <= target:
-                found = mid
-                lo = mid + 1
-            else:
-                hi = mid - 1
+        unpack = self.ENTRY.unpack_from
+        if start < n:
+            mem = self._mem
+            if unpack(mem, 0)[key_index] <= target:  # in the warm tail: no file access
+                lo, hi = 1, n - start - 1
+                found = 0
+                while lo <= hi:
+                    mid = (lo + hi) >> 1
+                    if unpack(mem, mid * size)[key_index] <= target:
+                        found = mid
+                        lo = mid + 1
+                    else:
+                        hi = mid - 1
+                return start + found
+        if start == 0:
+            return -1
+        return self._search_file(key_index, target, start)
+
+    def _search_file(self, key_index: int, target: int, count: int) -> int:
+        """The same over entries [0, count) of the file: single-entry reads down to a 4 KB window, then one read."""
+        size = self.entry_size
+        unpack = self.ENTRY.unpack_from
+        window = max(1, _WINDOW_BYTES // size)
+        found = -1
+        lo, hi = 0, count - 1
+        fd = os.open(self.path, os.O_RDONLY)
+        try:
+            while hi - lo + 1 > window:
+                mid = (lo + hi) >> 1
+                if unpack(self._pread(fd, mid * size, size), 0)[key_index] <= target:
+                    found = mid
+                    lo = mid + 1
+                else:
+                    hi = mid - 1
+            if lo <= hi:
+                data = self._pread(fd, lo * size, (hi - lo + 1) * size)
+                base = lo
+                lo, hi = 0, hi - lo
+                while lo <= hi:
+                    mid = (lo + hi) >> 1
+                    if unpack(data, mid * size)[key_index] <= target:
+                        found = base + mid
+                        lo = mid + 1
+                    else:
+                        hi = mid - 1
+        finally:
+            os.close(fd)
         return found
+
+    def _read(self, position: int, size: int) -> bytes:
+        fd = os.open(self.path, os.O_RDONLY)
+        try:
+            return self._pread(fd, position, size)
+        finally:
+            os.close(fd)
+
+    def _pread(self, fd: int, position: int, size: int) -> bytes:
+        data = os.pread(fd, size, position)
+        if len(data) < size:
+            raise OSError(errno.EIO, f"index {self.path} ends at {position + len(data)}, before its entries end "
+                                     f"({position + size})")
+        return data
+
+    # -- writing ---------------------------------------------------------------------------------
+
+    def write_pending(self) -> None:
+        """Write the entries that are only in memory to the file (one pwrite), then keep just the warm tail
+        in memory. OSError (ENOSPC ...) when the filesystem refuses: nothing is counted as written then."""
+        size = self.entry_size
+        if self.entries > self.written:
+            data = bytes(self._mem[(self.written - self._mem_start) * size:])
+            position = self.written * size
+            fd = os.open(self.path, os.O_WRONLY)
+            try:
+                view = memoryview(data)
+                while view:
+                    n = os.pwrite(fd, view, position)
+                    position += n
+                    view = view[n:]
+            finally:
+                os.close(fd)
+            self.written = self.entries
+            self._file_size = max(self._file_size, position)
+            self._unsynced = True
+        keep = max(1, self.WARM_ENTRIES)
+        if self.entries - self._mem_start > keep:
+            drop = self.entries - keep - self._mem_start
+            self._mem = self._mem[drop * size:]  # a new, right-sized buffer (del would keep the capacity)
+            self._mem_start += drop
+
+    def trim(self) -> None:
+        """The segment stops being active (or closes cleanly): every entry goes to the file, which then holds
+        exactly its entries."""
+        self.write_pending()
+        if self._file_size > self.entries * self.entry_size:  # a partial entry left by a crash
+            os.truncate(self.path, self.entries * self.entry_size)
+            self._file_size = self.entries * self.entry_size
+            self._unsynced = True
 
     # -- lifecycle -------------------------------------------------------------------------------
 
     def flush(self) -> None:
-        if self._mm is not None:
-            self._mm.flush()
+        """Write pending entries and fsync the file (when anything was written since the last fsync)."""
+        self.write_pending()
+        if self._unsynced:
+            fd = os.open(self.path, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            self._unsynced = False
 
     def rename(self, path: Path) -> None:
         os.rename(self.path, path)
         self.path = Path(path)
 
     def close(self) -> None:
-        if self._mm is not None:
-            self._mm.close()
-            self._mm = None
+        """Nothing stays open; pending entries are dropped (as a crash would: ``trim`` or ``flush`` first)."""
+        self._mem = bytearray()
+        self._mem_start = self.entries = self.written
 
     def delete(self) -> None:
         self.close()

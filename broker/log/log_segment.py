@@ -122,7 +122,7 @@ class LogSegment(SegmentRecovery):
         self.max_timestamp = -1
         self.offset_of_max_timestamp = base_offset
         self.bytes_since_last_index_entry = 0
-        self._index_headroom = 0  # batches that can be appended before index blocks must be allocated
+        self._index_backlog = False  # index entries wait in memory to be written before the next batch
         self.created_ms = now_ms
         self.closed = False
 
@@ -154,33 +154,25 @@ class LogSegment(SegmentRecovery):
                 pieces.append(buf[pos + 8 : pos + size])
             offset += h.last_offset_delta + 1
             pos += size
-        n = len(headers)  # each batch adds at most one entry to each index
-        if self._index_headroom < n:
-            self._reserve_index(n)
-        self._index_headroom -= n
+        if self._index_backlog:
+            self._write_index_entries()
         start = self._write(pieces)
         return self._index_appended(headers, start, first_offset, append_time)
 
     def append_raw(self, buf: memoryview, headers: list[RecordBatchHeader]) -> int:
         """Write batches byte for byte as they are (a follower's copy of its leader's batches: offsets,
         leader epochs and timestamps already set). Returns the next offset."""
-        n = len(headers)
-        if self._index_headroom < n:
-            self._reserve_index(n)
-        self._index_headroom -= n
+        if self._index_backlog:
+            self._write_index_entries()
         start = self._write([buf])
         return self._index_appended(headers, start, headers[0].base_offset, None)
 
-    def _reserve_index(self, batches: int) -> None:
-        """Blocks for the index entries ``batches`` batches may add (one each, at most), allocated before the
-        batches are written: a full disk then fails the append with nothing written (see abstract_index).
-        Allocation goes a chunk ahead, so this runs once per ~2000 batches: ``_index_headroom`` counts the
-        batches the allocated room still takes for sure (0 for a new segment and whenever it becomes active or
-        inactive: entries added outside append, by recovery or a roll, happen before or after its appends)."""
-        oi, ti = self.offset_index, self.time_index
-        oi.reserve(batches)
-        ti.reserve(batches)
-        self._index_headroom = min(oi.allocated_entries - oi.entries, ti.allocated_entries - ti.entries)
+    def _write_index_entries(self) -> None:
+        """Write the index entries waiting in memory (abstract_index.py), before the next batch: a full disk
+        then fails that append with nothing of it written, and every batch acknowledged stays counted."""
+        self.offset_index.write_pending()
+        self.time_index.write_pending()
+        self._index_backlog = False
 
     def _write(self, pieces: list) -> int:
         """Write ``pieces`` at the end of the file; returns where they start."""
@@ -218,10 +210,13 @@ class LogSegment(SegmentRecovery):
         return offset
 
     def _add_index_entry(self, position: int, base_offset: int) -> None:
-        if not self.offset_index.is_full:
-            self.offset_index.append(base_offset, position)
-        self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
+        oi, ti = self.offset_index, self.time_index
+        if not oi.is_full:
+            oi.append(base_offset, position)
+        ti.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
         self.bytes_since_last_index_entry = 0
+        if oi.backlog or ti.backlog:
+            self._index_backlog = True
 
     def _index_batch(self, position: int, base_offset: int, max_timestamp: int, size: int) -> None:
         """Index one batch during recovery (append() does the same inline)."""
@@ -230,6 +225,8 @@ class LogSegment(SegmentRecovery):
             self.offset_of_max_timestamp = base_offset
         if self.bytes_since_last_index_entry > self.index_interval_bytes:
             self._add_index_entry(position, base_offset)
+            if self._index_backlog:
+                self._write_index_entries()
         self.bytes_since_last_index_entry += size
 
     def should_roll(self, incoming_bytes: int, incoming_last_offset: int, now_ms: int, config: LogConfig) -> bool:
@@ -244,23 +241,24 @@ class LogSegment(SegmentRecovery):
         )
 
     def on_become_active(self) -> None:
-        self._index_headroom = 0  # a segment active again (after a truncation) was trimmed meanwhile
-        self.offset_index.make_writable()
-        self.time_index.make_writable()
+        """The segment takes appends (new, the last one at load, or the last again after a truncation): nothing
+        to prepare, indexes are appended in memory (abstract_index.py)."""
 
     def on_become_inactive(self) -> None:
-        """Record the final largest timestamp and trim the preallocated index files."""
-        self._index_headroom = 0
+        """Record the final largest timestamp and write every index entry: the files hold exactly their entries."""
         if self.max_timestamp >= 0:
             self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
         self.offset_index.trim()
         self.time_index.trim()
+        self._index_backlog = False
 
     def flush(self, indexes: bool = True) -> None:
+        """fdatasync the data; with ``indexes`` (a segment no longer active) write and fsync the indexes too."""
         os.fdatasync(self.fd)
         if indexes:
             self.offset_index.flush()
             self.time_index.flush()
+            self._index_backlog = False
 
     # -- reading ---------------------------------------------------------------------------------
 

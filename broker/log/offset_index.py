@@ -13,6 +13,7 @@ MAX_RELATIVE_OFFSET = 0x7FFFFFFF  # relative offsets must fit the index's u32 (K
 
 class OffsetIndex(AbstractIndex):
     ENTRY = struct.Struct(">II")
+    WARM_ENTRIES = 256  # 2 KB: ~1 MB of log at the default index.interval.bytes, where consumers read
 
     def append(self, offset: int, position: int) -> None:
         """Index the batch whose base offset is ``offset`` at byte ``position``."""

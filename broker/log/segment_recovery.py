@@ -69,8 +69,7 @@ class SegmentRecovery:
         and truncate the file after the last good batch. Returns the number of bytes removed."""
         self.offset_index.reset()
         self.time_index.reset()
-        self.offset_index.make_writable()
-        self.time_index.make_writable()
+        self._index_backlog = False
         self.max_timestamp = -1
         self.offset_of_max_timestamp = self.base_offset
         self.bytes_since_last_index_entry = 0

@@ -11,6 +11,7 @@ from ferry.broker.log.abstract_index import AbstractIndex
 
 class TimeIndex(AbstractIndex):
     ENTRY = struct.Struct(">qI")
+    WARM_ENTRIES = 8  # lookups by time are rare; appends need only the last entry
 
     def last_entry(self) -> tuple[int, int]:
         """(timestamp, offset) of the last entry; (-1, base) if empty."""
