@@ -59,7 +59,10 @@ def build_session(state_dir: str | os.PathLike, *, master: str | None = "local[2
     from ferry.loaders.sql_metastore import parse
 
     metastore = parse(metastore_uris, state)
-    metastore.check()
+    from pyspark import SparkContext
+
+    if metastore.kind != "derby" or SparkContext._gateway is None:  # our own JVM may hold Derby: let it be
+        metastore.check()
     builder = SparkSession.builder.appName(app_name)
     if master:
         builder = builder.master(master)

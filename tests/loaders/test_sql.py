@@ -1,0 +1,303 @@
+"""Analysts' SQL while loads run (issue 22): a real PostgreSQL metastore (initdb/pg_ctl in a temp dir, loopback),
+real `ferry load` processes, `ferry sql -e`, the Thrift JDBC server queried with PyHive, DuckDB and
+pyarrow.dataset over the reader tree; and one clear line for a wrong, stopped or locked metastore.
+
+One PostgreSQL, one committed load and one Thrift server are shared by the module (each costs seconds to
+tens of seconds of JVM start-up here)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from ferry.zk.local_process import free_port
+
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
+PG_BIN = Path("/usr/lib/postgresql/15/bin")
+HERE = Path(__file__).resolve().parent
+
+
+def _loader_helpers():
+    """tests/loaders/conftest.py's producers (importlib mode: no package imports between test files)."""
+    name = "ferry_loader_test_helpers"
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, HERE / "conftest.py")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module  # its dataclasses look their module up
+        spec.loader.exec_module(module)
+    return sys.modules[name]
+
+
+def _ferry(*args: str, timeout: float = 400, env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "ferry.cli", *args], capture_output=True, text=True,
+                          timeout=timeout, env={**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", **(env or {})})
+
+
+class Postgres:
+    """A throwaway PostgreSQL cluster on 127.0.0.1 (run as the `postgres` user when we are root: initdb refuses
+    root), trust authentication, one database `metastore`."""
+
+    def __init__(self) -> None:
+        self.dir = Path(tempfile.mkdtemp(prefix="ferry-pg-", dir="/tmp"))
+        self.port = free_port()
+        self.user = "ferry"
+        self._as = ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []
+        if self._as:
+            shutil.chown(self.dir, "postgres")
+
+    @property
+    def url(self) -> str:
+        return f"postgresql://{self.user}@127.0.0.1:{self.port}/metastore"
+
+    def _run(self, *cmd: str) -> None:
+        proc = subprocess.run([*self._as, *cmd], capture_output=True, text=True, timeout=120, cwd="/tmp")
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+
+    def start(self) -> Postgres:
+        data = self.dir / "data"
+        if not data.exists():
+            self._run(str(PG_BIN / "initdb"), "-D", str(data), "-A", "trust", "-U", self.user, "--no-sync")
+        self._run(str(PG_BIN / "pg_ctl"), "-D", str(data), "-l", str(self.dir / "log"), "-w", "-t", "60",
+                  "-o", f"-h 127.0.0.1 -p {self.port} -k {self.dir} -c fsync=off", "start")
+        return self
+
+    def create_database(self) -> None:
+        self._run(str(PG_BIN / "createdb"), "-h", "127.0.0.1", "-p", str(self.port), "-U", self.user, "metastore")
+
+    def stop(self) -> None:
+        subprocess.run([*self._as, str(PG_BIN / "pg_ctl"), "-D", str(self.dir / "data"), "-m", "fast", "-w",
+                        "stop"], capture_output=True, timeout=60, cwd="/tmp")
+
+
+@pytest.fixture(scope="module")
+def postgres():
+    if not (PG_BIN / "initdb").exists():
+        pytest.skip("PostgreSQL 15 is not installed (scripts/setup.sh installs it)")
+    pg = Postgres().start()
+    pg.create_database()
+    yield pg
+    pg.stop()
+    shutil.rmtree(pg.dir, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def loaded(postgres, offline, tmp_path_factory):
+    """A topic with events in two past hours, loaded once through the PostgreSQL metastore."""
+    h = _loader_helpers()
+    root = tmp_path_factory.mktemp("sql")
+    topic = h.create_topic(offline, partitions=2, prefix="pv")
+    hours = [h.past_hour(3), h.past_hour(2)]
+    h.produce(offline, topic, h.spread(hours[0], 120) + h.spread(hours[1], 80))
+    env = {"state": str(root / "state"), "warehouse": str(root / "warehouse"), "database": "sqltest",
+           "topic": topic, "hours": [h.label(ms) for ms in hours], "hours_ms": hours, "zk": offline.zk, "metastore": postgres.url}
+    proc = _ferry("load", "--zookeeper", offline.zk, "--topics", topic, "--state-dir", env["state"],
+                  "--warehouse", env["warehouse"], "--database", "sqltest", "--metastore", postgres.url)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return env
+
+
+@pytest.fixture(scope="module")
+def thrift(loaded):
+    """`ferry sql serve` on a free loopback port (the Thrift JDBC/ODBC server of the pyspark distribution)."""
+    import socket
+
+    port = free_port()
+    log = open(Path(loaded["state"]).parent / "thrift.log", "w")  # noqa: SIM115 - closed at teardown
+    proc = subprocess.Popen([sys.executable, "-m", "ferry.cli", "sql", "serve", "--listen", f"127.0.0.1:{port}",
+                             "--metastore", loaded["metastore"], "--state-dir", loaded["state"],
+                             "--database", loaded["database"], "--master", "local[1]"],
+                            stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"})
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, Path(log.name).read_text()[-3000:]
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=1):
+                break
+        except OSError:
+            time.sleep(1)
+    else:
+        pytest.fail("the Thrift server did not listen within 300 s")
+    yield port
+    proc.terminate()
+    try:
+        proc.wait(60)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+    log.close()
+
+
+def thrift_counts(port: int, table: str, database: str) -> dict[tuple[str, str], int]:
+    from pyhive import hive
+
+    conn = hive.connect(host="127.0.0.1", port=port, username="analyst", auth="NONE", database=database)
+    try:
+        cur = conn.cursor()
+        cur.execute(f"SELECT dt, hr, count(*) FROM {table} GROUP BY dt, hr")
+        return {(d, h): n for d, h, n in cur.fetchall()}
+    finally:
+        conn.close()
+
+
+def sql_counts(env: dict, table: str) -> dict[tuple[str, str], int]:
+    proc = _ferry("sql", "--metastore", env["metastore"], "--state-dir", env["state"], "--database", env["database"],
+                  "-e", f"SELECT dt, hr, count(*) FROM {table} GROUP BY dt, hr")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = {}
+    for line in proc.stdout.splitlines():
+        d, h, n = line.split("\t")
+        out[(d, h)] = int(n)
+    return out
+
+
+def direct_counts(env: dict, table: str) -> tuple[dict, dict]:
+    """(DuckDB, pyarrow.dataset) counts per hour over the reader tree ``<warehouse>/<db>.current/<table>``."""
+    import duckdb
+    import pyarrow.dataset as ds
+
+    tree = Path(env["warehouse"]) / f"{env['database']}.current" / table
+    con = duckdb.connect()
+    rows = con.execute(f"SELECT dt, hr, count(*) FROM read_parquet('{tree}/*/*/*.parquet', hive_partitioning=true, "
+                       "hive_types_autocast=false) GROUP BY dt, hr").fetchall()
+    duck = {(str(d), str(h)): n for d, h, n in rows}
+    table_ = ds.dataset(tree, format="parquet", partitioning="hive").to_table(columns=["dt", "hr"])
+    arrow: dict[tuple[str, str], int] = {}
+    for d, h in zip(table_.column("dt").to_pylist(), table_.column("hr").to_pylist(), strict=True):
+        key = (f"{d}" if isinstance(d, str) else str(d), f"{int(h):02d}" if not isinstance(h, str) else h)
+        arrow[key] = arrow.get(key, 0) + 1
+    return duck, arrow
+
+
+def audit_counts(env: dict) -> dict[tuple[str, str], int]:
+    """The warehouse tier of `ferry audit report` for the topic, per hour."""
+    proc = _ferry("audit", "report", "--zookeeper", env["zk"], "--topic", env["topic"], "--hours", "6", "--json")
+    assert proc.returncode == 0, proc.stderr
+    out = {}
+    for h in json.loads(proc.stdout)["hours"]:
+        d, hr = h["hour"][:10], h["hour"][11:13]
+        if h.get("loaded"):
+            out[(d, hr)] = h["loaded"]
+    return out
+
+
+PAUSED_LOAD = textwrap.dedent("""
+    import sys, time
+    from pathlib import Path
+    from ferry.loaders.load_config import LoadConfig
+    from ferry.loaders.load_job import LoadJob
+    zk, topic, state, warehouse, db, metastore, flag, release = sys.argv[1:9]
+
+    class PausedLoad(LoadJob):
+        def source(self, ranges, bootstrap):  # the run has begun and its Spark session holds the metastore
+            Path(flag).write_text("loading")
+            deadline = time.monotonic() + 600
+            while not Path(release).exists() and time.monotonic() < deadline:
+                time.sleep(0.2)
+            return super().source(ranges, bootstrap)
+
+    cfg = LoadConfig(zookeeper=zk, topics=[topic], state_dir=state, warehouse=warehouse, database=db,
+                     metastore_uris=metastore, quiet=True)
+    result = PausedLoad(cfg).run()
+    print("committed", result.committed, result.rows)
+""")
+
+
+def test_readers_during_a_load_see_the_committed_rows_once(loaded, thrift, offline, tmp_path):
+    from ferry.loaders.naming import table_for_topic
+
+    table = table_for_topic(loaded["topic"])
+    committed = {loaded["hours"][0]: 120, loaded["hours"][1]: 80}
+    assert audit_counts(loaded) == committed
+
+    # more events for the first hour: the next load replaces that hour's version (old rows + new ones)
+    d, h = loaded["hours"][0]
+    helpers = _loader_helpers()
+    helpers.produce(offline, loaded["topic"], helpers.spread(loaded["hours_ms"][0], 30))
+    flag, release = tmp_path / "loading", tmp_path / "release"
+    load = subprocess.Popen([sys.executable, "-c", PAUSED_LOAD, offline.zk, loaded["topic"], loaded["state"],
+                             loaded["warehouse"], loaded["database"], loaded["metastore"], str(flag), str(release)],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            env={**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"})
+    try:
+        deadline = time.monotonic() + 300
+        while not flag.exists():
+            assert load.poll() is None, load.stdout.read()[-3000:]
+            assert time.monotonic() < deadline, "the load never reached its read"
+            time.sleep(0.5)
+        # the load is running (its JVM holds a metastore connection, its run is in the ledger): readers go on
+        assert sql_counts(loaded, table) == committed
+        assert thrift_counts(thrift, table, loaded["database"]) == committed
+        assert direct_counts(loaded, table) == (committed, committed)
+        assert audit_counts(loaded) == committed
+        assert load.poll() is None, "the load ended while the readers ran: they did not run during it"
+    finally:
+        release.write_text("go")
+    out, _ = load.communicate(timeout=400)
+    assert load.returncode == 0 and "committed True 30" in out, out[-3000:]
+
+    after = {loaded["hours"][0]: 150, loaded["hours"][1]: 80}
+    assert audit_counts(loaded) == after
+    assert thrift_counts(thrift, table, loaded["database"]) == after
+    # right after the replaced hour: its old version is still on disk (kept for readers on it), but not in
+    # the reader tree; a scan of the table's own directory would count it twice
+    duck, arrow = direct_counts(loaded, table)
+    assert duck == after and arrow == after
+    versions = list((Path(loaded["warehouse"]) / loaded["database"] / table).glob(f"dt={d}/hr={h}/ferry_run=*"))
+    assert len(versions) == 2
+
+
+def test_wrong_metastore_url_and_stopped_postgres_give_one_line(loaded, postgres, thrift):
+    closed = f"postgresql://ferry@127.0.0.1:{free_port()}/metastore"
+    for args in (["sql", "--metastore", closed, "-e", "SELECT 1"],
+                 ["sql", "--metastore", loaded["metastore"].replace("/metastore", "/nosuchdb"), "-e", "SELECT 1"],
+                 ["sql", "--metastore", "mysql://x@y/z", "-e", "SELECT 1"],
+                 ["load", "--zookeeper", loaded["zk"], "--topics", loaded["topic"], "--state-dir",
+                  str(Path(loaded["state"]).parent / "other-state"), "--metastore", closed]):
+        proc = _ferry(*args, timeout=120)
+        assert proc.returncode != 0, (args, proc.stdout)
+        lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+        assert len(lines) == 1 and lines[0].startswith(("ferry sql: ", "ferry load: ")), proc.stderr
+        assert "Traceback" not in proc.stderr and "\tat " not in proc.stderr
+    postgres.stop()
+    try:
+        proc = _ferry("sql", "--metastore", loaded["metastore"], "-e", "SELECT 1", timeout=120)
+        assert proc.returncode == 1
+        assert proc.stderr.strip().count("\n") == 0 and "is not reachable" in proc.stderr, proc.stderr
+    finally:
+        postgres.start()
+
+
+def test_a_locked_embedded_derby_gives_one_line(spark):
+    """The session's Spark (this process's child JVM) has its embedded Derby booted: `ferry sql` on the same
+    state directory is refused in one line instead of failing after 30 s with Derby's XSDB6 stack trace."""
+    spark.sql("SHOW DATABASES").collect()
+    state = Path(spark.conf.get("spark.sql.warehouse.dir").removeprefix("file:")).parent
+    assert (state / "metastore_db" / "dbex.lck").exists()
+    proc = _ferry("sql", "--state-dir", str(state), "-e", "SELECT 1", timeout=60, env={"FERRY_METASTORE": ""})
+    assert proc.returncode == 1
+    assert proc.stderr.startswith("ferry sql: the embedded metastore") and proc.stderr.count("\n") == 1, proc.stderr
+
+
+def test_metastore_spellings():
+    from ferry.loaders.sql_metastore import MetastoreError, parse
+
+    ms = parse("postgresql://ferry:s3cret@db1:5433/meta")
+    assert (ms.kind, ms.location, ms.user, ms.password) == ("postgresql", "jdbc:postgresql://db1:5433/meta", "ferry",
+                                                            "s3cret")
+    assert "s3cret" not in ms.describe()
+    assert parse("jdbc:postgresql://db1/meta?user=u&password=p").spark_conf()[
+        "spark.hadoop.javax.jdo.option.ConnectionUserName"] == "u"
+    assert parse("thrift://h:9083").spark_conf() == {"spark.hadoop.hive.metastore.uris": "thrift://h:9083"}
+    assert parse(None, "/tmp/st").location.endswith("/tmp/st/metastore_db")
+    with pytest.raises(MetastoreError, match=r"\*\*\*"):
+        parse("mysql://u:pw@h/db")
