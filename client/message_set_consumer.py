@@ -38,6 +38,7 @@ from ferry.client.errors import (  # noqa: F401 - FetchError and the others are 
 from ferry.client.leader_lookup import connect_cluster, partition_leader
 from ferry.wire.protocol.api_keys import ApiKey
 from ferry.wire.protocol.errors import ErrorCode
+from ferry.wire.record.read_committed import ReadCommitted
 from ferry.wire.record.record_batch import (
     ATTRIBUTES_POS,
     BATCH_HEADER_SIZE,
@@ -48,6 +49,7 @@ from ferry.wire.record.record_batch import (
     MAGIC_POS,
     MIN_BATCH_LENGTH,
     SIZE_PREFIX_STRUCT,
+    read_header,
 )
 
 FETCH, FETCH_VERSION = int(ApiKey.FETCH), 4  # v4: the smallest answer that has what this needs
@@ -58,6 +60,7 @@ _I64 = struct.Struct(">q")
 # after the topic name: partitions count, partition, error_code, high_watermark, last_stable_offset,
 # aborted_transactions count
 _PART = struct.Struct(">iihqqi")
+_ABORTED = struct.Struct(">qq")  # an aborted transaction: producer id, first offset
 _LAST_DELTA = struct.Struct(">i")
 _CRC = struct.Struct(">I")
 _TOPIC_AT = 4 + 4  # in the answer's body: throttle_time_ms, topics count
@@ -167,6 +170,20 @@ def record_batches(data: bytes) -> Iterator[tuple[int, int, list[tuple]]]:
             yield batch.base_offset, batch.next_offset - 1, list(map(_full_fields, batch))
 
 
+def _without_aborted(data: bytes, aborted: list[tuple[int, int]]) -> tuple[bytes, int]:
+    """``data`` (whole batches) without the batches of aborted transactions and the markers (read_committed,
+    wire/record/read_committed.py); returns (bytes, batches kept)."""
+    rule = ReadCommitted(aborted)
+    mv = memoryview(data)
+    parts, pos = [], 0
+    while pos < len(mv):
+        h = read_header(mv, pos)
+        if not rule.drops(h, mv, pos):
+            parts.append(mv[pos:pos + h.size])
+        pos += h.size
+    return b"".join(parts), len(parts)
+
+
 class MessageSetConsumer:
     """Iterates one partition from ``offset`` (an int, "earliest" or "latest").
 
@@ -175,13 +192,16 @@ class MessageSetConsumer:
     ``idle_timeout_s``: stop after that long without new records. Otherwise iteration long-polls forever.
     ``position`` is the next offset after the last set handed out. ``metadata_wait_s``: how long a topic or
     partition the brokers do not know yet (just created), or one without a leader, is looked up again.
+    ``read_committed``: fetch up to the last stable offset only and leave aborted transactions' batches out of
+    the sets (Kafka's isolation.level).
     """
 
     def __init__(self, bootstrap: str | None, topic: str, partition: int = 0, offset: int | str = "earliest",
                  max_bytes: int = 204_800, *, zookeeper: str | None = None, max_wait_ms: int = 100,
                  check_crcs: bool = True, stop_at_end: bool = False, idle_timeout_s: float | None = None,
                  max_fetch_bytes: int = 64 << 20, timeout_s: float = 30.0,
-                 client_id: str = "ferry-message-set-consumer", metadata_wait_s: float = 5.0) -> None:
+                 client_id: str = "ferry-message-set-consumer", metadata_wait_s: float = 5.0,
+                 read_committed: bool = False) -> None:
         if max_bytes < BATCH_HEADER_SIZE:
             raise ValueError(f"max_bytes must be at least {BATCH_HEADER_SIZE}")
         self.topic, self.partition = topic, partition
@@ -189,6 +209,7 @@ class MessageSetConsumer:
         self.max_wait_ms, self.check_crcs = max_wait_ms, check_crcs
         self.stop_at_end, self.idle_timeout_s, self.timeout_s = stop_at_end, idle_timeout_s, timeout_s
         self.client_id = client_id
+        self.read_committed = read_committed
         self.high_watermark = -1
         self.cluster = connect_cluster(bootstrap, zookeeper, client_id, timeout_s)
         try:
@@ -207,10 +228,10 @@ class MessageSetConsumer:
         self._fetch_at: int | None = None  # offset of the fetch in flight
 
     def _template(self, max_bytes: int) -> None:
-        # replica_id -1, max_wait, min_bytes 1, response max_bytes, isolation 0 (read uncommitted), one topic
-        # with one partition; the fetch offset and the partition's max_bytes follow
+        # replica_id -1, max_wait, min_bytes 1, response max_bytes, isolation (0 read uncommitted, 1 read
+        # committed), one topic with one partition; the fetch offset and the partition's max_bytes follow
         self._before_offset = (_I16.pack(len(self.client_id.encode())) + self.client_id.encode()
-                               + struct.pack(">iiiib", -1, self.max_wait_ms, 1, max_bytes, 0)
+                               + struct.pack(">iiiib", -1, self.max_wait_ms, 1, max_bytes, int(self.read_committed))
                                + _I32.pack(1) + _I16.pack(len(self._topic)) + self._topic + _I32.pack(1)
                                + _I32.pack(self.partition))
         self._after_offset = _I32.pack(max_bytes)
@@ -264,8 +285,9 @@ class MessageSetConsumer:
             err = self.conn.fail(err)
         return BrokerUnavailableError(f"{self.topic}[{self.partition}]: {err}")
 
-    def _answer(self) -> tuple[int, bytes]:
-        """(high watermark, record bytes) of the answer to the fetch in flight."""
+    def _answer(self) -> tuple[int, bytes, list[tuple[int, int]]]:
+        """(end, record bytes, aborted transactions) of the answer to the fetch in flight: the end is the high
+        watermark, or read_committed the last stable offset; aborted: (producer id, first offset)."""
         try:
             _, body = self.conn.next_answer()
         except BrokerUnavailableError as e:
@@ -278,10 +300,12 @@ class MessageSetConsumer:
         if _I32.unpack_from(body, pos - 4)[0] != 1 or bytes(body[pos + 2: pos + 2 + n]) != self._topic:
             raise self._fail("answer for another topic")
         pos += 2 + n
-        count, partition, error, hw, _lso, aborted = _PART.unpack_from(body, pos)
+        count, partition, error, hw, lso, aborted = _PART.unpack_from(body, pos)
         if count != 1 or partition != self.partition:
             raise self._fail(f"answer for partition {partition} ({count} partitions)")
-        pos += _PART.size + max(aborted, 0) * 16
+        pos += _PART.size
+        transactions = [_ABORTED.unpack_from(body, pos + 16 * i) for i in range(max(aborted, 0))]
+        pos += max(aborted, 0) * 16
         rsize = max(_I32.unpack_from(body, pos)[0], 0)
         pos += 4
         if pos + rsize != size:
@@ -289,7 +313,7 @@ class MessageSetConsumer:
         records = bytes(body[pos: pos + rsize]) if rsize else b""  # aiokafka's reader takes bytes
         if error:
             self._error(error)
-        return hw, records
+        return (lso if self.read_committed and lso >= 0 else hw), records, transactions
 
     def _error(self, code: int) -> None:
         offset, self._fetch_at = self._fetch_at, None
@@ -311,10 +335,14 @@ class MessageSetConsumer:
                 self._fetch(self.position)
             offset = self._fetch_at
             assert offset is not None
-            hw, data = self._answer()
+            hw, data, aborted = self._answer()
             self._fetch_at = None
             self.high_watermark = hw
             batches, whole, nxt = walk_batches(data, self.check_crcs) if data else (0, 0, -1)
+            kept = batches
+            if batches and aborted:  # read_committed: leave out what aborted transactions wrote
+                data, kept = _without_aborted(data[:whole], aborted)
+                whole = len(data)
             if batches:
                 if nxt <= offset:
                     raise CorruptMessageSetError(f"fetch at {offset} answered with batches ending at {nxt}")
@@ -334,7 +362,8 @@ class MessageSetConsumer:
             self.position = nxt
             if batches:
                 idle_since = time.monotonic()
-                yield MessageSet(offset, nxt, hw, data if whole == len(data) else data[:whole], batches)
+                if kept:
+                    yield MessageSet(offset, nxt, hw, data if whole == len(data) else data[:whole], kept)
             elif self.idle_timeout_s is not None and time.monotonic() - idle_since > self.idle_timeout_s:
                 return
             if self.stop_at_end and at_end:

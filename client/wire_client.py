@@ -151,8 +151,10 @@ class WireClient:
         return node
 
     # ------------------------------------------------------------------ blocking helpers
-    def list_offsets(self, wanted: dict[tuple[str, int], int]) -> dict[tuple[str, int], PartitionOffsetResult]:
+    def list_offsets(self, wanted: dict[tuple[str, int], int],
+                     read_committed: bool = False) -> dict[tuple[str, int], PartitionOffsetResult]:
         """ListOffsets for {(topic, partition): timestamp}; per-partition errors are in the results.
+        ``read_committed``: "latest" is the last stable offset (where a read_committed reader stops).
 
         A partition whose leader is unknown or unreachable gets LEADER_NOT_AVAILABLE / NETWORK_EXCEPTION.
         """
@@ -169,7 +171,7 @@ class WireClient:
             by_leader.setdefault(node, {}).setdefault(topic, []).append((partition, ts))
         for node, topics in by_leader.items():
             try:
-                body = self.connection(node).request(*list_offsets.encode_request(topics.items()))
+                body = self.connection(node).request(*list_offsets.encode_request(topics.items(), read_committed))
             except ClientError:
                 self.close_connection(node)
                 for topic, parts in topics.items():
@@ -183,10 +185,10 @@ class WireClient:
                         self.leaders.pop((topic, res.partition), None)
         return out
 
-    def offsets(self, wanted: dict[tuple[str, int], int]) -> dict[tuple[str, int], int]:
+    def offsets(self, wanted: dict[tuple[str, int], int], read_committed: bool = False) -> dict[tuple[str, int], int]:
         """{(topic, partition): offset} for {(topic, partition): timestamp} (EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
         or a time in ms: -1 when no message is that recent); any partition's error raises (for_code)."""
-        got = self.list_offsets(wanted)
+        got = self.list_offsets(wanted, read_committed)
         out = {}
         for key in wanted:
             res = got.get(key)

@@ -22,7 +22,8 @@ class ClusterOffsetsError(RuntimeError):
 @dataclass(frozen=True)
 class Watermarks:
     low: int  # log start offset: the first offset still retained
-    high: int  # high watermark: the next offset to be written (what a fetch may read up to)
+    high: int  # last stable offset: what a read_committed fetch may read up to (the high watermark, unless a
+    # transaction is open: its records are loaded once it ends, aborted ones never)
 
 
 class ClusterOffsets:
@@ -67,16 +68,17 @@ class ClusterOffsets:
             raise ClusterOffsetsError(f"{e} in cluster at {self.zookeeper or self.bootstrap}") from None
         return {n: available[n] for n in names}
 
-    def _list(self, wanted: dict[tuple[str, int], int], what: str) -> dict[tuple[str, int], int]:
+    def _list(self, wanted: dict[tuple[str, int], int], what: str,
+              read_committed: bool = False) -> dict[tuple[str, int], int]:
         try:
-            return self._client.offsets(wanted)
+            return self._client.offsets(wanted, read_committed)
         except ClientError as e:
             raise ClusterOffsetsError(f"{what} failed: {e}") from None
 
     def watermarks(self, topic: str, partition: int) -> Watermarks:
         key = (topic, partition)
         low = self._list({key: EARLIEST_TIMESTAMP}, "ListOffsets")[key]
-        high = self._list({key: LATEST_TIMESTAMP}, "ListOffsets")[key]
+        high = self._list({key: LATEST_TIMESTAMP}, "ListOffsets", read_committed=True)[key]
         return Watermarks(int(low), int(high))
 
     def offsets_for_time(self, topic: str, partitions: list[int], ts_ms: int) -> dict[int, int | None]:

@@ -151,7 +151,8 @@ def read_split(split: OffsetSplit, bootstrap: str, idle_timeout_s: float, batch_
     """Yield RecordBatches (at most ``batch_rows`` rows each) with exactly the offsets ``[split.start,
     split.end)`` that exist in the log.
 
-    The split is read with ferry's MessageSetConsumer (pipelined Fetch, CRC-32C of every batch checked) and
+    The split is read with ferry's MessageSetConsumer (pipelined Fetch, CRC-32C of every batch checked,
+    read_committed: aborted transactions' records are never loaded; split ends are last stable offsets) and
     its records are taken into Arrow columns a message set at a time (record_columns.SplitRecords: native,
     no Python object per record). ``keys``/``headers`` False leaves those columns empty (the load needs
     neither). ``timing`` (if given) gets the seconds spent parsing records under ``"parse"``.
@@ -172,7 +173,8 @@ def read_split(split: OffsetSplit, bootstrap: str, idle_timeout_s: float, batch_
 
     try:
         with MessageSetConsumer(bootstrap, topic, part, start, max_bytes=fetch_bytes, max_wait_ms=100,
-                                idle_timeout_s=idle_timeout_s, client_id="ferry-load") as consumer:
+                                idle_timeout_s=idle_timeout_s, client_id="ferry-load",
+                                read_committed=True) as consumer:
             for message_set in consumer.message_sets():
                 records.add(message_set.data)
                 if records.count >= batch_rows:
