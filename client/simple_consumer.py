@@ -25,7 +25,12 @@ from ferry.zk.znodes import BROKER_TOPICS_PATH, topic_path
 
 class SimpleConsumer:
     def __init__(self, bootstrap: str | None = None, zookeeper: str | None = None, *,
-                 client_id: str = "ferry-simple-consumer", timeout_s: float = 10.0) -> None:
+                 client_id: str = "ferry-simple-consumer", timeout_s: float = 10.0,
+                 isolation_level: str = "read_committed") -> None:
+        """``isolation_level``: read_committed (librdkafka's default: no aborted or still open transaction's
+        records) or read_uncommitted (everything up to the high watermark)."""
+        if isolation_level not in ("read_committed", "read_uncommitted"):
+            raise ValueError(f"isolation level must be read_committed or read_uncommitted, not {isolation_level!r}")
         if bootstrap is None and zookeeper is None:
             raise ValueError("give bootstrap servers (host:port,...) or a ZooKeeper connect string")
         self.zookeeper = ZkConnect.parse(zookeeper) if zookeeper else None
@@ -42,6 +47,7 @@ class SimpleConsumer:
             "enable.auto.offset.store": False,
             "auto.offset.reset": "earliest",
             "fetch.wait.max.ms": 100,
+            "isolation.level": isolation_level,
             "error_cb": lambda err: None,  # transient broker errors; real failures surface as exceptions
             "logger": rate_limited_logger("ferry.librdkafka"),
         })

@@ -34,6 +34,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="start at the earliest offset (default: only new messages). With --group this applies "
                    "only to partitions the group has no committed offset for")
     p.add_argument("--max-messages", type=int, metavar="N", help="stop after N messages")
+    p.add_argument("--isolation-level", choices=("read_committed", "read_uncommitted"), default="read_committed",
+                   help="read_committed (default): only committed transactions' records, up to the last stable "
+                   "offset; read_uncommitted: every record up to the high watermark, aborted ones too "
+                   "(kafka-console-consumer's --isolation-level)")
     add_timeout_argument(p, "stop after SECONDS without a message (default: wait for ever)")
     p.add_argument("--value-format", choices=("raw", "avro"), default="raw",
                    help="raw (default): values as they are; avro: values in the registry's framing decoded with "
@@ -117,7 +121,8 @@ def _consume_direct(args: argparse.Namespace, write) -> int:
     from ferry.client.simple_consumer import SimpleConsumer
 
     n = 0
-    with SimpleConsumer(args.bootstrap, None if args.bootstrap else args.zookeeper) as consumer:
+    with SimpleConsumer(args.bootstrap, None if args.bootstrap else args.zookeeper,
+                        isolation_level=args.isolation_level) as consumer:
         consumer.partitions(args.topic)  # UnknownTopicError before anything else
         start = "earliest" if args.from_beginning else "latest"
         try:
@@ -141,7 +146,8 @@ def _consume_group(args: argparse.Namespace, write) -> int:
     connector = ConsumerConnector(args.group, args.zookeeper,
                                   auto_offset_reset="earliest" if args.from_beginning else "latest",
                                   consumer_timeout_s=args.timeout_s,
-                                  assignment_strategy=args.assignment_strategy)
+                                  assignment_strategy=args.assignment_strategy,
+                                  fetcher_overrides={"isolation.level": args.isolation_level})
     n = 0
     try:
         (stream,) = connector.create_message_streams({args.topic: 1})[args.topic]

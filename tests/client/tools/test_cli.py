@@ -178,3 +178,34 @@ def test_an_unreachable_zookeeper_is_one_line_and_exit_2_in_every_command(tmp_pa
         lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
         assert r.returncode == 2, (argv, r.stderr)
         assert len(lines) == 1 and "cannot connect to ZooKeeper at 127.0.0.1:1" in lines[0], (argv, r.stderr)
+
+
+@pytest.mark.slow
+def test_consume_reads_committed_transactions_unless_asked_otherwise(live):
+    """`ferry consume` (direct and in a group) leaves an aborted transaction's records out by default, as
+    the rest of the pipeline does; --isolation-level read_uncommitted shows them (kafka-console-consumer's)."""
+    from confluent_kafka import Producer as KafkaProducer
+
+    zk = live.zk_connect
+    create_topic(zk, "txn-lines", 1)
+    p = KafkaProducer({"bootstrap.servers": live.bootstrap, "transactional.id": "cli-txn"})
+    p.init_transactions(30)
+    for tag, n, commit in (("committed", 3, True), ("aborted", 2, False)):
+        p.begin_transaction()
+        for i in range(n):
+            p.produce("txn-lines", f"{tag} {i}".encode(), partition=0)
+        p.flush(30)
+        (p.commit_transaction if commit else p.abort_transaction)(30)
+    committed = [f"committed {i}" for i in range(3)]
+
+    r = ferry("consume", "--topic", "txn-lines", "--zookeeper", zk, "--from-beginning", "--timeout-s", "3")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines() == committed
+    r = ferry("consume", "--topic", "txn-lines", "--zookeeper", zk, "--from-beginning", "--timeout-s", "3",
+              "--isolation-level", "read_uncommitted")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines() == committed + ["aborted 0", "aborted 1"]
+    r = ferry("consume", "--topic", "txn-lines", "--zookeeper", zk, "--group", "txn-cli", "--from-beginning",
+              "--timeout-s", "5")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines() == committed
