@@ -13,6 +13,7 @@ import logging
 import time
 from typing import TYPE_CHECKING
 
+from ferry.broker.server.partition_limit import partition_limit_error
 from ferry.wire.protocol import (
     create_topics,
 )
@@ -68,6 +69,11 @@ class AdminApis:
                     continue
             if n < 1:
                 results.append((t.name, ErrorCode.INVALID_PARTITIONS, f"partition count {n} must be at least 1"))
+                continue
+            too_many = partition_limit_error(self.metadata.topics, list(self.metadata.brokers),
+                                             self.config.max_broker_partitions, n, rf, t.assignments)
+            if too_many:
+                results.append((t.name, ErrorCode.POLICY_VIOLATION, too_many))
                 continue
             configs = {k: v for k, v in t.configs.items() if v is not None}
             try:

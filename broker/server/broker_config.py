@@ -63,6 +63,11 @@ class BrokerConfig:
     group_max_session_timeout_ms: int = 1_800_000
     group_initial_rebalance_delay_ms: int = 3_000  # a new group waits this long for more members to join
     offset_metadata_max_bytes: int = 4_096
+    # resource limits (docs/scale.md): no single client or request can take the broker past them
+    queued_max_request_bytes: int = 256 * 1024 * 1024  # bytes of large requests being received at once (pool)
+    max_connections_per_ip: int = 0  # connections from one client address (0: no limit, Kafka's default)
+    fetch_wait_max_ms: int = 30_000  # the longest a Fetch may be parked, whatever its max_wait_ms asks
+    max_broker_partitions: int = 10_000  # partition replicas one broker may hold; CreateTopics past it: 44
     # the transaction coordinator (docs/transactions.md; Kafka's names and defaults)
     transaction_max_timeout_ms: int = 900_000  # the largest transaction.timeout.ms a producer may ask for
     transaction_abort_timed_out_transaction_cleanup_interval_ms: int = 10_000  # how often timeouts are checked
@@ -109,6 +114,10 @@ class BrokerConfig:
             ("group.min.session.timeout.ms", self.group_min_session_timeout_ms, 1),
             ("group.initial.rebalance.delay.ms", self.group_initial_rebalance_delay_ms, 0),
             ("offset.metadata.max.bytes", self.offset_metadata_max_bytes, 0),
+            ("queued.max.request.bytes", self.queued_max_request_bytes, 0),
+            ("max.connections.per.ip", self.max_connections_per_ip, 0),
+            ("fetch.wait.max.ms", self.fetch_wait_max_ms, 0),
+            ("max.broker.partitions", self.max_broker_partitions, 0),
             ("transaction.max.timeout.ms", self.transaction_max_timeout_ms, 1),
             ("transaction.abort.timed.out.transaction.cleanup.interval.ms",
              self.transaction_abort_timed_out_transaction_cleanup_interval_ms, 1),
@@ -251,6 +260,10 @@ REPLICATION_KEYS: dict[str, str] = {
     "group.max.session.timeout.ms": "group_max_session_timeout_ms",
     "group.initial.rebalance.delay.ms": "group_initial_rebalance_delay_ms",
     "offset.metadata.max.bytes": "offset_metadata_max_bytes",
+    "queued.max.request.bytes": "queued_max_request_bytes",
+    "max.connections.per.ip": "max_connections_per_ip",
+    "fetch.wait.max.ms": "fetch_wait_max_ms",
+    "max.broker.partitions": "max_broker_partitions",
     "transaction.max.timeout.ms": "transaction_max_timeout_ms",
     "transaction.abort.timed.out.transaction.cleanup.interval.ms":
         "transaction_abort_timed_out_transaction_cleanup_interval_ms",

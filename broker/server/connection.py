@@ -21,11 +21,14 @@ from collections import deque
 from typing import Any
 
 from ferry.broker.server.kafka_apis import CloseConnection, KafkaApis
+from ferry.broker.server.memory_pool import MemoryPool
+from ferry.broker.server.rate_limited_log import RateLimitedLog
 from ferry.wire.protocol.primitives import ProtocolError
 
 log = logging.getLogger(__name__)
 
-READ_BUFFER = 256 * 1024
+READ_BUFFER = 256 * 1024  # the most a connection's read buffer grows to (a pipelining client's bursts)
+IDLE_BUFFER = 4 * 1024  # what a connection starts with, and goes back to when it waits with nothing buffered
 MAX_IN_FLIGHT = 128
 _SIZE = struct.Struct(">i")
 _PREFIX = struct.Struct(">ii")
@@ -43,15 +46,22 @@ class _Packed:
 
 
 class Connection:
-    def __init__(self, sock: socket.socket, peer: str, apis: KafkaApis, max_request_bytes: int) -> None:
+    def __init__(self, sock: socket.socket, peer: str, apis: KafkaApis, max_request_bytes: int,
+                 pool: MemoryPool | None = None, bad_requests: RateLimitedLog | None = None) -> None:
         self.sock = sock
         self.peer = peer
         self.apis = apis
         self.max_request_bytes = max_request_bytes
+        self.pool = pool  # bounds the bytes of the large requests being received at once (memory_pool.py)
+        self._bad = bad_requests if bad_requests is not None else RateLimitedLog(log)
         self._fd = sock.fileno()
         self._metrics = apis.request_metrics
-        self._buf = bytearray(READ_BUFFER)
+        # The read buffer starts small and grows with the client's bursts; while the reader waits for data with
+        # nothing buffered it holds no view of it, so the reaper can give a grown buffer back (release_idle_buffer).
+        self._buf = bytearray(IDLE_BUFFER)
         self._view = memoryview(self._buf)
+        self._grow = False  # the last recv filled the buffer: make it larger before the next
+        self._parked = False  # the reader waits for readability with an empty buffer
         self._start = 0
         self._end = 0
         self._loop = asyncio.get_running_loop()
@@ -113,8 +123,8 @@ class Connection:
                     continue
                 if not await self._fill(need):
                     if self._end > self._start:
-                        log.warning("connection from %s closed inside a request (%d bytes of it read)",
-                                    self.peer, self._end - self._start)
+                        self._bad.warning("connection from %s closed inside a request (%d bytes of it read)",
+                                          self.peer, self._end - self._start)
                     return
         except (ConnectionError, OSError) as e:
             log.debug("connection from %s: %s", self.peer, e)
@@ -131,8 +141,8 @@ class Connection:
             while end - start >= 4:
                 size = _SIZE.unpack_from(buf, start)[0]
                 if size <= 0 or size > self.max_request_bytes:
-                    log.warning("closing connection from %s: request size %d outside 1..%d (socket.request.max.bytes)",
-                                self.peer, size, self.max_request_bytes)
+                    self._bad.warning("closing connection from %s: request size %d outside 1..%d "
+                                      "(socket.request.max.bytes)", self.peer, size, self.max_request_bytes)
                     return -1
                 if end - start - 4 < size:
                     return size + 4
@@ -180,7 +190,7 @@ class Connection:
             correlation_id, result = self.apis.handle(frame)
         except (CloseConnection, ProtocolError) as e:
             m.errors[key] += 1
-            log.warning("closing connection from %s: %s", self.peer, e)
+            self._bad.warning("closing connection from %s: %s", self.peer, e)
             return False
         except Exception:
             m.errors[key] += 1
@@ -213,22 +223,70 @@ class Connection:
             if avail:
                 self._buf[:avail] = self._view[start:end]
             self._start, self._end = 0, avail
+        size = len(self._buf)
+        if need > size or (self._grow and size < READ_BUFFER):
+            self._resize(min(READ_BUFFER, max(need, 4 * size)))
+        self._grow = False
         # Let the writer and other connections run now and then: a recv that finds data does not yield.
         self._bursts += 1
         if self._bursts & 7 == 0:
             await asyncio.sleep(0)
-        loop, sock, view = self._loop, self.sock, self._view
+        sock = self.sock
         while self._end < need:
-            k = await loop.sock_recv_into(sock, view[self._end:])
+            try:
+                k = sock.recv_into(self._view[self._end:])
+            except BlockingIOError:
+                self._parked = self._end == 0
+                try:
+                    await self._readable()
+                finally:
+                    self._parked = False
+                continue
+            except InterruptedError:
+                continue
             if k == 0:
                 return False
             self._end += k
-        self._last_active = loop.time()
+        self._grow = self._end == len(self._buf)
+        self._last_active = self._loop.time()
         return True
 
+    def _resize(self, size: int) -> None:
+        """A read buffer of ``size`` bytes holding what the current one holds (from 0: _fill compacted it)."""
+        new = bytearray(size)
+        new[:self._end] = self._view[:self._end]
+        self._view.release()
+        self._buf, self._view = new, memoryview(new)
+
+    def release_idle_buffer(self) -> bool:
+        """Give a grown read buffer back while the reader waits with nothing buffered (called by the reaper)."""
+        if self._parked and self._end == 0 and len(self._buf) > IDLE_BUFFER:
+            self._resize(IDLE_BUFFER)
+            return True
+        return False
+
+    async def _readable(self) -> None:
+        fut = self._loop.create_future()
+        self._loop.add_reader(self._fd, _wake, fut)
+        try:
+            await fut
+        finally:
+            self._loop.remove_reader(self._fd)
+
     async def _handle_large_frame(self, need: int) -> bool:
-        """A request too big for the read buffer: receive it into its own buffer."""
+        """A request too big for the read buffer: receive it into its own buffer, once the memory pool has room
+        for it (queued.max.request.bytes: the connection waits instead of allocating)."""
         size = need - 4
+        pool = self.pool
+        if pool is None:
+            return await self._receive_large_frame(size)
+        granted = await pool.acquire(size)
+        try:
+            return await self._receive_large_frame(size)
+        finally:
+            pool.release(granted)
+
+    async def _receive_large_frame(self, size: int) -> bool:
         out = bytearray(size)
         mv = memoryview(out)
         avail = self._end - self._start - 4
@@ -240,7 +298,7 @@ class Connection:
         while got < size:
             k = await loop.sock_recv_into(sock, mv[got:])
             if k == 0:
-                log.warning("connection from %s closed inside a %d-byte request", self.peer, size)
+                self._bad.warning("connection from %s closed inside a %d-byte request", self.peer, size)
                 return False
             got += k
         ok = self._dispatch(out)

@@ -259,7 +259,7 @@ class KafkaApis(AdminApis, OffsetApis, ReplicationApis, GroupApis, ConfigApis, T
         keys = self._fetch_logs(req)
         if not keys:
             return self._fetch_answer(version, results)
-        deadline = time.monotonic() + req.max_wait_ms / 1000.0
+        deadline = time.monotonic() + min(req.max_wait_ms, self.config.fetch_wait_max_ms) / 1000.0
         fut = self.purgatory.watch(keys)  # registered now, so no wake-up between this read and the wait is lost
         return self._delayed_fetch(version, req, keys, fut, deadline)
 

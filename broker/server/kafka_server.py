@@ -140,7 +140,9 @@ class KafkaServer:
         self.transactions.start(loop)
         apis.transaction_coordinator = self.transactions
         self.socket_server = SocketServer(cfg.listen_host, cfg.listen_port, apis, cfg.max_request_bytes,
-                                          max_idle_ms=cfg.connections_max_idle_ms)
+                                          max_idle_ms=cfg.connections_max_idle_ms,
+                                          queued_max_request_bytes=cfg.queued_max_request_bytes,
+                                          max_connections_per_ip=cfg.max_connections_per_ip)
         port = self.socket_server.bind()
         self.socket_server.start()
         adv_port = cfg.advertised_port or port

@@ -12,13 +12,18 @@ import socket
 
 from ferry.broker.server.connection import Connection
 from ferry.broker.server.kafka_apis import KafkaApis
+from ferry.broker.server.memory_pool import MemoryPool
+from ferry.broker.server.rate_limited_log import RateLimitedLog
 
 log = logging.getLogger(__name__)
+
+BUFFER_RELEASE_S = 1.0  # how often waiting connections give grown read buffers back
 
 
 class SocketServer:
     def __init__(self, host: str, port: int, apis: KafkaApis, max_request_bytes: int, backlog: int = 1024,
-                 max_idle_ms: int = 600_000) -> None:
+                 max_idle_ms: int = 600_000, queued_max_request_bytes: int = 0,
+                 max_connections_per_ip: int = 0) -> None:
         self.host = host
         self.port = port
         self.apis = apis
@@ -26,6 +31,11 @@ class SocketServer:
         self.backlog = backlog
         self._listener: socket.socket | None = None
         self.max_idle_s = max_idle_ms / 1000.0
+        self.pool = MemoryPool(queued_max_request_bytes)  # queued.max.request.bytes (0: no ceiling)
+        self.max_connections_per_ip = max_connections_per_ip  # max.connections.per.ip (0: no limit)
+        self.bad_requests = RateLimitedLog(logging.getLogger("ferry.broker.server.connection"))
+        self.refused_connections = 0
+        self._per_ip: dict[str, int] = {}
         self._accept_task: asyncio.Task | None = None
         self._reaper_task: asyncio.Task | None = None
         self._connections: dict[asyncio.Task, Connection] = {}
@@ -57,25 +67,46 @@ class SocketServer:
                 log.error("accept failed: %s", e)
                 await asyncio.sleep(0.1)
                 continue
+            ip = addr[0]
+            if self.max_connections_per_ip > 0 and self._per_ip.get(ip, 0) >= self.max_connections_per_ip:
+                self.refused_connections += 1
+                self.bad_requests.warning("refusing a connection from %s: %d connections from that address already "
+                                          "(max.connections.per.ip)", ip, self.max_connections_per_ip)
+                sock.close()
+                continue
             sock.setblocking(False)
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            peer = f"{addr[0]}:{addr[1]}"
-            conn = Connection(sock, peer, self.apis, self.max_request_bytes)
+            peer = f"{ip}:{addr[1]}"
+            conn = Connection(sock, peer, self.apis, self.max_request_bytes, self.pool, self.bad_requests)
+            self._per_ip[ip] = self._per_ip.get(ip, 0) + 1
             task = asyncio.create_task(conn.serve(), name=f"connection {peer}")
             self._connections[task] = conn
             task.add_done_callback(self._forget)
 
     def _forget(self, task: asyncio.Task) -> None:
-        self._connections.pop(task, None)
+        conn = self._connections.pop(task, None)
+        if conn is not None:
+            ip = conn.peer.rpartition(":")[0]
+            left = self._per_ip.get(ip, 1) - 1
+            if left > 0:
+                self._per_ip[ip] = left
+            else:
+                self._per_ip.pop(ip, None)
 
     async def _reap_idle(self) -> None:
         """Close connections idle longer than connections.max.idle.ms (Kafka's default: 10 minutes) with no
         request unanswered, so clients that vanish without a FIN do not hold sockets and buffers forever."""
         loop = asyncio.get_running_loop()
         period = min(30.0, max(0.05, self.max_idle_s / 4))
+        next_idle_check = loop.time() + period
         while True:
-            await asyncio.sleep(period)
+            await asyncio.sleep(min(period, BUFFER_RELEASE_S))
+            for conn in list(self._connections.values()):
+                conn.release_idle_buffer()  # a connection waiting with nothing buffered keeps a few KB
             now = loop.time()
+            if now < next_idle_check:
+                continue
+            next_idle_check = now + period
             for task, conn in list(self._connections.items()):
                 if conn.idle_since(now) > self.max_idle_s:
                     log.info("closing connection from %s: idle for more than %.0f ms (connections.max.idle.ms)",

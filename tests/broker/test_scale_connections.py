@@ -1,0 +1,188 @@
+"""Connections and memory at scale (issue 20), on a real broker process and real sockets: idle connections cost a
+few KB and give it back, a memory pool bounds the requests being received at once (queued.max.request.bytes),
+bad-request log lines are rate-limited, and limits guard the broker from one client or one request
+(max.connections.per.ip, fetch.wait.max.ms, max.broker.partitions). Every loop is bounded in count and time."""
+
+from __future__ import annotations
+
+import socket
+import struct
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+from broker_wire import API_VERSIONS, WireClient, api_versions, create_topic, fetch, leaders, start_brokers
+
+CONNECTIONS = 400
+
+
+def rss_mb(pid: int) -> float:
+    return psutil.Process(pid).memory_info().rss / 2**20
+
+
+def settle_rss(pid: int, seconds: float = 1.5) -> float:
+    time.sleep(seconds)
+    return rss_mb(pid)
+
+
+@pytest.fixture
+def broker(zk_connect: str, tmp_path: Path):
+    _zk, brokers = start_brokers(zk_connect, tmp_path, 1, extra_args=(
+        "--override", "queued.max.request.bytes=8388608",  # 8 MiB of large requests at once
+        "--override", "max.connections.per.ip=600",
+        "--override", "fetch.wait.max.ms=300",
+        "--override", "max.broker.partitions=1000"))
+    try:
+        yield brokers[0]
+    finally:
+        for b in brokers:
+            b.stop()
+
+
+def _api_versions_frame(correlation_id: int) -> bytes:
+    client_id = b"idle"
+    body = struct.pack(">hhih", API_VERSIONS, 0, correlation_id, len(client_id)) + client_id
+    return struct.pack(">i", len(body)) + body
+
+
+def _open_idle(address: str, n: int) -> list[socket.socket]:
+    """n connections that each made one request and got its answer, then stay open doing nothing."""
+    host, port = address.rsplit(":", 1)
+    socks = []
+    for i in range(n):
+        s = socket.create_connection((host, int(port)), timeout=10)
+        s.sendall(_api_versions_frame(i))
+        socks.append(s)
+    for s in socks:
+        size = struct.unpack(">i", _recv_exact(s, 4))[0]
+        _recv_exact(s, size)
+    return socks
+
+
+def _recv_exact(s: socket.socket, n: int) -> bytes:
+    data = b""
+    while len(data) < n:
+        chunk = s.recv(n - len(data))
+        if not chunk:
+            raise ConnectionError("closed")
+        data += chunk
+    return data
+
+
+def test_idle_connections_cost_a_few_kb_and_give_it_back(broker) -> None:
+    pid = broker.pid
+    before = settle_rss(pid, 0.5)
+    socks = _open_idle(broker.bootstrap, CONNECTIONS)
+    try:
+        with_idle = settle_rss(pid)
+        per_conn_kb = (with_idle - before) * 1024 / CONNECTIONS
+        assert per_conn_kb < 40, f"{per_conn_kb:.1f} KB per idle connection ({before:.1f} -> {with_idle:.1f} MB)"
+        # a busy connection grows its read buffer, then gives it back once it waits with nothing buffered
+        with WireClient(broker.bootstrap) as c:
+            for _ in range(20):
+                assert api_versions(c)[0] == 0
+    finally:
+        for s in socks:
+            s.close()
+    after = settle_rss(pid, 2.0)
+    assert after - before < max(8.0, 0.5 * (with_idle - before) + 4), (before, with_idle, after)
+    with WireClient(broker.bootstrap) as c:
+        assert api_versions(c)[0] == 0
+
+
+def test_slow_huge_requests_wait_for_the_memory_pool(broker) -> None:
+    """16 connections each announce a 50 MiB request and send it slowly: without the pool the broker would
+    allocate 800 MiB; with queued.max.request.bytes=8 MiB at most one such request is buffered at a time (one
+    larger than the pool waits for the whole pool), the others wait without allocating, and the broker serves."""
+    pid = broker.pid
+    before = settle_rss(pid, 0.5)
+    host, port = broker.bootstrap.rsplit(":", 1)
+    socks = []
+    try:
+        for i in range(16):
+            s = socket.create_connection((host, int(port)), timeout=10)
+            head = struct.pack(">ihhi", 50 * 2**20, 0, 8, i)  # size, Produce v8, correlation id
+            s.sendall(head + bytes(4096))
+            socks.append(s)
+        deadline = time.monotonic() + 3.0
+        peak = before
+        while time.monotonic() < deadline:
+            for s in socks:
+                try:
+                    s.send(bytes(1024))
+                except OSError:
+                    pass
+            peak = max(peak, rss_mb(pid))
+            time.sleep(0.1)
+        assert peak - before < 120, f"broker RSS {before:.0f} -> {peak:.0f} MB with 16 slow 50 MiB requests"
+        with WireClient(broker.bootstrap) as c:  # the broker keeps serving others meanwhile
+            assert api_versions(c)[0] == 0
+    finally:
+        for s in socks:
+            s.close()
+    with WireClient(broker.bootstrap) as c:
+        assert api_versions(c)[0] == 0
+
+
+def test_connections_per_ip_are_bounded(broker) -> None:
+    socks = _open_idle(broker.bootstrap, 600)
+    try:
+        host, port = broker.bootstrap.rsplit(":", 1)
+        extra = socket.create_connection((host, int(port)), timeout=10)
+        extra.settimeout(5)
+        try:
+            extra.sendall(_api_versions_frame(1))
+            got = extra.recv(4)
+        except OSError:
+            got = b""
+        assert got == b"", "the 601st connection from one address was served"
+        extra.close()
+        socks.pop().close()
+        deadline = time.monotonic() + 5
+        while True:  # the broker notices the close, then takes a new connection again
+            try:
+                again = _open_idle(broker.bootstrap, 1)[0]
+                again.close()
+                break
+            except (ConnectionError, OSError):
+                assert time.monotonic() < deadline, "no connection accepted after one closed"
+                time.sleep(0.1)
+    finally:
+        for s in socks:
+            s.close()
+    log = broker.log_file.read_text(errors="replace")
+    assert "max.connections.per.ip" in log
+
+
+def test_bad_request_lines_are_rate_limited(broker) -> None:
+    host, port = broker.bootstrap.rsplit(":", 1)
+    start = broker.log_file.stat().st_size
+    for _ in range(300):
+        s = socket.create_connection((host, int(port)), timeout=10)
+        s.sendall(struct.pack(">i", -5))  # an impossible size: the broker closes the connection
+        s.settimeout(5)
+        try:
+            s.recv(1)
+        except OSError:
+            pass
+        s.close()
+    with open(broker.log_file, "rb") as f:
+        f.seek(start)
+        lines = f.read().decode(errors="replace").splitlines()
+    bad = [line for line in lines if "closing connection from" in line]
+    assert 1 <= len(bad) <= 40, f"{len(bad)} lines for 300 bad connections"
+    with WireClient(broker.bootstrap) as c:
+        assert api_versions(c)[0] == 0
+
+
+def test_fetch_wait_is_capped_and_huge_create_topics_refused(broker) -> None:
+    with WireClient(broker.bootstrap) as c:
+        err, msg = create_topic(c, "huge", 100_000)
+        assert err == 44 and "max.broker.partitions" in (msg or ""), (err, msg)  # POLICY_VIOLATION
+        assert create_topic(c, "small", 2)[0] == 0
+        leaders(c, "small", 2)
+        t0 = time.monotonic()
+        fetch(c, "small", 0, 0, max_wait_ms=20_000, min_bytes=1)  # nothing to read: parked, then answered
+        waited = time.monotonic() - t0
+        assert 0.2 < waited < 3.0, f"a fetch asking for 20 s waited {waited:.2f} s (fetch.wait.max.ms=300)"
