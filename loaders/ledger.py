@@ -9,8 +9,11 @@ in between (see docs/loaders.md, "Commit protocol").
 
 The file also tracks runs in flight (their files are garbage if they never commit), superseded partition
 versions waiting to be deleted, data lost to retention that a run was told to skip, the hours the DAGs
-published, and how far each partition was ever loaded (``loaded_to``: a run whose ranges all start there
-or later cannot meet rows it replaces, so it needs no search for them).
+published, how far each partition was ever loaded (``loaded_to``: a run whose ranges all start there
+or later cannot meet rows it replaces, so it needs no search for them), and the runs that failed (start,
+end, the error in one line, the hours they attempted: ``failed``, ``failed_total``). A failure record is
+only a note for people and alerts: it moves no offset and never counts as loaded; the failed run stays
+in flight until the next run's recovery removes its files.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from ferry.wire.atomic_file import atomic_write
 
 LEDGER_VERSION = 1
 HISTORY_KEEP = 200
+ERROR_CHARS = 300  # a failed run's error, as one line
 
 
 class LedgerError(RuntimeError):
@@ -38,7 +42,20 @@ class LedgerError(RuntimeError):
 def _empty() -> dict[str, Any]:
     return {"version": LEDGER_VERSION, "seq": 0, "source": None, "offsets": {}, "in_flight": {},
             "pending": [], "garbage": [], "history": [], "lost": [], "published": {},
-            "revisions": {}, "loaded_to": {}}
+            "revisions": {}, "loaded_to": {}, "failed": [], "failed_total": 0}
+
+
+def error_line(exc: BaseException, limit: int = ERROR_CHARS) -> str:
+    """``Type: message`` on one line; for a wrapped (Py4J) error whose text spans lines, the line of its root
+    cause (the Python worker's exception) instead."""
+    lines = [line.strip() for line in str(exc).strip().splitlines() if line.strip()]
+    if len(lines) > 1:
+        for marker in ("SplitReadError:", "BadRecordsError:", "SchemaMappingError:", "Error:"):
+            for line in lines[1:]:
+                if marker in line:
+                    return " ".join(line.split())[:limit]
+    first = " ".join(lines[0].split()) if lines else ""
+    return (f"{type(exc).__name__}: {first}" if first else type(exc).__name__)[:limit]
 
 
 def atomic_write_json(path: Path, data: Any) -> None:
@@ -135,6 +152,10 @@ class Ledger:
     def history(self) -> list[dict[str, Any]]:
         return self.read()["history"]
 
+    def failed_runs(self) -> list[dict[str, Any]]:
+        """Runs that raised, oldest first (the last HISTORY_KEEP): run_id, started, ended, error, stage, hours."""
+        return self.read()["failed"]
+
     def published_hours(self, table: str) -> dict[str, int]:
         """``{"YYYY-MM-DDTHH": rows when published}`` of a table (a changed count means re-publish)."""
         got = self.read()["published"].get(table, {})
@@ -177,13 +198,33 @@ class Ledger:
         record = copy.deepcopy(record)
         record["committed_at"] = time.time()
         state["pending"].append(record)
-        state["in_flight"].pop(run_id, None)
+        began = state["in_flight"].pop(run_id, None) or {}
         summary = {k: record[k] for k in ("run_id", "committed_at", "rows") if k in record}
+        started = record.get("started", began.get("started"))
+        if started is not None:
+            summary["started"] = started
         summary["ranges"] = len(record.get("ranges", []))
         summary["partitions"] = len(record.get("partitions", []))
         summary["hours"] = record.get("hours", {})
         state["history"] = (state["history"] + [summary])[-HISTORY_KEEP:]
         self._write(state)
+
+    def fail(self, run_id: str, error: str, *, started: float, stage: str = "",
+             hours: dict[str, list] | None = None, topics: list[str] | None = None, messages: int = 0) -> dict:
+        """Note that ``run_id`` raised ``error`` (one line) in ``stage`` after starting at ``started``, while
+        loading ``hours`` (``{table: [[dt, hr], ...]}``, what it attempted). Moves no offset and leaves the run
+        in flight (the next run's recovery deletes its files): a failed run never counts as loaded. A run
+        that failed after its commit (while publishing) is marked ``committed``: the next run re-applies it."""
+        state = self.read()
+        committed = any(r.get("run_id") == run_id for r in state["history"]) or any(
+            r.get("run_id") == run_id for r in state["pending"])
+        entry = {"run_id": run_id, "started": started, "ended": time.time(), "error": " ".join(error.split()),
+                 "stage": stage, "hours": hours or {}, "topics": sorted(topics or []), "messages": int(messages),
+                 "committed": committed}
+        state["failed"] = (state["failed"] + [entry])[-HISTORY_KEEP:]
+        state["failed_total"] = int(state.get("failed_total", 0)) + 1
+        self._write(state)
+        return entry
 
     def mark_applied(self, run_id: str, superseded: list[str]) -> None:
         """The run's versions are in the metastore; the versions they replaced become garbage."""

@@ -78,10 +78,18 @@ class LoadJob:
     # ------------------------------------------------------------------------------------------- the run
     def run(self) -> LoadResult:
         self._t0 = time.monotonic()
+        self._started = time.time()
+        self._run_id, self._plan, self._result = None, None, None
         with self.ledger.lock(self.config.lock_timeout_s):
-            self.ledger.check_source(self.config.zookeeper, self.config.allow_source_change)
-            self.recover()
-            return self._run_locked()
+            try:
+                self.ledger.check_source(self.config.zookeeper, self.config.allow_source_change)
+                self.recover()
+                return self._run_locked()
+            except BaseException as e:  # noted in the ledger (never as loaded), then raised as before
+                from ferry.loaders.failed_run import note_failure
+
+                note_failure(self, e)
+                raise
 
     def _lap(self, result: LoadResult, stage: str) -> None:
         """Seconds since the last lap, added to ``result.stages[stage]`` (the run's own time split)."""
@@ -111,6 +119,7 @@ class LoadJob:
                              max_per_split=cfg.max_per_split, skip_lost_data=cfg.skip_lost_data, until=cfg.until)
         run_id = new_run_id()
         result = LoadResult(run_id, plan)
+        self._run_id, self._plan, self._result = run_id, plan, result
         self._lap(result, "plan")
         self.say(f"run {run_id}: {plan.total} messages in {len(plan.splits)} splits from {len(topics)} topic(s)")
         if plan.total:
@@ -144,6 +153,7 @@ class LoadJob:
             "lost": [x.to_dict() for x in plan.lost],
             "bootstrap": bootstrap,
             "hours": {t.table: [list(h) for h in t.hours] for t in result.topics},
+            "started": self._started,
         }
         self.ledger.commit(record)
         result.committed = True

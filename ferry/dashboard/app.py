@@ -2,8 +2,9 @@
 them, and server-side SVG plots.
 
 Every handler is a plain ``def``: FastAPI runs it in its thread pool, so a slow ZooKeeper stalls one
-request, not the server. Bad input is answered as JSON ``{"error": ...}`` with 400 (API) or an HTML 404
-page; an unexpected failure is a 500 with one line, never a stack trace.
+request, not the server. Bad input is answered as JSON ``{"error": ...}`` with 400 (an unknown topic: 404)
+under ``/api/`` and ``/plot/``, and as an HTML 400/404 page elsewhere; an unexpected failure is a 500 with
+one line, never a stack trace.
 """
 
 from __future__ import annotations
@@ -125,20 +126,26 @@ def create_app(sources: Sources, prometheus_url: str | None = None) -> FastAPI:
     def plot_flow(request: Request) -> Response:
         since, until = time_range(request.query_params.get("from"), request.query_params.get("to"), 6)
         topic = request.query_params.get("topic") or ""
-        doc = sources.flow(topic or None, since, until)
+        if not topic:
+            raise BadInput("topic=: which topic to plot")
+        doc = sources.flow(topic, since, until)
+        if topic not in doc["topics"] and not doc["error"]:
+            raise StarletteHTTPException(404, f"no audit events for topic {topic!r} in the range")
         return Response(flow_svg(doc["topics"].get(topic, {}), since, until, topic), media_type="image/svg+xml")
 
     @app.get("/plot/lag.svg")
     def plot_lag() -> Response:
         return Response(lag_svg(list(sources.lag_history)), media_type="image/svg+xml")
 
-    # ---- pages
+    # ---- pages (a bad range in the page's URL is a 400 page; the shell itself reads no cluster)
     @app.get("/", response_class=HTMLResponse)
-    def page_grid() -> str:
+    def page_grid(request: Request) -> str:
+        time_range(request.query_params.get("from"), request.query_params.get("to"))
         return pages.completeness_page(prometheus_url)
 
     @app.get("/flow", response_class=HTMLResponse)
-    def page_flow() -> str:
+    def page_flow(request: Request) -> str:
+        time_range(request.query_params.get("from"), request.query_params.get("to"), 6)
         return pages.flow_page(prometheus_url)
 
     @app.get("/loads", response_class=HTMLResponse)

@@ -125,23 +125,33 @@ def flow_page(prometheus_url: str | None) -> str:
 
 LOADS_JS = """
 function when(s){return s?new Date(s*1000).toISOString().slice(0,19).replace('T',' '):'-';}
+function result(r){if(r.result!='failed')return esc(r.result);
+  return 'failed'+(r.stage?' ('+esc(r.stage)+')':'')+(r.committed?', after its commit: the next run publishes it':'')+': '+esc(r.error);}
 async function refresh(){const d=await getJSON('/api/loads');banner(d.error?[d.error]:[]);
-  let h='<h3>Failed or unfinished runs</h3>';
-  h+=d.unfinished.length?'<table id=failed><tr><th class=name>run</th><th>started</th><th class=name>result</th></tr>'+
+  let h='<p>'+d.runs.filter(r=>r.result=='committed').length+' committed, <span'+(d.failed.length?' class=bad':'')+'>'+
+    d.failed_total+' failed</span> (all time), '+d.pending+' committed but not yet published</p>';
+  h+='<h3>Runs</h3><table id=runs><tr><th class=name>run</th><th>started</th><th>ended</th><th>rows</th><th>ranges</th>'+
+    '<th class=name>hours touched (failed: attempted)</th><th class=name>result</th></tr>';
+  for(const r of d.runs){const bad=r.result=='failed';
+    h+='<tr class="'+(bad?'failed':'committed')+'"><td class=name>'+esc(r.run_id)+'</td><td>'+when(r.started)+'</td><td>'+when(r.ended)+'</td><td>'+
+    esc(bad?'-':r.rows)+'</td><td>'+esc(bad?r.messages+' msgs':r.ranges)+'</td><td class=name>'+esc(r.hours_touched.join(', ')||'-')+
+    '</td><td class="name'+(bad?' bad':'')+'">'+result(r)+'</td></tr>';}
+  if(!d.runs.length)h+='<tr><td class=name colspan=7>no run in the ledger yet</td></tr>';
+  h+='</table><h3>Began and never ended</h3>';
+  h+=d.unfinished.length?'<table id=unfinished><tr><th class=name>run</th><th>started</th><th class=name>result</th></tr>'+
     d.unfinished.map(r=>'<tr><td class=name>'+esc(r.run_id)+'</td><td>'+when(r.started)+'</td><td class="name bad">'+esc(r.result)+
-    (r.error?': '+esc(r.error):'')+'</td></tr>').join('')+'</table>':'<p>none</p>';
-  h+='<h3>Committed runs</h3><table id=runs><tr><th class=name>run</th><th>committed</th><th>rows</th><th>ranges</th><th class=name>hours touched</th><th class=name>result</th></tr>';
-  for(const r of d.runs)h+='<tr><td class=name>'+esc(r.run_id)+'</td><td>'+when(r.committed_at)+'</td><td>'+esc(r.rows)+'</td><td>'+
-    esc(r.ranges)+'</td><td class=name>'+esc(r.hours_touched.join(', '))+'</td><td class=name>'+esc(r.result)+'</td></tr>';
-  h+='</table>';if(d.lost&&d.lost.length)h+='<h3>Data lost to retention (skipped)</h3><pre>'+esc(JSON.stringify(d.lost,null,1))+'</pre>';
+    '</td></tr>').join('')+'</table>':'<p>none</p>';
+  if(d.lost&&d.lost.length)h+='<h3>Data lost to retention (skipped)</h3><pre>'+esc(JSON.stringify(d.lost,null,1))+'</pre>';
   document.getElementById('loads').innerHTML=h;}
 poll(refresh);
 """
 
 
 def loads_page(prometheus_url: str | None) -> str:
-    body = ("<p class=muted>The loads' ledger: a run counts once it commits (the ledger is the commit point); "
-            "a run that started and never committed failed or is still running.</p><div id=loads></div>")
+    body = ("<p class=muted>The loads' ledger, newest first: a run counts once it commits (the ledger is the commit "
+            "point); a run that fails notes its error and the hours it was loading, and never counts as loaded "
+            "(the next run removes its files). A run that began and noted nothing is running, or was killed."
+            "</p><div id=loads></div>")
     return layout("Loads", "/loads", body, LOADS_JS, prometheus_url)
 
 

@@ -115,13 +115,21 @@ class Sources:
         hb = report.hour(topic, hour_ms)
         status = status_of(hb, snap.unreachable)
         by_bucket = {b.bucket_start: b for b in (hb.buckets if hb else [])}
-        hosts: dict[tuple[int, str, str], int] = defaultdict(int)
+        counted: dict[tuple[int, str, str, str], int] = defaultdict(int)
         seen: set[str] = set()
         for e in snap.events:  # the per-host breakdown: each event once (by guid), as the reconciler counts
             if e.guid in seen or e.topic != topic or not hour_ms <= e.bucket_start < hour_ms + HOUR_MS:
                 continue
             seen.add(e.guid)
-            hosts[(e.bucket_start, e.tier, e.host or "?")] += e.count
+            counted[(e.bucket_start, e.tier, e.host or "?", e.application or "")] += e.count
+        # a host that runs several producing applications (the demo's simulated frontends on one machine) is
+        # broken down as "host/application", else it is named alone
+        apps: dict[tuple[str, str], set[str]] = defaultdict(set)
+        for _, tier, host, app in counted:
+            apps[(tier, host)].add(app)
+        hosts: dict[tuple[int, str, str], int] = defaultdict(int)
+        for (bs, tier, host, app), n in counted.items():
+            hosts[(bs, tier, f"{host}/{app}" if len(apps[(tier, host)]) > 1 else host)] += n
         buckets = []
         for start in range(hour_ms, hour_ms + HOUR_MS, BUCKET_MS):
             b = by_bucket.get(start)
@@ -202,25 +210,39 @@ class Sources:
 
     # ---- loads
     def loads(self) -> dict[str, Any]:
+        """The ledger's runs, newest first: committed ones and failed ones (with their error); runs that
+        began and neither committed nor noted a failure (running, or killed); data skipped as lost."""
         from ferry.loaders.ledger import Ledger
 
+        empty = {"runs": [], "failed": [], "unfinished": [], "lost": [], "failed_total": 0, "pending": 0,
+                 "published": {}}
         if not self.state_dir:
-            return {"state_dir": None, "error": "no --state-dir given: the loads' ledger is not shown",
-                    "runs": [], "unfinished": [], "lost": []}
+            return {"state_dir": None, "error": "no --state-dir given: the loads' ledger is not shown", **empty}
         try:
             state = Ledger(self.state_dir).read()
         except Exception as e:  # noqa: BLE001 - a torn or foreign ledger is shown, not fatal
-            return {"state_dir": self.state_dir, "error": _why(e), "runs": [], "unfinished": [], "lost": []}
-        runs = [{**r, "result": "committed", "hours_touched": _hours_touched(r.get("hours"))}
-                for r in reversed(state.get("history", []))]
-        # a run that began and never committed failed (crashed, killed or raised): the ledger keeps no
-        # error text, only that it started; the next run removes its files
+            return {"state_dir": self.state_dir, "error": _why(e), **empty}
+        committed = [{"run_id": r.get("run_id"), "started": r.get("started"), "ended": r.get("committed_at"),
+                      "committed_at": r.get("committed_at"), "rows": r.get("rows"), "ranges": r.get("ranges"),
+                      "partitions": r.get("partitions"), "hours": r.get("hours", {}),
+                      "hours_touched": _hours_touched(r.get("hours")), "result": "committed", "error": None}
+                     for r in state.get("history", [])]
+        failed = [{"run_id": f.get("run_id"), "started": f.get("started"), "ended": f.get("ended"),
+                   "committed_at": None, "rows": 0, "ranges": None, "partitions": None, "hours": f.get("hours", {}),
+                   "hours_touched": _hours_touched(f.get("hours")), "result": "failed", "error": f.get("error"),
+                   "stage": f.get("stage"), "topics": f.get("topics", []), "messages": f.get("messages"),
+                   "committed": bool(f.get("committed"))}
+                  for f in state.get("failed", [])]
+        runs = sorted(committed + failed, key=lambda r: r.get("ended") or r.get("started") or 0, reverse=True)
+        noted = {f["run_id"] for f in failed}
+        # began, never committed, no failure noted: still running, or killed before it could say why
         unfinished = [{"run_id": k, "started": v.get("started"), "roots": v.get("roots", []),
-                       "result": "failed or running (never committed)"}
-                      for k, v in sorted(state.get("in_flight", {}).items())]
-        return {"state_dir": self.state_dir, "error": None, "runs": runs, "unfinished": unfinished,
-                "lost": state.get("lost", []), "pending": len(state.get("pending", [])),
-                "published": state.get("published", {})}
+                       "result": "running, or killed (never committed, no error noted)"}
+                      for k, v in sorted(state.get("in_flight", {}).items()) if k not in noted]
+        return {"state_dir": self.state_dir, "error": None, "runs": runs,
+                "failed": [r for r in runs if r["result"] == "failed"], "unfinished": unfinished,
+                "failed_total": int(state.get("failed_total", len(failed))), "lost": state.get("lost", []),
+                "pending": len(state.get("pending", [])), "published": state.get("published", {})}
 
     # ---- clusters
     def clusters(self) -> dict[str, Any]:

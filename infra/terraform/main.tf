@@ -54,8 +54,8 @@ resource "aws_route" "live_to_offline" {
   vpc_peering_connection_id = aws_vpc_peering_connection.live_offline.id
 }
 
-# Across the link only the mirror talks, and only to what it consumes from: the live brokers (fetch)
-# and the live ZooKeeper (its consumer group: registrations, ownership, offsets).
+# Across the link only the offline mirror and loaders talk. The mirror, to what it consumes from: the live
+# brokers (fetch) and the live ZooKeeper (its consumer group: registrations, ownership, offsets).
 resource "aws_vpc_security_group_ingress_rule" "live_brokers_from_offline_mirror" {
   security_group_id            = module.live.security_group_ids["broker"]
   description                  = "Kafka protocol: the offline mirror"
@@ -73,5 +73,23 @@ resource "aws_vpc_security_group_ingress_rule" "live_zookeeper_from_offline_mirr
   from_port                    = var.ports.zookeeper
   to_port                      = var.ports.zookeeper
   referenced_security_group_id = module.offline.security_group_ids["mirror"]
+  depends_on                   = [aws_vpc_peering_connection.live_offline]
+}
+
+# The offline loaders: the producers' counts as the live datacenter knows them decide completeness (the
+# loads' books and `ferry dashboard --live-zookeeper`: the live ZooKeeper, then the live brokers' `_audit`
+# and log ends for the mirror's lag), and their Prometheus scrapes the live brokers' metrics.
+resource "aws_vpc_security_group_ingress_rule" "live_from_offline_loader" {
+  for_each = var.offline.loader_count > 0 ? {
+    broker         = { group = "broker", port = var.ports.broker, what = "Kafka protocol (live audit counts, log ends)" }
+    zookeeper      = { group = "zookeeper", port = var.ports.zookeeper, what = "ZooKeeper (live brokers and topics)" }
+    broker_metrics = { group = "broker", port = var.ports.broker_metrics, what = "Prometheus metrics" }
+  } : {}
+  security_group_id            = module.live.security_group_ids[each.value.group]
+  description                  = "${each.value.what}: the offline loaders"
+  ip_protocol                  = "tcp"
+  from_port                    = each.value.port
+  to_port                      = each.value.port
+  referenced_security_group_id = module.offline.security_group_ids["loader"]
   depends_on                   = [aws_vpc_peering_connection.live_offline]
 }

@@ -1,6 +1,7 @@
 """The dashboard's JSON endpoints through FastAPI's TestClient over a real pipeline (ZooKeeper, a live and
-an offline broker, the mirror, audit counts, a ledger): the same books as `ferry audit report`, bad input
-answered 400/404, and unreachable clusters reported on the page instead of failing it."""
+an offline broker, the mirror, audit counts, real `ferry load` runs — one committed, one failed — and their
+ledger): the same books as `ferry audit report`, the failed run with its error, bad input answered 400/404,
+and unreachable clusters reported on the page instead of failing it."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from fastapi.testclient import TestClient
 from ferry.client.audit.bucket import HOUR_MS, hour_start
 from ferry.dashboard.app import create_app
 from ferry.dashboard.sources import Sources
-from tests.dashboard.pipeline import TOPIC, start_pipeline
+from tests.dashboard.pipeline import BROKEN, TOPIC, start_pipeline
 from tests.mirror.mirror_harness import wait_for
 
 pytestmark = pytest.mark.slow
@@ -37,7 +38,8 @@ def test_endpoints_over_a_real_pipeline(cluster_factory, tmp_path):
         first = drill["buckets"][0]
         # the mirror publishes its own counts on its own schedule: producer and warehouse decide
         assert (first["tiers"]["producer"], first["tiers"]["warehouse"]) == (40, 40)
-        assert sum(first["hosts"]["producer"].values()) == 40 and first["hosts"]["warehouse"] == {"loader": 40}
+        assert sum(first["hosts"]["producer"].values()) == 40 and sum(first["hosts"]["warehouse"].values()) == 40
+        assert grid["cells"][BROKEN][str(pipe.past_hour)]["status"] == "incomplete"  # its load failed
         iso = time.strftime("%Y-%m-%dT%H", time.gmtime(pipe.past_hour / 1000))
         assert client.get(f"/api/completeness/{TOPIC}/{iso}").json()["hour_start"] == pipe.past_hour
 
@@ -50,11 +52,25 @@ def test_endpoints_over_a_real_pipeline(cluster_factory, tmp_path):
         (src,) = mirror["sources"]
         assert src["error"] is None and src["total_lag"] == 0
         assert {p["topic"] for p in src["partitions"]} >= {TOPIC, "_audit"}
+        lag = client.get("/plot/lag.svg")  # lag per partition over the samples taken so far
+        assert lag.headers["content-type"].startswith("image/svg+xml") and f"{TOPIC}/0" in lag.text
 
         loads = client.get("/api/loads").json()
-        assert [r["run_id"] for r in loads["runs"]] == ["run-ok"] and loads["runs"][0]["rows"] == 40
-        assert [r["run_id"] for r in loads["unfinished"]] == ["run-crashed"]
-        assert loads["runs"][0]["hours_touched"] == [f"{TOPIC} {time.strftime('%Y-%m-%d %H', time.gmtime(pipe.past_hour / 1000))}:00"]
+        hour = time.strftime("%Y-%m-%d %H", time.gmtime(pipe.past_hour / 1000)) + ":00"
+        failed, *older = loads["runs"]  # newest first: the failed load of `broken` came last
+        assert (failed["result"], failed["stage"], failed["committed"]) == ("failed", "topics", False)
+        assert failed["error"].startswith(f"BadRecordsError: {BROKEN}: no record carries a registered Avro schema id")
+        assert failed["started"] <= failed["ended"] and f"{BROKEN} {hour}" in failed["hours_touched"]
+        assert loads["failed"] == [failed] and loads["failed_total"] == 1
+        views = [r for r in older if r["hours"].get(TOPIC)]
+        assert len(views) == 1 and views[0]["result"] == "committed" and views[0]["rows"] == 40
+        assert f"{TOPIC} {hour}" in views[0]["hours_touched"] and views[0]["started"] <= views[0]["ended"]
+        assert all(r["result"] == "committed" for r in older)
+        assert [r["run_id"][:7] for r in loads["unfinished"]] == ["killed-"]  # the failed run is not "unfinished"
+        text = client.get("/metrics").text
+        for line in ("ferry_load_failed_runs_total 1.0", "ferry_load_last_run_failed 1.0",
+                     "ferry_load_unfinished_runs 1.0", "ferry_load_ledger_readable 1.0"):
+            assert line in text, line
 
         clusters = client.get("/api/clusters").json()["clusters"]
         assert [c["role"] for c in clusters] == ["offline", "live"]
@@ -95,9 +111,9 @@ def test_endpoints_over_a_real_pipeline(cluster_factory, tmp_path):
 
         # the same judgements for Prometheus' alert rules (infra/ansible/prometheus)
         text = client.get("/metrics").text
-        assert 'ferry_audit_hours{status="incomplete",topic="views"} 1.0' in text
-        assert 'ferry_audit_hours{status="complete",topic="views"} 1.0' in text
-        assert "ferry_audit_books_readable 1.0" in text and "ferry_load_unfinished_runs 1.0" in text
+        assert 'ferry_audit_hour_statuses{status="incomplete",topic="views"} 1.0' in text
+        assert 'ferry_audit_hour_statuses{status="complete",topic="views"} 1.0' in text
+        assert "ferry_audit_books_readable 1.0" in text
         assert f'ferry_cluster_brokers{{cluster="{pipe.live_zk}"}} 1.0' in text
 
         # the offline broker goes down: the page says so, the app keeps serving

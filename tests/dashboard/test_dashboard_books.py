@@ -51,12 +51,20 @@ def test_grid_colours_follow_the_books():
     assert cell["buckets"][0]["hosts"] == {"producer": {"web-1": 10, "web-2": 5}, "warehouse": {"loader": 15}}
     assert [b["tiers"] for b in cell["buckets"][1:]] == [{}] * 5
 
+
     flow = client.get(f"/api/flow?from={H}&to={H + 3 * HOUR_MS}").json()
     assert flow["topics"]["views"]["warehouse"] == {str(H): 15, str(H + HOUR_MS): 12,
                                                     str(H + 2 * HOUR_MS + BUCKET_MS): 8}
     assert client.get(f"/plot/flow.svg?topic=views&from={H}").text.startswith("<svg")
     assert client.get("/api/flow?topic=nope").status_code == 404
 
+
+
+def test_a_host_with_several_producing_applications_is_broken_down_by_application():
+    events = [AuditEvent.new("views", "producer", H, n, host="vm", datacenter="live", application=app, time_ms=H)
+              for app, n in (("fe-1", 3), ("fe-2", 4))] + [ev("views", "warehouse", H, 7, "loader")]
+    cell = TestClient(create_app(FakeSources(events))).get(f"/api/completeness/views/{H}").json()
+    assert cell["buckets"][0]["hosts"] == {"producer": {"vm/fe-1": 3, "vm/fe-2": 4}, "warehouse": {"loader": 7}}
 
 def test_an_unreachable_live_cluster_makes_every_hour_unknown():
     client = TestClient(create_app(FakeSources(EVENTS, unreachable=["zk:1/live"])))
@@ -75,3 +83,23 @@ def test_time_ranges():
         r = client.get("/api/completeness?" + q)
         assert r.status_code == 400 and set(r.json()) == {"error", "status"}, q
     assert client.get("/nope").status_code == 404
+    for page in ("/?from=soon", "/flow?to=2024-13-01"):  # a bad range in a page's URL: a 400 page, no trace
+        r = client.get(page)
+        assert r.status_code == 400 and r.headers["content-type"].startswith("text/html") and "Traceback" not in r.text
+    assert client.get("/plot/flow.svg").status_code == 400
+
+
+def test_unknown_topics_are_404():
+    client = TestClient(create_app(FakeSources(EVENTS)))
+    for url in ("/api/completeness/nope/" + str(H), "/api/flow?topic=nope", "/plot/flow.svg?topic=nope"):
+        r = client.get(url)
+        assert r.status_code == 404 and r.json() == {"error": "no audit events for topic 'nope'" + (
+            "" if "completeness" in url else " in the range"), "status": 404}, url
+    assert client.get("/plot/flow.svg?topic=views").status_code == 200
+
+
+def test_pages_link_to_prometheus_when_given():
+    client = TestClient(create_app(FakeSources([]), prometheus_url="http://loader-1:9090/"))
+    for page in ("/", "/flow", "/loads", "/clusters"):
+        assert '<a href="http://loader-1:9090/">Prometheus</a>' in client.get(page).text, page
+    assert "Prometheus</a>" not in TestClient(create_app(FakeSources([]))).get("/").text

@@ -1,25 +1,30 @@
 """A real browser (Debian's headless chromium, driven by selenium) against `ferry dashboard` over a running
-pipeline: the grid shows the complete hour; once the mirror stops and more is produced live, the current
-hour's cell turns incomplete on the page's next refresh, without a reload. Leaves docs/dashboard.png.
+demo pipeline: `ferry demo --short --keep-running` loads its hours and prints the dashboard's URL; the
+completeness grid shows the demo's hours complete; once the demo's mirror stops and more is published live,
+the current hour's cell turns incomplete on the page's next refresh, without a reload. The loads, flow and
+clusters pages show the demo's runs, plots and brokers; a dashboard whose ZooKeeper is unreachable keeps
+serving and says so in its banner. Leaves docs/dashboard.png.
 
 Skipped, saying why, only where chromium or its driver cannot start."""
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import shutil
-import socket
+import signal
 import struct
 import subprocess
 import sys
 import time
-import urllib.request
 from pathlib import Path
 
 import pytest
 
 from ferry.client.audit.bucket import hour_start
-from tests.dashboard.pipeline import TOPIC, start_pipeline
+from ferry.dashboard.process import start_dashboard
+from ferry.embedded import free_port
 from tests.mirror.mirror_harness import wait_for
 
 pytestmark = pytest.mark.slow
@@ -48,69 +53,125 @@ def _browser():
         pytest.skip(f"chromium cannot start here: {type(e).__name__}: {str(e).splitlines()[0]}")
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _png_size(path: Path) -> tuple[int, int]:
     head = path.read_bytes()[:24]
     assert head[:8] == b"\x89PNG\r\n\x1a\n", "not a PNG"
     return struct.unpack(">II", head[16:24])
 
 
-def test_grid_in_a_real_browser(cluster_factory, tmp_path):
-    browser = _browser()
-    pipe = start_pipeline(cluster_factory, tmp_path)
-    port = _free_port()
-    log = open(tmp_path / "dashboard.log", "wb")  # noqa: SIM115 - closed in finally
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
-    dash = subprocess.Popen([sys.executable, "-m", "ferry.cli", "dashboard", "--zookeeper", pipe.offline_zk,
-                             "--live-zookeeper", pipe.live_zk, "--state-dir", str(pipe.state_dir),
-                             "--listen", f"127.0.0.1:{port}"], stdout=log, stderr=subprocess.STDOUT, env=env)
-    url = f"http://127.0.0.1:{port}/"
-    try:
-        def up() -> bool:
-            try:
-                return urllib.request.urlopen(url + "healthz", timeout=2).status == 200
-            except OSError:
-                return False
+def _children(pid: int) -> dict[int, str]:
+    """{pid: command line} of the processes whose parent is ``pid``."""
+    out = {}
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            ppid = int((d / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            if ppid == pid:
+                out[int(d.name)] = (d / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except (OSError, IndexError, ValueError):
+            continue
+    return out
 
-        wait_for(up, 30, "ferry dashboard to listen")
+
+def test_demo_dashboard_in_a_real_browser(tmp_path):
+    browser = _browser()
+    port = free_port()
+    out_path = tmp_path / "demo.out"
+    out = open(out_path, "wb")  # noqa: SIM115 - closed in finally
+    env = dict(os.environ, PYTHONPATH=str(ROOT), PYSPARK_PYTHON=sys.executable, SPARK_LOCAL_IP="127.0.0.1",
+               PYTHONUNBUFFERED="1")
+    demo = subprocess.Popen([sys.executable, "-m", "ferry.cli", "demo", "--short", "--keep-running",
+                             "--dir", str(tmp_path / "demo"), "--dashboard-listen", f"127.0.0.1:{port}"],
+                            stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env)
+    children: dict[int, str] = {}
+    try:
+        def said() -> str:
+            return out_path.read_text(errors="replace")
+
+        def running() -> bool:
+            assert demo.poll() is None, "ferry demo exited:\n" + said()[-4000:]
+            return "everything is still running" in said()
+
+        wait_for(running, 1200, "ferry demo --keep-running to load its hours and start the dashboard")
+        url = f"http://127.0.0.1:{port}/"
+        assert f"dashboard: {url}" in said(), said()[-3000:]  # the demo prints the dashboard's URL
+        live_zk = re.search(r"live ZooKeeper (\S+), offline", said()).group(1)
+        children = _children(demo.pid)
+        report = json.loads((tmp_path / "demo" / "last-report.json").read_text())
+        demo_hours = {(b["topic"], b["hour_start"]) for b in report["books"]}
+        assert report["complete"] and len(demo_hours) == 3 * 2
+
         browser.get(url)
 
-        def status(hour: int) -> str | None:
-            cells = browser.find_elements("css selector", f'td.cell[data-topic="{TOPIC}"][data-hour="{hour}"]')
+        def status(topic: str, hour: int) -> str | None:
+            cells = browser.find_elements("css selector", f'td.cell[data-topic="{topic}"][data-hour="{hour}"]')
             return cells[0].get_attribute("data-status") if cells else None
 
-        wait_for(lambda: status(pipe.past_hour) == "complete", 30, "the past hour to show complete")
-        cell = browser.find_element("css selector", f'td.cell[data-topic="{TOPIC}"][data-hour="{pipe.past_hour}"]')
-        assert "produced 40" in cell.get_attribute("title") and "complete" in cell.get_attribute("class")
+        wait_for(lambda: all(status(t, h) == "complete" for t, h in demo_hours), 60, "the demo's hours to show complete")
+        topic, hour = min(demo_hours)
+        cell = browser.find_element("css selector", f'td.cell[data-topic="{topic}"][data-hour="{hour}"]')
+        produced = next(b["produced"] for b in report["books"] if (b["topic"], b["hour_start"]) == (topic, hour))
+        assert f"produced {produced}" in cell.get_attribute("title") and "complete" in cell.get_attribute("class")
         cell.click()
         wait_for(lambda: browser.find_elements("css selector", "#buckets tr"), 15, "the drill-down table")
         assert len(browser.find_elements("css selector", "#buckets tr")) == 7  # header + six buckets
 
+        # the demo's mirror stops; more is published live: the current hour turns incomplete in place
         marker = browser.execute_script("window.__noReload = 1; return window.__noReload;")
-        pipe.mirror.stop()
+        mirrors = [pid for pid, cmd in children.items() if " mirror " in cmd and "--source-zookeeper" in cmd]
+        assert len(mirrors) == 1, children
+        os.kill(mirrors[0], signal.SIGTERM)
+        from ferry.client.producer import Producer
+
         now_hour = hour_start(int(time.time() * 1000))
-        pipe.produce(7, now_hour)
-        wait_for(lambda: status(now_hour) == "incomplete", 40, "the current hour to turn incomplete")
+        with Producer(zookeeper=live_zk, application="web") as p:
+            for i in range(7):
+                p.send("page_view", b"late %d" % i, timestamp_ms=now_hour + i)
+        wait_for(lambda: status("page_view", now_hour) == "incomplete", 60, "the current hour to turn incomplete")
         assert browser.execute_script("return window.__noReload;") == marker  # refreshed in place
         assert "missing 7" in browser.find_element(
-            "css selector", f'td.cell[data-topic="{TOPIC}"][data-hour="{now_hour}"]').get_attribute("title")
+            "css selector", f'td.cell[data-topic="page_view"][data-hour="{now_hour}"]').get_attribute("title")
 
         browser.save_screenshot(str(SCREENSHOT))
         width, height = _png_size(SCREENSHOT)
         assert (width, height) >= (800, 500) and SCREENSHOT.stat().st_size > 10_000
 
-        for page in ("flow", "loads", "clusters"):  # the other pages render their polled data
-            browser.get(url + page)
-            wait_for(lambda: browser.find_element("id", "updated").text.startswith("updated"), 20, f"{page} page")
-            assert browser.find_element("id", "banner").is_displayed() is False
+        browser.get(url + "loads")  # the demo's hourly DAG runs, committed, with the hours they touched
+        wait_for(lambda: len(browser.find_elements("css selector", "#runs tr.committed")) >= 2, 20, "the loads page")
+        assert not browser.find_elements("css selector", "#runs tr.failed")
+        assert "page_view" in browser.find_element("id", "runs").text
+        browser.get(url + "flow")
+        wait_for(lambda: len(browser.find_elements("css selector", "img.flow")) >= 3, 20, "the flow page's plots")
+        browser.get(url + "clusters")
+        wait_for(lambda: "live cluster" in browser.find_element("id", "clusters").text, 20, "the clusters page")
+        assert browser.find_element("id", "clusters").text.count("(live)") >= 2  # the demo's two live brokers
+
+        # a dashboard whose clusters cannot be reached keeps serving and says so on the page
+        down_port = free_port()
+        down = start_dashboard(tmp_path / "down.out", "127.0.0.1:1/offline", ["127.0.0.1:1/live"], None,
+                               "127.0.0.1", down_port)
+        try:
+            for page, needle in (("", "unreachable"), ("clusters", "ZooKeeper unreachable")):
+                browser.get(f"http://127.0.0.1:{down_port}/{page}")
+                wait_for(lambda needle=needle: needle in browser.find_element("id", "banner").text, 30,
+                         f"the {page or 'completeness'} page to say the clusters are unreachable")
+                assert browser.find_element("id", "banner").is_displayed()
+        finally:
+            down.stop()
     finally:
         browser.quit()
-        dash.terminate()
-        dash.wait(10)
-        log.close()
-        pipe.mirror.stop()
+        if demo.poll() is None:
+            demo.send_signal(signal.SIGINT)  # the demo stops its dashboard, mirror, brokers and ZooKeeper
+            try:
+                demo.wait(120)
+            except subprocess.TimeoutExpired:
+                demo.kill()
+                demo.wait(10)
+        for pid, cmd in children.items():  # what the demo could not stop (its children have their own sessions)
+            try:
+                if Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace") == cmd:
+                    os.kill(pid, signal.SIGKILL)
+            except (OSError, ProcessLookupError):
+                pass
+        out.close()

@@ -24,7 +24,7 @@ def test_rules_are_valid(promtool):
     r = subprocess.run([promtool, "check", "rules", "ferry_alerts.yml"], cwd=RULES, capture_output=True, text=True,
                        timeout=60)
     assert r.returncode == 0, r.stdout + r.stderr
-    assert "SUCCESS: 9 rules found" in r.stdout + r.stderr
+    assert "SUCCESS: 10 rules found" in r.stdout + r.stderr
 
 
 def test_rules_fire_on_their_conditions(promtool):
@@ -37,5 +37,5 @@ def test_every_alert_the_issue_asks_for_exists():
     text = (RULES / "ferry_alerts.yml").read_text()
     for needle in ("ferry_mirror_lag_messages", "ferry_audit_oldest_incomplete_hour_age_seconds",
                    "ferry_broker_under_replicated_partitions", 'up{job="ferry-broker"} == 0',
-                   "ferry_load_oldest_unfinished_run_age_seconds"):
+                   "ferry_load_oldest_unfinished_run_age_seconds", "ferry_load_last_run_failed == 1"):
         assert needle in text, needle

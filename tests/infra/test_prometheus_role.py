@@ -1,7 +1,7 @@
 """The Prometheus role's files, rendered from the example inventory by Ansible's own template module: the
 scrape configuration lists every broker of both datacenters, the mirror and the dashboard, and promtool
 accepts it with ferry's alert rules; the dashboard's unit points at the offline and live ZooKeepers.
-(Converging the role on containers and finding every target up is not tested yet.)"""
+(Converging the role on containers and finding every target up: tests/infra/test_ansible.py.)"""
 
 from __future__ import annotations
 
@@ -50,3 +50,4 @@ def test_dashboard_unit(tmp_path):
     assert "ferry dashboard --zookeeper offline-zk-1:2181/ferry/offline" in start
     assert "--live-zookeeper live-zk-1:2181,live-zk-2:2181,live-zk-3:2181/ferry/live" in start
     assert "--state-dir /var/lib/ferry/load --listen 0.0.0.0:8500" in start
+    assert start.endswith("--prometheus-url http://offline-loader-1:9090/")  # the pages link to Prometheus

@@ -6,7 +6,8 @@ every .tf file with python-hcl2 and checks what `terraform validate` would catch
 declared-and-used variables and locals, module inputs and outputs that exist, references to declared
 resources, and firewall rules that open nothing to the world. The inventory template is rendered with
 sample module outputs and read back by `ansible-inventory`, then the group_vars' connect strings are
-checked against it.
+checked against it. Where a terraform binary and a local copy of the AWS provider are on the machine, the
+configuration is also validated and planned for real (fake credentials, no API call).
 """
 
 from __future__ import annotations
@@ -162,19 +163,79 @@ def test_firewall_opens_nothing_to_the_world() -> None:
                     assert rtype != "aws_security_group_rule", "use the per-rule resources (ingress/egress_rule)"
 
 
-def test_cross_datacenter_rules_are_only_the_mirrors() -> None:
-    """Across the link: the offline mirror to the live brokers and the live ZooKeeper; nothing else."""
+def test_cross_datacenter_rules_are_only_the_mirrors_and_the_loaders() -> None:
+    """Across the link: the offline mirror to the live brokers and the live ZooKeeper; the offline loaders
+    (Prometheus, the dashboard, the loads' books) to the live ZooKeeper, brokers and brokers' metrics."""
     root = parse_module(TF)
     rules = {unquote(n): spec for b in root.get("resource", []) for t, body in b.items()
              if unquote(t) == "aws_vpc_security_group_ingress_rule" for n, spec in body.items()}
     targets = {(spec["security_group_id"], spec["referenced_security_group_id"], spec["from_port"])
-               for spec in rules.values()}
+               for name, spec in rules.items() if name != "live_from_offline_loader"}
     assert targets == {
         ('${module.live.security_group_ids["broker"]}', '${module.offline.security_group_ids["mirror"]}',
          "${var.ports.broker}"),
         ('${module.live.security_group_ids["zookeeper"]}', '${module.offline.security_group_ids["mirror"]}',
          "${var.ports.zookeeper}"),
     }
+    loader = rules["live_from_offline_loader"]
+    assert loader["referenced_security_group_id"] == '${module.offline.security_group_ids["loader"]}'
+    opened = set(re.findall(r'group = "(\w+)", port = var\.ports\.(\w+)', loader["for_each"]))
+    assert opened == {("broker", "broker"), ("zookeeper", "zookeeper"), ("broker", "broker_metrics")}
+
+
+def _terraform_with_provider() -> tuple[str, Path]:
+    """The terraform binary and a directory holding the AWS provider (a filesystem mirror), or a skip."""
+    import shutil
+
+    binary = shutil.which("terraform") or shutil.which("tofu")
+    if binary is None:
+        pytest.skip("no terraform or tofu binary here (see the module's docstring)")
+    for d in (os.environ.get("FERRY_TF_PLUGIN_DIR"), "/opt/tf-plugins", str(Path.home() / ".terraform.d" / "plugins")):
+        if d and list(Path(d).glob("registry.terraform.io/hashicorp/aws/*/*/terraform-provider-aws*")):
+            return binary, Path(d)
+    pytest.skip("terraform is here but no local copy of the AWS provider (FERRY_TF_PLUGIN_DIR) to init with")
+
+
+@pytest.mark.slow
+def test_terraform_validates_and_plans_the_metrics_rules(tmp_path: Path) -> None:
+    """Where terraform and the AWS provider are on the machine: `terraform validate`, then a plan with the
+    example variables (fake credentials, no API call) that opens every metrics port to the loaders only."""
+    import shutil
+
+    binary, plugins = _terraform_with_provider()
+    work = tmp_path / "tf"
+    shutil.copytree(TF, work, ignore=shutil.ignore_patterns(".terraform*", "*.tfstate*"))
+    shutil.copy(work / "terraform.tfvars.example", work / "terraform.tfvars")
+    (work / "override.tf").write_text(
+        'provider "aws" {\n  region = var.region\n  access_key = "AKIAEXAMPLE"\n  secret_key = "example"\n'
+        "  skip_credentials_validation = true\n  skip_requesting_account_id = true\n"
+        "  skip_metadata_api_check = true\n  skip_region_validation = true\n}\n")
+    rc = tmp_path / "terraformrc"
+    rc.write_text(f'provider_installation {{\n  filesystem_mirror {{ path = "{plugins}" }}\n}}\n')
+    env = dict(os.environ, TF_CLI_CONFIG_FILE=str(rc), TF_IN_AUTOMATION="1", CHECKPOINT_DISABLE="1")
+
+    def tf(*args: str) -> str:
+        p = subprocess.run([binary, *args], cwd=work, env=env, capture_output=True, text=True, timeout=600)
+        assert p.returncode == 0, f"terraform {args[0]}: {p.stdout[-3000:]}{p.stderr[-3000:]}"
+        return p.stdout
+
+    tf("init", "-backend=false", "-input=false", "-no-color")
+    tf("validate", "-no-color")
+    tf("plan", "-refresh=false", "-input=false", "-no-color", "-out=plan.out")
+    plan = json.loads(tf("show", "-json", "plan.out"))
+    rules = [r for r in plan["resource_changes"] if r["type"] == "aws_vpc_security_group_ingress_rule"]
+    by_port: dict[int, list[dict]] = {}
+    for r in rules:
+        by_port.setdefault(r["change"]["after"]["from_port"], []).append(r)
+    # 9308 (broker metrics): the offline brokers in-module and the live brokers across the link; 9309: the mirror
+    assert sorted(r["address"] for r in by_port[9308]) == [
+        'aws_vpc_security_group_ingress_rule.live_from_offline_loader["broker_metrics"]',
+        'module.offline.aws_vpc_security_group_ingress_rule.metrics_from_loader["broker"]']
+    assert [r["address"] for r in by_port[9309]] == [
+        'module.offline.aws_vpc_security_group_ingress_rule.metrics_from_loader["mirror"]']
+    for port in (8500, 9090):  # the dashboard and Prometheus: the operators' networks only
+        assert [r["change"]["after"]["cidr_ipv4"] for r in by_port[port]] == ["203.0.113.0/24"]
+    assert all(r["change"]["after"].get("cidr_ipv4") != "0.0.0.0/0" for r in rules)
 
 
 # --- the inventory template -------------------------------------------------------------------------

@@ -87,6 +87,35 @@ resource "aws_vpc_security_group_ingress_rule" "airflow" {
   cidr_ipv4         = each.key
 }
 
+# `ferry dashboard` and Prometheus on the loaders, for the operators only.
+resource "aws_vpc_security_group_ingress_rule" "loader_ui" {
+  for_each = var.loader_count > 0 ? {
+    for pair in setproduct(["dashboard", "prometheus"], var.admin_cidr_blocks) :
+    "${pair[0]} ${pair[1]}" => { service = pair[0], cidr = pair[1] }
+  } : {}
+  security_group_id = aws_security_group.role["loader"].id
+  description       = "${each.value.service} from ${each.value.cidr}"
+  ip_protocol       = "tcp"
+  from_port         = var.ports[each.value.service]
+  to_port           = var.ports[each.value.service]
+  cidr_ipv4         = each.value.cidr
+}
+
+# Prometheus on the loaders scrapes every broker's and mirror's /metrics (docs/infra.md "Monitoring"); the
+# root module adds the live brokers' metrics port for the offline loaders.
+resource "aws_vpc_security_group_ingress_rule" "metrics_from_loader" {
+  for_each = var.loader_count > 0 ? merge(
+    { broker = var.ports.broker_metrics },
+    var.mirror_count > 0 ? { mirror = var.ports.mirror_metrics } : {},
+  ) : {}
+  security_group_id            = aws_security_group.role[each.key].id
+  description                  = "Prometheus metrics of the ${each.key}s: the loaders' Prometheus"
+  ip_protocol                  = "tcp"
+  from_port                    = each.value
+  to_port                      = each.value
+  referenced_security_group_id = aws_security_group.role["loader"].id
+}
+
 # Outbound: package mirrors (through the NAT gateway) and the other roles.
 resource "aws_vpc_security_group_egress_rule" "all" {
   for_each          = toset(concat(["admin"], local.roles))

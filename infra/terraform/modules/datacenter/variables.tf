@@ -91,6 +91,10 @@ variable "ports" {
     zookeeper_election = number
     broker             = number
     airflow            = number
+    broker_metrics     = number
+    mirror_metrics     = number
+    dashboard          = number
+    prometheus         = number
   })
   default = {
     zookeeper          = 2181
@@ -98,6 +102,10 @@ variable "ports" {
     zookeeper_election = 3888
     broker             = 9092
     airflow            = 8080
+    broker_metrics     = 9308
+    mirror_metrics     = 9309
+    dashboard          = 8500
+    prometheus         = 9090
   }
 }
 
