@@ -74,3 +74,42 @@ def test_kill_9_mid_transaction_then_restart_never_shows_partial_data(zk_server,
         assert values(consume_all(cluster, topic, "read_uncommitted")) == committed | aborted | open_values | after
     finally:
         broker.stop()
+
+
+@pytest.mark.slow  # a broker's ZooKeeper session must expire, then a transaction timeout: ~25 s
+def test_coordinator_failover_aborts_the_open_transaction_on_the_survivor(zk_server, tmp_path):
+    """The transaction's coordinator (broker 1) dies for good; its partitions live on broker 2. Broker 2 takes
+    the transactional id over from ZooKeeper, aborts the open transaction at its timeout (markers on its own
+    partitions) and serves the id's next producer."""
+    from ferry.broker.server.group_coordinator import coordinator_for
+    from ferry.zk.cluster_registry import ClusterRegistry
+
+    zk, brokers = start_brokers(zk_server.connect, tmp_path, 2,
+                                extra_args=(*TXN_OVERRIDES, "--zk-session-timeout-ms", "4000"))
+    b1, b2 = brokers
+    try:
+        txn_id = next(f"failover-{i}" for i in range(100) if coordinator_for(f"failover-{i}", [1, 2]) == 1)
+        topic = "txn-failover"
+        with ClusterRegistry(zk) as reg:
+            reg.create_topic_with_assignment(topic, {0: [2], 1: [2]})
+        with WireClient(b2.bootstrap) as c:
+            leaders(c, topic, 2)
+        p = txn_producer([b2], txn_id, **{"transaction.timeout.ms": TIMEOUT_MS})
+        committed = produce_txn(p, topic, "c", 20)
+        p.begin_transaction()
+        for i in range(20):
+            p.produce(topic, f"open-{i}".encode(), partition=i % 2)
+        assert p.flush(10) == 0
+        b1.kill()  # the coordinator is gone for good
+        p.purge()
+        del p
+        deadline = time.monotonic() + TIMEOUT_MS / 1000 + 30
+        while (lso := _offsets(b2.bootstrap, topic, True)) != [10 + 1 + 10 + 1] * 2:
+            assert time.monotonic() < deadline, f"the open transaction was never aborted: LSO {lso}"
+            time.sleep(0.3)
+        after = produce_txn(txn_producer([b2], txn_id), topic, "after", 10)
+        got = consume_all([b2], topic, "read_committed")
+        assert values(got) == committed | after
+    finally:
+        for b in brokers:
+            b.stop()
