@@ -18,12 +18,13 @@ change, plus truncations and retention), and the entry must be durable before da
 from __future__ import annotations
 
 import logging
+import os
 import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import NamedTuple
 
-from ferry.wire.atomic_file import atomic_write
+from ferry.wire.atomic_file import atomic_write, fsync_dir
 
 logger = logging.getLogger("ferry.log")
 
@@ -69,9 +70,9 @@ def read_epoch_checkpoint(path: Path) -> list[EpochEntry] | None:
     return entries
 
 
-def write_epoch_checkpoint(path: Path, entries: list[EpochEntry]) -> None:
+def write_epoch_checkpoint(path: Path, entries: list[EpochEntry], durable: bool = True) -> None:
     lines = [str(CHECKPOINT_VERSION), str(len(entries))] + [f"{e.epoch} {e.start_offset}" for e in entries]
-    atomic_write(path, ("\n".join(lines) + "\n").encode())
+    atomic_write(path, ("\n".join(lines) + "\n").encode(), fsync=durable, sync_dir=durable)
 
 
 class LeaderEpochFileCache:
@@ -91,6 +92,7 @@ class LeaderEpochFileCache:
         # set by the Log: turns a failed write into its storage failure (the log dir goes offline), so that
         # callers outside the log (a new leader's epoch) get KafkaStorageError, as every other IO error gives
         self.io_failed: Callable[[str, OSError], Exception] | None = None
+        self._unsynced = False  # written since the last fsync (flush)
         if entries is None:
             self._entries = read_epoch_checkpoint(self.path) or []
         else:
@@ -225,9 +227,35 @@ class LeaderEpochFileCache:
         return [e for e in old if e not in keep]
 
     def _write(self) -> None:
+        """Replace the file (atomically, not yet durable: flush() is, and the log flushes it before any data it
+        covers counts as flushed). A new leader of thousands of partitions then pays no fsync per partition;
+        after a crash, the epochs of data beyond the recovery point are learnt again from the recovered batches
+        (LogRecovery), as Kafka's recovery assigns them, and a damaged file is rebuilt from the log."""
         try:
-            write_epoch_checkpoint(self.path, self._entries)
+            write_epoch_checkpoint(self.path, self._entries, durable=False)
+            self._unsynced = True
         except OSError as e:
+            if self.io_failed is None:
+                raise
+            raise self.io_failed("leader epoch checkpoint", e) from e
+
+    def flush(self) -> None:
+        """Make the last write durable (fsync of the file and of its directory, for the rename)."""
+        with self._lock:
+            if not self._unsynced:
+                return
+            self._unsynced = False  # a write from now on sets it again: the next flush covers that one
+        try:  # outside the lock: io_failed takes the log's lock, which an append holds while it assigns
+            fd = os.open(self.path, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            fsync_dir(self.path.parent)
+        except FileNotFoundError:
+            pass  # the log's directory was deleted meanwhile
+        except OSError as e:
+            self._unsynced = True
             if self.io_failed is None:
                 raise
             raise self.io_failed("leader epoch checkpoint", e) from e

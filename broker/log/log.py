@@ -216,7 +216,7 @@ class Log(LogFlush, LogRecovery, LogRetention, LogReplication, LogOffline, LogTr
             first = self.log_end_offset
             try:
                 if new_epoch:
-                    cache.assign(leader_epoch, first)  # durable before any data of the epoch
+                    cache.assign(leader_epoch, first)  # durable no later than the epoch's data (flush)
                 seg = self._segments[-1]
                 now = self._clock()
                 if seg.should_roll(len(mv), first + span - 1, now, config):
@@ -374,6 +374,7 @@ class Log(LogFlush, LogRecovery, LogRetention, LogReplication, LogOffline, LogTr
                 self._segments[-1].on_become_inactive()
                 for seg in self._segments:
                     seg.flush()
+                self.leader_epoch_cache.flush()
             except OSError as e:
                 self.storage_failure("close", e)
                 self._close_offline()

@@ -54,6 +54,7 @@ class LogFlush:
             try:
                 for seg in segments:
                     seg.flush(indexes=seg is not active)
+                self.leader_epoch_cache.flush()  # the epochs of what is now durable are durable too
                 if dir_dirty:
                     self._fsync_dir()
             except OSError as e:

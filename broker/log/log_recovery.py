@@ -40,13 +40,17 @@ class LogRecovery:
                 logger.info("%s: removing index %s without a log file", self.name, entry)
                 path.unlink(missing_ok=True)
         bases.sort()
-        if not bases:
+        new_log = not bases
+        if new_log:
+            # A new log: nothing to verify or make durable yet; its directory is fsynced by the first flush
+            # (a broker creating thousands of partitions then pays no fsync per partition up front).
             bases = [0]
+            self._dir_dirty = True
         segments = [LogSegment(self.dir, b, self.config, now) for b in bases]
         last = len(segments) - 1
         recovered: list[LogSegment] = []
         i = 0
-        while i < len(segments):
+        while i < len(segments) and not new_log:
             seg = segments[i]
             must_verify = i == last if recovery_point is None else False
             reason = None if must_verify else seg.load(now)
@@ -82,6 +86,10 @@ class LogRecovery:
         self.flushed_offset = self.log_end_offset
         self._rebuild_producer_state()
         self._load_leader_epoch_cache()
+        for seg in recovered:  # epochs of recovered data whose checkpoint write a crash lost (Kafka does the same)
+            for epoch, offset in getattr(seg, "recovered_epochs", ()):
+                if offset >= self.log_start_offset:
+                    self.leader_epoch_cache.assign(epoch, offset)
         self.recovered_segments = len(recovered)
         logger.info(
             "%s: loaded %d segments (%d verified), offsets [%d, %d)", self.name, len(segments),

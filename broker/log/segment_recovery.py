@@ -73,6 +73,7 @@ class SegmentRecovery:
         self.max_timestamp = -1
         self.offset_of_max_timestamp = self.base_offset
         self.bytes_since_last_index_entry = 0
+        self.recovered_epochs: list[tuple[int, int]] = []  # (leader epoch, first offset) as the batches say
         expected = self.base_offset
         pos = 0
         size = os.fstat(self.fd).st_size
@@ -105,6 +106,9 @@ class SegmentRecovery:
                 problem = f"batch at byte {pos} (offset {h.base_offset}) fails its CRC-32C check"
                 break
             self._index_batch(pos, h.base_offset, h.max_timestamp, h.size)
+            epochs = self.recovered_epochs
+            if h.partition_leader_epoch >= 0 and (not epochs or h.partition_leader_epoch > epochs[-1][0]):
+                epochs.append((h.partition_leader_epoch, h.base_offset))
             expected = h.next_offset
             pos += h.size
         truncated = size - pos

@@ -241,6 +241,8 @@ class Connection:
                     await self._readable()
                 finally:
                     self._parked = False
+                if need > len(self._buf):  # the reaper gave the buffer back meanwhile
+                    self._resize(min(READ_BUFFER, max(need, IDLE_BUFFER)))
                 continue
             except InterruptedError:
                 continue

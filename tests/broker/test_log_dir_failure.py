@@ -282,7 +282,7 @@ def test_a_failed_leader_epoch_checkpoint_is_the_dirs_failure(tmp_path: Path, mo
     log = Log(tmp_path / "t-0", SMALL)
     log.append(build_batch(2), leader_epoch=0)
 
-    def no_space(path: Path, entries: object) -> None:
+    def no_space(path: Path, entries: object, durable: bool = True) -> None:
         raise OSError(errno.ENOSPC, "No space left on device")
 
     monkeypatch.setattr(epoch_cache, "write_epoch_checkpoint", no_space)
