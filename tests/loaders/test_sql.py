@@ -277,15 +277,33 @@ def test_wrong_metastore_url_and_stopped_postgres_give_one_line(loaded, postgres
         postgres.start()
 
 
-def test_a_locked_embedded_derby_gives_one_line(spark):
-    """The session's Spark (this process's child JVM) has its embedded Derby booted: `ferry sql` on the same
-    state directory is refused in one line instead of failing after 30 s with Derby's XSDB6 stack trace."""
-    spark.sql("SHOW DATABASES").collect()
-    state = Path(spark.conf.get("spark.sql.warehouse.dir").removeprefix("file:")).parent
-    assert (state / "metastore_db" / "dbex.lck").exists()
-    proc = _ferry("sql", "--state-dir", str(state), "-e", "SELECT 1", timeout=60, env={"FERRY_METASTORE": ""})
-    assert proc.returncode == 1
-    assert proc.stderr.startswith("ferry sql: the embedded metastore") and proc.stderr.count("\n") == 1, proc.stderr
+HOLD_DERBY = """
+import sys, time
+from ferry.loaders.session import build_session
+spark = build_session(sys.argv[1], master="local[1]")
+spark.sql("SHOW DATABASES").collect()
+print("booted", flush=True)
+time.sleep(300)
+"""
+
+
+def test_a_locked_embedded_derby_gives_one_line(tmp_path: Path):
+    """Another process (a load, a demo) has the embedded Derby of a state directory booted: `ferry sql` on the
+    same directory is refused in one line instead of failing after 30 s with Derby's XSDB6 stack trace."""
+    state = tmp_path / "state"
+    env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "FERRY_METASTORE": ""}
+    holder = subprocess.Popen([sys.executable, "-c", HOLD_DERBY, str(state)], stdout=subprocess.PIPE,
+                              stderr=subprocess.DEVNULL, text=True, env=env)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "booted"
+        assert (state / "metastore_db" / "dbex.lck").exists()
+        proc = _ferry("sql", "--state-dir", str(state), "-e", "SELECT 1", timeout=60, env={"FERRY_METASTORE": ""})
+        assert proc.returncode == 1
+        assert proc.stderr.startswith("ferry sql: the embedded metastore") and proc.stderr.count("\n") == 1, \
+            proc.stderr
+    finally:
+        holder.kill()
+        holder.wait(30)
 
 
 def test_metastore_spellings():
