@@ -30,12 +30,7 @@ def parse_request(r: Reader, version: int) -> AddPartitionsToTxnRequest:
 
 def encode_response(version: int, results: list[tuple[str, list[tuple[int, int]]]]) -> bytes:
     """results: [(topic, [(partition, error code)])]."""
-    w = Writer().int32(0).array_len(len(results))
-    for topic, parts in results:
-        w.string(topic).array_len(len(parts))
-        for p, code in parts:
-            w.int32(p).int16(code)
-    return bytes(w.buf)
+    return bytes(Writer().int32(0).partition_errors(results).buf)
 
 
 # ---------------------------------------------------------------------- client side (tests)
@@ -52,9 +47,5 @@ def encode_request(txn_id: str, producer_id: int, producer_epoch: int,
 
 def parse_response(body: memoryview | bytes) -> dict[tuple[str, int], int]:
     r = Reader(body)
-    r.int32()
-    out = {}
-    for topic, parts in r.array(lambda r: (r.string(), r.array(lambda r: (r.int32(), r.int16())))):
-        for p, code in parts:
-            out[(topic, p)] = code
-    return out
+    r.int32()  # throttle_time_ms
+    return r.partition_errors()

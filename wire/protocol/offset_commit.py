@@ -56,12 +56,7 @@ def encode_response(version: int, topics: list[tuple[str, list[tuple[int, int]]]
     w = Writer()
     if version >= 3:
         w.int32(0)  # throttle_time_ms
-    w.array_len(len(topics))
-    for name, parts in topics:
-        w.string(name).array_len(len(parts))
-        for p, code in parts:
-            w.int32(p).int16(code)
-    return bytes(w.buf)
+    return bytes(w.partition_errors(topics).buf)
 
 
 # ---------------------------------------------------------------------- client side

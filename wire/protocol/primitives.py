@@ -93,6 +93,14 @@ class Reader:
             raise ProtocolError(f"bad array length {n}")
         return n
 
+    def partition_errors(self) -> dict[tuple[str, int], int]:
+        """Writer.partition_errors read back: {(topic, partition): error code}."""
+        out = {}
+        for topic, parts in self.array(lambda r: (r.string(), r.array(lambda r: (r.int32(), r.int16())))):
+            for p, code in parts:
+                out[(topic, p)] = code
+        return out
+
     def array(self, read_item: Callable[[Reader], T]) -> list[T]:
         n = self.array_len()
         return [read_item(self) for _ in range(n)] if n > 0 else []
@@ -183,6 +191,18 @@ class Writer:
         self.array_len(len(vals))
         for v in vals:
             self.string(v)
+        return self
+
+    def partition_errors(self, topics: Iterable[tuple[str, Iterable[tuple[int, int]]]]) -> Writer:
+        """[(topic, [(partition, error code)])]: the per-partition answer of OffsetCommit, AddPartitionsToTxn,
+        TxnOffsetCommit and WriteTxnMarkers."""
+        topics = list(topics)
+        self.array_len(len(topics))
+        for topic, parts in topics:
+            parts = list(parts)
+            self.string(topic).array_len(len(parts))
+            for p, code in parts:
+                self.int32(p).int16(code)
         return self
 
     def raw(self, b: bytes | bytearray | memoryview) -> Writer:

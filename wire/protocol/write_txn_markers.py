@@ -35,11 +35,7 @@ def encode_response(version: int, results: list[tuple[int, list[tuple[str, list[
     """results: [(producer id, [(topic, [(partition, error code)])])]."""
     w = Writer().array_len(len(results))
     for pid, topics in results:
-        w.int64(pid).array_len(len(topics))
-        for topic, parts in topics:
-            w.string(topic).array_len(len(parts))
-            for p, code in parts:
-                w.int32(p).int16(code)
+        w.int64(pid).partition_errors(topics)
     return bytes(w.buf)
 
 
