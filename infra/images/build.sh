@@ -65,9 +65,16 @@ prune_old() {
     docker rmi "$repo:$tag" >/dev/null 2>&1 || true
   done
 }
+# FERRY_BUILD_CPUS=0.5 caps each build container's CPU (scripts/test.sh builds in the background while tests
+# run, and must not starve them); unset: no cap.
+CPU_LIMIT=()
+if [[ -n "${FERRY_BUILD_CPUS:-}" ]]; then
+  CPU_LIMIT=(--cpu-period 100000 --cpu-quota "$(awk -v c="$FERRY_BUILD_CPUS" 'BEGIN{printf "%d", c*100000}')")
+fi
 docker_build() {  # docker_build TAG HASH DOCKERFILE CONTEXT [--build-arg ...]
   local tag="$1" h="$2" file="$3" ctx="$4"; shift 4
-  docker build -q --label "org.ferry.content-hash=$h" -t "$tag" -f "$file" "$@" "$ctx" >"$BUILD/last-build.log" 2>&1 \
+  docker build -q "${CPU_LIMIT[@]}" --label "org.ferry.content-hash=$h" -t "$tag" -f "$file" "$@" "$ctx" \
+    >"$BUILD/last-build.log" 2>&1 \
     || { cat "$BUILD/last-build.log" >&2; echo "build.sh: docker build of $tag failed" >&2; exit 1; }
 }
 
