@@ -23,6 +23,7 @@ closed connection connects again on the next send (callers that must not, check 
 
 from __future__ import annotations
 
+import select
 import socket
 import struct
 from collections import deque
@@ -217,6 +218,19 @@ class BrokerConnection:
                 self._read_once(self._sock)
             except OSError as e:  # includes the socket timeout
                 raise self.fail("receive failed", e) from None
+
+    def answer_ready(self) -> bool:
+        """Whether the oldest outstanding answer has begun to arrive (bytes buffered or the socket readable),
+        so that reading it does not wait for the broker: a caller with other work (the mirror, several
+        rounds of produce requests in flight) polls its pipelined requests with this."""
+        if not self._pending or self._sock is None:
+            return False
+        if self._end > self._start:
+            return True
+        try:
+            return bool(select.select([self._sock], [], [], 0)[0])
+        except (OSError, ValueError):  # closed under us: reading fails at once, which is an answer too
+            return True
 
     def request(self, api_key: int, api_version: int, body: Buffers) -> memoryview:
         """Send and wait for the answer (nothing else may be outstanding)."""

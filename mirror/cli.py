@@ -9,7 +9,7 @@ import signal
 import sys
 import threading
 
-from ferry.mirror.mirror_limits import COALESCE_BYTES
+from ferry.mirror.mirror_limits import COALESCE_BYTES, MAX_IN_FLIGHT
 from ferry.mirror.mirror_maker import ASSIGNMENT_STRATEGIES, DEFAULT_ASSIGNMENT_STRATEGY, DEFAULT_GROUP
 from ferry.zk.cli_args import add_metrics_argument, metrics_listen
 
@@ -101,6 +101,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help=f"re-build consecutive small batches (each under 16 KiB) into one of up to BYTES before "
                         f"producing them offline (default {COALESCE_BYTES}; 0: copy every batch as it is). Keep "
                         f"it at or below the offline brokers' message.max.bytes")
+    p.add_argument("--max-in-flight", type=int, default=MAX_IN_FLIGHT, metavar="N",
+                   help=f"produce batches per partition sent to the offline cluster and not yet acknowledged, "
+                        f"over as many rounds as it takes (1-{MAX_IN_FLIGHT}, default {MAX_IN_FLIGHT}: the offline "
+                        f"broker dedupes that many; Kafka's max.in.flight.requests.per.connection)")
     p.add_argument("--target-replication-factor", type=int, metavar="N",
                    help="replication factor of the topics created offline (MirrorMaker 2's replication.factor; "
                         "default: the smaller of 3 and the number of offline brokers registered when the topic "
@@ -160,6 +164,7 @@ def _run(args: argparse.Namespace) -> int:
         metrics_port=None, datacenter=args.datacenter, commit_interval_s=args.commit_interval,
         audit_interval_s=args.audit_interval, assignment_strategy=args.assignment_strategy,
         audit=not args.no_audit, schemas=not args.no_schemas, coalesce_bytes=args.coalesce_bytes,
+        max_in_flight=args.max_in_flight,
         target_replication_factor=args.target_replication_factor)
     try:
         config.validate()

@@ -38,6 +38,12 @@ class MirrorMetrics:
                              "them over (takeover), or after the offline broker refused a sequence another "
                              "writer had used first (refused_sequence)", ["kind"], registry=r)
         self.owned = Gauge("ferry_mirror_owned_partitions", "live partitions this process owns", registry=r)
+        self.rounds_in_flight = Gauge("ferry_mirror_produce_rounds_in_flight", "rounds of a stream whose produce "
+                                      "requests await the offline cluster's answers (the pipelining depth)",
+                                      ["stream"], registry=r)
+        self.overlapped_rounds = Counter("ferry_mirror_overlapped_rounds", "rounds that fetched from the live "
+                                         "cluster while produce requests of earlier rounds awaited their answers",
+                                         registry=r)
         self.rebalances = Counter("ferry_mirror_rebalances", "ownership changes seen", registry=r)
 
     def error(self, kind: str) -> None:

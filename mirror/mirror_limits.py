@@ -17,6 +17,7 @@ MAX_STREAM_PENDING_BYTES = 64 << 20  # per stream: bounds memory however many pa
 MAX_PRODUCE_REQUEST_BYTES = 16 << 20
 FETCH_RESPONSE_MAX_BYTES = 32 << 20
 FETCH_WAIT_MS = 500  # long poll when idle: also bounds how long an ownership change waits
+IN_FLIGHT_FETCH_WAIT_MS = 20  # long poll while produce answers are due: they are read when it returns
 METADATA_MIN_INTERVAL_S = 0.2
 COALESCE_BYTES = 256 << 10  # small fetched batches are re-built into batches of about this size
 MIN_COALESCE_BYTES = 1 << 10  # a partition whose coalesce limit would fall below this stops coalescing

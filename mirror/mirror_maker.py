@@ -29,7 +29,7 @@ from ferry.mirror.checkpoint import ZkCheckpoints
 from ferry.mirror.checkpoint_keeper import CheckpointKeeper
 from ferry.mirror.metrics import MirrorMetrics
 from ferry.mirror.mirror_fetcher import MirrorFetcher
-from ferry.mirror.mirror_limits import COALESCE_BYTES, FETCH_WAIT_MS
+from ferry.mirror.mirror_limits import COALESCE_BYTES, FETCH_WAIT_MS, MAX_IN_FLIGHT
 from ferry.mirror.mirror_stream import MirrorStream
 from ferry.mirror.partition_mirror import Progress, TopicPartition
 from ferry.mirror.schema_sync import SchemaSync
@@ -62,6 +62,8 @@ class MirrorConfig:
     zk_session_timeout_s: float = 6.0
     fetch_wait_ms: int = FETCH_WAIT_MS
     coalesce_bytes: int = COALESCE_BYTES  # small batches are re-built into ones of about this size; 0: never
+    # batches per partition in flight to the offline cluster over several rounds (1..5: the broker dedupes 5)
+    max_in_flight: int = MAX_IN_FLIGHT
     live_timeout_s: float = 15.0  # a fetch answers within its long-poll wait: silence this long = dead link
     offline_timeout_s: float = 40.0  # a produce waits for the offline fsync (request timeout 30 s)
     application: str = "ferry-mirror"
@@ -94,6 +96,9 @@ class MirrorConfig:
             raise ValueError(f"--target-replication-factor must be at least 1 (got {self.target_replication_factor})")
         if self.coalesce_bytes < 0:
             raise ValueError(f"coalesce_bytes must be 0 (off) or positive (got {self.coalesce_bytes})")
+        if not 1 <= self.max_in_flight <= MAX_IN_FLIGHT:
+            raise ValueError(f"--max-in-flight must be 1..{MAX_IN_FLIGHT} (got {self.max_in_flight}): the offline "
+                             f"broker recognises a retry among a producer's last {MAX_IN_FLIGHT} batches only")
         if self.metrics_port is not None and not 0 <= self.metrics_port < 65536:
             raise ValueError(f"--metrics-port must be 0-65535 (got {self.metrics_port})")
 
@@ -158,7 +163,8 @@ class MirrorMaker:
                          WireClient(self._brokers_of(self.target), f"{cfg.application}-offline-{i}",
                                     timeout_s=cfg.offline_timeout_s),
                          self.metrics, cfg.fetch_wait_ms, cfg.coalesce_bytes, checkpoints=store,
-                         adopt=self.keeper.adopt, audit=cfg.audit)
+                         adopt=self.keeper.adopt, audit=cfg.audit,
+                         max_in_flight=cfg.max_in_flight)
             for i in range(cfg.streams)
         ]
         for s in self.streams:

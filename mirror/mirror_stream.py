@@ -34,6 +34,8 @@ from ferry.mirror.metrics import MirrorMetrics
 from ferry.mirror.mirror_limits import (
     COALESCE_BYTES,
     FETCH_WAIT_MS,
+    IN_FLIGHT_FETCH_WAIT_MS,
+    MAX_IN_FLIGHT,
     log,
 )
 from ferry.mirror.partition_mirror import SYNC_FULL, SYNCED, PartitionMirror, Progress, TopicPartition
@@ -55,7 +57,8 @@ class MirrorStream(MirrorFetching, MirrorProducing, MirrorSession, threading.Thr
 
     def __init__(self, index: int, source: WireClient, target: WireClient, metrics: MirrorMetrics,
                  fetch_wait_ms: int = FETCH_WAIT_MS, coalesce_bytes: int = COALESCE_BYTES, *,
-                 checkpoints: CheckpointStore | None = None, adopt: Adopt | None = None, audit: bool = True) -> None:
+                 checkpoints: CheckpointStore | None = None, adopt: Adopt | None = None, audit: bool = True,
+                 max_in_flight: int = MAX_IN_FLIGHT) -> None:
         super().__init__(name=f"ferry-mirror-stream-{index}", daemon=True)
         self.index = index
         self.source = source
@@ -66,6 +69,12 @@ class MirrorStream(MirrorFetching, MirrorProducing, MirrorSession, threading.Thr
         self.checkpoints: CheckpointStore = checkpoints if checkpoints is not None else MemoryCheckpoints()
         self.adopt: Adopt = adopt if adopt is not None else self._store_anchor
         self.audit = audit
+        if not 1 <= max_in_flight <= MAX_IN_FLIGHT:
+            raise ValueError(f"max_in_flight must be 1..{MAX_IN_FLIGHT} (the offline broker dedupes that many)")
+        self.max_in_flight = max_in_flight  # batches per partition in flight, over as many rounds as it takes
+        self._produces: dict = {}  # offline node -> deque of (connection, request, round) in flight, oldest first
+        self.max_rounds_in_flight = 0  # the deepest the pipeline got (tests, bench)
+        self.overlapped_rounds = 0  # rounds that fetched while earlier rounds' produce answers were due
         # partition -> a lower coalesce limit, learnt from the offline broker refusing a coalesced batch
         self.coalesce_limits: dict[TopicPartition, int] = {}
         self.partitions: dict[TopicPartition, PartitionMirror] = {}
@@ -195,6 +204,8 @@ class MirrorStream(MirrorFetching, MirrorProducing, MirrorSession, threading.Thr
                     fut.set_exception(e)
 
     def _take(self, partitions: set[TopicPartition]) -> dict[TopicPartition, Progress]:
+        if threading.current_thread() is self or not self.is_alive():
+            self._drain_produces()  # nothing of theirs in flight once the caller checkpoints and releases
         self._publish_progress()
         with self._lock:
             out = {tp: self._progress.pop(tp) for tp in partitions if tp in self._progress}
@@ -236,20 +247,36 @@ class MirrorStream(MirrorFetching, MirrorProducing, MirrorSession, threading.Thr
 
     # ------------------------------------------------------------------ one round
     def _round(self) -> bool:
+        """Fetch, send what is new, read what was answered: produce requests stay in flight across rounds
+        (up to ``max_in_flight`` batches per partition, in order), so the next fetch does not wait for the
+        offline cluster's acks=all. Only a sync, a metadata refresh of the offline side or a revoke waits
+        for every answer first."""
         now = time.monotonic()
         if not self._ensure_producer_id(now):
             return False
+        if self._produces and (self._target_stale and now >= self._target_refreshed or any(
+                pm.sync != SYNCED and pm.sync_retry_at <= now for pm in self.partitions.values())):
+            self._drain_produces()
         self._refresh_metadata(now)
         self._sync_partitions(now)
         fetch_plan = self._plan_fetches(now)
         produce_plan = self._plan_produces(now)
-        if not fetch_plan and not produce_plan:
+        if not fetch_plan and not produce_plan and not self._produces:
             return False
         wait_ms = 0 if produce_plan else self._fetch_wait(now)
+        if self._produces:
+            wait_ms = min(wait_ms, IN_FLIGHT_FETCH_WAIT_MS)  # answers are read between fetches
         fetches = self._send_fetches(fetch_plan, wait_ms)
-        produces = self._send_produces(produce_plan)
-        self._receive_produces(produces)
+        if fetches and self._produces:
+            self.overlapped_rounds += 1
+            self.metrics.overlapped_rounds.inc()
+        self._send_produces(produce_plan)
+        depth = self._rounds_in_flight()
+        self.max_rounds_in_flight = max(self.max_rounds_in_flight, depth)
+        self.metrics.rounds_in_flight.labels(str(self.index)).set(depth)
+        self._receive_produces(block=not fetches)
         self._receive_fetches(fetches)
+        self._receive_produces(block=False)
         self._publish_progress()
         return True
 

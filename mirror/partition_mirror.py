@@ -47,6 +47,8 @@ class PendingBatch:
     end_offset: int = -1  # the source offset after this batch (a coalesced batch: after its last source)
     coalesced: bool = False  # re-built from several source batches: may be split if refused as too large
     offline_offset: int = -1  # where the offline cluster put it (known once acknowledged)
+    in_flight: bool = False  # in a produce request whose answer has not been read yet
+    dropped: bool = False  # no longer pending (split back, or the partition synced again): answers ignored
 
     def view(self) -> memoryview:
         return memoryview(self.buf)[self.start:self.start + self.size]
@@ -73,6 +75,8 @@ class PartitionMirror:
     pending: deque[PendingBatch] = field(default_factory=deque)
     pending_size: int = 0  # bytes in `pending`
     high_watermark: int = -1
+    in_flight: int = 0  # batches sent and not answered yet, dropped ones included (their answers are due too)
+    produce_node: int | None = None  # the offline broker the batches in flight went to
     fetch_bytes: int = INITIAL_FETCH_BYTES
     fetch_sent_offset: int | None = None  # the offset of the fetch in flight (its answer is stale otherwise)
     fetch_retry_at: float = 0.0
@@ -86,6 +90,8 @@ class PartitionMirror:
 
     def start(self, live: int, offline: int, seq: int, epoch: int) -> None:
         """Copy from ``live`` on, the offline partition ending at ``offline`` with sequence ``seq`` next."""
+        for b in self.pending:
+            b.dropped = True
         self.pending.clear()
         self.pending_size = 0
         self.fetch_offset = self.acked_live = live
@@ -117,6 +123,42 @@ class PartitionMirror:
                     break
         return out
 
+    def sendable(self, limit: int) -> list[PendingBatch]:
+        """The batches to send next, in order: those after the ones in flight, within the first ``limit``
+        unacknowledged (the offline broker remembers that many per producer, so every retry is recognised).
+
+        None while a batch waits to be sent again ahead of one still in flight (an answer failed in the
+        middle: the later ones' answers come first, so nothing overtakes), while answers for dropped
+        batches are outstanding (a split or sync: their sequences are about to be reused).
+        """
+        out: list[PendingBatch] = []
+        flying = n = 0
+        for b in self.pending:
+            if b.acked:
+                continue
+            n += 1
+            if n > limit:
+                break
+            if b.in_flight:
+                if out:
+                    return []
+                flying += 1
+            else:
+                out.append(b)
+        if flying != self.in_flight:
+            return []
+        return out
+
+    def waiting_behind_failure(self, batch: PendingBatch) -> bool:
+        """Whether an earlier batch is neither acknowledged nor in flight: its request failed, so ``batch``
+        (sent after it) was judged without it (an out-of-order answer is that earlier failure's echo)."""
+        for b in self.pending:
+            if b is batch:
+                return False
+            if not b.acked and not b.in_flight:
+                return True
+        return False
+
     def add_pending(self, batch: PendingBatch) -> None:
         self.pending.append(batch)
         self.pending_size += batch.size
@@ -127,6 +169,8 @@ class PartitionMirror:
         for i, b in enumerate(pending):
             if b is batch:
                 dropped = [pending.pop() for _ in range(len(pending) - i)][::-1]
+                for d in dropped:
+                    d.dropped = True
                 self.pending_size -= sum(d.size for d in dropped)
                 return dropped
         return []

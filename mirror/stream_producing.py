@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import logging
 import time
+from collections import deque
 
 from ferry.client.errors import ClientError
 from ferry.client.wire_client import LEADERSHIP_ERRORS
 from ferry.mirror.audit_tally import count_batch
 from ferry.mirror.mirror_limits import (
     FATAL_LOOKING,
-    MAX_IN_FLIGHT,
     MAX_PRODUCE_REQUEST_BYTES,
     MIN_COALESCE_BYTES,
     PRODUCER_STATE_ERRORS,
@@ -26,7 +26,6 @@ from ferry.mirror.partition_mirror import (
     SYNCED,
     PartitionMirror,
     PendingBatch,
-    TopicPartition,
 )
 from ferry.wire.protocol import produce
 from ferry.wire.protocol.errors import ErrorCode
@@ -40,17 +39,20 @@ class MirrorProducing:
     def _plan_produces(self, now: float) -> dict[int, list[list[Slot]]]:
         """Per offline leader, the produce requests to send in order.
 
-        A partition has at most MAX_IN_FLIGHT batches in flight: the offline broker remembers that many
-        per producer, so any retry is recognised. Each request carries one batch per partition (request j
-        the j-th of each): the broker's dedupe answers a whole payload as a duplicate if one of its batches
-        is, which would swallow the others whenever that one was written by someone else (an earlier
-        attempt, or another mirror that still thinks it owns the partition). One batch, one verdict.
+        A partition has at most ``max_in_flight`` batches in flight (MAX_IN_FLIGHT: the offline broker
+        remembers that many per producer, so any retry is recognised), sent over as many rounds as it takes:
+        a round sends only the batches after those still in flight. Each request carries one batch per
+        partition (request j the j-th of each): the broker's dedupe answers a whole payload as a duplicate
+        if one of its batches is, which would swallow the others whenever that one was written by someone
+        else (an earlier attempt, or another mirror that still thinks it owns the partition). One batch,
+        one verdict. A partition whose batches in flight went to another broker waits for their answers
+        (order holds per connection only).
         """
         per_node: dict[int, list[list[Slot]]] = {}
         for pm in self.partitions.values():
             if pm.sync != SYNCED or pm.produce_retry_at > now:
                 continue
-            batches = pm.unacked(1 if pm.solo else MAX_IN_FLIGHT)
+            batches = pm.sendable(1 if pm.solo else self.max_in_flight)
             if not batches:
                 continue
             leader = self.target.leaders.get(pm.tp)
@@ -61,11 +63,13 @@ class MirrorProducing:
                              pm.partition)
                 pm.produce_failed(now)
                 continue
+            if pm.in_flight and pm.produce_node != leader:
+                continue
             per_node.setdefault(leader, []).append([(pm, [b]) for b in batches])
         plan: dict[int, list[list[Slot]]] = {}
         for node, per_partition in per_node.items():
             requests: list[list[Slot]] = []
-            for j in range(MAX_IN_FLIGHT):
+            for j in range(max(len(slots) for slots in per_partition)):
                 current: list[Slot] = []
                 size = 0
                 for slots in per_partition:
@@ -82,15 +86,19 @@ class MirrorProducing:
             plan[node] = requests
         return plan
 
-    def _send_produces(self, plan: dict[int, list[list[Slot]]]) -> list:
-        sent = []
+    def _send_produces(self, plan: dict[int, list[list[Slot]]]) -> None:
+        """Send the planned requests; they join the node's requests in flight (answered in order)."""
         for node, requests in plan.items():
+            flying = self._produces.get(node)
+            if flying and flying[0][0].in_flight < len(flying):
+                # the connection was replaced or closed: the answers in flight on it are lost
+                self._produce_connection_failed(node, [], [], ClientError("connection closed"))
             try:
                 conn = self.target.connection(node)
             except ClientError as e:
                 self._produce_connection_failed(node, [], [s for req in requests for s in req], e)
                 continue
-            ok: list[list[Slot]] = []
+            flying = self._produces.setdefault(node, deque())
             for i, req in enumerate(requests):
                 by_topic: dict[str, list[tuple[int, list[memoryview]]]] = {}
                 for pm, batches in req:
@@ -99,48 +107,95 @@ class MirrorProducing:
                     conn.send(*produce.encode_request(by_topic.items(), -1, int(self.target.timeout_s * 750)))
                 except ClientError as e:
                     # the connection is gone with everything sent on it: those outcomes are unknown
-                    self._produce_connection_failed(node, [s for r in ok for s in r] + list(req),
-                                                    [s for r in requests[i + 1:] for s in r], e)
-                    ok = []
+                    self._produce_connection_failed(node, list(req), [s for r in requests[i + 1:] for s in r], e)
                     break
-                ok.append(req)
-            if ok:
-                sent.append((node, conn, ok))
-        return sent
+                for pm, batches in req:
+                    for b in batches:
+                        b.in_flight = True
+                    pm.in_flight += len(batches)
+                    pm.produce_node = node
+                flying.append((conn, req, self.rounds, time.monotonic()))
+
+    def _landed(self, req: list[Slot]) -> None:
+        """The answer to ``req`` is in (or lost with its connection): its batches are no longer in flight."""
+        for pm, batches in req:
+            for b in batches:
+                b.in_flight = False
+            pm.in_flight -= len(batches)
 
     def _produce_connection_failed(self, node: int, unknown: list[Slot], unsent: list[Slot],
                                    err: Exception) -> None:
+        """Every request in flight on the node's connection is lost with it (outcome unknown: resent, and
+        the broker's dedupe answers those it wrote), as are ``unknown`` (sent, not yet recorded)."""
         now = time.monotonic()
         self.target.close_connection(node)
         self._target_stale = True
         self.metrics.error("produce")
+        for _conn, req, _rnd, _at in self._produces.pop(node, ()):
+            self._landed(req)
+            unknown = unknown + list(req)
         for _pm, batches in unknown:
             for b in batches:
                 b.uncertain = True
         for pm in {id(pm): pm for pm, _ in unknown + unsent}.values():
+            if self.partitions.get(pm.tp) is not pm:
+                continue
             pm.produce_failed(now)
             if pm.produce_failures in (1, 10) or pm.produce_failures % 100 == 0:
                 log.warning("produce to offline broker %d failed (%d times in a row for %s-%d): %s", node,
                             pm.produce_failures, pm.topic, pm.partition, err)
 
-    def _receive_produces(self, sent: list) -> None:
-        for node, conn, requests in sent:
-            failed_this_round: set[TopicPartition] = set()
-            for i, req in enumerate(requests):
+    def _rounds_in_flight(self) -> int:
+        """How many rounds' produce requests await their answers (the pipelining depth now)."""
+        return len({entry[2] for q in self._produces.values() for entry in q})
+
+    def _receive_produces(self, block: bool) -> None:
+        """Read the produce answers that are there (``block``: at least the oldest of each broker's), apply
+        them and move the acknowledged prefixes on."""
+        for node in list(self._produces):
+            flying = self._produces.get(node)
+            must = block
+            while flying:
+                conn, req, _rnd, sent_at = flying[0]
+                if conn.in_flight < len(flying):  # closed under us (a metadata refresh): answers lost
+                    self._produce_connection_failed(node, [], [], ClientError("connection closed"))
+                    break
+                if not must and not conn.answer_ready():
+                    if time.monotonic() - sent_at > self.target.timeout_s:  # request.timeout.ms: a hung broker
+                        self._produce_connection_failed(node, [], [], ClientError(
+                            f"no answer in {self.target.timeout_s:.0f} s"))
+                    break
+                must = False
                 try:
                     results = produce.parse_response(conn.receive())
                 except (ClientError, ProtocolError) as e:
-                    self._produce_connection_failed(node, [s for r in requests[i:] for s in r], [], e)
+                    self._produce_connection_failed(node, [], [], e)
                     break
-                by_tp = {(t, r.partition): r for t, rs in results.items() for r in rs}
-                now = time.monotonic()
-                for pm, batches in req:
-                    if pm.sync != SYNCED:
-                        continue  # to be synced from the offline log: these answers no longer matter
-                    res = by_tp.get(pm.tp)
-                    code = res.error_code if res is not None else ErrorCode.UNKNOWN_SERVER_ERROR
-                    if not self._handle_produce_result(pm, batches, code, res, pm.tp in failed_this_round, now):
-                        failed_this_round.add(pm.tp)
+                flying.popleft()
+                self._landed(req)
+                self._apply_answer(req, results)
+            if not flying:
+                self._produces.pop(node, None)
+        self._settle()
+
+    def _drain_produces(self) -> None:
+        """Wait for every produce answer in flight (before a sync, a metadata refresh or a revoke, which
+        need the offline connections idle and the partitions' acknowledged prefixes final)."""
+        while self._produces:
+            self._receive_produces(True)
+
+    def _apply_answer(self, req: list[Slot], results) -> None:
+        by_tp = {(t, r.partition): r for t, rs in results.items() for r in rs}
+        now = time.monotonic()
+        for pm, batches in req:
+            if pm.sync != SYNCED or self.partitions.get(pm.tp) is not pm or batches[0].dropped:
+                continue  # revoked, to be synced, or split back: these answers no longer matter
+            res = by_tp.get(pm.tp)
+            code = res.error_code if res is not None else ErrorCode.UNKNOWN_SERVER_ERROR
+            self._handle_produce_result(pm, batches, code, res, pm.waiting_behind_failure(batches[0]), now)
+
+    def _settle(self) -> None:
+        """Move every partition's acknowledged prefix on, audit-counting what joined it."""
         for pm in self.partitions.values():
             for b in pm.drop_acked_prefix():
                 if self._counts(pm):

@@ -1,0 +1,251 @@
+"""Mirror pipelining (issue 20 goal 2): backlog copy rate against a plain MessageSetConsumer reading the same
+live data in the same run, and the latency the mirror adds over reading the live cluster directly.
+
+ZooKeeper, one live and one offline `ferry broker` (ferry.embedded). Backlog: ``--messages`` 200-byte
+random messages in sets of 50 (MessageSetProducer, acks=1) over ``--partitions`` live partitions; then
+(1) MessageSetConsumer reads every partition from the log start to its end, one after the other, every
+record's value materialised (CRCs not checked: the bench's lean consumer setting); (2) a MirrorMaker in
+this process (``--streams`` streams, audit on, commit every 0.2 s) copies the topic; its rate counts from
+the first committed progress to everything committed (start-up and the first sync excluded), CPU is this
+process's user+sys over the copy. Latency: a producer paced at ``--rate`` msg/s (send time in the value)
+for ``--seconds``; one librdkafka consumer reads the live topic, another the offline copy; p50/p99 of
+receive minus send time for each, and the difference (what the mirror adds).
+
+    .venv/bin/python bench/bench_mirror_pipeline.py [--messages 1000000] [--partitions 4] [--streams 1]
+        [--rate 10000] [--seconds 10] [--flush-ms 20] [--skip-latency]
+
+``BENCH_MIRROR_DIR=/path/to/old/mirror`` runs another checkout's mirror package (the "before" rows).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import shutil
+import struct
+import sys
+import tempfile
+import threading
+import time
+import types
+import uuid
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+if os.environ.get("BENCH_MIRROR_DIR"):  # before `ferry.mirror` is imported: another checkout's mirror
+    import ferry
+
+    _pkg = types.ModuleType("ferry.mirror")
+    _pkg.__path__ = [os.environ["BENCH_MIRROR_DIR"]]
+    sys.modules["ferry.mirror"] = _pkg
+    ferry.mirror = _pkg
+
+from common import payloads  # noqa: E402
+from confluent_kafka import Consumer, Producer, TopicPartition  # noqa: E402
+
+from ferry.client.message_set_consumer import MessageSetConsumer  # noqa: E402
+from ferry.client.message_set_producer import MessageSetProducer  # noqa: E402
+from ferry.embedded import BrokerProcess, ZooKeeperServer  # noqa: E402
+from ferry.mirror.mirror_maker import MirrorConfig, MirrorMaker  # noqa: E402
+from ferry.mirror.status import mirror_status  # noqa: E402
+from ferry.wire.record.message_set_builder import MessageSetBuilder  # noqa: E402
+from ferry.zk.cluster_registry import ClusterRegistry  # noqa: E402
+
+BATCH = 50
+SIZE = 200
+_T = struct.Struct(">d")
+
+
+def cpu() -> float:
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+
+def proc_cpu(proc) -> float:
+    """user+sys seconds of a broker process (/proc)."""
+    with open(f"/proc/{proc.proc.pid}/stat") as f:
+        fields = f.read().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def fill(bootstrap: str, topic: str, n: int, partitions: int) -> None:
+    builder = MessageSetBuilder(SIZE)
+    values = payloads(SIZE)
+    sets = [builder.build(values[i:i + BATCH]) for i in range(0, len(values) - BATCH + 1, BATCH)]
+    with MessageSetProducer(bootstrap, acks=1, max_in_flight=64, client_id="bench-fill") as p:
+        for i in range(n // BATCH):
+            p.send(topic, i % partitions, sets[i % len(sets)])
+        p.flush()
+
+
+def raw_read(bootstrap: str, topic: str, partitions: int) -> tuple[int, float, float]:
+    """(messages, seconds, CPU seconds) for MessageSetConsumer reading every partition to its end."""
+    got, secs, cpus = 0, 0.0, 0.0
+    for part in range(partitions):
+        with MessageSetConsumer(bootstrap, topic, part, "earliest", 1 << 20, max_wait_ms=0, check_crcs=False,
+                                stop_at_end=True, idle_timeout_s=60) as c:
+            t0, c0 = time.perf_counter(), cpu()
+            for s in c.message_sets():
+                got += sum(1 for v in s.values() if v is not None)
+            secs += time.perf_counter() - t0
+            cpus += cpu() - c0
+    return got, secs, cpus
+
+
+def mirror_copy(live_zk: str, offline_zk: str, topic: str, partitions: int, streams: int,
+                **config) -> tuple[int, float, float]:
+    """(messages timed, seconds, CPU seconds) from the first committed progress to all committed."""
+    group = f"bench-{uuid.uuid4().hex[:8]}"
+    mm = MirrorMaker(MirrorConfig(live_zk, offline_zk, include=topic, streams=streams, group=group,
+                                  commit_interval_s=0.2, audit_interval_s=1.0, **config))
+    mm.start()
+    t0 = c0 = None
+    base = 0
+    try:
+        deadline = time.monotonic() + 600
+        while time.monotonic() < deadline:
+            rows = [r for r in mirror_status(live_zk, offline_zk, group).partitions if r.topic == topic]
+            done = sum(r.committed or 0 for r in rows)
+            if t0 is None and done > 0:
+                t0, c0, base = time.perf_counter(), cpu(), done
+            if len(rows) == partitions and all(r.committed is not None and r.committed == r.live_end for r in rows):
+                end = sum(r.live_end for r in rows)
+                return end - base, time.perf_counter() - t0, cpu() - c0
+            time.sleep(0.02)
+        raise RuntimeError("the mirror did not finish in 600 s")
+    finally:
+        mm.stop()
+
+
+def percentile(xs: list[float], q: float) -> float:
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(q * len(xs)))] if xs else float("nan")
+
+
+def latency(live: BrokerProcess, offline: BrokerProcess, live_zk: str, offline_zk: str, rate: int,
+            seconds: float, partitions: int, streams: int) -> dict:
+    topic = f"lat-{uuid.uuid4().hex[:6]}"
+    with ClusterRegistry(live_zk) as reg:
+        reg.create_topic(topic, partitions)
+    time.sleep(1.0)
+    mm = MirrorMaker(MirrorConfig(live_zk, offline_zk, include=topic, streams=streams,
+                                  group=f"lat-{uuid.uuid4().hex[:6]}", commit_interval_s=1.0))
+    mm.start()
+    p = Producer({"bootstrap.servers": live.bootstrap, "linger.ms": 1, "acks": "all"})
+    # the offline topic exists once the mirror created it: warm both paths up first
+    for _ in range(100):
+        p.produce(topic, b"warm", partition=0)
+    p.flush(30)
+    results: dict[str, list[float]] = {"live": [], "offline": []}
+    stop = threading.Event()
+
+    def read(name: str, bootstrap: str) -> None:
+        c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"lat-{name}-{uuid.uuid4().hex[:6]}",
+                      "enable.auto.commit": False, "fetch.wait.max.ms": 100, "fetch.min.bytes": 1,
+                      "auto.offset.reset": "earliest"})
+        deadline = time.monotonic() + 60
+        while True:  # the offline topic appears when the mirror created it
+            md = c.list_topics(topic, timeout=5)
+            if topic in md.topics and not md.topics[topic].error and len(md.topics[topic].partitions) == partitions:
+                break
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{name}: topic {topic} not there")
+            time.sleep(0.2)
+        c.assign([TopicPartition(topic, q, 0) for q in range(partitions)])
+        out = results[name]
+        while not stop.is_set():
+            for m in c.consume(1000, 0.1):
+                if m.error() is None and len(m.value()) == 8:
+                    out.append(time.time() - _T.unpack(m.value())[0])
+        c.close()
+
+    readers = [threading.Thread(target=read, args=("live", live.bootstrap)),
+               threading.Thread(target=read, args=("offline", offline.bootstrap))]
+    for t in readers:
+        t.start()
+    time.sleep(3.0)
+    sent = 0
+    t0 = time.perf_counter()
+    while (now := time.perf_counter()) - t0 < seconds:
+        due = int((now - t0) * rate)
+        while sent < due:
+            p.produce(topic, _T.pack(time.time()), partition=sent % partitions)
+            sent += 1
+        p.poll(0)
+        time.sleep(0.001)
+    p.flush(30)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and min(len(v) for v in results.values()) < sent:
+        time.sleep(0.1)
+    stop.set()
+    for t in readers:
+        t.join(10)
+    mm.stop()
+    out = {"sent": sent}
+    for name, xs in results.items():
+        out[name] = (len(xs), percentile(xs, 0.5) * 1000, percentile(xs, 0.99) * 1000)
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--messages", type=int, default=1_000_000)
+    ap.add_argument("--partitions", type=int, default=4)
+    ap.add_argument("--streams", type=int, default=1)
+    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--rate", type=int, default=10_000)
+    ap.add_argument("--seconds", type=float, default=10.0)
+    ap.add_argument("--flush-ms", type=int, default=None, help="log.flush.interval.ms of both brokers")
+    ap.add_argument("--skip-latency", action="store_true")
+    ap.add_argument("--skip-backlog", action="store_true")
+    ap.add_argument("--coalesce-bytes", type=int, default=None, help="MirrorConfig.coalesce_bytes (default: its own)")
+    ap.add_argument("--max-in-flight", type=int, default=None, help="MirrorConfig.max_in_flight (after only)")
+    args = ap.parse_args()
+    label = "before" if os.environ.get("BENCH_MIRROR_DIR") else "after"
+    tmp = Path(tempfile.mkdtemp(prefix="ferry-bench-mirror-"))
+    zk = ZooKeeperServer(data_dir=tmp / "zk").start()
+    extra = ("--flush-ms", str(args.flush_ms)) if args.flush_ms else ()
+    brokers = []
+    try:
+        live_zk, offline_zk = f"{zk.connect}/b/live", f"{zk.connect}/b/offline"
+        live = BrokerProcess(1, tmp / "live", live_zk, "live", extra_args=extra).start()
+        offline = BrokerProcess(1, tmp / "offline", offline_zk, "offline", extra_args=extra).start()
+        brokers = [live, offline]
+        if not args.skip_backlog:
+            topic = "backlog"
+            with ClusterRegistry(live_zk) as reg:
+                reg.create_topic(topic, args.partitions)
+            time.sleep(1.0)
+            fill(live.bootstrap, topic, args.messages, args.partitions)
+            time.sleep(1.0)
+            for rnd in range(args.rounds):
+                n, secs, cpus = raw_read(live.bootstrap, topic, args.partitions)
+                raw = n / secs
+                print(f"{label} round {rnd}: MessageSetConsumer {n:,} msgs {raw:,.0f} msg/s "
+                      f"{cpus / n * 1e6:.2f} us CPU/msg", flush=True)
+                b0 = [proc_cpu(b) for b in brokers]
+                config = {k: v for k, v in (("coalesce_bytes", args.coalesce_bytes),
+                                            ("max_in_flight", args.max_in_flight)) if v is not None}
+                n, secs, cpus = mirror_copy(live_zk, offline_zk, topic, args.partitions, args.streams, **config)
+                lb, ob = (proc_cpu(b) - c for b, c in zip(brokers, b0, strict=True))
+                print(f"{label} round {rnd}: mirror {n:,} msgs {n / secs:,.0f} msg/s {cpus / n * 1e6:.2f} us CPU/msg"
+                      f" -> {n / secs / raw:.2f}x of MessageSetConsumer (live broker {lb / n * 1e6:.2f}, offline "
+                      f"broker {ob / n * 1e6:.2f} us CPU/msg)", flush=True)
+        if not args.skip_latency:
+            r = latency(live, offline, live_zk, offline_zk, args.rate, args.seconds, args.partitions, args.streams)
+            (ln, l50, l99), (on, o50, o99) = r["live"], r["offline"]
+            print(f"{label}: latency at {args.rate} msg/s, {r['sent']:,} sent: live {ln:,} p50 {l50:.1f} ms "
+                  f"p99 {l99:.1f} ms; offline {on:,} p50 {o50:.1f} ms p99 {o99:.1f} ms; mirror adds p50 "
+                  f"{o50 - l50:.1f} ms p99 {o99 - l99:.1f} ms", flush=True)
+    finally:
+        for b in brokers:
+            b.stop()
+        zk.stop()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
