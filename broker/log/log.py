@@ -189,14 +189,20 @@ class Log(LogFlush, LogRecovery, LogRetention, LogReplication, LogOffline, LogTr
             if written is None:
                 raise
             return written
-        count = 0
-        span = 0
-        idempotent = False
-        for h in headers:
-            count += h.records_count
-            span += h.last_offset_delta + 1
-            if h.producer_id >= 0:
-                idempotent = True
+        if len(headers) == 1:  # a producer's usual request: one batch
+            h = headers[0]
+            count = h.records_count
+            span = h.last_offset_delta + 1
+            idempotent = h.producer_id >= 0
+        else:
+            count = 0
+            span = 0
+            idempotent = False
+            for h in headers:
+                count += h.records_count
+                span += h.last_offset_delta + 1
+                if h.producer_id >= 0:
+                    idempotent = True
         with self._lock:
             if self._closed:
                 raise StorageError(f"log {self.name} is closed")
@@ -242,7 +248,7 @@ class Log(LogFlush, LogRecovery, LogRetention, LogReplication, LogOffline, LogTr
             self._notify()
         if want_flush and self.flush_requested is not None:
             self.flush_requested(self)
-        return AppendInfo(first, next_offset - 1, log_append_time=-1 if append_time is None else append_time)
+        return AppendInfo(first, next_offset - 1, False, -1 if append_time is None else append_time)  # positional
 
     @staticmethod
     def _validated(mv: memoryview, config: LogConfig, allow: int = 0) -> tuple[memoryview, list[RecordBatchHeader]]:

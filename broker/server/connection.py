@@ -20,7 +20,13 @@ import struct
 from collections import deque
 from typing import Any
 
-from ferry.broker.server.connection_buffer import IDLE_BUFFER, READ_BUFFER, ConnectionReadBuffer, _wake
+from ferry.broker.server.connection_buffer import (
+    _WOKE_CLOSE,
+    IDLE_BUFFER,
+    READ_BUFFER,
+    ConnectionReadBuffer,
+    _wake,
+)
 from ferry.broker.server.kafka_apis import CloseConnection, KafkaApis
 from ferry.broker.server.memory_pool import MemoryPool
 from ferry.broker.server.rate_limited_log import RateLimitedLog
@@ -31,6 +37,7 @@ log = logging.getLogger(__name__)
 MAX_IN_FLIGHT = 128
 _SIZE = struct.Struct(">i")
 _PREFIX = struct.Struct(">ii")
+_CORRELATION = struct.Struct(">i")
 _READY = (bytes, bytearray)
 
 
@@ -55,12 +62,17 @@ class Connection(ConnectionReadBuffer):
         self._bad = bad_requests if bad_requests is not None else RateLimitedLog(log)
         self._fd = sock.fileno()
         self._metrics = apis.request_metrics
+        self._fast_produce = apis.fast_produce.handle_framed
         # The read buffer starts small and grows with the client's bursts; while the reader waits for data with
         # nothing buffered it holds no view of it, so the reaper can give a grown buffer back (release_idle_buffer).
         self._buf = bytearray(IDLE_BUFFER)
         self._view = memoryview(self._buf)
         self._grow = False  # the last recv filled the buffer: make it larger before the next
         self._parked = False  # the reader waits for readability with an empty buffer
+        self._read_waiter: asyncio.Future | None = None  # the reader's wait for readability (_readable)
+        self._read_registered = False  # the socket is among the loop's readers
+        self._woke = 0  # what _on_readable left for the reader task (connection_buffer.py)
+        self._max_in_flight = MAX_IN_FLIGHT
         self._start = 0
         self._end = 0
         self._loop = asyncio.get_running_loop()
@@ -98,6 +110,7 @@ class Connection(ConnectionReadBuffer):
                 if type(item) is tuple and isinstance(item[1], asyncio.Future):
                     item[1].cancel()
             self._out.clear()
+            self._unregister_reader()
             self.sock.close()
 
     def idle_since(self, now: float) -> float:
@@ -133,11 +146,13 @@ class Connection(ConnectionReadBuffer):
     def _handle_frames(self) -> int:
         """Handle every complete frame in the buffer; returns the bytes the next frame needs in all
         (size prefix included), or -1 when the connection must close."""
+        if self._woke == _WOKE_CLOSE:  # _on_readable met a request that closes the connection
+            return -1
         buf = self._buf
         start, end = self._start, self._end
         handled = 0
         try:
-            while end - start >= 4:
+            while end - start >= 4 and self._unanswered < MAX_IN_FLIGHT:
                 size = _SIZE.unpack_from(buf, start)[0]
                 if size <= 0 or size > self.max_request_bytes:
                     self._bad.warning("closing connection from %s: request size %d outside 1..%d "
@@ -151,8 +166,6 @@ class Connection(ConnectionReadBuffer):
                 if not self._dispatch(frame):
                     return -1
                 handled += 1
-                if self._unanswered >= MAX_IN_FLIGHT:
-                    break
             return 4
         finally:
             if handled:
@@ -186,7 +199,25 @@ class Connection(ConnectionReadBuffer):
         m.requests[key] += 1
         m.bytes_in[key] += len(frame)
         try:
-            correlation_id, result = self.apis.handle(frame)
+            if key == 0:
+                # The common Produce: its whole answer, framed, from ProduceFastPath (one pack, no copies).
+                result = self._fast_produce(frame)
+                if result is not None:
+                    self._unanswered += 1
+                    if type(result) is bytes:
+                        out = self._out
+                        last = out[-1] if out else None
+                        if type(last) is not _Packed:
+                            last = _Packed()
+                            out.append(last)
+                        last.buf += result
+                        last.count += 1
+                        m.bytes_out[0] += len(result) - 8
+                        return True
+                    out = self._out
+                    out.append((_CORRELATION.unpack_from(frame, 4)[0], asyncio.ensure_future(result), 0))
+                    return True
+            correlation_id, result = self.apis.handle(frame, key != 0)
         except (CloseConnection, ProtocolError) as e:
             m.errors[key] += 1
             self._bad.warning("closing connection from %s: %s", self.peer, e)

@@ -14,6 +14,7 @@ from typing import Any
 
 READ_BUFFER = 256 * 1024  # the most a connection's read buffer grows to (a pipelining client's bursts)
 IDLE_BUFFER = 4 * 1024  # what a connection starts with, and goes back to when it waits with nothing buffered
+_WOKE_DATA, _WOKE_EOF, _WOKE_CLOSE = 1, 2, 3  # what _on_readable left for the reader task
 
 
 class ConnectionReadBuffer:
@@ -25,6 +26,11 @@ class ConnectionReadBuffer:
     _end: int
     _grow: bool
     _parked: bool
+    _read_waiter: asyncio.Future | None
+    _read_registered: bool
+    _woke: int
+    _unanswered: int
+    _max_in_flight: int
     _bursts: int
     _last_active: float
     _loop: asyncio.AbstractEventLoop
@@ -60,6 +66,15 @@ class ConnectionReadBuffer:
                     await self._readable()
                 finally:
                     self._parked = False
+                woke = self._woke
+                if woke:  # _on_readable received for us: EOF, a close, or frames handled (or to handle) there
+                    if woke == _WOKE_CLOSE:
+                        return True  # _handle_frames sees it and closes
+                    self._woke = 0
+                    if woke == _WOKE_EOF:
+                        return False
+                    if self._start:
+                        return True
                 if need > len(self._buf):  # the reaper gave the buffer back meanwhile
                     self._resize(min(READ_BUFFER, max(need, IDLE_BUFFER)))
                 continue
@@ -87,11 +102,65 @@ class ConnectionReadBuffer:
         return False
 
     async def _readable(self) -> None:
+        """Wait until the socket is readable. The socket stays registered with the loop between waits: at one
+        message per request the reader waits once per request or two, and registering and unregistering each
+        time cost two epoll_ctl calls and a handle. It is unregistered when readiness finds no reader waiting
+        (the reader is busy, or stopped for room: no busy loop on a level-triggered fd), and at close."""
         fut = self._loop.create_future()
-        self._loop.add_reader(self._fd, _wake, fut)
+        self._read_waiter = fut
+        if not self._read_registered:
+            self._loop.add_reader(self._fd, self._on_readable)
+            self._read_registered = True
         try:
             await fut
         finally:
+            self._read_waiter = None
+
+    def _on_readable(self) -> None:
+        """The socket is readable. With the reader waiting for a new request on an empty buffer, receive and
+        handle the requests right here, in the loop's callback, and wake the reader task only when something
+        is left for it (a partial or large request, the in-flight limit, EOF, a close): at one message per
+        request that saves a task switch and a loop pass per request."""
+        fut = self._read_waiter
+        if fut is None:
+            self._unregister_reader()
+            return
+        if fut.done():
+            return
+        if self._start or self._end or self._woke:
+            fut.set_result(None)
+            return
+        try:
+            k = self.sock.recv_into(self._view)
+        except (BlockingIOError, InterruptedError):
+            return
+        except Exception:  # the reader's own recv meets the error again and handles it
+            fut.set_result(None)
+            return
+        if k == 0:
+            self._woke = _WOKE_EOF
+            fut.set_result(None)
+            return
+        self._end = k
+        self._last_active = self._loop.time()
+        if k == len(self._buf):  # a burst: the reader grows the buffer and takes it from here
+            fut.set_result(None)
+            return
+        need = self._handle_frames()
+        if need < 0:
+            self._woke = _WOKE_CLOSE
+        elif self._start == self._end and need == 4 and self._unanswered < self._max_in_flight:
+            self._start = self._end = 0  # all handled: the reader goes on waiting
+            return
+        else:
+            self._woke = _WOKE_DATA
+        fut.set_result(None)
+
+    def _unregister_reader(self) -> None:
+        """Take the socket off the loop's readers (before closing it, or before asyncio's own sock_recv_into,
+        which registers and unregisters it itself)."""
+        if self._read_registered:
+            self._read_registered = False
             self._loop.remove_reader(self._fd)
 
     async def _handle_large_frame(self, need: int) -> bool:
@@ -108,6 +177,7 @@ class ConnectionReadBuffer:
             pool.release(granted)
 
     async def _receive_large_frame(self, size: int) -> bool:
+        self._unregister_reader()
         out = bytearray(size)
         mv = memoryview(out)
         avail = self._end - self._start - 4

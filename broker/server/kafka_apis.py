@@ -86,13 +86,13 @@ class KafkaApis(AdminApis, OffsetApis, ReplicationApis, GroupApis, ConfigApis, T
             **self.transaction_handlers(),  # InitProducerId with a transactional id too (transaction_apis.py)
         }
 
-    # ------------------------------------------------------------------ dispatch
-    def handle(self, frame: bytes | bytearray) -> tuple[int, Result]:
+    def handle(self, frame: bytes | bytearray, fast: bool = True) -> tuple[int, Result]:
+        """(correlation id, result); ``fast=False``: the caller tried the produce fast path already."""
         try:
             api_key, version, correlation_id = peek_header(frame)
         except ProtocolError as e:
             raise CloseConnection(str(e)) from None
-        if api_key == 0 and FAST_PRODUCE_FIRST <= version <= FAST_PRODUCE_LAST:
+        if fast and api_key == 0 and FAST_PRODUCE_FIRST <= version <= FAST_PRODUCE_LAST:
             body = self.fast_produce.handle(frame, version)
             if body is not None:
                 return correlation_id, body

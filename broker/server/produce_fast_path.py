@@ -20,12 +20,9 @@ from ferry.wire.protocol import produce
 
 log = logging.getLogger(__name__)
 
-_I16 = struct.Struct(">h")
-_I32 = struct.Struct(">i")
-_ACKS_TIMEOUT_COUNT = struct.Struct(">hii")
-_PARTITION_SIZE = struct.Struct(">ii")
-_OFFSETS = struct.Struct(">qqq")  # base offset, log append time, log start offset
-_V3_4 = struct.Struct(">qq")  # base offset, log append time
+_HEADER = struct.Struct(">hhih")  # api key, version, correlation id, client id length
+_BODY = struct.Struct(">hhiih")  # transactional id length, acks, timeout, topics count, topic name length
+_PARTITION = struct.Struct(">iii")  # partitions count, partition, record set size
 
 FIRST_VERSION, LAST_VERSION = 3, 8
 
@@ -35,26 +32,35 @@ class ProduceFastPath:
         self._replicas = replicas
         self._flusher = flusher
         self._names: dict[bytes, str] = {}
-        self._templates: dict[tuple[int, str, int], tuple[bytes, bytes]] = {}
+        # (version, topic, partition) -> (struct of the framed answer, its fixed head and tail)
+        self._templates: dict[tuple[int, str, int], tuple[struct.Struct, bytes, bytes]] = {}
         self.topic_bytes: dict[str, int] = {}  # record bytes appended per topic (the broker's metrics read it)
 
     def handle(self, frame: bytes | bytearray, version: int) -> bytes | Awaitable[bytes] | None:
         """The answer body (or a coroutine for acks=-1), or None: use the general path."""
+        out = self.handle_framed(frame)
+        if out is None or type(out) is not bytes:
+            return out
+        return out[8:]
+
+    def handle_framed(self, frame: bytes | bytearray) -> bytes | Awaitable[bytes] | None:
+        """The whole answer as it goes on the wire (size prefix and correlation id included: one `pack`, no
+        copies), or a coroutine producing the answer's body for acks=-1, or None: use the general path.
+        ``frame`` is a request of any API key and version (the caller checked neither)."""
         end = len(frame)
-        pos = 8
-        if end < pos + 2:
+        if end < 12:
             return None
-        client_id_len = _I16.unpack_from(frame, pos)[0]
-        pos += 2 + max(client_id_len, 0)
-        if end < pos + 12 or _I16.unpack_from(frame, pos)[0] != -1:  # a transactional id: general path
+        api_key, version, correlation_id, client_id_len = _HEADER.unpack_from(frame, 0)
+        if api_key != 0 or not FIRST_VERSION <= version <= LAST_VERSION:
             return None
-        acks, timeout_ms, topics = _ACKS_TIMEOUT_COUNT.unpack_from(frame, pos + 2)
-        pos += 12
-        if topics != 1 or not (acks == 1 or acks == -1) or end < pos + 2:
+        pos = 10 + client_id_len if client_id_len > 0 else 10
+        if end < pos + 14:
             return None
-        name_len = _I16.unpack_from(frame, pos)[0]
-        pos += 2
-        if name_len <= 0 or end < pos + name_len + 12:
+        txn_len, acks, timeout_ms, topics, name_len = _BODY.unpack_from(frame, pos)
+        if txn_len != -1:  # a transactional id: general path
+            return None
+        pos += 14
+        if topics != 1 or not (acks == 1 or acks == -1) or name_len <= 0 or end < pos + name_len + 12:
             return None
         raw = bytes(frame[pos:pos + name_len])
         topic = self._names.get(raw)
@@ -66,11 +72,9 @@ class ProduceFastPath:
             if len(self._names) < 10_000:
                 self._names[raw] = topic
         pos += name_len
-        if _I32.unpack_from(frame, pos)[0] != 1:
-            return None
-        partition, size = _PARTITION_SIZE.unpack_from(frame, pos + 4)
+        count, partition, size = _PARTITION.unpack_from(frame, pos)
         pos += 12
-        if size <= 0 or pos + size != end:
+        if count != 1 or size <= 0 or pos + size != end:
             return None
         part, code = self._replicas.leader_partition(topic, partition)
         if code or (acks == -1 and not part.enough_replicas()):
@@ -81,11 +85,12 @@ class ProduceFastPath:
             return None
         tb = self.topic_bytes
         tb[topic] = tb.get(topic, 0) + size
-        body = self._answer(version, topic, partition, info.first_offset, info.log_append_time,
-                            part.log.log_start_offset)
         if acks == -1:
+            body = self._answer(version, topic, partition, correlation_id, info.first_offset,
+                                info.log_append_time, part.log.log_start_offset)[8:]
             return self._after_ack(part, info.last_offset + 1, body, version, topic, partition, timeout_ms)
-        return body
+        return self._answer(version, topic, partition, correlation_id, info.first_offset, info.log_append_time,
+                            part.log.log_start_offset)
 
     async def _after_ack(self, part: Any, end: int, body: bytes, version: int, topic: str, partition: int,
                          timeout_ms: int) -> bytes:
@@ -95,22 +100,24 @@ class ProduceFastPath:
             return produce.encode_response(version, [(topic, [res])])
         return body
 
-    def _answer(self, version: int, topic: str, partition: int, base_offset: int, append_time: int,
-                log_start: int) -> bytes:
+    def _answer(self, version: int, topic: str, partition: int, correlation_id: int, base_offset: int,
+                append_time: int, log_start: int) -> bytes:
         key = (version, topic, partition)
         t = self._templates.get(key)
         if t is None:
             t = self._templates[key] = _template(version, topic, partition)
-        head, tail = t
+        packer, head, tail = t
         if version >= 5:
-            return head + _OFFSETS.pack(base_offset, append_time, log_start) + tail
-        return head + _V3_4.pack(base_offset, append_time) + tail
+            return packer.pack(packer.size - 4, correlation_id, head, base_offset, append_time, log_start, tail)
+        return packer.pack(packer.size - 4, correlation_id, head, base_offset, append_time, tail)
 
 
-def _template(version: int, topic: str, partition: int) -> tuple[bytes, bytes]:
-    """The answer's bytes before and after the offsets, for one partition without error: cut out of what
-    the general encoder writes, so both paths answer byte for byte alike."""
+def _template(version: int, topic: str, partition: int) -> tuple[struct.Struct, bytes, bytes]:
+    """The answer's bytes before and after the offsets, for one partition without error, and the struct that
+    frames them with the offsets: cut out of what the general encoder writes, so both paths answer byte for
+    byte alike."""
     full = produce.encode_response(version, [(topic, [produce.PartitionProduceResult(partition)])])
     at = 4 + 2 + len(topic.encode("utf-8")) + 4 + 4 + 2  # topics count, name, partitions count, index, error
-    offsets = (_OFFSETS if version >= 5 else _V3_4).size
-    return full[:at], full[at + offsets:]
+    offsets = "qqq" if version >= 5 else "qq"
+    head, tail = full[:at], full[at + struct.calcsize(">" + offsets):]
+    return struct.Struct(f">ii{len(head)}s{offsets}{len(tail)}s"), head, tail

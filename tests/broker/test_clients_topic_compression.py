@@ -14,7 +14,7 @@ from kafka import KafkaConsumer, KafkaProducer
 from kafka import TopicPartition as KpTopicPartition
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from broker_wire import WireClient, fetch, start_brokers  # noqa: E402
+from broker_wire import WireClient, fetch, metadata, start_brokers  # noqa: E402
 from kafka.record import MemoryRecords  # noqa: E402
 
 from ferry.client.message_set_consumer import MessageSetConsumer  # noqa: E402
@@ -27,6 +27,12 @@ N = 300
 def broker(zk_server, tmp_path_factory):
     _zk, brokers = start_brokers(zk_server.connect, tmp_path_factory.mktemp("topic-compression"), 1,
                                  extra_args=("--flush-ms", "20"))
+    # A broker registers before it is elected controller; an AdminClient whose first Metadata names no
+    # controller waits far longer than the test for another (librdkafka), so wait for the election here.
+    deadline = time.monotonic() + 30
+    with WireClient(brokers[0].bootstrap) as c:
+        while metadata(c, [], version=1)["controller"] < 0 and time.monotonic() < deadline:
+            time.sleep(0.05)
     yield brokers[0]
     brokers[0].stop()
 
