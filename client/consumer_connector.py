@@ -84,6 +84,7 @@ class ConsumerConnector(GroupRebalance, GroupMembership):
         self._zk.add_listener(self._on_zk_state)
         self._lock = threading.RLock()  # ownership and commits
         self._owned: dict[TopicPartitionKey, PartitionTopicInfo] = {}
+        self._pending_claims: set[TopicPartitionKey] = set()  # claimed, not yet owned (a rebalance failed after claiming)
         self._fetching = False  # the fetcher runs the current ownership (False after a failed release)
         self._subscription: Subscription | None = None
         self._topic_streams: dict[str, list[KafkaStream]] = {}
@@ -98,6 +99,7 @@ class ConsumerConnector(GroupRebalance, GroupMembership):
         self._session_lost = False
         self._suspended = False
         self._first_rebalance = threading.Event()
+        self._owner_freed = threading.Event()  # an owner node we collided with was deleted: retry now
         # the fetcher: start_fetching(infos), stop_fetching(timeout), close(timeout); the mirror plugs in its own
         self._fetcher = fetcher if fetcher is not None else Fetcher(
             self.group, self.consumer_id, self._bootstrap, auto_offset_reset, overrides=fetcher_overrides)

@@ -100,6 +100,7 @@ class GroupMembership:
                 s.clear()
             if forget_ownership:
                 self._owned = {}
+                self._pending_claims = set()
 
     def _recover_session(self) -> None:
         """Our session expired: ZooKeeper dropped our registration and ownership, and others may already

@@ -9,7 +9,7 @@ from kazoo.recipe.watchers import DataWatch
 
 from ferry.client import group_dirs as dirs
 from ferry.client.errors import ConsumerRebalanceFailedError
-from ferry.client.group_store import read_members, read_offset, write_offset
+from ferry.client.group_store import read_members, read_offsets_of, write_offset
 from ferry.client.kafka_stream import KafkaStream
 from ferry.client.partition_topic_info import PartitionTopicInfo
 from ferry.client.range_assignor import range_for
@@ -29,6 +29,7 @@ class GroupRebalance:
         for attempt in range(1, self.max_rebalance_retries + 1):
             if self._closed.is_set():
                 return True
+            self._owner_freed.clear()
             try:
                 if self._rebalance_once():
                     return True
@@ -36,7 +37,12 @@ class GroupRebalance:
                 log.warning("%s: rebalance attempt %d: ZooKeeper error %r", self.consumer_id, attempt, exc)
             if self._session_lost:
                 return False
-            self._closed.wait(self.rebalance_backoff_s)
+            # back off until the node that blocked us is deleted (its owner released it or its session
+            # ended), at most rebalance_backoff_s: a fixed sleep would make every member of a large group
+            # that collided once wait the full backoff although the owner lets go within milliseconds
+            self._owner_freed.wait(self.rebalance_backoff_s)
+            if self._closed.is_set():
+                return True
         err = ConsumerRebalanceFailedError(
             f"{self.consumer_id}: could not claim its partitions of group {self.group!r} after "
             f"{self.max_rebalance_retries} attempts; retrying later")
@@ -52,16 +58,24 @@ class GroupRebalance:
         self._fetching = False
         self._fetcher.stop_fetching()
         with self._lock:
-            self._release_all(commit=self.auto_commit)
-        claimed = self._claim(sorted(target))
+            # nodes of partitions that stay ours are kept (ours all along, this session's: no one else can
+            # have claimed them, and a lost session drops what we own); the rest go before we claim, so
+            # that the members waiting for them can go on
+            kept = set(target) & set(self._owned)
+            self._release_all(commit=self.auto_commit, keep=kept)
+            # whatever this attempt comes to hold, even if it fails half-way (a ZooKeeper error): the
+            # next attempt, or shutdown, releases it; a node of ours no one knew of would stall the group
+            self._pending_claims = set(target)
+        claimed = self._claim(sorted(set(target) - kept), kept)
         if claimed is None:
             return False
-        infos = [PartitionTopicInfo(t, p, target[(t, p)], read_offset(self._zk, self.group, t, p))
-                 for t, p in sorted(target)]
+        offsets = read_offsets_of(self._zk, self.group, sorted(target))
+        infos = [PartitionTopicInfo(t, p, target[(t, p)], offsets[(t, p)]) for t, p in sorted(target)]
         with self._lock:
             if self._session_lost:
                 return False
             self._owned = {(i.topic, i.partition): i for i in infos}
+            self._pending_claims = set()
             self.rebalances += 1
             self._fetching = True
         self._fetcher.start_fetching(infos)
@@ -131,33 +145,52 @@ class GroupRebalance:
                 log.warning("%s: topic %s has an unreadable registration (%s); skipped", self.consumer_id, name, exc)
         return out
 
-    def _claim(self, keys: list[TopicPartitionKey]) -> list[TopicPartitionKey] | None:
-        """Claim all of ``keys`` or none: on a collision release what was claimed and return None."""
-        claimed: list[TopicPartitionKey] = []
+    def _claim(self, keys: list[TopicPartitionKey], kept: set[TopicPartitionKey] = frozenset()
+               ) -> list[TopicPartitionKey] | None:
+        """Claim all of ``keys`` (``kept`` are ours already) or none: on a collision release what was
+        claimed, ``kept`` too, and return None.
+
+        The creates are sent together (pipelined) rather than one round trip each: a member taking over
+        hundreds of partitions would otherwise hold half of them for seconds while the others wait."""
         me = self.consumer_id.encode()
-        for topic, partition in keys:
-            path = dirs.owner_path(self.group, topic, partition)
+        session = self._session()
+        creates = [(key, self._zk.create_async(dirs.owner_path(self.group, *key), me, ephemeral=True, makepath=True))
+                   for key in keys]
+        claimed: list[TopicPartitionKey] = sorted(kept)
+        taken: list[TopicPartitionKey] = []
+        for key, request in creates:
             try:
-                self._zk.create(path, me, ephemeral=True, makepath=True)
-                claimed.append((topic, partition))
-                continue
+                request.get()
+                claimed.append(key)
             except NodeExistsError:
-                pass
+                taken.append(key)
+        blocker = None
+        for key, request in [(k, self._zk.get_async(dirs.owner_path(self.group, *k))) for k in taken]:
             try:
-                data, stat = self._zk.get(path)
+                data, stat = request.get()
             except NoNodeError:
                 data, stat = None, None
-            if data == me and stat is not None and stat.ephemeralOwner == self._session():
-                claimed.append((topic, partition))
-                continue
-            log.info("%s: %s/%d is still owned by %s; backing off", self.consumer_id, topic, partition,
-                     data.decode("utf-8", "replace") if data else "(gone)")
+            if data == me and stat is not None and stat.ephemeralOwner == session:
+                claimed.append(key)  # ours already (kept from the previous ownership)
+            elif blocker is None:
+                blocker = (key, data)
+        if blocker is None:
+            return claimed
+        (topic, partition), data = blocker
+        log.info("%s: %s/%d is still owned by %s; backing off", self.consumer_id, topic, partition,
+                 data.decode("utf-8", "replace") if data else "(gone)")
+        with self._lock:
             self._delete_owner_nodes(claimed)
-            return None
-        return claimed
+            self._pending_claims = set()
+        # wake the retry as soon as that node goes (a one-shot watch; if it is gone already, at once)
+        if self._zk.exists(dirs.owner_path(self.group, topic, partition),
+                           watch=lambda _event: self._owner_freed.set()) is None:
+            self._owner_freed.set()
+        return None
 
-    def _release_all(self, commit: bool) -> None:
-        """Under the lock: invalidate what we own, drop queued chunks, commit, delete our owner nodes."""
+    def _release_all(self, commit: bool, keep: set[TopicPartitionKey] | None = None) -> None:
+        """Under the lock: invalidate what we own, drop queued chunks, commit, delete our owner nodes
+        (except those of ``keep``, partitions we are about to claim again)."""
         owned = self._owned
         for info in owned.values():
             info.valid = False
@@ -170,8 +203,10 @@ class GroupRebalance:
                 log.exception("%s: rebalance listener failed", self.consumer_id)
         if commit:
             self._commit_infos(list(owned.values()))
-        self._delete_owner_nodes(list(owned))
+        held = set(owned) | self._pending_claims
+        self._delete_owner_nodes(sorted(k for k in held if not keep or k not in keep))
         self._owned = {}
+        self._pending_claims = set()
 
     def _commit_infos(self, infos: list[PartitionTopicInfo]) -> dict[TopicPartitionKey, int]:
         done: dict[TopicPartitionKey, int] = {}
@@ -188,15 +223,22 @@ class GroupRebalance:
         return client_id[0] if client_id else None
 
     def _delete_owner_nodes(self, keys: list[TopicPartitionKey]) -> None:
+        """Delete those of our owner nodes that are still ours (this session's), pipelined."""
         me = self.consumer_id.encode()
         session = self._session()
         if session is None:
             return  # not connected: our ephemeral nodes go with the session anyway
-        for topic, partition in keys:
-            path = dirs.owner_path(self.group, topic, partition)
+        paths = [dirs.owner_path(self.group, topic, partition) for topic, partition in keys]
+        deletes = []
+        for path, request in [(path, self._zk.get_async(path)) for path in paths]:
             try:
-                data, stat = self._zk.get(path)
-                if data == me and stat.ephemeralOwner == session:
-                    self._zk.delete(path, version=stat.version)
+                data, stat = request.get()
+            except NoNodeError:
+                continue
+            if data == me and stat.ephemeralOwner == session:
+                deletes.append(self._zk.delete_async(path, version=stat.version))
+        for request in deletes:
+            try:
+                request.get()
             except NoNodeError:
                 pass

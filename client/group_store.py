@@ -28,15 +28,19 @@ def group_exists(zk, group: str) -> bool:
 
 
 def read_members(zk, group: str) -> dict[str, Subscription | None]:
-    """Registered members and their subscriptions (None for a registration that cannot be read)."""
+    """Registered members and their subscriptions (None for a registration that cannot be read).
+
+    The registrations are read together (pipelined): every member reads them all at every rebalance, so
+    one round trip each would make a group's rebalance grow with the square of its size."""
     out: dict[str, Subscription | None] = {}
     try:
         children = zk.get_children(dirs.ids_dir(group))
     except NoNodeError:
         return out
-    for cid in sorted(children):
+    reads = [(cid, zk.get_async(dirs.id_path(group, cid))) for cid in sorted(children)]
+    for cid, request in reads:
         try:
-            data, _ = zk.get(dirs.id_path(group, cid))
+            data, _ = request.get()
         except NoNodeError:
             continue  # left while we looked
         try:
@@ -87,14 +91,23 @@ def read_offsets(zk, group: str) -> dict[tuple[str, int], int]:
 
 
 def read_offset(zk, group: str, topic: str, partition: int) -> int | None:
-    try:
-        data, _ = zk.get(dirs.offset_path(group, topic, partition))
-    except NoNodeError:
-        return None
-    off = _parse_offset(data)
-    if off is None:
-        log.warning("group %s: unreadable offset %r for %s/%d (ignored)", group, data, topic, partition)
-    return off
+    return read_offsets_of(zk, group, [(topic, partition)])[(topic, partition)]
+
+
+def read_offsets_of(zk, group: str, keys: list[tuple[str, int]]) -> dict[tuple[str, int], int | None]:
+    """The committed offsets of ``keys`` (None where there is none), read together (pipelined)."""
+    out: dict[tuple[str, int], int | None] = {}
+    for (topic, partition), request in [(k, zk.get_async(dirs.offset_path(group, *k))) for k in keys]:
+        try:
+            data, _ = request.get()
+        except NoNodeError:
+            out[(topic, partition)] = None
+            continue
+        off = _parse_offset(data)
+        if off is None:
+            log.warning("group %s: unreadable offset %r for %s/%d (ignored)", group, data, topic, partition)
+        out[(topic, partition)] = off
+    return out
 
 
 def write_offset(zk, group: str, topic: str, partition: int, offset: int) -> None:
