@@ -27,6 +27,8 @@ from ferry.client.wire_client import WireClient
 from ferry.embedded import free_port
 from ferry.mirror.metrics import MirrorMetrics
 from ferry.mirror.mirror_stream import MirrorStream
+from ferry.mirror.partition_mirror import PartitionMirror, PendingBatch
+from ferry.wire.record.record_batch import RecordBatchHeader
 from ferry.zk.cluster_registry import ClusterRegistry
 
 
@@ -128,3 +130,61 @@ def test_kill_9_with_rounds_in_flight_leaves_every_message_once(cluster_factory,
         steady.close()
         victim.resume()
         mirror.stop()
+
+
+def _partition_with(n: int) -> tuple[PartitionMirror, list[PendingBatch]]:
+    pm = PartitionMirror("t", 0, None)
+    pm.start(0, 0, 0, 0)
+    pm.solo = False
+    batches = []
+    for i in range(n):  # batch i: live offsets [10i, 10i + 10), sequences the same
+        h = RecordBatchHeader(10 * i, 0, 0, 2, 0, 0, 9, 0, 0, 1, 0, 10 * i, 10)
+        batches.append(PendingBatch(bytearray(8), 0, 8, h, 10 * i, 10 * i, end_offset=10 * i + 10))
+        pm.add_pending(batches[-1])
+    return pm, batches
+
+
+def _fly(pm: PartitionMirror, batches: list[PendingBatch]) -> None:
+    for b in batches:
+        b.in_flight = True
+    pm.in_flight += len(batches)
+
+
+def _land(pm: PartitionMirror, b: PendingBatch, acked: bool) -> None:
+    b.in_flight, b.acked = False, acked
+    b.offline_offset = b.resume_offset
+    pm.in_flight -= 1
+
+
+def test_a_failed_answer_in_the_middle_holds_commits_and_sends_behind_it() -> None:
+    """The stream's rules for a partition with rounds in flight (what MirrorProducing applies to answers): the
+    window is max_in_flight unacknowledged batches; a failure in the middle keeps the commit at the hole
+    although later batches are acknowledged, and nothing is sent until every answer of the partition is in,
+    then the failed batch first."""
+    pm, b = _partition_with(7)
+    assert pm.sendable(5) == b[:5]
+    _fly(pm, b[:2])  # round 1
+    assert pm.sendable(5) == b[2:5]  # round 2 adds behind them, up to the window
+    _fly(pm, b[2:5])
+    assert pm.sendable(5) == []
+    _land(pm, b[0], acked=True)
+    pm.drop_acked_prefix()
+    assert pm.commit_offset() == 10 and pm.sendable(5) == [b[5]]
+    _land(pm, b[1], acked=False)  # failed (e.g. a timeout: written or not, unknown)
+    assert pm.waiting_behind_failure(b[2]) and not pm.waiting_behind_failure(b[1])
+    _land(pm, b[2], acked=True)  # it had been written after all: a later batch is acknowledged
+    assert pm.drop_acked_prefix() == [] and pm.commit_offset() == 10  # not past the hole
+    assert pm.sendable(5) == []  # b[1] must not overtake b[3], b[4] still in flight
+    _land(pm, b[3], acked=False)
+    _land(pm, b[4], acked=False)  # out of order behind the hole
+    assert pm.sendable(5) == [b[1], b[3], b[4], b[5], b[6]]  # resent in order, the hole first
+    _fly(pm, [b[1]])
+    _land(pm, b[1], acked=True)  # a duplicate answer: it was there
+    assert [x.end_offset for x in pm.drop_acked_prefix()] == [20, 30] and pm.commit_offset() == 30
+    _fly(pm, [b[3]])
+    dropped = pm.drop_from(b[3])  # a split: its answer still due is ignored, nothing sent till it lands
+    again = PendingBatch(bytearray(8), 0, 8, b[3].header, 30, 30, end_offset=40)  # re-fetched, same sequence
+    pm.add_pending(again)
+    assert all(x.dropped for x in dropped) and pm.sendable(5) == []
+    _land(pm, b[3], acked=False)
+    assert pm.sendable(5) == [again]
