@@ -32,7 +32,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                     "broker and a mirror as local processes; register Avro schemas; publish a realistic activity "
                     "stream from simulated frontend hosts over the last hours; run the hourly Airflow DAG for "
                     "those hours (PySpark into Parquet/Hive tables); print the audit, mirror lag and an analyst "
-                    "query. Everything listens on 127.0.0.1 and stops on exit or Ctrl-C.")
+                    "query. The tables' metastore is a PostgreSQL the demo starts under --dir when PostgreSQL is "
+                    "installed (so `ferry sql --state-dir DIR/warehouse-state` answers while it runs), else the "
+                    "embedded Derby. Everything listens on 127.0.0.1 and stops on exit or Ctrl-C.")
     p.add_argument("--dir", default=".demo", type=Path,
                    help="directory for all data and logs (default: ./.demo); reused by a second run")
     p.add_argument("--clean", action="store_true", help="delete --dir first and start from nothing")
@@ -90,12 +92,17 @@ def run(args: argparse.Namespace) -> int:
 
                 progress.say(chaos_summary(cluster))
             hours = [start_ms + h * 3_600_000 for h in range(args.hours)]
+            from ferry.demo_metastore import start_demo_metastore
+
+            sql_opts = start_demo_metastore(root, root / "warehouse-state", stack, progress)
             cluster.run_hourly_dag(hours, short=args.short)
             report = cluster.report(TOPICS, hours)
             (root / "last-report.json").write_text(json.dumps(report, indent=2, default=str))
             if args.keep_running:
                 url = _start_dashboard(stack, cluster, root, args.dashboard_listen)
                 progress.say(f"dashboard: {url}")
+                progress.say(f"query the warehouse: ferry sql {sql_opts} -e \"SELECT hr, count(*) FROM ferry.page_view "
+                             "GROUP BY hr\"")
                 progress.say("everything is still running (Ctrl-C to stop): "
                              f"live ZooKeeper {cluster.live_zk}, offline {cluster.offline_zk}")
                 while True:

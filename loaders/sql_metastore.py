@@ -8,8 +8,11 @@ One setting (``--metastore`` or ``$FERRY_METASTORE``) names it:
   before first use, by DataNucleus' SchemaTool from Hive's own ``package.jdo`` under a PostgreSQL advisory lock
   (Hive's lazy schema creation deadlocks on PostgreSQL: DDL waits for the same JVM's open transaction).
 - ``thrift://HOST:PORT[,thrift://...]``: a running Hive metastore service.
-- ``derby:DIR`` or nothing: the embedded Derby database ``STATE_DIR/metastore_db`` (the demo's default). Derby
-  admits ONE process: while a load holds it, readers get one clear line (``MetastoreError``), not a stack trace.
+- ``derby:DIR`` or nothing: the embedded Derby database ``STATE_DIR/metastore_db``. Derby admits ONE process:
+  while a load holds it, readers get one clear line (``MetastoreError``), not a stack trace.
+
+Without a setting, a state directory may name its own metastore in ``STATE_DIR/metastore.url`` (one spec):
+``ferry demo`` writes its local PostgreSQL there, so ``ferry sql --state-dir`` of the demo finds it.
 
 Every failure to reach the metastore is a :class:`MetastoreError` whose text is one line for the user.
 """
@@ -17,6 +20,7 @@ Every failure to reach the metastore is a :class:`MetastoreError` whose text is 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import fcntl
 import os
 import socket
@@ -33,6 +37,7 @@ ENV_JDBC_JAR = "FERRY_POSTGRESQL_JDBC_JAR"
 DEFAULT_JDBC_JAR = "/usr/share/java/postgresql.jar"  # Debian's libpostgresql-jdbc-java
 _SCHEMA_TABLES = ("DBS", "TBLS", "PARTITIONS", "SDS", "TBL_PRIVS")
 _ADVISORY_KEY = 0x6665727279  # "ferry": serializes schema creation between processes
+STATE_FILE = "metastore.url"  # in a state directory: the metastore its loads use when none is given
 
 
 class MetastoreError(RuntimeError):
@@ -45,12 +50,14 @@ class Metastore:
     location: str  # derby: database directory; postgresql: jdbc URL without credentials; thrift: the URIs
     user: str = ""
     password: str = ""
+    origin: str = ""  # where the spec came from when it was not given (a state directory's metastore.url)
 
     # ------------------------------------------------------------------ naming
     def describe(self) -> str:
         """The metastore as a person reads it (never the password)."""
         if self.kind == "postgresql":
-            return f"PostgreSQL {self.location.removeprefix('jdbc:postgresql://')} (user {self.user or '-'})"
+            named = f", named by {self.origin}" if self.origin else ""
+            return f"PostgreSQL {self.location.removeprefix('jdbc:postgresql://')} (user {self.user or '-'}{named})"
         if self.kind == "thrift":
             return f"metastore service {self.location}"
         return f"embedded Derby {self.location}"
@@ -229,8 +236,13 @@ def derby_in_use(db_dir: str | os.PathLike) -> None:
 
 
 def parse(spec: str | None, state_dir: str | os.PathLike | None = None) -> Metastore:
-    """The metastore named by ``spec`` (else $FERRY_METASTORE, else embedded Derby in ``state_dir``)."""
+    """The metastore named by ``spec`` (else $FERRY_METASTORE, else ``state_dir``'s metastore.url, else the
+    embedded Derby in ``state_dir``)."""
     spec = (spec or os.environ.get(ENV_METASTORE) or "").strip()
+    if not spec and state_dir is not None and (named := Path(state_dir) / STATE_FILE).is_file():
+        spec = named.read_text().strip()
+        if spec and spec not in ("derby", "embedded"):
+            return dataclasses.replace(parse(spec), origin=str(named.resolve()))
     if not spec or spec in ("derby", "embedded"):
         if state_dir is None:
             raise MetastoreError("no metastore given: --metastore URL, $FERRY_METASTORE or --state-dir DIR")
@@ -262,6 +274,16 @@ def parse(spec: str | None, state_dir: str | os.PathLike | None = None) -> Metas
                          f"{parts.path.strip('/')}", query.get("user", [""])[0], query.get("password", [""])[0])
     raise MetastoreError(f"metastore {_hide(spec)!r}: expected postgresql://USER@HOST[:PORT]/DB, "
                          "jdbc:postgresql://..., thrift://HOST:PORT or derby:DIR")
+
+
+def name_for_state_dir(state_dir: str | os.PathLike, spec: str) -> None:
+    """Record ``spec`` as the metastore of ``state_dir`` (what ``ferry demo`` does for its local PostgreSQL)."""
+    parse(spec)  # refuse a bad spec now, not at the next reader
+    path = Path(state_dir) / STATE_FILE
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)  # a spec may hold a password
+    with os.fdopen(fd, "w") as f:
+        f.write(spec + "\n")
 
 
 def _hide(spec: str) -> str:
