@@ -198,6 +198,7 @@ def start_test(root: Path, total: int, per_topic: int = 1000) -> dict:
         out["led_after_create_s"] = round(time.monotonic() - t0 - out["create_s"]
                                           + wait_led(cluster.broker.bootstrap, topics, 600), 1)
         st = proc_stats(cluster.pid)
+        out["led_after_create_cpu_s"] = round(st["utime"] + st["stime"], 1)  # since the broker started
         out["after_create"] = {"rss_mb": round(st["VmRSS"] / 2**20, 1), "fds": st["fds"], "maps": st["maps"]}
         builder = MessageSetBuilder(MESSAGE_SIZE)
         one_set = builder.build(payloads(count=BATCH))
@@ -217,6 +218,9 @@ def start_test(root: Path, total: int, per_topic: int = 1000) -> dict:
         out["restart_registered_s"] = round(registered, 1)
         out["restart_serving_s"] = round(registered + led, 1)
         st = proc_stats(cluster.pid)
+        # CPU is what a busy machine does not distort: the broker's user + system seconds until it served all
+        out["restart_serving_cpu_s"] = round(st["utime"] + st["stime"], 1)
+        out["load_average"] = os.getloadavg()
         out["after_restart"] = {"rss_mb": round(st["VmRSS"] / 2**20, 1), "fds": st["fds"], "maps": st["maps"]}
         # it serves: a fetch-free check, one more set to the last partition of every topic
         p = MessageSetProducer(cluster.broker.bootstrap, acks=1, client_id="bench-many")

@@ -72,7 +72,43 @@ def update_as_controller(client: KazooClient, topic: str, partition: int, state:
         tx.create(path, state.encode())
     else:
         tx.set_data(path, state.encode(), version=expected_version)
-    results = tx.commit()
+    return _outcome(tx.commit())
+
+
+def update_many_as_controller(client: KazooClient, updates: list[tuple[TopicPartition, PartitionState, int]],
+                              controller_epoch_path: str, controller_epoch_version: int
+                              ) -> tuple[bool, dict[TopicPartition, int | None]]:
+    """update_as_controller for many partitions at once: each write is still its own transaction, checked
+    against ``/controller_epoch`` and conditional on the state's version, but all are sent together and
+    answered in order (one round trip's latency instead of one per partition). Missing states
+    (version -1) go one by one through update_as_controller. Returns (still controller, tp -> new version
+    or None when that state changed meanwhile); once the epoch check fails, no later outcome counts."""
+    out: dict[TopicPartition, int | None] = {}
+    pending = []
+    for tp, state, version in updates:
+        if version < 0:
+            still, new_version = update_as_controller(client, tp[0], tp[1], state, version,
+                                                      controller_epoch_path, controller_epoch_version)
+            if not still:
+                return False, out
+            out[tp] = new_version
+            continue
+        tx = client.transaction()
+        tx.check(controller_epoch_path, controller_epoch_version)
+        tx.set_data(partition_state_path(*tp), state.encode(), version=version)
+        pending.append((tp, tx.commit_async()))
+    still_controller = True
+    for tp, result in pending:
+        still, new_version = _outcome(result.get())
+        if not still:
+            still_controller = False  # the rest failed the same check: nothing of theirs was written
+        elif still_controller:
+            out[tp] = new_version
+    return still_controller, out
+
+
+def _outcome(results: list[Any]) -> tuple[bool, int | None]:
+    """(still controller, new version or None) from a controller write's transaction results."""
     epoch_result, write_result = results[0], results[-1]
     if isinstance(epoch_result, Exception) and not isinstance(epoch_result, RolledBackError):
         return False, None  # /controller_epoch moved on (or vanished): another controller rules

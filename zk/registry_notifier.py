@@ -97,14 +97,8 @@ class RegistryNotifier:
                 self._broker_callbacks.extend(new_b)
                 topic_cbs, broker_cbs = list(self._topic_callbacks), list(self._broker_callbacks)
             try:
-                if topic_cbs and (self._topics_dirty or last_topics is None):
-                    self._topics_dirty = False
-                    current = self._read_topics(watch=self._mark_topics_dirty)
-                    targets = topic_cbs if current != last_topics else new_t
-                    last_topics = current
-                    _deliver(targets, current)
-                elif new_t and last_topics is not None:
-                    _deliver(new_t, last_topics)
+                # Brokers first: their callbacks are quick, while a topics callback may read thousands of
+                # partition states, and a broker (its controller) must not wait that long to see who is alive.
                 if broker_cbs and (self._brokers_dirty or last_brokers is None):
                     self._brokers_dirty = False
                     current_b = self._read_brokers(watch=self._mark_brokers_dirty)
@@ -113,6 +107,14 @@ class RegistryNotifier:
                     _deliver(targets_b, current_b)
                 elif new_b and last_brokers is not None:
                     _deliver(new_b, last_brokers)
+                if topic_cbs and (self._topics_dirty or last_topics is None):
+                    self._topics_dirty = False
+                    current = self._read_topics(watch=self._mark_topics_dirty)
+                    targets = topic_cbs if current != last_topics else new_t
+                    last_topics = current
+                    _deliver(targets, current)
+                elif new_t and last_topics is not None:
+                    _deliver(new_t, last_topics)
             except _TRANSIENT:
                 # Reconnect (CONNECTED) marks both dirty and wakes us; new callbacks still need a first call.
                 self._topics_dirty = self._brokers_dirty = True

@@ -16,8 +16,10 @@ import os
 import re
 import shutil
 import threading
+import time
 import uuid
 from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from ferry.broker.log.log import Log, wall_clock_ms
@@ -34,6 +36,7 @@ REPLICATION_CHECKPOINT_FILE = "replication-offset-checkpoint"  # Kafka's name an
 DELETE_SUFFIX = "-delete"  # a deleted log's directory, renamed "<topic>-<partition>.<id>-delete" first
 TOPIC_CONFIG_FILE = "topic-config.json"  # per partition dir: the last topic config given, for restarts
 LOCK_FILE = ".lock"
+CLOSE_THREADS = 8  # logs closed at once at shutdown (each close waits on a few fsyncs)
 _TOPIC_RE = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
 
 
@@ -122,6 +125,7 @@ class LogManager(LogDirHealth):
         hws: dict[tuple[str, int], int | None] = dict(read_checkpoint(self.data_dir / REPLICATION_CHECKPOINT_FILE))
         self._last_hw_checkpoint = {key: hw for key, hw in hws.items() if hw is not None}
         hws.update(known_hws or {})
+        t0, loaded, segments, verified = time.monotonic(), 0, 0, 0
         for entry in sorted(os.listdir(self.data_dir)):
             path = self.data_dir / entry
             if entry.endswith(DELETE_SUFFIX) and path.is_dir():
@@ -138,20 +142,28 @@ class LogManager(LogDirHealth):
                 continue
             key = (topic, int(part))
             try:
-                config = self._saved_config(path)
+                config = self._saved_config(key, path)
                 log = Log(path, config, self._clock, recovery_point=checkpoint.get(key),
                           replication_hw=hws.get(key))
             except Exception as exc:
                 raise StorageError(f"cannot load the log in {path}: {exc}") from exc
             self._attach(key, log)
+            loaded += 1
+            segments += len(log.segments)
+            verified += log.recovered_segments
+        logger.info("loaded %d logs (%d segments, %d verified) in %.1f s", loaded, segments, verified,
+                    time.monotonic() - t0)
         self.checkpoint_recovery_points()
 
-    def _saved_config(self, path: Path) -> LogConfig:
+    def _saved_config(self, key: tuple[str, int], path: Path) -> LogConfig:
         """The topic config last given for this log, so retention and segment sizes are right
-        from the start, before the server hands over the topic's current config."""
+        from the start, before the server hands over the topic's current config (remembered as given:
+        the same config handed over again is neither parsed nor saved again)."""
         try:
-            saved = json.loads((path / TOPIC_CONFIG_FILE).read_text())
-            return LogConfig.from_topic_config({str(k): str(v) for k, v in saved.items()}, self.default_config)
+            saved = {str(k): str(v) for k, v in json.loads((path / TOPIC_CONFIG_FILE).read_text()).items()}
+            config = LogConfig.from_topic_config(saved, self.default_config)
+            self._given[key] = saved
+            return config
         except FileNotFoundError:
             return self.default_config
         except (OSError, ValueError, AttributeError) as exc:
@@ -199,7 +211,7 @@ class LogManager(LogDirHealth):
                     self.dir_failed(f"creating the log of {topic}-{partition}", e)
                     raise KafkaStorageError(f"cannot create the log of {topic}-{partition}: {e}") from e
                 self._attach(key, log)
-                logger.info("created log %s-%d", topic, partition)
+                logger.debug("created log %s-%d", topic, partition)  # ReplicaManager sums them up per topic
             elif log.config != config:
                 log.update_config(config)
             if topic_config is not None and self._given.get(key) != topic_config:
@@ -363,12 +375,22 @@ class LogManager(LogDirHealth):
         os.close(self._lock_fd)
 
     def _close_logs(self) -> None:
+        """Close every log on CLOSE_THREADS threads (Kafka's num.recovery.threads.per.data.dir): a close is
+        mostly fsyncs, which overlap; one by one, 10,000 logs took minutes and the broker was killed."""
         self.close_retired(force=True)
-        for log in list(self._logs.values()):
+        logs = list(self._logs.values())
+
+        def close(log: Log) -> None:
             try:
                 log.close()
             except Exception:
                 logger.exception("closing %s failed", log.name)
+
+        t0 = time.monotonic()
+        with ThreadPoolExecutor(max_workers=max(1, min(CLOSE_THREADS, len(logs))), thread_name_prefix="log-close") as pool:
+            list(pool.map(close, logs))
+        logger.log(logging.INFO if len(logs) >= 100 else logging.DEBUG, "closed %d logs in %.1f s", len(logs),
+                   time.monotonic() - t0)
 
     def __enter__(self) -> LogManager:
         return self

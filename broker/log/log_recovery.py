@@ -25,20 +25,21 @@ class LogRecovery:
     def _load(self, recovery_point: int | None) -> None:
         now = self._clock()
         bases: list[int] = []
-        for entry in os.listdir(self.dir):
-            path = self.dir / entry
+        names = os.listdir(self.dir)
+        present = set(names)  # one listing, no stat per file: a start opens thousands of logs
+        for entry in names:
             if entry.endswith(DELETED_SUFFIX) or entry.endswith(".tmp"):
                 # left by a deletion or a checkpoint write that did not finish
-                path.unlink(missing_ok=True)
+                (self.dir / entry).unlink(missing_ok=True)
                 continue
             stem, dot, suffix = entry.partition(".")
             if not (len(stem) == 20 and stem.isdigit()):
                 continue
             if "." + suffix == LOG_SUFFIX:
                 bases.append(int(stem))
-            elif "." + suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX) and not (self.dir / (stem + LOG_SUFFIX)).exists():
+            elif "." + suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX) and stem + LOG_SUFFIX not in present:
                 logger.info("%s: removing index %s without a log file", self.name, entry)
-                path.unlink(missing_ok=True)
+                (self.dir / entry).unlink(missing_ok=True)
         bases.sort()
         new_log = not bases
         if new_log:
@@ -84,14 +85,16 @@ class LogRecovery:
         self.log_start_offset = segments[0].base_offset
         self.log_end_offset = segments[-1].next_offset
         self.flushed_offset = self.log_end_offset
-        self._rebuild_producer_state()
+        self._rebuild_producer_state(at_load=True)
         self._load_leader_epoch_cache()
         for seg in recovered:  # epochs of recovered data whose checkpoint write a crash lost (Kafka does the same)
             for epoch, offset in getattr(seg, "recovered_epochs", ()):
                 if offset >= self.log_start_offset:
                     self.leader_epoch_cache.assign(epoch, offset)
         self.recovered_segments = len(recovered)
-        logger.info(
+        # One line per log only when something was verified (a start with thousands of logs says it in a summary).
+        logger.log(
+            logging.INFO if recovered else logging.DEBUG,
             "%s: loaded %d segments (%d verified), offsets [%d, %d)", self.name, len(segments),
             len(recovered), self.log_start_offset, self.log_end_offset,
         )
@@ -124,10 +127,20 @@ class LogRecovery:
                     entries.append(EpochEntry(latest, h.base_offset))
         return entries
 
-    def _rebuild_producer_state(self) -> None:
-        snap = ProducerStateManager.take_snapshot(self.dir)
+    def _rebuild_producer_state(self, at_load: bool = False) -> None:
+        """From the snapshot (if it lies within the log) plus a scan of what follows it.
+
+        At load a usable snapshot stays on disk (the data it covers is unchanged until a truncation, which
+        removes it), and counts as written when nothing followed it: a restart with thousands of logs then
+        rewrites no snapshot. Otherwise (a truncation, a snapshot beyond the log) it is removed at once, so a
+        later crash never combines an old snapshot with a truncated log.
+        """
+        snap = ProducerStateManager.take_snapshot(self.dir, keep=at_load)
         start = self.log_start_offset
-        if snap is not None and self.log_start_offset <= snap[0] <= self.log_end_offset:
+        used = snap is not None and self.log_start_offset <= snap[0] <= self.log_end_offset
+        if snap is not None and not used and at_load:
+            ProducerStateManager.remove_snapshot(self.dir)
+        if used:
             start, self.producer_state = snap
         state = self.producer_state
         for seg in self._segments:
@@ -141,3 +154,5 @@ class LogRecovery:
                     control = control_type(os.pread(seg.fd, CONTROL_PREFIX, pos)) if h.is_control else -1
                     state.update(h, h.base_offset, control=control)
         state.first_unstable_offset(self.high_watermark)  # decided transactions below it are stable
+        if at_load and used and state.updates == 0 and start == self.log_end_offset:
+            self._snapshot_updates = 0  # the snapshot on disk is this state: nothing to write

@@ -220,10 +220,15 @@ class ProducerStateManager:
         self.write_snapshot_text(directory, self.dump(offset))
 
     @staticmethod
-    def take_snapshot(directory: Path) -> tuple[int, ProducerStateManager] | None:
-        """Read and remove the snapshot: (offset, state), or None if absent or unreadable.
+    def remove_snapshot(directory: Path) -> None:
+        (Path(directory) / SNAPSHOT_FILE).unlink(missing_ok=True)
 
-        Removed so that a later crash never combines an old snapshot with a truncated log.
+    @staticmethod
+    def take_snapshot(directory: Path, keep: bool = False) -> tuple[int, ProducerStateManager] | None:
+        """Read and remove the snapshot: (offset, state), or None if absent or unreadable (then always removed).
+
+        Removed so that a later crash never combines an old snapshot with a truncated log. ``keep``: a log
+        being opened keeps it (nothing was truncated; a truncation later removes it through this method).
         """
         path = Path(directory) / SNAPSHOT_FILE
         try:
@@ -234,7 +239,8 @@ class ProducerStateManager:
         except (OSError, ValueError):
             path.unlink(missing_ok=True)
             return None
-        path.unlink(missing_ok=True)
+        if not keep:
+            path.unlink(missing_ok=True)
         try:
             state = ProducerStateManager()
             for pid, e in data["producers"].items():
@@ -247,4 +253,5 @@ class ProducerStateManager:
             state.aborted = [(int(m), int(pid), int(f)) for m, pid, f in data.get("aborted", [])]
             return int(data["offset"]), state
         except (KeyError, TypeError, ValueError):
+            path.unlink(missing_ok=True)
             return None

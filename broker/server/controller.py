@@ -31,7 +31,7 @@ from ferry.broker.server import reassignment
 from ferry.broker.server.metadata_cache import MetadataCache
 from ferry.wire.log_config import LogConfig
 from ferry.zk.partition_state_watcher import PartitionStateWatcher
-from ferry.zk.partition_states import update_as_controller
+from ferry.zk.partition_states import update_many_as_controller
 from ferry.zk.znodes import (
     CONTROLLED_SHUTDOWN_PATH,
     CONTROLLER_EPOCH_PATH,
@@ -45,6 +45,7 @@ from ferry.zk.znodes import (
 log = logging.getLogger(__name__)
 
 TopicPartition = tuple[str, int]
+SUMMARY_OVER = 20  # more state changes than this for a topic in one pass: one summary line
 
 
 class KafkaController:
@@ -234,35 +235,69 @@ class KafkaController:
 
     # ------------------------------------------------------------------ decisions
     def _reconcile(self) -> None:
-        """One pass over every partition: write each state that must change."""
+        """One pass over every partition: decide them all, then write every state that must change at once
+        (a restart or a broker's death changes thousands; each write stays conditional and epoch-checked)."""
+        if not self.metadata.brokers_seen.is_set():
+            return  # who is alive is not known yet: deciding now would move every partition away (woken later)
         live = set(self.metadata.brokers)
         shutting = set(self.shutting_down)
         preferred, self._preferred = self._preferred, set()
+        updates: list[tuple[TopicPartition, PartitionState, int]] = []
+        olds: dict[TopicPartition, tuple[PartitionState | None, bool]] = {}
         for topic, info in sorted(self.metadata.topics.items()):
             unclean = self._unclean(info.config)
             for p, replicas in sorted(info.replicas.items()):
                 tp = (topic, p)
                 current = self.states.states.get(tp)
+                if current is None and tp not in self.states.missing:
+                    continue  # its state is being read (a new topic, a start): decided on its arrival
                 new = decide(replicas, None if current is None else current[0], live, shutting, unclean,
                              tp in preferred, self.epoch)
-                if new is None:
+                if new is not None:
+                    updates.append((tp, new, -1 if current is None else current[1]))
+                    olds[tp] = (None if current is None else current[0], unclean)
+        if not updates:
+            return
+        still, versions = update_many_as_controller(self._client_getter(), updates, CONTROLLER_EPOCH_PATH,
+                                                    self._epoch_version)
+        written: list[tuple[TopicPartition, PartitionState, PartitionState | None, bool]] = []
+        for tp, new, _ in updates:
+            if tp not in versions:
+                continue  # not sent: this broker stopped being the controller first
+            version = versions[tp]
+            if version is None:
+                if tp in preferred:
+                    self._preferred.add(tp)  # keep the request: decided again on the state's watch event
+                continue  # the leader changed the ISR meanwhile: decided again on its watch event
+            # Our own view first (the watch event follows), so that the next pass does not decide on a stale state.
+            self.states.record(tp, new, version)
+            written.append((tp, new, *olds[tp]))
+        self._log_changes(written)
+        if not still:
+            self._lost(f"/controller_epoch moved past {self.epoch}")
+
+    def _log_changes(self, written: list[tuple[TopicPartition, PartitionState, PartitionState | None, bool]]
+                     ) -> None:
+        """One line per partition for a few changes; for many, one line per topic (a restart moves thousands)."""
+        per_topic: dict[str, list[str]] = {}
+        for (topic, p), new, old, unclean in written:
+            if old is None or new.leader != old.leader:
+                self.elections += 1
+                line = (f"{topic}-{p}: leader {'none' if old is None else old.leader} -> {new.leader} (leader "
+                        f"epoch {new.leader_epoch}, isr {list(new.isr)})")
+                if unclean and old is not None and new.leader not in old.isr and new.leader != NO_LEADER:
+                    log.warning("%s UNCLEAN", line)
                     continue
-                written = self._write(tp, new, -1 if current is None else current[1])
-                if written is None:
-                    return  # not the controller any more
-                if not written:
-                    if tp in preferred:
-                        self._preferred.add(tp)  # keep the request: decided again on the state's watch event
-                    continue  # the leader changed the ISR meanwhile: decided again on its watch event
-                old = None if current is None else current[0]
-                if old is None or new.leader != old.leader:
-                    self.elections += 1
-                    log.info("%s-%d: leader %s -> %d (leader epoch %d, isr %s)%s", topic, p,
-                             "none" if old is None else old.leader, new.leader, new.leader_epoch, list(new.isr),
-                             " UNCLEAN" if unclean and old is not None and new.leader not in old.isr
-                             and new.leader != NO_LEADER else "")
-                else:
-                    log.info("%s-%d: isr %s -> %s", topic, p, list(old.isr), list(new.isr))
+            else:
+                line = f"{topic}-{p}: isr {list(old.isr)} -> {list(new.isr)}"
+            per_topic.setdefault(topic, []).append(line)
+        for topic, lines in per_topic.items():
+            if len(lines) <= SUMMARY_OVER:
+                for line in lines:
+                    log.info("%s", line)
+            else:
+                log.info("%s: %d partition states changed (first: %s; last: %s)", topic, len(lines), lines[0],
+                         lines[-1])
 
     def _unclean(self, topic_config: dict[str, str]) -> bool:
         """unclean.leader.election.enable: the topic's, else the broker's (parsed as the logs parse it)."""
@@ -270,20 +305,6 @@ class KafkaController:
             return LogConfig.from_topic_config(topic_config, self.log_defaults).unclean_leader_election_enable
         except ValueError:
             return self.log_defaults.unclean_leader_election_enable
-
-    def _write(self, tp: TopicPartition, state: PartitionState, version: int) -> bool | None:
-        """True when written; False when the state changed meanwhile; None when this broker turned out not
-        to be the controller any more."""
-        still, new_version = update_as_controller(self._client_getter(), tp[0], tp[1], state, version,
-                                                  CONTROLLER_EPOCH_PATH, self._epoch_version)
-        if not still:
-            self._lost(f"/controller_epoch moved past {self.epoch}")
-            return None
-        if new_version is None:
-            return False
-        # Our own view first (the watch event follows), so that the next pass does not decide on a stale state.
-        self.states.record(tp, state, new_version)
-        return True
 
 
 def decide(replicas: tuple[int, ...], state: PartitionState | None, live: set[int], shutting: set[int],

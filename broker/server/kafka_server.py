@@ -106,8 +106,9 @@ class KafkaServer:
         self.log_dir_failures = LogDirFailureHandler(cfg.broker_id, self.log_manager, replicas, lambda: states.states,
                                                      lambda: self.registry.client, self._executor)
         self.log_dir_failures.start(loop)
+        # Read in bulk on the watcher's own thread: the registry's notifier goes on telling who is alive meanwhile.
         metadata.add_topics_listener(
-            lambda topics: states.watch((t, p) for t, info in topics.items() for p in info.partitions))
+            lambda topics: states.watch_in_background((t, p) for t, info in topics.items() for p in info.partitions))
         self.controller = KafkaController(
             cfg.broker_id, lambda: self.registry.client, metadata, states,
             log_defaults=cfg.log, auto_rebalance=cfg.auto_leader_rebalance_enable,

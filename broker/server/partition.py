@@ -51,6 +51,7 @@ class Partition:
         self.isr_change_pending = False  # a ZooKeeper write of our ISR is in flight
         # replication latency (leader append -> HW covers it), for the commit-latency histogram
         self.observe_commit: Callable[[float], None] | None = None
+        self.role_log: Callable[[str, int, str, str], None] | None = None  # RoleChangeLog.note (set by ReplicaManager)
         self._uncommitted: deque[tuple[int, float]] = deque()
 
     def __repr__(self) -> str:
@@ -87,8 +88,8 @@ class Partition:
                               if r != self.broker_id}
             if lg.replication_hw is None and len(self.isr) > 1:
                 lg.set_replication_hw(lg.high_watermark)  # what consumers may have seen; never less
-            log.info("%s-%d: leader (epoch %d, isr %s, LEO %d, HW %d)", self.topic, self.partition,
-                     self.leader_epoch, list(self.isr), lg.log_end_offset, self.replication_hw)
+            self._role_changed("leader", f"leader (epoch {self.leader_epoch}, isr {list(self.isr)}, LEO "
+                               f"{lg.log_end_offset}, HW {self.replication_hw})")
         else:
             for r in replicas:
                 if r != self.broker_id and r not in self.followers:
@@ -107,9 +108,15 @@ class Partition:
         if was_leader and self.log.replication_hw is None:
             self.log.set_replication_hw(self.log.log_end_offset)  # bound it: truncation may follow
         if changed:
-            log.info("%s-%d: follower of %s (epoch %d)", self.topic, self.partition,
-                     state.leader if state.leader != NO_LEADER else "nobody (offline)", state.leader_epoch)
+            self._role_changed("follower", f"follower of {state.leader if state.leader != NO_LEADER else 'nobody (offline)'}"
+                               f" (epoch {state.leader_epoch})")
         return changed
+
+    def _role_changed(self, role: str, line: str) -> None:
+        if self.role_log is not None:
+            self.role_log(self.topic, self.partition, role, line)  # summed up per topic when many change
+        else:
+            log.info("%s-%d: %s", self.topic, self.partition, line)
 
     # ------------------------------------------------------------------ leader duties
     def append(self, records: Any, allow: int = 0) -> Any:

@@ -26,6 +26,7 @@ from prometheus_client import Histogram
 from ferry.broker.server.fetch_purgatory import FetchPurgatory
 from ferry.broker.server.metadata_cache import MetadataCache
 from ferry.broker.server.partition import Partition
+from ferry.broker.server.role_change_log import RoleChangeLog
 from ferry.wire.protocol.errors import ErrorCode
 from ferry.wire.record.errors import KafkaStorageError
 from ferry.zk.partition_states import update_as_leader
@@ -68,11 +69,13 @@ class ReplicaManager:
             registry=None)
         self.isr_shrinks = 0
         self.isr_expands = 0
+        self.role_changes = RoleChangeLog()  # leader/follower lines, summed up per topic in bursts
         metadata.add_topics_listener(self._on_topics)
 
     def start(self, loop: asyncio.AbstractEventLoop, purgatory: FetchPurgatory, fetcher: Any,
               zk_client: Callable[[], Any], executor: Any) -> None:
         self.loop, self.purgatory, self.fetcher = loop, purgatory, fetcher
+        self.role_changes.loop = loop
         self.zk_client, self.executor = zk_client, executor
         self._isr_task = loop.create_task(self._isr_check_loop())
 
@@ -89,6 +92,7 @@ class ReplicaManager:
         """Create logs for the partitions we hold a replica of; apply changed topic configs; re-apply the
         role of partitions whose replica list changed (a reassignment adds or removes replicas)."""
         seen: dict[TopicPartition, tuple[int, ...]] = {}
+        opened: dict[str, int] = {}  # new replicas per topic: one line each (not one per partition)
         for name, info in topics.items():
             config = dict(info.config)
             changed = name in self._configs and self._configs[name] != config
@@ -103,7 +107,8 @@ class ReplicaManager:
                     continue
                 try:
                     if (name, partition) not in self._logs:
-                        self._open(name, partition, info)
+                        self._open(name, partition, info, quiet=True)
+                        opened[name] = opened.get(name, 0) + 1
                     elif changed:
                         self.log_manager.get_or_create(name, partition, config)
                         log.info("applied new config of %s-%d: %s", name, partition, config)
@@ -113,6 +118,8 @@ class ReplicaManager:
                     log.exception("cannot create or update the log of %s-%d", name, partition)
 
         self._assigned = seen
+        for name, n in opened.items():
+            log.info("hosting %d replica(s) of %s", n, name)
 
     def reapply(self, tp: TopicPartition) -> None:
         """Act again on the partition's current state (its replica list changed under it)."""
@@ -134,13 +141,14 @@ class ReplicaManager:
         for tp, (state, version) in sorted(states.items()):
             self.apply_state(tp, state, version)
 
-    def _open(self, topic: str, partition: int, info: TopicInfo) -> Any:
+    def _open(self, topic: str, partition: int, info: TopicInfo, quiet: bool = False) -> Any:
         with self._lock:
             lg = self._logs.get((topic, partition))
             if lg is None:
                 lg = self.log_manager.get_or_create(topic, partition, dict(info.config))
                 self._logs[(topic, partition)] = lg
-                log.info("hosting a replica of %s-%d", topic, partition)
+                if not quiet:
+                    log.info("hosting a replica of %s-%d", topic, partition)
             return lg
 
     # ------------------------------------------------------------------ roles (from state znodes)
@@ -172,6 +180,7 @@ class ReplicaManager:
                 return
             part = self.partitions[tp] = Partition(topic, p, self.broker_id, lg)
             part.observe_commit = self.commit_latency.observe
+            part.role_log = self.role_changes.note
         if part.log.offline:  # its log dir failed (log_dir_failure.py): follow the role, touch no file
             part.leader, part.leader_epoch, part.isr, part.zk_version = state.leader, state.leader_epoch, \
                 state.isr, version

@@ -141,7 +141,8 @@ def test_state_survives_reopen(tmp_path: Path, how: str) -> None:
     else:
         log.flush()  # then the process dies: state comes from the snapshot and/or batch headers
     again = Log(tmp_path / "t-0", config)
-    assert not (tmp_path / "t-0" / SNAPSHOT_FILE).exists()  # consumed at load
+    # a usable snapshot stays at load (its data is unchanged until a truncation); one beyond the log goes
+    assert (tmp_path / "t-0" / SNAPSHOT_FILE).exists() == (how in ("clean close", "snapshot then crash"))
     dup = again.append(pbatch(57))
     assert dup.duplicate and (dup.first_offset, dup.last_offset) == (57, 59)
     assert again.append(pbatch(0, pid=7, epoch=3)).duplicate
@@ -194,3 +195,28 @@ def test_a_retry_of_a_written_batch_is_a_duplicate_even_if_now_too_large(tmp_pat
     with pytest.raises(RecordTooLargeError):  # no producer id: nothing to recognise it by
         log.append(build_batch(30, value_size=100))
     assert log.log_end_offset == 32
+
+
+def test_a_restart_rewrites_no_snapshot_and_a_truncation_removes_the_kept_one(tmp_path: Path) -> None:
+    """A clean restart keeps the snapshot as written (thousands of logs then fsync nothing at start-up);
+    a later truncation removes it, so a crash after it never combines the old state with the new data."""
+    log = Log(tmp_path / "t-0")
+    for i in range(4):
+        log.append(pbatch(3 * i))  # offsets 0-11, sequences 0-11
+    log.close()
+    snap = tmp_path / "t-0" / SNAPSHOT_FILE
+    written = snap.stat().st_mtime_ns
+    again = Log(tmp_path / "t-0")
+    assert not again.snapshot_producer_state()  # unchanged since the one on disk: not written again
+    assert snap.stat().st_mtime_ns == written
+    assert again.append(pbatch(9)).duplicate
+    assert again.truncate_to(6)  # a follower truncating: the kept snapshot (offset 12) must go
+    assert not snap.exists()
+    assert not again.append(pbatch(6)).duplicate  # sequence 6 again, at offsets 6-8
+    again.append(pbatch(0, pid=7))  # offsets 9-11: other data where the old snapshot's state had pid 4242's
+    again.append(pbatch(0, pid=8))  # offsets 12-14: the log now reaches past the old snapshot's offset
+    again.flush()  # then the process dies
+    third = Log(tmp_path / "t-0")
+    assert third.append(pbatch(0, pid=7)).duplicate  # the state comes from the log as it is now
+    assert third.append(pbatch(6)).duplicate
+    third.close()
