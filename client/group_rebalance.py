@@ -154,7 +154,11 @@ class GroupRebalance:
         hundreds of partitions would otherwise hold half of them for seconds while the others wait."""
         me = self.consumer_id.encode()
         session = self._session()
-        creates = [(key, self._zk.create_async(dirs.owner_path(self.group, *key), me, ephemeral=True, makepath=True))
+        # the parents first, once per topic: a create with makepath that misses its parent costs three
+        # requests more (4,000 for a first member taking 1,000 partitions instead of 1,000)
+        for topic in sorted({t for t, _ in keys}):
+            self._zk.ensure_path(f"{dirs.owners_dir(self.group)}/{topic}")
+        creates = [(key, self._zk.create_async(dirs.owner_path(self.group, *key), me, ephemeral=True))
                    for key in keys]
         claimed: list[TopicPartitionKey] = sorted(kept)
         taken: list[TopicPartitionKey] = []
