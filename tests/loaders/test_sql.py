@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -22,8 +23,8 @@ import pytest
 
 from ferry.zk.local_process import free_port
 
-pytestmark = [pytest.mark.spark, pytest.mark.slow]
-PG_BIN = Path("/usr/lib/postgresql/15/bin")
+# the first test's set-up is a PostgreSQL, a real load and the Thrift server's JVM: minutes on a busy machine
+pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.timeout(1200)]
 HERE = Path(__file__).resolve().parent
 
 
@@ -38,56 +39,24 @@ def _loader_helpers():
     return sys.modules[name]
 
 
-def _ferry(*args: str, timeout: float = 400, env: dict | None = None) -> subprocess.CompletedProcess:
+def _ferry(*args: str, timeout: float = 900, env: dict | None = None) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "ferry.cli", *args], capture_output=True, text=True,
                           timeout=timeout, env={**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", **(env or {})})
 
 
-class Postgres:
-    """A throwaway PostgreSQL cluster on 127.0.0.1 (run as the `postgres` user when we are root: initdb refuses
-    root), trust authentication, one database `metastore`."""
-
-    def __init__(self) -> None:
-        self.dir = Path(tempfile.mkdtemp(prefix="ferry-pg-", dir="/tmp"))
-        self.port = free_port()
-        self.user = "ferry"
-        self._as = ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []
-        if self._as:
-            shutil.chown(self.dir, "postgres")
-
-    @property
-    def url(self) -> str:
-        return f"postgresql://{self.user}@127.0.0.1:{self.port}/metastore"
-
-    def _run(self, *cmd: str) -> None:
-        proc = subprocess.run([*self._as, *cmd], capture_output=True, text=True, timeout=120, cwd="/tmp")
-        assert proc.returncode == 0, proc.stdout + proc.stderr
-
-    def start(self) -> Postgres:
-        data = self.dir / "data"
-        if not data.exists():
-            self._run(str(PG_BIN / "initdb"), "-D", str(data), "-A", "trust", "-U", self.user, "--no-sync")
-        self._run(str(PG_BIN / "pg_ctl"), "-D", str(data), "-l", str(self.dir / "log"), "-w", "-t", "60",
-                  "-o", f"-h 127.0.0.1 -p {self.port} -k {self.dir} -c fsync=off", "start")
-        return self
-
-    def create_database(self) -> None:
-        self._run(str(PG_BIN / "createdb"), "-h", "127.0.0.1", "-p", str(self.port), "-U", self.user, "metastore")
-
-    def stop(self) -> None:
-        subprocess.run([*self._as, str(PG_BIN / "pg_ctl"), "-D", str(self.dir / "data"), "-m", "fast", "-w",
-                        "stop"], capture_output=True, timeout=60, cwd="/tmp")
-
-
 @pytest.fixture(scope="module")
 def postgres():
-    if not (PG_BIN / "initdb").exists():
-        pytest.skip("PostgreSQL 15 is not installed (scripts/setup.sh installs it)")
-    pg = Postgres().start()
-    pg.create_database()
+    """A throwaway PostgreSQL on 127.0.0.1 (loaders/local_postgres.py, as `ferry demo` starts its own)."""
+    from ferry.loaders.local_postgres import LocalPostgres, pg_bin
+
+    if pg_bin() is None:
+        pytest.skip("PostgreSQL is not installed (scripts/setup.sh installs it)")
+    home = Path(tempfile.mkdtemp(prefix="ferry-pg-", dir="/tmp"))
+    pg = LocalPostgres(home, free_port()).start()
     yield pg
     pg.stop()
-    shutil.rmtree(pg.dir, ignore_errors=True)
+    shutil.rmtree(pg.home, ignore_errors=True)
+    shutil.rmtree(home, ignore_errors=True)
 
 
 @pytest.fixture(scope="module")
@@ -147,6 +116,22 @@ def thrift_counts(port: int, table: str, database: str) -> dict[tuple[str, str],
         return {(d, h): n for d, h, n in cur.fetchall()}
     finally:
         conn.close()
+
+
+def beeline_counts(port: int, table: str, database: str) -> dict[tuple[str, str], int]:
+    """The same query through beeline, the JDBC client the pyspark distribution ships (bin/beeline)."""
+    from ferry.loaders.sql_cli import spark_home
+
+    proc = subprocess.run([str(spark_home() / "bin" / "beeline"), "-u", f"jdbc:hive2://127.0.0.1:{port}/{database}",
+                           "-n", "analyst", "--silent=true", "--outputformat=tsv2", "--showHeader=false",
+                           "-e", f"SELECT dt, hr, count(*) FROM {table} GROUP BY dt, hr"],
+                          capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL,
+                          env={**os.environ, "SPARK_HOME": str(spark_home())})
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    out = {}
+    for m in re.finditer(r"(\d{4}-\d\d-\d\d)\t(\d\d)\t(\d+)$", proc.stdout, re.M):  # the 1st row follows a prompt
+        out[(m.group(1), m.group(2))] = int(m.group(3))
+    return out
 
 
 def sql_counts(env: dict, table: str) -> dict[tuple[str, str], int]:
@@ -237,6 +222,7 @@ def test_readers_during_a_load_see_the_committed_rows_once(loaded, thrift, offli
         # the load is running (its JVM holds a metastore connection, its run is in the ledger): readers go on
         assert sql_counts(loaded, table) == committed
         assert thrift_counts(thrift, table, loaded["database"]) == committed
+        assert beeline_counts(thrift, table, loaded["database"]) == committed
         assert direct_counts(loaded, table) == (committed, committed)
         assert audit_counts(loaded) == committed
         assert load.poll() is None, "the load ended while the readers ran: they did not run during it"
@@ -319,3 +305,20 @@ def test_metastore_spellings():
     assert parse(None, "/tmp/st").location.endswith("/tmp/st/metastore_db")
     with pytest.raises(MetastoreError, match=r"\*\*\*"):
         parse("mysql://u:pw@h/db")
+
+
+def test_a_state_dir_names_its_metastore(tmp_path: Path, monkeypatch):
+    """`ferry demo` writes its PostgreSQL into STATE_DIR/metastore.url: readers of that state dir use it, an
+    explicit setting still wins, and a bad spec is refused when written."""
+    from ferry.loaders.sql_metastore import MetastoreError, name_for_state_dir, parse
+
+    monkeypatch.delenv("FERRY_METASTORE", raising=False)
+    name_for_state_dir(tmp_path, "postgresql://ferry@127.0.0.1:5999/metastore")
+    ms = parse(None, tmp_path)
+    assert (ms.kind, ms.location) == ("postgresql", "jdbc:postgresql://127.0.0.1:5999/metastore")
+    assert str(tmp_path / "metastore.url") in ms.describe()
+    assert parse("derby:/x/db", tmp_path).kind == "derby"
+    monkeypatch.setenv("FERRY_METASTORE", "thrift://h:9083")
+    assert parse(None, tmp_path).kind == "thrift"
+    with pytest.raises(MetastoreError):
+        name_for_state_dir(tmp_path, "mysql://x@y/z")
