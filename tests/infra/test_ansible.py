@@ -8,6 +8,8 @@ through the mirror, topics are replicated as the datacenter's broker count allow
 offline: 1), and rolling_restart.yml restarts the brokers one at a time with each one ready and every ISR
 full again before the next, then gives the preferred replicas their leadership back. Prometheus on the
 loader host (site.yml's last play) scrapes every broker, the mirror and the dashboard: all targets up.
+The loader's Hive metastore is PostgreSQL (pg_isready, unit active) and a `ferry load` there is counted through
+the ferry-sql-thrift unit (Spark's Thrift server) with beeline.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import subprocess
 import time
 from pathlib import Path
@@ -38,9 +41,9 @@ HOSTS = {
     "offline-zk-1": ("offline_zookeeper", ["offline"], {}),
     "offline-broker-1": ("offline_brokers", ["offline"], {"ferry_broker_id": 1}),
     "offline-mirror-1": ("mirror", ["offline", "live"], {}),
-    # on both networks: Prometheus there scrapes the live brokers too (the datacenters' peering)
-    # its machine image has no PostgreSQL (and the test hosts no apt mirror): the embedded-Derby metastore
-    "offline-loader-1": ("loader", ["offline", "live"], {"loader_metastore_backend": "derby"}),
+    # on both networks: Prometheus there scrapes the live brokers too (the datacenters' peering); its
+    # machine image carries PostgreSQL (the metastore) and its JDBC driver, as the test hosts have no apt mirror
+    "offline-loader-1": ("loader", ["offline", "live"], {}),
 }
 WITH_LOADER = os.environ.get("FERRY_ANSIBLE_LOADER", "1") != "0"
 
@@ -260,7 +263,8 @@ def test_services_run_under_systemd(deployment) -> None:
              "offline-broker-1": ["ferry-broker"], "offline-mirror-1": ["ferry-mirror"]}
     if WITH_LOADER:
         units["offline-loader-1"] = ["ferry-airflow-api-server", "ferry-airflow-scheduler",
-                                     "ferry-airflow-dag-processor", "prometheus", "ferry-dashboard"]
+                                     "ferry-airflow-dag-processor", "prometheus", "ferry-dashboard",
+                                     "postgresql", "ferry-sql-thrift"]
     for host, names in units.items():
         for unit in names:
             p = hosts.exec(host, "systemctl", "is-active", unit, check=False)
@@ -364,6 +368,63 @@ def test_schema_registry_rest_api_serves_the_live_registry(deployment) -> None:
               "        time.sleep(0.3)\n")
     out = hosts.exec("live-broker-1", "/opt/ferry/venv/bin/python", "-c", script, timeout=120).stdout.decode()
     assert "'compatibilityLevel': 'BACKWARD'" in out, out
+
+
+SQL_CHECK_PRODUCE = b"""\
+import sys, time
+from ferry.client.producer import Producer
+from ferry.schemas.registry import SchemaRegistry, subject_for_topic
+from ferry.schemas.wire import AvroSerializer
+from ferry.zk.cluster_registry import ClusterRegistry
+zk, topic, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
+reg = ClusterRegistry(zk).start()
+try:
+    reg.create_topic(topic, 1, {}, replication_factor=1)
+finally:
+    reg.stop()
+schema = '{"type": "record", "name": "SqlCheck", "namespace": "ferry.test", "fields": [{"name": "n", "type": "long"}]}'
+hour = (int(time.time()) // 3600 - 2) * 3_600_000
+with SchemaRegistry(zk) as sr:
+    sr.register(subject_for_topic(topic), schema)
+    ser = AvroSerializer(sr, subject_for_topic(topic))
+    producer = Producer(zookeeper=zk, application="sqlcheck", audit_interval_s=1.0)
+    for i in range(n):
+        producer.send(topic, ser.serialize({"n": i}), None, timestamp_ms=hour + 1000 * i)
+    assert producer.close() == 0
+print("produced", n)
+"""
+
+
+def test_loads_and_analysts_share_the_postgresql_metastore(deployment) -> None:
+    """The loader role's PostgreSQL metastore and Thrift server for real: a `ferry load` on the loader host (its
+    environment file names the metastore) commits rows, and beeline through the ferry-sql-thrift unit counts them."""
+    if not WITH_LOADER:
+        pytest.skip("FERRY_ANSIBLE_LOADER=0: no loader host")
+    hosts: DockerHosts = deployment["hosts"]
+    loader = "offline-loader-1"
+    ready = hosts.exec(loader, "pg_isready", "-h", "127.0.0.1", "-p", "5432", check=False)
+    assert ready.returncode == 0, ready.stdout + ready.stderr
+    env = "set -a; . /etc/ferry/airflow.env; set +a; cd /tmp; "
+    assert "FERRY_METASTORE=postgresql://" in hosts.exec(loader, "cat", "/etc/ferry/airflow.env").stdout.decode()
+
+    def as_ferry(command: str, timeout: float = 300, stdin: bytes | None = None) -> str:
+        p = hosts.exec(loader, "su", "-s", "/bin/sh", "ferry", "-c", env + command, timeout=timeout, check=False,
+                       input=stdin)
+        out = (p.stdout + p.stderr).decode(errors="replace")
+        assert p.returncode == 0, f"{command}: rc={p.returncode}\n{out[-4000:]}"
+        return out
+
+    n = 37
+    assert f"produced {n}" in as_ferry("python - \"$FERRY_ZOOKEEPER\" sqlcheck 37", stdin=SQL_CHECK_PRODUCE)
+    as_ferry("ferry load --topics sqlcheck --state-dir /tmp/sqlcheck-state --warehouse \"$FERRY_WAREHOUSE\" "
+             "--database sqlcheck --master 'local[1]' --no-audit", timeout=600)
+    # the Thrift server (started by systemd at deploy time) answers once it listens
+    beeline = ('for i in $(seq 1 90); do (echo > /dev/tcp/127.0.0.1/10000) 2>/dev/null && break; sleep 2; done; '
+               'SPARK_HOME=$(python -c "import os, pyspark; print(os.path.dirname(pyspark.__file__))") '
+               '&& "$SPARK_HOME/bin/beeline" -u jdbc:hive2://127.0.0.1:10000/sqlcheck -n analyst --silent=true '
+               '--outputformat=tsv2 --showHeader=false -e "SELECT count(*) FROM sqlcheck" < /dev/null')
+    out = as_ferry("bash -c " + shlex.quote(beeline), timeout=400)
+    assert str(n) in out.split(), out[-3000:]
 
 
 def test_second_run_changes_nothing(deployment) -> None:
