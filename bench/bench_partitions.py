@@ -30,6 +30,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -168,8 +169,8 @@ def produce_row(cluster: Cluster, partitions: int, messages: int, profile: bool)
     return row
 
 
-def strace_pass(cluster: Cluster, partitions: int, messages: int) -> str:
-    """Syscall counts of the broker (all threads) while ``messages`` go to ``partitions`` partitions."""
+def strace_pass(cluster: Cluster, workload: Callable[[], object]) -> str:
+    """Syscall counts of the broker (all threads) while ``workload`` runs against it."""
     if shutil.which("strace") is None:
         return "strace not installed"
     out = cluster.root / "strace.txt"
@@ -177,7 +178,7 @@ def strace_pass(cluster: Cluster, partitions: int, messages: int) -> str:
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     time.sleep(1.0)
     try:
-        produce_row(cluster, partitions, messages, False)
+        workload()
     finally:
         tracer.send_signal(2)
         tracer.wait(timeout=60)
@@ -276,7 +277,8 @@ def main() -> None:
                     print(f"py-spy {r['partitions']} partitions: {json.dumps(r['pyspy'], indent=1)}")
             if args.strace:
                 biggest = max(int(x) for x in args.partitions.split(","))
-                results["strace"] = strace_pass(cluster, biggest, min(args.messages, 200_000))
+                results["strace"] = strace_pass(
+                    cluster, lambda: produce_row(cluster, biggest, min(args.messages, 200_000), False))
                 print(results["strace"])
         finally:
             cluster.stop()

@@ -22,7 +22,6 @@ import json
 import os
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -33,7 +32,7 @@ sys.path.insert(0, str(HERE))
 if str(HERE.parent) not in sys.path:
     sys.path.append(str(HERE.parent))
 
-from bench_partitions import Cluster, delta, proc_stats, wait_led  # noqa: E402
+from bench_partitions import Cluster, delta, proc_stats, strace_pass, wait_led  # noqa: E402
 from common import MESSAGE_SIZE, payloads  # noqa: E402
 
 from ferry.client.message_set_producer import MessageSetProducer  # noqa: E402
@@ -104,22 +103,6 @@ def timed_pass(cluster: Cluster, topic: str, requests: int, acks: int, profile: 
     if spy is not None:
         row["pyspy"] = spy.stop()
     return row
-
-
-def strace_pass(cluster: Cluster, topic: str, requests: int, acks: int) -> str:
-    """Syscall counts of the broker (all threads) while ``requests`` one-message requests arrive."""
-    if shutil.which("strace") is None:
-        return "strace not installed"
-    out = cluster.root / "strace.txt"
-    tracer = subprocess.Popen(["strace", "-c", "-f", "-o", str(out), "-p", str(cluster.pid)],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    time.sleep(1.0)
-    try:
-        timed_pass(cluster, topic, requests, acks)
-    finally:
-        tracer.send_signal(2)
-        tracer.wait(timeout=60)
-    return out.read_text() if out.exists() else "no strace output"
 
 
 def compare(checkouts: list[str], requests: int, chunks: int, acks: int) -> dict:
@@ -210,7 +193,7 @@ def main() -> None:
             out["profile"] = row
             print(json.dumps(row.get("pyspy"), indent=1), flush=True)
         if args.strace:
-            text = strace_pass(cluster, topic, args.requests, args.acks)
+            text = strace_pass(cluster, lambda: timed_pass(cluster, topic, args.requests, args.acks))
             out["strace"] = text
             print(text, flush=True)
     finally:
