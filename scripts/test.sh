@@ -20,7 +20,8 @@ if [[ $# -eq 0 && "${FERRY_PREBUILD:-1}" != 0 ]] && docker info >/dev/null 2>&1;
   prebuild_pid=$!
   echo "== images: building in the background (infra/images/build/prebuild.log)"
 fi
-trap '[[ -n "$prebuild_pid" ]] && kill "$prebuild_pid" 2>/dev/null; true' EXIT
+# (the trap must not fail under set -e: that would replace pytest's exit status with 1)
+trap 'if [[ -n "$prebuild_pid" ]]; then kill "$prebuild_pid" 2>/dev/null || true; fi' EXIT
 echo "== ruff"
 ruff check .
 echo "== pytest"
