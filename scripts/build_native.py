@@ -1,8 +1,12 @@
-"""Build the warehouse loader's native parts in place (Cython -> C -> shared objects in loaders/).
+"""Build ferry's native parts in place (Cython -> C -> shared objects beside their .pyx).
+
+The warehouse loader's record/Avro decoders (loaders/) and the mirror's record concatenation
+(wire/record/_batch_concat.pyx, ferry.wire.record.batch_concat).
 
 Called by scripts/setup.sh after the venv is ready. Kept out of ``pip install -e .`` on purpose: a machine
 without a C compiler must still install ferry; the loader then runs its pure-Python fallback and warns once
-(ferry.loaders.native). Exit code 0 when every module built, 1 otherwise (setup.sh only warns).
+(ferry.loaders.native), and the mirror coalesces with the pure-Python twin of the concatenation. Exit code 0
+when every module built, 1 otherwise (setup.sh only warns).
 
     .venv/bin/python scripts/build_native.py [--force]
 """
@@ -13,7 +17,12 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-MODULES = ("_batch_records", "_avro_columns")  # loaders/<name>.pyx -> ferry.loaders.<name>
+# (package, folder, module): <folder>/<module>.pyx -> <package>.<module>
+MODULES = (
+    ("ferry.loaders", "loaders", "_batch_records"),
+    ("ferry.loaders", "loaders", "_avro_columns"),
+    ("ferry.wire.record", "wire/record", "_batch_concat"),
+)
 
 
 def main(argv: list[str]) -> int:
@@ -22,12 +31,12 @@ def main(argv: list[str]) -> int:
         from Cython.Build import cythonize
         from setuptools import Distribution, Extension
     except ImportError as e:
-        print(f"build_native: {e}; the loader will use its pure-Python path", file=sys.stderr)
+        print(f"build_native: {e}; the loader and the mirror will use their pure-Python paths", file=sys.stderr)
         return 1
-    exts = [Extension(f"ferry.loaders.{name}", [str(ROOT / "loaders" / f"{name}.pyx")],
-                      extra_compile_args=["-O3"]) for name in MODULES]
+    exts = [Extension(f"{package}.{name}", [str(ROOT / folder / f"{name}.pyx")], extra_compile_args=["-O3"])
+            for package, folder, name in MODULES]
     dist = Distribution({"name": "ferry-native", "ext_modules": cythonize(exts, quiet=True, force=force),
-                         "package_dir": {"ferry.loaders": str(ROOT / "loaders")}})
+                         "package_dir": {package: str(ROOT / folder) for package, folder, _ in MODULES}})
     cmd = dist.get_command_obj("build_ext")
     cmd.inplace = True
     cmd.force = force
@@ -35,7 +44,7 @@ def main(argv: list[str]) -> int:
     try:
         dist.run_command("build_ext")
     except Exception as e:  # noqa: BLE001 - compiler missing or failing: report, the fallback works
-        print(f"build_native: build failed ({type(e).__name__}: {e}); the loader will use its pure-Python path",
+        print(f"build_native: build failed ({type(e).__name__}: {e}); the pure-Python paths will be used",
               file=sys.stderr)
         return 1
     return 0
