@@ -1,7 +1,8 @@
 """Build ferry's native parts in place (Cython -> C -> shared objects beside their .pyx).
 
-The warehouse loader's record/Avro decoders (loaders/) and the mirror's record concatenation
-(wire/record/_batch_concat.pyx, ferry.wire.record.batch_concat).
+The warehouse loader's record/Avro decoders (loaders/), the mirror's record concatenation
+(wire/record/_batch_concat.pyx, ferry.wire.record.batch_concat) and the broker's one-batch produce path
+(broker/server/_produce_native.pyx, broker/log/_append_native.pyx; docs/scale.md).
 
 Called by scripts/setup.sh after the venv is ready. Kept out of ``pip install -e .`` on purpose: a machine
 without a C compiler must still install ferry; the loader then runs its pure-Python fallback and warns once
@@ -22,6 +23,8 @@ MODULES = (
     ("ferry.loaders", "loaders", "_batch_records"),
     ("ferry.loaders", "loaders", "_avro_columns"),
     ("ferry.wire.record", "wire/record", "_batch_concat"),
+    ("ferry.broker.server", "broker/server", "_produce_native"),  # the Produce fast path's parse (produce_parse)
+    ("ferry.broker.log", "broker/log", "_append_native"),  # a batch written from the request (log_append)
 )
 
 

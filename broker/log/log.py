@@ -19,6 +19,7 @@ from pathlib import Path
 
 from ferry.broker.log.append_info import AppendInfo
 from ferry.broker.log.leader_epoch_cache import LeaderEpochFileCache
+from ferry.broker.log.log_append import LogAppendBatch
 from ferry.broker.log.log_flush import LogFlush
 from ferry.broker.log.log_offline import LogOffline
 from ferry.broker.log.log_recovery import LogRecovery
@@ -69,7 +70,7 @@ class FetchSlice:
         return os.pread(self.fd, self.size, self.position)
 
 
-class Log(LogFlush, LogRecovery, LogRetention, LogReplication, LogOffline, LogTransactions):
+class Log(LogAppendBatch, LogFlush, LogRecovery, LogRetention, LogReplication, LogOffline, LogTransactions):
     def __init__(
         self,
         directory: Path | str,

@@ -17,6 +17,7 @@ from pathlib import Path
 import crc32c
 from aiokafka.record._crecords.default_records import DefaultRecordBatch
 
+from ferry.broker.log.log_append import pwrite_all, write_batch
 from ferry.broker.log.offset_index import MAX_RELATIVE_OFFSET, OffsetIndex
 from ferry.broker.log.segment_recovery import SegmentRecovery
 from ferry.broker.log.time_index import TimeIndex
@@ -43,43 +44,8 @@ INDEX_SUFFIX = ".index"
 TIME_INDEX_SUFFIX = ".timeindex"
 DELETED_SUFFIX = ".deleted"
 _SCAN_CHUNK = 16 * 1024
-try:
-    _IOV_MAX = max(16, os.sysconf("SC_IOV_MAX"))
-except (ValueError, OSError, AttributeError):
-    _IOV_MAX = 1024
-
-
 def segment_name(base_offset: int) -> str:
     return f"{base_offset:020d}"
-
-
-def pwrite_all(fd: int, pieces: list, position: int) -> None:
-    """Write every buffer in ``pieces`` (bytes or byte-format memoryviews) at ``position`` with as few
-    pwritev() calls as possible: usually one, which writes everything."""
-    if len(pieces) <= _IOV_MAX:
-        total = 0
-        for p in pieces:
-            total += len(p)
-        written = os.pwritev(fd, pieces, position)
-        if written == total:
-            return
-    views = [memoryview(p).cast("B") for p in pieces]
-    i = 0
-    while i < len(views):
-        chunk = views[i : i + _IOV_MAX]
-        written = os.pwritev(fd, chunk, position)
-        position += written
-        # drop what was fully written, keep the unwritten rest of a partially written buffer
-        while written and i < len(views):
-            n = len(views[i])
-            if written >= n:
-                written -= n
-                i += 1
-            else:
-                views[i] = views[i][written:]
-                written = 0
-        while i < len(views) and len(views[i]) == 0:
-            i += 1
 
 
 _ATTRIBUTES = struct.Struct(">h")
@@ -183,6 +149,29 @@ class LogSegment(SegmentRecovery):
         self.next_offset = offset
         return offset
 
+    def append_batch(self, buf: object, pos: int, h: RecordBatchHeader, offset: int, leader_epoch: int) -> int:
+        """_append_one of the batch at ``pos`` in a request's buffer (Log.append_batch), written by write_batch
+        (native when built) straight from that buffer."""
+        size = h.batch_length + LOG_OVERHEAD
+        if self._index_backlog:
+            self._write_index_entries()
+        start = self.size
+        try:
+            write_batch(self.fd, buf, pos, size, offset, h.batch_length, leader_epoch, start)
+        except OSError:
+            self._cut_back(start)
+            raise
+        if h.max_timestamp > self.max_timestamp:
+            self.max_timestamp = h.max_timestamp
+            self.offset_of_max_timestamp = offset
+        if self.bytes_since_last_index_entry > self.index_interval_bytes:
+            self._add_index_entry(start, offset)
+        self.bytes_since_last_index_entry += size
+        self.size = start + size
+        offset += h.last_offset_delta + 1
+        self.next_offset = offset
+        return offset
+
     def append_raw(self, buf: memoryview, headers: list[RecordBatchHeader]) -> int:
         """Write batches byte for byte as they are (a follower's copy of its leader's batches: offsets,
         leader epochs and timestamps already set). Returns the next offset."""
@@ -204,13 +193,16 @@ class LogSegment(SegmentRecovery):
         try:
             pwrite_all(self.fd, pieces, start)
         except OSError:
-            # A partial write (disk full ...) must not leave a torn batch behind live data.
-            try:
-                os.ftruncate(self.fd, start)
-            except OSError:
-                logger.exception("could not undo a partial write to %s", self.log_path)
+            self._cut_back(start)
             raise
         return start
+
+    def _cut_back(self, start: int) -> None:
+        """A partial write (disk full ...) must not leave a torn batch behind live data."""
+        try:
+            os.ftruncate(self.fd, start)
+        except OSError:
+            logger.exception("could not undo a partial write to %s", self.log_path)
 
     def _index_appended(self, headers: list[RecordBatchHeader], start: int, first_offset: int,
                         append_time: int | None) -> int:

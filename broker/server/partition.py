@@ -129,6 +129,15 @@ class Partition:
             self._uncommitted.append((info.last_offset + 1, time.monotonic()))
         return info
 
+    def append_batch(self, buf: Any, pos: int, h: Any) -> Any:
+        """append() of the one batch at ``pos`` in ``buf`` that produce_parse checked (Log.append_batch)."""
+        info = self.log.append_batch(buf, pos, h, self.leader_epoch)
+        if len(self.isr) <= 1:
+            self.maybe_advance_hw()
+        elif self.observe_commit is not None and len(self._uncommitted) < 10_000:
+            self._uncommitted.append((info.last_offset + 1, time.monotonic()))
+        return info
+
     def enough_replicas(self) -> bool:
         return len(self.isr) >= self.min_isr
 

@@ -16,15 +16,13 @@ import struct
 from collections.abc import Awaitable
 from typing import Any
 
+from ferry.broker.server.produce_parse import FIRST_VERSION as FIRST_VERSION  # kafka_apis reads them here
+from ferry.broker.server.produce_parse import LAST_VERSION as LAST_VERSION
+from ferry.broker.server.produce_parse import parse
 from ferry.wire.protocol import produce
 
 log = logging.getLogger(__name__)
 
-_HEADER = struct.Struct(">hhih")  # api key, version, correlation id, client id length
-_BODY = struct.Struct(">hhiih")  # transactional id length, acks, timeout, topics count, topic name length
-_PARTITION = struct.Struct(">iii")  # partitions count, partition, record set size
-
-FIRST_VERSION, LAST_VERSION = 3, 8
 
 
 class ProduceFastPath:
@@ -46,23 +44,14 @@ class ProduceFastPath:
     def handle_framed(self, frame: bytes | bytearray) -> bytes | Awaitable[bytes] | None:
         """The whole answer as it goes on the wire (size prefix and correlation id included: one `pack`, no
         copies), or a coroutine producing the answer's body for acks=-1, or None: use the general path.
-        ``frame`` is a request of any API key and version (the caller checked neither)."""
-        end = len(frame)
-        if end < 12:
+        ``frame`` is a request of any API key and version (the caller checked neither). The request is read
+        and its one batch checked by produce_parse.parse (native when built); the batch is then written
+        straight from ``frame`` (Log.append_batch). Records that are not one valid batch go to the log's
+        general append, which refuses them with the precise error (and this path then declines)."""
+        p = parse(frame)
+        if p is None:
             return None
-        api_key, version, correlation_id, client_id_len = _HEADER.unpack_from(frame, 0)
-        if api_key != 0 or not FIRST_VERSION <= version <= LAST_VERSION:
-            return None
-        pos = 10 + client_id_len if client_id_len > 0 else 10
-        if end < pos + 14:
-            return None
-        txn_len, acks, timeout_ms, topics, name_len = _BODY.unpack_from(frame, pos)
-        if txn_len != -1:  # a transactional id: general path
-            return None
-        pos += 14
-        if topics != 1 or not (acks == 1 or acks == -1) or name_len <= 0 or end < pos + name_len + 12:
-            return None
-        raw = bytes(frame[pos:pos + name_len])
+        version, correlation_id, acks, timeout_ms, raw, partition, pos, h = p
         topic = self._names.get(raw)
         if topic is None:
             try:
@@ -71,20 +60,21 @@ class ProduceFastPath:
                 return None
             if len(self._names) < 10_000:
                 self._names[raw] = topic
-        pos += name_len
-        count, partition, size = _PARTITION.unpack_from(frame, pos)
-        pos += 12
-        if count != 1 or size <= 0 or pos + size != end:
-            return None
-        part, code = self._replicas.leader_partition(topic, partition)
+        replicas = self._replicas
+        part, code = replicas.leader_partition(topic, partition)
         if code or (acks == -1 and not part.enough_replicas()):
             return None
         try:
-            info = self._replicas.append(part, memoryview(frame)[pos:])
+            if h is not None:
+                info = part.append_batch(frame, pos, h)
+                if part.followers and replicas.purgatory is not None:  # as ReplicaManager.append does
+                    replicas.purgatory.notify(part.log)
+            else:
+                info = replicas.append(part, memoryview(frame)[pos:])
         except Exception:
             return None
         tb = self.topic_bytes
-        tb[topic] = tb.get(topic, 0) + size
+        tb[topic] = tb.get(topic, 0) + len(frame) - pos
         if acks == -1:
             body = self._answer(version, topic, partition, correlation_id, info.first_offset,
                                 info.log_append_time, part.log.log_start_offset)[8:]

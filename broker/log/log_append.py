@@ -1,0 +1,138 @@
+"""Writing batches to a segment file, and Log.append for the one batch a producer's request usually carries.
+
+``write_batch`` is the native writer (broker/log/_append_native.pyx, built by scripts/build_native.py) when it
+is built, else ``write_batch_py``, its pure-Python twin: the same bytes at the same place (tests compare the
+files). ``FERRY_BROKER_NATIVE=0`` forces the Python one.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from ferry.broker.log.append_info import AppendInfo
+from ferry.wire.record.compression import PRODUCER
+from ferry.wire.record.errors import FencedLeaderEpochError, StorageError
+from ferry.wire.record.record_batch import (
+    BASE_OFFSET_STRUCT,
+    EPOCH_PREFIX_STRUCT,
+    LOG_OVERHEAD,
+    RecordBatchHeader,
+)
+
+try:
+    _IOV_MAX = max(16, os.sysconf("SC_IOV_MAX"))
+except (ValueError, OSError, AttributeError):
+    _IOV_MAX = 1024
+
+
+def pwrite_all(fd: int, pieces: list, position: int) -> None:
+    """Write every buffer in ``pieces`` (bytes or byte-format memoryviews) at ``position`` with as few
+    pwritev() calls as possible: usually one, which writes everything."""
+    if len(pieces) <= _IOV_MAX:
+        total = 0
+        for p in pieces:
+            total += len(p)
+        written = os.pwritev(fd, pieces, position)
+        if written == total:
+            return
+    views = [memoryview(p).cast("B") for p in pieces]
+    i = 0
+    while i < len(views):
+        chunk = views[i : i + _IOV_MAX]
+        written = os.pwritev(fd, chunk, position)
+        position += written
+        # drop what was fully written, keep the unwritten rest of a partially written buffer
+        while written and i < len(views):
+            n = len(views[i])
+            if written >= n:
+                written -= n
+                i += 1
+            else:
+                views[i] = views[i][written:]
+                written = 0
+        while i < len(views) and len(views[i]) == 0:
+            i += 1
+
+
+def write_batch_py(fd: int, buf: Any, pos: int, size: int, offset: int, batch_length: int, leader_epoch: int,
+                   position: int) -> None:
+    """Write the batch of ``size`` bytes at ``pos`` in ``buf`` at ``position`` of ``fd`` with baseOffset
+    ``offset`` (and partitionLeaderEpoch ``leader_epoch`` when >= 0): all of it or OSError."""
+    mv = memoryview(buf)
+    if pos < 0 or pos + size > len(mv) or size < 16:
+        raise ValueError(f"batch of {size} bytes at {pos} is outside the {len(mv)}-byte buffer")
+    if leader_epoch >= 0:
+        pieces = [EPOCH_PREFIX_STRUCT.pack(offset, batch_length, leader_epoch), mv[pos + 16:pos + size]]
+    else:
+        pieces = [BASE_OFFSET_STRUCT.pack(offset), mv[pos + 8:pos + size]]
+    pwrite_all(fd, pieces, position)
+
+
+def _native() -> Any:
+    if os.environ.get("FERRY_BROKER_NATIVE", "1") == "0":
+        return None
+    try:
+        from ferry.broker.log import _append_native
+    except ImportError:
+        return None
+    return _append_native.write_batch
+
+
+native_write_batch = _native()
+write_batch = native_write_batch if native_write_batch is not None else write_batch_py
+
+
+class LogAppendBatch:
+    """Log.append_batch (a part of Log: its attributes are set in Log.__init__)."""
+
+    def append_batch(self: Any, buf: Any, pos: int, h: RecordBatchHeader, leader_epoch: int = -1) -> AppendInfo:
+        """Log.append of the one batch at ``pos`` in ``buf`` whose header ``h`` produce_parse read and checked
+        (framing, magic, counts, attributes, CRC-32C): the same checks in the same order, the same bytes
+        written and the same accounting, without the copies and loops. A batch that needs more than that (over
+        a size limit, a topic codec to convert to, LogAppendTime) goes to append(), which decides."""
+        config = self.config
+        size = h.batch_length + LOG_OVERHEAD
+        if (size > config.max_message_bytes or size > config.segment_bytes or config.compression != PRODUCER
+                or config.log_append_time):
+            return self.append(memoryview(buf)[pos:pos + size], leader_epoch)
+        with self._lock:
+            if self._closed:
+                raise StorageError(f"log {self.name} is closed")
+            if self.offline:
+                raise self.offline_error()
+            cache = self.leader_epoch_cache
+            latest = cache.latest_epoch
+            new_epoch = leader_epoch != latest and leader_epoch >= 0
+            if new_epoch and leader_epoch < latest:
+                raise FencedLeaderEpochError(f"leader epoch {leader_epoch} is older than {latest} in {self.name}")
+            idempotent = h.producer_id >= 0
+            if idempotent:
+                headers = [h]
+                dup = self.producer_state.find_duplicate(headers)
+                if dup is not None:
+                    return AppendInfo(dup.first_offset, dup.last_offset, duplicate=True)
+                self.producer_state.check(headers)
+            first = self.log_end_offset
+            try:
+                if new_epoch:
+                    cache.assign(leader_epoch, first)  # durable no later than the epoch's data (flush)
+                seg = self._segments[-1]
+                now = self._clock()
+                if seg.should_roll(size, first + h.last_offset_delta, now, config):
+                    seg = self._roll(now)
+                next_offset = seg.append_batch(buf, pos, h, first, leader_epoch)
+            except OSError as e:  # nothing counted; a partial write was cut off (LogSegment.append_batch)
+                raise self.storage_failure("append", e) from e
+            if idempotent:
+                self.producer_state.update(h, first, now, -1)  # never a control batch: produce_parse refuses them
+            self.log_end_offset = next_offset
+            if self._first_unflushed_ms is None:
+                self._first_unflushed_ms = now
+            self._appended_messages += h.records_count
+            want_flush = self._appended_messages - self._flushed_messages >= config.flush_interval_messages
+        if config.consumers_see_unflushed:
+            self._notify()
+        if want_flush and self.flush_requested is not None:
+            self.flush_requested(self)
+        return AppendInfo(first, next_offset - 1, False, -1)  # positional
