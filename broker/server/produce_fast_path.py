@@ -16,6 +16,8 @@ import struct
 from collections.abc import Awaitable
 from typing import Any
 
+from ferry.broker.log import log_append
+from ferry.broker.server import produce_parse
 from ferry.broker.server.produce_parse import FIRST_VERSION as FIRST_VERSION  # kafka_apis reads them here
 from ferry.broker.server.produce_parse import LAST_VERSION as LAST_VERSION
 from ferry.broker.server.produce_parse import parse
@@ -33,6 +35,8 @@ class ProduceFastPath:
         # (version, topic, partition) -> (struct of the framed answer, its fixed head and tail)
         self._templates: dict[tuple[int, str, int], tuple[struct.Struct, bytes, bytes]] = {}
         self.topic_bytes: dict[str, int] = {}  # record bytes appended per topic (the broker's metrics read it)
+        log.info("produce fast path: native request parse %s, native batch write %s (scripts/build_native.py)",
+                 "on" if produce_parse.NATIVE else "off", "on" if log_append.native_write_batch else "off")
 
     def handle(self, frame: bytes | bytearray, version: int) -> bytes | Awaitable[bytes] | None:
         """The answer body (or a coroutine for acks=-1), or None: use the general path."""
