@@ -132,8 +132,10 @@ class Partition:
     def append_batch(self, buf: Any, pos: int, h: Any) -> Any:
         """append() of the one batch at ``pos`` in ``buf`` that produce_parse checked (Log.append_batch)."""
         info = self.log.append_batch(buf, pos, h, self.leader_epoch)
-        if len(self.isr) <= 1:
-            self.maybe_advance_hw()
+        isr = self.isr
+        if len(isr) <= 1:
+            if (isr and isr != (self.broker_id,)) or self.log.replication_hw is not None:
+                self.maybe_advance_hw()  # else it would do nothing: the leader alone, HW = LEO already
         elif self.observe_commit is not None and len(self._uncommitted) < 10_000:
             self._uncommitted.append((info.last_offset + 1, time.monotonic()))
         return info

@@ -31,9 +31,8 @@ class ProduceFastPath:
     def __init__(self, replicas: Any, flusher: Any) -> None:
         self._replicas = replicas
         self._flusher = flusher
-        self._names: dict[bytes, str] = {}
-        # (version, topic, partition) -> (struct of the framed answer, its fixed head and tail)
-        self._templates: dict[tuple[int, str, int], tuple[struct.Struct, bytes, bytes]] = {}
+        # (topic name bytes, partition, version) -> (topic, struct of the framed answer, its size, fixed head, tail)
+        self._routes: dict[tuple[bytes, int, int], tuple[str, struct.Struct, int, bytes, bytes]] = {}
         self.topic_bytes: dict[str, int] = {}  # record bytes appended per topic (the broker's metrics read it)
         log.info("produce fast path: native request parse %s, native batch write %s (scripts/build_native.py)",
                  "on" if produce_parse.NATIVE else "off", "on" if log_append.native_write_batch else "off")
@@ -56,17 +55,19 @@ class ProduceFastPath:
         if p is None:
             return None
         version, correlation_id, acks, timeout_ms, raw, partition, pos, h = p
-        topic = self._names.get(raw)
-        if topic is None:
-            try:
-                topic = raw.decode("utf-8")
-            except UnicodeDecodeError:
+        route = self._routes.get((raw, partition, version))
+        if route is None:
+            route = self._route(raw, partition, version)
+            if route is None:
                 return None
-            if len(self._names) < 10_000:
-                self._names[raw] = topic
+        topic, packer, size, head, tail = route
         replicas = self._replicas
-        part, code = replicas.leader_partition(topic, partition)
-        if code or (acks == -1 and not part.enough_replicas()):
+        part = replicas.partitions.get((topic, partition))
+        if part is None or not part.is_leader or part.log.offline:  # leader_partition says why (or acts on a watch)
+            part, code = replicas.leader_partition(topic, partition)
+            if code:
+                return None
+        if acks == -1 and not part.enough_replicas():
             return None
         try:
             if h is not None:
@@ -79,12 +80,26 @@ class ProduceFastPath:
             return None
         tb = self.topic_bytes
         tb[topic] = tb.get(topic, 0) + len(frame) - pos
+        if version >= 5:
+            out = packer.pack(size, correlation_id, head, info[0], info[3], part.log.log_start_offset, tail)
+        else:
+            out = packer.pack(size, correlation_id, head, info[0], info[3], tail)
         if acks == -1:
-            body = self._answer(version, topic, partition, correlation_id, info.first_offset,
-                                info.log_append_time, part.log.log_start_offset)[8:]
-            return self._after_ack(part, info.last_offset + 1, body, version, topic, partition, timeout_ms)
-        return self._answer(version, topic, partition, correlation_id, info.first_offset, info.log_append_time,
-                            part.log.log_start_offset)
+            return self._after_ack(part, info[1] + 1, out[8:], version, topic, partition, timeout_ms)
+        return out
+
+    def _route(self, raw: bytes, partition: int, version: int) -> tuple[str, struct.Struct, int, bytes, bytes] | None:
+        """The topic's name and the answer's template for a (topic, partition, version) first seen; None when the
+        name is not UTF-8 (the general path refuses it)."""
+        try:
+            topic = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            return None
+        packer, head, tail = _template(version, topic, partition)
+        route = (topic, packer, packer.size - 4, head, tail)
+        if len(self._routes) < 10_000:
+            self._routes[(raw, partition, version)] = route
+        return route
 
     async def _after_ack(self, part: Any, end: int, body: bytes, version: int, topic: str, partition: int,
                          timeout_ms: int) -> bytes:
@@ -93,17 +108,6 @@ class ProduceFastPath:
             res = produce.PartitionProduceResult(partition, code, error_message=message)
             return produce.encode_response(version, [(topic, [res])])
         return body
-
-    def _answer(self, version: int, topic: str, partition: int, correlation_id: int, base_offset: int,
-                append_time: int, log_start: int) -> bytes:
-        key = (version, topic, partition)
-        t = self._templates.get(key)
-        if t is None:
-            t = self._templates[key] = _template(version, topic, partition)
-        packer, head, tail = t
-        if version >= 5:
-            return packer.pack(packer.size - 4, correlation_id, head, base_offset, append_time, log_start, tail)
-        return packer.pack(packer.size - 4, correlation_id, head, base_offset, append_time, tail)
 
 
 def _template(version: int, topic: str, partition: int) -> tuple[struct.Struct, bytes, bytes]:
