@@ -18,12 +18,16 @@ mirror's own retries of the same batches.
 Small batches are coalesced (``coalesce_bytes``): the offline broker remembers only 5 batches per producer
 and partition, so at most 5 can be in flight, and a producer sending 50-message batches would cap the
 mirror at 250 messages per fsync'd round trip. Consecutive dense CreateTime batches of one codec, each under
-COALESCE_MAX_SOURCE bytes, up to ``coalesce_bytes`` together, are re-built as one batch by aiokafka's C
-builder: same records (key, value, headers, timestamp), same codec, fresh offset deltas. Once built, a
-coalesced batch is kept and resent byte-identical like any other. Whatever does not re-build (records
-that do not parse, a non-UTF-8 header key) is forwarded batch by batch, unchanged. A coalesced batch the
-target refuses as too large is dropped and its sources fetched again with a smaller ``coalesce_bytes``
-(MirrorStream does that; ``coalesced`` says which forwarded batches are re-built).
+COALESCE_MAX_SOURCE bytes, up to ``coalesce_bytes`` together, become one batch: same records (key, value,
+headers, timestamp), same codec, fresh offset deltas. Uncompressed runs are concatenated natively
+(ferry.wire.record.batch_concat: each record's varint prefix rewritten, its key/value/headers bytes copied),
+and the same walk counts the records per audit bucket (``counts``: the ack needs no second walk); runs that
+walk refuses, compressed runs, and every run when the native module is not built are decoded and re-built by
+aiokafka's C builder (counted on ack). Once built, a coalesced batch is kept and resent byte-identical like
+any other. Whatever does not re-build (records that do not parse, a non-UTF-8 header key) is forwarded
+batch by batch, unchanged. A coalesced batch the target refuses as too large is dropped and its sources
+fetched again with a smaller ``coalesce_bytes`` (MirrorStream does that; ``coalesced`` says which forwarded
+batches are re-built).
 """
 
 from __future__ import annotations
@@ -35,6 +39,8 @@ import crc32c
 from aiokafka.errors import KafkaError
 from aiokafka.record._crecords.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 
+from ferry.client.audit.bucket import BUCKET_MS
+from ferry.wire.record import batch_concat
 from ferry.wire.record.read_committed import ReadCommitted
 from ferry.wire.record.record_batch import (
     ATTRIBUTES_POS,
@@ -83,6 +89,9 @@ class ForwardedBatches:
     resume_offsets: list[int] = field(default_factory=list)  # source offset to fetch again if it is not acked
     end_offsets: list[int] = field(default_factory=list)  # source offset after each forwarded batch
     coalesced: list[bool] = field(default_factory=list)  # re-built from several source batches (can be split)
+    # audit counts (bucket start -> records) of each forwarded batch when its coalescing walk made them, else
+    # None (counted when acknowledged: audit_tally.count_batch)
+    counts: list[dict[int, int] | None] = field(default_factory=list)
     next_offset: int = 0  # source offset after everything consumed (forwarded or skipped)
     next_sequence: int = 0  # the mirror's sequence after the forwarded batches
     messages: int = 0  # records forwarded (sum of recordsCount)
@@ -193,6 +202,7 @@ def _emit(out: ForwardedBatches, batch: memoryview, h: RecordBatchHeader, resume
     out.resume_offsets.append(resume)
     out.end_offsets.append(h.next_offset)
     out.coalesced.append(False)
+    out.counts.append(None)
     out.messages += h.records_count
     out.next_sequence = next_sequence(out.next_sequence, h)
 
@@ -200,22 +210,39 @@ def _emit(out: ForwardedBatches, batch: memoryview, h: RecordBatchHeader, resume
 def _emit_run(out: ForwardedBatches, run: list[tuple[memoryview, RecordBatchHeader, int]], producer_id: int,
               producer_epoch: int) -> None:
     """Append a run of small batches as one batch (or one by one if it does not re-build)."""
-    merged = _coalesce(run, producer_id, producer_epoch, out.next_sequence) if len(run) > 1 else None
-    if merged is None:
-        for batch, h, resume in run:
-            _emit(out, batch, h, resume, producer_id, producer_epoch)
-        return
-    first = run[0][1]
-    h = read_header(memoryview(merged), 0)._replace(base_offset=first.base_offset)
     start = len(out.records)
-    out.records += merged
+    counts = _concat(out, run, producer_id, producer_epoch)
+    if counts is None:
+        merged = _coalesce(run, producer_id, producer_epoch, out.next_sequence) if len(run) > 1 else None
+        if merged is None:
+            for batch, h, resume in run:
+                _emit(out, batch, h, resume, producer_id, producer_epoch)
+            return
+        out.records += merged
+    first = run[0][1]
+    h = read_header(out.records, start)._replace(base_offset=first.base_offset)
     out.headers.append(h)
-    out.spans.append((start, len(merged)))
+    out.spans.append((start, len(out.records) - start))
+    out.counts.append(counts)
     out.resume_offsets.append(run[0][2])
     out.end_offsets.append(run[-1][1].next_offset)
     out.coalesced.append(True)
     out.messages += h.records_count
     out.next_sequence = next_sequence(out.next_sequence, h)
+
+
+def _concat(out: ForwardedBatches, run: list[tuple[memoryview, RecordBatchHeader, int]], producer_id: int,
+            producer_epoch: int) -> dict[int, int] | None:
+    """Append an uncompressed run as one natively concatenated batch; its audit counts, or None if the run
+    is not for this path (compressed, one batch, no native module) or its records do not walk."""
+    if len(run) < 2 or run[0][1].attributes & COMPRESSION_MASK or not batch_concat.NATIVE:
+        return None
+    try:
+        _, _, counts = batch_concat.concat_records(out.records, [b for b, _, _ in run], producer_id,
+                                                   producer_epoch, out.next_sequence, BUCKET_MS)
+    except batch_concat.RecordWalkError:
+        return None  # out.records is as it was: aiokafka's reader decides (re-built, or forwarded as is)
+    return counts
 
 
 def _coalesce(run: list[tuple[memoryview, RecordBatchHeader, int]], producer_id: int, producer_epoch: int,

@@ -49,6 +49,7 @@ class PendingBatch:
     offline_offset: int = -1  # where the offline cluster put it (known once acknowledged)
     in_flight: bool = False  # in a produce request whose answer has not been read yet
     dropped: bool = False  # no longer pending (split back, or the partition synced again): answers ignored
+    counts: dict[int, int] | None = None  # audit counts made when it was coalesced (else counted on its ack)
 
     def view(self) -> memoryview:
         return memoryview(self.buf)[self.start:self.start + self.size]

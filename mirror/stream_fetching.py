@@ -141,10 +141,10 @@ class MirrorFetching:
             log.error("%s-%d: corrupt batch fetched from the live cluster at offset %d (%s); re-fetching, "
                       "nothing is skipped", pm.topic, pm.partition, e.offset, e)
             return
-        for (start, size), h, resume, end, coalesced in zip(fw.spans, fw.headers, fw.resume_offsets,
-                                                            fw.end_offsets, fw.coalesced, strict=True):
+        for (start, size), h, resume, end, coalesced, counts in zip(
+                fw.spans, fw.headers, fw.resume_offsets, fw.end_offsets, fw.coalesced, fw.counts, strict=True):
             pm.add_pending(PendingBatch(fw.records, start, size, h, resume, seq, end_offset=end,
-                                        coalesced=coalesced))
+                                        coalesced=coalesced, counts=counts))
             seq = next_sequence(seq, h)
         self.sequences[pm.tp] = fw.next_sequence
         if fw.empty and fw.truncated and fw.next_offset == pm.fetch_offset:

@@ -281,7 +281,11 @@ class MirrorProducing:
     def _tally(self, pm: PartitionMirror, b: PendingBatch) -> None:
         """Audit-count a batch that joined the acknowledged prefix. Records that do not parse (the CRC was
         right, so the live producer wrote them so) are counted in the bucket of the batch's first
-        timestamp: the books balance in total, and the batch is mirrored unchanged like any other."""
+        timestamp: the books balance in total, and the batch is mirrored unchanged like any other. A
+        coalesced batch's counts were made by the walk that built it (the same numbers, no second walk)."""
+        if b.counts is not None:
+            pm.counts.update(b.counts)
+            return
         if not count_batch(pm.counts, b.view(), b.header):
             self.metrics.error("audit_walk")
             log.error("%s-%d: batch at source offset %d (%d records) does not parse; mirrored unchanged, "
