@@ -182,3 +182,13 @@ def test_random_damage_is_refused_or_reads_back_exactly(impl: str) -> None:
         assert [r[1:] for r in read(out)] == want and n == len(want)
         assert buckets == dict(Counter(ts - ts % BUCKET for ts, *_ in want))
     assert taken and refused
+
+
+def test_a_fragment_is_refused_without_reading_past_it(impl: str) -> None:
+    for fragment in (b"", b"\x00" * 5, build(GOOD)[:60]):
+        with pytest.raises(RecordWalkError, match="not a whole v2 batch"):
+            count_records(fragment, BUCKET)
+        out = bytearray()
+        with pytest.raises(RecordWalkError):
+            concat_records(out, [build(GOOD), fragment], 1, 0, 0, BUCKET)
+        assert out == b""

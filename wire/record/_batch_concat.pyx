@@ -138,9 +138,9 @@ cdef Py_ssize_t walk_batch(const uint8_t* src, Py_ssize_t size, int64_t new_base
                            Walk* w, dict buckets, int64_t bucket_ms) except -1:
     """Walk one whole uncompressed CreateTime batch's records; with ``dst``, write them re-prefixed from
     ``dpos`` on. Returns the position in ``dst`` after them."""
-    cdef int64_t off = get_i64(src)
     if size < HEADER or src[16] != 2:
-        fail(off, 0, "not a whole v2 batch")
+        fail(get_i64(src) if size >= 8 else -1, 0, "not a whole v2 batch")
+    cdef int64_t off = get_i64(src)
     cdef int16_t attrs = <int16_t>((src[ATTRIBUTES_POS] << 8) | src[ATTRIBUTES_POS + 1])
     if attrs & 0x2F:  # a codec, LogAppendTime or a control batch
         fail(off, 0, f"attributes {attrs:#x}: only uncompressed CreateTime data batches are walked")
