@@ -1,7 +1,7 @@
 """Writing batches to a segment file, and Log.append for the one batch a producer's request usually carries.
 
-``write_batch`` is the native writer (broker/log/_append_native.pyx, built by scripts/build_native.py) when it
-is built, else ``write_batch_py``, its pure-Python twin: the same bytes at the same place (tests compare the
+``write_batches`` is the native writer (broker/log/_append_native.pyx, built by scripts/build_native.py) when it
+is built, else ``write_batches_py``, its pure-Python twin: the same bytes at the same place (tests compare the
 files). ``FERRY_BROKER_NATIVE=0`` forces the Python one.
 """
 
@@ -55,18 +55,24 @@ def pwrite_all(fd: int, pieces: list, position: int) -> None:
             i += 1
 
 
-def write_batch_py(fd: int, buf: Any, pos: int, size: int, offset: int, batch_length: int, leader_epoch: int,
-                   position: int) -> None:
-    """Write the batch of ``size`` bytes at ``pos`` in ``buf`` at ``position`` of ``fd`` with baseOffset
-    ``offset`` (and partitionLeaderEpoch ``leader_epoch`` when >= 0): all of it or OSError."""
-    mv = memoryview(buf)
-    if pos < 0 or pos + size > len(mv) or size < 16:
-        raise ValueError(f"batch of {size} bytes at {pos} is outside the {len(mv)}-byte buffer")
-    if leader_epoch >= 0:
-        pieces = [EPOCH_PREFIX_STRUCT.pack(offset, batch_length, leader_epoch), mv[pos + 16:pos + size]]
-    else:
-        pieces = [BASE_OFFSET_STRUCT.pack(offset), mv[pos + 8:pos + size]]
-    pwrite_all(fd, pieces, position)
+def write_batches_py(fd: int, items: list, leader_epoch: int, position: int) -> None:
+    """Write the batches ``items`` — (buffer, position in it, size, baseOffset, batchLength) each — one after the
+    other at ``position`` of ``fd``, each with its baseOffset (and partitionLeaderEpoch ``leader_epoch`` when
+    >= 0): all of it or OSError. At most 512 batches."""
+    if len(items) > 512:
+        raise ValueError(f"{len(items)} batches in one write; at most 512")
+    pieces: list = []
+    for buf, pos, size, offset, batch_length in items:
+        mv = memoryview(buf)
+        n = 16 if leader_epoch >= 0 else 8
+        if pos < 0 or pos + size > len(mv) or size < n:
+            raise ValueError(f"batch of {size} bytes at {pos} is outside the {len(mv)}-byte buffer")
+        if leader_epoch >= 0:
+            pieces += (EPOCH_PREFIX_STRUCT.pack(offset, batch_length, leader_epoch), mv[pos + 16:pos + size])
+        else:
+            pieces += (BASE_OFFSET_STRUCT.pack(offset), mv[pos + 8:pos + size])
+    if pieces:
+        pwrite_all(fd, pieces, position)
 
 
 def _native() -> Any:
@@ -76,12 +82,12 @@ def _native() -> Any:
         from ferry.broker.log import _append_native
     except ImportError:
         return None
-    return _append_native.write_batch
+    return _append_native.write_batches
 
 
 _new = tuple.__new__
-native_write_batch = _native()
-write_batch = native_write_batch if native_write_batch is not None else write_batch_py
+native_write_batches = _native()
+write_batches = native_write_batches if native_write_batches is not None else write_batches_py
 
 
 class LogAppendBatch:
@@ -122,8 +128,8 @@ class LogAppendBatch:
                 now = self._clock()
                 if seg.should_roll(size, first + h.last_offset_delta, now, config):
                     seg = self._roll(now)
-                next_offset = seg.append_batch(buf, pos, h, first, leader_epoch)
-            except OSError as e:  # nothing counted; a partial write was cut off (LogSegment.append_batch)
+                next_offset = seg.append_batches([(buf, pos, h)], first, leader_epoch)
+            except OSError as e:  # nothing counted; a partial write was cut off (LogSegment.append_batches)
                 raise self.storage_failure("append", e) from e
             if idempotent:
                 self.producer_state.update(h, first, now, -1)  # never a control batch: produce_parse refuses them
@@ -137,3 +143,55 @@ class LogAppendBatch:
         if want_flush and self.flush_requested is not None:
             self.flush_requested(self)
         return _new(AppendInfo, (first, next_offset - 1, False, -1))  # a NamedTuple's own __new__ costs more
+
+    def append_batches(self: Any, items: list, leader_epoch: int = -1) -> list[AppendInfo] | None:
+        """append_batch of several batches of producers without a producer id (no sequence to check), each
+        (buffer, position, header) as produce_parse gave it, in order, written with one write: a pipelining
+        producer's burst of one-message requests costs one pwritev, not one each. None (nothing done) when
+        any of them needs more than append_batch does or the group would not fit the active segment: the
+        caller appends them one by one then, which decides exactly as before."""
+        config = self.config
+        limit = min(config.max_message_bytes, config.segment_bytes)
+        if config.compression != PRODUCER or config.log_append_time:
+            return None
+        total = span = count = 0
+        for _, _, h in items:
+            size = h.batch_length + LOG_OVERHEAD
+            if size > limit or h.producer_id >= 0:
+                return None
+            total += size
+            span += h.last_offset_delta + 1
+            count += h.records_count
+        with self._lock:
+            if self._closed or self.offline:
+                return None
+            cache = self.leader_epoch_cache
+            if leader_epoch != cache.latest_epoch and leader_epoch >= 0:
+                return None  # a new (or fenced) epoch: append_batch records or refuses it
+            first = self.log_end_offset
+            seg = self._segments[-1]
+            now = self._clock()
+            n = len(items)  # at most one index entry each: an index that could fill up mid-group rolls one by one
+            oi, ti = seg.offset_index, seg.time_index
+            if (seg.size + total > config.segment_bytes or oi.entries + n >= oi.max_entries
+                    or ti.entries + n >= ti.max_entries or seg.should_roll(total, first + span - 1, now, config)):
+                return None
+            try:
+                next_offset = seg.append_batches(items, first, leader_epoch)
+            except OSError as e:  # nothing counted; a partial write was cut off (LogSegment.append_batches)
+                raise self.storage_failure("append", e) from e
+            self.log_end_offset = next_offset
+            if self._first_unflushed_ms is None:
+                self._first_unflushed_ms = now
+            self._appended_messages += count
+            want_flush = self._appended_messages - self._flushed_messages >= config.flush_interval_messages
+        if config.consumers_see_unflushed:
+            self._notify()
+        if want_flush and self.flush_requested is not None:
+            self.flush_requested(self)
+        infos = []
+        for _, _, h in items:
+            last = first + h.last_offset_delta
+            infos.append(_new(AppendInfo, (first, last, False, -1)))
+            first = last + 1
+        return infos

@@ -17,7 +17,7 @@ from pathlib import Path
 import crc32c
 from aiokafka.record._crecords.default_records import DefaultRecordBatch
 
-from ferry.broker.log.log_append import pwrite_all, write_batch
+from ferry.broker.log.log_append import pwrite_all, write_batches
 from ferry.broker.log.offset_index import MAX_RELATIVE_OFFSET, OffsetIndex
 from ferry.broker.log.segment_recovery import SegmentRecovery
 from ferry.broker.log.time_index import TimeIndex
@@ -149,28 +149,34 @@ class LogSegment(SegmentRecovery):
         self.next_offset = offset
         return offset
 
-    def append_batch(self, buf: object, pos: int, h: RecordBatchHeader, offset: int, leader_epoch: int) -> int:
-        """_append_one of the batch at ``pos`` in a request's buffer (Log.append_batch), written by write_batch
-        (native when built) straight from that buffer."""
-        size = h.batch_length + LOG_OVERHEAD
+    def append_batches(self, items: list, offset: int, leader_epoch: int) -> int:
+        """_append_one of each batch in ``items`` — (a request's buffer, the batch's position in it, its header) —
+        from ``offset`` on (Log.append_batch, Log.append_batches): all written by one write_batches (native when
+        built) straight from those buffers; all or nothing is counted."""
         if self._index_backlog:
             self._write_index_entries()
         start = self.size
+        writes = []
+        for buf, pos, h in items:
+            writes.append((buf, pos, h.batch_length + LOG_OVERHEAD, offset, h.batch_length))
+            offset += h.last_offset_delta + 1
         try:
-            write_batch(self.fd, buf, pos, size, offset, h.batch_length, leader_epoch, start)
+            write_batches(self.fd, writes, leader_epoch, start)
         except OSError:
             self._cut_back(start)
             raise
-        if h.max_timestamp > self.max_timestamp:
-            self.max_timestamp = h.max_timestamp
-            self.offset_of_max_timestamp = offset
-        if self.bytes_since_last_index_entry > self.index_interval_bytes:
-            self._add_index_entry(start, offset)
-        self.bytes_since_last_index_entry += size
-        self.size = start + size
-        offset += h.last_offset_delta + 1
-        self.next_offset = offset
-        return offset
+        at = start
+        for (_, _, h), (_, _, size, offset, _) in zip(items, writes, strict=True):
+            if h.max_timestamp > self.max_timestamp:
+                self.max_timestamp = h.max_timestamp
+                self.offset_of_max_timestamp = offset
+            if self.bytes_since_last_index_entry > self.index_interval_bytes:
+                self._add_index_entry(at, offset)
+            self.bytes_since_last_index_entry += size
+            at += size
+        self.size = at
+        self.next_offset = offset + h.last_offset_delta + 1
+        return self.next_offset
 
     def append_raw(self, buf: memoryview, headers: list[RecordBatchHeader]) -> int:
         """Write batches byte for byte as they are (a follower's copy of its leader's batches: offsets,

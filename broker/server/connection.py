@@ -63,6 +63,7 @@ class Connection(ConnectionReadBuffer):
         self._fd = sock.fileno()
         self._metrics = apis.request_metrics
         self._fast_produce = apis.fast_produce.handle_framed
+        self._fast_produce_run = apis.fast_produce.handle_run
         # The read buffer starts small and grows with the client's bursts; while the reader waits for data with
         # nothing buffered it holds no view of it, so the reaper can give a grown buffer back (release_idle_buffer).
         self._buf = bytearray(IDLE_BUFFER)
@@ -151,22 +152,35 @@ class Connection(ConnectionReadBuffer):
         buf = self._buf
         start, end = self._start, self._end
         handled = 0
+        run: list = []  # consecutive Produce requests: handled together (ProduceFastPath.handle_run)
+        need = 4
         try:
-            while end - start >= 4 and self._unanswered < MAX_IN_FLIGHT:
+            while end - start >= 4 and self._unanswered + len(run) < MAX_IN_FLIGHT:
                 size = _SIZE.unpack_from(buf, start)[0]
                 if size <= 0 or size > self.max_request_bytes:
                     self._bad.warning("closing connection from %s: request size %d outside 1..%d "
                                       "(socket.request.max.bytes)", self.peer, size, self.max_request_bytes)
-                    return -1
+                    need = -1
+                    break
                 if end - start - 4 < size:
-                    return size + 4
+                    need = size + 4
+                    break
                 frame = buf[start + 4:start + 4 + size]
                 start += 4 + size
                 self._start = start
+                handled += 1
+                if len(frame) > 1 and not frame[1] & 127:
+                    run.append(frame)
+                    continue
+                if run:
+                    if not self._dispatch_run(run):
+                        return -1
+                    run = []
                 if not self._dispatch(frame):
                     return -1
-                handled += 1
-            return 4
+            if run and not self._dispatch_run(run):
+                return -1
+            return need
         finally:
             if handled:
                 self._flush_ready()
@@ -203,19 +217,7 @@ class Connection(ConnectionReadBuffer):
                 # The common Produce: its whole answer, framed, from ProduceFastPath (one pack, no copies).
                 result = self._fast_produce(frame)
                 if result is not None:
-                    self._unanswered += 1
-                    if type(result) is bytes:
-                        out = self._out
-                        last = out[-1] if out else None
-                        if type(last) is not _Packed:
-                            last = _Packed()
-                            out.append(last)
-                        last.buf += result
-                        last.count += 1
-                        m.bytes_out[0] += len(result) - 8
-                        return True
-                    out = self._out
-                    out.append((_CORRELATION.unpack_from(frame, 4)[0], asyncio.ensure_future(result), 0))
+                    self._queue_fast(frame, result)
                     return True
             correlation_id, result = self.apis.handle(frame, key != 0)
         except (CloseConnection, ProtocolError) as e:
@@ -244,6 +246,47 @@ class Connection(ConnectionReadBuffer):
             result = asyncio.ensure_future(result)
         out.append((correlation_id, result, key))
         return True
+
+    def _dispatch_run(self, run: list) -> bool:
+        """_dispatch of consecutive Produce requests: the answers ProduceFastPath.handle_run gives (one write for a
+        burst to one partition), and the first request it declines through _dispatch (the general path); then
+        on with the rest. False when the connection must close."""
+        m = self._metrics
+        i, n = 0, len(run)
+        while i < n:
+            rest = run[i:] if i else run
+            try:
+                results = self._fast_produce_run(rest)
+            except Exception:
+                m.requests[0] += 1
+                m.errors[0] += 1
+                log.exception("closing connection from %s: request handler failed", self.peer)
+                return False
+            for frame, result in zip(rest, results, strict=False):
+                m.requests[0] += 1
+                m.bytes_in[0] += len(frame)
+                self._queue_fast(frame, result)
+            i += len(results)
+            if i < n:
+                if not self._dispatch(run[i]):
+                    return False
+                i += 1
+        return True
+
+    def _queue_fast(self, frame: bytearray, result: Any) -> None:
+        """Queue an answer of ProduceFastPath: framed bytes packed with the ready answers, or its coroutine."""
+        self._unanswered += 1
+        out = self._out
+        if type(result) is bytes:
+            last = out[-1] if out else None
+            if type(last) is not _Packed:
+                last = _Packed()
+                out.append(last)
+            last.buf += result
+            last.count += 1
+            self._metrics.bytes_out[0] += len(result) - 8
+            return
+        out.append((_CORRELATION.unpack_from(frame, 4)[0], asyncio.ensure_future(result), 0))
 
     # ------------------------------------------------------------------ writing
     async def _write_loop(self) -> None:

@@ -140,6 +140,19 @@ class Partition:
             self._uncommitted.append((info.last_offset + 1, time.monotonic()))
         return info
 
+    def append_batches(self, items: list) -> list | None:
+        """append_batch of several batches with one write (Log.append_batches), or None: nothing done."""
+        infos = self.log.append_batches(items, self.leader_epoch)
+        if infos is None:
+            return None
+        isr = self.isr
+        if len(isr) <= 1:
+            if (isr and isr != (self.broker_id,)) or self.log.replication_hw is not None:
+                self.maybe_advance_hw()
+        elif self.observe_commit is not None and len(self._uncommitted) < 10_000:
+            self._uncommitted.append((infos[-1].last_offset + 1, time.monotonic()))
+        return infos
+
     def enough_replicas(self) -> bool:
         return len(self.isr) >= self.min_isr
 

@@ -35,7 +35,7 @@ class ProduceFastPath:
         self._routes: dict[tuple[bytes, int, int], tuple[str, struct.Struct, int, bytes, bytes]] = {}
         self.topic_bytes: dict[str, int] = {}  # record bytes appended per topic (the broker's metrics read it)
         log.info("produce fast path: native request parse %s, native batch write %s (scripts/build_native.py)",
-                 "on" if produce_parse.NATIVE else "off", "on" if log_append.native_write_batch else "off")
+                 "on" if produce_parse.NATIVE else "off", "on" if log_append.native_write_batches else "off")
 
     def handle(self, frame: bytes | bytearray, version: int) -> bytes | Awaitable[bytes] | None:
         """The answer body (or a coroutine for acks=-1), or None: use the general path."""
@@ -44,14 +44,15 @@ class ProduceFastPath:
             return out
         return out[8:]
 
-    def handle_framed(self, frame: bytes | bytearray) -> bytes | Awaitable[bytes] | None:
+    def handle_framed(self, frame: bytes | bytearray, parsed: Any = None) -> bytes | Awaitable[bytes] | None:
         """The whole answer as it goes on the wire (size prefix and correlation id included: one `pack`, no
         copies), or a coroutine producing the answer's body for acks=-1, or None: use the general path.
         ``frame`` is a request of any API key and version (the caller checked neither). The request is read
         and its one batch checked by produce_parse.parse (native when built); the batch is then written
         straight from ``frame`` (Log.append_batch). Records that are not one valid batch go to the log's
-        general append, which refuses them with the precise error (and this path then declines)."""
-        p = parse(frame)
+        general append, which refuses them with the precise error (and this path then declines). ``parsed``:
+        what produce_parse.parse gave for ``frame`` already."""
+        p = parse(frame) if parsed is None else parsed
         if p is None:
             return None
         version, correlation_id, acks, timeout_ms, raw, partition, pos, h = p
@@ -88,6 +89,73 @@ class ProduceFastPath:
             return self._after_ack(part, info[1] + 1, out[8:], version, topic, partition, timeout_ms)
         return out
 
+    def handle_run(self, frames: list) -> list:
+        """handle_framed of consecutive requests of one connection, in order, for as long as none is declined:
+        the answers of the first of ``frames`` (the caller sends the next one, if any, to the general path).
+        Requests in a row for one partition, each one batch with acks=1 and no producer id, are appended with
+        one write (Log.append_batches): a pipelining producer's burst costs one pwritev."""
+        out: list = []
+        i, n, single_until = 0, len(frames), 0
+        while i < n:
+            p = parse(frames[i])
+            if i >= single_until and _groupable(p):
+                j, part, group = self._group(frames, i, p)
+                if j - i >= 2:
+                    if self._append_group(part, group, out):
+                        i = j
+                        continue
+                    single_until = j  # they go one by one (a roll, a limit, a failure: append_batch decides)
+            r = self.handle_framed(frames[i], p)
+            if r is None:
+                return out
+            out.append(r)
+            i += 1
+        return out
+
+    def _group(self, frames: list, i: int, p: Any) -> tuple[int, Any, list]:
+        """How far from ``i`` the requests go to one led partition with one batch, acks=1, no producer id: (the
+        end, the partition, [(frame, parsed, route)])."""
+        group: list = []
+        part = None
+        n = len(frames)
+        while True:
+            route = self._routes.get((p[4], p[5], p[0])) or self._route(p[4], p[5], p[0])
+            if route is None:
+                break
+            q = self._replicas.partitions.get((route[0], p[5]))
+            if q is None or (part is not None and q is not part) or not q.is_leader or q.log.offline:
+                break
+            part = q
+            group.append((frames[i], p, route))
+            i += 1
+            if i >= n or len(group) >= 256:
+                break
+            p = parse(frames[i])
+            if not _groupable(p):
+                break
+        return i if len(group) >= 2 else i - len(group), part, group
+
+    def _append_group(self, part: Any, group: list, out: list) -> bool:
+        """Append a group with one write and add its answers to ``out``; False when nothing was done."""
+        try:
+            infos = part.append_batches([(frame, p[6], p[7]) for frame, p, _ in group])
+        except Exception:
+            return False  # nothing written: one by one, the first meets the failure (and the general path says it)
+        if infos is None:
+            return False
+        replicas = self._replicas
+        if part.followers and replicas.purgatory is not None:  # as ReplicaManager.append does
+            replicas.purgatory.notify(part.log)
+        tb = self.topic_bytes
+        log_start = part.log.log_start_offset
+        for (frame, p, (topic, packer, size, head, tail)), info in zip(group, infos, strict=True):
+            tb[topic] = tb.get(topic, 0) + len(frame) - p[6]
+            if p[0] >= 5:
+                out.append(packer.pack(size, p[1], head, info[0], -1, log_start, tail))
+            else:
+                out.append(packer.pack(size, p[1], head, info[0], -1, tail))
+        return True
+
     def _route(self, raw: bytes, partition: int, version: int) -> tuple[str, struct.Struct, int, bytes, bytes] | None:
         """The topic's name and the answer's template for a (topic, partition, version) first seen; None when the
         name is not UTF-8 (the general path refuses it)."""
@@ -108,6 +176,11 @@ class ProduceFastPath:
             res = produce.PartitionProduceResult(partition, code, error_message=message)
             return produce.encode_response(version, [(topic, [res])])
         return body
+
+
+def _groupable(p: Any) -> bool:
+    """A parsed request Log.append_batches may take with others: acks=1, one valid batch, no producer id."""
+    return p is not None and p[2] == 1 and p[7] is not None and p[7].producer_id < 0
 
 
 def _template(version: int, topic: str, partition: int) -> tuple[struct.Struct, bytes, bytes]:

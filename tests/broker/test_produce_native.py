@@ -5,6 +5,7 @@ written, so the general path answers it with the error it always did."""
 
 from __future__ import annotations
 
+import asyncio
 import errno
 import os
 import random
@@ -32,7 +33,7 @@ from ferry.zk.znodes import PartitionState  # noqa: E402
 
 TOPIC, PARTITION = "page_view", 3
 native = produce_parse.native_module
-native_write = log_append.native_write_batch
+native_write = log_append.native_write_batches
 needs_native = pytest.mark.skipif(native is None or native_write is None,
                                   reason="native produce path not built (scripts/build_native.py)")
 
@@ -138,18 +139,21 @@ def test_a_header_is_given_only_for_one_batch_validate_batches_accepts():
 @pytest.mark.parametrize("leader_epoch", [-1, 0, 7])
 def test_native_write_writes_what_the_python_write_does(tmp_path, leader_epoch):
     buf = bytearray(b"junk") + build_batch([b"p", b"q"]) + bytearray(b"tail")
+    other = bytes(build_batch([b"r" * 300]))
     size = len(buf) - 8
     paths = []
-    for name, write in (("native", native_write), ("python", log_append.write_batch_py)):
+    for name, write in (("native", native_write), ("python", log_append.write_batches_py)):
         path = tmp_path / name
         fd = os.open(path, os.O_RDWR | os.O_CREAT)
         try:
-            write(fd, buf, 4, size, 1234, size - 12, leader_epoch, 0)
-            write(fd, buf, 4, size, 99, size - 12, leader_epoch, size)
+            write(fd, [(buf, 4, size, 1234, size - 12)], leader_epoch, 0)
+            write(fd, [(buf, 4, size, 99, size - 12), (other, 0, len(other), 101, len(other) - 12)] * 3,
+                  leader_epoch, size)
+            write(fd, [], leader_epoch, 0)
         finally:
             os.close(fd)
         paths.append(path.read_bytes())
-    assert paths[0] == paths[1] and len(paths[0]) == 2 * size
+    assert paths[0] == paths[1] and len(paths[0]) == 4 * size + 3 * len(other)
     assert struct.unpack_from(">q", paths[0], size)[0] == 99
 
 
@@ -160,12 +164,14 @@ def test_native_write_fails_as_the_python_write_does(tmp_path):
     path.write_bytes(b"")
     fd = os.open(path, os.O_RDONLY)
     try:
-        for write in (native_write, log_append.write_batch_py):
+        for write in (native_write, log_append.write_batches_py):
             with pytest.raises(OSError) as e:
-                write(fd, buf, 0, len(buf), 0, len(buf) - 12, -1, 0)
+                write(fd, [(buf, 0, len(buf), 0, len(buf) - 12)], -1, 0)
             assert e.value.errno == errno.EBADF
             with pytest.raises(ValueError):
-                write(fd, buf, 1, len(buf), 0, len(buf) - 12, -1, 0)
+                write(fd, [(buf, 1, len(buf), 0, len(buf) - 12)], -1, 0)
+            with pytest.raises(ValueError):
+                write(fd, [(buf, 0, len(buf), 0, len(buf) - 12)] * 513, -1, 0)
     finally:
         os.close(fd)
 
@@ -206,7 +212,7 @@ def test_fast_path_native_and_python_answer_and_write_alike(tmp_path, monkeypatc
     reqs += [request(b) for b in _bad_batches().values()]
     native_run = _run(tmp_path, "native", reqs)
     monkeypatch.setattr(produce_fast_path, "parse", produce_parse.parse_py)
-    monkeypatch.setattr(log_segment, "write_batch", log_append.write_batch_py)
+    monkeypatch.setattr(log_segment, "write_batches", log_append.write_batches_py)
     python_run = _run(tmp_path, "python", reqs)
     assert native_run[0] == python_run[0]
     assert native_run[1] == python_run[1] and native_run[1]["00000000000000000000.log"]
@@ -231,12 +237,89 @@ def test_a_failed_native_write_cuts_back_and_takes_the_log_offline(tmp_path, mon
     assert fp.handle_framed(request(bytes(build_batch([b"one"])))) is not None
     size = log.segments[-1].size
 
-    def torn(fd, buf, pos, n, *rest):
-        os.pwrite(fd, bytes(memoryview(buf)[pos:pos + n // 2]), size)
+    def torn(fd, items, leader_epoch, position):
+        buf, pos, n = items[0][:3]
+        os.pwrite(fd, bytes(memoryview(buf)[pos:pos + n // 2]), position)
         raise OSError(errno.EIO, "Input/output error")
 
-    monkeypatch.setattr(log_segment, "write_batch", torn)
+    monkeypatch.setattr(log_segment, "write_batches", torn)
     assert fp.handle_framed(request(bytes(build_batch([b"two"])))) is None
     assert log.offline and log.log_end_offset == 1
     assert os.path.getsize(log.segments[-1].log_path) == size
     log.close()
+
+
+def _burst(ts: int) -> list[bytearray]:
+    """A pipelining producer's requests: one-message requests in a row, some other shapes between them."""
+    reqs = [request(bytes(build_batch([b"b%d" % i], base_timestamp=ts + i)), version=3 + i % 6) for i in range(40)]
+    reqs.insert(10, request(bytes(build_batch([b"all"], base_timestamp=ts)), acks=-1))
+    reqs.insert(20, request(_bad_batches()["bad crc"]))  # declined: the general path answers it
+    reqs.insert(21, request(bytes(build_batch([b"idem"], base_timestamp=ts, producer_id=3, producer_epoch=0,
+                                              base_sequence=0))))
+    reqs.insert(30, request(bytes(build_batch([b"zero"], base_timestamp=ts)), acks=0))  # declined: not the shape
+    return reqs
+
+
+@pytest.mark.parametrize("native_parts", [True, False])
+def test_a_run_answers_and_writes_as_one_request_at_a_time(tmp_path, monkeypatch, native_parts):
+    """handle_run (a burst's requests to one partition appended with one write) gives the answers handle_framed
+    gives one by one, writes the same log files, and stops before the first request it declines."""
+    if not native_parts:
+        monkeypatch.setattr(produce_fast_path, "parse", produce_parse.parse_py)
+        monkeypatch.setattr(log_segment, "write_batches", log_append.write_batches_py)
+    reqs = _burst(1_700_000_000_000)
+    writes = []
+    write = log_segment.write_batches
+    monkeypatch.setattr(log_segment, "write_batches", lambda fd, items, *rest: (writes.append(len(items)),
+                                                                                write(fd, items, *rest))[1])
+    one_log = Log(tmp_path / "one" / f"{TOPIC}-{PARTITION}")
+    one = _fast_path(one_log)
+    singly = [one.handle_framed(bytearray(r)) for r in reqs]
+    assert set(writes) == {1}
+    writes.clear()
+    run_log = Log(tmp_path / "run" / f"{TOPIC}-{PARTITION}")
+    fp = _fast_path(run_log)
+    together: list = []
+    i = 0
+    while i < len(reqs):
+        got = fp.handle_run([bytearray(r) for r in reqs[i:]])
+        together += got
+        i += len(got)
+        if i < len(reqs):
+            assert fp.handle_framed(bytearray(reqs[i])) is None  # the one it stopped at is declined
+            together.append(None)
+            i += 1
+    assert max(writes) >= 9 and len(writes) < 10  # bursts written with one write each
+    for a in singly + together:
+        if asyncio.iscoroutine(a):
+            a.close()  # acks=-1: the flush is not the point here
+    assert [type(a) for a in together] == [type(a) for a in singly]
+    assert [a for a in together if type(a) is bytes] == [a for a in singly if type(a) is bytes]
+    assert run_log.log_end_offset == one_log.log_end_offset == 40 + 2
+    for lg in (one_log, run_log):
+        lg.close()
+    files = [{p.name: p.read_bytes() for p in lg.dir.iterdir() if p.suffix in (".log", ".index", ".timeindex")}
+             for lg in (one_log, run_log)]
+    assert files[0] == files[1]
+
+
+def test_a_run_that_would_roll_the_segment_goes_one_by_one(tmp_path):
+    from ferry.wire.log_config import LogConfig
+
+    reqs = [request(bytes(build_batch([b"r%d" % i * 50], base_timestamp=1_700_000_000_000))) for i in range(30)]
+    logs = []
+    for name in ("one", "run"):
+        lg = Log(tmp_path / name / f"{TOPIC}-{PARTITION}", LogConfig(segment_bytes=2_000, index_interval_bytes=100))
+        fp = _fast_path(lg)
+        answers = [fp.handle_framed(bytearray(r)) for r in reqs] if name == "one" else \
+            fp.handle_run([bytearray(r) for r in reqs])
+        assert len(answers) == 30 and all(type(a) is bytes for a in answers)
+        logs.append((lg, answers))
+    assert logs[0][1] == logs[1][1]
+    assert [s.base_offset for s in logs[0][0].segments] == [s.base_offset for s in logs[1][0].segments]
+    assert len(logs[0][0].segments) > 3
+    for lg, _ in logs:
+        lg.close()
+    files = [{p.name: p.read_bytes() for p in lg.dir.iterdir() if p.suffix in (".log", ".index", ".timeindex")}
+             for lg, _ in logs]
+    assert files[0] == files[1]
