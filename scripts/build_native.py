@@ -6,7 +6,8 @@ The warehouse loader's record/Avro decoders (loaders/), the mirror's record conc
 
 Called by scripts/setup.sh after the venv is ready. Kept out of ``pip install -e .`` on purpose: a machine
 without a C compiler must still install ferry; the loader then runs its pure-Python fallback and warns once
-(ferry.loaders.native), and the mirror coalesces with the pure-Python twin of the concatenation. Exit code 0
+(ferry.loaders.native), the mirror coalesces with aiokafka's record builder as before, and the broker parses
+and writes produce requests in Python (it logs which at start). Exit code 0
 when every module built, 1 otherwise (setup.sh only warns).
 
     .venv/bin/python scripts/build_native.py [--force]
@@ -34,7 +35,7 @@ def main(argv: list[str]) -> int:
         from Cython.Build import cythonize
         from setuptools import Distribution, Extension
     except ImportError as e:
-        print(f"build_native: {e}; the loader and the mirror will use their pure-Python paths", file=sys.stderr)
+        print(f"build_native: {e}; the loader, the mirror and the broker will use their slower paths", file=sys.stderr)
         return 1
     exts = [Extension(f"{package}.{name}", [str(ROOT / folder / f"{name}.pyx")], extra_compile_args=["-O3"])
             for package, folder, name in MODULES]

@@ -40,6 +40,6 @@ fi
 # The loader's record-batch and Avro decoders (Cython -> loaders/*.so; quick when up to date). Without them
 # `ferry load` still works, on its pure-Python path, several times slower (it warns once).
 if ! .venv/bin/python scripts/build_native.py >/dev/null; then
-  echo "setup: WARNING: the loader's native decoders did not build; ferry load uses its slower Python path" >&2
+  echo "setup: WARNING: ferry's native parts did not build; ferry load, the mirror and the broker use their slower paths" >&2
 fi
 echo "setup: ready ($(.venv/bin/python --version), $(java -version 2>&1 | head -1))"
