@@ -10,6 +10,10 @@ walk takes only records aiokafka reads with the same timestamps, and leaves the 
 need no walk: a one-record batch (its first timestamp is its only one) and LogAppendTime batches (every
 record carries the broker's time, maxTimestamp). Coalesced batches are counted by the walk that built them
 (batch_rewrite, ForwardedBatches.counts).
+
+A record without a timestamp (-1, NO_TIMESTAMP) counts in ``bucket_start(-1)``, the bucket before the epoch,
+like every tier (client/audit/bucket.py): the native walk refuses it and aiokafka's reader, which gives -1,
+counts the batch. Counting never raises for a timestamp: a reader that gave None would count it as -1.
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ from collections.abc import Callable, Sequence
 from aiokafka.errors import KafkaError
 from aiokafka.record._crecords.default_records import DefaultRecordBatch
 
-from ferry.client.audit.bucket import BUCKET_MS, bucket_start
+from ferry.client.audit.bucket import BUCKET_MS, NO_TIMESTAMP, bucket_start
 from ferry.wire.record import batch_concat
 from ferry.wire.record.record_batch import COMPRESSION_MASK, TIMESTAMP_TYPE_MASK, RecordBatchHeader
 
@@ -75,7 +79,11 @@ def bucket_counts(batch: bytes, n: int) -> dict[int, int]:
         raise BatchWalkError(f"{len(stamps)} records, header says {n}")
     if not stamps:
         return {}
-    lo, hi = min(stamps), max(stamps)
+    try:
+        lo, hi = min(stamps), max(stamps)
+    except TypeError:  # a reader that gives None for NO_TIMESTAMP (aiokafka 0.14 gives -1): count it as -1
+        stamps = [NO_TIMESTAMP if ts is None else ts for ts in stamps]
+        lo, hi = min(stamps), max(stamps)
     if lo - lo % BUCKET_MS == hi - hi % BUCKET_MS:
         return {lo - lo % BUCKET_MS: n}  # the common case: the whole batch in one bucket
     return dict(Counter(ts - ts % BUCKET_MS for ts in stamps))

@@ -39,7 +39,7 @@ import crc32c
 from aiokafka.errors import KafkaError
 from aiokafka.record._crecords.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 
-from ferry.client.audit.bucket import BUCKET_MS
+from ferry.client.audit.bucket import BUCKET_MS, NO_TIMESTAMP
 from ferry.wire.record import batch_concat
 from ferry.wire.record.read_committed import ReadCommitted
 from ferry.wire.record.record_batch import (
@@ -247,14 +247,26 @@ def _concat(out: ForwardedBatches, run: list[tuple[memoryview, RecordBatchHeader
 
 def _coalesce(run: list[tuple[memoryview, RecordBatchHeader, int]], producer_id: int, producer_epoch: int,
               sequence: int) -> bytearray | None:
+    """The run's records re-built into one batch by aiokafka's C builder, or None (forward them as they are).
+
+    That builder takes a first timestamp of -1 (Kafka's NO_TIMESTAMP) for "none yet": records without a
+    timestamp at the head of a run would be written with delta 0 against the next record's timestamp and
+    read back with its time (the data changed, the audit books off). Such a run is forwarded unchanged
+    unless all its records are -1 (then base = max = -1 and every delta 0, as the source had them).
+    """
     codec = run[0][1].attributes & COMPRESSION_MASK
     total = sum(h.records_count for _, h, _ in run)
     builder = DefaultRecordBatchBuilder(2, codec, 0, producer_id, producer_epoch, sequence, 1 << 30)
-    n = 0
+    n, first_ts = 0, None
     try:
         for batch, _h, _ in run:
             for r in DefaultRecordBatch(bytes(batch)):
-                if builder.append(n, r.timestamp, r.key, r.value, r.headers) is None:
+                ts = r.timestamp
+                if first_ts is None:
+                    first_ts = ts
+                elif first_ts == NO_TIMESTAMP and ts != NO_TIMESTAMP:
+                    return None  # the builder would give the leading -1 records this record's time
+                if builder.append(n, ts, r.key, r.value, r.headers) is None:
                     return None
                 n += 1
             if n > total:
