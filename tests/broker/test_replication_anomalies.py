@@ -142,8 +142,12 @@ def test_hw_truncation_leaves_replicas_diverged_after_both_crash(zk_server, tmp_
     2. m1 then m2 (one record each) with acks=-1: both replicas hold offsets 0 and 1. The leader's HW is 2;
        the follower's is 1 (its next fetch is parked for 20 s). Wait until broker 1's
        replication-offset-checkpoint holds HW 2 (written every 5 s), so that broker 1 restarts with it.
-    3. kill -9 both. Broker 2 also loses its page cache: its log is cut back to m1 (offset 1 is gone), with
-       the indexes, producer snapshot and checkpoint entries that would describe the lost tail.
+    3. kill -9 both: broker 1 first, and broker 2 once the controller has seen broker 1's session end and
+       moved the leadership to it (ISR (2)). Killed together, the two sessions end in an order ZooKeeper's
+       ping phases decide; had broker 2's ended first, the controller would have shrunk the ISR to (1) and
+       step 4 could not elect broker 2. Broker 2 also loses its page cache: its log is cut back to m1
+       (offset 1 is gone), with the indexes, producer snapshot and checkpoint entries that would describe
+       the lost tail (its leader-epoch entry past the cut is dropped by recovery).
     4. Once both are unregistered (partition offline, ISR kept), restart broker 2 alone: it is in the last
        ISR, so it is elected (new leader epoch starting at offset 1) and recovers to LEO 1. m3 (acks=1) takes
        offset 1 — m2's offset on broker 1.
@@ -167,6 +171,8 @@ def test_hw_truncation_leaves_replicas_diverged_after_both_crash(zk_server, tmp_
         wait_until(lambda: read_checkpoint(hw_file).get((topic, 0)) == 2, 20, "broker 1's HW checkpoint at 2")
 
         c.kill(1)
+        st = c.wait_state(topic, 0, lambda s: s.leader != 1, 30, "broker 1's session over, leadership moved")
+        assert st.leader == 2 and st.isr == (2,), st
         c.kill(2)
         _lose_unflushed_tail(c.brokers[2].data_dir, topic, 0, keep_below=1)
         c.wait_state(topic, 0, lambda s: s.leader == -1, 30, "the partition offline")
