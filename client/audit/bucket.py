@@ -6,7 +6,9 @@ message, so that the producer's, the mirror's and the warehouse's counts of one 
 A record without a timestamp carries -1 (Kafka's NO_TIMESTAMP; a v2 batch with baseTimestamp -1 and delta
 0). It is not refused and not re-stamped: every tier counts it by the same floor rule, in the bucket
 ``bucket_start(-1) == -BUCKET_MS`` (1969-12-31 23:50 UTC), as the producer's delivery report and the mirror's
-walk of the log both see -1. No real event time falls there, so such records stay visible apart.
+walk of the log both see -1 (tests/mirror/test_no_timestamp_mirror.py). No real event time falls there,
+so such records stay apart. The warehouse loader refuses them (no event time, no hourly partition), so
+at that tier the bucket shows them as missing.
 """
 
 from __future__ import annotations
