@@ -19,7 +19,7 @@ FETCH_RESPONSE_MAX_BYTES = 32 << 20
 FETCH_WAIT_MS = 500  # long poll when idle: also bounds how long an ownership change waits
 IN_FLIGHT_FETCH_WAIT_MS = 20  # long poll while produce answers are due: they are read when it returns
 METADATA_MIN_INTERVAL_S = 0.2
-COALESCE_BYTES = 256 << 10  # small fetched batches are re-built into batches of about this size
+COALESCE_BYTES = 960 << 10  # small fetched batches are re-built into batches of about this size (< Kafka's 1 MiB message.max.bytes)
 MIN_COALESCE_BYTES = 1 << 10  # a partition whose coalesce limit would fall below this stops coalescing
 TOO_LARGE_ERRORS = frozenset({ErrorCode.MESSAGE_TOO_LARGE, ErrorCode.RECORD_LIST_TOO_LARGE})
 

@@ -11,7 +11,7 @@ from ferry.wire.record.record_batch import RecordBatchHeader
 
 TopicPartition = tuple[str, int]
 
-INITIAL_FETCH_BYTES = 1 << 20
+INITIAL_FETCH_BYTES = 4 << 20  # above COALESCE_BYTES: one fetch fills a whole coalesced batch
 MAX_FETCH_BYTES = 64 << 20
 MIN_BACKOFF_S = 0.1
 MAX_BACKOFF_S = 5.0
