@@ -240,15 +240,8 @@ class Log(LogAppendBatch, LogFlush, LogRecovery, LogRetention, LogReplication, L
                         state.update(h, offset, now, control_type(mv, pos) if h.is_control else -1)
                     offset += h.last_offset_delta + 1
                     pos += h.size
-            self.log_end_offset = next_offset
-            if self._first_unflushed_ms is None:
-                self._first_unflushed_ms = now
-            self._appended_messages += count
-            want_flush = self._appended_messages - self._flushed_messages >= config.flush_interval_messages
-        if config.consumers_see_unflushed:
-            self._notify()
-        if want_flush and self.flush_requested is not None:
-            self.flush_requested(self)
+            want_flush = self._count_appended(next_offset, count, now)
+        self._after_append(want_flush)
         return AppendInfo(first, next_offset - 1, False, -1 if append_time is None else append_time)  # positional
 
     @staticmethod

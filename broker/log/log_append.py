@@ -133,15 +133,8 @@ class LogAppendBatch:
                 raise self.storage_failure("append", e) from e
             if idempotent:
                 self.producer_state.update(h, first, now, -1)  # never a control batch: produce_parse refuses them
-            self.log_end_offset = next_offset
-            if self._first_unflushed_ms is None:
-                self._first_unflushed_ms = now
-            self._appended_messages += h.records_count
-            want_flush = self._appended_messages - self._flushed_messages >= config.flush_interval_messages
-        if config.consumers_see_unflushed:
-            self._notify()
-        if want_flush and self.flush_requested is not None:
-            self.flush_requested(self)
+            want_flush = self._count_appended(next_offset, h.records_count, now)
+        self._after_append(want_flush)
         return _new(AppendInfo, (first, next_offset - 1, False, -1))  # a NamedTuple's own __new__ costs more
 
     def append_batches(self: Any, items: list, leader_epoch: int = -1) -> list[AppendInfo] | None:
@@ -180,15 +173,8 @@ class LogAppendBatch:
                 next_offset = seg.append_batches(items, first, leader_epoch)
             except OSError as e:  # nothing counted; a partial write was cut off (LogSegment.append_batches)
                 raise self.storage_failure("append", e) from e
-            self.log_end_offset = next_offset
-            if self._first_unflushed_ms is None:
-                self._first_unflushed_ms = now
-            self._appended_messages += count
-            want_flush = self._appended_messages - self._flushed_messages >= config.flush_interval_messages
-        if config.consumers_see_unflushed:
-            self._notify()
-        if want_flush and self.flush_requested is not None:
-            self.flush_requested(self)
+            want_flush = self._count_appended(next_offset, count, now)
+        self._after_append(want_flush)
         infos = []
         for _, _, h in items:
             last = first + h.last_offset_delta

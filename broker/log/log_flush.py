@@ -10,6 +10,22 @@ from ferry.wire.atomic_file import fsync_dir
 class LogFlush:
     """Flushing a partition's log: after N messages or T ms (paper 3.1), fsync of data, indexes and directory; consumers see only flushed data where that setting applies. (a part of Log)."""
 
+    def _count_appended(self, next_offset: int, messages: int, now: int) -> bool:
+        """Under the append lock, after a write: the new log end, when the unflushed data began, the messages
+        not yet flushed. True when flush.messages asks for a flush (every append path counts the same way)."""
+        self.log_end_offset = next_offset
+        if self._first_unflushed_ms is None:
+            self._first_unflushed_ms = now
+        self._appended_messages += messages
+        return self._appended_messages - self._flushed_messages >= self.config.flush_interval_messages
+
+    def _after_append(self, want_flush: bool) -> None:
+        """Outside the lock: wake the readers that may see unflushed data, ask for the flush it wants."""
+        if self.config.consumers_see_unflushed:
+            self._notify()
+        if want_flush and self.flush_requested is not None:
+            self.flush_requested(self)
+
     def needs_flush(self, now_ms: int | None = None) -> bool:
         """flush.messages reached, or the oldest unflushed append is flush.ms old."""
         first = self._first_unflushed_ms

@@ -68,10 +68,7 @@ class LogReplication:
             except OSError as e:  # runs written before the failure stay counted: they are whole batches
                 raise self.storage_failure("replica append", e) from e
             want_flush = self._appended_messages - self._flushed_messages >= config.flush_interval_messages
-        if config.consumers_see_unflushed:
-            self._notify()
-        if want_flush and self.flush_requested is not None:
-            self.flush_requested(self)
+        self._after_append(want_flush)
         return AppendInfo(first, expected - 1)
 
     def _follower_write(self, mv: memoryview, headers: list[RecordBatchHeader]) -> None:
