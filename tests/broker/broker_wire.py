@@ -125,6 +125,26 @@ def produce_body(topic: str, partition: int, records: bytes | None, acks: int = 
     return bytes(w.buf)
 
 
+def produce_frame(correlation_id: int, topic: str, records: bytes, client_id: str, acks: int = 1,
+                  version: int = 8) -> bytes:
+    """A whole Produce request of one partition (0) as it goes on a socket, size prefix included: for tests
+    that pipeline many requests in one sendall."""
+    body = struct.pack(">hhi", PRODUCE, version, correlation_id) + bytes(Writer().string(client_id).buf)
+    body += produce_body(topic, 0, records, acks=acks, version=version)
+    return struct.pack(">i", len(body)) + body
+
+
+def recv_exact(sock: socket.socket, n: int) -> bytes:
+    """Exactly ``n`` bytes from ``sock``; ConnectionError if the peer closes first."""
+    data = bytearray()
+    while len(data) < n:
+        chunk = sock.recv(n - len(data))
+        if not chunk:
+            raise ConnectionError(f"closed after {len(data)} of {n} bytes")
+        data += chunk
+    return bytes(data)
+
+
 @dataclass
 class ProducePartition:
     error: int

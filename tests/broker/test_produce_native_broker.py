@@ -17,30 +17,21 @@ from broker_wire import (
     create_topic,
     leaders,
     parse_produce,
-    produce_body,
+    produce_frame,
+    recv_exact,
     start_brokers,
 )
 
 from ferry.wire.protocol.errors import ErrorCode
-from ferry.wire.protocol.primitives import Reader, Writer
+from ferry.wire.protocol.primitives import Reader
 
 TOPIC = "native"
 
 
 def _request(correlation_id: int, records: bytes) -> bytes:
-    body = struct.pack(">hhi", 0, 8, correlation_id) + bytes(Writer().string("native-test").buf)
-    body += produce_body(TOPIC, 0, records, acks=1, version=8)
-    return struct.pack(">i", len(body)) + body
+    return produce_frame(correlation_id, TOPIC, records, "native-test")
 
 
-def _recv_exact(s: socket.socket, n: int) -> bytes:
-    data = bytearray()
-    while len(data) < n:
-        chunk = s.recv(n - len(data))
-        if not chunk:
-            raise ConnectionError(f"closed after {len(data)} of {n} bytes")
-        data += chunk
-    return bytes(data)
 
 
 def _bad() -> list[tuple[bytes, int]]:
@@ -82,7 +73,7 @@ def test_a_burst_with_bad_requests_is_answered_as_before(zk_connect: str, tmp_pa
             s.sendall(b"".join(requests))
             got = []
             for _ in requests:
-                frame = _recv_exact(s, struct.unpack(">i", _recv_exact(s, 4))[0])
+                frame = recv_exact(s, struct.unpack(">i", recv_exact(s, 4))[0])
                 res = parse_produce(Reader(frame, 4), 8)[(TOPIC, 0)]
                 got.append((struct.unpack_from(">i", frame)[0], res.error, res.base_offset))
         assert got == expected

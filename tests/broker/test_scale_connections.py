@@ -12,7 +12,16 @@ from pathlib import Path
 
 import psutil
 import pytest
-from broker_wire import API_VERSIONS, WireClient, api_versions, create_topic, fetch, leaders, start_brokers
+from broker_wire import (
+    API_VERSIONS,
+    WireClient,
+    api_versions,
+    create_topic,
+    fetch,
+    leaders,
+    recv_exact,
+    start_brokers,
+)
 
 CONNECTIONS = 400
 
@@ -55,19 +64,11 @@ def _open_idle(address: str, n: int) -> list[socket.socket]:
         s.sendall(_api_versions_frame(i))
         socks.append(s)
     for s in socks:
-        size = struct.unpack(">i", _recv_exact(s, 4))[0]
-        _recv_exact(s, size)
+        size = struct.unpack(">i", recv_exact(s, 4))[0]
+        recv_exact(s, size)
     return socks
 
 
-def _recv_exact(s: socket.socket, n: int) -> bytes:
-    data = b""
-    while len(data) < n:
-        chunk = s.recv(n - len(data))
-        if not chunk:
-            raise ConnectionError("closed")
-        data += chunk
-    return data
 
 
 def test_idle_connections_cost_a_few_kb_and_give_it_back(broker) -> None:

@@ -13,17 +13,17 @@ from pathlib import Path
 
 import pytest
 from broker_wire import (
-    PRODUCE,
     WireClient,
     build_batch,
     create_topic,
     leaders,
     parse_produce,
-    produce_body,
+    produce_frame,
+    recv_exact,
     start_brokers,
 )
 
-from ferry.wire.protocol.primitives import Reader, Writer
+from ferry.wire.protocol.primitives import Reader
 
 TOPIC = "small"
 
@@ -43,27 +43,17 @@ def broker(zk_connect: str, tmp_path: Path):
 
 
 def _request(correlation_id: int, value: bytes, acks: int = 1, version: int = 8) -> bytes:
-    body = struct.pack(">hhi", PRODUCE, version, correlation_id) + bytes(Writer().string("small-test").buf)
-    body += produce_body(TOPIC, 0, build_batch([value]), acks=acks, version=version)
-    return struct.pack(">i", len(body)) + body
+    return produce_frame(correlation_id, TOPIC, build_batch([value]), "small-test", acks, version)
 
 
-def _recv_exact(s: socket.socket, n: int) -> bytes:
-    data = bytearray()
-    while len(data) < n:
-        chunk = s.recv(n - len(data))
-        if not chunk:
-            raise ConnectionError(f"closed after {len(data)} of {n} bytes")
-        data += chunk
-    return bytes(data)
 
 
 def _answers(s: socket.socket, n: int, version: int = 8) -> list[tuple[int, int, int]]:
     """(correlation id, error code, base offset) of the next ``n`` answers."""
     out = []
     for _ in range(n):
-        size = struct.unpack(">i", _recv_exact(s, 4))[0]
-        frame = _recv_exact(s, size)
+        size = struct.unpack(">i", recv_exact(s, 4))[0]
+        frame = recv_exact(s, size)
         r = Reader(frame, 4)
         res = parse_produce(r, version)[(TOPIC, 0)]
         out.append((struct.unpack_from(">i", frame)[0], res.error, res.base_offset))
