@@ -35,7 +35,6 @@ from ferry.wire.record.compression import PRODUCER
 from ferry.wire.record.control_batch import control_type
 from ferry.wire.record.errors import (
     CorruptRecordError,
-    FencedLeaderEpochError,
     InvalidRecordError,
     KafkaStorageError,
     LogOffsetOutOfRangeError,
@@ -205,15 +204,8 @@ class Log(LogAppendBatch, LogFlush, LogRecovery, LogRetention, LogReplication, L
                 if h.producer_id >= 0:
                     idempotent = True
         with self._lock:
-            if self._closed:
-                raise StorageError(f"log {self.name} is closed")
-            if self.offline:
-                raise self.offline_error()
+            new_epoch = self._writable(leader_epoch)
             cache = self.leader_epoch_cache
-            new_epoch = leader_epoch != cache.latest_epoch and leader_epoch >= 0
-            if new_epoch and leader_epoch < cache.latest_epoch:
-                raise FencedLeaderEpochError(
-                    f"leader epoch {leader_epoch} is older than {cache.latest_epoch} in {self.name}")
             state = self.producer_state
             if idempotent:
                 dup = state.find_duplicate(headers)

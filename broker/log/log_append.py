@@ -93,6 +93,19 @@ write_batches = native_write_batches if native_write_batches is not None else wr
 class LogAppendBatch:
     """Log.append_batch (a part of Log: its attributes are set in Log.__init__)."""
 
+    def _writable(self: Any, leader_epoch: int) -> bool:
+        """Under the append lock: refuse a closed or offline log and a fenced (older) leader epoch; True when
+        ``leader_epoch`` is a new one that the append must record. Every leader append checks this way."""
+        if self._closed:
+            raise StorageError(f"log {self.name} is closed")
+        if self.offline:
+            raise self.offline_error()
+        latest = self.leader_epoch_cache.latest_epoch
+        new_epoch = leader_epoch != latest and leader_epoch >= 0
+        if new_epoch and leader_epoch < latest:
+            raise FencedLeaderEpochError(f"leader epoch {leader_epoch} is older than {latest} in {self.name}")
+        return new_epoch
+
     def append_batch(self: Any, buf: Any, pos: int, h: RecordBatchHeader, leader_epoch: int = -1) -> AppendInfo:
         """Log.append of the one batch at ``pos`` in ``buf`` whose header ``h`` produce_parse read and checked
         (framing, magic, counts, attributes, CRC-32C): the same checks in the same order, the same bytes
@@ -104,15 +117,8 @@ class LogAppendBatch:
                 or config.log_append_time):
             return self.append(memoryview(buf)[pos:pos + size], leader_epoch)
         with self._lock:
-            if self._closed:
-                raise StorageError(f"log {self.name} is closed")
-            if self.offline:
-                raise self.offline_error()
+            new_epoch = self._writable(leader_epoch)
             cache = self.leader_epoch_cache
-            latest = cache.latest_epoch
-            new_epoch = leader_epoch != latest and leader_epoch >= 0
-            if new_epoch and leader_epoch < latest:
-                raise FencedLeaderEpochError(f"leader epoch {leader_epoch} is older than {latest} in {self.name}")
             idempotent = h.producer_id >= 0
             if idempotent:
                 headers = [h]
