@@ -372,8 +372,10 @@ def test_a_zombie_controller_changes_nothing(three):
     try:
         three.pause(old)
         try:
-            new, new_epoch = wait_until(lambda: (c := controller(three))[0] not in (-1, old) and c, 30,
-                                        "another controller")
+            # a new controller creates /controller before it bumps /controller_epoch: wait for both
+            new, new_epoch = wait_until(
+                lambda: (c := controller(three))[0] not in (-1, old) and c[1] > old_epoch and c, 30,
+                "another controller with a higher epoch")
             assert new_epoch > old_epoch
             # the new controller acts: the frozen broker is gone, so its leaderships move
             for p in range(3):
