@@ -6,8 +6,13 @@ random messages in sets of 50 (MessageSetProducer, acks=1) over ``--partitions``
 (1) MessageSetConsumer reads every partition from the log start to its end, one after the other, every
 record's value materialised (CRCs not checked: the bench's lean consumer setting); (2) a MirrorMaker in
 this process (``--streams`` streams, audit on, commit every 0.2 s) copies the topic; its rate counts from
-the first committed progress to everything committed (start-up and the first sync excluded), CPU is this
-process's user+sys over the copy. Latency: a producer paced at ``--rate`` msg/s (send time in the value)
+the first message in the offline log to the last (every batch is acknowledged with acks=all; start-up and
+the first sync excluded), CPU is this process's user+sys over that time; the time to the last commit is
+printed too.
+
+On a VM whose balloon driver reports free pages to the host (``/sys/module/page_reporting``), every page the
+offline broker's new data lands in is faulted in from the host again, which the reader never pays; the
+bench says so when it is on (bench/RESULTS.md, "the VM's free page reporting"). Latency: a producer paced at ``--rate`` msg/s (send time in the value)
 for ``--seconds``; one librdkafka consumer reads the live topic, another the offline copy; p50/p99 of
 receive minus send time for each, and the difference (what the mirror adds).
 
@@ -47,11 +52,13 @@ if os.environ.get("BENCH_MIRROR_DIR"):  # before `ferry.mirror` is imported: ano
 from common import payloads  # noqa: E402
 from confluent_kafka import Consumer, Producer, TopicPartition  # noqa: E402
 
+from ferry.client.group_store import read_offsets  # noqa: E402
 from ferry.client.message_set_consumer import MessageSetConsumer  # noqa: E402
 from ferry.client.message_set_producer import MessageSetProducer  # noqa: E402
+from ferry.client.wire_client import WireClient  # noqa: E402
 from ferry.embedded import BrokerProcess, ZooKeeperServer  # noqa: E402
 from ferry.mirror.mirror_maker import MirrorConfig, MirrorMaker  # noqa: E402
-from ferry.mirror.status import mirror_status  # noqa: E402
+from ferry.wire.protocol.list_offsets import LATEST_TIMESTAMP  # noqa: E402
 from ferry.wire.record.message_set_builder import MessageSetBuilder  # noqa: E402
 from ferry.zk.cluster_registry import ClusterRegistry  # noqa: E402
 
@@ -96,29 +103,70 @@ def raw_read(bootstrap: str, topic: str, partitions: int) -> tuple[int, float, f
     return got, secs, cpus
 
 
-def mirror_copy(live_zk: str, offline_zk: str, topic: str, partitions: int, streams: int,
-                **config) -> tuple[int, float, float]:
-    """(messages timed, seconds, CPU seconds) from the first committed progress to all committed."""
+def page_reporting() -> str | None:
+    """A warning if the guest hands free pages back to its host (virtio-balloon free page reporting)."""
+    try:
+        order = int(Path("/sys/module/page_reporting/parameters/page_reporting_order").read_text())
+    except (OSError, ValueError):
+        return None
+    if order > 10:  # above the largest buddy order: nothing is reported
+        return None
+    return (f"note: free page reporting is on (order {order}): the offline broker's new pages are faulted in "
+            "from the host; as root, 'echo 11 > /sys/module/page_reporting/parameters/page_reporting_order' "
+            "turns it off until reboot")
+
+
+def end_offsets(client: WireClient, topic: str, partitions: int) -> int:
+    got = client.list_offsets({(topic, q): LATEST_TIMESTAMP for q in range(partitions)})
+    return sum(r.offset for r in got.values() if not r.error_code and r.offset > 0)
+
+
+def mirror_copy(live: BrokerProcess, offline: BrokerProcess, live_zk: str, offline_zk: str, topic: str,
+                partitions: int, streams: int, **config) -> tuple[int, float, float, float]:
+    """(messages timed, seconds to acknowledged, seconds to committed, CPU seconds to acknowledged).
+
+    The clock starts when the offline log holds its first message (start-up and the first sync excluded) and
+    stops when it holds them all: every batch is written with acks=all, so that is the copy's end. The
+    mirror commits the live offsets after those acks, every 0.2 s; the time to the last commit is returned
+    too. Both are watched from one open connection per cluster and one ZooKeeper session, every 5 ms:
+    the mirror runs in this process, so the watching must cost it little CPU.
+    """
     group = f"bench-{uuid.uuid4().hex[:8]}"
+    src = WireClient(live.bootstrap, client_id="bench-watch")
+    try:
+        total = end_offsets(src, topic, partitions)
+    finally:
+        src.close()
     mm = MirrorMaker(MirrorConfig(live_zk, offline_zk, include=topic, streams=streams, group=group,
                                   commit_interval_s=0.2, audit_interval_s=1.0, **config))
+    reg = ClusterRegistry(live_zk).start()
+    watch = WireClient(offline.bootstrap, client_id="bench-watch")
+    base = end_offsets(watch, topic, partitions)  # a copy left by an earlier round
     mm.start()
     t0 = c0 = None
-    base = 0
+    first = base
     try:
         deadline = time.monotonic() + 600
         while time.monotonic() < deadline:
-            rows = [r for r in mirror_status(live_zk, offline_zk, group).partitions if r.topic == topic]
-            done = sum(r.committed or 0 for r in rows)
-            if t0 is None and done > 0:
-                t0, c0, base = time.perf_counter(), cpu(), done
-            if len(rows) == partitions and all(r.committed is not None and r.committed == r.live_end for r in rows):
-                end = sum(r.live_end for r in rows)
-                return end - base, time.perf_counter() - t0, cpu() - c0
-            time.sleep(0.02)
-        raise RuntimeError("the mirror did not finish in 600 s")
+            got = end_offsets(watch, topic, partitions)
+            if t0 is None and got > base:
+                t0, c0, first = time.perf_counter(), cpu(), got
+            if got >= base + total:
+                acked, acked_cpu = time.perf_counter() - t0, cpu() - c0
+                break
+            time.sleep(0.005)
+        else:
+            raise RuntimeError("the mirror did not finish in 600 s")
+        while time.monotonic() < deadline:
+            done = read_offsets(reg.client, group)
+            if sum(v for (t, _), v in done.items() if t == topic) >= total:
+                return base + total - first, acked, time.perf_counter() - t0, acked_cpu
+            time.sleep(0.005)
+        raise RuntimeError("the mirror did not commit in 600 s")
     finally:
         mm.stop()
+        watch.close()
+        reg.stop()
 
 
 def percentile(xs: list[float], q: float) -> float:
@@ -210,15 +258,19 @@ def main() -> None:
     ap.add_argument("--rate", type=int, default=10_000)
     ap.add_argument("--seconds", type=float, default=10.0)
     ap.add_argument("--flush-ms", type=int, default=None, help="log.flush.interval.ms of both brokers")
+    ap.add_argument("--flush-messages", type=int, default=None, help="log.flush.interval.messages of both brokers")
     ap.add_argument("--skip-latency", action="store_true")
     ap.add_argument("--skip-backlog", action="store_true")
     ap.add_argument("--coalesce-bytes", type=int, default=None, help="MirrorConfig.coalesce_bytes (default: its own)")
     ap.add_argument("--max-in-flight", type=int, default=None, help="MirrorConfig.max_in_flight (after only)")
     args = ap.parse_args()
     label = "before" if os.environ.get("BENCH_MIRROR_DIR") else "after"
+    if note := page_reporting():
+        print(note, flush=True)
     tmp = Path(tempfile.mkdtemp(prefix="ferry-bench-mirror-"))
     zk = ZooKeeperServer(data_dir=tmp / "zk").start()
-    extra = ("--flush-ms", str(args.flush_ms)) if args.flush_ms else ()
+    extra = (("--flush-ms", str(args.flush_ms)) if args.flush_ms else ()) + (
+        ("--flush-messages", str(args.flush_messages)) if args.flush_messages else ())
     brokers = []
     try:
         live_zk, offline_zk = f"{zk.connect}/b/live", f"{zk.connect}/b/offline"
@@ -240,11 +292,13 @@ def main() -> None:
                 b0 = [proc_cpu(b) for b in brokers]
                 config = {k: v for k, v in (("coalesce_bytes", args.coalesce_bytes),
                                             ("max_in_flight", args.max_in_flight)) if v is not None}
-                n, secs, cpus = mirror_copy(live_zk, offline_zk, topic, args.partitions, args.streams, **config)
+                n, secs, committed, cpus = mirror_copy(live, offline, live_zk, offline_zk, topic, args.partitions,
+                                                       args.streams, **config)
                 lb, ob = (proc_cpu(b) - c for b, c in zip(brokers, b0, strict=True))
                 print(f"{label} round {rnd}: mirror {n:,} msgs {n / secs:,.0f} msg/s {cpus / n * 1e6:.2f} us CPU/msg"
                       f" -> {n / secs / raw:.2f}x of MessageSetConsumer (live broker {lb / n * 1e6:.2f}, offline "
-                      f"broker {ob / n * 1e6:.2f} us CPU/msg)", flush=True)
+                      f"broker {ob / n * 1e6:.2f} us CPU/msg); all committed {committed:.2f} s after the first "
+                      f"copied message ({n / committed:,.0f} msg/s)", flush=True)
         if not args.skip_latency:
             r = latency(live, offline, live_zk, offline_zk, args.rate, args.seconds, args.partitions, args.streams)
             (ln, l50, l99), (on, o50, o99) = r["live"], r["offline"]
