@@ -5,7 +5,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import os
 import sys
+import threading
+import time
 
 from ferry.broker.server.broker_config import BrokerConfig, ConfigError, read_properties
 from ferry.zk.cli_args import add_metrics_argument
@@ -149,7 +152,29 @@ def run(args: argparse.Namespace) -> int:
         else:
             log.exception("broker %d failed", config.broker_id)
         return 1
+    _exit_if_stuck(log)
     return 0
+
+
+def _exit_if_stuck(log: logging.Logger, grace_s: float = 2.0) -> None:
+    """After a clean shutdown (logs flushed and closed), leave even if a worker thread is still inside a
+    ZooKeeper call that cannot return (ZooKeeper gone): the interpreter joins such threads at exit, and a
+    broker told to stop would then linger until kazoo gives up. Nothing is left to save by then."""
+    if threading.current_thread() is not threading.main_thread():
+        return  # run inside another program: not ours to end
+    deadline = time.monotonic() + grace_s
+    for t in threading.enumerate():
+        if t is not threading.main_thread() and not t.daemon:
+            t.join(max(0.0, deadline - time.monotonic()))
+    stuck = [t.name for t in threading.enumerate()
+             if t is not threading.main_thread() and not t.daemon and t.is_alive()]
+    if stuck:
+        log.warning("exiting without waiting for %d thread(s) still in ZooKeeper calls (%s)", len(stuck),
+                    ", ".join(stuck))
+        logging.shutdown()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)
 
 
 def _is_expected_failure(e: BaseException) -> bool:

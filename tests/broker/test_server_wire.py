@@ -123,6 +123,9 @@ def test_metadata_from_any_broker_names_every_leader(cluster, topic):
     name, lead, addrs = topic
     for addr in addrs.values():
         with WireClient(addr) as c:
+            # each broker learns the leaders from ZooKeeper on its own (eventually, as in Kafka): first wait
+            # until this one knows them, then every version must say the same
+            assert leaders(c, name, 4, timeout=30) == lead
             for v in range(0, 9):
                 md = metadata(c, [name], version=v)
                 assert {p: leader for p, (_e, leader) in md["topics"][name][1].items()} == lead
