@@ -8,16 +8,17 @@ record's value materialised (CRCs not checked: the bench's lean consumer setting
 this process (``--streams`` streams, audit on, commit every 0.2 s) copies the topic; its rate counts from
 the first message in the offline log to the last (every batch is acknowledged with acks=all; start-up and
 the first sync excluded), CPU is this process's user+sys over that time; the time to the last commit is
-printed too.
+printed too. ``--processes N`` copies with N `ferry mirror` processes in one group instead (one
+interpreter lock each), timed from the moment the group settled. Latency: a producer paced at ``--rate``
+msg/s (send time in the value) for ``--seconds``; one librdkafka consumer reads the live topic, another
+the offline copy; p50/p99 of receive minus send time for each, and the difference (what the mirror adds).
 
 On a VM whose balloon driver reports free pages to the host (``/sys/module/page_reporting``), every page the
 offline broker's new data lands in is faulted in from the host again, which the reader never pays; the
-bench says so when it is on (bench/RESULTS.md, "the VM's free page reporting"). Latency: a producer paced at ``--rate`` msg/s (send time in the value)
-for ``--seconds``; one librdkafka consumer reads the live topic, another the offline copy; p50/p99 of
-receive minus send time for each, and the difference (what the mirror adds).
+bench says so when it is on (bench/RESULTS.md, "Mirror backlog copy re-measured").
 
     .venv/bin/python bench/bench_mirror_pipeline.py [--messages 1000000] [--partitions 4] [--streams 1]
-        [--rate 10000] [--seconds 10] [--flush-ms 20] [--skip-latency]
+        [--processes N] [--rounds 2] [--rate 10000] [--seconds 10] [--flush-ms 20] [--skip-latency]
 
 ``BENCH_MIRROR_DIR=/path/to/old/mirror`` runs another checkout's mirror package (the "before" rows).
 """
@@ -53,7 +54,7 @@ if os.environ.get("BENCH_MIRROR_DIR"):  # before `ferry.mirror` is imported: ano
 from common import payloads  # noqa: E402
 from confluent_kafka import Consumer, Producer, TopicPartition  # noqa: E402
 
-from ferry.client.group_store import read_offsets  # noqa: E402
+from ferry.client.group_store import read_offsets, read_owners  # noqa: E402
 from ferry.client.message_set_consumer import MessageSetConsumer  # noqa: E402
 from ferry.client.message_set_producer import MessageSetProducer  # noqa: E402
 from ferry.client.wire_client import WireClient  # noqa: E402
@@ -122,6 +123,15 @@ def end_offsets(client: WireClient, topic: str, partitions: int) -> int:
     return sum(r.offset for r in got.values() if not r.error_code and r.offset > 0)
 
 
+def live_end(live: BrokerProcess, topic: str, partitions: int) -> int:
+    """Messages in the live topic (the backlog to copy)."""
+    src = WireClient(live.bootstrap, client_id="bench-watch")
+    try:
+        return end_offsets(src, topic, partitions)
+    finally:
+        src.close()
+
+
 def mirror_copy(live: BrokerProcess, offline: BrokerProcess, live_zk: str, offline_zk: str, topic: str,
                 partitions: int, streams: int, **config) -> tuple[int, float, float, float]:
     """(messages timed, seconds to acknowledged, seconds to committed, CPU seconds to acknowledged).
@@ -133,11 +143,7 @@ def mirror_copy(live: BrokerProcess, offline: BrokerProcess, live_zk: str, offli
     the mirror runs in this process, so the watching must cost it little CPU.
     """
     group = f"bench-{uuid.uuid4().hex[:8]}"
-    src = WireClient(live.bootstrap, client_id="bench-watch")
-    try:
-        total = end_offsets(src, topic, partitions)
-    finally:
-        src.close()
+    total = live_end(live, topic, partitions)
     mm = MirrorMaker(MirrorConfig(live_zk, offline_zk, include=topic, streams=streams, group=group,
                                   commit_interval_s=0.2, audit_interval_s=1.0, **config))
     reg = ClusterRegistry(live_zk).start()
@@ -166,6 +172,56 @@ def mirror_copy(live: BrokerProcess, offline: BrokerProcess, live_zk: str, offli
         raise RuntimeError("the mirror did not commit in 600 s")
     finally:
         mm.stop()
+        watch.close()
+        reg.stop()
+
+
+def mirror_processes(live: BrokerProcess, offline: BrokerProcess, live_zk: str, offline_zk: str, topic: str,
+                     partitions: int, streams: int, processes: int) -> tuple[int, float, float, list[float]]:
+    """(messages timed, seconds, CPU seconds of the mirror processes, of the live and offline broker) for
+    ``processes`` `ferry mirror` processes in one group, as deployed: one interpreter lock each.
+
+    They join the group one after the other, and a partition changes hands while the copy runs. The clock
+    therefore starts once every partition is owned and the owners are as many as the processes. It stops
+    when the offline log holds everything; what was copied before the clock started is not counted.
+    """
+    group = f"bench-{uuid.uuid4().hex[:8]}"
+    total = live_end(live, topic, partitions)
+    reg = ClusterRegistry(live_zk).start()
+    watch = WireClient(offline.bootstrap, client_id="bench-watch")
+    base = end_offsets(watch, topic, partitions)
+    procs = [subprocess.Popen([sys.executable, str(Path(__file__).resolve()), "--run-mirror", "--", "mirror",
+                               "--source-zookeeper", live_zk, "--target-zookeeper", offline_zk, "--include", topic,
+                               "--streams", str(streams), "--group", group, "--commit-interval", "0.2",
+                               "--no-schemas", "--log-level", "WARNING"], env=dict(os.environ))
+             for _ in range(processes)]
+    try:
+        deadline = time.monotonic() + 600
+        while time.monotonic() < deadline:
+            owners = {p: o for (t, p), o in read_owners(reg.client, group).items() if t == topic}
+            if len(owners) == partitions and len(set(owners.values())) >= min(processes * streams, partitions):
+                break
+            time.sleep(0.02)
+        else:
+            raise RuntimeError("the mirror group did not settle in 600 s")
+        t0, c0, first = time.perf_counter(), sum(proc_cpu(p) for p in procs), end_offsets(watch, topic, partitions)
+        b0 = [proc_cpu(live), proc_cpu(offline)]
+        if first >= base + total:
+            raise RuntimeError("the copy ended before the group settled: use more --messages")
+        while time.monotonic() < deadline:
+            if end_offsets(watch, topic, partitions) >= base + total:
+                return (base + total - first, time.perf_counter() - t0, sum(proc_cpu(p) for p in procs) - c0,
+                        [proc_cpu(live) - b0[0], proc_cpu(offline) - b0[1]])
+            time.sleep(0.02)
+        raise RuntimeError("the mirror did not finish in 600 s")
+    finally:
+        for p in procs:
+            p.terminate()
+        for p in procs:
+            try:
+                p.wait(30)
+            except subprocess.TimeoutExpired:
+                p.kill()
         watch.close()
         reg.stop()
 
@@ -255,6 +311,9 @@ def main() -> None:
     ap.add_argument("--messages", type=int, default=1_000_000)
     ap.add_argument("--partitions", type=int, default=4)
     ap.add_argument("--streams", type=int, default=1)
+    ap.add_argument("--processes", type=int, default=0,
+                    help="backlog copy by this many `ferry mirror` processes in one group (0: one MirrorMaker in "
+                         "this process)")
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--rate", type=int, default=10_000)
     ap.add_argument("--seconds", type=float, default=10.0)
@@ -294,6 +353,14 @@ def main() -> None:
                 b0 = [proc_cpu(b) for b in brokers]
                 config = {k: v for k, v in (("coalesce_bytes", args.coalesce_bytes),
                                             ("max_in_flight", args.max_in_flight)) if v is not None}
+                if args.processes:
+                    n, secs, cpus, (lb, ob) = mirror_processes(live, offline, live_zk, offline_zk, topic,
+                                                               args.partitions, args.streams, args.processes)
+                    print(f"{label} round {rnd}: {args.processes} mirror processes {n:,} msgs {n / secs:,.0f} msg/s "
+                          f"{cpus / n * 1e6:.2f} us CPU/msg -> {n / secs / raw:.2f}x of MessageSetConsumer (live "
+                          f"broker {lb / n * 1e6:.2f}, offline broker {ob / n * 1e6:.2f} us CPU/msg)", flush=True)
+                    ratios.append(n / secs / raw)
+                    continue
                 n, secs, committed, cpus = mirror_copy(live, offline, live_zk, offline_zk, topic, args.partitions,
                                                        args.streams, **config)
                 lb, ob = (proc_cpu(b) - c for b, c in zip(brokers, b0, strict=True))
