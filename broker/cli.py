@@ -169,8 +169,8 @@ def _exit_if_stuck(log: logging.Logger, grace_s: float = 2.0) -> None:
     stuck = [t.name for t in threading.enumerate()
              if t is not threading.main_thread() and not t.daemon and t.is_alive()]
     if stuck:
-        log.warning("exiting without waiting for %d thread(s) still in ZooKeeper calls (%s)", len(stuck),
-                    ", ".join(stuck))
+        log.warning("exiting without waiting for %d thread(s) still running, most likely in a ZooKeeper call "
+                    "that cannot return (%s)", len(stuck), ", ".join(stuck))
         logging.shutdown()
         sys.stdout.flush()
         sys.stderr.flush()

@@ -251,6 +251,7 @@ class KafkaServer:
                                        self.config.zk_session_timeout_s + 5 if connected else 2.0)
             except Exception as e:
                 log.warning("closing the ZooKeeper session failed: %s", str(e) or type(e).__name__)
-        # a ZooKeeper call stuck in a worker thread (ZooKeeper unreachable) must not keep the process alive
+        # nothing queued runs any more; a worker thread stuck in a ZooKeeper call (ZooKeeper unreachable) is
+        # still joined by the interpreter at exit: `ferry broker` leaves without it (broker/cli._exit_if_stuck)
         self._executor.shutdown(wait=False, cancel_futures=True)
         log.info("broker %d stopped", self.config.broker_id)
