@@ -153,7 +153,10 @@ def test_interop_with_confluent_kafka_both_ways(cluster):
         _create(cluster, topic, 1)
         ck = CkProducer({"bootstrap.servers": cluster.bootstrap, "compression.type": codec, "linger.ms": 20,
                          "batch.num.messages": 300})
-        sent = [(b"key%d" % (i % 7), b"value-%d-" % i * (1 + i % 4), 1_700_000_000_000 + i) for i in range(3000)]
+        # Each value compresses (librdkafka sends a batch uncompressed when compressing would not shrink it, as
+        # a lone short record under load would not): every batch must then carry the codec.
+        sent = [(b"key%d" % (i % 7), b"value-%d-" % i * (1 + i % 4) + b"v" * 120, 1_700_000_000_000 + i)
+                for i in range(3000)]
         for key, value, ts in sent:
             ck.produce(topic, value, key, partition=0, timestamp=ts)
         assert ck.flush(30) == 0

@@ -114,16 +114,29 @@ def test_offline_broker_hang_longer_than_the_timeout_is_deduplicated(cluster_fac
                                   offline_timeout_s=2.0, commit_interval_s=0.5))
     mm.start()
     try:
-        th = threading.Thread(target=lambda: produce(live.bootstrap, "events", 2, 40_000, tag="h-"))
+        stop = threading.Event()
+
+        def keep_producing() -> None:
+            # Production goes on through the hang, so that copies are in flight when the broker freezes
+            # however fast the mirror drains what came before (bounded: at most 40 rounds of 2,000).
+            for k in range(40):
+                if stop.is_set():
+                    break
+                produce(live.bootstrap, "events", 2, 2000, start=k * 2000, tag="h-")
+
+        th = threading.Thread(target=keep_producing)
         th.start()
-        wait_for(lambda: (mm.metrics.registry.get_sample_value("ferry_mirror_messages_total",
-                                                                {"topic": "events"}) or 0) > 2000, 60,
-                 "the mirror to be copying", 0.05)
-        victim = offline.brokers[1]
-        victim.pause()
-        time.sleep(5)
-        victim.resume()
-        th.join(120)
+        try:
+            wait_for(lambda: (mm.metrics.registry.get_sample_value("ferry_mirror_messages_total",
+                                                                    {"topic": "events"}) or 0) > 2000, 60,
+                     "the mirror to be copying", 0.05)
+            victim = offline.brokers[1]
+            victim.pause()
+            time.sleep(5)
+            victim.resume()
+        finally:
+            stop.set()
+            th.join(120)
         wait_for(lambda: mirrored_to_end(live, offline, topics), 120, "everything mirrored after the hang")
         errors = mm.metrics.registry.get_sample_value("ferry_mirror_errors_total", {"kind": "produce"})
         assert errors and errors > 0, "the hang did not disturb the mirror: the test tested nothing"
