@@ -12,7 +12,8 @@
         timed out). Run it as `python -c`: stdin is the stop signal.
     count --bootstrap B --topic T --prefix P --expect N [--timeout S]
         reads every partition from the beginning until N distinct "P-*" values were seen (or the
-        timeout); prints {"seen": n, "distinct": n, "duplicates": n, "missing_sample": [...]}
+        timeout); prints {"seen": n, "distinct": n, "duplicates": n, "missing_sample": [...],
+        "duplicate_sample": {value: [[partition, offset], ...]}}
 
 Only the standard library, confluent-kafka and (for --audited) ferry are needed, all in ferry's venv.
 """
@@ -122,19 +123,21 @@ def count(args: argparse.Namespace) -> dict:
         c.assign([TopicPartition(args.topic, p, OFFSET_BEGINNING) for p in parts])
     prefix = args.prefix + "-"
     seen = 0
-    distinct: set[str] = set()
-    while parts and len(distinct) < args.expect and time.monotonic() < deadline:
+    where: dict[str, list[tuple[int, int]]] = {}  # value -> (partition, offset) of each copy
+    while parts and len(where) < args.expect and time.monotonic() < deadline:
         for msg in c.consume(1000, timeout=1.0):
             if msg.error() is not None:
                 continue
             value = (msg.value() or b"").decode(errors="replace")
             if value.startswith(prefix):
                 seen += 1
-                distinct.add(value)
+                where.setdefault(value, []).append((msg.partition(), msg.offset()))
     c.close()
-    missing = [f"{prefix}{i}" for i in range(args.expect) if f"{prefix}{i}" not in distinct][:5]
-    return {"partitions": len(parts), "seen": seen, "distinct": len(distinct),
-            "duplicates": seen - len(distinct), "missing_sample": missing}
+    missing = [f"{prefix}{i}" for i in range(args.expect) if f"{prefix}{i}" not in where][:5]
+    duplicated = {v: at for v, at in where.items() if len(at) > 1}
+    return {"partitions": len(parts), "seen": seen, "distinct": len(where),
+            "duplicates": seen - len(where), "missing_sample": missing,
+            "duplicate_sample": dict(list(duplicated.items())[:5])}
 
 
 def main() -> int:

@@ -242,10 +242,25 @@ def test_rolling_restart_under_acks_all_production_fails_no_request(three_broker
     assert result["delivered"] == result["produced"] > 0, result
     got = probe(hosts, "live-zk-1", "count", "--bootstrap", THREE_BOOTSTRAP, "--topic", "page_view",
                 "--prefix", "rolling", "--expect", str(result["produced"]), "--timeout", "120")
-    assert got["distinct"] == result["produced"] and got["duplicates"] == 0, got
+    assert got["distinct"] == result["produced"] and got["duplicates"] == 0, \
+        f"{got}\n{_partition_history(hosts, brokers, got)}"
     page_view = next(t for t in describe(hosts, "live-broker-1", LIVE_ZK) if t["topic"] == "page_view")
     for part in page_view["partitions"]:
         assert sorted(part["isr"]) == [1, 2, 3] and part["leader"] == part["replicas"][0], page_view
+
+
+def _partition_history(hosts: DockerHosts, brokers: list[str], got: dict) -> str:
+    """What each broker logged about the partitions that hold a duplicate (leader changes, truncations):
+    the evidence a duplicate needs, gathered before the containers go."""
+    parts = sorted({p for copies in got.get("duplicate_sample", {}).values() for p, _ in copies})
+    out = []
+    for h in brokers:
+        text = hosts.exec(h, "journalctl", "-u", "ferry-broker", "--no-pager", "-o", "cat",
+                          check=False).stdout.decode(errors="replace")
+        keep = [line for line in text.splitlines() if any(f"page_view-{p}" in line for p in parts)
+                or "controlled shutdown" in line or "stopped" in line or "started" in line]
+        out.append(f"--- {h} ---\n" + "\n".join(keep[-80:]))
+    return "\n".join(out)
 
 
 def test_site_converges(deployment) -> None:
