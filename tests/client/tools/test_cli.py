@@ -166,15 +166,19 @@ def test_every_flag_is_documented_in_help():
     assert "$FERRY_ZOOKEEPER" in load and "--topics T[,T...]" in load
 
 
-@pytest.mark.slow  # eight commands, each waits out its ZooKeeper connect timeout
+@pytest.mark.slow  # eight commands, each waits out its ZooKeeper connect timeout (together: they only wait)
 def test_an_unreachable_zookeeper_is_one_line_and_exit_2_in_every_command(tmp_path):
+    from concurrent.futures import ThreadPoolExecutor
+
     bad = "127.0.0.1:1/nowhere"
-    for argv in (["topics", "list", "--zookeeper", bad], ["groups", "list", "--zookeeper", bad],
-                 ["schemas", "list", "--zookeeper", bad], ["audit", "report", "--zookeeper", bad],
-                 ["consume", "--topic", "t", "--zookeeper", bad], ["produce", "--topic", "t", "--zookeeper", bad],
-                 ["mirror", "status", "--source-zookeeper", bad, "--target-zookeeper", bad],
-                 ["load", "--zookeeper", bad, "--topics", "t", "--step", "plan", "--state-dir", str(tmp_path)]):
-        r = ferry(*argv)
+    commands = (["topics", "list", "--zookeeper", bad], ["groups", "list", "--zookeeper", bad],
+                ["schemas", "list", "--zookeeper", bad], ["audit", "report", "--zookeeper", bad],
+                ["consume", "--topic", "t", "--zookeeper", bad], ["produce", "--topic", "t", "--zookeeper", bad],
+                ["mirror", "status", "--source-zookeeper", bad, "--target-zookeeper", bad],
+                ["load", "--zookeeper", bad, "--topics", "t", "--step", "plan", "--state-dir", str(tmp_path)])
+    with ThreadPoolExecutor(len(commands)) as pool:
+        results = list(pool.map(lambda argv: ferry(*argv, timeout=120), commands))
+    for argv, r in zip(commands, results, strict=True):
         lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
         assert r.returncode == 2, (argv, r.stderr)
         assert len(lines) == 1 and "cannot connect to ZooKeeper at 127.0.0.1:1" in lines[0], (argv, r.stderr)
