@@ -161,6 +161,29 @@ def assert_exactly_once_in_order(cluster: ReplicatedCluster, topic: str, partiti
     return total
 
 
+def stop_and_check_exactly_once(cluster: ReplicatedCluster, topic: str, partitions: int, prod: ContinuousProducer,
+                                fault: str) -> tuple[ProducerRun, int]:
+    """Stop ``prod`` after a run of ``fault``s and check it all: every message delivered (none failed, no
+    fatal error), traffic still flowing at the last fault, ISR full, every replica at the leader's end,
+    exactly once in order (assert_exactly_once_in_order), replicas byte-identical. (run, records read)."""
+    run = prod.stop()
+    assert prod.unflushed == 0, f"{prod.unflushed} messages never delivered"
+    assert not run.fatal, f"fatal producer errors: {run.fatal}"
+    assert not run.failed, f"{len(run.failed)} delivery failures, e.g. {run.failed[:5]}"
+    assert len(run.acked) == run.sent > 1000
+    assert run.sent < prod.limit, f"the producer stopped before the last {fault}: some ran without traffic"
+    cluster.wait_isr(topic, partitions, 3, timeout=30)
+    # the followers' HW trails the leader's by one fetch: let every replica reach the leader's end
+    for p in range(partitions):
+        leader = cluster.state(topic, p).leader
+        end = max(o for pp, o, _ in run.acked if pp == p) + 1
+        wait_until(lambda le=leader, p=p, e=end: high_watermark(cluster, le, topic, p) >= e, 30, "the final HW")
+    total = assert_exactly_once_in_order(cluster, topic, partitions, run)
+    for p in range(partitions):
+        wait_until(lambda p=p: assert_replicas_identical(cluster, topic, p), 30, f"identical replicas of {p}")
+    return run, total
+
+
 # ---------------------------------------------------------------------------------------------- tests
 @pytest.mark.parametrize(("partitions", "kills"), [(1, 10), (3, 4)], ids=["1-partition", "3-partitions"])
 def test_kill9_the_leader_repeatedly_under_idempotent_acks_all(three, partitions: int, kills: int):
@@ -188,22 +211,8 @@ def test_kill9_the_leader_repeatedly_under_idempotent_acks_all(three, partitions
         history.append((leader, st.leader, st.leader_epoch))
         # the producer got through this election (no stall): acknowledgements keep coming
         wait_until(lambda n=acked_before: prod.acked_count() > n, 30, f"acknowledgements after kill {k + 1}")
-    run = prod.stop()
-    assert prod.unflushed == 0, f"{prod.unflushed} messages never delivered"
-    assert not run.fatal, f"fatal producer errors: {run.fatal}"
-    assert not run.failed, f"{len(run.failed)} delivery failures, e.g. {run.failed[:5]}"
-    assert len(run.acked) == run.sent > 1000
-    assert run.sent < prod.limit, "the producer stopped before the last kill: some kills ran without traffic"
-    three.wait_isr(topic, partitions, 3, timeout=30)
-    # the followers' HW trails the leader's by one fetch: let every replica reach the leader's end
-    for p in range(partitions):
-        leader = three.state(topic, p).leader
-        end = max(o for pp, o, _ in run.acked if pp == p) + 1
-        wait_until(lambda le=leader, p=p, e=end: high_watermark(three, le, topic, p) >= e, 30, "the final HW")
-    total = assert_exactly_once_in_order(three, topic, partitions, run)
+    run, total = stop_and_check_exactly_once(three, topic, partitions, prod, "kill")
     assert total >= len(run.acked)
-    for p in range(partitions):
-        wait_until(lambda p=p: assert_replicas_identical(three, topic, p), 30, f"identical replicas of {p}")
     assert len({new for _old, new, _e in history}) >= 2, history
     print(f"{run.sent} sent, {len(run.acked)} acknowledged, {total} in the log, {run.retries} produce retries, "
           f"elections {history}")

@@ -12,13 +12,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from fault_helpers import high_watermark, wait_until
+from fault_helpers import wait_until
 from replication_helpers import FAST, ReplicatedCluster
-from test_replication_faults import (
-    ContinuousProducer,
-    assert_exactly_once_in_order,
-    assert_replicas_identical,
-)
+from test_replication_faults import ContinuousProducer, stop_and_check_exactly_once
 
 pytestmark = pytest.mark.slow
 
@@ -53,21 +49,8 @@ def test_rolling_restarts_and_preferred_elections_under_idempotent_acks_all(zk_s
             replicas = c.registry.topic(topic).replicas
             for p in range(partitions):
                 c.wait_state(topic, p, lambda s, first=replicas[p][0]: s.leader == first, 30, "the preferred leader")
-        run = prod.stop()
-        assert prod.unflushed == 0, f"{prod.unflushed} messages never delivered"
-        assert not run.fatal, f"fatal producer errors: {run.fatal}"
-        assert not run.failed, f"{len(run.failed)} delivery failures, e.g. {run.failed[:5]}"
-        assert len(run.acked) == run.sent > 1000
-        assert run.sent < prod.limit, "the producer stopped before the last restart: some ran without traffic"
-        c.wait_isr(topic, partitions, 3, timeout=30)
-        for p in range(partitions):
-            leader = c.state(topic, p).leader
-            end = max(o for pp, o, _ in run.acked if pp == p) + 1
-            wait_until(lambda le=leader, p=p, e=end: high_watermark(c, le, topic, p) >= e, 30, "the final HW")
-        total = assert_exactly_once_in_order(c, topic, partitions, run)
+        run, total = stop_and_check_exactly_once(c, topic, partitions, prod, "restart")
         assert total == len(run.acked)
-        for p in range(partitions):
-            wait_until(lambda p=p: assert_replicas_identical(c, topic, p), 30, f"identical replicas of {p}")
         print(f"{run.sent} sent, {len(run.acked)} acknowledged, {run.retries} produce retries")
     finally:
         c.stop()
