@@ -26,6 +26,7 @@ import os
 import socket
 import subprocess
 import tempfile
+import time
 import zipfile
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -215,22 +216,33 @@ def run_schema_tool(ms: Metastore, timeout_s: float = 300.0) -> None:
         raise MetastoreError(f"{ms.describe()}: creating the Hive schema failed: {(lines or ['?'])[-1][:300]}")
 
 
-def derby_in_use(db_dir: str | os.PathLike) -> None:
+def derby_in_use(db_dir: str | os.PathLike, wait_s: float = 10.0) -> None:
     """MetastoreError when another process has the embedded Derby database booted. Derby holds a lock on
-    ``dbex.lck`` (Java's FileChannel lock = a POSIX record lock) for as long as it has the database open."""
+    ``dbex.lck`` (Java's FileChannel lock = a POSIX record lock) for as long as it has the database open.
+
+    Waits up to ``wait_s`` for the lock first: the JVM of a load that has just ended (its Python process
+    gone) lets go of it a moment later, and a load or `ferry sql` started right after must not fail on that.
+    """
     lock = Path(db_dir) / "dbex.lck"
     try:
         fd = os.open(lock, os.O_RDWR)
     except OSError:
         return  # never booted, or not booted now
+    deadline = time.monotonic() + wait_s
     try:
-        fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, 0)
-        fcntl.lockf(fd, fcntl.LOCK_UN, 1, 0)
-    except OSError:
+        while True:
+            try:
+                fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, 0)
+                fcntl.lockf(fd, fcntl.LOCK_UN, 1, 0)
+                return
+            except OSError:
+                if time.monotonic() >= deadline:
+                    break
+                time.sleep(0.1)
         raise MetastoreError(
             f"the embedded metastore {db_dir} is in use by another process (a load, `ferry demo` or another "
             "session): Derby admits one process at a time. Use a shared metastore, e.g. --metastore "
-            "postgresql://USER@HOST/DB (docs/analysts.md)") from None
+            "postgresql://USER@HOST/DB (docs/analysts.md)")
     finally:
         os.close(fd)
 
