@@ -237,12 +237,11 @@ def derby_in_use(db_dir: str | os.PathLike, wait_s: float = 10.0) -> None:
                 return
             except OSError:
                 if time.monotonic() >= deadline:
-                    break
+                    raise MetastoreError(
+                        f"the embedded metastore {db_dir} is in use by another process (a load, `ferry demo` or "
+                        "another session): Derby admits one process at a time. Use a shared metastore, e.g. "
+                        "--metastore postgresql://USER@HOST/DB (docs/analysts.md)") from None
                 time.sleep(0.1)
-        raise MetastoreError(
-            f"the embedded metastore {db_dir} is in use by another process (a load, `ferry demo` or another "
-            "session): Derby admits one process at a time. Use a shared metastore, e.g. --metastore "
-            "postgresql://USER@HOST/DB (docs/analysts.md)")
     finally:
         os.close(fd)
 

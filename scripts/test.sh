@@ -25,8 +25,8 @@ trap 'if [[ -n "$prebuild_pid" ]]; then kill "$prebuild_pid" 2>/dev/null || true
 echo "== ruff"
 ruff check .
 # Two pytest workers (pytest-xdist), each taking whole test files (a file's module fixtures, such as the Ansible
-# deployment, are set up once): about 44% of the serial run was CPU idle, waiting on processes, containers and
-# timeouts. FERRY_TEST_WORKERS=0 runs everything in this one process.
+# deployment, are set up once): in the first 11 minutes of a serial run (vmstat) ~44% of the CPU was idle,
+# waiting on processes, containers and timeouts. FERRY_TEST_WORKERS=0 runs everything in this one process.
 workers="${FERRY_TEST_WORKERS:-2}"
 xdist=()
 if [[ "$workers" != 0 ]]; then xdist=(-n "$workers" --dist loadfile); fi
