@@ -144,9 +144,14 @@ class BrokerConnection:
         return corr
 
     # ------------------------------------------------------------------ receiving
-    def receive(self, timeout_s: float | None = None) -> memoryview:
+    def receive(self, timeout_s: float | None = None, into: bytearray | None = None) -> memoryview:
         """The body of the answer to the oldest outstanding request (after its correlation id), in a buffer
-        of its own; ``timeout_s`` overrides the socket timeout for this answer."""
+        of its own; ``timeout_s`` overrides the socket timeout for this answer.
+
+        ``into``: receive into this buffer instead (grown when too small, kept at its largest), for a caller
+        done with each answer before the next, such as the mirror's fetches: a fresh buffer per answer cost
+        zeroing and faulting in megabytes of new memory every time. The view is valid until that next call.
+        """
         self._check_outstanding()
         sock = self._sock
         assert sock is not None
@@ -154,13 +159,13 @@ class BrokerConnection:
             if timeout_s is not None:
                 sock.settimeout(timeout_s)
             size = self._frame_size()
-            body = bytearray(size - 4)
+            body = _buffer(into, size - 4)
             start = self._start + 8
             have = min(self._end - start, size - 4)
             body[:have] = self._view[start: start + have]
             self._start = start + have
             if have < size - 4:
-                _recv_into(sock, memoryview(body)[have:])
+                _recv_into(sock, memoryview(body)[have:size - 4])
         except BrokerUnavailableError:
             raise
         except OSError as e:  # includes the socket timeout
@@ -169,7 +174,7 @@ class BrokerConnection:
             if timeout_s is not None and self._sock is not None:
                 self._sock.settimeout(self.timeout_s)
         self._pending.popleft()
-        return memoryview(body)
+        return memoryview(body)[:size - 4]
 
     def next_answer(self) -> tuple[object, memoryview]:
         """(context, body) of the oldest outstanding request's answer; ``body`` (after the correlation id) is
@@ -296,6 +301,18 @@ def _send_rest(sock: socket.socket, parts: Sequence[bytes | bytearray | memoryvi
             return
         views[i] = views[i][sent:]
         sent = sock.sendmsg(views[i: i + _MAX_PARTS])
+
+
+def _buffer(into: bytearray | None, n: int) -> bytearray:
+    """``into`` holding at least ``n`` bytes, or a new buffer (none given, or it is still viewed elsewhere)."""
+    if into is None:
+        return bytearray(n)
+    if len(into) < n:
+        try:
+            into.extend(bytes(n - len(into)))
+        except BufferError:  # a view of the last answer is still alive: leave that one alone
+            return bytearray(n)
+    return into
 
 
 def _recv_into(sock: socket.socket, view: memoryview) -> None:

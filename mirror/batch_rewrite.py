@@ -32,6 +32,7 @@ batches are re-built).
 
 from __future__ import annotations
 
+import os
 import struct
 from dataclasses import dataclass, field
 
@@ -59,6 +60,7 @@ from ferry.wire.record.record_batch import (
 _BASE_OFFSET_POS = 0
 _LEADER_EPOCH_POS = 12
 _PRODUCER_ID_POS = 43  # producerId int64, producerEpoch int16, baseSequence int32
+_RECORDS_COUNT_POS = 57
 
 _I64 = struct.Struct(">q")
 _I32 = struct.Struct(">i")
@@ -69,6 +71,13 @@ _PRODUCER = struct.Struct(">qhi")
 NO_PARTITION_LEADER_EPOCH = -1
 SEQUENCE_MODULUS = 1 << 31  # sequences wrap at Int32.MaxValue like Kafka's
 COALESCE_MAX_SOURCE = 16 << 10  # batches at least this big travel unchanged
+
+try:  # the batch walk in C (scripts/build_native.py); FERRY_NATIVE_FORWARD=0 or not built: _walk below
+    if os.environ.get("FERRY_NATIVE_FORWARD", "1") == "0":
+        raise ImportError("FERRY_NATIVE_FORWARD=0")
+    from ferry.mirror import _forward_scan as _scan
+except ImportError:
+    _scan = None
 
 
 class CorruptBatchError(ValueError):
@@ -128,11 +137,32 @@ def forward_batches(
     over like control batches: they carry no units, tail_sync.walk_live applies the same rule).
     """
     mv = data if isinstance(data, memoryview) else memoryview(data)
-    total = len(mv)
     out = ForwardedBatches(records=bytearray(), next_offset=fetch_offset, next_sequence=sequence)
-    run: list[tuple[memoryview, RecordBatchHeader, int]] = []  # small batches waiting to be coalesced
-    run_bytes = 0
     pos = 0
+    if _scan is not None and (committed is None or not committed.aborts):
+        items, pos, out.next_offset, out.skipped_batches, out.truncated = _scan.scan(
+            mv, 0, fetch_offset, coalesce_bytes, COALESCE_MAX_SOURCE)
+        for item in items:
+            if isinstance(item, list):
+                _emit_run(out, [(mv[start:start + size], resume) for resume, start, size in item], producer_id,
+                          producer_epoch)
+            else:
+                resume, start, size = item
+                _emit(out, mv[start:start + size], read_header(mv, start), resume, producer_id, producer_epoch)
+        if out.truncated or pos >= len(mv):
+            return out
+    _walk(out, mv, pos, producer_id, producer_epoch, coalesce_bytes, committed)
+    return out
+
+
+def _walk(out: ForwardedBatches, mv: memoryview, pos: int, producer_id: int, producer_epoch: int,
+          coalesce_bytes: int, committed: ReadCommitted | None) -> None:
+    """forward_batches' walk in Python, from ``pos``: the whole answer when it has aborted transactions or
+    the native scan is not built, else from where the scan stopped (a batch that is not valid: raised here)."""
+    total = len(mv)
+    run: list[tuple[memoryview, int]] = []  # small batches waiting to be coalesced, with their resume offsets
+    run_codec = 0
+    run_bytes = 0
     while pos < total:
         if total - pos < BATCH_HEADER_SIZE:
             out.truncated = True
@@ -153,7 +183,7 @@ def forward_batches(
         if h.next_offset <= out.next_offset:
             out.skipped_batches += 1  # already mirrored (the fetch started inside or before it)
             continue
-        crc = crc32c.crc32c(batch[ATTRIBUTES_POS:])
+        crc = crc32c.crc32c(batch[ATTRIBUTES_POS:], 0, 0)  # GIL kept (_forward_scan.pyx says why)
         if crc != h.crc:
             raise CorruptBatchError(
                 f"batch at offset {h.base_offset}: CRC-32C {crc:#010x} != header {h.crc:#010x}", h.base_offset)
@@ -172,17 +202,18 @@ def forward_batches(
         eligible = (size < COALESCE_MAX_SOURCE and not h.attributes & TIMESTAMP_TYPE_MASK
                     and h.records_count == h.last_offset_delta + 1)
         if run and (not eligible or run_bytes + size > coalesce_bytes
-                    or run[0][1].attributes & COMPRESSION_MASK != h.attributes & COMPRESSION_MASK):
+                    or run_codec != h.attributes & COMPRESSION_MASK):
             _emit_run(out, run, producer_id, producer_epoch)
             run, run_bytes = [], 0
         if eligible:
-            run.append((batch, h, resume))
+            if not run:
+                run_codec = h.attributes & COMPRESSION_MASK
+            run.append((batch, resume))
             run_bytes += size
         else:
             _emit(out, batch, h, resume, producer_id, producer_epoch)
     if run:
         _emit_run(out, run, producer_id, producer_epoch)
-    return out
 
 
 def _emit(out: ForwardedBatches, batch: memoryview, h: RecordBatchHeader, resume: int, producer_id: int,
@@ -196,7 +227,7 @@ def _emit(out: ForwardedBatches, batch: memoryview, h: RecordBatchHeader, resume
     _I16.pack_into(records, start + ATTRIBUTES_POS, h.attributes & ~TRANSACTIONAL_MASK)
     _PRODUCER.pack_into(records, start + _PRODUCER_ID_POS, producer_id, producer_epoch, out.next_sequence)
     _U32.pack_into(records, start + CRC_POS,
-                   crc32c.crc32c(memoryview(records)[start + ATTRIBUTES_POS:start + size]))
+                   crc32c.crc32c(memoryview(records)[start + ATTRIBUTES_POS:start + size], 0, 0))
     out.headers.append(h)
     out.spans.append((start, size))
     out.resume_offsets.append(resume)
@@ -207,45 +238,45 @@ def _emit(out: ForwardedBatches, batch: memoryview, h: RecordBatchHeader, resume
     out.next_sequence = next_sequence(out.next_sequence, h)
 
 
-def _emit_run(out: ForwardedBatches, run: list[tuple[memoryview, RecordBatchHeader, int]], producer_id: int,
+def _emit_run(out: ForwardedBatches, run: list[tuple[memoryview, int]], producer_id: int,
               producer_epoch: int) -> None:
-    """Append a run of small batches as one batch (or one by one if it does not re-build)."""
+    """Append a run of small (batch, resume offset) as one batch (or one by one if it does not re-build)."""
     start = len(out.records)
-    counts = _concat(out, run, producer_id, producer_epoch)
+    codec = run[0][0][ATTRIBUTES_POS + 1] & COMPRESSION_MASK  # the low byte of attributes
+    counts = _concat(out, run, codec, producer_id, producer_epoch)
     if counts is None:
-        merged = _coalesce(run, producer_id, producer_epoch, out.next_sequence) if len(run) > 1 else None
+        merged = _coalesce(run, codec, producer_id, producer_epoch, out.next_sequence) if len(run) > 1 else None
         if merged is None:
-            for batch, h, resume in run:
-                _emit(out, batch, h, resume, producer_id, producer_epoch)
+            for batch, resume in run:
+                _emit(out, batch, read_header(batch), resume, producer_id, producer_epoch)
             return
         out.records += merged
-    first = run[0][1]
-    h = read_header(out.records, start)._replace(base_offset=first.base_offset)
+    h = read_header(out.records, start)._replace(base_offset=_I64.unpack_from(run[0][0])[0])
     out.headers.append(h)
     out.spans.append((start, len(out.records) - start))
     out.counts.append(counts)
-    out.resume_offsets.append(run[0][2])
-    out.end_offsets.append(run[-1][1].next_offset)
+    out.resume_offsets.append(run[0][1])
+    out.end_offsets.append(read_header(run[-1][0]).next_offset)
     out.coalesced.append(True)
     out.messages += h.records_count
     out.next_sequence = next_sequence(out.next_sequence, h)
 
 
-def _concat(out: ForwardedBatches, run: list[tuple[memoryview, RecordBatchHeader, int]], producer_id: int,
+def _concat(out: ForwardedBatches, run: list[tuple[memoryview, int]], codec: int, producer_id: int,
             producer_epoch: int) -> dict[int, int] | None:
     """Append an uncompressed run as one natively concatenated batch; its audit counts, or None if the run
     is not for this path (compressed, one batch, no native module) or its records do not walk."""
-    if len(run) < 2 or run[0][1].attributes & COMPRESSION_MASK or not batch_concat.NATIVE:
+    if len(run) < 2 or codec or not batch_concat.NATIVE:
         return None
     try:
-        _, _, counts = batch_concat.concat_records(out.records, [b for b, _, _ in run], producer_id,
+        _, _, counts = batch_concat.concat_records(out.records, [b for b, _ in run], producer_id,
                                                    producer_epoch, out.next_sequence, BUCKET_MS)
     except batch_concat.RecordWalkError:
         return None  # out.records is as it was: aiokafka's reader decides (re-built, or forwarded as is)
     return counts
 
 
-def _coalesce(run: list[tuple[memoryview, RecordBatchHeader, int]], producer_id: int, producer_epoch: int,
+def _coalesce(run: list[tuple[memoryview, int]], codec: int, producer_id: int, producer_epoch: int,
               sequence: int) -> bytearray | None:
     """The run's records re-built into one batch by aiokafka's C builder, or None (forward them as they are).
 
@@ -254,12 +285,11 @@ def _coalesce(run: list[tuple[memoryview, RecordBatchHeader, int]], producer_id:
     read back with its time (the data changed, the audit books off). Such a run is forwarded unchanged
     unless all its records are -1 (then base = max = -1 and every delta 0, as the source had them).
     """
-    codec = run[0][1].attributes & COMPRESSION_MASK
-    total = sum(h.records_count for _, h, _ in run)
+    total = sum(_I32.unpack_from(batch, _RECORDS_COUNT_POS)[0] for batch, _ in run)
     builder = DefaultRecordBatchBuilder(2, codec, 0, producer_id, producer_epoch, sequence, 1 << 30)
     n, first_ts = 0, None
     try:
-        for batch, _h, _ in run:
+        for batch, _ in run:
             for r in DefaultRecordBatch(bytes(batch)):
                 ts = r.timestamp
                 if first_ts is None:

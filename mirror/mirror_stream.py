@@ -72,6 +72,8 @@ class MirrorStream(MirrorFetching, MirrorProducing, MirrorSession, threading.Thr
         if not 1 <= max_in_flight <= MAX_IN_FLIGHT:
             raise ValueError(f"max_in_flight must be 1..{MAX_IN_FLIGHT} (the offline broker dedupes that many)")
         self.max_in_flight = max_in_flight  # batches per partition in flight, over as many rounds as it takes
+        # live node -> the buffer its fetch answers are received into (forward_batches copies what it keeps)
+        self._fetch_buffers: dict[int, bytearray] = {}
         self._produces: dict = {}  # offline node -> deque of (connection, request, round) in flight, oldest first
         self.max_rounds_in_flight = 0  # the deepest the pipeline got (tests, bench)
         self.overlapped_rounds = 0  # rounds that fetched while earlier rounds' produce answers were due
@@ -213,6 +215,8 @@ class MirrorStream(MirrorFetching, MirrorProducing, MirrorSession, threading.Thr
                 self._high_watermarks.pop(tp, None)
         for tp in partitions:
             self.partitions.pop(tp, None)
+        if not self.partitions:
+            self._fetch_buffers.clear()  # an idle stream holds no fetch buffers
         return out
 
     def _publish_progress(self) -> None:

@@ -89,7 +89,8 @@ class MirrorFetching:
     def _receive_fetches(self, sent: list) -> None:
         for node, conn, topics in sent:
             try:
-                body = conn.receive(timeout_s=self.source.timeout_s + self.fetch_wait_ms / 1000)
+                body = conn.receive(timeout_s=self.source.timeout_s + self.fetch_wait_ms / 1000,
+                                    into=self._fetch_buffers.setdefault(node, bytearray()))
                 resp = fetch.parse_response(body)
             except (ClientError, ProtocolError) as e:
                 self._fetch_connection_failed(node, topics, e)

@@ -82,6 +82,31 @@ def test_pre_framed_requests_and_answers_larger_than_the_read_buffer(broker):
         conn.close()
 
 
+def test_answers_received_into_a_reused_buffer(broker):
+    """``receive(into=)``: each answer lands in the caller's buffer, which grows to the largest answer and
+    is reused; a smaller answer after a larger one is read exactly (nothing past it is waited for)."""
+    conn = BrokerConnection(1, "127.0.0.1", broker.port, "me", timeout_s=5, read_buffer_bytes=16)
+    buf = bytearray()
+    big = bytes(range(256)) * 4096  # 1 MiB, larger than the read buffer
+    try:
+        conn.send(3, 8, [big])
+        assert conn.receive(into=buf) == big and len(buf) == len(big)
+        for body in (b"small", b"", big[:70000]):
+            conn.send(3, 8, [body])
+            view = conn.receive(into=buf)
+            assert view == body and view.obj is buf and len(buf) == len(big)
+            view.release()
+        held = conn.request(3, 8, [b"x"])  # a plain receive: its own buffer
+        assert held == b"x"
+        conn.send(3, 8, [big + b"more"])  # larger again while a view of buf is alive: a buffer of its own
+        keep = memoryview(buf)
+        grown = conn.receive(into=buf)
+        assert grown == big + b"more" and grown.obj is not buf
+        keep.release()
+    finally:
+        conn.close()
+
+
 def test_a_wrong_correlation_id_closes_the_connection():
     broker = EchoBroker(corr_shift=7)
     conn = BrokerConnection(1, "127.0.0.1", broker.port, timeout_s=5)

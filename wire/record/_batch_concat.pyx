@@ -240,7 +240,7 @@ def concat(bytearray out, list sources, int64_t producer_id, int producer_epoch,
     cdef Walk w
     cdef dict buckets = {}
     cdef object src
-    cdef int64_t new_base = 0
+    cdef int64_t new_base = 0, n
     cdef uint8_t* dst
     if not sources:
         raise ValueError("nothing to concatenate")
@@ -248,14 +248,19 @@ def concat(bytearray out, list sources, int64_t producer_id, int producer_epoch,
     for src in sources:
         PyObject_GetBuffer(src, &view, PyBUF_SIMPLE)
         if view.len >= HEADER:
-            bound += view.len - HEADER + MAX_PREFIX_GROWTH * ((view.len - HEADER) // MIN_RECORD + 1)
+            # the walk writes exactly the header's count of records or fails first: a tight bound keeps
+            # ``out`` from being re-allocated (and copied) at every run appended to it
+            n = get_i32(<const uint8_t*>view.buf + COUNT_POS)
+            bound += view.len - HEADER + MAX_PREFIX_GROWTH * (min(max(n, 0), (view.len - HEADER) // MIN_RECORD) + 1)
             if first:
                 new_base = get_i64(<const uint8_t*>view.buf + BASE_TIMESTAMP_POS)  # the first batch's
         first = False
         PyBuffer_Release(&view)
     if new_base < 0:
         raise ValueError(f"base timestamp {new_base} (none or before the epoch)")
-    PyByteArray_Resize(out, start + bound)
+    # grown by half at least: the mirror appends run after run to one ``out``, and growing it by one run each
+    # time re-allocated (copied) everything before it (shrinking back to ``end`` keeps the allocation)
+    PyByteArray_Resize(out, max(start + bound, start + start // 2))
     w.max_ts = -1
     w.bucket = -1
     w.in_bucket = 0
@@ -291,5 +296,5 @@ def concat(bytearray out, list sources, int64_t producer_id, int producer_epoch,
     dst[52] = <uint8_t>(producer_epoch & 0xFF)
     put_i32(dst + 53, base_sequence)
     put_i32(dst + 57, w.records)
-    put_i32(dst + 17, _crc32c(memoryview(out)[start + ATTRIBUTES_POS:end]))
+    put_i32(dst + 17, _crc32c(memoryview(out)[start + ATTRIBUTES_POS:end], 0, 0))  # GIL kept: see module doc
     return w.records, w.max_ts, buckets

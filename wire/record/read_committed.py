@@ -29,6 +29,11 @@ class ReadCommitted:
         self._next = 0
         self._aborting: set[int] = set()
 
+    @property
+    def aborts(self) -> bool:
+        """Whether the answer has aborted transactions at all (without, only control batches are dropped)."""
+        return bool(self._pending)
+
     def drops(self, h: RecordBatchHeader, batch: bytes | bytearray | memoryview, pos: int = 0) -> bool:
         """True when the batch at ``pos`` carries nothing a read_committed reader sees: a control batch (an
         ABORT marker also ends its transaction's dropping) or data of an aborted transaction."""

@@ -1,0 +1,105 @@
+"""The native batch walk (mirror/_forward_scan.pyx) against the Python walk it stands in for.
+
+forward_batches must give the same bytes, spans, headers, offsets, counts and errors whichever walk ran:
+the sequences stamped into the copy and the resume offsets the mirror keeps depend on every one of them.
+Random mixes of what a Fetch answer can hold: small and large batches, several codecs, control batches,
+empty ones, LogAppendTime, compacted (not dense) batches, a fetch offset inside the data, a cut-off tail,
+and corrupt batches (bad CRC, magic, length).
+"""
+
+from __future__ import annotations
+
+import random
+import struct
+
+import crc32c
+import pytest
+from mirror_batches import build_batch, make_control, records
+
+from ferry.mirror import batch_rewrite
+from ferry.mirror.batch_rewrite import CorruptBatchError, forward_batches
+from ferry.wire.record.read_committed import ReadCommitted
+
+T0 = 1_700_000_000_000
+
+pytestmark = pytest.mark.skipif(batch_rewrite._scan is None, reason="the native walk is not built")
+
+
+def _restamp(batch: bytearray, **fields: int) -> bytes:
+    for pos, fmt, value in ((21, ">h", fields.get("attributes")), (23, ">i", fields.get("last_delta"))):
+        if value is not None:
+            struct.pack_into(fmt, batch, pos, value)
+    struct.pack_into(">I", batch, 17, crc32c.crc32c(bytes(batch[21:])))
+    return bytes(batch)
+
+
+def _answer(rnd: random.Random) -> tuple[bytes, int]:
+    """A random Fetch answer's records and the offset after them."""
+    parts: list[bytes] = []
+    offset = rnd.randrange(0, 1000)
+    for _ in range(rnd.randrange(1, 40)):
+        kind = rnd.choices(["small", "big", "zstd", "control", "lat", "gap"], [60, 8, 8, 8, 8, 8])[0]
+        n = rnd.randrange(1, 30) if kind != "big" else rnd.randrange(300, 700)
+        batch = bytearray(build_batch(records(n, T0 + offset, prefix=f"p{offset}"), offset,
+                                      "zstd" if kind == "zstd" else "none"))
+        if kind == "control":
+            batch = bytearray(make_control(bytes(batch)))
+        elif kind == "lat":
+            batch = bytearray(_restamp(batch, attributes=0x08))
+        elif kind == "gap":  # compacted: the batch spans more offsets than it has records
+            batch = bytearray(_restamp(batch, last_delta=n + 3))
+            n += 4
+        parts.append(bytes(batch))
+        offset += n
+    return b"".join(parts), offset
+
+
+def _both(data: bytes, fetch_offset: int, coalesce: int, committed: bool):
+    """forward_batches' outcome (or error) with the native walk and with the Python one."""
+    results = []
+    for scan in (batch_rewrite._scan, None):
+        saved = batch_rewrite._scan
+        batch_rewrite._scan = scan
+        try:
+            out = forward_batches(data, fetch_offset, 7, 1, 100, coalesce, ReadCommitted(None) if committed else None)
+            results.append((bytes(out.records), out.spans, out.headers, out.resume_offsets, out.end_offsets,
+                            out.coalesced, out.counts, out.next_offset, out.next_sequence, out.messages,
+                            out.skipped_batches, out.truncated))
+        except CorruptBatchError as e:
+            results.append(("corrupt", str(e), e.offset))
+        finally:
+            batch_rewrite._scan = saved
+    return results
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_the_native_walk_forwards_what_the_python_walk_does(seed: int) -> None:
+    rnd = random.Random(seed)
+    data, end = _answer(rnd)
+    cut = len(data) - rnd.randrange(1, 200) if rnd.random() < 0.3 else len(data)  # a fetch size limit
+    fetch_offset = rnd.randrange(0, end) if rnd.random() < 0.3 else 0
+    coalesce = rnd.choice([0, 4 << 10, 960 << 10])
+    native, python = _both(data[:cut], fetch_offset, coalesce, rnd.random() < 0.5)
+    assert native == python
+    assert native[0] != "corrupt"
+
+
+@pytest.mark.parametrize("damage", ["crc", "magic", "length"])
+def test_a_corrupt_batch_raises_the_same_error(damage: str) -> None:
+    good = [build_batch(records(5, T0), i * 5) for i in range(6)]
+    bad = bytearray(good[3])
+    if damage == "crc":
+        bad[-1] ^= 0xFF
+    elif damage == "magic":
+        bad[16] = 1
+    else:
+        struct.pack_into(">i", bad, 8, 10)
+    data = b"".join(good[:3]) + bytes(bad) + b"".join(good[4:])
+    native, python = _both(data, 0, 960 << 10, False)
+    assert native == python
+    assert native[0] == "corrupt" and native[2] == 15
+
+
+def test_aborted_transactions_take_the_python_walk() -> None:
+    """The native walk knows no aborted transactions: forward_batches does not hand it such an answer."""
+    assert ReadCommitted([(9, 0)]).aborts and not ReadCommitted(None).aborts and not ReadCommitted([]).aborts
