@@ -192,3 +192,16 @@ def test_a_fragment_is_refused_without_reading_past_it(impl: str) -> None:
         with pytest.raises(RecordWalkError):
             concat_records(out, [build(GOOD), fragment], 1, 0, 0, BUCKET)
         assert out == b""
+
+
+def test_the_first_buckets_of_the_epoch_and_back_and_forth(impl: str) -> None:
+    """The walk keeps its current bucket's bounds and divides only when a record leaves them: records at
+    the epoch's first milliseconds open bucket 0, and records going back and forth across a boundary are
+    each counted where they belong."""
+    stamps = [0, 1, BUCKET - 1, BUCKET, BUCKET - 1, 5, 3 * BUCKET + 7, 2 * BUCKET, BUCKET]
+    batch = build([(ts, None, b"v", []) for ts in stamps])
+    assert count_records(batch, BUCKET) == (len(stamps), dict(Counter(ts - ts % BUCKET for ts in stamps)))
+    out = bytearray()
+    n, max_ts, buckets = concat_records(out, [batch, build([(2, None, b"w", [])], 9)], 1, 0, 0, BUCKET)
+    assert (n, max_ts) == (10, 3 * BUCKET + 7)
+    assert buckets == dict(Counter(ts - ts % BUCKET for ts in [*stamps, 2]))
