@@ -29,6 +29,7 @@ import argparse
 import os
 import resource
 import shutil
+import signal
 import statistics
 import struct
 import subprocess
@@ -324,6 +325,8 @@ def main() -> None:
     ap.add_argument("--coalesce-bytes", type=int, default=None, help="MirrorConfig.coalesce_bytes (default: its own)")
     ap.add_argument("--max-in-flight", type=int, default=None, help="MirrorConfig.max_in_flight (after only)")
     args = ap.parse_args()
+    # stopped by timeout(1) or kill: exit through the finally below, which stops ZooKeeper and the brokers
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
     label = "before" if os.environ.get("BENCH_MIRROR_DIR") else "after"
     if note := page_reporting():
         print(note, flush=True)
