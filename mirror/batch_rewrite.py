@@ -161,7 +161,6 @@ def _walk(out: ForwardedBatches, mv: memoryview, pos: int, producer_id: int, pro
     the native scan is not built, else from where the scan stopped (a batch that is not valid: raised here)."""
     total = len(mv)
     run: list[tuple[memoryview, int]] = []  # small batches waiting to be coalesced, with their resume offsets
-    run_codec = 0
     run_bytes = 0
     while pos < total:
         if total - pos < BATCH_HEADER_SIZE:
@@ -202,18 +201,21 @@ def _walk(out: ForwardedBatches, mv: memoryview, pos: int, producer_id: int, pro
         eligible = (size < COALESCE_MAX_SOURCE and not h.attributes & TIMESTAMP_TYPE_MASK
                     and h.records_count == h.last_offset_delta + 1)
         if run and (not eligible or run_bytes + size > coalesce_bytes
-                    or run_codec != h.attributes & COMPRESSION_MASK):
+                    or _codec(run[0][0]) != h.attributes & COMPRESSION_MASK):
             _emit_run(out, run, producer_id, producer_epoch)
             run, run_bytes = [], 0
         if eligible:
-            if not run:
-                run_codec = h.attributes & COMPRESSION_MASK
             run.append((batch, resume))
             run_bytes += size
         else:
             _emit(out, batch, h, resume, producer_id, producer_epoch)
     if run:
         _emit_run(out, run, producer_id, producer_epoch)
+
+
+def _codec(batch: memoryview) -> int:
+    """The compression codec of a whole batch (the low byte of its attributes)."""
+    return batch[ATTRIBUTES_POS + 1] & COMPRESSION_MASK
 
 
 def _emit(out: ForwardedBatches, batch: memoryview, h: RecordBatchHeader, resume: int, producer_id: int,
@@ -242,7 +244,7 @@ def _emit_run(out: ForwardedBatches, run: list[tuple[memoryview, int]], producer
               producer_epoch: int) -> None:
     """Append a run of small (batch, resume offset) as one batch (or one by one if it does not re-build)."""
     start = len(out.records)
-    codec = run[0][0][ATTRIBUTES_POS + 1] & COMPRESSION_MASK  # the low byte of attributes
+    codec = _codec(run[0][0])
     counts = _concat(out, run, codec, producer_id, producer_epoch)
     if counts is None:
         merged = _coalesce(run, codec, producer_id, producer_epoch, out.next_sequence) if len(run) > 1 else None

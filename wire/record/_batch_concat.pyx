@@ -296,5 +296,5 @@ def concat(bytearray out, list sources, int64_t producer_id, int producer_epoch,
     dst[52] = <uint8_t>(producer_epoch & 0xFF)
     put_i32(dst + 53, base_sequence)
     put_i32(dst + 57, w.records)
-    put_i32(dst + 17, _crc32c(memoryview(out)[start + ATTRIBUTES_POS:end], 0, 0))  # GIL kept: see module doc
+    put_i32(dst + 17, _crc32c(memoryview(out)[start + ATTRIBUTES_POS:end], 0, 0))  # GIL kept (mirror/_forward_scan.pyx says why)
     return w.records, w.max_ts, buckets
