@@ -9,8 +9,11 @@ so that the hot paths pay for no framing they do not need:
 
 - ``send(api_key, version, body)`` encodes the request header; ``send_frame(parts, context)`` writes a
   request the caller framed itself around ``correlation_id`` (the message-set clients' pre-encoded
-  templates). Both are one ``sendmsg`` of the parts: record bytes are referenced, never copied.
-- ``receive()`` returns the oldest answer's body in a buffer of its own (callers may keep views into it,
+  templates). Both are one ``sendmsg`` of the parts: record bytes are referenced, never copied. With
+  ``wait=False`` what the socket does not take is queued and written later, in order (write-behind:
+  `RequestWriter`, client/request_writer.py, the writing half of this class).
+- ``receive()`` returns the oldest answer's body in a buffer of its own (``push``: other connections' queued
+  requests are written while it waits) (callers may keep views into it,
   as the mirror does with fetched records); ``next_answer()`` returns ``(context, body)`` as a view into
   the connection's read buffer, valid until the next receive (the message-set clients parse in place).
   Both read in bulk (one ``recv_into`` often brings several answers); an answer larger than what is
@@ -26,20 +29,21 @@ from __future__ import annotations
 import select
 import socket
 import struct
+import time
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from ferry.client.errors import BrokerUnavailableError, ClientError
-from ferry.wire.protocol.header import Buffers, request_header
+from ferry.client.request_writer import RequestWriter
+from ferry.wire.protocol.header import Buffers
 
 _SIZE = struct.Struct(">i")
 _SIZE_CORR = struct.Struct(">ii")
 MAX_RESPONSE_BYTES = 512 * 1024 * 1024  # a bigger frame means we are not talking to a Kafka broker
 READ_BUFFER_BYTES = 64 * 1024  # default read-ahead: small answers in one recv, little copied for large ones
-_MAX_PARTS = 512  # buffers per sendmsg (IOV_MAX is 1024 on Linux)
 
 
-class BrokerConnection:
+class BrokerConnection(RequestWriter):
     """One TCP connection to one broker; requests may be pipelined, answers come back in order.
 
     ``send_buffer_bytes`` / ``receive_buffer_bytes`` set the socket's SO_SNDBUF / SO_RCVBUF (None: the
@@ -62,6 +66,7 @@ class BrokerConnection:
         self._sock: socket.socket | None = None
         self.correlation_id = 0  # the one the next request carries (read it for send_frame; never set it)
         self._pending: deque[object] = deque()  # the caller's context per outstanding request, oldest first
+        self._unsent: deque[memoryview] = deque()  # bytes of requests sent with wait=False not yet written
         self._buf = bytearray(max(read_buffer_bytes, 8))
         self._view = memoryview(self._buf)
         self._start = 0  # first byte in the read buffer not handed out yet
@@ -102,6 +107,7 @@ class BrokerConnection:
         """Close the socket; outstanding requests and buffered answers are dropped."""
         sock, self._sock = self._sock, None
         self._pending.clear()
+        self._unsent.clear()
         self._start = self._end = 0
         if sock is not None:
             try:
@@ -118,39 +124,19 @@ class BrokerConnection:
         unanswered = f"; {lost} requests unanswered" if lost else ""
         return BrokerUnavailableError(f"broker {self.node_id} at {self.address}: {what}{detail}{unanswered}")
 
-    # ------------------------------------------------------------------ sending
-    def send(self, api_key: int, api_version: int, body: Buffers, context: object = None) -> int:
-        """Write one request (header v1 encoded here); returns its correlation id. The answer is read with
-        `receive` or `next_answer` (which hands back ``context``)."""
-        header = request_header(api_key, api_version, self.correlation_id, self.client_id)
-        size = len(header) + sum(len(b) for b in body)
-        parts = [memoryview(b).cast("B") for b in (_SIZE.pack(size), header, *body) if len(b)]
-        return self.send_frame(parts, context, 4 + size)
-
-    def send_frame(self, parts: Sequence[bytes | bytearray | memoryview], context: object = None,
-                   nbytes: int | None = None) -> int:
-        """Write one request the caller framed (size, header v1 carrying `correlation_id`, body) with one
-        ``sendmsg`` of ``parts`` (byte buffers; ``nbytes`` their total if known); returns its correlation id."""
-        sock = self._sock or self.connect()
-        corr = self.correlation_id
-        try:
-            sent = sock.sendmsg(parts if len(parts) <= _MAX_PARTS else parts[:_MAX_PARTS])
-            if sent < (nbytes if nbytes is not None else sum(map(len, parts))):
-                _send_rest(sock, parts, sent)
-        except OSError as e:
-            raise self.fail("send failed", e) from None
-        self._pending.append(context)
-        self.correlation_id = (corr + 1) & 0x7FFFFFFF
-        return corr
-
     # ------------------------------------------------------------------ receiving
-    def receive(self, timeout_s: float | None = None, into: bytearray | None = None) -> memoryview:
+    def receive(self, timeout_s: float | None = None, into: bytearray | None = None,
+                push: Sequence[BrokerConnection] = ()) -> memoryview:
         """The body of the answer to the oldest outstanding request (after its correlation id), in a buffer
         of its own; ``timeout_s`` overrides the socket timeout for this answer.
 
         ``into``: receive into this buffer instead (grown when too small, kept at its largest), for a caller
         done with each answer before the next, such as the mirror's fetches: a fresh buffer per answer cost
         zeroing and faulting in megabytes of new memory every time. The view is valid until that next call.
+
+        ``push``: other connections whose queued requests (``send(wait=False)``) are written whenever this
+        one waits for its answer. One that fails is closed (its requests lost, as `in_flight` shows) and
+        this receive goes on.
         """
         self._check_outstanding()
         sock = self._sock
@@ -158,6 +144,11 @@ class BrokerConnection:
         try:
             if timeout_s is not None:
                 sock.settimeout(timeout_s)
+            if self._unsent:
+                self._flush(sock)
+            wait = (lambda: self._wait_pushing(push)) if push else None
+            if wait is not None and self._end - self._start < 8:
+                wait()
             size = self._frame_size()
             body = _buffer(into, size - 4)
             start = self._start + 8
@@ -165,7 +156,7 @@ class BrokerConnection:
             body[:have] = self._view[start: start + have]
             self._start = start + have
             if have < size - 4:
-                _recv_into(sock, memoryview(body)[have:size - 4])
+                _recv_into(sock, memoryview(body)[have:size - 4], wait)
         except BrokerUnavailableError:
             raise
         except OSError as e:  # includes the socket timeout
@@ -232,6 +223,8 @@ class BrokerConnection:
             return False
         if self._end > self._start:
             return True
+        if self._unsent and not self.push():
+            return False
         try:
             return bool(select.select([self._sock], [], [], 0)[0])
         except (OSError, ValueError):  # closed under us: reading fails at once, which is an answer too
@@ -277,8 +270,36 @@ class BrokerConnection:
         while self._end - self._start < need:
             self._read_once(sock)
 
+    def _wait_pushing(self, push: Sequence[BrokerConnection]) -> None:
+        """Until this socket has bytes to read, write the queued requests of the ``push`` connections as
+        their sockets take them (returns at once when none has any). TimeoutError after the socket's
+        timeout; a push connection that fails is closed by its `push`, and its owner finds its requests
+        lost."""
+        sock = self._sock
+        assert sock is not None
+        deadline = 0.0
+        while True:
+            writers = {c._sock: c for c in push if c._unsent and c._sock is not None}
+            if not writers:
+                return
+            now = time.monotonic()
+            if not deadline:
+                deadline = now + (sock.gettimeout() or self.timeout_s)
+            elif now >= deadline:
+                raise TimeoutError("timed out")
+            readable, writable, _ = select.select([sock], list(writers), [], deadline - now)
+            for w in writable:
+                try:
+                    writers[w].push()
+                except BrokerUnavailableError:
+                    pass
+            if readable:
+                return
+
     def _read_once(self, sock: socket.socket) -> None:
         """One recv into the free end of the read buffer (moving unread bytes to its front first)."""
+        if self._unsent:  # the answer waited for may be to a request still queued
+            self._flush(sock)
         start, end = self._start, self._end
         if start:
             self._view[: end - start] = self._view[start:end]
@@ -287,20 +308,6 @@ class BrokerConnection:
         if k == 0:
             raise ConnectionResetError("connection closed by the broker")
         self._end += k
-
-
-def _send_rest(sock: socket.socket, parts: Sequence[bytes | bytearray | memoryview], sent: int) -> None:
-    """Finish a partial sendmsg (a full socket buffer) without copying the parts."""
-    views = [memoryview(p).cast("B") for p in parts]
-    i = 0
-    while True:
-        while i < len(views) and sent >= len(views[i]):
-            sent -= len(views[i])
-            i += 1
-        if i == len(views):
-            return
-        views[i] = views[i][sent:]
-        sent = sock.sendmsg(views[i: i + _MAX_PARTS])
 
 
 def _buffer(into: bytearray | None, n: int) -> bytearray:
@@ -315,10 +322,12 @@ def _buffer(into: bytearray | None, n: int) -> bytearray:
     return into
 
 
-def _recv_into(sock: socket.socket, view: memoryview) -> None:
-    """Fill ``view`` from the socket exactly (no read-ahead past the answer)."""
+def _recv_into(sock: socket.socket, view: memoryview, wait: Callable[[], None] | None = None) -> None:
+    """Fill ``view`` from the socket exactly (no read-ahead past the answer); ``wait`` before each recv."""
     got, n = 0, len(view)
     while got < n:
+        if wait is not None:
+            wait()
         k = sock.recv_into(view[got:], n - got)
         if k == 0:
             raise ConnectionResetError("connection closed by the broker")

@@ -88,9 +88,11 @@ class MirrorFetching:
 
     def _receive_fetches(self, sent: list) -> None:
         for node, conn, topics in sent:
+            # the produce requests still being written go out while the answer comes in
+            pushing = [q[0][0] for q in self._produces.values() if q and q[0][0].unsent]
             try:
                 body = conn.receive(timeout_s=self.source.timeout_s + self.fetch_wait_ms / 1000,
-                                    into=self._fetch_buffers.setdefault(node, bytearray()))
+                                    into=self._fetch_buffers.setdefault(node, bytearray()), push=pushing)
                 resp = fetch.parse_response(body)
             except (ClientError, ProtocolError) as e:
                 self._fetch_connection_failed(node, topics, e)

@@ -104,7 +104,8 @@ class MirrorProducing:
                 for pm, batches in req:
                     by_topic.setdefault(pm.topic, []).append((pm.partition, [b.view() for b in batches]))
                 try:
-                    conn.send(*produce.encode_request(by_topic.items(), -1, int(self.target.timeout_s * 750)))
+                    conn.send(*produce.encode_request(by_topic.items(), -1, int(self.target.timeout_s * 750)),
+                              wait=False)
                 except ClientError as e:
                     # the connection is gone with everything sent on it: those outcomes are unknown
                     self._produce_connection_failed(node, list(req), [s for r in requests[i + 1:] for s in r], e)

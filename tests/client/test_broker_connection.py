@@ -4,9 +4,11 @@ than the read buffer, a large request written in pieces, and the failures that c
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import struct
 import threading
+import time
 
 import pytest
 
@@ -16,25 +18,31 @@ from ferry.wire.protocol.header import read_request_header
 
 
 class EchoBroker:
-    """Answers every request with its body; ``corr_shift`` answers with a wrong correlation id."""
+    """Answers every request with its body; ``corr_shift`` answers with a wrong correlation id; ``gate``: reads
+    nothing until it is set; ``delay_s``: waits that long before each answer."""
 
-    def __init__(self, corr_shift: int = 0) -> None:
+    def __init__(self, corr_shift: int = 0, gate: threading.Event | None = None, delay_s: float = 0.0) -> None:
         self.listener = socket.create_server(("127.0.0.1", 0))
         self.port = self.listener.getsockname()[1]
         self.corr_shift = corr_shift
+        self.gate = gate
+        self.delay_s = delay_s
         self.requests: list[tuple[int, int, int, str | None]] = []
         self.thread = threading.Thread(target=self._serve, daemon=True)
         self.thread.start()
 
     def _serve(self) -> None:
         conn, _ = self.listener.accept()
-        with conn:
+        if self.gate is not None:
+            self.gate.wait(10)
+        with conn, contextlib.suppress(OSError):  # a client that closed (or reset) its end: nothing to serve
             f = conn.makefile("rb")
             while head := f.read(4):
                 frame = f.read(struct.unpack(">i", head)[0])
                 header, r = read_request_header(frame)
                 self.requests.append((header.api_key, header.api_version, header.correlation_id, header.client_id))
                 body = bytes(frame[r.pos:])
+                time.sleep(self.delay_s)
                 conn.sendall(struct.pack(">ii", 4 + len(body), header.correlation_id + self.corr_shift) + body)
 
     def close(self) -> None:
@@ -138,3 +146,82 @@ def test_nothing_outstanding_and_no_broker():
     finally:
         conn.close()
         b.close()
+
+
+BIG = bytes(range(256)) * (128 * 1024)  # 32 MiB: more than the sockets on both ends buffer
+
+
+def test_requests_sent_without_waiting_go_out_in_order(broker):
+    """``send(wait=False)`` queues what the socket does not take; later requests, waited-for or not, follow
+    the queued bytes, and a receive writes them before it waits for their answers."""
+    conn = BrokerConnection(1, "127.0.0.1", broker.port, "me", timeout_s=10)
+    try:
+        conn.send(3, 8, [BIG], wait=False)
+        conn.send(3, 8, [b"second"], wait=False)
+        conn.send(3, 8, [b"third"])  # waits: the queue goes out first
+        assert conn.unsent == 0 and conn.in_flight == 3
+        assert conn.receive() == BIG
+        conn.send(3, 8, [BIG[:5_000_000]], wait=False)
+        assert [bytes(conn.receive()) for _ in range(2)] == [b"second", b"third"]
+        assert conn.receive() == BIG[:5_000_000]
+        assert [r[2] for r in broker.requests] == [0, 1, 2, 3]
+    finally:
+        conn.close()
+
+
+def test_a_receive_pushes_other_connections_queued_requests():
+    """While one connection waits for its answer, the queued requests of the ``push`` connections are
+    written; ``answer_ready`` pushes its own connection's queue too."""
+    gate = threading.Event()
+    slow, held = EchoBroker(delay_s=0.5), EchoBroker(gate=gate)
+    fetch = BrokerConnection(1, "127.0.0.1", slow.port, timeout_s=10)
+    produce = BrokerConnection(2, "127.0.0.1", held.port, timeout_s=10)
+    try:
+        produce.send(0, 8, [BIG], wait=False)
+        assert produce.unsent > 0 and produce.in_flight == 1  # the held broker reads nothing yet
+        assert not produce.answer_ready()
+        fetch.send(1, 11, [b"fetch"])
+        gate.set()
+        assert fetch.receive(push=[produce]) == b"fetch"  # answered after 0.5 s: time enough to write 32 MiB
+        assert produce.unsent == 0
+        produce.send(0, 8, [BIG[:3_000_000]], wait=False)
+        deadline = time.monotonic() + 10
+        while not produce.answer_ready() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert produce.receive() == BIG
+        assert produce.receive() == BIG[:3_000_000]
+    finally:
+        fetch.close(), produce.close(), slow.close(), held.close()
+
+
+def test_a_failed_push_closes_that_connection_and_the_receive_goes_on():
+    """A push connection whose broker is gone is closed (its requests lost, as in_flight shows); the
+    connection that was waiting gets its answer."""
+    dead = socket.create_server(("127.0.0.1", 0))
+    slow = EchoBroker(delay_s=0.5)
+    fetch = BrokerConnection(1, "127.0.0.1", slow.port, timeout_s=10)
+    produce = BrokerConnection(2, "127.0.0.1", dead.getsockname()[1], timeout_s=10)
+    try:
+        produce.send(0, 8, [BIG], wait=False)
+        peer, _ = dead.accept()
+        peer.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        peer.close()  # reset: the queued bytes cannot go out
+        fetch.send(1, 11, [b"fetch"])
+        assert fetch.receive(push=[produce]) == b"fetch"
+        assert not produce.connected and produce.in_flight == 0 and produce.unsent == 0
+    finally:
+        fetch.close(), produce.close(), slow.close(), dead.close()
+
+
+def test_close_drops_queued_requests():
+    gate = threading.Event()
+    held = EchoBroker(gate=gate)
+    conn = BrokerConnection(1, "127.0.0.1", held.port, timeout_s=10)
+    try:
+        conn.send(0, 8, [BIG], wait=False)
+        assert conn.unsent > 0
+        conn.close()
+        assert conn.unsent == 0 and conn.in_flight == 0 and not conn.connected
+    finally:
+        gate.set()
+        held.close()
