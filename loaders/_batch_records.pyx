@@ -58,16 +58,9 @@ cdef inline int put_u8(Buf* b, uint8_t v) except -1:
     return put(b, &v, 1)
 
 
-cdef inline int64_t be64(const uint8_t* p):
-    cdef uint64_t v = 0
-    cdef int i
-    for i in range(8):
-        v = (v << 8) | p[i]
-    return <int64_t>v
-
-
-cdef inline int32_t be32(const uint8_t* p):
-    return <int32_t>((<uint64_t>p[0] << 24) | (<uint64_t>p[1] << 16) | (<uint64_t>p[2] << 8) | p[3])
+cdef extern from "batch_bytes.h":  # wire/record/batch_bytes.h: big-endian fields, shared by the native modules
+    int32_t ferry_be32(const uint8_t *p)
+    int64_t ferry_be64(const uint8_t *p)
 
 
 class CorruptRecordsError(ValueError):
@@ -156,21 +149,21 @@ cdef class RecordColumns:
         cdef int attributes
         cdef const uint8_t* p = &data[0] if end else NULL
         while end - pos >= 61:
-            length = be32(p + pos + 8)
+            length = ferry_be32(p + pos + 8)
             stop = pos + 12 + length
             if length < 49 or stop > end:
                 break
             if p[pos + 16] != 2:
-                raise CorruptRecordsError(f"batch at offset {be64(p + pos)}: magic {p[pos + 16]}, not 2")
+                raise CorruptRecordsError(f"batch at offset {ferry_be64(p + pos)}: magic {p[pos + 16]}, not 2")
             attributes = (p[pos + 21] << 8) | p[pos + 22]
             if attributes & 0x20:  # a control batch (transaction marker): no data records
                 pos = stop
                 continue
             if attributes & 0x07:
                 return pos
-            count = be32(p + pos + 57)
-            self._records(p, pos + 61, stop, count, be64(p + pos), be64(p + pos + 27),
-                          be64(p + pos + 35) if attributes & 0x08 else -1)
+            count = ferry_be32(p + pos + 57)
+            self._records(p, pos + 61, stop, count, ferry_be64(p + pos), ferry_be64(p + pos + 27),
+                          ferry_be64(p + pos + 35) if attributes & 0x08 else -1)
             pos = stop
         return pos
 

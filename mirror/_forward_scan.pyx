@@ -15,16 +15,24 @@ CRC-32C stop the walk where the batch starts, and the Python loop raises there),
 below the wanted offset, control batches and empty ones; runs of dense CreateTime batches under
 ``max_source`` bytes, of one codec, up to ``coalesce_bytes`` together, become one item.
 
-The CRC is computed with the GIL held (``crc32c(..., gil_release_mode=0)``): releasing it for every batch
-let the mirror's other threads take it and the stream waited to get it back (py-spy: ~15% of the stream's
-samples in the hand-over).
+The CRC is computed in C with the GIL held (wire/record/batch_bytes.h, called directly): the ``crc32c``
+package released the GIL for large buffers, letting the mirror's other threads take it while the stream
+waited to get it back (py-spy: ~15% of the stream's samples in the hand-over), and a Python call per
+fetched batch (a memoryview slice, argument parsing) cost more than the CRC of a producer's 12 KB batch.
 """
 
 from libc.stdint cimport int16_t, int32_t, int64_t, uint8_t, uint32_t, uint64_t
 
 from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
 
-from crc32c import crc32c as _crc32c
+cdef extern from "batch_bytes.h":  # wire/record/batch_bytes.h: big-endian fields and CRC-32C, shared
+    void ferry_crc_init()
+    uint32_t ferry_crc32c(const uint8_t *p, size_t n)
+    int ferry_crc_hw
+    int32_t ferry_be32(const uint8_t *p)
+    int64_t ferry_be64(const uint8_t *p)
+
+ferry_crc_init()
 
 DEF HEADER = 61
 DEF LOG_OVERHEAD = 12
@@ -36,14 +44,6 @@ DEF COUNT_POS = 57
 DEF COMPRESSION_MASK = 0x07
 DEF TIMESTAMP_TYPE_MASK = 0x08
 DEF CONTROL_MASK = 0x20
-
-
-cdef inline int32_t be32(const uint8_t* p) noexcept:
-    return <int32_t>((<uint32_t>p[0] << 24) | (<uint32_t>p[1] << 16) | (<uint32_t>p[2] << 8) | p[3])
-
-
-cdef inline int64_t be64(const uint8_t* p) noexcept:
-    return <int64_t>((<uint64_t><uint32_t>be32(p) << 32) | <uint32_t>be32(p + 4))
 
 
 def scan(data, Py_ssize_t pos, int64_t next_offset, int64_t coalesce_bytes, int64_t max_source):
@@ -66,32 +66,31 @@ def scan(data, Py_ssize_t pos, int64_t next_offset, int64_t coalesce_bytes, int6
     cdef bint eligible, truncated = False
     cdef int skipped = 0
     cdef list items = [], run = []
-    cdef object mv = memoryview(data)
     try:
         while pos < total:
             if total - pos < HEADER:
                 truncated = True
                 break
-            base = be64(buf + pos)
-            batch_length = be32(buf + pos + 8)
+            base = ferry_be64(buf + pos)
+            batch_length = ferry_be32(buf + pos + 8)
             if buf[pos + MAGIC_POS] != 2 or batch_length < HEADER - LOG_OVERHEAD:
                 break  # the Python loop raises CorruptBatchError here
             size = <Py_ssize_t>batch_length + LOG_OVERHEAD
             if pos + size > total:
                 truncated = True
                 break
-            last_delta = be32(buf + pos + LAST_OFFSET_DELTA_POS)
+            last_delta = ferry_be32(buf + pos + LAST_OFFSET_DELTA_POS)
             nxt = base + last_delta + 1
             if nxt <= next_offset:
                 skipped += 1  # already mirrored (the fetch started inside or before it)
                 pos += size
                 continue
-            if <uint32_t>_crc32c(mv[pos + ATTRIBUTES_POS:pos + size], 0, 0) != <uint32_t>be32(buf + pos + CRC_POS):
+            if ferry_crc32c(buf + pos + ATTRIBUTES_POS, <size_t>(size - ATTRIBUTES_POS)) != <uint32_t>ferry_be32(buf + pos + CRC_POS):
                 break  # the Python loop raises CorruptBatchError here
             resume = next_offset
             next_offset = nxt
             attrs = <int16_t>((buf[pos + ATTRIBUTES_POS] << 8) | buf[pos + ATTRIBUTES_POS + 1])
-            count = be32(buf + pos + COUNT_POS)
+            count = ferry_be32(buf + pos + COUNT_POS)
             if attrs & CONTROL_MASK or count == 0:
                 skipped += 1
                 pos += size

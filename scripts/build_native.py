@@ -2,7 +2,8 @@
 
 The warehouse loader's record/Avro decoders (loaders/), the mirror's record concatenation
 (wire/record/_batch_concat.pyx, ferry.wire.record.batch_concat) and the broker's one-batch produce path
-(broker/server/_produce_native.pyx, broker/log/_append_native.pyx; docs/scale.md).
+(broker/server/_produce_native.pyx, broker/log/_append_native.pyx; docs/scale.md). The C they share (big-endian
+fields, CRC-32C) is wire/record/batch_bytes.h, on every module's include path.
 
 Called by scripts/setup.sh after the venv is ready. Kept out of ``pip install -e .`` on purpose: a machine
 without a C compiler must still install ferry; the loader then runs its pure-Python fallback and warns once
@@ -19,6 +20,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+HEADER = ROOT / "wire" / "record" / "batch_bytes.h"  # C shared by the modules: big-endian fields, CRC-32C
 # (package, folder, module): <folder>/<module>.pyx -> <package>.<module>
 MODULES = (
     ("ferry.loaders", "loaders", "_batch_records"),
@@ -38,7 +40,8 @@ def main(argv: list[str]) -> int:
     except ImportError as e:
         print(f"build_native: {e}; the loader, the mirror and the broker will use their slower paths", file=sys.stderr)
         return 1
-    exts = [Extension(f"{package}.{name}", [str(ROOT / folder / f"{name}.pyx")], extra_compile_args=["-O3"])
+    exts = [Extension(f"{package}.{name}", [str(ROOT / folder / f"{name}.pyx")], extra_compile_args=["-O3"],
+                      include_dirs=[str(ROOT / "wire" / "record")], depends=[str(HEADER)])  # batch_bytes.h
             for package, folder, name in MODULES]
     dist = Distribution({"name": "ferry-native", "ext_modules": cythonize(exts, quiet=True, force=force),
                          "package_dir": {package: str(ROOT / folder) for package, folder, _ in MODULES}})

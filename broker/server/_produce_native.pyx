@@ -14,47 +14,13 @@ from libc.stdint cimport int16_t, int32_t, int64_t, uint8_t, uint32_t, uint64_t
 
 from ferry.wire.record.record_batch import RecordBatchHeader
 
-cdef extern from *:
-    """
-    #include <stdint.h>
-    #include <string.h>
-    static uint32_t ferry_crc_table[256];
-    static int ferry_crc_hw = -1;
-    static void ferry_crc_init(void) {
-        for (uint32_t i = 0; i < 256; i++) {
-            uint32_t c = i;
-            for (int k = 0; k < 8; k++) c = (c & 1) ? (c >> 1) ^ 0x82F63B78u : c >> 1;
-            ferry_crc_table[i] = c;
-        }
-    #if defined(__x86_64__) && defined(__GNUC__)
-        __builtin_cpu_init();
-        ferry_crc_hw = __builtin_cpu_supports("sse4.2") ? 1 : 0;
-    #else
-        ferry_crc_hw = 0;
-    #endif
-    }
-    #if defined(__x86_64__) && defined(__GNUC__)
-    __attribute__((target("sse4.2")))
-    static uint32_t ferry_crc_sse42(uint32_t crc, const unsigned char *p, size_t n) {
-        uint64_t c = crc;
-        while (n >= 8) { uint64_t v; memcpy(&v, p, 8); c = __builtin_ia32_crc32di(c, v); p += 8; n -= 8; }
-        uint32_t c32 = (uint32_t)c;
-        while (n--) c32 = __builtin_ia32_crc32qi(c32, *p++);
-        return c32;
-    }
-    #endif
-    static uint32_t ferry_crc32c(const unsigned char *p, size_t n) {
-        uint32_t crc = 0xFFFFFFFFu;
-    #if defined(__x86_64__) && defined(__GNUC__)
-        if (ferry_crc_hw == 1) return ferry_crc_sse42(crc, p, n) ^ 0xFFFFFFFFu;
-    #endif
-        while (n--) crc = ferry_crc_table[(crc ^ *p++) & 0xFF] ^ (crc >> 8);
-        return crc ^ 0xFFFFFFFFu;
-    }
-    """
+cdef extern from "batch_bytes.h":  # wire/record/batch_bytes.h: big-endian fields and CRC-32C, shared
     void ferry_crc_init()
-    uint32_t ferry_crc32c(const unsigned char *p, size_t n)
+    uint32_t ferry_crc32c(const uint8_t *p, size_t n)
+    uint32_t ferry_crc32c_table(const uint8_t *p, size_t n)
     int ferry_crc_hw
+    int32_t ferry_be32(const uint8_t *p)
+    int64_t ferry_be64(const uint8_t *p)
 
 ferry_crc_init()
 
@@ -71,19 +37,17 @@ cdef object _Header = RecordBatchHeader
 cdef inline int16_t be16(const unsigned char *p):
     return <int16_t>((p[0] << 8) | p[1])
 
-cdef inline int32_t be32(const unsigned char *p):
-    return <int32_t>((<uint32_t>p[0] << 24) | (<uint32_t>p[1] << 16) | (<uint32_t>p[2] << 8) | p[3])
-
-cdef inline int64_t be64(const unsigned char *p):
-    return <int64_t>((<uint64_t><uint32_t>be32(p) << 32) | <uint32_t>be32(p + 4))
 
 
-def crc32c(data) -> int:
-    """CRC-32C (Castagnoli) of ``data``, as the ``crc32c`` package computes it (the tests compare)."""
+def crc32c(data, bint hardware=True) -> int:
+    """CRC-32C (Castagnoli) of ``data``, as the ``crc32c`` package computes it (the tests compare);
+    ``hardware=False``: by the table, as on a CPU without SSE 4.2."""
     cdef Py_buffer view
     PyObject_GetBuffer(data, &view, PyBUF_SIMPLE)
     try:
-        return ferry_crc32c(<const unsigned char *>view.buf, <size_t>view.len)
+        if not hardware:
+            return ferry_crc32c_table(<const uint8_t *>view.buf, <size_t>view.len)
+        return ferry_crc32c(<const uint8_t *>view.buf, <size_t>view.len)
     finally:
         PyBuffer_Release(&view)
 
@@ -118,35 +82,35 @@ cdef object _parse(const unsigned char *b, Py_ssize_t end):
     version = be16(b + 2)
     if version < FIRST_VERSION or version > LAST_VERSION:
         return None
-    correlation_id = be32(b + 4)
+    correlation_id = ferry_be32(b + 4)
     client_len = be16(b + 8)
     pos = 10 + client_len if client_len > 0 else 10
     if end < pos + 14 or be16(b + pos) != -1:
         return None
     acks = be16(b + pos + 2)
     name_len = be16(b + pos + 12)
-    if be32(b + pos + 8) != 1 or not (acks == 1 or acks == -1) or name_len <= 0 or end < pos + 14 + name_len + 12:
+    if ferry_be32(b + pos + 8) != 1 or not (acks == 1 or acks == -1) or name_len <= 0 or end < pos + 14 + name_len + 12:
         return None
     topic = PyBytes_FromStringAndSize(<const char *>(b + pos + 14), name_len)
-    timeout_ms = be32(b + pos + 4)
+    timeout_ms = ferry_be32(b + pos + 4)
     pos += 14 + name_len
-    size = be32(b + pos + 8)
-    if be32(b + pos) != 1 or size <= 0 or pos + 12 + size != end:
+    size = ferry_be32(b + pos + 8)
+    if ferry_be32(b + pos) != 1 or size <= 0 or pos + 12 + size != end:
         return None
-    partition = be32(b + pos + 4)
+    partition = ferry_be32(b + pos + 4)
     pos += 12
     head = None
     if size >= HEADER_SIZE:
         b += pos
-        batch_length = be32(b + 8)
+        batch_length = ferry_be32(b + 8)
         magic = b[16]
         attributes = be16(b + 21)
-        last_delta = be32(b + 23)
-        records = be32(b + 57)
+        last_delta = ferry_be32(b + 23)
+        records = ferry_be32(b + 57)
         if (magic == 2 and batch_length >= MIN_BATCH_LENGTH and <int64_t>batch_length + 12 == size
                 and records > 0 and <int64_t>last_delta + 1 >= records and not attributes & REFUSED
-                and ferry_crc32c(b + 21, size - 21) == <uint32_t>be32(b + 17)):
-            head = _new_header(_Header, (be64(b), batch_length, be32(b + 12), magic, <uint32_t>be32(b + 17),
-                                         attributes, last_delta, be64(b + 27), be64(b + 35), be64(b + 43),
-                                         be16(b + 51), be32(b + 53), records))
+                and ferry_crc32c(b + 21, size - 21) == <uint32_t>ferry_be32(b + 17)):
+            head = _new_header(_Header, (ferry_be64(b), batch_length, ferry_be32(b + 12), magic, <uint32_t>ferry_be32(b + 17),
+                                         attributes, last_delta, ferry_be64(b + 27), ferry_be64(b + 35), ferry_be64(b + 43),
+                                         be16(b + 51), ferry_be32(b + 53), records))
     return (version, correlation_id, acks, timeout_ms, topic, partition, pos, head)

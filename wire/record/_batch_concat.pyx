@@ -24,7 +24,14 @@ from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
 from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_GET_SIZE, PyByteArray_Resize
 from cpython.unicode cimport PyUnicode_DecodeUTF8
 
-from crc32c import crc32c as _crc32c
+cdef extern from "batch_bytes.h":  # wire/record/batch_bytes.h: big-endian fields and CRC-32C, shared
+    void ferry_crc_init()
+    uint32_t ferry_crc32c(const uint8_t *p, size_t n)
+    int ferry_crc_hw
+    int32_t ferry_be32(const uint8_t *p)
+    int64_t ferry_be64(const uint8_t *p)
+
+ferry_crc_init()
 
 DEF HEADER = 61  # v2 batch header size
 DEF ATTRIBUTES_POS = 21
@@ -81,18 +88,6 @@ cdef inline int varint_size(int64_t v) noexcept:
     return n
 
 
-cdef inline int64_t get_i64(const uint8_t* p) noexcept:
-    cdef uint64_t v = 0
-    cdef int i
-    for i in range(8):
-        v = (v << 8) | p[i]
-    return <int64_t>v
-
-
-cdef inline int32_t get_i32(const uint8_t* p) noexcept:
-    return <int32_t>((<uint32_t>p[0] << 24) | (<uint32_t>p[1] << 16) | (<uint32_t>p[2] << 8) | p[3])
-
-
 cdef inline void put_i64(uint8_t* p, int64_t v) noexcept:
     cdef uint64_t u = <uint64_t>v
     cdef int i
@@ -139,13 +134,13 @@ cdef Py_ssize_t walk_batch(const uint8_t* src, Py_ssize_t size, int64_t new_base
     """Walk one whole uncompressed CreateTime batch's records; with ``dst``, write them re-prefixed from
     ``dpos`` on. Returns the position in ``dst`` after them."""
     if size < HEADER or src[16] != 2:
-        fail(get_i64(src) if size >= 8 else -1, 0, "not a whole v2 batch")
-    cdef int64_t off = get_i64(src)
+        fail(ferry_be64(src) if size >= 8 else -1, 0, "not a whole v2 batch")
+    cdef int64_t off = ferry_be64(src)
     cdef int16_t attrs = <int16_t>((src[ATTRIBUTES_POS] << 8) | src[ATTRIBUTES_POS + 1])
     if attrs & 0x2F:  # a codec, LogAppendTime or a control batch
         fail(off, 0, f"attributes {attrs:#x}: only uncompressed CreateTime data batches are walked")
-    cdef int64_t base_ts = get_i64(src + BASE_TIMESTAMP_POS)
-    cdef int64_t count = get_i32(src + COUNT_POS)
+    cdef int64_t base_ts = ferry_be64(src + BASE_TIMESTAMP_POS)
+    cdef int64_t count = ferry_be32(src + COUNT_POS)
     if count < 1 or count > (size - HEADER) // MIN_RECORD:
         fail(off, 0, f"{count} records cannot fit in {size - HEADER} bytes")
     cdef Py_ssize_t pos = HEADER, rest, rec_end, k
@@ -250,10 +245,10 @@ def concat(bytearray out, list sources, int64_t producer_id, int producer_epoch,
         if view.len >= HEADER:
             # the walk writes exactly the header's count of records or fails first: a tight bound keeps
             # ``out`` from being re-allocated (and copied) at every run appended to it
-            n = get_i32(<const uint8_t*>view.buf + COUNT_POS)
+            n = ferry_be32(<const uint8_t*>view.buf + COUNT_POS)
             bound += view.len - HEADER + MAX_PREFIX_GROWTH * (min(max(n, 0), (view.len - HEADER) // MIN_RECORD) + 1)
             if first:
-                new_base = get_i64(<const uint8_t*>view.buf + BASE_TIMESTAMP_POS)  # the first batch's
+                new_base = ferry_be64(<const uint8_t*>view.buf + BASE_TIMESTAMP_POS)  # the first batch's
         first = False
         PyBuffer_Release(&view)
     if new_base < 0:
@@ -296,5 +291,5 @@ def concat(bytearray out, list sources, int64_t producer_id, int producer_epoch,
     dst[52] = <uint8_t>(producer_epoch & 0xFF)
     put_i32(dst + 53, base_sequence)
     put_i32(dst + 57, w.records)
-    put_i32(dst + 17, _crc32c(memoryview(out)[start + ATTRIBUTES_POS:end], 0, 0))  # GIL kept (mirror/_forward_scan.pyx says why)
+    put_i32(dst + 17, ferry_crc32c(dst + ATTRIBUTES_POS, <size_t>(end - start - ATTRIBUTES_POS)))  # GIL kept (mirror/_forward_scan.pyx says why)
     return w.records, w.max_ts, buckets
