@@ -58,9 +58,7 @@ cdef inline int put_u8(Buf* b, uint8_t v) except -1:
     return put(b, &v, 1)
 
 
-cdef extern from "batch_bytes.h":  # wire/record/batch_bytes.h: big-endian fields, shared by the native modules
-    int32_t ferry_be32(const uint8_t *p)
-    int64_t ferry_be64(const uint8_t *p)
+from batch_bytes cimport ferry_be32, ferry_be64  # wire/record/batch_bytes.h
 
 
 class CorruptRecordsError(ValueError):

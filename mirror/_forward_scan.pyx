@@ -25,12 +25,7 @@ from libc.stdint cimport int16_t, int32_t, int64_t, uint8_t, uint32_t, uint64_t
 
 from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
 
-cdef extern from "batch_bytes.h":  # wire/record/batch_bytes.h: big-endian fields and CRC-32C, shared
-    void ferry_crc_init()
-    uint32_t ferry_crc32c(const uint8_t *p, size_t n)
-    int ferry_crc_hw
-    int32_t ferry_be32(const uint8_t *p)
-    int64_t ferry_be64(const uint8_t *p)
+from batch_bytes cimport ferry_be32, ferry_be64, ferry_crc32c, ferry_crc_init  # wire/record/batch_bytes.h
 
 ferry_crc_init()
 

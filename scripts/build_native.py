@@ -3,7 +3,8 @@
 The warehouse loader's record/Avro decoders (loaders/), the mirror's record concatenation
 (wire/record/_batch_concat.pyx, ferry.wire.record.batch_concat) and the broker's one-batch produce path
 (broker/server/_produce_native.pyx, broker/log/_append_native.pyx; docs/scale.md). The C they share (big-endian
-fields, CRC-32C) is wire/record/batch_bytes.h, on every module's include path.
+fields, CRC-32C) is wire/record/batch_bytes.h, declared for Cython in batch_bytes.pxd beside it; both are on
+every module's include path.
 
 Called by scripts/setup.sh after the venv is ready. Kept out of ``pip install -e .`` on purpose: a machine
 without a C compiler must still install ferry; the loader then runs its pure-Python fallback and warns once
@@ -41,9 +42,10 @@ def main(argv: list[str]) -> int:
         print(f"build_native: {e}; the loader, the mirror and the broker will use their slower paths", file=sys.stderr)
         return 1
     exts = [Extension(f"{package}.{name}", [str(ROOT / folder / f"{name}.pyx")], extra_compile_args=["-O3"],
-                      include_dirs=[str(ROOT / "wire" / "record")], depends=[str(HEADER)])  # batch_bytes.h
+                      include_dirs=[str(HEADER.parent)], depends=[str(HEADER), str(HEADER.with_suffix(".pxd"))])
             for package, folder, name in MODULES]
-    dist = Distribution({"name": "ferry-native", "ext_modules": cythonize(exts, quiet=True, force=force),
+    dist = Distribution({"name": "ferry-native", "ext_modules": cythonize(exts, quiet=True, force=force,
+                                                                include_path=[str(HEADER.parent)]),
                          "package_dir": {package: str(ROOT / folder) for package, folder, _ in MODULES}})
     cmd = dist.get_command_obj("build_ext")
     cmd.inplace = True

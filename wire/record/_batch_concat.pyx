@@ -24,12 +24,7 @@ from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
 from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_GET_SIZE, PyByteArray_Resize
 from cpython.unicode cimport PyUnicode_DecodeUTF8
 
-cdef extern from "batch_bytes.h":  # wire/record/batch_bytes.h: big-endian fields and CRC-32C, shared
-    void ferry_crc_init()
-    uint32_t ferry_crc32c(const uint8_t *p, size_t n)
-    int ferry_crc_hw
-    int32_t ferry_be32(const uint8_t *p)
-    int64_t ferry_be64(const uint8_t *p)
+from batch_bytes cimport ferry_be32, ferry_be64, ferry_crc32c, ferry_crc_init  # wire/record/batch_bytes.h
 
 ferry_crc_init()
 
