@@ -34,7 +34,7 @@ from collections import deque
 from collections.abc import Callable, Sequence
 
 from ferry.client.errors import BrokerUnavailableError, ClientError
-from ferry.client.request_writer import RequestWriter
+from ferry.client.request_writer import RequestWriter, socket_ready
 from ferry.wire.protocol.header import Buffers
 
 _SIZE = struct.Struct(">i")
@@ -226,7 +226,7 @@ class BrokerConnection(RequestWriter):
         if self._unsent and not self.push():
             return False
         try:
-            return bool(select.select([self._sock], [], [], 0)[0])
+            return socket_ready(self._sock, select.POLLIN)
         except (OSError, ValueError):  # closed under us: reading fails at once, which is an answer too
             return True
 
@@ -287,12 +287,20 @@ class BrokerConnection(RequestWriter):
                 deadline = now + (sock.gettimeout() or self.timeout_s)
             elif now >= deadline:
                 raise TimeoutError("timed out")
-            readable, writable, _ = select.select([sock], list(writers), [], deadline - now)
-            for w in writable:
-                try:
-                    writers[w].push()
-                except BrokerUnavailableError:
-                    pass
+            poller = select.poll()  # not select(): file descriptors past 1023 are fine
+            poller.register(sock, select.POLLIN)
+            by_fd = {w.fileno(): c for w, c in writers.items()}
+            for fd in by_fd:
+                poller.register(fd, select.POLLOUT)
+            readable = False
+            for fd, events in poller.poll(max(1, int((deadline - now) * 1000))):
+                if fd in by_fd:
+                    try:
+                        by_fd[fd].push()
+                    except BrokerUnavailableError:
+                        pass
+                elif events:
+                    readable = True
             if readable:
                 return
 

@@ -94,7 +94,7 @@ class RequestWriter:
 
     def _push(self, sock: socket.socket) -> None:
         unsent = self._unsent
-        while unsent and select.select([], [sock], [], 0)[1]:
+        while unsent and socket_ready(sock, select.POLLOUT):
             sent = sock.sendmsg(list(itertools.islice(unsent, _MAX_PARTS)), [], socket.MSG_DONTWAIT)
             while sent and sent >= len(unsent[0]):
                 sent -= len(unsent.popleft())
@@ -120,3 +120,11 @@ def _send_rest(sock: socket.socket, parts: Sequence[bytes | bytearray | memoryvi
             return
         views[i] = views[i][sent:]
         sent = sock.sendmsg(views[i: i + _MAX_PARTS])
+
+
+def socket_ready(sock: socket.socket, event: int) -> bool:
+    """Whether ``sock`` is ready for ``event`` (POLLIN, POLLOUT) now; poll, not select, so that file
+    descriptors past 1023 work (a process with many connections)."""
+    poller = select.poll()
+    poller.register(sock, event)
+    return bool(poller.poll(0))

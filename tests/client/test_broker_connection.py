@@ -5,6 +5,8 @@ than the read buffer, a large request written in pieces, and the failures that c
 from __future__ import annotations
 
 import contextlib
+import os
+import resource
 import socket
 import struct
 import threading
@@ -32,7 +34,10 @@ class EchoBroker:
         self.thread.start()
 
     def _serve(self) -> None:
-        conn, _ = self.listener.accept()
+        try:
+            conn, _ = self.listener.accept()
+        except OSError:  # closed before a client came
+            return
         if self.gate is not None:
             self.gate.wait(10)
         with conn, contextlib.suppress(OSError):  # a client that closed (or reset) its end: nothing to serve
@@ -225,3 +230,29 @@ def test_close_drops_queued_requests():
     finally:
         gate.set()
         held.close()
+
+
+def test_write_behind_with_file_descriptors_past_1023():
+    """The waits poll (select() cannot watch a descriptor past 1023): a process with many connections."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and hard < 1300:
+        pytest.skip(f"RLIMIT_NOFILE hard limit {hard}")
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, 1300), hard))
+    filler = [os.open(os.devnull, os.O_RDONLY) for _ in range(1100)]
+    gate = threading.Event()
+    slow, held = EchoBroker(delay_s=0.5), EchoBroker(gate=gate)
+    fetch = BrokerConnection(1, "127.0.0.1", slow.port, timeout_s=10)
+    produce = BrokerConnection(2, "127.0.0.1", held.port, timeout_s=10)
+    try:
+        assert fetch.connect().fileno() > 1023 and produce.connect().fileno() > 1023
+        produce.send(0, 8, [BIG], wait=False)
+        assert not produce.answer_ready()
+        fetch.send(1, 11, [b"fetch"])
+        gate.set()
+        assert fetch.receive(push=[produce]) == b"fetch" and produce.unsent == 0
+        assert produce.receive() == BIG
+    finally:
+        fetch.close(), produce.close(), slow.close(), held.close()
+        for fd in filler:
+            os.close(fd)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
