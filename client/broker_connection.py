@@ -12,9 +12,9 @@ so that the hot paths pay for no framing they do not need:
   templates). Both are one ``sendmsg`` of the parts: record bytes are referenced, never copied. With
   ``wait=False`` what the socket does not take is queued and written later, in order (write-behind:
   `RequestWriter`, client/request_writer.py, the writing half of this class).
-- ``receive()`` returns the oldest answer's body in a buffer of its own (``push``: other connections' queued
-  requests are written while it waits) (callers may keep views into it,
-  as the mirror does with fetched records); ``next_answer()`` returns ``(context, body)`` as a view into
+- ``receive()`` returns the oldest answer's body in a buffer of its own (callers may keep views into it,
+  as the mirror does with fetched records; ``push``: other connections' queued requests are written while
+  it waits); ``next_answer()`` returns ``(context, body)`` as a view into
   the connection's read buffer, valid until the next receive (the message-set clients parse in place).
   Both read in bulk (one ``recv_into`` often brings several answers); an answer larger than what is
   buffered is read by ``receive`` straight into its own buffer, so at most the read buffer is copied.

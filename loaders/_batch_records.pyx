@@ -19,6 +19,8 @@ from libc.string cimport memcpy
 
 from cpython.bytes cimport PyBytes_FromStringAndSize
 
+from batch_bytes cimport ferry_be32, ferry_be64  # wire/record/batch_bytes.h
+
 
 cdef struct Buf:
     char* p
@@ -56,9 +58,6 @@ cdef inline int put_i32(Buf* b, int32_t v) except -1:
 
 cdef inline int put_u8(Buf* b, uint8_t v) except -1:
     return put(b, &v, 1)
-
-
-from batch_bytes cimport ferry_be32, ferry_be64  # wire/record/batch_bytes.h
 
 
 class CorruptRecordsError(ValueError):

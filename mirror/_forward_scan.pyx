@@ -80,7 +80,8 @@ def scan(data, Py_ssize_t pos, int64_t next_offset, int64_t coalesce_bytes, int6
                 skipped += 1  # already mirrored (the fetch started inside or before it)
                 pos += size
                 continue
-            if ferry_crc32c(buf + pos + ATTRIBUTES_POS, <size_t>(size - ATTRIBUTES_POS)) != <uint32_t>ferry_be32(buf + pos + CRC_POS):
+            if ferry_crc32c(buf + pos + ATTRIBUTES_POS, <size_t>(size - ATTRIBUTES_POS)) != \
+                    <uint32_t>ferry_be32(buf + pos + CRC_POS):
                 break  # the Python loop raises CorruptBatchError here
             resume = next_offset
             next_offset = nxt

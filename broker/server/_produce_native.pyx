@@ -34,7 +34,6 @@ cdef inline int16_t be16(const unsigned char *p):
     return <int16_t>((p[0] << 8) | p[1])
 
 
-
 def crc32c(data, bint hardware=True) -> int:
     """CRC-32C (Castagnoli) of ``data``, as the ``crc32c`` package computes it (the tests compare);
     ``hardware=False``: by the table, as on a CPU without SSE 4.2."""
@@ -85,7 +84,8 @@ cdef object _parse(const unsigned char *b, Py_ssize_t end):
         return None
     acks = be16(b + pos + 2)
     name_len = be16(b + pos + 12)
-    if ferry_be32(b + pos + 8) != 1 or not (acks == 1 or acks == -1) or name_len <= 0 or end < pos + 14 + name_len + 12:
+    if (ferry_be32(b + pos + 8) != 1 or not (acks == 1 or acks == -1) or name_len <= 0
+            or end < pos + 14 + name_len + 12):
         return None
     topic = PyBytes_FromStringAndSize(<const char *>(b + pos + 14), name_len)
     timeout_ms = ferry_be32(b + pos + 4)
@@ -106,7 +106,8 @@ cdef object _parse(const unsigned char *b, Py_ssize_t end):
         if (magic == 2 and batch_length >= MIN_BATCH_LENGTH and <int64_t>batch_length + 12 == size
                 and records > 0 and <int64_t>last_delta + 1 >= records and not attributes & REFUSED
                 and ferry_crc32c(b + 21, size - 21) == <uint32_t>ferry_be32(b + 17)):
-            head = _new_header(_Header, (ferry_be64(b), batch_length, ferry_be32(b + 12), magic, <uint32_t>ferry_be32(b + 17),
-                                         attributes, last_delta, ferry_be64(b + 27), ferry_be64(b + 35), ferry_be64(b + 43),
-                                         be16(b + 51), ferry_be32(b + 53), records))
+            head = _new_header(_Header, (ferry_be64(b), batch_length, ferry_be32(b + 12), magic,
+                                         <uint32_t>ferry_be32(b + 17), attributes, last_delta, ferry_be64(b + 27),
+                                         ferry_be64(b + 35), ferry_be64(b + 43), be16(b + 51), ferry_be32(b + 53),
+                                         records))
     return (version, correlation_id, acks, timeout_ms, topic, partition, pos, head)

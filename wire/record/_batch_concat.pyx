@@ -286,5 +286,6 @@ def concat(bytearray out, list sources, int64_t producer_id, int producer_epoch,
     dst[52] = <uint8_t>(producer_epoch & 0xFF)
     put_i32(dst + 53, base_sequence)
     put_i32(dst + 57, w.records)
-    put_i32(dst + 17, ferry_crc32c(dst + ATTRIBUTES_POS, <size_t>(end - start - ATTRIBUTES_POS)))  # GIL kept (mirror/_forward_scan.pyx says why)
+    # the CRC keeps the GIL, as mirror/_forward_scan.pyx's does (it says why)
+    put_i32(dst + 17, ferry_crc32c(dst + ATTRIBUTES_POS, <size_t>(end - start - ATTRIBUTES_POS)))
     return w.records, w.max_ts, buckets
