@@ -41,8 +41,14 @@ DEF TIMESTAMP_TYPE_MASK = 0x08
 DEF CONTROL_MASK = 0x20
 
 
-def scan(data, Py_ssize_t pos, int64_t next_offset, int64_t coalesce_bytes, int64_t max_source):
+def scan(data, Py_ssize_t pos, int64_t next_offset, int64_t coalesce_bytes, int64_t max_source,
+         bint defer_run_crcs=False):
     """Walk the batches of ``data`` from ``pos``, ``next_offset`` being the source offset wanted next.
+
+    ``defer_run_crcs``: the CRC-32C of the uncompressed batches put into runs is left to the caller, who
+    checks it while concatenating them (ferry.wire.record.batch_concat, check_crcs=True): one pass over
+    their bytes instead of two. Every other batch is checked here, skipped ones included (a damaged header
+    could otherwise pass data off as a control batch).
 
     Returns (items, pos, next_offset, skipped, truncated): ``items`` in order, each (resume, start, size) for
     a batch forwarded alone or a list [(resume, start, size), ...] for a run to coalesce, ``resume`` being
@@ -80,13 +86,16 @@ def scan(data, Py_ssize_t pos, int64_t next_offset, int64_t coalesce_bytes, int6
                 skipped += 1  # already mirrored (the fetch started inside or before it)
                 pos += size
                 continue
-            if ferry_crc32c(buf + pos + ATTRIBUTES_POS, <size_t>(size - ATTRIBUTES_POS)) != \
+            attrs = <int16_t>((buf[pos + ATTRIBUTES_POS] << 8) | buf[pos + ATTRIBUTES_POS + 1])
+            count = ferry_be32(buf + pos + COUNT_POS)
+            eligible = size < max_source and not attrs & TIMESTAMP_TYPE_MASK and count == last_delta + 1
+            if not (defer_run_crcs and coalesce_bytes > 0 and eligible and count > 0
+                    and not attrs & (CONTROL_MASK | COMPRESSION_MASK)) and \
+                    ferry_crc32c(buf + pos + ATTRIBUTES_POS, <size_t>(size - ATTRIBUTES_POS)) != \
                     <uint32_t>ferry_be32(buf + pos + CRC_POS):
                 break  # the Python loop raises CorruptBatchError here
             resume = next_offset
             next_offset = nxt
-            attrs = <int16_t>((buf[pos + ATTRIBUTES_POS] << 8) | buf[pos + ATTRIBUTES_POS + 1])
-            count = ferry_be32(buf + pos + COUNT_POS)
             if attrs & CONTROL_MASK or count == 0:
                 skipped += 1
                 pos += size
@@ -95,7 +104,6 @@ def scan(data, Py_ssize_t pos, int64_t next_offset, int64_t coalesce_bytes, int6
                 items.append((resume, pos, size))
                 pos += size
                 continue
-            eligible = size < max_source and not attrs & TIMESTAMP_TYPE_MASK and count == last_delta + 1
             if run and (not eligible or run_bytes + size > coalesce_bytes
                         or run_codec != attrs & COMPRESSION_MASK):
                 items.append(run)

@@ -140,12 +140,13 @@ def forward_batches(
     out = ForwardedBatches(records=bytearray(), next_offset=fetch_offset, next_sequence=sequence)
     pos = 0
     if _scan is not None and (committed is None or not committed.aborts):
+        # the uncompressed runs' CRCs are checked as they are concatenated (_emit_run), not in the scan
         items, pos, out.next_offset, out.skipped_batches, out.truncated = _scan.scan(
-            mv, 0, fetch_offset, coalesce_bytes, COALESCE_MAX_SOURCE)
+            mv, 0, fetch_offset, coalesce_bytes, COALESCE_MAX_SOURCE, True)
         for item in items:
             if isinstance(item, list):
                 _emit_run(out, [(mv[start:start + size], resume) for resume, start, size in item], producer_id,
-                          producer_epoch)
+                          producer_epoch, deferred=True)
             else:
                 resume, start, size = item
                 _emit(out, mv[start:start + size], read_header(mv, start), resume, producer_id, producer_epoch)
@@ -182,10 +183,7 @@ def _walk(out: ForwardedBatches, mv: memoryview, pos: int, producer_id: int, pro
         if h.next_offset <= out.next_offset:
             out.skipped_batches += 1  # already mirrored (the fetch started inside or before it)
             continue
-        crc = crc32c.crc32c(batch[ATTRIBUTES_POS:], 0, 0)  # GIL kept (_forward_scan.pyx says why)
-        if crc != h.crc:
-            raise CorruptBatchError(
-                f"batch at offset {h.base_offset}: CRC-32C {crc:#010x} != header {h.crc:#010x}", h.base_offset)
+        _check_crc(batch, h)
         resume = out.next_offset
         out.next_offset = h.next_offset
         dropped = committed is not None and committed.drops(h, batch)
@@ -211,6 +209,13 @@ def _walk(out: ForwardedBatches, mv: memoryview, pos: int, producer_id: int, pro
             _emit(out, batch, h, resume, producer_id, producer_epoch)
     if run:
         _emit_run(out, run, producer_id, producer_epoch)
+
+
+def _check_crc(batch: memoryview, h: RecordBatchHeader) -> None:
+    crc = crc32c.crc32c(batch[ATTRIBUTES_POS:], 0, 0)  # GIL kept (_forward_scan.pyx says why)
+    if crc != h.crc:
+        raise CorruptBatchError(
+            f"batch at offset {h.base_offset}: CRC-32C {crc:#010x} != header {h.crc:#010x}", h.base_offset)
 
 
 def _codec(batch: memoryview) -> int:
@@ -241,12 +246,19 @@ def _emit(out: ForwardedBatches, batch: memoryview, h: RecordBatchHeader, resume
 
 
 def _emit_run(out: ForwardedBatches, run: list[tuple[memoryview, int]], producer_id: int,
-              producer_epoch: int) -> None:
-    """Append a run of small (batch, resume offset) as one batch (or one by one if it does not re-build)."""
+              producer_epoch: int, deferred: bool = False) -> None:
+    """Append a run of small (batch, resume offset) as one batch (or one by one if it does not re-build).
+
+    ``deferred``: the native scan left the CRC-32C of an uncompressed run to this step (checked as it is
+    concatenated, or here before any other path takes the run)."""
     start = len(out.records)
     codec = _codec(run[0][0])
-    counts = _concat(out, run, codec, producer_id, producer_epoch)
+    unchecked = deferred and not codec
+    counts = _concat(out, run, codec, producer_id, producer_epoch, unchecked)
     if counts is None:
+        if unchecked:
+            for batch, _ in run:
+                _check_crc(batch, read_header(batch))
         merged = _coalesce(run, codec, producer_id, producer_epoch, out.next_sequence) if len(run) > 1 else None
         if merged is None:
             for batch, resume in run:
@@ -265,16 +277,18 @@ def _emit_run(out: ForwardedBatches, run: list[tuple[memoryview, int]], producer
 
 
 def _concat(out: ForwardedBatches, run: list[tuple[memoryview, int]], codec: int, producer_id: int,
-            producer_epoch: int) -> dict[int, int] | None:
+            producer_epoch: int, check_crcs: bool) -> dict[int, int] | None:
     """Append an uncompressed run as one natively concatenated batch; its audit counts, or None if the run
     is not for this path (compressed, one batch, no native module) or its records do not walk."""
     if len(run) < 2 or codec or not batch_concat.NATIVE:
         return None
     try:
         _, _, counts = batch_concat.concat_records(out.records, [b for b, _ in run], producer_id,
-                                                   producer_epoch, out.next_sequence, BUCKET_MS)
+                                                   producer_epoch, out.next_sequence, BUCKET_MS, check_crcs)
     except batch_concat.RecordWalkError:
         return None  # out.records is as it was: aiokafka's reader decides (re-built, or forwarded as is)
+    except batch_concat.SourceCrcError as e:
+        raise CorruptBatchError(str(e), e.offset) from None
     return counts
 
 

@@ -103,3 +103,65 @@ def test_a_corrupt_batch_raises_the_same_error(damage: str) -> None:
 def test_aborted_transactions_take_the_python_walk() -> None:
     """The native walk knows no aborted transactions: forward_batches does not hand it such an answer."""
     assert ReadCommitted([(9, 0)]).aborts and not ReadCommitted(None).aborts and not ReadCommitted([]).aborts
+
+
+def _damaged(rnd: random.Random, data: bytes) -> tuple[bytes, int]:
+    """``data`` with one byte of one batch's body flipped (its CRC-32C no longer matches); that batch's offset."""
+    starts, pos = [], 0
+    while pos < len(data):
+        starts.append(pos)
+        pos += struct.unpack_from(">i", data, pos + 8)[0] + 12
+    start = rnd.choice(starts)
+    end = start + struct.unpack_from(">i", data, start + 8)[0] + 12
+    buf = bytearray(data)
+    buf[rnd.randrange(start + 61, end)] ^= 1 << rnd.randrange(8)
+    return bytes(buf), struct.unpack_from(">q", data, start)[0]
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_a_damaged_batch_anywhere_raises_at_it_whichever_walk(seed: int) -> None:
+    """The native scan leaves the CRC-32C of uncompressed runs to the concatenation: a flipped bit in any batch
+    (alone, in a run, compressed, control, a run of one) still raises at that batch, as the Python walk does."""
+    rnd = random.Random(seed)
+    data, _ = _answer(rnd)
+    damaged, offset = _damaged(rnd, data)
+    native, python = _both(damaged, 0, rnd.choice([0, 4 << 10, 960 << 10]), False)
+    assert native == python
+    assert native[0] == "corrupt" and native[2] == offset
+
+
+def test_the_scan_leaves_uncompressed_runs_to_the_concatenation() -> None:
+    """With defer_run_crcs the scan passes a damaged batch of an uncompressed run on (the concatenation
+    checks it) and still stops at a damaged batch forwarded alone or a damaged control batch."""
+    small = [build_batch(records(5, T0), i * 5) for i in range(4)]
+    bad = bytearray(small[1])
+    bad[-1] ^= 0xFF
+    data = small[0] + bytes(bad) + b"".join(small[2:])
+    items, pos, *_ = batch_rewrite._scan.scan(data, 0, 0, 960 << 10, batch_rewrite.COALESCE_MAX_SOURCE, True)
+    assert pos == len(data) and len(items) == 1 and len(items[0]) == 4
+    items, pos, *_ = batch_rewrite._scan.scan(data, 0, 0, 960 << 10, batch_rewrite.COALESCE_MAX_SOURCE, False)
+    assert pos == len(small[0])
+    for alone in (bytearray(make_control(small[1])), bytearray(build_batch(records(5, T0), 5, "zstd"))):
+        alone[-1] ^= 0xFF
+        data = small[0] + bytes(alone) + b"".join(small[2:])
+        _, pos, *_ = batch_rewrite._scan.scan(data, 0, 0, 960 << 10, batch_rewrite.COALESCE_MAX_SOURCE, True)
+        assert pos == len(small[0])
+    with pytest.raises(CorruptBatchError) as raised:
+        forward_batches(small[0] + bytes(bad) + b"".join(small[2:]), 0, 7, 1, 100, 960 << 10)
+    assert raised.value.offset == 5
+
+
+def test_a_run_that_does_not_walk_is_still_checked() -> None:
+    """A run the strict concatenation refuses (a non-UTF-8 header key) goes to aiokafka's path; a damaged
+    batch later in it raises before that path can re-stamp (and so launder) it."""
+    refused = bytearray(build_batch(records(3, T0), 0))
+    key_at = refused.index(b"ferry.host") if b"ferry.host" in refused else -1
+    assert key_at > 0
+    refused[key_at] = 0xFF  # the header key is no longer UTF-8
+    struct.pack_into(">I", refused, 17, crc32c.crc32c(bytes(refused[21:])))
+    later = bytearray(build_batch(records(5, T0), 3))
+    later[-1] ^= 0xFF
+    data = bytes(refused) + bytes(later) + build_batch(records(5, T0), 8)
+    native, python = _both(data, 0, 960 << 10, False)
+    assert native == python
+    assert native[0] == "corrupt" and native[2] == 3

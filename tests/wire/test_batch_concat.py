@@ -205,3 +205,24 @@ def test_the_first_buckets_of_the_epoch_and_back_and_forth(impl: str) -> None:
     n, max_ts, buckets = concat_records(out, [batch, build([(2, None, b"w", [])], 9)], 1, 0, 0, BUCKET)
     assert (n, max_ts) == (10, 3 * BUCKET + 7)
     assert buckets == dict(Counter(ts - ts % BUCKET for ts in [*stamps, 2]))
+
+
+def test_check_crcs_refuses_a_damaged_source_and_writes_nothing(impl: str) -> None:
+    """check_crcs=True: each source's CRC-32C is checked before its records are walked (the mirror's scan leaves
+    uncompressed runs to this); a mismatch raises SourceCrcError with the batch's offset, ``out`` unchanged."""
+    good, later = build(GOOD), bytearray(build(GOOD, 40))
+    later[-3] ^= 0x10
+    out = bytearray(b"earlier batches")
+    with pytest.raises(batch_concat.SourceCrcError, match="batch at offset 40: CRC-32C") as raised:
+        concat_records(out, [good, later], 1, 0, 0, BUCKET, check_crcs=True)
+    assert raised.value.offset == 40 and out == b"earlier batches"
+    with pytest.raises(batch_concat.SourceCrcError) as raised:
+        concat_records(out, [good, good[:30]], 1, 0, 0, BUCKET, check_crcs=True)
+    assert raised.value.offset == -1 and out == b"earlier batches"
+    n, _, _ = concat_records(out, [good, later], 1, 0, 0, BUCKET)  # unchecked: the caller's business
+    assert n == 2 * len(GOOD)
+    checked = bytearray()
+    concat_records(checked, [good, good], 1, 0, 0, BUCKET, check_crcs=True)
+    unchecked = bytearray()
+    concat_records(unchecked, [good, good], 1, 0, 0, BUCKET)
+    assert checked == unchecked

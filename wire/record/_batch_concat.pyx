@@ -29,6 +29,7 @@ from batch_bytes cimport ferry_be32, ferry_be64, ferry_crc32c, ferry_crc_init  #
 ferry_crc_init()
 
 DEF HEADER = 61  # v2 batch header size
+DEF CRC_POS = 17
 DEF ATTRIBUTES_POS = 21
 DEF BASE_TIMESTAMP_POS = 27
 DEF COUNT_POS = 57
@@ -202,6 +203,18 @@ cdef Py_ssize_t walk_batch(const uint8_t* src, Py_ssize_t size, int64_t new_base
     return dpos
 
 
+cdef int check_crc(const uint8_t* src, Py_ssize_t size, object crc_error) except -1:
+    """Raise ``crc_error`` unless ``src`` is a v2 batch of at least a header whose CRC-32C matches its bytes."""
+    cdef uint32_t crc
+    if size < HEADER:
+        raise crc_error(f"a batch of {size} bytes is shorter than a batch header", -1)
+    crc = ferry_crc32c(src + ATTRIBUTES_POS, <size_t>(size - ATTRIBUTES_POS))
+    if crc != <uint32_t>ferry_be32(src + CRC_POS):
+        raise crc_error(f"batch at offset {ferry_be64(src)}: CRC-32C {crc:#010x} != header "
+                        f"{<uint32_t>ferry_be32(src + CRC_POS):#010x}", ferry_be64(src))
+    return 0
+
+
 def count(batch, int64_t bucket_ms):
     """(records, {bucket start: records}) of one whole uncompressed v2 batch; ValueError if it does not
     walk (see the module docstring)."""
@@ -222,9 +235,13 @@ def count(batch, int64_t bucket_ms):
 
 
 def concat(bytearray out, list sources, int64_t producer_id, int producer_epoch, int32_t base_sequence,
-           int64_t bucket_ms):
+           int64_t bucket_ms, object crc_error=None):
     """Append to ``out`` one batch holding the records of ``sources`` (whole uncompressed v2 batches);
-    returns (records, max timestamp, {bucket start: records}). ``out`` is unchanged if it raises."""
+    returns (records, max timestamp, {bucket start: records}). ``out`` is unchanged if it raises.
+
+    With ``crc_error`` (an exception type taking a message and the batch's base offset), each source's
+    CRC-32C is checked just before its records are walked, and a mismatch raises it: the batch is then in
+    the cache for the walk, where a separate pass over a whole fetch answer first had to read it again."""
     cdef Py_ssize_t start = PyByteArray_GET_SIZE(out), bound = HEADER, end
     cdef Py_buffer view
     cdef Walk w
@@ -260,6 +277,8 @@ def concat(bytearray out, list sources, int64_t producer_id, int producer_epoch,
         for src in sources:
             PyObject_GetBuffer(src, &view, PyBUF_SIMPLE)
             try:
+                if crc_error is not None:
+                    check_crc(<const uint8_t*>view.buf, view.len, crc_error)
                 dst = <uint8_t*>PyByteArray_AS_STRING(out)
                 end = walk_batch(<const uint8_t*>view.buf, view.len, new_base, dst, end, &w, buckets, bucket_ms)
             finally:

@@ -13,8 +13,9 @@ bucket (``bucket_ms``), so the caller need not read the records again to audit t
 The walk is strict, a subset of what aiokafka's reader accepts: a record that does not parse, a header key
 that is not UTF-8, a null length other than -1, a timestamp below 0 (-1 is "no timestamp"), bytes left
 after a record or after the last one raise RecordWalkError (a ValueError; ``out`` is left as it was), and
-the caller takes its general path instead. The CRC-32C of the source batches is NOT checked here: the
-caller has checked it (a fetched batch is checked before anything else is done with it).
+the caller takes its general path instead. The CRC-32C of the source batches is checked only with
+``check_crcs=True`` (each just before its records are walked, while it is in the cache; a mismatch raises
+SourceCrcError): the mirror passes it for the batches its scan of the fetch answer left unchecked.
 
 The work is done by the Cython module ``_batch_concat`` (scripts/build_native.py, run by scripts/setup.sh);
 without it, by the pure-Python twin below (same bytes, same counts; tests compare the two), several times
@@ -45,6 +46,7 @@ _HEADER = 61
 _MIN_RECORD = 7  # length, attributes, timestampDelta, offsetDelta, key, value, header count: a byte each
 _I64 = struct.Struct(">q")
 _I32 = struct.Struct(">i")
+_CRC = struct.Struct(">I")
 _TAIL = struct.Struct(">hiqqqhii")  # attributes .. records count (after the CRC)
 _PREFIX = struct.Struct(">qiib")  # baseOffset, batchLength, partitionLeaderEpoch, magic
 
@@ -53,14 +55,24 @@ class RecordWalkError(ValueError):
     """Records that the strict walk does not take (see the module docstring); nothing was written."""
 
 
+class SourceCrcError(ValueError):
+    """A source batch whose CRC-32C does not match its bytes (``check_crcs=True``); nothing was written."""
+
+    def __init__(self, message: str, offset: int) -> None:
+        super().__init__(message)
+        self.offset = offset  # the batch's baseOffset (-1: shorter than a header)
+
+
 def concat_records(out: bytearray, sources: Sequence[Buffer], producer_id: int, producer_epoch: int,
-                   base_sequence: int, bucket_ms: int) -> tuple[int, int, Buckets]:
+                   base_sequence: int, bucket_ms: int, check_crcs: bool = False) -> tuple[int, int, Buckets]:
     """Append one batch holding the records of ``sources`` to ``out``; (records, maxTimestamp, buckets)."""
+    crc_error = SourceCrcError if check_crcs else None
     try:
         if _native is not None:
-            return _native.concat(out, list(sources), producer_id, producer_epoch, base_sequence, bucket_ms)
-        return _concat_py(out, sources, producer_id, producer_epoch, base_sequence, bucket_ms)
-    except RecordWalkError:
+            return _native.concat(out, list(sources), producer_id, producer_epoch, base_sequence, bucket_ms,
+                                  crc_error)
+        return _concat_py(out, sources, producer_id, producer_epoch, base_sequence, bucket_ms, check_crcs)
+    except (RecordWalkError, SourceCrcError):
         raise
     except ValueError as e:
         raise RecordWalkError(str(e)) from None
@@ -192,8 +204,17 @@ def _walk_py(b: bytes, new_base: int, walk: _Walk, dst: bytearray | None) -> Non
         raise RecordWalkError(f"batch at offset {off}: {size - pos} bytes after the last record")
 
 
+def _check_crc(b: bytes) -> None:
+    if len(b) < _HEADER:
+        raise SourceCrcError(f"a batch of {len(b)} bytes is shorter than a batch header", -1)
+    crc, header = crc32c.crc32c(b[21:]), _CRC.unpack_from(b, 17)[0]
+    if crc != header:
+        off = _I64.unpack_from(b, 0)[0]
+        raise SourceCrcError(f"batch at offset {off}: CRC-32C {crc:#010x} != header {header:#010x}", off)
+
+
 def _concat_py(out: bytearray, sources: Sequence[Buffer], producer_id: int, producer_epoch: int,
-               base_sequence: int, bucket_ms: int) -> tuple[int, int, Buckets]:
+               base_sequence: int, bucket_ms: int, check_crcs: bool = False) -> tuple[int, int, Buckets]:
     if not sources:
         raise RecordWalkError("nothing to concatenate")
     batches = [bytes(s) for s in sources]
@@ -203,6 +224,8 @@ def _concat_py(out: bytearray, sources: Sequence[Buffer], producer_id: int, prod
     walk = _Walk(bucket_ms)
     body = bytearray()
     for b in batches:
+        if check_crcs:
+            _check_crc(b)
         _walk_py(b, new_base, walk, body)
     if walk.records > 0x7FFFFFFF or _HEADER + len(body) - 12 > 0x7FFFFFFF:
         raise RecordWalkError(f"{walk.records} records, {_HEADER + len(body)} bytes: too many for one batch")
