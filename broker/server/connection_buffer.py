@@ -12,6 +12,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from ferry.broker.server.produce_parse import frame_buffer
+
 READ_BUFFER = 256 * 1024  # the most a connection's read buffer grows to (a pipelining client's bursts)
 IDLE_BUFFER = 4 * 1024  # what a connection starts with, and goes back to when it waits with nothing buffered
 _WOKE_DATA, _WOKE_EOF, _WOKE_CLOSE = 1, 2, 3  # what _on_readable left for the reader task
@@ -178,7 +180,7 @@ class ConnectionReadBuffer:
 
     async def _receive_large_frame(self, size: int) -> bool:
         self._unregister_reader()
-        out = bytearray(size)
+        out = frame_buffer(size)  # every byte is received before the frame is dispatched
         mv = memoryview(out)
         avail = self._end - self._start - 4
         if avail > 0:

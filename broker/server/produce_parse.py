@@ -87,3 +87,5 @@ def _native() -> Any:
 native_module = _native()
 NATIVE = native_module is not None
 parse = native_module.parse if native_module is not None else parse_py
+# a buffer for a request that is received whole before it is read: not zeroed when native
+frame_buffer = native_module.frame_buffer if native_module is not None else bytearray

@@ -5,6 +5,7 @@ bad-request log lines are rate-limited, and limits guard the broker from one cli
 
 from __future__ import annotations
 
+import random
 import socket
 import struct
 import time
@@ -16,12 +17,16 @@ from broker_wire import (
     API_VERSIONS,
     WireClient,
     api_versions,
+    build_batch,
     create_topic,
     fetch,
     leaders,
+    produce_frame,
     recv_exact,
     start_brokers,
 )
+
+from ferry.broker.server.connection_buffer import READ_BUFFER
 
 CONNECTIONS = 400
 
@@ -127,6 +132,31 @@ def test_slow_huge_requests_wait_for_the_memory_pool(broker) -> None:
             s.close()
     with WireClient(broker.bootstrap) as c:
         assert api_versions(c)[0] == 0
+
+
+def test_a_large_request_sent_in_pieces_arrives_whole(broker) -> None:
+    """A request larger than a connection's read buffer is received into a buffer of its own, not zeroed first
+    (produce_parse.frame_buffer): sent in 64 KiB pieces with pauses, its ~750 KB batch is stored and read
+    back byte for byte (the fields the broker sets, baseOffset and partitionLeaderEpoch, aside)."""
+    rng = random.Random(7)
+    batch = build_batch([rng.randbytes(5000) for _ in range(150)])
+    with WireClient(broker.bootstrap) as c:
+        assert create_topic(c, "large", 1)[0] == 0
+        leaders(c, "large", 1)
+        host, port = broker.bootstrap.rsplit(":", 1)
+        with socket.create_connection((host, int(port)), timeout=10) as s:
+            frame = produce_frame(1, "large", bytes(batch), "pieces", acks=-1)
+            assert len(frame) > 2 * READ_BUFFER
+            for i in range(0, len(frame), 65536):
+                s.sendall(frame[i:i + 65536])
+                if i % (16 * 65536) == 0:
+                    time.sleep(0.02)
+            answer = recv_exact(s, struct.unpack(">i", recv_exact(s, 4))[0])
+        assert struct.unpack_from(">i", answer, 0)[0] == 1  # the correlation id: answered
+        got = fetch(c, "large", 0, 0, max_bytes=8 << 20)
+        assert got.error == 0 and got.high_watermark == 150
+        stored = got.records[:len(batch)]
+        assert stored[:8] == bytes(8) and stored[16:] == bytes(batch[16:]) and stored[8:12] == batch[8:12]
 
 
 def _open_idle_up_to_the_limit(address: str, n: int, timeout_s: float = 30.0) -> list[socket.socket]:
