@@ -24,7 +24,9 @@ from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
 from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_GET_SIZE, PyByteArray_Resize
 from cpython.unicode cimport PyUnicode_DecodeUTF8
 
-from batch_bytes cimport ferry_be32, ferry_be64, ferry_crc32c, ferry_crc_init  # wire/record/batch_bytes.h
+from batch_bytes cimport (  # wire/record/batch_bytes.h
+    ferry_be32, ferry_be64, ferry_crc32c, ferry_crc32c_combine, ferry_crc32c_update, ferry_crc_init,
+)
 
 ferry_crc_init()
 
@@ -249,6 +251,8 @@ def concat(bytearray out, list sources, int64_t producer_id, int producer_epoch,
     cdef object src
     cdef int64_t new_base = 0, n
     cdef uint8_t* dst
+    cdef Py_ssize_t written
+    cdef uint32_t records_crc = 0  # of the records written so far, each source's while it is in the cache
     if not sources:
         raise ValueError("nothing to concatenate")
     cdef bint first = True
@@ -280,7 +284,9 @@ def concat(bytearray out, list sources, int64_t producer_id, int producer_epoch,
                 if crc_error is not None:
                     check_crc(<const uint8_t*>view.buf, view.len, crc_error)
                 dst = <uint8_t*>PyByteArray_AS_STRING(out)
+                written = end
                 end = walk_batch(<const uint8_t*>view.buf, view.len, new_base, dst, end, &w, buckets, bucket_ms)
+                records_crc = ferry_crc32c_update(records_crc, dst + written, <size_t>(end - written))
             finally:
                 PyBuffer_Release(&view)
         flush_bucket(&w, buckets)
@@ -305,6 +311,8 @@ def concat(bytearray out, list sources, int64_t producer_id, int producer_epoch,
     dst[52] = <uint8_t>(producer_epoch & 0xFF)
     put_i32(dst + 53, base_sequence)
     put_i32(dst + 57, w.records)
-    # the CRC keeps the GIL, as mirror/_forward_scan.pyx's does (it says why)
-    put_i32(dst + 17, ferry_crc32c(dst + ATTRIBUTES_POS, <size_t>(end - start - ATTRIBUTES_POS)))
+    # the CRC of the header fields after it, joined to the records' (computed as they were written); it
+    # keeps the GIL, as mirror/_forward_scan.pyx's does (it says why)
+    put_i32(dst + 17, ferry_crc32c_combine(ferry_crc32c(dst + ATTRIBUTES_POS, HEADER - ATTRIBUTES_POS),
+                                           records_crc, <size_t>(end - start - HEADER)))
     return w.records, w.max_ts, buckets

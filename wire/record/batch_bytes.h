@@ -112,19 +112,37 @@ static inline uint32_t ferry_crc_sse42(uint32_t crc, const uint8_t *p, size_t n)
 }
 #endif
 
-/* CRC-32C of p[0:n] by the table, on any CPU (the tests hold it to the same answers) */
-static inline uint32_t ferry_crc32c_table(const uint8_t *p, size_t n) {
-    uint32_t crc = 0xFFFFFFFFu;
+/* ferry_crc32c_update by the table, on any CPU */
+static inline uint32_t ferry_crc32c_table_update(uint32_t crc, const uint8_t *p, size_t n) {
+    crc ^= 0xFFFFFFFFu;
     while (n--) crc = ferry_crc_table[(crc ^ *p++) & 0xFF] ^ (crc >> 8);
     return crc ^ 0xFFFFFFFFu;
 }
 
+/* CRC-32C of p[0:n] by the table, on any CPU (the tests hold it to the same answers) */
+static inline uint32_t ferry_crc32c_table(const uint8_t *p, size_t n) {
+    return ferry_crc32c_table_update(0, p, n);
+}
+
+/* the CRC-32C of what `crc` is the CRC-32C of, followed by p[0:n] (ferry_crc32c_update(0, p, n) is the CRC of
+   p[0:n]); call ferry_crc_init() once first */
+static inline uint32_t ferry_crc32c_update(uint32_t crc, const uint8_t *p, size_t n) {
+#if defined(__x86_64__) && defined(__GNUC__)
+    if (ferry_crc_hw == 1) return ferry_crc_sse42(crc ^ 0xFFFFFFFFu, p, n) ^ 0xFFFFFFFFu;
+#endif
+    return ferry_crc32c_table_update(crc, p, n);
+}
+
 /* CRC-32C of p[0:n]; call ferry_crc_init() once first */
 static inline uint32_t ferry_crc32c(const uint8_t *p, size_t n) {
-#if defined(__x86_64__) && defined(__GNUC__)
-    if (ferry_crc_hw == 1) return ferry_crc_sse42(0xFFFFFFFFu, p, n) ^ 0xFFFFFFFFu;
-#endif
-    return ferry_crc32c_table(p, n);
+    return ferry_crc32c_update(0, p, n);
+}
+
+/* the CRC-32C of A followed by B from crc_a and crc_b (B being n bytes long), without reading either: A's
+   CRC moved past n bytes (times x^(8n)) plus B's; the init and final xors cancel out. The concatenation
+   uses it to CRC the records as it writes them (in the cache) though the header before them comes last. */
+static inline uint32_t ferry_crc32c_combine(uint32_t crc_a, uint32_t crc_b, size_t n) {
+    return ferry_crc_multiply(crc_a, ferry_crc_zeros(n)) ^ crc_b;
 }
 
 #endif
