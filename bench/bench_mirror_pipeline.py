@@ -92,11 +92,11 @@ def fill(bootstrap: str, topic: str, n: int, partitions: int) -> None:
         p.flush()
 
 
-def raw_read(bootstrap: str, topic: str, partitions: int) -> tuple[int, float, float]:
+def raw_read(bootstrap: str, topic: str, partitions: int, check_crcs: bool = False) -> tuple[int, float, float]:
     """(messages, seconds, CPU seconds) for MessageSetConsumer reading every partition to its end."""
     got, secs, cpus = 0, 0.0, 0.0
     for part in range(partitions):
-        with MessageSetConsumer(bootstrap, topic, part, "earliest", 1 << 20, max_wait_ms=0, check_crcs=False,
+        with MessageSetConsumer(bootstrap, topic, part, "earliest", 1 << 20, max_wait_ms=0, check_crcs=check_crcs,
                                 stop_at_end=True, idle_timeout_s=60) as c:
             t0, c0 = time.perf_counter(), cpu()
             for s in c.message_sets():
@@ -320,6 +320,9 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=10.0)
     ap.add_argument("--flush-ms", type=int, default=None, help="log.flush.interval.ms of both brokers")
     ap.add_argument("--flush-messages", type=int, default=None, help="log.flush.interval.messages of both brokers")
+    ap.add_argument("--checked-reader", action="store_true",
+                    help="also read with MessageSetConsumer's default check_crcs=True (the mirror checks every CRC) "
+                         "and give the ratio against that too")
     ap.add_argument("--skip-latency", action="store_true")
     ap.add_argument("--skip-backlog", action="store_true")
     ap.add_argument("--coalesce-bytes", type=int, default=None, help="MirrorConfig.coalesce_bytes (default: its own)")
@@ -347,12 +350,18 @@ def main() -> None:
             time.sleep(1.0)
             fill(live.bootstrap, topic, args.messages, args.partitions)
             time.sleep(1.0)
-            ratios = []
+            ratios, checked_ratios = [], []
             for rnd in range(args.rounds):
                 n, secs, cpus = raw_read(live.bootstrap, topic, args.partitions)
                 raw = n / secs
                 print(f"{label} round {rnd}: MessageSetConsumer {n:,} msgs {raw:,.0f} msg/s "
                       f"{cpus / n * 1e6:.2f} us CPU/msg", flush=True)
+                checked = None
+                if args.checked_reader:
+                    n, secs, cpus = raw_read(live.bootstrap, topic, args.partitions, check_crcs=True)
+                    checked = n / secs
+                    print(f"{label} round {rnd}: MessageSetConsumer, CRCs checked (its default) {n:,} msgs "
+                          f"{checked:,.0f} msg/s {cpus / n * 1e6:.2f} us CPU/msg", flush=True)
                 b0 = [proc_cpu(b) for b in brokers]
                 config = {k: v for k, v in (("coalesce_bytes", args.coalesce_bytes),
                                             ("max_in_flight", args.max_in_flight)) if v is not None}
@@ -372,9 +381,15 @@ def main() -> None:
                       f"broker {ob / n * 1e6:.2f} us CPU/msg); all committed {committed:.2f} s after the first "
                       f"copied message ({n / committed:,.0f} msg/s)", flush=True)
                 ratios.append(n / secs / raw)
+                if checked:
+                    checked_ratios.append(n / secs / checked)
             if len(ratios) > 1:  # one round's two rates are a few seconds each: one run varies a lot on a VM
                 print(f"{label}: mirror / MessageSetConsumer over {len(ratios)} rounds: median "
                       f"{statistics.median(ratios):.2f}x, {min(ratios):.2f}-{max(ratios):.2f}x", flush=True)
+            if checked_ratios:
+                print(f"{label}: mirror / MessageSetConsumer with CRCs checked over {len(checked_ratios)} rounds: "
+                      f"median {statistics.median(checked_ratios):.2f}x, {min(checked_ratios):.2f}-"
+                      f"{max(checked_ratios):.2f}x", flush=True)
         if not args.skip_latency:
             r = latency(live, offline, live_zk, offline_zk, args.rate, args.seconds, args.partitions, args.streams)
             (ln, l50, l99), (on, o50, o99) = r["live"], r["offline"]
