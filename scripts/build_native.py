@@ -27,6 +27,7 @@ MODULES = (
     ("ferry.loaders", "loaders", "_batch_records"),
     ("ferry.loaders", "loaders", "_avro_columns"),
     ("ferry.wire.record", "wire/record", "_batch_concat"),
+    ("ferry.wire.record", "wire/record", "_crc32c"),  # record_batch's CRC-32C (validate_batches, batch_crc)
     ("ferry.mirror", "mirror", "_forward_scan"),  # the mirror's batch walk (batch_rewrite.forward_batches)
     ("ferry.broker.server", "broker/server", "_produce_native"),  # the Produce fast path's parse (produce_parse)
     ("ferry.broker.log", "broker/log", "_append_native"),  # a batch written from the request (log_append)

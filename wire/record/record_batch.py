@@ -15,6 +15,11 @@ import crc32c
 
 from ferry.wire.record.errors import CorruptRecordError, InvalidRecordError, RecordTooLargeError
 
+try:  # batch_bytes.h's CRC (three streams, the interpreter lock kept: _crc32c.pyx says why); else the package's
+    from ferry.wire.record._crc32c import crc32c as _crc32c
+except ImportError:
+    _crc32c = crc32c.crc32c
+
 HEADER_STRUCT = struct.Struct(">qiibIhiqqqhii")
 BATCH_HEADER_SIZE = HEADER_STRUCT.size  # 61
 assert BATCH_HEADER_SIZE == 61
@@ -118,7 +123,7 @@ def read_header(buf: bytes | bytearray | memoryview, pos: int = 0) -> RecordBatc
 def batch_crc(buf: bytes | bytearray | memoryview, pos: int, size: int) -> int:
     """CRC-32C of a batch's covered bytes (attributes .. end)."""
     mv = buf if isinstance(buf, memoryview) else memoryview(buf)
-    return crc32c.crc32c(mv[pos + ATTRIBUTES_POS : pos + size])
+    return _crc32c(mv[pos + ATTRIBUTES_POS : pos + size])
 
 
 def check_header(h: RecordBatchHeader, pos: int, available: int) -> None:
@@ -175,7 +180,7 @@ def validate_batches(
                 or h.records_count <= 0 or h.last_offset_delta + 1 < h.records_count
                 or h.attributes & refused):
             _reject(h, pos, total - pos, max_batch_bytes, refused)
-        crc = crc32c.crc32c(mv[pos + ATTRIBUTES_POS : pos + size])
+        crc = _crc32c(mv[pos + ATTRIBUTES_POS : pos + size])
         if crc != h.crc:
             raise CorruptRecordError(f"record batch at byte {pos}: CRC-32C is {crc:#010x}, header says {h.crc:#010x}")
         headers.append(h)

@@ -1,0 +1,44 @@
+"""wire/record/_crc32c.pyx (batch_bytes.h's CRC-32C for Python callers) against the ``crc32c`` package: every
+length around the three-stream step, unaligned starts, continued CRCs, any buffer type; and validate_batches,
+which uses it, still refusing a damaged batch."""
+
+from __future__ import annotations
+
+import random
+
+import crc32c
+import pytest
+
+from ferry.wire.record import record_batch
+from ferry.wire.record.errors import CorruptRecordError
+from ferry.wire.record.message_set_builder import MessageSetBuilder
+
+native = pytest.importorskip("ferry.wire.record._crc32c")
+
+
+def test_the_same_crc_as_the_package_on_every_length_and_start() -> None:
+    rng = random.Random(3)
+    data = rng.randbytes(3 * 256 * 4 + 64)
+    for start in range(9):
+        for n in list(range(0, 80)) + [767, 768, 769, 1535, 1536, 1537, 2304, 3 * 256 * 4]:
+            piece = memoryview(data)[start:start + n]
+            assert native.crc32c(piece) == crc32c.crc32c(piece), (start, n)
+
+
+def test_a_crc_continued_is_the_crc_of_the_whole() -> None:
+    rng = random.Random(4)
+    for _ in range(200):
+        data = rng.randbytes(rng.randrange(0, 5000))
+        cut = rng.randrange(0, len(data) + 1)
+        assert native.crc32c(data[cut:], native.crc32c(data[:cut])) == crc32c.crc32c(data)
+    for buf in (b"ferry", bytearray(b"ferry"), memoryview(b"xferry")[1:]):
+        assert native.crc32c(buf) == crc32c.crc32c(b"ferry")
+
+
+def test_validate_batches_uses_it_and_still_refuses_damage() -> None:
+    assert record_batch._crc32c is native.crc32c
+    batch = bytearray(MessageSetBuilder(200).build([bytes([i]) * 200 for i in range(50)]))
+    assert len(record_batch.validate_batches(batch)) == 1
+    batch[-7] ^= 0x40
+    with pytest.raises(CorruptRecordError, match="CRC-32C"):
+        record_batch.validate_batches(batch)
