@@ -31,12 +31,15 @@ def test_a_crc_continued_is_the_crc_of_the_whole() -> None:
         data = rng.randbytes(rng.randrange(0, 5000))
         cut = rng.randrange(0, len(data) + 1)
         assert native.crc32c(data[cut:], native.crc32c(data[:cut])) == crc32c.crc32c(data)
+        assert native.crc32c(data, 0, True) == crc32c.crc32c(data)  # the interpreter lock released or not
+    big = random.Random(5).randbytes(1 << 20)
+    assert native.crc32c(big, 7, True) == native.crc32c(big, 7) == crc32c.crc32c(big, 7)
     for buf in (b"ferry", bytearray(b"ferry"), memoryview(b"xferry")[1:]):
         assert native.crc32c(buf) == crc32c.crc32c(b"ferry")
 
 
 def test_validate_batches_uses_it_and_still_refuses_damage() -> None:
-    assert record_batch._crc32c is native.crc32c
+    assert record_batch._native_crc32c is native.crc32c
     batch = bytearray(MessageSetBuilder(200).build([bytes([i]) * 200 for i in range(50)]))
     assert len(record_batch.validate_batches(batch)) == 1
     batch[-7] ^= 0x40

@@ -2,10 +2,10 @@
 """CRC-32C for ferry's Python code, from wire/record/batch_bytes.h (built by scripts/build_native.py; record_batch
 uses the ``crc32c`` package when this is not built).
 
-Why not the package: it runs one crc32 stream (batch_bytes.h runs three at once, about twice as fast on a
-megabyte), and it releases the interpreter lock on buffers over 32 KiB. A broker checking the mirror's
-megabyte batches then handed the lock to its flusher threads and waited to get it back, a context switch
-per batch. This one keeps the lock: the CRC of a megabyte takes well under a millisecond.
+Why not the package: it runs one crc32 stream where batch_bytes.h runs three at once (about twice as fast
+on a megabyte), and it decides alone when to release the interpreter lock (on 32 KiB or more). Here the
+caller decides: the broker lets its flusher threads run during a megabyte batch's CRC (record_batch); a
+thread that would then wait to get the lock back keeps it (the mirror's scan, _forward_scan.pyx).
 """
 
 from libc.stdint cimport uint8_t, uint32_t
@@ -17,12 +17,18 @@ from batch_bytes cimport ferry_crc32c_update, ferry_crc_init  # wire/record/batc
 ferry_crc_init()
 
 
-def crc32c(data, uint32_t crc=0) -> int:
+def crc32c(data, uint32_t crc=0, bint release_gil=False) -> int:
     """The CRC-32C of ``data`` (any buffer), continuing ``crc`` (the CRC of what came before), as
-    ``crc32c.crc32c(data, crc)`` computes it."""
+    ``crc32c.crc32c(data, crc)`` computes it; ``release_gil``: let other threads run meanwhile (on 32 KiB
+    or more)."""
     cdef Py_buffer view
+    cdef uint32_t out
     PyObject_GetBuffer(data, &view, PyBUF_SIMPLE)
     try:
+        if release_gil and view.len >= 32768:
+            with nogil:
+                out = ferry_crc32c_update(crc, <const uint8_t *>view.buf, <size_t>view.len)
+            return out
         return ferry_crc32c_update(crc, <const uint8_t *>view.buf, <size_t>view.len)
     finally:
         PyBuffer_Release(&view)

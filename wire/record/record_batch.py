@@ -15,10 +15,14 @@ import crc32c
 
 from ferry.wire.record.errors import CorruptRecordError, InvalidRecordError, RecordTooLargeError
 
-try:  # batch_bytes.h's CRC (three streams, the interpreter lock kept: _crc32c.pyx says why); else the package's
-    from ferry.wire.record._crc32c import crc32c as _crc32c
+try:  # batch_bytes.h's CRC (three streams: _crc32c.pyx); else the package's
+    from ferry.wire.record._crc32c import crc32c as _native_crc32c
+
+    def _crc32c(data: memoryview) -> int:
+        return _native_crc32c(data, 0, True)  # other threads (a broker's flushers) run meanwhile on large ones
+
 except ImportError:
-    _crc32c = crc32c.crc32c
+    _crc32c = crc32c.crc32c  # releases the interpreter lock on 32 KiB or more
 
 HEADER_STRUCT = struct.Struct(">qiibIhiqqqhii")
 BATCH_HEADER_SIZE = HEADER_STRUCT.size  # 61
