@@ -7,7 +7,8 @@ mirrors and takes over wherever this one stops.
 Why native: the mirror's one thread is the copy's critical path, and the Python loop spent ~3 µs on each
 fetched batch (header tuple, properties, CRC call, read_committed filter, run bookkeeping): for a producer's
 50-record batches, about a third of the mirror's CPU per message outside the kernel. Here each batch costs
-a header read and its CRC-32C, and Python sees one item per forwarded batch or coalesced run.
+a header read and its CRC-32C (for the batches of uncompressed runs, the concatenation's: ``defer_run_crcs``),
+and Python sees one item per forwarded batch or coalesced run.
 
 The rules are the Python loop's, for an answer without aborted transactions (the caller's check): stop at
 anything that is not a valid v2 batch (fewer bytes than a header is "truncated"; bad magic, batchLength or
