@@ -16,7 +16,7 @@ from libc.stdint cimport int16_t, int32_t, int64_t, uint8_t, uint32_t, uint64_t
 from ferry.wire.record.record_batch import RecordBatchHeader
 
 from batch_bytes cimport (  # wire/record/batch_bytes.h
-    ferry_be32, ferry_be64, ferry_crc32c, ferry_crc32c_table, ferry_crc_hw, ferry_crc_init,
+    ferry_be32, ferry_be64, ferry_crc32c, ferry_crc_init,
 )
 
 ferry_crc_init()
@@ -33,24 +33,6 @@ cdef object _Header = RecordBatchHeader
 
 cdef inline int16_t be16(const unsigned char *p):
     return <int16_t>((p[0] << 8) | p[1])
-
-
-def crc32c(data, bint hardware=True) -> int:
-    """CRC-32C (Castagnoli) of ``data``, as the ``crc32c`` package computes it (the tests compare);
-    ``hardware=False``: by the table, as on a CPU without SSE 4.2."""
-    cdef Py_buffer view
-    PyObject_GetBuffer(data, &view, PyBUF_SIMPLE)
-    try:
-        if not hardware:
-            return ferry_crc32c_table(<const uint8_t *>view.buf, <size_t>view.len)
-        return ferry_crc32c(<const uint8_t *>view.buf, <size_t>view.len)
-    finally:
-        PyBuffer_Release(&view)
-
-
-def hardware_crc() -> bool:
-    """True when the CRC-32C runs on the CPU's crc32 instruction (SSE 4.2)."""
-    return ferry_crc_hw == 1
 
 
 def frame_buffer(Py_ssize_t size):

@@ -114,23 +114,6 @@ def test_native_parse_matches_on_fuzzed_requests():
         assert native.parse(fr) == produce_parse.parse_py(fr), (i, bytes(fr).hex())
 
 
-@needs_native
-def test_native_crc32c_is_the_packages():
-    """wire/record/batch_bytes.h's CRC-32C (the broker's, the mirror's scan and concatenation): three
-    interleaved streams of 256 bytes joined by multiplication, then 8 bytes and single bytes at a time;
-    lengths around those steps, unaligned starts, and the table every CPU without SSE 4.2 runs."""
-    rng = random.Random(3)
-    block = 256
-    lengths = [0, 1, 7, 8, 9, 63, 64, 270, 4099, 12_500, 1 << 20]
-    lengths += [k * 3 * block + d for k in (1, 2, 5) for d in (-9, -8, -1, 0, 1, 8, 15)]
-    for n in lengths:
-        for start in (0, 1, 5):
-            data = memoryview(rng.randbytes(n + start))[start:]
-            want = crc32c.crc32c(bytes(data))
-            assert native.crc32c(data) == want, (n, start)
-            assert native.crc32c(data, hardware=False) == want, (n, start)
-
-
 def test_a_header_is_given_only_for_one_batch_validate_batches_accepts():
     """Whatever parse checks itself, validate_batches would refuse: a batch parse does not vouch for goes to the
     log's general append (which raises the precise error)."""

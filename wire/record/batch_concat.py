@@ -30,6 +30,8 @@ from collections.abc import Sequence
 
 import crc32c
 
+from ferry.wire.record.record_batch import batch_crc
+
 try:
     if os.environ.get("FERRY_NATIVE_CONCAT", "1") == "0":
         raise ImportError("FERRY_NATIVE_CONCAT=0")
@@ -207,7 +209,7 @@ def _walk_py(b: bytes, new_base: int, walk: _Walk, dst: bytearray | None) -> Non
 def _check_crc(b: bytes) -> None:
     if len(b) < _HEADER:
         raise SourceCrcError(f"a batch of {len(b)} bytes is shorter than a batch header", -1)
-    crc, header = crc32c.crc32c(b[21:]), _CRC.unpack_from(b, 17)[0]
+    crc, header = batch_crc(b, 0, len(b)), _CRC.unpack_from(b, 17)[0]
     if crc != header:
         off = _I64.unpack_from(b, 0)[0]
         raise SourceCrcError(f"batch at offset {off}: CRC-32C {crc:#010x} != header {header:#010x}", off)
