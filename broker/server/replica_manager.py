@@ -349,7 +349,7 @@ class ReplicaManager:
             return
         part.isr_change_pending = True
         state = PartitionState(self.broker_id, part.leader_epoch, new_isr, part.controller_epoch)
-        epoch, version = part.leader_epoch, part.zk_version
+        epoch, version, old = part.leader_epoch, part.zk_version, part.isr
         tp = (part.topic, part.partition)
 
         def write() -> int | None:
@@ -367,8 +367,9 @@ class ReplicaManager:
                 log.info("%s-%d: ISR %s to %s refused (the state changed; waiting for it)", tp[0], tp[1], kind,
                          list(new_isr))
                 return
-            if part.is_leader and part.leader_epoch == epoch and part.zk_version == version:
-                old = part.isr
+            # zk_version == new_version: the state watcher applied this very write before we got here (a
+            # loaded broker); it is still ours to count and log
+            if part.is_leader and part.leader_epoch == epoch and part.zk_version in (version, new_version):
                 part.isr, part.zk_version = new_isr, new_version
                 if kind == "shrink":
                     self.isr_shrinks += 1
