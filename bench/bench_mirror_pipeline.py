@@ -8,7 +8,8 @@ record's value materialised (CRCs not checked: the bench's lean consumer setting
 this process (``--streams`` streams, audit on, commit every 0.2 s) copies the topic; its rate counts from
 the first message in the offline log to the last (every batch is acknowledged with acks=all; start-up and
 the first sync excluded), CPU is this process's user+sys over that time; the time to the last commit is
-printed too. ``--processes N`` copies with N `ferry mirror` processes in one group instead (one
+printed too. Every dirty page is written out (``sync``) before each timed phase, so that neither phase pays
+for the kernel's writeback of the one before it. ``--processes N`` copies with N `ferry mirror` processes in one group instead (one
 interpreter lock each), timed from the moment the group settled. Latency: a producer paced at ``--rate``
 msg/s (send time in the value) for ``--seconds``; one librdkafka consumer reads the live topic, another
 the offline copy; p50/p99 of receive minus send time for each, and the difference (what the mirror adds).
@@ -104,6 +105,13 @@ def raw_read(bootstrap: str, topic: str, partitions: int, check_crcs: bool = Fal
             secs += time.perf_counter() - t0
             cpus += cpu() - c0
     return got, secs, cpus
+
+
+def settle() -> None:
+    """Write every dirty page out before a measured phase: the kernel's writeback of the mirror's last copy
+    (~800 MB) otherwise runs during the next phase and takes CPU from whichever phase comes next."""
+    os.sync()
+    time.sleep(0.2)
 
 
 def page_reporting() -> str | None:
@@ -352,16 +360,19 @@ def main() -> None:
             time.sleep(1.0)
             ratios, checked_ratios = [], []
             for rnd in range(args.rounds):
+                settle()
                 n, secs, cpus = raw_read(live.bootstrap, topic, args.partitions)
                 raw = n / secs
                 print(f"{label} round {rnd}: MessageSetConsumer {n:,} msgs {raw:,.0f} msg/s "
                       f"{cpus / n * 1e6:.2f} us CPU/msg", flush=True)
                 checked = None
                 if args.checked_reader:
+                    settle()
                     n, secs, cpus = raw_read(live.bootstrap, topic, args.partitions, check_crcs=True)
                     checked = n / secs
                     print(f"{label} round {rnd}: MessageSetConsumer, CRCs checked (its default) {n:,} msgs "
                           f"{checked:,.0f} msg/s {cpus / n * 1e6:.2f} us CPU/msg", flush=True)
+                settle()
                 b0 = [proc_cpu(b) for b in brokers]
                 config = {k: v for k, v in (("coalesce_bytes", args.coalesce_bytes),
                                             ("max_in_flight", args.max_in_flight)) if v is not None}

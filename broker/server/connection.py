@@ -69,6 +69,7 @@ class Connection(ConnectionReadBuffer):
         self._buf = bytearray(IDLE_BUFFER)
         self._view = memoryview(self._buf)
         self._grow = False  # the last recv filled the buffer: make it larger before the next
+        self._exact = False  # after a large request: receive no byte past the next frame (connection_buffer.py)
         self._parked = False  # the reader waits for readability with an empty buffer
         self._read_waiter: asyncio.Future | None = None  # the reader's wait for readability (_readable)
         self._read_registered = False  # the socket is among the loop's readers

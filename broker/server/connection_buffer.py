@@ -2,6 +2,11 @@
 back while the reader waits with nothing buffered; requests too big for it received into their own buffer
 once the broker's memory pool (queued.max.request.bytes) has room for them.
 
+After a large request the reader receives exactly the next frame's size field, then exactly its body if it is
+small, before reading ahead again: a client that sends only large requests (the mirror's produce requests of
+several MB) has each one received straight into its own buffer. Reading ahead 256 KB into the read buffer
+first, and copying that into the request's buffer, was ~3% of the offline broker's CPU during a mirror copy.
+
 The reader waits for readability holding no view of the buffer (``_readable``), so the socket server's reaper
 can swap a grown buffer for a small one (``release_idle_buffer``) without a pending ``recv`` writing into the
 old one.
@@ -27,6 +32,7 @@ class ConnectionReadBuffer:
     _start: int
     _end: int
     _grow: bool
+    _exact: bool
     _parked: bool
     _read_waiter: asyncio.Future | None
     _read_registered: bool
@@ -59,9 +65,10 @@ class ConnectionReadBuffer:
         if self._bursts & 7 == 0:
             await asyncio.sleep(0)
         sock = self.sock
+        exact = self._exact
         while self._end < need:
             try:
-                k = sock.recv_into(self._view[self._end:])
+                k = sock.recv_into(self._view[self._end:need] if exact else self._view[self._end:])
             except BlockingIOError:
                 self._parked = self._end == 0
                 try:
@@ -85,7 +92,9 @@ class ConnectionReadBuffer:
             if k == 0:
                 return False
             self._end += k
-        self._grow = self._end == len(self._buf)
+        if exact and need > 4:
+            self._exact = False  # a small request after the large ones: read ahead again
+        self._grow = not exact and self._end == len(self._buf)
         self._last_active = self._loop.time()
         return True
 
@@ -129,7 +138,7 @@ class ConnectionReadBuffer:
             return
         if fut.done():
             return
-        if self._start or self._end or self._woke:
+        if self._start or self._end or self._woke or self._exact:
             fut.set_result(None)
             return
         try:
@@ -194,6 +203,7 @@ class ConnectionReadBuffer:
                 self._bad.warning("connection from %s closed inside a %d-byte request", self.peer, size)
                 return False
             got += k
+        self._exact = True
         ok = self._dispatch(out)
         self._flush_ready()
         return ok

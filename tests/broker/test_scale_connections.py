@@ -159,6 +159,33 @@ def test_a_large_request_sent_in_pieces_arrives_whole(broker) -> None:
         assert stored[:8] == bytes(8) and stored[16:] == bytes(batch[16:]) and stored[8:12] == batch[8:12]
 
 
+def test_large_and_small_requests_pipelined_are_answered_in_order(broker) -> None:
+    """After a large request the broker reads exactly the next frame (no read-ahead to copy): large, large,
+    small, large, small, small produce requests written in one sendall are each answered, in order, and
+    stored whole, whatever mix of exact and read-ahead receives that takes."""
+    rng = random.Random(11)
+    large = [build_batch([rng.randbytes(5000) for _ in range(120)]) for _ in range(3)]
+    small = [build_batch([rng.randbytes(100) for _ in range(3)]) for _ in range(3)]
+    order = [large[0], large[1], small[0], large[2], small[1], small[2]]
+    with WireClient(broker.bootstrap) as c:
+        assert create_topic(c, "mixed", 1)[0] == 0
+        leaders(c, "mixed", 1)
+        host, port = broker.bootstrap.rsplit(":", 1)
+        with socket.create_connection((host, int(port)), timeout=20) as s:
+            frames = [produce_frame(i, "mixed", bytes(b), "mixed", acks=-1) for i, b in enumerate(order)]
+            assert len(frames[0]) > 2 * READ_BUFFER and len(frames[2]) < 4096
+            s.sendall(b"".join(frames))
+            answers = [recv_exact(s, struct.unpack(">i", recv_exact(s, 4))[0]) for _ in frames]
+        assert [struct.unpack_from(">i", a, 0)[0] for a in answers] == list(range(len(frames)))
+        got = fetch(c, "mixed", 0, 0, max_bytes=8 << 20)
+        assert got.error == 0 and got.high_watermark == sum(3 if b in small else 120 for b in order)
+        pos = 0
+        for b in order:  # each stored byte for byte (baseOffset and partitionLeaderEpoch set by the broker)
+            stored = got.records[pos:pos + len(b)]
+            assert stored[16:] == bytes(b[16:]) and stored[8:12] == b[8:12]
+            pos += len(b)
+
+
 def _open_idle_up_to_the_limit(address: str, n: int, timeout_s: float = 30.0) -> list[socket.socket]:
     """n idle connections; one refused is opened again: the broker counts a closed connection (the fixture's
     readiness probe) until it has noticed the close, which a loaded machine may take a moment to do."""
