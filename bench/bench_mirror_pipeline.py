@@ -8,9 +8,12 @@ record's value materialised (CRCs not checked: the bench's lean consumer setting
 this process (``--streams`` streams, audit on, commit every 0.2 s) copies the topic; its rate counts from
 the first message in the offline log to the last (every batch is acknowledged with acks=all; start-up and
 the first sync excluded), CPU is this process's user+sys over that time; the time to the last commit is
-printed too. Every dirty page is written out (``sync``) before each timed phase, so that neither phase pays
-for the kernel's writeback of the one before it. ``--processes N`` copies with N `ferry mirror` processes in one group instead (one
-interpreter lock each), timed from the moment the group settled. Latency: a producer paced at ``--rate``
+printed too. Each phase also prints how many of the machine's cores were busy and the machine's CPU per
+message in all (/proc/stat: every process, the kernel and its softirqs), which tells a phase bound by the
+cores from one bound by waiting. Every dirty page is written out (``sync``) before each timed phase, so
+that neither phase pays for the kernel's writeback of the one before it. ``--processes N`` copies with N
+`ferry mirror` processes in one group instead (one interpreter lock each), timed from the moment the group
+settled. Latency: a producer paced at ``--rate``
 msg/s (send time in the value) for ``--seconds``; one librdkafka consumer reads the live topic, another
 the offline copy; p50/p99 of receive minus send time for each, and the difference (what the mirror adds).
 
@@ -76,6 +79,21 @@ def cpu() -> float:
     return r.ru_utime + r.ru_stime
 
 
+def machine_cpu() -> float:
+    """Seconds of CPU the whole machine has been busy (all cores, every process and the kernel: /proc/stat).
+
+    A phase's share of it says whether the phase was bound by the machine's cores (busy ~ all of them) or by
+    something else, and its CPU per message in all: what the copy costs the machine, kernel and softirqs
+    included, against what the reader costs it."""
+    with open("/proc/stat") as f:
+        user, nice, system, _idle, _iowait, irq, softirq, steal = map(int, f.readline().split()[1:9])
+    return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
+
+
+def machine_line(busy: float, secs: float, n: int) -> str:
+    return (f"machine {busy / secs:.2f} of {os.cpu_count()} cores busy, {busy / n * 1e6:.2f} us CPU/msg in all")
+
+
 def proc_cpu(proc) -> float:
     """user+sys seconds of a broker process or a Popen (/proc)."""
     with open(f"/proc/{getattr(proc, 'proc', proc).pid}/stat") as f:
@@ -93,18 +111,21 @@ def fill(bootstrap: str, topic: str, n: int, partitions: int) -> None:
         p.flush()
 
 
-def raw_read(bootstrap: str, topic: str, partitions: int, check_crcs: bool = False) -> tuple[int, float, float]:
-    """(messages, seconds, CPU seconds) for MessageSetConsumer reading every partition to its end."""
-    got, secs, cpus = 0, 0.0, 0.0
+def raw_read(bootstrap: str, topic: str, partitions: int,
+             check_crcs: bool = False) -> tuple[int, float, float, float]:
+    """(messages, seconds, CPU seconds, machine CPU seconds) for MessageSetConsumer reading every partition to
+    its end."""
+    got, secs, cpus, busy = 0, 0.0, 0.0, 0.0
     for part in range(partitions):
         with MessageSetConsumer(bootstrap, topic, part, "earliest", 1 << 20, max_wait_ms=0, check_crcs=check_crcs,
                                 stop_at_end=True, idle_timeout_s=60) as c:
-            t0, c0 = time.perf_counter(), cpu()
+            t0, c0, m0 = time.perf_counter(), cpu(), machine_cpu()
             for s in c.message_sets():
                 got += sum(1 for v in s.values() if v is not None)
             secs += time.perf_counter() - t0
             cpus += cpu() - c0
-    return got, secs, cpus
+            busy += machine_cpu() - m0
+    return got, secs, cpus, busy
 
 
 def settle() -> None:
@@ -142,8 +163,9 @@ def live_end(live: BrokerProcess, topic: str, partitions: int) -> int:
 
 
 def mirror_copy(live: BrokerProcess, offline: BrokerProcess, live_zk: str, offline_zk: str, topic: str,
-                partitions: int, streams: int, **config) -> tuple[int, float, float, float]:
-    """(messages timed, seconds to acknowledged, seconds to committed, CPU seconds to acknowledged).
+                partitions: int, streams: int, **config) -> tuple[int, float, float, float, float]:
+    """(messages timed, seconds to acknowledged, seconds to committed, CPU seconds to acknowledged, machine CPU
+    seconds to acknowledged).
 
     The clock starts when the offline log holds its first message (start-up and the first sync excluded) and
     stops when it holds them all: every batch is written with acks=all, so that is the copy's end. The
@@ -159,16 +181,16 @@ def mirror_copy(live: BrokerProcess, offline: BrokerProcess, live_zk: str, offli
     watch = WireClient(offline.bootstrap, client_id="bench-watch")
     base = end_offsets(watch, topic, partitions)  # a copy left by an earlier round
     mm.start()
-    t0 = c0 = None
+    t0 = c0 = m0 = None
     first = base
     try:
         deadline = time.monotonic() + 600
         while time.monotonic() < deadline:
             got = end_offsets(watch, topic, partitions)
             if t0 is None and got > base:
-                t0, c0, first = time.perf_counter(), cpu(), got
+                t0, c0, m0, first = time.perf_counter(), cpu(), machine_cpu(), got
             if got >= base + total:
-                acked, acked_cpu = time.perf_counter() - t0, cpu() - c0
+                acked, acked_cpu, acked_busy = time.perf_counter() - t0, cpu() - c0, machine_cpu() - m0
                 break
             time.sleep(0.02)
         else:
@@ -176,7 +198,7 @@ def mirror_copy(live: BrokerProcess, offline: BrokerProcess, live_zk: str, offli
         while time.monotonic() < deadline:
             done = read_offsets(reg.client, group)
             if sum(v for (t, _), v in done.items() if t == topic) >= total:
-                return base + total - first, acked, time.perf_counter() - t0, acked_cpu
+                return base + total - first, acked, time.perf_counter() - t0, acked_cpu, acked_busy
             time.sleep(0.02)
         raise RuntimeError("the mirror did not commit in 600 s")
     finally:
@@ -186,8 +208,9 @@ def mirror_copy(live: BrokerProcess, offline: BrokerProcess, live_zk: str, offli
 
 
 def mirror_processes(live: BrokerProcess, offline: BrokerProcess, live_zk: str, offline_zk: str, topic: str,
-                     partitions: int, streams: int, processes: int) -> tuple[int, float, float, list[float]]:
-    """(messages timed, seconds, CPU seconds of the mirror processes, of the live and offline broker) for
+                     partitions: int, streams: int, processes: int) -> tuple[int, float, float, list[float], float]:
+    """(messages timed, seconds, CPU seconds of the mirror processes, of the live and offline broker, machine CPU
+    seconds) for
     ``processes`` `ferry mirror` processes in one group, as deployed: one interpreter lock each.
 
     They join the group one after the other, and a partition changes hands while the copy runs. The clock
@@ -214,13 +237,13 @@ def mirror_processes(live: BrokerProcess, offline: BrokerProcess, live_zk: str, 
         else:
             raise RuntimeError("the mirror group did not settle in 600 s")
         t0, c0, first = time.perf_counter(), sum(proc_cpu(p) for p in procs), end_offsets(watch, topic, partitions)
-        b0 = [proc_cpu(live), proc_cpu(offline)]
+        b0, m0 = [proc_cpu(live), proc_cpu(offline)], machine_cpu()
         if first >= base + total:
             raise RuntimeError("the copy ended before the group settled: use more --messages")
         while time.monotonic() < deadline:
             if end_offsets(watch, topic, partitions) >= base + total:
                 return (base + total - first, time.perf_counter() - t0, sum(proc_cpu(p) for p in procs) - c0,
-                        [proc_cpu(live) - b0[0], proc_cpu(offline) - b0[1]])
+                        [proc_cpu(live) - b0[0], proc_cpu(offline) - b0[1]], machine_cpu() - m0)
             time.sleep(0.02)
         raise RuntimeError("the mirror did not finish in 600 s")
     finally:
@@ -361,36 +384,38 @@ def main() -> None:
             ratios, checked_ratios = [], []
             for rnd in range(args.rounds):
                 settle()
-                n, secs, cpus = raw_read(live.bootstrap, topic, args.partitions)
+                n, secs, cpus, busy = raw_read(live.bootstrap, topic, args.partitions)
                 raw = n / secs
                 print(f"{label} round {rnd}: MessageSetConsumer {n:,} msgs {raw:,.0f} msg/s "
-                      f"{cpus / n * 1e6:.2f} us CPU/msg", flush=True)
+                      f"{cpus / n * 1e6:.2f} us CPU/msg; {machine_line(busy, secs, n)}", flush=True)
                 checked = None
                 if args.checked_reader:
                     settle()
-                    n, secs, cpus = raw_read(live.bootstrap, topic, args.partitions, check_crcs=True)
+                    n, secs, cpus, busy = raw_read(live.bootstrap, topic, args.partitions, check_crcs=True)
                     checked = n / secs
                     print(f"{label} round {rnd}: MessageSetConsumer, CRCs checked (its default) {n:,} msgs "
-                          f"{checked:,.0f} msg/s {cpus / n * 1e6:.2f} us CPU/msg", flush=True)
+                          f"{checked:,.0f} msg/s {cpus / n * 1e6:.2f} us CPU/msg; {machine_line(busy, secs, n)}",
+                          flush=True)
                 settle()
                 b0 = [proc_cpu(b) for b in brokers]
                 config = {k: v for k, v in (("coalesce_bytes", args.coalesce_bytes),
                                             ("max_in_flight", args.max_in_flight)) if v is not None}
                 if args.processes:
-                    n, secs, cpus, (lb, ob) = mirror_processes(live, offline, live_zk, offline_zk, topic,
-                                                               args.partitions, args.streams, args.processes)
+                    n, secs, cpus, (lb, ob), busy = mirror_processes(live, offline, live_zk, offline_zk, topic,
+                                                                     args.partitions, args.streams, args.processes)
                     print(f"{label} round {rnd}: {args.processes} mirror processes {n:,} msgs {n / secs:,.0f} msg/s "
                           f"{cpus / n * 1e6:.2f} us CPU/msg -> {n / secs / raw:.2f}x of MessageSetConsumer (live "
-                          f"broker {lb / n * 1e6:.2f}, offline broker {ob / n * 1e6:.2f} us CPU/msg)", flush=True)
-                    ratios.append(n / secs / raw)
-                    continue
-                n, secs, committed, cpus = mirror_copy(live, offline, live_zk, offline_zk, topic, args.partitions,
-                                                       args.streams, **config)
-                lb, ob = (proc_cpu(b) - c for b, c in zip(brokers, b0, strict=True))
-                print(f"{label} round {rnd}: mirror {n:,} msgs {n / secs:,.0f} msg/s {cpus / n * 1e6:.2f} us CPU/msg"
-                      f" -> {n / secs / raw:.2f}x of MessageSetConsumer (live broker {lb / n * 1e6:.2f}, offline "
-                      f"broker {ob / n * 1e6:.2f} us CPU/msg); all committed {committed:.2f} s after the first "
-                      f"copied message ({n / committed:,.0f} msg/s)", flush=True)
+                          f"broker {lb / n * 1e6:.2f}, offline broker {ob / n * 1e6:.2f} us CPU/msg); "
+                          f"{machine_line(busy, secs, n)}", flush=True)
+                else:
+                    n, secs, committed, cpus, busy = mirror_copy(live, offline, live_zk, offline_zk, topic, args.partitions,
+                                                                 args.streams, **config)
+                    lb, ob = (proc_cpu(b) - c for b, c in zip(brokers, b0, strict=True))
+                    print(f"{label} round {rnd}: mirror {n:,} msgs {n / secs:,.0f} msg/s {cpus / n * 1e6:.2f} us "
+                          f"CPU/msg -> {n / secs / raw:.2f}x of MessageSetConsumer (live broker {lb / n * 1e6:.2f}, "
+                          f"offline broker {ob / n * 1e6:.2f} us CPU/msg); all committed {committed:.2f} s after the "
+                          f"first copied message ({n / committed:,.0f} msg/s); {machine_line(busy, secs, n)}",
+                          flush=True)
                 ratios.append(n / secs / raw)
                 if checked:
                     checked_ratios.append(n / secs / checked)
