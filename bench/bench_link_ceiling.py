@@ -27,25 +27,25 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_mirror_pipeline import cpu, fill, machine_cpu, machine_line, reader_process, settle  # noqa: E402
+from bench_mirror_pipeline import cpu, fill, machine_cpu, machine_line, read_phase, settle  # noqa: E402
 
 from ferry.client.wire_client import WireClient  # noqa: E402
 from ferry.embedded import BrokerProcess, ZooKeeperServer  # noqa: E402
 from ferry.mirror import _forward_scan  # noqa: E402
 from ferry.wire.protocol import fetch  # noqa: E402
 from ferry.wire.protocol.list_offsets import LATEST_TIMESTAMP  # noqa: E402
+from ferry.wire.record.record_batch import read_header  # noqa: E402
 from ferry.zk.cluster_registry import ClusterRegistry  # noqa: E402
 
 PARTITION_BYTES = 4 << 20
-RECORDS_COUNT_POS = 57
 
 
 class Flusher(threading.Thread):
-    """fdatasync every file in turn until stopped, then once more: the broker's flusher, overlapping the copy."""
+    """fdatasync every file in turn until stopped: the broker's flusher, overlapping the copy."""
 
     def __init__(self, fds: list[int]) -> None:
         super().__init__(daemon=True)
-        self.fds, self.stopping, self.syncs = fds, threading.Event(), 0
+        self.fds, self.stopping = fds, threading.Event()
 
     def run(self) -> None:
         while not self.stopping.is_set():
@@ -54,7 +54,6 @@ class Flusher(threading.Thread):
     def sync(self) -> None:
         for fd in self.fds:
             os.fdatasync(fd)
-            self.syncs += 1
 
 
 def link_copy(bootstrap: str, topic: str, partitions: int, out_dir: Path) -> tuple[int, float, float, float]:
@@ -88,8 +87,7 @@ def link_copy(bootstrap: str, topic: str, partitions: int, out_dir: Path) -> tup
                 if stop < len(data) and not items:
                     raise RuntimeError(f"partition {p}: a batch at {offsets[p]} does not pass its checks")
                 written[p] += os.pwrite(fds[p], data[:stop], written[p])
-                n += sum(int.from_bytes(data[s + RECORDS_COUNT_POS:s + RECORDS_COUNT_POS + 4], "big")
-                         for _, s, _ in items)
+                n += sum(read_header(data, start).records_count for _, start, _ in items)
         flusher.stopping.set()
         flusher.join()
         flusher.sync()  # everything written is durable before the clock stops
@@ -119,13 +117,8 @@ def main() -> None:
         fill(live.bootstrap, "backlog", args.messages, args.partitions)
         time.sleep(1.0)
         for rnd in range(args.rounds):
-            rates = {}
-            for label, check in (("MessageSetConsumer", False), ("MessageSetConsumer, CRCs checked", True)):
-                settle()
-                n, secs, cpus, busy = reader_process(live.bootstrap, "backlog", args.partitions, check_crcs=check)
-                rates[check] = n / secs
-                print(f"round {rnd}: {label} {n:,} msgs {n / secs:,.0f} msg/s {cpus / n * 1e6:.2f} us CPU/msg; "
-                      f"{machine_line(busy, secs, n)}", flush=True)
+            rates = {check: read_phase(live.bootstrap, "backlog", args.partitions, check, f"round {rnd}")
+                     for check in (False, True)}
             settle()
             out = tmp / f"copy{rnd}"
             out.mkdir()

@@ -136,9 +136,19 @@ def reader_process(bootstrap: str, topic: str, partitions: int,
     out = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--run-reader", bootstrap, topic,
                           str(partitions), "1" if check_crcs else "0"], capture_output=True, text=True, timeout=600)
     if out.returncode:
-        raise RuntimeError(f"the reader failed: {out.stderr.strip().splitlines()[-1:]}")
+        raise RuntimeError(f"the reader failed: {(out.stderr.strip().splitlines() or ['no output'])[-1]}")
     n, secs, cpus, busy = out.stdout.split()[-4:]
     return int(n), float(secs), float(cpus), float(busy)
+
+
+def read_phase(bootstrap: str, topic: str, partitions: int, check_crcs: bool, prefix: str) -> float:
+    """One timed reader phase after the dirty pages are written out: prints its line, returns msg/s."""
+    settle()
+    n, secs, cpus, busy = reader_process(bootstrap, topic, partitions, check_crcs=check_crcs)
+    label = "MessageSetConsumer, CRCs checked (its default)" if check_crcs else "MessageSetConsumer"
+    print(f"{prefix}: {label} {n:,} msgs {n / secs:,.0f} msg/s {cpus / n * 1e6:.2f} us CPU/msg; "
+          f"{machine_line(busy, secs, n)}", flush=True)
+    return n / secs
 
 
 def settle() -> None:
@@ -223,8 +233,7 @@ def mirror_copy(live: BrokerProcess, offline: BrokerProcess, live_zk: str, offli
 def mirror_processes(live: BrokerProcess, offline: BrokerProcess, live_zk: str, offline_zk: str, topic: str,
                      partitions: int, streams: int, processes: int) -> tuple[int, float, float, list[float], float]:
     """(messages timed, seconds, CPU seconds of the mirror processes, of the live and offline broker, machine CPU
-    seconds) for
-    ``processes`` `ferry mirror` processes in one group, as deployed: one interpreter lock each.
+    seconds) for ``processes`` `ferry mirror` processes in one group, as deployed: one interpreter lock each.
 
     They join the group one after the other, and a partition changes hands while the copy runs. The clock
     therefore starts once every partition is owned and the owners are as many as the processes. It stops
@@ -400,19 +409,10 @@ def main() -> None:
             time.sleep(1.0)
             ratios, checked_ratios = [], []
             for rnd in range(args.rounds):
-                settle()
-                n, secs, cpus, busy = reader_process(live.bootstrap, topic, args.partitions)
-                raw = n / secs
-                print(f"{label} round {rnd}: MessageSetConsumer {n:,} msgs {raw:,.0f} msg/s "
-                      f"{cpus / n * 1e6:.2f} us CPU/msg; {machine_line(busy, secs, n)}", flush=True)
+                raw = read_phase(live.bootstrap, topic, args.partitions, False, f"{label} round {rnd}")
                 checked = None
                 if args.checked_reader:
-                    settle()
-                    n, secs, cpus, busy = reader_process(live.bootstrap, topic, args.partitions, check_crcs=True)
-                    checked = n / secs
-                    print(f"{label} round {rnd}: MessageSetConsumer, CRCs checked (its default) {n:,} msgs "
-                          f"{checked:,.0f} msg/s {cpus / n * 1e6:.2f} us CPU/msg; {machine_line(busy, secs, n)}",
-                          flush=True)
+                    checked = read_phase(live.bootstrap, topic, args.partitions, True, f"{label} round {rnd}")
                 settle()
                 b0 = [proc_cpu(b) for b in brokers]
                 config = {k: v for k, v in (("coalesce_bytes", args.coalesce_bytes),
@@ -425,8 +425,8 @@ def main() -> None:
                           f"broker {lb / n * 1e6:.2f}, offline broker {ob / n * 1e6:.2f} us CPU/msg); "
                           f"{machine_line(busy, secs, n)}", flush=True)
                 else:
-                    n, secs, committed, cpus, busy = mirror_copy(live, offline, live_zk, offline_zk, topic, args.partitions,
-                                                                 args.streams, **config)
+                    n, secs, committed, cpus, busy = mirror_copy(live, offline, live_zk, offline_zk, topic,
+                                                                 args.partitions, args.streams, **config)
                     lb, ob = (proc_cpu(b) - c for b, c in zip(brokers, b0, strict=True))
                     print(f"{label} round {rnd}: mirror {n:,} msgs {n / secs:,.0f} msg/s {cpus / n * 1e6:.2f} us "
                           f"CPU/msg -> {n / secs / raw:.2f}x of MessageSetConsumer (live broker {lb / n * 1e6:.2f}, "
