@@ -55,6 +55,13 @@ def _browser():
         pytest.skip(f"chromium cannot start here: {type(e).__name__}: {str(e).splitlines()[0]}")
 
 
+def _text(browser, element_id: str) -> str:
+    """An element's rendered text in one script call (the page's refresh may replace the element between a
+    find and a read, which selenium reports as a stale element reference)."""
+    return browser.execute_script("const e = document.getElementById(arguments[0]); return e ? e.innerText : '';",
+                                  element_id)
+
+
 def _png_size(path: Path) -> tuple[int, int]:
     head = path.read_bytes()[:24]
     assert head[:8] == b"\x89PNG\r\n\x1a\n", "not a PNG"
@@ -106,16 +113,25 @@ def test_demo_dashboard_in_a_real_browser(tmp_path):
 
         browser.get(url)
 
+        def cell_attrs(topic: str, hour: int) -> dict | None:
+            """The cell's status, title and class read in one script call: the page's refresh replaces the
+            grid's cells, so an element found in one call can be stale by the next (StaleElementReference)."""
+            return browser.execute_script(
+                "const c = document.querySelector(arguments[0]);"
+                "return c && {status: c.dataset.status, title: c.title, cls: c.className};",
+                f'td.cell[data-topic="{topic}"][data-hour="{hour}"]')
+
         def status(topic: str, hour: int) -> str | None:
-            cells = browser.find_elements("css selector", f'td.cell[data-topic="{topic}"][data-hour="{hour}"]')
-            return cells[0].get_attribute("data-status") if cells else None
+            attrs = cell_attrs(topic, hour)
+            return attrs["status"] if attrs else None
 
         wait_for(lambda: all(status(t, h) == "complete" for t, h in demo_hours), 60, "the demo's hours to show complete")
         topic, hour = min(demo_hours)
-        cell = browser.find_element("css selector", f'td.cell[data-topic="{topic}"][data-hour="{hour}"]')
         produced = next(b["produced"] for b in report["books"] if (b["topic"], b["hour_start"]) == (topic, hour))
-        assert f"produced {produced}" in cell.get_attribute("title") and "complete" in cell.get_attribute("class")
-        cell.click()
+        attrs = cell_attrs(topic, hour)
+        assert f"produced {produced}" in attrs["title"] and "complete" in attrs["cls"], attrs
+        browser.execute_script("document.querySelector(arguments[0]).click();",
+                               f'td.cell[data-topic="{topic}"][data-hour="{hour}"]')
         wait_for(lambda: browser.find_elements("css selector", "#buckets tr"), 15, "the drill-down table")
         assert len(browser.find_elements("css selector", "#buckets tr")) == 7  # header + six buckets
 
@@ -132,8 +148,7 @@ def test_demo_dashboard_in_a_real_browser(tmp_path):
                 p.send("page_view", b"late %d" % i, timestamp_ms=now_hour + i)
         wait_for(lambda: status("page_view", now_hour) == "incomplete", 60, "the current hour to turn incomplete")
         assert browser.execute_script("return window.__noReload;") == marker  # refreshed in place
-        assert "missing 7" in browser.find_element(
-            "css selector", f'td.cell[data-topic="page_view"][data-hour="{now_hour}"]').get_attribute("title")
+        assert "missing 7" in cell_attrs("page_view", now_hour)["title"]
 
         shot = DOCS_SCREENSHOT if os.environ.get("FERRY_UPDATE_SCREENSHOT") == "1" else tmp_path / "dashboard.png"
         browser.save_screenshot(str(shot))
@@ -143,12 +158,12 @@ def test_demo_dashboard_in_a_real_browser(tmp_path):
         browser.get(url + "loads")  # the demo's hourly DAG runs, committed, with the hours they touched
         wait_for(lambda: len(browser.find_elements("css selector", "#runs tr.committed")) >= 2, 20, "the loads page")
         assert not browser.find_elements("css selector", "#runs tr.failed")
-        assert "page_view" in browser.find_element("id", "runs").text
+        assert "page_view" in _text(browser, "runs")
         browser.get(url + "flow")
         wait_for(lambda: len(browser.find_elements("css selector", "img.flow")) >= 3, 20, "the flow page's plots")
         browser.get(url + "clusters")
-        wait_for(lambda: "live cluster" in browser.find_element("id", "clusters").text, 20, "the clusters page")
-        assert browser.find_element("id", "clusters").text.count("(live)") >= 2  # the demo's two live brokers
+        wait_for(lambda: "live cluster" in _text(browser, "clusters"), 20, "the clusters page")
+        assert _text(browser, "clusters").count("(live)") >= 2  # the demo's two live brokers
 
         # a dashboard whose clusters cannot be reached keeps serving and says so on the page
         down_port = free_port()
@@ -157,7 +172,7 @@ def test_demo_dashboard_in_a_real_browser(tmp_path):
         try:
             for page, needle in (("", "unreachable"), ("clusters", "ZooKeeper unreachable")):
                 browser.get(f"http://127.0.0.1:{down_port}/{page}")
-                wait_for(lambda needle=needle: needle in browser.find_element("id", "banner").text, 30,
+                wait_for(lambda needle=needle: needle in _text(browser, "banner"), 30,
                          f"the {page or 'completeness'} page to say the clusters are unreachable")
                 assert browser.find_element("id", "banner").is_displayed()
         finally:
