@@ -113,13 +113,15 @@ def test_demo_dashboard_in_a_real_browser(tmp_path):
 
         browser.get(url)
 
+        def cell(topic: str, hour: int) -> str:
+            return f'td.cell[data-topic="{topic}"][data-hour="{hour}"]'
+
         def cell_attrs(topic: str, hour: int) -> dict | None:
             """The cell's status, title and class read in one script call: the page's refresh replaces the
             grid's cells, so an element found in one call can be stale by the next (StaleElementReference)."""
             return browser.execute_script(
                 "const c = document.querySelector(arguments[0]);"
-                "return c && {status: c.dataset.status, title: c.title, cls: c.className};",
-                f'td.cell[data-topic="{topic}"][data-hour="{hour}"]')
+                "return c && {status: c.dataset.status, title: c.title, cls: c.className};", cell(topic, hour))
 
         def status(topic: str, hour: int) -> str | None:
             attrs = cell_attrs(topic, hour)
@@ -130,8 +132,7 @@ def test_demo_dashboard_in_a_real_browser(tmp_path):
         produced = next(b["produced"] for b in report["books"] if (b["topic"], b["hour_start"]) == (topic, hour))
         attrs = cell_attrs(topic, hour)
         assert f"produced {produced}" in attrs["title"] and "complete" in attrs["cls"], attrs
-        browser.execute_script("document.querySelector(arguments[0]).click();",
-                               f'td.cell[data-topic="{topic}"][data-hour="{hour}"]')
+        browser.execute_script("document.querySelector(arguments[0]).click();", cell(topic, hour))
         wait_for(lambda: browser.find_elements("css selector", "#buckets tr"), 15, "the drill-down table")
         assert len(browser.find_elements("css selector", "#buckets tr")) == 7  # header + six buckets
 
