@@ -1,6 +1,7 @@
-"""The layout is the architecture: imports only point down the layers (DESIGN.md "Layout"), peers of one
-layer do not import each other, and no two modules import each other in a circle. Read from the code's
-own imports (AST), function-local imports included, so that it stays true."""
+"""The layout is the architecture: imports only point down the layers (docs/INTERNALS.md "Packages"), peers
+of one layer do not import each other, no two modules import each other in a circle (not even for
+annotations), classes are composed rather than assembled from mixins, and imports sit at the top of a module.
+Read from the code's own imports and classes (AST), so that it stays true."""
 
 from __future__ import annotations
 
@@ -161,3 +162,125 @@ def test_every_package_is_installed() -> None:
     listed = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
     found = {m for m, p in MODULES.items() if p.name == "__init__.py" and not m.startswith("dags")}
     assert found == listed, f"missing from pyproject: {sorted(found - listed)}; extra: {sorted(listed - found)}"
+
+
+def _product_trees() -> dict[str, ast.Module]:
+    return {m: ast.parse(p.read_text(), str(p)) for m, p in MODULES.items()}
+
+
+TREES = _product_trees()
+
+
+def _classes() -> dict[str, list[tuple[str, ast.ClassDef]]]:
+    """class name -> [(module, node)] over the product."""
+    out: dict[str, list[tuple[str, ast.ClassDef]]] = {}
+    for module, tree in TREES.items():
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ClassDef):
+                out.setdefault(node.name, []).append((module, node))
+    return out
+
+
+CLASSES = _classes()
+
+
+def _base_names(node: ast.ClassDef) -> list[str]:
+    return [b.id if isinstance(b, ast.Name) else b.attr for b in node.bases if isinstance(b, ast.Name | ast.Attribute)]
+
+
+def _is_error(name: str, seen: frozenset[str] = frozenset()) -> bool:
+    """An exception class: errors form hierarchies on purpose (one name per idea, caught by family)."""
+    if name.endswith(("Error", "Exception", "Warning", "Exit")) or name in {"Exception", "BaseException"}:
+        return True
+    return any(_is_error(b, seen | {name}) for _, n in CLASSES.get(name, []) for b in _base_names(n)
+               if b not in seen)
+
+
+# Project classes that others may extend, each a kind-of relation with a reason (a part-of relation is a
+# collaborator, not a base class).
+BASES_ALLOWED: dict[str, str] = {
+    "AbstractIndex": "Kafka's AbstractIndex: an offset index and a time index are kinds of index over one file",
+}
+
+
+def test_no_mixins_in_product() -> None:
+    """A class is a small coordinator over collaborators, not the sum of mixin parts sharing its `self`."""
+    problems = []
+    for name, defs in CLASSES.items():
+        for module, node in defs:
+            for base in _base_names(node):
+                if base in CLASSES and not _is_error(base) and base not in BASES_ALLOWED:
+                    problems.append(f"{MODULES[module].relative_to(ROOT)}:{node.lineno} class {name}({base})")
+    assert not problems, "project classes used as base classes (compose instead):\n" + "\n".join(problems)
+
+
+def test_no_product_class_over_400_lines() -> None:
+    """Counting what it inherits from the project, so that a class cannot grow by moving code into a base."""
+    def size(name: str, seen: frozenset[str] = frozenset()) -> int:
+        if name not in CLASSES or name in seen:
+            return 0
+        _, node = CLASSES[name][0]
+        own = (node.end_lineno or node.lineno) - node.lineno + 1
+        return own + sum(size(b, seen | {name}) for b in _base_names(node) if not _is_error(b))
+
+    big = sorted((size(n), n) for n in CLASSES if not _is_error(n))
+    assert all(lines < 400 for lines, _ in big), f"classes of 400 lines or more: {[b for b in big if b[0] >= 400]}"
+
+
+def test_no_class_name_defined_twice() -> None:
+    """One name per idea: a reader who finds `UnknownTopicError` must not have to ask which one."""
+    twice = {n: sorted(str(MODULES[m].relative_to(ROOT)) for m, _ in d) for n, d in CLASSES.items()
+             if len({m for m, _ in d}) > 1}
+    assert not twice, f"class names defined in more than one module: {twice}"
+
+
+def test_no_circles_through_annotations() -> None:
+    """TYPE_CHECKING imports included: a circle hidden from the interpreter is still a circle in the design."""
+    graph = {m: {t for _, t in _imports(p) if t in MODULES and t != m} for m, p in MODULES.items()}
+    for m in graph:
+        graph[m] = {t for t in graph[m] if not (m.startswith(t + ".") and MODULES[t].name == "__init__.py")}
+    # iterative reachability: a circle is a module reachable from one of its own imports
+    circles = []
+    for start in graph:
+        todo, seen = list(graph[start]), set()
+        while todo:
+            v = todo.pop()
+            if v == start:
+                circles.append(start)
+                break
+            if v not in seen:
+                seen.add(v)
+                todo.extend(graph[v])
+    assert not circles, f"modules on an import circle (annotations included): {sorted(circles)}"
+
+
+def _local_imports() -> list[tuple[str, int, str]]:
+    """(module, line, imported ferry module) for each import of ferry's own code inside a function."""
+    out = []
+    for module, tree in TREES.items():
+        for fn in ast.walk(tree):
+            if not isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef):
+                continue
+            for node in ast.walk(fn):
+                if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] in {"ferry", "dags"}:
+                    out.append((module, node.lineno, node.module))
+                elif isinstance(node, ast.Import):
+                    out += [(module, node.lineno, a.name) for a in node.names if a.name.split(".")[0] == "ferry"]
+    return sorted(set(out))
+
+
+# Function-local imports of ferry's own modules: allowed only where importing at the top would make a light
+# command or DAG parse pay for Spark, Airflow or pyarrow; each carries a comment on its line or the one above.
+LOCAL_IMPORTS_MAX = 30
+
+
+def test_function_local_imports_are_few_and_explained() -> None:
+    found = _local_imports()
+    unexplained = []
+    for module, line, target in found:
+        lines = MODULES[module].read_text().splitlines()
+        here, above = lines[line - 1], lines[line - 2] if line >= 2 else ""
+        if "#" not in here and not above.strip().startswith("#"):
+            unexplained.append(f"{MODULES[module].relative_to(ROOT)}:{line} imports {target}")
+    assert not unexplained, "function-local imports of ferry modules without a reason:\n" + "\n".join(unexplained)
+    assert len(found) <= LOCAL_IMPORTS_MAX, f"{len(found)} function-local imports of ferry modules (max {LOCAL_IMPORTS_MAX})"
