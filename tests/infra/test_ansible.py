@@ -442,6 +442,24 @@ def test_loads_and_analysts_share_the_postgresql_metastore(deployment) -> None:
     assert str(n) in out.split(), out[-3000:]
 
 
+def test_deployed_dags_judge_completeness_from_the_live_counts(deployment) -> None:
+    """The loader role renders every DAG group with the live clusters' connect strings, and the DAG factory on
+    the loader host reads them: an hour is then judged against the live producers' counts, not only the counts
+    that travelled through the mirror (which stop with the data when the mirror stops)."""
+    if not WITH_LOADER:
+        pytest.skip("FERRY_ANSIBLE_LOADER=0: no loader host")
+    hosts: DockerHosts = deployment["hosts"]
+    code = ("import json, os; from ferry_dag_factory import load_config; "
+            "print(json.dumps([g.live_zookeepers for g in load_config(os.environ['FERRY_DAGS_CONFIG'])]))")
+    p = hosts.exec("offline-loader-1", "su", "-s", "/bin/sh", "ferry", "-c",
+                   "set -a; . /etc/ferry/airflow.env; set +a; cd \"$AIRFLOW__CORE__DAGS_FOLDER\"; "
+                   "/opt/ferry/venv/bin/python -c " + shlex.quote(code), check=False)
+    out = (p.stdout + p.stderr).decode(errors="replace")
+    assert p.returncode == 0, out[-3000:]
+    groups = json.loads(out.strip().splitlines()[-1])
+    assert groups and all(live == ["live-zk-1:2181/ferry/live"] for live in groups), groups
+
+
 def test_second_run_changes_nothing(deployment) -> None:
     p, totals = deployment["play"]("site.yml")
     assert p.returncode == 0, p.stdout[-6000:] + p.stderr[-3000:]
