@@ -150,7 +150,8 @@ mapfile -t PACKAGES < <(python3 -c 'import sys,tomllib
 print("\n".join(sorted(set(tomllib.load(open(sys.argv[1],"rb"))["tool"]["setuptools"]["package-dir"].values()))))' \
   "$ROOT/pyproject.toml")
 src_hash() {
-  (cd "$ROOT" && find pyproject.toml "${PACKAGES[@]}" dags -type f ! -path '*__pycache__*' ! -name '*.pyc' 2>/dev/null \
+  (cd "$ROOT" && find pyproject.toml setup.py MANIFEST.in "${PACKAGES[@]}" dags -type f ! -path '*__pycache__*' \
+     ! -name '*.pyc' ! -name '*.so' ! -name '*.c' 2>/dev/null \
      | LC_ALL=C sort | xargs sha256sum) | hash_of
 }
 runtime_requirements() {  # the pinned runtime dependencies from pyproject.toml
@@ -175,8 +176,11 @@ PY
 build_ferry_wheel() {  # -> $BUILD/wheels/ferry/ferry-*.whl for the current sources
   local src="$BUILD/src"
   rm -rf "$src" "$BUILD/wheels/ferry"; mkdir -p "$src" "$BUILD/wheels/ferry"
-  (cd "$ROOT" && cp -r pyproject.toml "${PACKAGES[@]}" "$src"/)
+  (cd "$ROOT" && cp -r pyproject.toml "${PACKAGES[@]}" "$src"/ && for f in setup.py MANIFEST.in; do
+     if [[ -f $f ]]; then cp "$f" "$src"/; fi; done)
+  # the wheel compiles ferry's native parts itself (its build declares them): no in-place build products
   find "$src" -name __pycache__ -prune -exec rm -rf {} +
+  find "$src" \( -name '*.so' -o -name '*.c' \) -delete
   pip_host wheel -q --no-deps --no-build-isolation -w "$BUILD/wheels/ferry" "$src" >"$BUILD/pip-ferry.log" 2>&1 \
     || { cat "$BUILD/pip-ferry.log" >&2; exit 1; }
   rm -rf "$src"
