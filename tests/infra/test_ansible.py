@@ -164,6 +164,7 @@ THREE_BROKERS = {
 }
 LIVE_ZK = "live-zk-1:2181/ferry/live"
 THREE_BOOTSTRAP = "live-broker-1:9092,live-broker-2:9092,live-broker-3:9092"
+UPGRADE_VERSION = "0.1.0.post1"  # the same code under another version: what rolling_upgrade.yml rolls out
 
 
 @pytest.fixture
@@ -192,12 +193,41 @@ def three_broker_datacenter(tmp_path: Path):
         hosts.cleanup()
 
 
-def test_rolling_restart_under_acks_all_production_fails_no_request(three_broker_datacenter,
-                                                                     tmp_path: Path) -> None:
-    """rolling_restart.yml while an acks=all idempotent producer keeps producing: not one delivery fails and
-    every message is stored once. Each broker's SIGTERM is a controlled shutdown (its leaderships move to
-    in-sync replicas first) and the playbook stops the next broker only once every ISR is full again, so
-    min.insync.replicas=2 holds throughout; the producer only ever meets retriable answers."""
+def wheelhouse_at_version(src: Path, work: Path, version: str) -> Path:
+    """The wheelhouse archive with ferry's wheel relabelled `version` (the same code): a new build to roll out."""
+    import tarfile
+
+    unpacked, repacked = work / "wheelhouse", work / "repacked"
+    unpacked.mkdir(parents=True)
+    repacked.mkdir()
+    with tarfile.open(src) as tar:
+        tar.extractall(unpacked, filter="data")
+    (old,) = unpacked.glob("ferry-*.whl")
+    subprocess.run([str(VENV_BIN / "wheel"), "unpack", str(old), "-d", str(work / "tree")], check=True,
+                   capture_output=True)
+    (tree,) = (work / "tree").iterdir()
+    (info,) = tree.glob("ferry-*.dist-info")
+    meta = info / "METADATA"
+    meta.write_text(re.sub(r"(?m)^Version: .*$", f"Version: {version}", meta.read_text()))
+    info.rename(tree / f"ferry-{version}.dist-info")
+    subprocess.run([str(VENV_BIN / "wheel"), "pack", str(tree), "-d", str(repacked)], check=True, capture_output=True)
+    old.unlink()
+    for whl in repacked.glob("ferry-*.whl"):
+        whl.rename(unpacked / whl.name)
+    out = work / "wheelhouse.tar"
+    with tarfile.open(out, "w") as tar:
+        for f in sorted(unpacked.iterdir()):
+            tar.add(f, arcname=f"./{f.name}")
+    return out
+
+
+def test_rolling_restart_and_upgrade_under_acks_all_production_fail_no_request(three_broker_datacenter,
+                                                                               tmp_path: Path) -> None:
+    """rolling_restart.yml, then rolling_upgrade.yml to another ferry version, while an acks=all idempotent
+    producer keeps producing: not one delivery fails and every message is stored once. Each broker's SIGTERM is
+    a controlled shutdown (its leaderships move to in-sync replicas first) and the playbooks stop the next broker
+    only once every ISR is full again, so min.insync.replicas=2 holds throughout; the producer only ever meets
+    retriable answers. After the upgrade every broker runs the new version."""
     hosts: DockerHosts = three_broker_datacenter["hosts"]
     play: Playbook = three_broker_datacenter["play"]
     props = hosts.exec("live-broker-3", "cat", "/etc/ferry/broker.properties").stdout.decode()
@@ -227,17 +257,28 @@ def test_rolling_restart_under_acks_all_production_fails_no_request(three_broker
                 f"the producer delivered nothing: {out_path.read_text()} {err_path.read_text()[-3000:]}"
             time.sleep(0.2)
         p, totals = play("rolling_restart.yml", "-l", "live_brokers")
-        time.sleep(3)  # production goes on past the last restart and the preferred leader election
+        assert p.returncode == 0, p.stdout[-6000:] + p.stderr[-3000:]
+        restarted = {h: started(h) for h in brokers}
+        new_wheels = wheelhouse_at_version(ROOT / "infra" / "images" / "build" / "wheelhouse.tar", tmp_path / "b",
+                                           UPGRADE_VERSION)
+        up, _ = play("rolling_upgrade.yml", "-l", "live_brokers", "-e", f"ferry_wheelhouse={new_wheels}")
+        time.sleep(3)  # production goes on past the last restart
         proc.communicate(b"stop\n", timeout=240)
     finally:
         if proc.poll() is None:
             proc.kill()
-    assert p.returncode == 0, p.stdout[-6000:] + p.stderr[-3000:]
+    assert up.returncode == 0, up.stdout[-6000:] + up.stderr[-3000:]
+    assert up.stdout.count("PLAY [Upgrade the brokers one at a time]") == 3, "not one broker at a time"
+    assert all(started(h) > restarted[h] for h in brokers), "not every broker was restarted on the new build"
+    for h in brokers:
+        version = hosts.exec(h, "/opt/ferry/venv/bin/python", "-c",
+                             "import importlib.metadata as m; print(m.version('ferry'))").stdout.decode().strip()
+        assert version == UPGRADE_VERSION, f"{h} runs ferry {version} after the upgrade"
     lines = out_path.read_text().strip().splitlines()
     assert proc.returncode == 0 and lines, f"producer: rc {proc.returncode} {lines} {err_path.read_text()[-3000:]}"
     result = json.loads(lines[-1])
-    print(f"[ansible] rolling restart under production: {result}")
-    assert all(started(h) > before[h] for h in brokers), "not every broker was restarted"
+    print(f"[ansible] rolling restart and upgrade under production: {result}")
+    assert all(restarted[h] > before[h] for h in brokers), "not every broker was restarted"
     assert result["failed"] == 0, f"failed deliveries during the rolling restart: {result}"
     assert result["delivered"] == result["produced"] > 0, result
     got = probe(hosts, "live-zk-1", "count", "--bootstrap", THREE_BOOTSTRAP, "--topic", "page_view",

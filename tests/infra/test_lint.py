@@ -22,7 +22,7 @@ def test_ansible_lint_is_clean() -> None:
 
 def test_playbooks_pass_syntax_check() -> None:
     env = dict(os.environ, ANSIBLE_CONFIG=str(ROOT / "infra" / "ansible" / "ansible.cfg"))
-    for playbook in ("site.yml", "rolling_restart.yml"):
+    for playbook in ("site.yml", "rolling_restart.yml", "rolling_upgrade.yml"):
         p = subprocess.run([str(VENV_BIN / "ansible-playbook"), "--syntax-check", playbook], cwd=ROOT / "infra" / "ansible",
                            capture_output=True, text=True, timeout=300, env=env)
         assert p.returncode == 0, p.stdout + p.stderr
