@@ -1,46 +1,33 @@
-"""Watches on brokers and topics, delivered as whole snapshots by one notifier thread (ZooKeeper's watch threads must not block)."""
+"""Watches on brokers and topics, delivered as whole snapshots by one notifier thread.
+
+ZooKeeper's watches are one-shot and fire on kazoo's thread, which must not block: a watch only marks
+its subtree dirty and wakes the notifier, which re-reads the subtree (re-arming the watches in the same
+reads) and hands callbacks the full, current map. Callbacks run on the notifier's thread, so they may call
+back into the registry.
+"""
 
 from __future__ import annotations
 
 import logging
 import threading
 from collections.abc import Callable
-from typing import Any
+from typing import TypeVar
 
-from kazoo.client import KazooClient
-from kazoo.exceptions import (
-    NoNodeError,
-)
+from kazoo.protocol.states import WatchedEvent
 
 from ferry.zk.kazoo_client import TRANSIENT_ERRORS as _TRANSIENT
-from ferry.zk.znodes import (
-    BROKER_IDS_PATH,
-    BROKER_TOPICS_PATH,
-    BrokerInfo,
-    TopicInfo,
-    broker_path,
-    topic_path,
-)
+from ferry.zk.registry_reads import read_brokers, read_topics
+from ferry.zk.registry_session import RegistrySession
+from ferry.zk.znodes import BrokerInfo, TopicInfo
 
 log = logging.getLogger("ferry.zk.cluster_registry")  # one logger for the registry's parts
-TopicsCallback = Callable[[dict[str, TopicInfo]], Any]
-BrokersCallback = Callable[[dict[int, BrokerInfo]], Any]
+TopicsCallback = Callable[[dict[str, TopicInfo]], object]
+BrokersCallback = Callable[[dict[int, BrokerInfo]], object]
+_K = TypeVar("_K")
+_V = TypeVar("_V")
 
 
-def read_children(client: KazooClient, path: str, watch: Callable[[Any], None] | None) -> list[str]:
-    """Children of ``path``; a missing path (a read-only registry of an empty cluster) has none.
-
-    With a watch, a missing path gets an exists-watch so that its creation is noticed too.
-    """
-    try:
-        return client.get_children(path, watch=watch)
-    except NoNodeError:
-        if watch is not None and client.exists(path, watch=watch) is not None:
-            return client.get_children(path, watch=watch)
-        return []
-
-
-def _deliver(callbacks: list[Callable[[Any], Any]], snapshot: dict) -> None:
+def _deliver(callbacks: list[Callable[[dict[_K, _V]], object]], snapshot: dict[_K, _V]) -> None:
     for cb in callbacks:
         try:
             cb(dict(snapshot))
@@ -48,60 +35,88 @@ def _deliver(callbacks: list[Callable[[Any], Any]], snapshot: dict) -> None:
             log.exception("registry watch callback %r failed", cb)
 
 
-
 class RegistryNotifier:
-    """Watches on brokers and topics, delivered as whole snapshots by one notifier thread (ZooKeeper's watch threads must not block) (a part of ClusterRegistry)."""
+    """Owns the watch callbacks, the dirty flags and the notifier thread that serves them."""
 
-    # ----------------------------------------------------------------- watches
+    def __init__(self, session: RegistrySession) -> None:
+        self._session = session
+        self._stopping = threading.Event()
+        self._wake = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+        self._topic_callbacks: list[TopicsCallback] = []
+        self._broker_callbacks: list[BrokersCallback] = []
+        self._new_topic_callbacks: list[TopicsCallback] = []
+        self._new_broker_callbacks: list[BrokersCallback] = []
+        self._topics_dirty = True
+        self._brokers_dirty = True
+
     def watch_topics(self, callback: TopicsCallback) -> None:
         """Call ``callback(all topics)`` now and after every change (topic created, grown or deleted)."""
-        with self._watch_lock:
+        with self._lock:
             self._new_topic_callbacks.append(callback)
-        self._ensure_notifier()
+        self._ensure_thread()
 
     def watch_brokers(self, callback: BrokersCallback) -> None:
         """Call ``callback(all live brokers)`` now and after every broker joins, leaves or re-registers."""
-        with self._watch_lock:
+        with self._lock:
             self._new_broker_callbacks.append(callback)
-        self._ensure_notifier()
+        self._ensure_thread()
 
-    def _ensure_notifier(self) -> None:
-        self.client  # noqa: B018 - raises when not started
-        with self._watch_lock:
-            if self._notifier is None:
-                self._notifier = threading.Thread(target=self._notify_loop, name="zk-notifier", daemon=True)
-                self._notifier.start()
-        self._notify_wake.set()
+    def start(self) -> None:
+        self._stopping.clear()
 
-    def _mark_topics_dirty(self, _event: Any = None) -> None:
+    def stop(self, timeout: float) -> None:
+        self._stopping.set()
+        self._wake.set()
+        thread = self._thread
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(timeout=timeout)
+        self._thread = None
+
+    def mark_all_dirty(self) -> None:
+        """A new connection: the watches may have been lost, read everything again (never blocks)."""
+        self._topics_dirty = self._brokers_dirty = True
+        self._wake.set()
+
+    def _ensure_thread(self) -> None:
+        self._session.client  # noqa: B018 - raises when not started
+        with self._lock:
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._loop, name="zk-notifier", daemon=True)
+                self._thread.start()
+        self._wake.set()
+
+    def _mark_topics_dirty(self, _event: WatchedEvent | None = None) -> None:
         self._topics_dirty = True
-        self._notify_wake.set()
+        self._wake.set()
 
-    def _mark_brokers_dirty(self, _event: Any = None) -> None:
+    def _mark_brokers_dirty(self, _event: WatchedEvent | None = None) -> None:
         self._brokers_dirty = True
-        self._notify_wake.set()
+        self._wake.set()
 
-    def _notify_loop(self) -> None:
+    def _loop(self) -> None:
         last_topics: dict[str, TopicInfo] | None = None
         last_brokers: dict[int, BrokerInfo] | None = None
         while not self._stopping.is_set():
-            if not self._notify_wake.wait(timeout=1.0):
+            if not self._wake.wait(timeout=1.0):
                 continue
-            self._notify_wake.clear()
+            self._wake.clear()
             if self._stopping.is_set():
                 break
-            with self._watch_lock:
+            with self._lock:
                 new_t, self._new_topic_callbacks = self._new_topic_callbacks, []
                 new_b, self._new_broker_callbacks = self._new_broker_callbacks, []
                 self._topic_callbacks.extend(new_t)
                 self._broker_callbacks.extend(new_b)
                 topic_cbs, broker_cbs = list(self._topic_callbacks), list(self._broker_callbacks)
             try:
+                client = self._session.client
                 # Brokers first: their callbacks are quick, while a topics callback may read thousands of
                 # partition states, and a broker (its controller) must not wait that long to see who is alive.
                 if broker_cbs and (self._brokers_dirty or last_brokers is None):
                     self._brokers_dirty = False
-                    current_b = self._read_brokers(watch=self._mark_brokers_dirty)
+                    current_b = read_brokers(client, self._mark_brokers_dirty)
                     targets_b = broker_cbs if current_b != last_brokers else new_b
                     last_brokers = current_b
                     _deliver(targets_b, current_b)
@@ -109,7 +124,7 @@ class RegistryNotifier:
                     _deliver(new_b, last_brokers)
                 if topic_cbs and (self._topics_dirty or last_topics is None):
                     self._topics_dirty = False
-                    current = self._read_topics(watch=self._mark_topics_dirty)
+                    current = read_topics(client, self._mark_topics_dirty)
                     targets = topic_cbs if current != last_topics else new_t
                     last_topics = current
                     _deliver(targets, current)
@@ -118,7 +133,7 @@ class RegistryNotifier:
             except _TRANSIENT:
                 # Reconnect (CONNECTED) marks both dirty and wakes us; new callbacks still need a first call.
                 self._topics_dirty = self._brokers_dirty = True
-                with self._watch_lock:
+                with self._lock:
                     for cb in new_t:
                         self._topic_callbacks.remove(cb)
                     for cb in new_b:
@@ -130,34 +145,4 @@ class RegistryNotifier:
                 log.exception("reading the registry for watchers failed; retrying")
                 self._topics_dirty = self._brokers_dirty = True
                 self._stopping.wait(0.5)
-                self._notify_wake.set()
-
-    def _read_topics(self, watch: Callable[[Any], None] | None) -> dict[str, TopicInfo]:
-        client = self.client
-        out: dict[str, TopicInfo] = {}
-        for name in sorted(read_children(client, BROKER_TOPICS_PATH, watch)):
-            try:
-                data, _ = client.get(topic_path(name), watch=watch)
-            except NoNodeError:
-                continue
-            try:
-                out[name] = TopicInfo.decode(name, data)
-            except ValueError as exc:
-                log.warning("ignoring malformed topic znode: %s", exc)
-        return out
-
-    def _read_brokers(self, watch: Callable[[Any], None] | None) -> dict[int, BrokerInfo]:
-        client = self.client
-        out: dict[int, BrokerInfo] = {}
-        for child in read_children(client, BROKER_IDS_PATH, watch):
-            if not child.isdigit():
-                continue
-            try:
-                data, _ = client.get(broker_path(int(child)), watch=watch)
-            except NoNodeError:
-                continue
-            try:
-                out[int(child)] = BrokerInfo.decode(int(child), data)
-            except ValueError as exc:
-                log.warning("ignoring malformed broker znode: %s", exc)
-        return dict(sorted(out.items()))
+                self._wake.set()
