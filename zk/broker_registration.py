@@ -16,6 +16,7 @@ from kazoo.protocol.states import EventType, WatchedEvent
 from ferry.zk.errors import BrokerIdConflictError
 from ferry.zk.kazoo_client import TRANSIENT_ERRORS as _TRANSIENT
 from ferry.zk.registry_session import RegistrySession
+from ferry.zk.wakeable_thread import WakeableThread
 from ferry.zk.znodes import BrokerInfo, broker_path
 
 log = logging.getLogger("ferry.zk.cluster_registry")  # one logger for the registry's parts
@@ -35,33 +36,25 @@ class BrokerRegistration:
         self._session = session
         self._registration: BrokerInfo | None = None
         self._lock = threading.Lock()
-        self._stopping = threading.Event()
-        self._wake = threading.Event()
-        self._keeper: threading.Thread | None = None
+        self._keeper = WakeableThread("zk-session-keeper")
 
     @property
     def registration(self) -> BrokerInfo | None:
         return self._registration
 
     def start(self) -> None:
-        self._stopping.clear()
-        self._keeper = threading.Thread(target=self._keep_session, name="zk-session-keeper", daemon=True)
-        self._keeper.start()
+        self._keeper.start(self._keep_session)
 
     def stop(self, timeout: float) -> None:
         """Forget the registration and end the keeper (closing the session then deletes the node)."""
-        self._stopping.set()
+        self._keeper.request_stop()  # first: a keeper waiting out a stale node gives up and frees the lock
         with self._lock:
             self._registration = None
-        self._wake.set()
-        keeper = self._keeper
-        if keeper is not None and keeper is not threading.current_thread():
-            keeper.join(timeout=timeout)
-        self._keeper = None
+        self._keeper.stop(timeout)
 
     def wake(self) -> None:
         """A new connection: check the node (never blocks; called on kazoo's thread)."""
-        self._wake.set()
+        self._keeper.wake()
 
     def register(
         self, broker_id: int, host: str, port: int, datacenter: str = "", wait_for_stale: float | None = None
@@ -128,7 +121,7 @@ class BrokerRegistration:
                     client.set(path, data)
                 break
             remaining = deadline - time.monotonic()
-            if remaining <= 0 or self._stopping.is_set():
+            if remaining <= 0 or self._keeper.stopping:
                 holder = _describe_node(info.id, old)
                 raise BrokerIdConflictError(
                     f"broker id {info.id} is already registered by another live ZooKeeper session ({holder}); "
@@ -141,16 +134,11 @@ class BrokerRegistration:
         client.exists(path, watch=self._on_own_node_event)
 
     def _on_own_node_event(self, event: WatchedEvent) -> None:
-        if event.type in (EventType.DELETED, EventType.CHANGED) and not self._stopping.is_set():
-            self._wake.set()
+        if event.type in (EventType.DELETED, EventType.CHANGED) and not self._keeper.stopping:
+            self._keeper.wake()
 
     def _keep_session(self) -> None:
-        while not self._stopping.is_set():
-            if not self._wake.wait(timeout=1.0):
-                continue
-            self._wake.clear()
-            if self._stopping.is_set():
-                break
+        while self._keeper.next_round():
             with self._lock:
                 info = self._registration
                 if info is None:
@@ -158,12 +146,12 @@ class BrokerRegistration:
                 try:
                     self._create_node(info, wait_for_stale=self._session.timeout + 2.0)
                 except _TRANSIENT:
-                    self._wake.set()  # retry when connected again
+                    self._keeper.wake()  # retry when connected again
                 except BrokerIdConflictError as exc:
                     log.error("%s; will keep trying", exc)
-                    self._wake.set()
+                    self._keeper.wake()
                 except Exception:
                     log.exception("re-registering broker %d failed; will retry", info.id)
-                    self._wake.set()
-            if self._wake.is_set():
-                self._stopping.wait(0.5)
+                    self._keeper.wake()
+            if self._keeper.woken:
+                self._keeper.pause(0.5)

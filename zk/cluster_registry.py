@@ -47,7 +47,6 @@ class ClusterRegistry:
         if self.session.started:
             return self
         self.session.start()
-        self.notifier.start()
         self.broker_registration.start()
         return self
 
