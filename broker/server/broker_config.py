@@ -173,7 +173,7 @@ class BrokerConfig:
         if p.get("advertised.listeners"):
             adv_host, adv_port = parse_host_port(p["advertised.listeners"], "advertised.listeners")
         log_changes: dict[str, object] = {}
-        for key, attr in LOG_KEYS.items():
+        for key, attr in BROKER_CONFIG_NAMES.items():
             if key in p:
                 log_changes[attr] = _parse_log_setting(attr, key, p[key])
         if "log.retention.hours" in p and "log.retention.ms" not in p:
@@ -208,9 +208,6 @@ class BrokerConfig:
             **_metrics_listen(p),
             **_replication_settings(p),
         )
-
-
-LOG_KEYS = BROKER_CONFIG_NAMES  # Kafka broker-config key -> LogConfig attribute (wire/log_config.py's one map)
 
 
 def _parse_log_setting(attr: str, key: str, text: str) -> object:
@@ -267,7 +264,7 @@ KNOWN_KEYS = {
     "broker.rack", "socket.request.max.bytes", "auto.create.topics.enable", "num.partitions",
     "zookeeper.session.timeout.ms", "log.retention.hours", "log.retention.check.interval.ms",
     "connections.max.idle.ms", "audit.topic.partitions", "replica.truncation", "metrics.port", "metrics.listen",
-    *LOG_KEYS, *REPLICATION_KEYS,
+    *BROKER_CONFIG_NAMES, *REPLICATION_KEYS,
 }
 
 
