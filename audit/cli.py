@@ -12,7 +12,13 @@ import json
 import sys
 import time
 
+from ferry.audit.completeness import COMPLETE, status_of
+from ferry.audit.live import read_live_counts
+from ferry.audit.reader import read_audit_events
+from ferry.audit.reconciler import reconcile
 from ferry.client.audit.bucket import HOUR_MS, hour_start
+from ferry.client.errors import ClientError
+from ferry.zk import RegistryError
 from ferry.zk.cli_args import (
     ENV_ZOOKEEPER,
     add_timeout_argument,
@@ -60,13 +66,6 @@ def _hour_label(ms: int) -> str:
 
 def run_report(args: argparse.Namespace) -> int:
     quiet_zookeeper_logs()
-    from ferry.audit.completeness import COMPLETE, status_of
-    from ferry.audit.live import read_live_counts
-    from ferry.audit.reader import read_audit_events
-    from ferry.audit.reconciler import reconcile
-    from ferry.client.errors import ClientError
-    from ferry.zk import RegistryError
-
     if not args.zookeeper and not args.bootstrap:
         print(f"ferry audit report: give --zookeeper HOST:PORT/CHROOT (or set {ENV_ZOOKEEPER}) or --bootstrap",
               file=sys.stderr)

@@ -6,6 +6,8 @@ import logging
 from dataclasses import dataclass, field
 
 from ferry.client.audit.event import AUDIT_TOPIC, AuditEvent
+from ferry.client.errors import UnknownTopicError
+from ferry.client.simple_consumer import SimpleConsumer
 
 log = logging.getLogger("ferry.audit")
 
@@ -20,9 +22,6 @@ def read_audit_events(zookeeper: str | None = None, bootstrap: str | None = None
                       timeout_s: float = 10.0) -> AuditLog:
     """All events on `_audit` (an absent topic reads as no events). Raises ClientError if the cluster
     cannot be reached."""
-    from ferry.client.errors import UnknownTopicError
-    from ferry.client.simple_consumer import SimpleConsumer
-
     out = AuditLog()
     with SimpleConsumer(bootstrap, zookeeper, client_id="ferry-audit-reader", timeout_s=timeout_s) as consumer:
         try:

@@ -3,17 +3,20 @@
 A broker's answer with an error code becomes a :class:`KafkaResponseError` carrying ``code`` and
 ``error_name``; :func:`for_code` picks the subclass of that code (Kafka's ``Errors.forCode``), so callers
 catch what they can act on — an out-of-range offset, a leader that moved — and everything else as one type.
+ClientError and KafkaResponseError are defined at the protocol layer and UnknownTopicError with the
+registry's errors, so that the registry and the client raise one class for an unknown topic.
 """
 
 from __future__ import annotations
 
-from typing import ClassVar
+from ferry.wire.protocol.errors import ClientError, ErrorCode, KafkaResponseError
+from ferry.zk.errors import UnknownTopicError
 
-from ferry.wire.protocol.errors import ErrorCode, error_name
-
-
-class ClientError(Exception):
-    """Base class of client-library errors."""
+__all__ = [
+    "BrokerUnavailableError", "ClientError", "ConsumerRebalanceFailedError", "CorruptMessageSetError", "FetchError",
+    "KafkaResponseError", "MessageTooLargeError", "NoBrokersAvailableError", "NotLeaderError", "OffsetOutOfRangeError",
+    "ProduceError", "ProducerClosedError", "UnknownPartitionError", "UnknownTopicError", "for_code",
+]
 
 
 class NoBrokersAvailableError(ClientError):
@@ -30,17 +33,6 @@ class ConsumerRebalanceFailedError(ClientError):
 
 class ProducerClosedError(ClientError):
     """send() after close()."""
-
-
-class KafkaResponseError(ClientError):
-    """A broker answered with an error code (``code``, ``error_name``)."""
-
-    CODE: ClassVar[int | None] = None  # the code a subclass stands for (see for_code)
-
-    def __init__(self, code: int, what: str) -> None:
-        self.error_name = error_name(code)
-        super().__init__(f"{what}: error {code} ({self.error_name})")
-        self.code = code
 
 
 class FetchError(KafkaResponseError):
@@ -65,16 +57,6 @@ class CorruptMessageSetError(FetchError):
     def __init__(self, what: str, code: int = ErrorCode.CORRUPT_MESSAGE) -> None:
         super().__init__(code, what)
         self.args = (what,)
-
-
-class UnknownTopicError(KafkaResponseError):
-    """The topic (or partition) is not known to the cluster."""
-
-    CODE = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-
-    def __init__(self, what: str, code: int = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION) -> None:
-        super().__init__(code, what)
-        self.args = (what,)  # the message says it already: no code suffix
 
 
 class UnknownPartitionError(UnknownTopicError):

@@ -42,6 +42,7 @@ from aiokafka.record._crecords.default_records import DefaultRecordBatch, Defaul
 
 from ferry.client.audit.bucket import BUCKET_MS, NO_TIMESTAMP
 from ferry.wire.record import batch_concat
+from ferry.wire.record.errors import CorruptRecordError
 from ferry.wire.record.read_committed import ReadCommitted
 from ferry.wire.record.record_batch import (
     ATTRIBUTES_POS,
@@ -287,7 +288,7 @@ def _concat(out: ForwardedBatches, run: list[tuple[memoryview, int]], codec: int
                                                    producer_epoch, out.next_sequence, BUCKET_MS, check_crcs)
     except batch_concat.RecordWalkError:
         return None  # out.records is as it was: aiokafka's reader decides (re-built, or forwarded as is)
-    except batch_concat.SourceCrcError as e:
+    except CorruptRecordError as e:
         raise CorruptBatchError(str(e), e.offset) from None
     return counts
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Any
 
 from fastavro.schema import parse_schema
 
@@ -20,8 +19,13 @@ from ferry.schemas.errors import SchemaParseError
 PRIMITIVES = frozenset({"null", "boolean", "int", "long", "float", "double", "bytes", "string"})
 MAX_SCHEMA_BYTES = 512 * 1024  # a ZooKeeper znode holds at most ~1 MB
 
+# A JSON value; an Avro schema is one: an object (record, enum, array, map, fixed, a logical type), a list
+# (a union) or a type's name.
+Json = dict[str, "Json"] | list["Json"] | str | int | float | bool | None
+AvroSchema = Json
 
-def load_schema(schema: str | bytes | dict | list) -> Any:
+
+def load_schema(schema: str | bytes | dict | list) -> AvroSchema:
     """Validate ``schema`` (JSON text or the decoded JSON) and return its canonical JSON value."""
     if isinstance(schema, bytes):
         try:
@@ -50,7 +54,7 @@ def load_schema(schema: str | bytes | dict | list) -> Any:
     return out
 
 
-def canonical_json(schema: Any) -> str:
+def canonical_json(schema: AvroSchema) -> str:
     """The stored text of an already-canonical schema value."""
     text = json.dumps(schema, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     if len(text.encode()) > MAX_SCHEMA_BYTES:
@@ -58,17 +62,17 @@ def canonical_json(schema: Any) -> str:
     return text
 
 
-def fingerprint(schema: Any) -> str:
+def fingerprint(schema: AvroSchema) -> str:
     """SHA-256 (hex) of the canonical text: the key under which a schema's id is found."""
     return hashlib.sha256(canonical_json(schema).encode()).hexdigest()
 
 
-def parse_canonical(text: str | bytes) -> Any:
+def parse_canonical(text: str | bytes) -> AvroSchema:
     """A stored canonical text back to its JSON value."""
     return json.loads(text)
 
 
-def _normalise(node: Any) -> Any:
+def _normalise(node: Json) -> Json:
     if isinstance(node, list):
         return [_normalise(n) for n in node]
     if not isinstance(node, dict):
@@ -92,7 +96,7 @@ def _normalise(node: Any) -> Any:
     return out
 
 
-def _check_unique_fields(node: Any) -> None:
+def _check_unique_fields(node: Json) -> None:
     if isinstance(node, list):
         for n in node:
             _check_unique_fields(n)

@@ -16,6 +16,8 @@ from pathlib import Path
 from ferry.schemas.compatibility import LEVELS
 from ferry.schemas.errors import SchemaError
 from ferry.schemas.registry import SchemaRegistry
+from ferry.schemas.replication import replicate
+from ferry.zk import RegistryError
 from ferry.zk.cli_args import (
     UsageError,
     add_json_argument,
@@ -117,8 +119,6 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _open_registry(args: argparse.Namespace) -> SchemaRegistry:
-    from ferry.zk import RegistryError
-
     try:
         if args.action == "copy":  # the source must exist: fail before creating anything at the target
             SchemaRegistry(args.from_zookeeper, timeout=args.timeout, read_only=True).close()
@@ -223,7 +223,7 @@ def _check(registry: SchemaRegistry, args: argparse.Namespace, schema_text: str 
 
 
 def _serve(registry: SchemaRegistry, args: argparse.Namespace, _schema: str | None) -> int:
-    from ferry.schemas.rest import serve
+    from ferry.schemas.rest import serve  # fastapi and uvicorn load only for `serve`
 
     host, sep, port = args.listen.rpartition(":")
     if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
@@ -237,9 +237,6 @@ def _serve(registry: SchemaRegistry, args: argparse.Namespace, _schema: str | No
 
 
 def _copy(registry: SchemaRegistry, args: argparse.Namespace, _schema: str | None) -> int:
-    from ferry.schemas.replication import replicate
-    from ferry.zk import RegistryError
-
     try:
         source = SchemaRegistry(args.from_zookeeper, timeout=args.timeout, read_only=True)
     except RegistryError as exc:

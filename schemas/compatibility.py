@@ -20,9 +20,7 @@ NONE — no check.
 
 from __future__ import annotations
 
-from typing import Any
-
-from ferry.schemas.canonical import PRIMITIVES
+from ferry.schemas.canonical import PRIMITIVES, AvroSchema
 
 LEVELS = ("NONE", "BACKWARD", "FORWARD", "FULL", "BACKWARD_TRANSITIVE", "FORWARD_TRANSITIVE", "FULL_TRANSITIVE")
 DEFAULT_LEVEL = "BACKWARD"
@@ -45,14 +43,14 @@ def normalise_level(level: str) -> str:
 
 
 def reader_problems(
-    reader: Any, writer: Any, reader_label: str = "the reader", writer_label: str = "the writer"
+    reader: AvroSchema, writer: AvroSchema, reader_label: str = "the reader", writer_label: str = "the writer"
 ) -> list[str]:
     """Why ``reader`` cannot read data written with ``writer`` (empty list: it can)."""
     return _Checker(reader, writer, reader_label, writer_label).check(reader, writer, _root_path(reader))
 
 
 def compatibility_problems(
-    level: str, new: Any, previous: list[tuple[str, Any]]
+    level: str, new: AvroSchema, previous: list[tuple[str, AvroSchema]]
 ) -> list[str]:
     """Problems of registering ``new`` after ``previous`` ([(label, schema)], oldest first) at ``level``."""
     level = normalise_level(level)
@@ -68,7 +66,7 @@ def compatibility_problems(
     return problems
 
 
-def _root_path(schema: Any) -> str:
+def _root_path(schema: AvroSchema) -> str:
     if isinstance(schema, dict) and "name" in schema:
         return _short(schema["name"])
     return "<root>"
@@ -82,7 +80,7 @@ def _short(name: str) -> str:
     return str(name).rsplit(".", 1)[-1]
 
 
-def _named_types(schema: Any, out: dict[str, Any] | None = None) -> dict[str, Any]:
+def _named_types(schema: AvroSchema, out: dict[str, AvroSchema] | None = None) -> dict[str, AvroSchema]:
     """Every named type defined in ``schema`` (canonical: names are fully qualified)."""
     out = {} if out is None else out
     if isinstance(schema, list):
@@ -104,7 +102,7 @@ def _named_types(schema: Any, out: dict[str, Any] | None = None) -> dict[str, An
     return out
 
 
-def _kind(schema: Any) -> str:
+def _kind(schema: AvroSchema) -> str:
     if isinstance(schema, list):
         return "union"
     if isinstance(schema, dict):
@@ -113,7 +111,7 @@ def _kind(schema: Any) -> str:
     return str(schema)
 
 
-def _describe(schema: Any) -> str:
+def _describe(schema: AvroSchema) -> str:
     if isinstance(schema, list):
         return "union [" + ", ".join(_describe(b) for b in schema) + "]"
     if isinstance(schema, dict):
@@ -131,14 +129,14 @@ def _describe(schema: Any) -> str:
 
 
 class _Checker:
-    def __init__(self, reader: Any, writer: Any, reader_label: str, writer_label: str) -> None:
+    def __init__(self, reader: AvroSchema, writer: AvroSchema, reader_label: str, writer_label: str) -> None:
         self.reader_names = _named_types(reader)
         self.writer_names = _named_types(writer)
         self.r_label = reader_label
         self.w_label = writer_label
         self.in_progress: set[tuple[str, str]] = set()  # recursive records: assume fine while checking
 
-    def _resolve(self, schema: Any, names: dict[str, Any]) -> Any:
+    def _resolve(self, schema: AvroSchema, names: dict[str, AvroSchema]) -> AvroSchema:
         while isinstance(schema, str) and schema not in PRIMITIVES:
             if schema not in names:
                 return schema
@@ -147,7 +145,7 @@ class _Checker:
             return self._resolve(schema["type"], names)
         return schema
 
-    def check(self, reader: Any, writer: Any, path: str) -> list[str]:
+    def check(self, reader: AvroSchema, writer: AvroSchema, path: str) -> list[str]:
         reader = self._resolve(reader, self.reader_names)
         writer = self._resolve(writer, self.writer_names)
         r_kind, w_kind = _kind(reader), _kind(writer)
@@ -193,7 +191,7 @@ class _Checker:
             return problems
         return [f"{_where(path)}: unsupported schema type {r_kind!r}"]
 
-    def _check_logical(self, reader: Any, writer: Any, path: str) -> list[str]:
+    def _check_logical(self, reader: AvroSchema, writer: AvroSchema, path: str) -> list[str]:
         # Logical types resolve on their underlying type, except that a decimal's scale gives the bytes meaning.
         r_dec = isinstance(reader, dict) and reader.get("logicalType") == "decimal"
         w_dec = isinstance(writer, dict) and writer.get("logicalType") == "decimal"

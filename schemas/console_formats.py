@@ -17,10 +17,10 @@ import decimal
 import json
 import uuid
 from collections.abc import Callable, Iterable
-from typing import Any
 
 from ferry.schemas.errors import SchemaError
 from ferry.schemas.registry import SchemaRegistry, subject_for_topic
+from ferry.schemas.wire import AvroDeserializer, AvroSerializer
 
 
 class ValueFormatError(ValueError):
@@ -40,8 +40,6 @@ def encode_lines(registry: SchemaRegistry, subject: str | None, topic: str,
     """(lineno, value JSON, key) -> [(framed Avro value, key)] with the latest schema of ``subject`` (default:
     the topic's subject). Everything is encoded before anything is returned, so a bad line stops the run with
     nothing sent. Values are plain JSON (a union takes the bare value, as the producer's writers do)."""
-    from ferry.schemas.wire import AvroSerializer
-
     subject = subject or subject_for_topic(topic)
     try:
         serializer = AvroSerializer(registry, subject)
@@ -60,7 +58,7 @@ def encode_lines(registry: SchemaRegistry, subject: str | None, topic: str,
     return out
 
 
-def _json_default(value: Any) -> Any:
+def _json_default(value: object) -> object:
     """Avro values JSON has no type for: bytes as base64 (lossless), times as ISO 8601, decimals as strings."""
     if isinstance(value, (bytes, bytearray)):
         return base64.b64encode(value).decode()
@@ -74,8 +72,6 @@ def _json_default(value: Any) -> Any:
 def json_decoder(registry: SchemaRegistry) -> Callable[[bytes | None], bytes]:
     """A function: framed Avro payload -> one JSON line (bytes, no newline), decoded with the writer's schema;
     a null value prints `null`."""
-    from ferry.schemas.wire import AvroDeserializer
-
     deserializer = AvroDeserializer(registry)
 
     def decode(payload: bytes | None) -> bytes:

@@ -22,13 +22,12 @@ import json
 import re
 import threading
 from dataclasses import dataclass
-from typing import Any
 
 from fastavro.schema import parse_schema
 from kazoo.client import KazooClient
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, RolledBackError
 
-from ferry.schemas.canonical import canonical_json, fingerprint, load_schema, parse_canonical
+from ferry.schemas.canonical import AvroSchema, canonical_json, fingerprint, load_schema, parse_canonical
 from ferry.schemas.compatibility import DEFAULT_LEVEL, compatibility_problems, normalise_level
 from ferry.schemas.errors import (
     IncompatibleSchemaError,
@@ -37,6 +36,7 @@ from ferry.schemas.errors import (
     UnknownSchemaError,
     UnknownSubjectError,
 )
+from ferry.zk import ClusterRegistry, connect
 
 ROOT = "/schemas"
 IDS = f"{ROOT}/ids"
@@ -54,7 +54,7 @@ class SchemaVersion:
     subject: str
     version: int
     id: int
-    schema: Any  # canonical JSON value (dict, list or primitive name)
+    schema: AvroSchema  # canonical JSON value (dict, list or primitive name)
 
 def subject_for_topic(topic: str) -> str:
     """The subject a topic's message values are registered under: the topic name itself."""
@@ -78,20 +78,19 @@ class SchemaRegistry:
     rooted at the cluster chroot) and leaves it open.
     """
 
-    def __init__(self, zk: str | KazooClient | Any, timeout: float = 10.0, read_only: bool = False) -> None:
+    def __init__(self, zk: str | KazooClient | ClusterRegistry, timeout: float = 10.0, read_only: bool = False
+                 ) -> None:
         if isinstance(zk, str):
-            from ferry.zk import connect
-
             self._client = connect(zk, timeout=timeout, create_chroot=not read_only)
             self._owns_client = True
         elif isinstance(zk, KazooClient):
             self._client, self._owns_client = zk, False
-        elif hasattr(zk, "client"):
+        elif isinstance(zk, ClusterRegistry):
             self._client, self._owns_client = zk.client, False
         else:
             raise TypeError("SchemaRegistry needs a ZooKeeper connect string, a KazooClient or a ClusterRegistry")
-        self._by_id: dict[int, Any] = {}
-        self._parsed: dict[int, Any] = {}
+        self._by_id: dict[int, AvroSchema] = {}
+        self._parsed: dict[int, AvroSchema] = {}
         self._lock = threading.Lock()
         if read_only:  # a look from a tool: leave no znodes behind (e.g. under a mistyped chroot)
             return
@@ -163,7 +162,7 @@ class SchemaRegistry:
         return compatibility_problems(level, canonical, self._previous(subject, existing))
 
     # ----------------------------------------------------------------- lookups
-    def get(self, schema_id: int) -> Any:
+    def get(self, schema_id: int) -> AvroSchema:
         """The canonical schema (JSON value) with this id; cached, since ids never change meaning."""
         cached = self._by_id.get(schema_id)
         if cached is not None:
@@ -179,7 +178,7 @@ class SchemaRegistry:
             self._by_id[schema_id] = schema
         return schema
 
-    def parsed(self, schema_id: int) -> Any:
+    def parsed(self, schema_id: int) -> AvroSchema:
         """The fastavro-parsed schema with this id (for fastavro readers/writers); cached."""
         cached = self._parsed.get(schema_id)
         if cached is None:
@@ -263,7 +262,7 @@ class SchemaRegistry:
             self._client.set(path, data)
 
     # ----------------------------------------------------------------- replication (the mirror)
-    def import_schema(self, schema_id: int, schema: Any) -> None:
+    def import_schema(self, schema_id: int, schema: AvroSchema) -> None:
         """Store ``schema`` under a given id (copying another cluster's registry, ids preserved).
 
         Refuses an id already holding a different schema. Keeps the counter past every imported id so
@@ -326,10 +325,10 @@ class SchemaRegistry:
             out.append((int(child), int(data)))
         return sorted(out)
 
-    def _previous(self, subject: str, existing: list[tuple[int, int]]) -> list[tuple[str, Any]]:
+    def _previous(self, subject: str, existing: list[tuple[int, int]]) -> list[tuple[str, AvroSchema]]:
         return [(f"version {v} [id {sid}]", self.get(sid)) for v, sid in existing]
 
-    def _check(self, subject: str, canonical: Any, existing: list[tuple[int, int]]) -> None:
+    def _check(self, subject: str, canonical: AvroSchema, existing: list[tuple[int, int]]) -> None:
         if not existing:
             return
         level = self.compatibility(subject)
@@ -340,14 +339,14 @@ class SchemaRegistry:
                 problems,
             )
 
-    def _id_of(self, canonical: Any) -> int | None:
+    def _id_of(self, canonical: AvroSchema) -> int | None:
         try:
             data, _ = self._client.get(f"{FINGERPRINTS}/{fingerprint(canonical)}")
         except NoNodeError:
             return None
         return int(data)
 
-    def _allocate_id(self, canonical: Any) -> int:
+    def _allocate_id(self, canonical: AvroSchema) -> int:
         text = canonical_json(canonical).encode()
         fp_path = f"{FINGERPRINTS}/{fingerprint(canonical)}"
         for _ in range(_MAX_ATTEMPTS):

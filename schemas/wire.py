@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import io
 import struct
-from typing import Any
 
 from fastavro import schemaless_reader, schemaless_writer
 from fastavro.schema import parse_schema
@@ -46,7 +45,7 @@ class AvroSerializer:
     """Write records of one subject. With ``schema`` the schema is registered (idempotent), else the
     subject's latest version is used. ``serialize(record)`` returns the framed payload."""
 
-    def __init__(self, registry: SchemaRegistry, subject: str, schema: Any = None) -> None:
+    def __init__(self, registry: SchemaRegistry, subject: str, schema: str | bytes | dict | list | None = None) -> None:
         self.registry = registry
         self.subject = subject
         if schema is not None:
@@ -56,7 +55,7 @@ class AvroSerializer:
         self.schema = registry.parsed(self.schema_id)
         self._header = encode_header(self.schema_id)
 
-    def serialize(self, record: Any) -> bytes:
+    def serialize(self, record: object) -> bytes:
         buf = io.BytesIO()
         buf.write(self._header)
         try:
@@ -67,7 +66,7 @@ class AvroSerializer:
 
     __call__ = serialize
 
-    def _explain(self, record: Any, exc: Exception) -> str:
+    def _explain(self, record: object, exc: Exception) -> str:
         what = f"record does not match schema id {self.schema_id} of subject {self.subject!r}"
         try:
             validate(record, self.schema, raise_errors=True)
@@ -83,13 +82,13 @@ class AvroDeserializer:
     """Decode framed payloads. Without ``reader_schema`` records come out as written; with one, each
     writer schema is resolved to it (Avro schema resolution), checked once per writer id."""
 
-    def __init__(self, registry: SchemaRegistry, reader_schema: Any = None) -> None:
+    def __init__(self, registry: SchemaRegistry, reader_schema: str | bytes | dict | list | None = None) -> None:
         self.registry = registry
         self.reader_schema = None if reader_schema is None else load_schema(reader_schema)
         self._reader_parsed = None if self.reader_schema is None else parse_schema(self.reader_schema)
         self._checked: set[int] = set()
 
-    def deserialize(self, payload: bytes | bytearray | memoryview) -> Any:
+    def deserialize(self, payload: bytes | bytearray | memoryview) -> object:
         schema_id = schema_id_of(payload)
         writer = self.registry.parsed(schema_id)  # UnknownSchemaError for an id never registered
         if self._reader_parsed is not None and schema_id not in self._checked:

@@ -81,49 +81,40 @@ class LogConfig:
         changes: dict[str, object] = {}
         for name, raw in config.items():
             attr = TOPIC_CONFIG_NAMES.get(name)
-            if attr is None:
-                continue
-            text = str(raw).strip()
-            if attr in _BOOL_ATTRS:
-                if text.lower() not in ("true", "false"):
-                    raise ValueError(f"{name}: expected true or false, got {raw!r}")
-                changes[attr] = text.lower() == "true"
-                continue
-            if attr == "log_append_time":
-                changes[attr] = parse_timestamp_type(name, text)
-                continue
-            if attr == "compression":
-                changes[attr] = parse_compression_type(name, text)
-                continue
-            try:
-                changes[attr] = int(text)
-            except ValueError:
-                raise ValueError(f"{name}: expected an integer, got {raw!r}") from None
+            if attr is not None:
+                changes[attr] = parse_setting(attr, name, str(raw))
         return dataclasses.replace(base, **changes)
 
 
+# The log's settings under Kafka's names: (LogConfig attribute, topic-config name or None for a broker-only
+# setting, the broker setting that is the topics' default: Kafka's ServerTopicConfigSynonyms). The one map
+# of these names: the topic config, the broker's properties and DescribeConfigs all read it.
+LOG_SETTINGS: tuple[tuple[str, str | None, str], ...] = (
+    ("segment_bytes", "segment.bytes", "log.segment.bytes"),
+    ("segment_ms", "segment.ms", "log.roll.ms"),
+    ("retention_ms", "retention.ms", "log.retention.ms"),
+    ("retention_bytes", "retention.bytes", "log.retention.bytes"),
+    ("index_interval_bytes", "index.interval.bytes", "log.index.interval.bytes"),
+    ("max_index_bytes", "segment.index.bytes", "log.index.size.max.bytes"),
+    ("flush_interval_messages", "flush.messages", "log.flush.interval.messages"),
+    ("flush_interval_ms", "flush.ms", "log.flush.interval.ms"),
+    ("max_message_bytes", "max.message.bytes", "message.max.bytes"),
+    ("file_delete_delay_ms", "file.delete.delay.ms", "log.segment.delete.delay.ms"),
+    ("consumers_see_unflushed", "consumers.see.unflushed", "log.consumers.see.unflushed"),  # ferry's own
+    ("producer_id_expiration_ms", None, "producer.id.expiration.ms"),
+    ("log_append_time", "message.timestamp.type", "log.message.timestamp.type"),
+    ("compression", "compression.type", "compression.type"),
+    ("compression_gzip_level", "compression.gzip.level", "compression.gzip.level"),
+    ("compression_lz4_level", "compression.lz4.level", "compression.lz4.level"),
+    ("compression_zstd_level", "compression.zstd.level", "compression.zstd.level"),
+    ("min_insync_replicas", "min.insync.replicas", "min.insync.replicas"),
+    ("unclean_leader_election_enable", "unclean.leader.election.enable", "unclean.leader.election.enable"),
+)
 # Kafka topic-config name -> LogConfig attribute.
-TOPIC_CONFIG_NAMES: dict[str, str] = {
-    "segment.bytes": "segment_bytes",
-    "segment.ms": "segment_ms",
-    "retention.ms": "retention_ms",
-    "retention.bytes": "retention_bytes",
-    "index.interval.bytes": "index_interval_bytes",
-    "segment.index.bytes": "max_index_bytes",
-    "flush.messages": "flush_interval_messages",
-    "flush.ms": "flush_interval_ms",
-    "max.message.bytes": "max_message_bytes",
-    "file.delete.delay.ms": "file_delete_delay_ms",
-    "consumers.see.unflushed": "consumers_see_unflushed",  # ferry's own
-    "message.timestamp.type": "log_append_time",
-    "compression.type": "compression",
-    "compression.gzip.level": "compression_gzip_level",
-    "compression.lz4.level": "compression_lz4_level",
-    "compression.zstd.level": "compression_zstd_level",
-    "min.insync.replicas": "min_insync_replicas",
-    "unclean.leader.election.enable": "unclean_leader_election_enable",
-}
-_BOOL_ATTRS = frozenset({"consumers_see_unflushed", "unclean_leader_election_enable"})
+TOPIC_CONFIG_NAMES: dict[str, str] = {topic: attr for attr, topic, _ in LOG_SETTINGS if topic is not None}
+# Kafka broker-config key -> LogConfig attribute.
+BROKER_CONFIG_NAMES: dict[str, str] = {broker: attr for attr, _, broker in LOG_SETTINGS}
+BOOL_SETTINGS = frozenset({"consumers_see_unflushed", "unclean_leader_election_enable"})
 
 TIMESTAMP_TYPES = {"CreateTime": False, "LogAppendTime": True}
 
@@ -134,8 +125,26 @@ def parse_timestamp_type(name: str, text: str) -> bool:
     if value is None:
         raise ValueError(f"{name}: expected CreateTime or LogAppendTime, got {text!r}")
     return value
-_ATTR_TO_NAME = {attr: name for name, attr in TOPIC_CONFIG_NAMES.items()}
-_ATTR_TO_NAME["producer_id_expiration_ms"] = "producer.id.expiration.ms"  # a broker setting, not per topic
+
+
+def parse_setting(attr: str, name: str, raw: str) -> int | bool:
+    """The value of LogConfig attribute ``attr`` from its config string; ValueError naming the setting ``name``."""
+    text = raw.strip()
+    if attr in BOOL_SETTINGS:
+        if text.lower() not in ("true", "false"):
+            raise ValueError(f"{name}: expected true or false, got {raw!r}")
+        return text.lower() == "true"
+    if attr == "log_append_time":
+        return parse_timestamp_type(name, text)
+    if attr == "compression":
+        return parse_compression_type(name, text)
+    try:
+        return int(text)
+    except ValueError:
+        raise ValueError(f"{name}: expected an integer, got {raw!r}") from None
+
+
+_ATTR_TO_NAME = {attr: topic or broker for attr, topic, broker in LOG_SETTINGS}  # the name errors quote
 
 # attribute -> (minimum, maximum or None)
 _BOUNDS: dict[str, tuple[int, int | None]] = {

@@ -1,27 +1,23 @@
-"""This broker's ephemeral registration under /brokers/ids, kept across session expiries."""
+"""This broker's ephemeral registration under /brokers/ids, kept across session expiries.
+
+The *session keeper* thread re-creates the node after a session expiry (kazoo reports LOST, then
+reconnects with a new session whose ephemerals are empty) or when someone deletes it.
+"""
 
 from __future__ import annotations
 
 import logging
 import threading
 import time
-from typing import Any
 
-from kazoo.exceptions import (
-    BadVersionError,
-    NodeExistsError,
-    NoNodeError,
-)
-from kazoo.protocol.states import EventType
+from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
+from kazoo.protocol.states import EventType, WatchedEvent
 
-from ferry.zk.errors import (
-    BrokerIdConflictError,
-)
+from ferry.zk.errors import BrokerIdConflictError
 from ferry.zk.kazoo_client import TRANSIENT_ERRORS as _TRANSIENT
-from ferry.zk.znodes import (
-    BrokerInfo,
-    broker_path,
-)
+from ferry.zk.registry_session import RegistrySession
+from ferry.zk.wakeable_thread import WakeableThread
+from ferry.zk.znodes import BrokerInfo, broker_path
 
 log = logging.getLogger("ferry.zk.cluster_registry")  # one logger for the registry's parts
 
@@ -33,12 +29,34 @@ def _describe_node(broker_id: int, data: bytes) -> str:
         return "unreadable registration"
 
 
-
 class BrokerRegistration:
-    """This broker's ephemeral registration under /brokers/ids, kept across session expiries (a part of ClusterRegistry)."""
+    """Owns this broker's registration and the keeper thread that re-creates its node."""
 
-    # ----------------------------------------------------------------- brokers
-    def register_broker(
+    def __init__(self, session: RegistrySession) -> None:
+        self._session = session
+        self._registration: BrokerInfo | None = None
+        self._lock = threading.Lock()
+        self._keeper = WakeableThread("zk-session-keeper")
+
+    @property
+    def registration(self) -> BrokerInfo | None:
+        return self._registration
+
+    def start(self) -> None:
+        self._keeper.start(self._keep_session)
+
+    def stop(self, timeout: float) -> None:
+        """Forget the registration and end the keeper (closing the session then deletes the node)."""
+        self._keeper.request_stop()  # first: a keeper waiting out a stale node gives up and frees the lock
+        with self._lock:
+            self._registration = None
+        self._keeper.stop(timeout)
+
+    def wake(self) -> None:
+        """A new connection: check the node (never blocks; called on kazoo's thread)."""
+        self._keeper.wake()
+
+    def register(
         self, broker_id: int, host: str, port: int, datacenter: str = "", wait_for_stale: float | None = None
     ) -> BrokerInfo:
         """Create the ephemeral ``/brokers/ids/<id>``; it is re-created after a session expiry.
@@ -54,50 +72,36 @@ class BrokerRegistration:
         if not host:
             raise ValueError("broker host must not be empty")
         info = BrokerInfo(id=broker_id, host=host, port=port, datacenter=datacenter or "")
-        wait = self.timeout + 2.0 if wait_for_stale is None else wait_for_stale
-        with self._reg_lock:
-            self._create_broker_node(info, wait)
+        wait = self._session.timeout + 2.0 if wait_for_stale is None else wait_for_stale
+        with self._lock:
+            self._create_node(info, wait)
             self._registration = info
-        log.info("registered broker %d at %s (datacenter %r) in %s", broker_id, info.address, datacenter, self.zk)
+        log.info("registered broker %d at %s (datacenter %r) in %s", broker_id, info.address, datacenter,
+                 self._session.zk)
         return info
 
-    def unregister_broker(self) -> None:
+    def unregister(self) -> None:
         """Delete this broker's node (a clean shutdown says so before closing the session)."""
-        with self._reg_lock:
+        with self._lock:
             info, self._registration = self._registration, None
             if info is None:
                 return
-            if not self.client.connected:
+            client = self._session.client
+            if not client.connected:
                 # A request would wait for a connection that may never come (ZooKeeper down): the node
                 # is ephemeral, so ZooKeeper removes it when the session expires.
                 log.warning("not connected to ZooKeeper: broker %d's registration goes when its session expires",
                             info.id)
                 return
             try:
-                _, stat = self.client.get(broker_path(info.id))
-                if stat.ephemeralOwner == self.client.client_id[0]:
-                    self.client.delete(broker_path(info.id), version=stat.version)
+                _, stat = client.get(broker_path(info.id))
+                if stat.ephemeralOwner == client.client_id[0]:
+                    client.delete(broker_path(info.id), version=stat.version)
             except (NoNodeError, BadVersionError):
                 pass
 
-    def brokers(self) -> dict[int, BrokerInfo]:
-        """The live brokers, by id."""
-        return self.client.retry(self._read_brokers, None)
-
-    def broker(self, broker_id: int) -> BrokerInfo | None:
-        try:
-            data, _ = self.client.get(broker_path(broker_id))
-        except NoNodeError:
-            return None
-        return BrokerInfo.decode(broker_id, data)
-
-    @property
-    def registration(self) -> BrokerInfo | None:
-        return self._registration
-
-    # ----------------------------------------------------------------- internals
-    def _create_broker_node(self, info: BrokerInfo, wait_for_stale: float) -> None:
-        client = self.client
+    def _create_node(self, info: BrokerInfo, wait_for_stale: float) -> None:
+        client = self._session.client
         path = broker_path(info.id)
         data = info.encode()
         deadline = time.monotonic() + wait_for_stale
@@ -117,7 +121,7 @@ class BrokerRegistration:
                     client.set(path, data)
                 break
             remaining = deadline - time.monotonic()
-            if remaining <= 0 or self._stopping.is_set():
+            if remaining <= 0 or self._keeper.stopping:
                 holder = _describe_node(info.id, old)
                 raise BrokerIdConflictError(
                     f"broker id {info.id} is already registered by another live ZooKeeper session ({holder}); "
@@ -129,31 +133,25 @@ class BrokerRegistration:
         # One-shot watch on our own node: a deletion (or change) wakes the keeper to check it.
         client.exists(path, watch=self._on_own_node_event)
 
-    def _on_own_node_event(self, event: Any) -> None:
-        if event.type in (EventType.DELETED, EventType.CHANGED) and not self._stopping.is_set():
-            self._keeper_wake.set()
+    def _on_own_node_event(self, event: WatchedEvent) -> None:
+        if event.type in (EventType.DELETED, EventType.CHANGED) and not self._keeper.stopping:
+            self._keeper.wake()
 
     def _keep_session(self) -> None:
-        while not self._stopping.is_set():
-            if not self._keeper_wake.wait(timeout=1.0):
-                continue
-            self._keeper_wake.clear()
-            if self._stopping.is_set():
-                break
-            with self._reg_lock:
+        while self._keeper.next_round():
+            with self._lock:
                 info = self._registration
                 if info is None:
                     continue
                 try:
-                    self._session_lost = False
-                    self._create_broker_node(info, wait_for_stale=self.timeout + 2.0)
+                    self._create_node(info, wait_for_stale=self._session.timeout + 2.0)
                 except _TRANSIENT:
-                    self._keeper_wake.set()  # retry when connected again
+                    self._keeper.wake()  # retry when connected again
                 except BrokerIdConflictError as exc:
                     log.error("%s; will keep trying", exc)
-                    self._keeper_wake.set()
+                    self._keeper.wake()
                 except Exception:
                     log.exception("re-registering broker %d failed; will retry", info.id)
-                    self._keeper_wake.set()
-            if self._keeper_wake.is_set():
-                self._stopping.wait(0.5)
+                    self._keeper.wake()
+            if self._keeper.woken:
+                self._keeper.pause(0.5)

@@ -1,108 +1,62 @@
 """ClusterRegistry: one cluster's brokers and topics in ZooKeeper (paper section 3.3).
 
 A broker registers itself as an ephemeral znode, so the registry always shows who is alive; topics
-are persistent znodes holding their partition → broker assignment. The registry owns one kazoo
-session. Two background threads keep it honest:
-
-* the *session keeper* re-creates the broker's ephemeral node after a session expiry (kazoo reports
-  LOST, then reconnects with a new session whose ephemerals are empty) or if someone deletes it.
-  kazoo forbids blocking calls inside its state listener, so the listener only sets an event.
-* the *notifier* re-reads the watched subtree whenever a one-shot ZooKeeper watch fires (re-arming
-  the watches in the same reads) and hands callbacks the full, current map. Callbacks run on this
-  thread, never on kazoo's, so they may call back into the registry.
+are persistent znodes holding their partition → broker assignment. The registry is a coordinator over
+its parts, each owning its state: the kazoo session (RegistrySession), topic administration
+(TopicAdmin), this broker's registration and the thread that keeps it across session expiries
+(BrokerRegistration), and the watchers' notifier thread (RegistryNotifier).
 """
 
 from __future__ import annotations
 
-import logging
-import threading
-
-from kazoo.client import KazooClient, KazooState
+from kazoo.client import KazooClient
+from kazoo.exceptions import NoNodeError
 
 from ferry.zk.broker_registration import BrokerRegistration
-from ferry.zk.errors import (
-    RegistryNotStartedError,
-)
-from ferry.zk.kazoo_client import connect
-from ferry.zk.registry_notifier import BrokersCallback, RegistryNotifier, TopicsCallback  # noqa: F401
-from ferry.zk.topic_admin import MAX_PARTITIONS, TopicAdmin  # noqa: F401
+from ferry.zk.registry_notifier import BrokersCallback, RegistryNotifier, TopicsCallback
+from ferry.zk.registry_reads import live_brokers
+from ferry.zk.registry_session import RegistrySession
+from ferry.zk.topic_admin import TopicAdmin
 from ferry.zk.zk_connect import ZkConnect
-from ferry.zk.znodes import (
-    BROKER_IDS_PATH,
-    BROKER_TOPICS_PATH,
-    BrokerInfo,
-)
-
-log = logging.getLogger(__name__)
+from ferry.zk.znodes import BrokerInfo, PartitionState, TopicInfo, broker_path
 
 
-
-
-class ClusterRegistry(TopicAdmin, RegistryNotifier, BrokerRegistration):
+class ClusterRegistry:
     """Brokers and topics of the cluster rooted at ``zk_connect``'s chroot."""
 
     def __init__(self, zk_connect: str | ZkConnect, timeout: float = 10.0, create: bool = True) -> None:
-        self.zk = ZkConnect.parse(zk_connect) if isinstance(zk_connect, str) else zk_connect
-        self.timeout = timeout  # connect timeout and ZooKeeper session timeout, seconds
-        self.create = create  # False: a read-only look (a missing chroot is an error; nothing is created)
-        self._client: KazooClient | None = None
-        self._stopping = threading.Event()
-        self._registration: BrokerInfo | None = None
-        self._reg_lock = threading.Lock()
-        self._session_lost = False
-        self._keeper_wake = threading.Event()
-        self._keeper: threading.Thread | None = None
-        # watches
-        self._notify_wake = threading.Event()
-        self._notifier: threading.Thread | None = None
-        self._watch_lock = threading.Lock()
-        self._topic_callbacks: list[TopicsCallback] = []
-        self._broker_callbacks: list[BrokersCallback] = []
-        self._new_topic_callbacks: list[TopicsCallback] = []
-        self._new_broker_callbacks: list[BrokersCallback] = []
-        self._topics_dirty = True
-        self._brokers_dirty = True
+        zk = ZkConnect.parse(zk_connect) if isinstance(zk_connect, str) else zk_connect
+        self.session = RegistrySession(zk, timeout, create)
+        self.topic_admin = TopicAdmin(self.session)
+        self.broker_registration = BrokerRegistration(self.session)
+        self.notifier = RegistryNotifier(self.session)
+        self.session.on_connected(self.broker_registration.wake)
+        self.session.on_connected(self.notifier.mark_all_dirty)
+
+    @property
+    def zk(self) -> ZkConnect:
+        return self.session.zk
+
+    @property
+    def timeout(self) -> float:
+        """Connect timeout and ZooKeeper session timeout, seconds."""
+        return self.session.timeout
 
     # ----------------------------------------------------------------- lifecycle
     def start(self) -> ClusterRegistry:
-        if self._client is not None:
+        if self.session.started:
             return self
-        self._stopping.clear()
-        client = connect(self.zk, timeout=self.timeout, create_chroot=self.create)
-        try:
-            if self.create:
-                client.ensure_path(BROKER_IDS_PATH)
-                client.ensure_path(BROKER_TOPICS_PATH)
-        except Exception:
-            client.stop()
-            client.close()
-            raise
-        client.add_listener(self._on_state)
-        self._client = client
-        self._keeper = threading.Thread(target=self._keep_session, name="zk-session-keeper", daemon=True)
-        self._keeper.start()
+        self.session.start()
+        self.broker_registration.start()
         return self
 
     def stop(self) -> None:
         """Close the session: ZooKeeper deletes this broker's ephemeral node at once."""
-        client = self._client
-        if client is None:
+        if not self.session.started:
             return
-        self._stopping.set()
-        with self._reg_lock:
-            self._registration = None
-        self._keeper_wake.set()
-        self._notify_wake.set()
-        for thread in (self._keeper, self._notifier):
-            if thread is not None and thread is not threading.current_thread():
-                thread.join(timeout=self.timeout + 5)
-        self._keeper = self._notifier = None
-        client.remove_listener(self._on_state)
-        try:
-            client.stop()
-        finally:
-            client.close()
-            self._client = None
+        self.broker_registration.stop(timeout=self.timeout + 5)
+        self.notifier.stop(timeout=self.timeout + 5)
+        self.session.stop()
 
     def __enter__(self) -> ClusterRegistry:
         return self.start()
@@ -113,41 +67,68 @@ class ClusterRegistry(TopicAdmin, RegistryNotifier, BrokerRegistration):
     @property
     def connected(self) -> bool:
         """True while the session's connection to ZooKeeper is up."""
-        return self._client is not None and self._client.connected
+        return self.session.connected
 
     @property
     def client(self) -> KazooClient:
         """The registry's kazoo client (rooted at the cluster chroot) for components keeping their own znodes."""
-        if self._client is None:
-            raise RegistryNotStartedError("ClusterRegistry is not started (call start() first)")
-        return self._client
+        return self.session.client
 
-    def _on_state(self, state: str) -> None:
-        # Runs on kazoo's connection thread: no blocking calls here.
-        if state == KazooState.LOST:
-            self._session_lost = True
-            log.warning("ZooKeeper session to %s lost", self.zk)
-        elif state == KazooState.CONNECTED:
-            if self._session_lost:
-                log.info("ZooKeeper session to %s re-established", self.zk)
-            self._keeper_wake.set()
-            self._topics_dirty = self._brokers_dirty = True
-            self._notify_wake.set()
+    # ----------------------------------------------------------------- topics (TopicAdmin)
+    def create_topic(
+        self, name: str, partitions: int, config: dict[str, str] | None = None, replication_factor: int = 1
+    ) -> TopicInfo:
+        return self.topic_admin.create_topic(name, partitions, config, replication_factor)
 
+    def create_topic_with_assignment(
+        self, name: str, assignment: dict[int, list[int] | tuple[int, ...]], config: dict[str, str] | None = None
+    ) -> TopicInfo:
+        return self.topic_admin.create_topic_with_assignment(name, assignment, config)
 
+    def add_partitions(self, name: str, total: int) -> TopicInfo:
+        return self.topic_admin.add_partitions(name, total)
 
+    def delete_topic(self, name: str) -> None:
+        self.topic_admin.delete_topic(name)
 
+    def topic(self, name: str) -> TopicInfo | None:
+        return self.topic_admin.topic(name)
 
+    def topics(self) -> dict[str, TopicInfo]:
+        return self.topic_admin.topics()
 
+    def partition_states(self, name: str) -> dict[int, PartitionState]:
+        return self.topic_admin.partition_states(name)
 
+    # ----------------------------------------------------------------- watches (RegistryNotifier)
+    def watch_topics(self, callback: TopicsCallback) -> None:
+        """Call ``callback(all topics)`` now and after every change (topic created, grown or deleted)."""
+        self.notifier.watch_topics(callback)
 
+    def watch_brokers(self, callback: BrokersCallback) -> None:
+        """Call ``callback(all live brokers)`` now and after every broker joins, leaves or re-registers."""
+        self.notifier.watch_brokers(callback)
 
+    # ----------------------------------------------------------------- brokers (BrokerRegistration)
+    def register_broker(
+        self, broker_id: int, host: str, port: int, datacenter: str = "", wait_for_stale: float | None = None
+    ) -> BrokerInfo:
+        return self.broker_registration.register(broker_id, host, port, datacenter, wait_for_stale)
 
+    def unregister_broker(self) -> None:
+        self.broker_registration.unregister()
 
+    @property
+    def registration(self) -> BrokerInfo | None:
+        return self.broker_registration.registration
 
+    def brokers(self) -> dict[int, BrokerInfo]:
+        """The live brokers, by id."""
+        return live_brokers(self.session.client)
 
-def _describe_node(broker_id: int, data: bytes) -> str:
-    try:
-        return BrokerInfo.decode(broker_id, data).address
-    except ValueError:
-        return "unreadable registration"
+    def broker(self, broker_id: int) -> BrokerInfo | None:
+        try:
+            data, _ = self.client.get(broker_path(broker_id))
+        except NoNodeError:
+            return None
+        return BrokerInfo.decode(broker_id, data)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from ferry.wire.protocol.errors import ErrorCode, KafkaResponseError
+
 
 class RegistryError(Exception):
     """Base class of the cluster-registry errors."""
@@ -27,8 +29,15 @@ class TopicExistsError(RegistryError):
     """create_topic on a name that is already taken."""
 
 
-class UnknownTopicError(RegistryError, KeyError):
-    """An operation on a topic that does not exist."""
+class UnknownTopicError(RegistryError, KafkaResponseError, KeyError):
+    """A topic (or partition) that does not exist: the registry has none by that name, or a broker answered
+    UNKNOWN_TOPIC_OR_PARTITION. One class for both, so a caller catches it whoever found out."""
+
+    CODE = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+
+    def __init__(self, what: str, code: int = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION) -> None:
+        KafkaResponseError.__init__(self, code, what)
+        self.args = (what,)  # the message says it already: no code suffix
 
     def __str__(self) -> str:  # KeyError would quote the message
         return str(self.args[0]) if self.args else ""

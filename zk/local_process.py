@@ -55,7 +55,8 @@ class ManagedProcess:
         self.log_file = log_file
         self.proc: subprocess.Popen | None = None
 
-    def _spawn(self, argv: list[str], env: dict[str, str] | None = None) -> None:
+    def spawn(self, argv: list[str], env: dict[str, str] | None = None) -> None:
+        """Start ``argv`` in its own session, stdout and stderr appended to the log file."""
         self.log_file.parent.mkdir(parents=True, exist_ok=True)
         out = open(self.log_file, "ab")  # noqa: SIM115 - kept open for the child's lifetime
         try:
@@ -63,6 +64,8 @@ class ManagedProcess:
                                          env=env, start_new_session=True)
         finally:
             out.close()
+
+    _spawn = spawn  # the name callers used before spawn() was public
 
     @property
     def running(self) -> bool:

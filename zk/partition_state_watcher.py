@@ -15,10 +15,11 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterable
-from typing import Any
 
+from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
-from kazoo.protocol.states import EventType, KazooState
+from kazoo.interfaces import IAsyncResult
+from kazoo.protocol.states import EventType, KazooState, WatchedEvent, ZnodeStat
 
 from ferry.zk.znodes import PartitionState, partition_state_path
 
@@ -31,13 +32,15 @@ READ_TIMEOUT_S = 60.0  # one bulk read's answers (a session lost meanwhile re-re
 
 
 class PartitionStateWatcher:
-    def __init__(self, client_getter: Callable[[], Any]) -> None:
+    """Keeps the watched partitions' states (``states``, ``missing``) and tells listeners of every change."""
+
+    def __init__(self, client_getter: Callable[[], KazooClient]) -> None:
         self._client_getter = client_getter
         self._listeners: list[StateListener] = []
         self._watched: set[TopicPartition] = set()
         self._paths: dict[str, TopicPartition] = {}
         self._lock = threading.Lock()
-        self._session_client: Any = None
+        self._session_client: KazooClient | None = None
         self._session_lost = False
         self.states: dict[TopicPartition, tuple[PartitionState, int]] = {}
         self.missing: set[TopicPartition] = set()  # watched and read, but without a state znode
@@ -105,7 +108,7 @@ class PartitionStateWatcher:
                 self.missing.discard(tp)
 
     # ------------------------------------------------------------------ reads
-    def _read_all(self, client: Any, tps: list[TopicPartition]) -> None:
+    def _read_all(self, client: KazooClient, tps: list[TopicPartition]) -> None:
         """Send every read, then take the answers in order (they arrive in order on one session). Reads lost
         with the connection are sent again once it is back (bounded), as kazoo's retry would."""
         deadline = time.monotonic() + READ_TIMEOUT_S
@@ -138,7 +141,7 @@ class PartitionStateWatcher:
         client = self._client_getter()
         result = client.get_async(partition_state_path(*tp), watch=self._on_event)
 
-        def done(res: Any) -> None:
+        def done(res: IAsyncResult) -> None:
             try:
                 data, stat = res.get_nowait()
             except NoNodeError:
@@ -151,12 +154,12 @@ class PartitionStateWatcher:
 
         result.rawlink(done)
 
-    def _watch_missing(self, client: Any, tp: TopicPartition) -> None:
+    def _watch_missing(self, client: KazooClient, tp: TopicPartition) -> None:
         """The znode is missing: forget its state, and watch for its creation."""
         self._deliver(tp, None, None)
         result = client.exists_async(partition_state_path(*tp), watch=self._on_event)
 
-        def done(res: Any) -> None:
+        def done(res: IAsyncResult) -> None:
             try:
                 if res.get_nowait() is not None:  # created between the two reads
                     self._read_one(tp)
@@ -165,7 +168,7 @@ class PartitionStateWatcher:
 
         result.rawlink(done)
 
-    def _on_event(self, event: Any) -> None:
+    def _on_event(self, event: WatchedEvent) -> None:
         if event.type == EventType.NONE or event.path is None:
             return  # the session ended: its watches are gone; _on_session re-reads everything
         tp = self._paths.get(event.path)
@@ -188,7 +191,7 @@ class PartitionStateWatcher:
             self._session_lost = True  # tried again at the next reconnect
 
     # ------------------------------------------------------------------ delivery
-    def _deliver(self, tp: TopicPartition, data: bytes | None, stat: Any) -> None:
+    def _deliver(self, tp: TopicPartition, data: bytes | None, stat: ZnodeStat | None) -> None:
         state: PartitionState | None = None
         version = -1
         if data is not None and stat is not None:

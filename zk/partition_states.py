@@ -10,11 +10,11 @@ version of ``/controller_epoch`` in the same ZooKeeper transaction, so a control
 from __future__ import annotations
 
 import logging
-from typing import Any
+from collections.abc import Callable
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, RolledBackError
-from kazoo.protocol.states import ZnodeStat
+from kazoo.protocol.states import WatchedEvent, ZnodeStat
 
 from ferry.zk.znodes import PartitionState, partition_state_path, topic_path
 
@@ -23,7 +23,7 @@ log = logging.getLogger(__name__)
 TopicPartition = tuple[str, int]
 
 
-def read_state(client: KazooClient, topic: str, partition: int, watch: Any = None
+def read_state(client: KazooClient, topic: str, partition: int, watch: Callable[[WatchedEvent], None] | None = None
                ) -> tuple[PartitionState, int] | None:
     """(state, znode version) of one partition; None when it has no state znode (yet)."""
     try:
@@ -107,7 +107,7 @@ def update_many_as_controller(client: KazooClient, updates: list[tuple[TopicPart
     return still_controller, out
 
 
-def _outcome(results: list[Any]) -> tuple[bool, int | None]:
+def _outcome(results: list[ZnodeStat | str | bool | Exception]) -> tuple[bool, int | None]:
     """(still controller, new version or None) from a controller write's transaction results."""
     epoch_result, write_result = results[0], results[-1]
     if isinstance(epoch_result, Exception) and not isinstance(epoch_result, RolledBackError):

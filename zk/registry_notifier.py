@@ -1,46 +1,35 @@
-"""Watches on brokers and topics, delivered as whole snapshots by one notifier thread (ZooKeeper's watch threads must not block)."""
+"""Watches on brokers and topics, delivered as whole snapshots by one notifier thread.
+
+ZooKeeper's watches are one-shot and fire on kazoo's thread, which must not block: a watch only marks
+its subtree dirty and wakes the notifier, which re-reads the subtree (re-arming the watches in the same
+reads) and hands callbacks the full, current map. Callbacks run on the notifier's thread, so they may call
+back into the registry.
+"""
 
 from __future__ import annotations
 
 import logging
 import threading
 from collections.abc import Callable
-from typing import Any
+from typing import Generic, TypeVar
 
 from kazoo.client import KazooClient
-from kazoo.exceptions import (
-    NoNodeError,
-)
+from kazoo.protocol.states import WatchedEvent
 
 from ferry.zk.kazoo_client import TRANSIENT_ERRORS as _TRANSIENT
-from ferry.zk.znodes import (
-    BROKER_IDS_PATH,
-    BROKER_TOPICS_PATH,
-    BrokerInfo,
-    TopicInfo,
-    broker_path,
-    topic_path,
-)
+from ferry.zk.registry_reads import Watch, read_brokers, read_topics
+from ferry.zk.registry_session import RegistrySession
+from ferry.zk.wakeable_thread import WakeableThread
+from ferry.zk.znodes import BrokerInfo, TopicInfo
 
 log = logging.getLogger("ferry.zk.cluster_registry")  # one logger for the registry's parts
-TopicsCallback = Callable[[dict[str, TopicInfo]], Any]
-BrokersCallback = Callable[[dict[int, BrokerInfo]], Any]
+TopicsCallback = Callable[[dict[str, TopicInfo]], object]
+BrokersCallback = Callable[[dict[int, BrokerInfo]], object]
+_K = TypeVar("_K")
+_V = TypeVar("_V")
 
 
-def read_children(client: KazooClient, path: str, watch: Callable[[Any], None] | None) -> list[str]:
-    """Children of ``path``; a missing path (a read-only registry of an empty cluster) has none.
-
-    With a watch, a missing path gets an exists-watch so that its creation is noticed too.
-    """
-    try:
-        return client.get_children(path, watch=watch)
-    except NoNodeError:
-        if watch is not None and client.exists(path, watch=watch) is not None:
-            return client.get_children(path, watch=watch)
-        return []
-
-
-def _deliver(callbacks: list[Callable[[Any], Any]], snapshot: dict) -> None:
+def _deliver(callbacks: list[Callable[[dict[_K, _V]], object]], snapshot: dict[_K, _V]) -> None:
     for cb in callbacks:
         try:
             cb(dict(snapshot))
@@ -48,116 +37,109 @@ def _deliver(callbacks: list[Callable[[Any], Any]], snapshot: dict) -> None:
             log.exception("registry watch callback %r failed", cb)
 
 
+class WatchedSubtree(Generic[_K, _V]):
+    """One watched subtree (the brokers or the topics): its callbacks, whether it changed, the last snapshot."""
+
+    def __init__(self, read: Callable[[KazooClient, Watch | None], dict[_K, _V]], wake: Callable[[], None]) -> None:
+        self._read = read
+        self._wake = wake
+        self._lock = threading.Lock()
+        self._callbacks: list[Callable[[dict[_K, _V]], object]] = []
+        self._new: list[Callable[[dict[_K, _V]], object]] = []  # not called yet: they get a first snapshot
+        self.dirty = True
+        self._last: dict[_K, _V] | None = None
+
+    def add(self, callback: Callable[[dict[_K, _V]], object]) -> None:
+        with self._lock:
+            self._new.append(callback)
+
+    def mark_dirty(self, _event: WatchedEvent | None = None) -> None:
+        """A watch fired (kazoo's thread) or the session is new: read again at the next round."""
+        self.dirty = True
+        self._wake()
+
+    def forget_snapshot(self) -> None:
+        """A new notifier thread starts from nothing: every callback gets the next snapshot."""
+        self._last = None
+
+    def take_new(self) -> tuple[list[Callable[[dict[_K, _V]], object]], list[Callable[[dict[_K, _V]], object]]]:
+        """(the callbacks added since the last round, every callback), the new ones joining the others."""
+        with self._lock:
+            new, self._new = self._new, []
+            self._callbacks.extend(new)
+            return new, list(self._callbacks)
+
+    def put_back(self, new: list[Callable[[dict[_K, _V]], object]]) -> None:
+        """A round failed before ``new`` got their first snapshot: they get it at the next one."""
+        self.dirty = True
+        with self._lock:
+            for cb in new:
+                self._callbacks.remove(cb)
+            self._new[:0] = new
+
+    def refresh(self, client: KazooClient, new: list[Callable[[dict[_K, _V]], object]],
+                every: list[Callable[[dict[_K, _V]], object]]) -> None:
+        """Read the subtree if it changed (re-arming its watches) and tell whoever has not seen it."""
+        if every and (self.dirty or self._last is None):
+            self.dirty = False
+            current = self._read(client, self.mark_dirty)
+            targets = every if current != self._last else new
+            self._last = current
+            _deliver(targets, current)
+        elif new and self._last is not None:
+            _deliver(new, self._last)
+
 
 class RegistryNotifier:
-    """Watches on brokers and topics, delivered as whole snapshots by one notifier thread (ZooKeeper's watch threads must not block) (a part of ClusterRegistry)."""
+    """Owns the brokers' and topics' watched subtrees and the notifier thread that serves their callbacks."""
 
-    # ----------------------------------------------------------------- watches
+    def __init__(self, session: RegistrySession) -> None:
+        self._session = session
+        self._thread = WakeableThread("zk-notifier")
+        self._brokers: WatchedSubtree[int, BrokerInfo] = WatchedSubtree(read_brokers, self._thread.wake)
+        self._topics: WatchedSubtree[str, TopicInfo] = WatchedSubtree(read_topics, self._thread.wake)
+
     def watch_topics(self, callback: TopicsCallback) -> None:
         """Call ``callback(all topics)`` now and after every change (topic created, grown or deleted)."""
-        with self._watch_lock:
-            self._new_topic_callbacks.append(callback)
-        self._ensure_notifier()
+        self._topics.add(callback)
+        self._ensure_thread()
 
     def watch_brokers(self, callback: BrokersCallback) -> None:
         """Call ``callback(all live brokers)`` now and after every broker joins, leaves or re-registers."""
-        with self._watch_lock:
-            self._new_broker_callbacks.append(callback)
-        self._ensure_notifier()
+        self._brokers.add(callback)
+        self._ensure_thread()
 
-    def _ensure_notifier(self) -> None:
-        self.client  # noqa: B018 - raises when not started
-        with self._watch_lock:
-            if self._notifier is None:
-                self._notifier = threading.Thread(target=self._notify_loop, name="zk-notifier", daemon=True)
-                self._notifier.start()
-        self._notify_wake.set()
+    def stop(self, timeout: float) -> None:
+        self._thread.stop(timeout)
 
-    def _mark_topics_dirty(self, _event: Any = None) -> None:
-        self._topics_dirty = True
-        self._notify_wake.set()
+    def mark_all_dirty(self) -> None:
+        """A new connection: the watches may have been lost, read everything again (never blocks)."""
+        self._brokers.dirty = self._topics.dirty = True
+        self._thread.wake()
 
-    def _mark_brokers_dirty(self, _event: Any = None) -> None:
-        self._brokers_dirty = True
-        self._notify_wake.set()
+    def _ensure_thread(self) -> None:
+        self._session.client  # noqa: B018 - raises when not started
+        self._thread.start(self._loop)
 
-    def _notify_loop(self) -> None:
-        last_topics: dict[str, TopicInfo] | None = None
-        last_brokers: dict[int, BrokerInfo] | None = None
-        while not self._stopping.is_set():
-            if not self._notify_wake.wait(timeout=1.0):
-                continue
-            self._notify_wake.clear()
-            if self._stopping.is_set():
-                break
-            with self._watch_lock:
-                new_t, self._new_topic_callbacks = self._new_topic_callbacks, []
-                new_b, self._new_broker_callbacks = self._new_broker_callbacks, []
-                self._topic_callbacks.extend(new_t)
-                self._broker_callbacks.extend(new_b)
-                topic_cbs, broker_cbs = list(self._topic_callbacks), list(self._broker_callbacks)
+    def _loop(self) -> None:
+        self._brokers.forget_snapshot()
+        self._topics.forget_snapshot()
+        while self._thread.next_round():
+            new_b, every_b = self._brokers.take_new()
+            new_t, every_t = self._topics.take_new()
             try:
+                client = self._session.client
                 # Brokers first: their callbacks are quick, while a topics callback may read thousands of
                 # partition states, and a broker (its controller) must not wait that long to see who is alive.
-                if broker_cbs and (self._brokers_dirty or last_brokers is None):
-                    self._brokers_dirty = False
-                    current_b = self._read_brokers(watch=self._mark_brokers_dirty)
-                    targets_b = broker_cbs if current_b != last_brokers else new_b
-                    last_brokers = current_b
-                    _deliver(targets_b, current_b)
-                elif new_b and last_brokers is not None:
-                    _deliver(new_b, last_brokers)
-                if topic_cbs and (self._topics_dirty or last_topics is None):
-                    self._topics_dirty = False
-                    current = self._read_topics(watch=self._mark_topics_dirty)
-                    targets = topic_cbs if current != last_topics else new_t
-                    last_topics = current
-                    _deliver(targets, current)
-                elif new_t and last_topics is not None:
-                    _deliver(new_t, last_topics)
+                self._brokers.refresh(client, new_b, every_b)
+                self._topics.refresh(client, new_t, every_t)
             except _TRANSIENT:
                 # Reconnect (CONNECTED) marks both dirty and wakes us; new callbacks still need a first call.
-                self._topics_dirty = self._brokers_dirty = True
-                with self._watch_lock:
-                    for cb in new_t:
-                        self._topic_callbacks.remove(cb)
-                    for cb in new_b:
-                        self._broker_callbacks.remove(cb)
-                    self._new_topic_callbacks[:0] = new_t
-                    self._new_broker_callbacks[:0] = new_b
-                self._stopping.wait(0.2)
+                self._brokers.put_back(new_b)
+                self._topics.put_back(new_t)
+                self._thread.pause(0.2)
             except Exception:
                 log.exception("reading the registry for watchers failed; retrying")
-                self._topics_dirty = self._brokers_dirty = True
-                self._stopping.wait(0.5)
-                self._notify_wake.set()
-
-    def _read_topics(self, watch: Callable[[Any], None] | None) -> dict[str, TopicInfo]:
-        client = self.client
-        out: dict[str, TopicInfo] = {}
-        for name in sorted(read_children(client, BROKER_TOPICS_PATH, watch)):
-            try:
-                data, _ = client.get(topic_path(name), watch=watch)
-            except NoNodeError:
-                continue
-            try:
-                out[name] = TopicInfo.decode(name, data)
-            except ValueError as exc:
-                log.warning("ignoring malformed topic znode: %s", exc)
-        return out
-
-    def _read_brokers(self, watch: Callable[[Any], None] | None) -> dict[int, BrokerInfo]:
-        client = self.client
-        out: dict[int, BrokerInfo] = {}
-        for child in read_children(client, BROKER_IDS_PATH, watch):
-            if not child.isdigit():
-                continue
-            try:
-                data, _ = client.get(broker_path(int(child)), watch=watch)
-            except NoNodeError:
-                continue
-            try:
-                out[int(child)] = BrokerInfo.decode(int(child), data)
-            except ValueError as exc:
-                log.warning("ignoring malformed broker znode: %s", exc)
-        return dict(sorted(out.items()))
+                self._brokers.dirty = self._topics.dirty = True
+                self._thread.pause(0.5)
+                self._thread.wake()

@@ -29,7 +29,8 @@ from ferry.zk.errors import (
     TopicExistsError,
     UnknownTopicError,
 )
-from ferry.zk.registry_notifier import read_children
+from ferry.zk.registry_reads import live_brokers, read_children, read_topics
+from ferry.zk.registry_session import RegistrySession
 from ferry.zk.topic_name import colliding_topic, validate_topic_name
 from ferry.zk.znodes import (
     BROKER_TOPICS_PATH,
@@ -71,7 +72,6 @@ def _check_config(config: dict[str, str] | None) -> dict[str, str]:
     return out
 
 
-
 def controller_epoch(client: KazooClient) -> int:
     """The current ``/controller_epoch`` (0 before any controller was elected, or if unreadable)."""
     try:
@@ -102,9 +102,11 @@ def _commit(tx: TransactionRequest, what: str) -> list:
 
 
 class TopicAdmin:
-    """Topic administration in the registry: create, grow, delete and read topics (a part of ClusterRegistry)."""
+    """Creates, grows, deletes and reads topics and their partition states through the registry's session."""
 
-    # ----------------------------------------------------------------- topics
+    def __init__(self, session: RegistrySession) -> None:
+        self._session = session
+
     def create_topic(
         self, name: str, partitions: int, config: dict[str, str] | None = None, replication_factor: int = 1
     ) -> TopicInfo:
@@ -118,7 +120,7 @@ class TopicAdmin:
         check_replication_factor(replication_factor)
         config = _check_config(config)
         self._check_new_name(name)
-        assignment = assign_replicas(name, self.brokers(), 0, partitions, replication_factor)
+        assignment = assign_replicas(name, live_brokers(self._session.client), 0, partitions, replication_factor)
         return self._write_new_topic(name, assignment, config)
 
     def create_topic_with_assignment(
@@ -131,10 +133,11 @@ class TopicAdmin:
         _check_partition_count(len(assignment) if isinstance(assignment, dict) else 0, "partitions")
         config = _check_config(config)
         self._check_new_name(name)
-        return self._write_new_topic(name, check_assignment(name, assignment, self.brokers()), config)
+        checked = check_assignment(name, assignment, live_brokers(self._session.client))
+        return self._write_new_topic(name, checked, config)
 
     def _check_new_name(self, name: str) -> None:
-        existing = read_children(self.client, BROKER_TOPICS_PATH, None)
+        existing = read_children(self._session.client, BROKER_TOPICS_PATH, None)
         if name in existing:
             raise TopicExistsError(f"topic {name!r} already exists")
         other = colliding_topic(name, existing)
@@ -146,7 +149,7 @@ class TopicAdmin:
     def _write_new_topic(self, name: str, assignment: dict[int, tuple[int, ...]], config: dict[str, str]
                          ) -> TopicInfo:
         """The topic znode, ``partitions`` and every partition's initial state, in one transaction."""
-        client = self.client
+        client = self._session.client
         info = TopicInfo.from_assignment(name, assignment, config)
         client.ensure_path(BROKER_TOPICS_PATH)
         epoch = controller_epoch(client)
@@ -168,7 +171,7 @@ class TopicAdmin:
         changes retry), together with the new partitions' states."""
         validate_topic_name(name)
         _check_partition_count(total, "total partitions")
-        client = self.client
+        client = self._session.client
         for _ in range(20):  # compare-and-set against concurrent changes
             try:
                 data, stat = client.get(topic_path(name))
@@ -181,7 +184,7 @@ class TopicAdmin:
                     f"the new total ({total}) must be larger (partitions can only be added)"
                 )
             rf = len(current.replicas[0])
-            added = assign_replicas(name, self.brokers(), current.partition_count,
+            added = assign_replicas(name, live_brokers(client), current.partition_count,
                                     total - current.partition_count, rf)
             info = TopicInfo.from_assignment(name, {**current.replicas, **added}, current.config)
             tx = client.transaction()
@@ -202,7 +205,7 @@ class TopicAdmin:
     def delete_topic(self, name: str) -> None:
         """Remove the topic's znode and its partition states at once (brokers see it through their topic watch)."""
         validate_topic_name(name)
-        client = self.client
+        client = self._session.client
         for _ in range(20):
             paths = _subtree(client, topic_path(name))
             if not paths:
@@ -219,13 +222,14 @@ class TopicAdmin:
 
     def topic(self, name: str) -> TopicInfo | None:
         try:
-            data, _ = self.client.get(topic_path(name))
+            data, _ = self._session.client.get(topic_path(name))
         except NoNodeError:
             return None
         return TopicInfo.decode(name, data)
 
     def topics(self) -> dict[str, TopicInfo]:
-        return self.client.retry(self._read_topics, None)
+        client = self._session.client
+        return client.retry(read_topics, client, None)
 
     def partition_states(self, name: str) -> dict[int, PartitionState]:
         """Every partition's state (leader, leader epoch, ISR); a partition without a readable state znode
@@ -233,12 +237,12 @@ class TopicAdmin:
         info = self.topic(name)
         if info is None:
             raise UnknownTopicError(f"topic {name!r} does not exist")
-        client = self.client
+        client = self._session.client
         pending = {p: client.get_async(partition_state_path(name, p)) for p in sorted(info.partitions)}
         out: dict[int, PartitionState] = {}
         for p, result in pending.items():
             try:
-                data, _ = result.get(timeout=self.timeout)
+                data, _ = result.get(timeout=self._session.timeout)
                 out[p] = PartitionState.decode(data, f"state of {name}-{p}")
             except NoNodeError:
                 out[p] = MISSING_STATE

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import shutil
 import socket
+import subprocess
 import time
 from pathlib import Path
 
@@ -23,8 +24,10 @@ def zookeeper_classpath() -> str:
     return ":".join(j for j in ZOOKEEPER_JARS if os.path.exists(j))
 
 
-class ZooKeeperServer(ManagedProcess):
-    """A standalone ZooKeeper bound to loopback (the AdminServer off, `envi` whitelisted for kazoo)."""
+class ZooKeeperServer:
+    """A standalone ZooKeeper bound to loopback (the AdminServer off, `envi` whitelisted for kazoo).
+
+    Its child process (log file, stop/kill/pause) is a ManagedProcess it holds."""
 
     def __init__(self, port: int | None = None, data_dir: str | Path = "zookeeper", host: str = "127.0.0.1",
                  heap_mb: int = 256, tick_ms: int = 2000) -> None:
@@ -33,7 +36,7 @@ class ZooKeeperServer(ManagedProcess):
         self.data_dir = Path(data_dir).resolve()
         self.heap_mb = heap_mb
         self.tick_ms = tick_ms
-        super().__init__(f"zookeeper:{self.port}", self.data_dir / "zookeeper.out")
+        self.process = ManagedProcess(f"zookeeper:{self.port}", self.data_dir / "zookeeper.out")
 
     @property
     def connect(self) -> str:
@@ -58,11 +61,48 @@ class ZooKeeperServer(ManagedProcess):
                 "-cp", zookeeper_classpath(), "org.apache.zookeeper.server.ZooKeeperServerMain",
                 str(self.write_config())]
 
+    @property
+    def log_file(self) -> Path:
+        return self.process.log_file
+
+    @property
+    def proc(self) -> subprocess.Popen | None:
+        return self.process.proc
+
+    @property
+    def running(self) -> bool:
+        return self.process.running
+
+    @property
+    def pid(self) -> int | None:
+        return self.process.pid
+
     def start(self, timeout: float = 30.0) -> ZooKeeperServer:
-        self._spawn(self.argv())
-        wait_for_port(self.host, self.port, timeout, self.proc, self.log_file)
+        self.process.spawn(self.argv())
+        wait_for_port(self.host, self.port, timeout, self.process.proc, self.log_file)
         self._wait_ruok(timeout)
         return self
+
+    def stop(self, timeout: float = 15.0) -> None:
+        """Graceful stop: SIGTERM, then SIGKILL after ``timeout`` seconds."""
+        self.process.stop(timeout)
+
+    def kill(self) -> None:
+        """SIGKILL: the crash a test wants to survive."""
+        self.process.kill()
+
+    def pause(self) -> None:
+        """SIGSTOP: the server hangs (a network partition seen from outside)."""
+        self.process.pause()
+
+    def resume(self) -> None:
+        self.process.resume()
+
+    def __enter__(self) -> ZooKeeperServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
 
     def _wait_ruok(self, timeout: float) -> None:
         deadline = time.monotonic() + timeout

@@ -11,8 +11,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ferry.wire.log_config import LogConfig, parse_timestamp_type
-from ferry.wire.record.compression import parse_compression_type
+from ferry.wire.log_config import BOOL_SETTINGS, BROKER_CONFIG_NAMES, LogConfig, parse_setting
+from ferry.zk.cli_args import parse_listen
 
 DEFAULT_MAX_REQUEST_BYTES = 100 * 1024 * 1024
 
@@ -173,18 +173,9 @@ class BrokerConfig:
         if p.get("advertised.listeners"):
             adv_host, adv_port = parse_host_port(p["advertised.listeners"], "advertised.listeners")
         log_changes: dict[str, object] = {}
-        for key, attr in LOG_KEYS.items():
+        for key, attr in BROKER_CONFIG_NAMES.items():
             if key in p:
-                if attr in ("consumers_see_unflushed", "unclean_leader_election_enable"):
-                    log_changes[attr] = _parse_bool(key, p[key])
-                elif attr in ("log_append_time", "compression"):
-                    parse = parse_timestamp_type if attr == "log_append_time" else parse_compression_type
-                    try:
-                        log_changes[attr] = parse(key, p[key])
-                    except ValueError as e:
-                        raise ConfigError(str(e)) from None
-                else:
-                    log_changes[attr] = _parse_int(key, p[key])
+                log_changes[attr] = _parse_log_setting(attr, key, p[key])
         if "log.retention.hours" in p and "log.retention.ms" not in p:
             log_changes["retention_ms"] = _parse_int("log.retention.hours", p["log.retention.hours"]) * 3600_000
         try:
@@ -219,28 +210,15 @@ class BrokerConfig:
         )
 
 
-# Kafka broker-config key -> LogConfig attribute.
-LOG_KEYS: dict[str, str] = {
-    "log.segment.bytes": "segment_bytes",
-    "log.roll.ms": "segment_ms",
-    "log.retention.ms": "retention_ms",
-    "log.retention.bytes": "retention_bytes",
-    "log.index.interval.bytes": "index_interval_bytes",
-    "log.index.size.max.bytes": "max_index_bytes",
-    "log.flush.interval.messages": "flush_interval_messages",
-    "log.flush.interval.ms": "flush_interval_ms",
-    "message.max.bytes": "max_message_bytes",
-    "log.segment.delete.delay.ms": "file_delete_delay_ms",
-    "log.consumers.see.unflushed": "consumers_see_unflushed",
-    "producer.id.expiration.ms": "producer_id_expiration_ms",
-    "log.message.timestamp.type": "log_append_time",
-    "compression.type": "compression",
-    "compression.gzip.level": "compression_gzip_level",
-    "compression.lz4.level": "compression_lz4_level",
-    "compression.zstd.level": "compression_zstd_level",
-    "min.insync.replicas": "min_insync_replicas",
-    "unclean.leader.election.enable": "unclean_leader_election_enable",
-}
+def _parse_log_setting(attr: str, key: str, text: str) -> object:
+    """A log setting from the properties (booleans also as 1/0, yes/no, like the broker's other switches)."""
+    if attr in BOOL_SETTINGS:
+        return _parse_bool(key, text)
+    try:
+        return parse_setting(attr, key, text)
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
+
 
 # Kafka broker-config key -> BrokerConfig attribute (replication; integers unless listed in _BOOL_KEYS).
 REPLICATION_KEYS: dict[str, str] = {
@@ -286,7 +264,7 @@ KNOWN_KEYS = {
     "broker.rack", "socket.request.max.bytes", "auto.create.topics.enable", "num.partitions",
     "zookeeper.session.timeout.ms", "log.retention.hours", "log.retention.check.interval.ms",
     "connections.max.idle.ms", "audit.topic.partitions", "replica.truncation", "metrics.port", "metrics.listen",
-    *LOG_KEYS, *REPLICATION_KEYS,
+    *BROKER_CONFIG_NAMES, *REPLICATION_KEYS,
 }
 
 
@@ -362,8 +340,6 @@ def _metrics_listen(p: dict[str, str]) -> dict[str, object]:
     listen = p.get("metrics.listen")
     if not listen:
         return {"metrics_port": _parse_int("metrics.port", p.get("metrics.port", "0"))}
-    from ferry.zk.cli_args import parse_listen
-
     try:
         host, port = parse_listen(listen, "metrics.listen")
     except ValueError as e:

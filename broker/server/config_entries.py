@@ -12,8 +12,8 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 
-from ferry.broker.server.broker_config import LOG_KEYS, REPLICATION_KEYS, BrokerConfig
-from ferry.wire.log_config import TOPIC_CONFIG_NAMES, LogConfig
+from ferry.broker.server.broker_config import REPLICATION_KEYS, BrokerConfig
+from ferry.wire.log_config import BROKER_CONFIG_NAMES, LOG_SETTINGS, TOPIC_CONFIG_NAMES, LogConfig
 from ferry.wire.protocol.describe_configs import (
     SOURCE_DEFAULT,
     SOURCE_STATIC_BROKER,
@@ -22,7 +22,7 @@ from ferry.wire.protocol.describe_configs import (
 )
 from ferry.wire.record.compression import COMPRESSION_NAMES
 
-_BROKER_KEY_OF = {attr: key for key, attr in LOG_KEYS.items()}  # LogConfig attribute -> broker setting
+_BROKER_KEY_OF = {attr: broker for attr, _, broker in LOG_SETTINGS}  # LogConfig attribute -> broker setting
 _LOG_DEFAULTS = LogConfig()
 # Kafka's topic settings that ferry does not implement but clients look for, with the only value ferry has.
 FIXED_TOPIC_SETTINGS = {"cleanup.policy": "delete"}
@@ -84,7 +84,7 @@ def broker_entries(cfg: BrokerConfig, synonyms: bool) -> list[ConfigEntry]:
         ("connections.max.idle.ms", str(cfg.connections_max_idle_ms),
          cfg.connections_max_idle_ms == defaults["connections_max_idle_ms"]),
     ]
-    for key, attr in LOG_KEYS.items():
+    for key, attr in BROKER_CONFIG_NAMES.items():
         value = getattr(cfg.log, attr)
         rows.append((key, render(attr, value), value == getattr(_LOG_DEFAULTS, attr)))
     for key, attr in REPLICATION_KEYS.items():

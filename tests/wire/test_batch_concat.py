@@ -14,6 +14,7 @@ from kafka.record.default_records import DefaultRecordBatchBuilder as KafkaPytho
 
 from ferry.wire.record import batch_concat
 from ferry.wire.record.batch_concat import RecordWalkError, concat_records, count_records
+from ferry.wire.record.errors import CorruptRecordError
 
 BUCKET = 600_000
 T0 = 1_700_000_400_000 - 1_700_000_400_000 % BUCKET + 1_000  # just after a bucket boundary
@@ -209,14 +210,14 @@ def test_the_first_buckets_of_the_epoch_and_back_and_forth(impl: str) -> None:
 
 def test_check_crcs_refuses_a_damaged_source_and_writes_nothing(impl: str) -> None:
     """check_crcs=True: each source's CRC-32C is checked before its records are walked (the mirror's scan leaves
-    uncompressed runs to this); a mismatch raises SourceCrcError with the batch's offset, ``out`` unchanged."""
+    uncompressed runs to this); a mismatch raises CorruptRecordError with the batch's offset, ``out`` unchanged."""
     good, later = build(GOOD), bytearray(build(GOOD, 40))
     later[-3] ^= 0x10
     out = bytearray(b"earlier batches")
-    with pytest.raises(batch_concat.SourceCrcError, match="batch at offset 40: CRC-32C") as raised:
+    with pytest.raises(CorruptRecordError, match="batch at offset 40: CRC-32C") as raised:
         concat_records(out, [good, later], 1, 0, 0, BUCKET, check_crcs=True)
     assert raised.value.offset == 40 and out == b"earlier batches"
-    with pytest.raises(batch_concat.SourceCrcError) as raised:
+    with pytest.raises(CorruptRecordError) as raised:
         concat_records(out, [good, good[:30]], 1, 0, 0, BUCKET, check_crcs=True)
     assert raised.value.offset == -1 and out == b"earlier batches"
     n, _, _ = concat_records(out, [good, later], 1, 0, 0, BUCKET)  # unchecked: the caller's business

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from enum import IntEnum
+from typing import ClassVar
 
 
 class ErrorCode(IntEnum):
@@ -102,3 +103,21 @@ def error_code_of(exc: BaseException, default: ErrorCode = ErrorCode.UNKNOWN_SER
         return ErrorCode(int(code))
     except ValueError:
         return default
+
+
+class ClientError(Exception):
+    """Base class of the errors a client of the protocol sees; every message is fit to show a CLI user.
+
+    Defined at the protocol layer, below the registry and the client, so that an error both can raise
+    (an unknown topic) is one class."""
+
+
+class KafkaResponseError(ClientError):
+    """A broker answered with an error code (``code``, ``error_name``)."""
+
+    CODE: ClassVar[int | None] = None  # the code a subclass stands for (ferry.client.errors.for_code)
+
+    def __init__(self, code: int, what: str) -> None:
+        self.error_name = error_name(code)
+        super().__init__(f"{what}: error {code} ({self.error_name})")
+        self.code = code

@@ -15,7 +15,8 @@ that is not UTF-8, a null length other than -1, a timestamp below 0 (-1 is "no t
 after a record or after the last one raise RecordWalkError (a ValueError; ``out`` is left as it was), and
 the caller takes its general path instead. The CRC-32C of the source batches is checked only with
 ``check_crcs=True`` (each just before its records are walked, while it is in the cache; a mismatch raises
-SourceCrcError): the mirror passes it for the batches its scan of the fetch answer left unchecked.
+CorruptRecordError with the batch's offset): the mirror passes it for the batches its scan of the fetch
+answer left unchecked.
 
 The work is done by the Cython module ``_batch_concat`` (scripts/build_native.py, run by scripts/setup.sh);
 without it, by the pure-Python twin below (same bytes, same counts; tests compare the two), several times
@@ -30,6 +31,7 @@ from collections.abc import Sequence
 
 import crc32c
 
+from ferry.wire.record.errors import CorruptRecordError
 from ferry.wire.record.record_batch import batch_crc
 
 try:
@@ -57,24 +59,16 @@ class RecordWalkError(ValueError):
     """Records that the strict walk does not take (see the module docstring); nothing was written."""
 
 
-class SourceCrcError(ValueError):
-    """A source batch whose CRC-32C does not match its bytes (``check_crcs=True``); nothing was written."""
-
-    def __init__(self, message: str, offset: int) -> None:
-        super().__init__(message)
-        self.offset = offset  # the batch's baseOffset (-1: shorter than a header)
-
-
 def concat_records(out: bytearray, sources: Sequence[Buffer], producer_id: int, producer_epoch: int,
                    base_sequence: int, bucket_ms: int, check_crcs: bool = False) -> tuple[int, int, Buckets]:
     """Append one batch holding the records of ``sources`` to ``out``; (records, maxTimestamp, buckets)."""
-    crc_error = SourceCrcError if check_crcs else None
+    crc_error = CorruptRecordError if check_crcs else None
     try:
         if _native is not None:
             return _native.concat(out, list(sources), producer_id, producer_epoch, base_sequence, bucket_ms,
                                   crc_error)
         return _concat_py(out, sources, producer_id, producer_epoch, base_sequence, bucket_ms, check_crcs)
-    except (RecordWalkError, SourceCrcError):
+    except (RecordWalkError, CorruptRecordError):
         raise
     except ValueError as e:
         raise RecordWalkError(str(e)) from None
@@ -208,11 +202,11 @@ def _walk_py(b: bytes, new_base: int, walk: _Walk, dst: bytearray | None) -> Non
 
 def _check_crc(b: bytes) -> None:
     if len(b) < _HEADER:
-        raise SourceCrcError(f"a batch of {len(b)} bytes is shorter than a batch header", -1)
+        raise CorruptRecordError(f"a batch of {len(b)} bytes is shorter than a batch header", -1)
     crc, header = batch_crc(b, 0, len(b)), _CRC.unpack_from(b, 17)[0]
     if crc != header:
         off = _I64.unpack_from(b, 0)[0]
-        raise SourceCrcError(f"batch at offset {off}: CRC-32C {crc:#010x} != header {header:#010x}", off)
+        raise CorruptRecordError(f"batch at offset {off}: CRC-32C {crc:#010x} != header {header:#010x}", off)
 
 
 def _concat_py(out: bytearray, sources: Sequence[Buffer], producer_id: int, producer_epoch: int,

@@ -31,9 +31,14 @@ class LogOffsetOutOfRangeError(StorageError):
 
 
 class CorruptRecordError(StorageError):
-    """Bytes that do not parse as record batches, or a CRC-32C mismatch."""
+    """Bytes that do not parse as record batches, or a CRC-32C mismatch (``offset``: the bad batch's
+    baseOffset where the raiser knows it, else -1)."""
 
     kafka_error_code = 2  # CORRUPT_MESSAGE
+
+    def __init__(self, message: str, offset: int = -1) -> None:
+        super().__init__(message)
+        self.offset = offset
 
 
 class RecordTooLargeError(StorageError):
