@@ -134,6 +134,7 @@ def test_broker_id_conflict(registries) -> None:
 @pytest.mark.slow  # processes and waits: not in the fast tier
 def test_stale_registration_of_killed_broker_is_waited_out(registries, zk_connect: str) -> None:
     """A SIGKILLed broker's node lingers until its session expires; a restart waits it out."""
+    fresh = registries()  # the cluster's chroot exists before the broker below registers in it
     script = (
         "import sys, time\n"
         "from kazoo.client import KazooClient\n"
@@ -149,7 +150,6 @@ def test_stale_registration_of_killed_broker_is_waited_out(registries, zk_connec
     finally:
         proc.kill()
         proc.wait(timeout=10)
-    fresh = registries()
     assert fresh.brokers()[5].port == 1  # the dead broker still looks alive
     t0 = time.monotonic()
     fresh.register_broker(5, "127.0.0.1", 9095, wait_for_stale=SESSION + 10)
