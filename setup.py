@@ -26,16 +26,17 @@ REQUIRED = os.environ.get("FERRY_REQUIRE_NATIVE") == "1"
 
 
 def _extensions() -> list[Extension]:
-    """One Extension per .pyx under pyproject.toml's package folders (ferry.wire.record -> wire/record)."""
+    """One Extension per .pyx under pyproject.toml's package folders (wire/record/x.pyx -> ferry.wire.record.x)."""
     package_dir = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-dir"]
     shared = [f"{SHARED}/batch_bytes.h", f"{SHARED}/batch_bytes.pxd"]
     out = []
-    for package, folder in package_dir.items():
-        for pyx in sorted((ROOT / folder).glob("*.pyx")):  # a package's own folder; subpackages have their own entry
+    for package, folder in package_dir.items():  # top-level folders, none inside another
+        for pyx in sorted((ROOT / folder).rglob("*.pyx")):
             rel = pyx.relative_to(ROOT)
+            name = ".".join([package, *pyx.relative_to(ROOT / folder).with_suffix("").parts])
             includes = [str(p.relative_to(ROOT)) for p in sorted(pyx.parent.glob("*.pxi"))]
-            out.append(Extension(f"{package}.{pyx.stem}", [str(rel)], include_dirs=[SHARED],
-                                 depends=shared + includes, extra_compile_args=["-O3"], optional=not REQUIRED))
+            out.append(Extension(name, [str(rel)], include_dirs=[SHARED], depends=shared + includes,
+                                 extra_compile_args=["-O3"], optional=not REQUIRED))
     return out
 
 
