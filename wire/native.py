@@ -68,11 +68,12 @@ class NativeParts:
             try:
                 found = importlib.import_module(PARTS[part])
             except ImportError as e:
+                reason = str(e) or type(e).__name__
+                self._states[part] = PartState(False, reason)
                 if os.environ.get(REQUIRE) == "1":
                     raise NativeRequiredError(
                         f"ferry's native part {part!r} ({PARTS[part]}) is not built: {e}. {REQUIRE}=1 asks for "
                         "every part: build them (python setup.py build_ext --inplace, or scripts/setup.sh)") from e
-                reason = str(e) or type(e).__name__
         self._states[part] = PartState(found is not None, reason, switched_off)
         return found
 
@@ -85,8 +86,12 @@ class NativeParts:
         return {part: self._states[part] for part in PARTS if part in self._states}
 
     def load_all(self) -> dict[str, PartState]:
+        """Every part's state (a report: a part that is required but missing is reported, not raised)."""
         for part in PARTS:
-            self.load(part)
+            try:
+                self.load(part)
+            except NativeRequiredError:
+                pass
         return self.states()
 
     def describe(self) -> str:
