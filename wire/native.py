@@ -69,8 +69,8 @@ class NativeParts:
                 found = importlib.import_module(PARTS[part])
             except ImportError as e:
                 reason = str(e) or type(e).__name__
-                self._states[part] = PartState(False, reason)
                 if os.environ.get(REQUIRE) == "1":
+                    self._states[part] = PartState(False, reason)  # reported (load_all), then raised
                     raise NativeRequiredError(
                         f"ferry's native part {part!r} ({PARTS[part]}) is not built: {e}. {REQUIRE}=1 asks for "
                         "every part: build them (python setup.py build_ext --inplace, or scripts/setup.sh)") from e
@@ -95,7 +95,7 @@ class NativeParts:
         return self.states()
 
     def describe(self) -> str:
-        """'produce on, append off (disabled by FERRY_NATIVE)': the start-up log line's text."""
+        """The start-up line's text: "produce on, append off (disabled by FERRY_NATIVE_DISABLE), ..."."""
         return ", ".join(f"{part} on" if s.on else f"{part} off ({s.reason})" for part, s in self.states().items())
 
 
