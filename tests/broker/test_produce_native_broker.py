@@ -1,5 +1,5 @@
-"""A real broker process with the native produce path and one with its pure-Python twins (FERRY_BROKER_NATIVE=0)
-answer a pipelined burst alike: good one-message requests with consecutive offsets (appended a burst at a
+"""A real broker process with the native produce path and one with its pure-Python twins
+(FERRY_NATIVE_DISABLE=produce,append) answer a pipelined burst alike: good one-message requests with consecutive offsets (appended a burst at a
 time), and bad ones — a broken CRC, magic 1, a batch cut short, a control batch — with the error codes the
 general path always gave, in their place among the good ones. Each broker says at start which path it runs."""
 

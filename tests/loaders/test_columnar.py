@@ -2,7 +2,8 @@
 
 The reference is the decoder loads used before issue 19 (tests/loaders/row_path.py: fastavro one record
 at a time), run on the same raw batches; the columnar decoder runs natively and with its pure-Python
-fallback (FERRY_LOAD_NATIVE=0). No Spark session: pyspark only names the column types.
+fallback (FERRY_NATIVE_DISABLE=batch_records,avro_columns). No Spark session: pyspark only names the column
+types.
 """
 
 from __future__ import annotations
