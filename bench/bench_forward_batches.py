@@ -52,7 +52,7 @@ def main() -> int:
     args = ap.parse_args()
     native = batch_rewrite._scan
     if native is None:
-        print("the native walk is not built (scripts/build_native.py): nothing to compare", file=sys.stderr)
+        print("the native walk is not built (python setup.py build_ext --inplace): nothing to compare", file=sys.stderr)
         return 1
     data, messages = answer(args.answer_mib)
     view = memoryview(data)

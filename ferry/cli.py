@@ -26,6 +26,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "audit": ("ferry.audit.cli", "audit reports: the books per topic and hour"),
     "dashboard": ("ferry.dashboard.cli", "serve the pipeline's console in the browser (completeness, flow, loads)"),
     "demo": ("ferry.demo", "run the whole two-datacenter pipeline on this machine"),
+    "version": ("ferry.version_cmd", "versions (ferry, Python, Java, Spark, ZooKeeper) and native parts on/off"),
 }
 
 
@@ -60,6 +61,8 @@ def main(argv: list[str] | None = None) -> int:
     if not argv or argv[0] in ("-h", "--help"):
         _top_parser().print_help()
         return 0 if argv else 2
+    if argv[0] == "--version":
+        argv[0] = "version"
     name = argv[0]
     if name not in COMMANDS:
         _top_parser().print_usage(sys.stderr)

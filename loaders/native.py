@@ -1,19 +1,22 @@
-"""The loader's native parts (Cython, built by scripts/setup.sh) or None, with ONE warning per process.
+"""The loader's native parts (Cython, ferry.wire.native's ``batch_records`` and ``avro_columns``) or None, with
+ONE warning per process when they are not built.
 
 A machine without a C compiler (or a wheel installed without the built modules) still loads correctly: the
 split reader then takes records with aiokafka's reader and Avro is decoded one record at a time with
-fastavro, several times slower. ``FERRY_LOAD_NATIVE=0`` forces that path (tests compare the two).
+fastavro, several times slower. ``FERRY_NATIVE_DISABLE=batch_records,avro_columns`` (or ``FERRY_NATIVE=0``)
+forces that path (tests compare the two).
 """
 
 from __future__ import annotations
 
-import importlib
-import os
 import warnings
 from types import ModuleType
 
+from ferry.wire import native as native_parts
+
 _cache: dict[str, ModuleType | None] = {}
 _warned = False
+_PARTS = {"_batch_records": "batch_records", "_avro_columns": "avro_columns"}  # module name -> native part
 
 
 class NativeUnavailableWarning(RuntimeWarning):
@@ -25,16 +28,14 @@ def module(name: str) -> ModuleType | None:
     global _warned
     if name in _cache:
         return _cache[name]
-    found = None
-    if os.environ.get("FERRY_LOAD_NATIVE", "1") != "0":
-        try:
-            found = importlib.import_module(f"ferry.loaders.{name}")
-        except ImportError as e:
-            if not _warned:
-                _warned = True
-                warnings.warn(f"ferry load: native record/Avro decoding is not built ({e}); using the pure-Python "
-                              "path (several times slower). Run scripts/setup.sh (needs gcc and python3-dev) or "
-                              ".venv/bin/python scripts/build_native.py", NativeUnavailableWarning, stacklevel=2)
+    part = _PARTS[name]
+    found = native_parts.load(part)
+    if found is None and not _warned and not native_parts.state(part).switched_off:
+        _warned = True
+        warnings.warn(f"ferry load: native record/Avro decoding is not built ({native_parts.state(part).reason}); "
+                      "using the pure-Python path (several times slower). Run scripts/setup.sh (needs gcc and "
+                      "python3-dev) or .venv/bin/python setup.py build_ext --inplace", NativeUnavailableWarning,
+                      stacklevel=2)
     _cache[name] = found
     return found
 

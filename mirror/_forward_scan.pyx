@@ -1,7 +1,7 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True, initializedcheck=False
 """The batch walk of ``batch_rewrite.forward_batches`` in C: which fetched batches to forward, skip or coalesce.
 
-Built by scripts/build_native.py (scripts/setup.sh); ferry.mirror.batch_rewrite holds the Python loop it
+Built by setup.py (scripts/setup.sh); ferry.mirror.batch_rewrite holds the Python loop it
 mirrors and takes over wherever this one stops.
 
 Why native: the mirror's one thread is the copy's critical path, and the Python loop spent ~3 µs on each

@@ -32,7 +32,6 @@ batches are re-built).
 
 from __future__ import annotations
 
-import os
 import struct
 from dataclasses import dataclass, field
 
@@ -41,6 +40,7 @@ from aiokafka.errors import KafkaError
 from aiokafka.record._crecords.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 
 from ferry.client.audit.bucket import BUCKET_MS, NO_TIMESTAMP
+from ferry.wire import native
 from ferry.wire.record import batch_concat
 from ferry.wire.record.errors import CorruptRecordError
 from ferry.wire.record.read_committed import ReadCommitted
@@ -73,12 +73,7 @@ NO_PARTITION_LEADER_EPOCH = -1
 SEQUENCE_MODULUS = 1 << 31  # sequences wrap at Int32.MaxValue like Kafka's
 COALESCE_MAX_SOURCE = 16 << 10  # batches at least this big travel unchanged
 
-try:  # the batch walk in C (scripts/build_native.py); FERRY_NATIVE_FORWARD=0 or not built: _walk below
-    if os.environ.get("FERRY_NATIVE_FORWARD", "1") == "0":
-        raise ImportError("FERRY_NATIVE_FORWARD=0")
-    from ferry.mirror import _forward_scan as _scan
-except ImportError:
-    _scan = None
+_scan = native.load("forward_scan")  # the batch walk in C; switched off or not built: _walk below
 
 
 class CorruptBatchError(ValueError):

@@ -11,6 +11,8 @@ import time
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, start_http_server
 
+from ferry.wire import native
+
 
 class MirrorMetrics:
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
@@ -59,4 +61,5 @@ class MirrorMetrics:
 
     def serve(self, port: int, host: str = "127.0.0.1") -> None:
         """Expose /metrics on ``host:port`` (loopback by default)."""
+        native.register_metrics(self.registry)  # ferry_native_enabled{part}
         start_http_server(port, addr=host, registry=self.registry)

@@ -34,6 +34,7 @@ from ferry.mirror.mirror_stream import MirrorStream
 from ferry.mirror.partition_mirror import Progress, TopicPartition
 from ferry.mirror.schema_sync import SchemaSync
 from ferry.mirror.topic_sync import TopicSync
+from ferry.wire import native
 from ferry.zk.cluster_registry import ClusterRegistry
 
 log = logging.getLogger("ferry.mirror")
@@ -182,6 +183,7 @@ class MirrorMaker:
         log.info("mirror %s: %s -> %s, topics %r (exclude %r), %d streams, %s assignment",
                  self.connector.consumer_id, cfg.source_zookeeper, cfg.target_zookeeper, cfg.include, cfg.exclude,
                  cfg.streams, cfg.assignment_strategy)
+        native.log_parts(log)
         return self
 
     def stop(self) -> None:

@@ -25,7 +25,7 @@ if ((${#need[@]})); then
 fi
 
 STAMP=".venv/.ferry-stamp"
-want="$(cat requirements/lock.txt pyproject.toml | sha256sum | cut -c1-16)"
+want="$(cat requirements/lock.txt pyproject.toml setup.py | sha256sum | cut -c1-16)"
 if [[ ! -x .venv/bin/python ]]; then
   echo "setup: creating .venv"
   "$PY" -m venv .venv
@@ -37,9 +37,17 @@ if [[ "$(cat "$STAMP" 2>/dev/null)" != "$want" ]]; then
   .venv/bin/pip install -q --no-deps -e .
   echo "$want" > "$STAMP"
 fi
-# The loader's record-batch and Avro decoders (Cython -> loaders/*.so; quick when up to date). Without them
-# `ferry load` still works, on its pure-Python path, several times slower (it warns once).
-if ! .venv/bin/python scripts/build_native.py >/dev/null; then
-  echo "setup: WARNING: ferry's native parts did not build; ferry load, the mirror and the broker use their slower paths" >&2
+# ferry's native parts (setup.py declares them: Cython -> a .so beside each .pyx; quick when up to date).
+# Without them ferry still works on the pure-Python twins, slower (`ferry version` says which parts run).
+# FERRY_REQUIRE_NATIVE=1 (scripts/test.sh) makes a failed build fail the setup instead of warning.
+mkdir -p build
+if ! FERRY_REQUIRE_NATIVE=1 .venv/bin/python setup.py -q build_ext --inplace >build/native.log 2>&1; then
+  if [[ "${FERRY_REQUIRE_NATIVE:-0}" == 1 ]]; then
+    cat build/native.log >&2
+    echo "setup: ferry's native parts did not build (FERRY_REQUIRE_NATIVE=1): failing" >&2
+    exit 1
+  fi
+  echo "setup: WARNING: ferry's native parts did not build (build/native.log); the broker, the mirror" \
+       "and ferry load use their slower pure-Python paths" >&2
 fi
 echo "setup: ready ($(.venv/bin/python --version), $(java -version 2>&1 | head -1))"

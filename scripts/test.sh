@@ -5,6 +5,9 @@
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
+# Every native part must build and load: a .pyx that does not compile fails the setup, and a part that is
+# missing fails its tests instead of skipping them (ferry.wire.native).
+export FERRY_REQUIRE_NATIVE=1
 scripts/setup.sh
 export TESTCONTAINERS_RYUK_DISABLED=true
 export PYSPARK_PYTHON="$ROOT/.venv/bin/python" PYSPARK_DRIVER_PYTHON="$ROOT/.venv/bin/python"

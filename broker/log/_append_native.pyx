@@ -1,5 +1,5 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True, initializedcheck=False
-"""Record batches written to a segment file natively (built by scripts/build_native.py; log_append.py has the
+"""Record batches written to a segment file natively (built by setup.py; log_append.py has the
 pure-Python twin, the fallback): each batch's new 8- or 16-byte prefix (baseOffset, batchLength,
 partitionLeaderEpoch) and the rest of it straight from the request's buffer, all of a burst's batches in one
 pwritev, with no Python object made.

@@ -1,8 +1,8 @@
 """Writing batches to a segment file, and Log.append for the one batch a producer's request usually carries.
 
-``write_batches`` is the native writer (broker/log/_append_native.pyx, built by scripts/build_native.py) when it
+``write_batches`` is the native writer (broker/log/_append_native.pyx, the native part ``append``) when it
 is built, else ``write_batches_py``, its pure-Python twin: the same bytes at the same place (tests compare the
-files). ``FERRY_BROKER_NATIVE=0`` forces the Python one.
+files). ``FERRY_NATIVE_DISABLE=append`` forces the Python one.
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ import os
 from typing import Any
 
 from ferry.broker.log.append_info import AppendInfo
+from ferry.wire import native
 from ferry.wire.record.compression import PRODUCER
 from ferry.wire.record.errors import FencedLeaderEpochError, StorageError
 from ferry.wire.record.record_batch import (
@@ -75,18 +76,9 @@ def write_batches_py(fd: int, items: list, leader_epoch: int, position: int) -> 
         pwrite_all(fd, pieces, position)
 
 
-def _native() -> Any:
-    if os.environ.get("FERRY_BROKER_NATIVE", "1") == "0":
-        return None
-    try:
-        from ferry.broker.log import _append_native
-    except ImportError:
-        return None
-    return _append_native.write_batches
-
-
 _new = tuple.__new__
-native_write_batches = _native()
+_append_part = native.load("append")
+native_write_batches = _append_part.write_batches if _append_part is not None else None
 write_batches = native_write_batches if native_write_batches is not None else write_batches_py
 
 

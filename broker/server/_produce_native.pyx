@@ -1,5 +1,5 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True, initializedcheck=False
-"""The common Produce request read natively (built by scripts/build_native.py; produce_parse.py is the pure-
+"""The common Produce request read natively (built by setup.py; produce_parse.py is the pure-
 Python twin and the fallback): the request's fields and its one record batch checked (header rules and CRC-32C)
 in one call with no Python object per field.
 

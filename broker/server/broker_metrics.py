@@ -14,6 +14,8 @@ from prometheus_client import CollectorRegistry, start_http_server
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from ferry.wire import native
+
 
 class BrokerCollector(Collector):
     def __init__(self, broker_id: int, replicas: Any, controller: Any,
@@ -69,5 +71,6 @@ def serve(port: int, collector: BrokerCollector, host: str = "127.0.0.1") -> Col
     """Expose /metrics on ``host:port``; returns the registry (tests read it directly)."""
     registry = CollectorRegistry()
     registry.register(collector)
+    native.register_metrics(registry)  # ferry_native_enabled{part}
     start_http_server(port, addr=host, registry=registry)
     return registry

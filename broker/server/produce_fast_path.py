@@ -16,11 +16,10 @@ import struct
 from collections.abc import Awaitable
 from typing import Any
 
-from ferry.broker.log import log_append
-from ferry.broker.server import produce_parse
 from ferry.broker.server.produce_parse import FIRST_VERSION as FIRST_VERSION  # kafka_apis reads them here
 from ferry.broker.server.produce_parse import LAST_VERSION as LAST_VERSION
 from ferry.broker.server.produce_parse import parse
+from ferry.wire import native
 from ferry.wire.protocol import produce
 
 log = logging.getLogger(__name__)
@@ -34,8 +33,7 @@ class ProduceFastPath:
         # (topic name bytes, partition, version) -> (topic, struct of the framed answer, its size, fixed head, tail)
         self._routes: dict[tuple[bytes, int, int], tuple[str, struct.Struct, int, bytes, bytes]] = {}
         self.topic_bytes: dict[str, int] = {}  # record bytes appended per topic (the broker's metrics read it)
-        log.info("produce fast path: native request parse %s, native batch write %s (scripts/build_native.py)",
-                 "on" if produce_parse.NATIVE else "off", "on" if log_append.native_write_batches else "off")
+        native.log_parts(log)  # produce (the request parse) and append (the batch write) among them
 
     def handle(self, frame: bytes | bytearray, version: int) -> bytes | Awaitable[bytes] | None:
         """The answer body (or a coroutine for acks=-1), or None: use the general path."""

@@ -1,20 +1,19 @@
 """The common Produce request read in one call: its fields and, when its records are exactly one valid batch,
 that batch's header (checked as validate_batches checks it: framing, magic, counts, attributes, CRC-32C).
 
-``parse`` is the native module (broker/server/_produce_native.pyx, built by scripts/build_native.py) when it is
+``parse`` is the native module (broker/server/_produce_native.pyx, the native part ``produce``) when it is
 built, else ``parse_py``, its pure-Python twin: both answer alike, byte for byte (tests/broker compare them).
-``FERRY_BROKER_NATIVE=0`` forces the Python one. ``NATIVE`` says which one the broker runs (its start-up log
-line says it too).
+``FERRY_NATIVE_DISABLE=produce`` forces the Python one. ``NATIVE`` says which one the broker runs (its
+start-up log line says it too).
 """
 
 from __future__ import annotations
 
-import os
 import struct
-from typing import Any
 
 import crc32c
 
+from ferry.wire import native
 from ferry.wire.record.record_batch import (
     ATTRIBUTES_POS,
     BATCH_HEADER_SIZE,
@@ -74,17 +73,7 @@ def parse_py(frame: bytes | bytearray | memoryview) -> Parsed | None:
     return version, correlation_id, acks, timeout_ms, topic, partition, pos, head
 
 
-def _native() -> Any:
-    if os.environ.get("FERRY_BROKER_NATIVE", "1") == "0":
-        return None
-    try:
-        from ferry.broker.server import _produce_native
-    except ImportError:
-        return None
-    return _produce_native
-
-
-native_module = _native()
+native_module = native.load("produce")
 NATIVE = native_module is not None
 parse = native_module.parse if native_module is not None else parse_py
 # a buffer for a request that is received whole before it is read: not zeroed when native

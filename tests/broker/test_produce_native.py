@@ -30,12 +30,12 @@ from ferry.wire.protocol.primitives import Writer  # noqa: E402
 from ferry.wire.record.errors import CorruptRecordError, InvalidRecordError  # noqa: E402
 from ferry.wire.record.record_batch import validate_batches  # noqa: E402
 from ferry.zk.znodes import PartitionState  # noqa: E402
+from tests.wire import native_parts  # noqa: E402
 
 TOPIC, PARTITION = "page_view", 3
 native = produce_parse.native_module
 native_write = log_append.native_write_batches
-needs_native = pytest.mark.skipif(native is None or native_write is None,
-                                  reason="native produce path not built (scripts/build_native.py)")
+needs_native = native_parts.needs_native("produce", "append")
 
 
 def frame(body: bytes, version: int = 8, client_id: str | None = "t", correlation_id: int = 7) -> bytearray:

@@ -1,5 +1,5 @@
-"""A real broker process with the native produce path and one with its pure-Python twins (FERRY_BROKER_NATIVE=0)
-answer a pipelined burst alike: good one-message requests with consecutive offsets (appended a burst at a
+"""A real broker process with the native produce path and one with its pure-Python twins
+(FERRY_NATIVE_DISABLE=produce,append) answer a pipelined burst alike: good one-message requests with consecutive offsets (appended a burst at a
 time), and bad ones — a broken CRC, magic 1, a batch cut short, a control batch — with the error codes the
 general path always gave, in their place among the good ones. Each broker says at start which path it runs."""
 
@@ -49,7 +49,7 @@ def _bad() -> list[tuple[bytes, int]]:
 
 @pytest.mark.parametrize("native", ["1", "0"])
 def test_a_burst_with_bad_requests_is_answered_as_before(zk_connect: str, tmp_path: Path, monkeypatch, native):
-    monkeypatch.setenv("FERRY_BROKER_NATIVE", native)
+    monkeypatch.setenv("FERRY_NATIVE_DISABLE", "" if native == "1" else "produce,append")
     _zk, brokers = start_brokers(zk_connect, tmp_path, 1)
     try:
         b = brokers[0]
@@ -77,8 +77,9 @@ def test_a_burst_with_bad_requests_is_answered_as_before(zk_connect: str, tmp_pa
                 res = parse_produce(Reader(frame, 4), 8)[(TOPIC, 0)]
                 got.append((struct.unpack_from(">i", frame)[0], res.error, res.base_offset))
         assert got == expected
-        line = f"native request parse {'on' if native == '1' else 'off'}"
+        line = "native parts: " if native == "1" else "produce off (disabled by FERRY_NATIVE_DISABLE)"
         assert line in Path(b.log_file).read_text()
+        assert ("produce on, append on" in Path(b.log_file).read_text()) == (native == "1")
     finally:
         for x in brokers:
             x.stop()

@@ -2,7 +2,8 @@
 
 The reference is the decoder loads used before issue 19 (tests/loaders/row_path.py: fastavro one record
 at a time), run on the same raw batches; the columnar decoder runs natively and with its pure-Python
-fallback (FERRY_LOAD_NATIVE=0). No Spark session: pyspark only names the column types.
+fallback (FERRY_NATIVE_DISABLE=batch_records,avro_columns). No Spark session: pyspark only names the column
+types.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import pytest
 from ferry.loaders import native
 from tests.loaders import avro_fixtures as fx
 from tests.loaders import row_path
+from tests.wire.native_parts import native_or_skip
 
 
 def _out_schema(schemas: dict[int, dict]) -> tuple[list[str], pa.Schema, set[str]]:
@@ -40,9 +42,10 @@ def _rows(batches, schema: pa.Schema) -> dict[int, dict]:
 
 @pytest.fixture(params=["native", "fallback"])
 def mode(request, monkeypatch):
-    if request.param == "native" and not native.available():
-        pytest.skip("native modules not built (scripts/build_native.py)")
-    monkeypatch.setenv("FERRY_LOAD_NATIVE", "1" if request.param == "native" else "0")
+    if request.param == "native":
+        native_or_skip("batch_records")
+        native_or_skip("avro_columns")
+    monkeypatch.setenv("FERRY_NATIVE_DISABLE", "" if request.param == "native" else "batch_records,avro_columns")
     native._cache.clear()
     yield request.param
     native._cache.clear()
@@ -150,7 +153,8 @@ def test_without_the_native_parts_the_load_warns_once_and_decodes_in_python(monk
         return real(name, *args, **kwargs)
 
     monkeypatch.setattr(native, "_warned", False)
-    monkeypatch.setattr(native.importlib, "import_module", no_native)
+    monkeypatch.setattr(importlib, "import_module", no_native)
+    monkeypatch.delenv("FERRY_REQUIRE_NATIVE", raising=False)  # this machine is the one without them
     native._cache.clear()
     try:
         with warnings.catch_warnings(record=True) as caught:

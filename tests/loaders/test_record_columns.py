@@ -11,6 +11,7 @@ import pytest
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
 from ferry.loaders import native
+from tests.wire.native_parts import native_or_skip
 
 
 def batch(base: int, records: list[tuple], codec: int = 0, log_append: int | None = None,
@@ -53,7 +54,7 @@ def message_set() -> bytes:
 
 
 def take(data: bytes, start: int, end: int, use_native: bool, monkeypatch, **kw):
-    monkeypatch.setenv("FERRY_LOAD_NATIVE", "1" if use_native else "0")
+    monkeypatch.setenv("FERRY_NATIVE_DISABLE", "" if use_native else "batch_records,avro_columns")
     native._cache.clear()
     from ferry.loaders.record_columns import SplitRecords
 
@@ -67,8 +68,8 @@ def take(data: bytes, start: int, end: int, use_native: bool, monkeypatch, **kw)
 @pytest.mark.parametrize("start, end", [(0, 10**9), (5, 60), (23, 24), (0, 0)])
 @pytest.mark.parametrize("lean", [False, True])
 def test_native_records_equal_aiokafkas(message_set, monkeypatch, start, end, lean):
-    if not native.available():
-        pytest.skip("native modules not built (scripts/build_native.py)")
+    native_or_skip("batch_records")
+    native_or_skip("avro_columns")
     kw = {"keys": not lean, "headers": not lean}
     got = take(message_set, start, end, True, monkeypatch, **kw)
     want = take(message_set, start, end, False, monkeypatch, **kw)

@@ -19,10 +19,11 @@ from mirror_batches import build_batch, make_control, records
 from ferry.mirror import batch_rewrite
 from ferry.mirror.batch_rewrite import CorruptBatchError, forward_batches
 from ferry.wire.record.read_committed import ReadCommitted
+from tests.wire.native_parts import needs_native
 
 T0 = 1_700_000_000_000
 
-pytestmark = pytest.mark.skipif(batch_rewrite._scan is None, reason="the native walk is not built")
+pytestmark = needs_native("forward_scan")
 
 
 def _restamp(batch: bytearray, **fields: int) -> bytes:

@@ -9,7 +9,6 @@ import struct
 from collections import Counter
 
 import crc32c
-import pytest
 from mirror_batches import build_batch, records
 
 from ferry.client.audit.bucket import BUCKET_MS, bucket_start
@@ -17,9 +16,10 @@ from ferry.mirror import batch_rewrite
 from ferry.mirror.audit_tally import count_batch
 from ferry.mirror.batch_rewrite import forward_batches
 from ferry.wire.record import batch_concat
+from tests.wire.native_parts import needs_native
 
 B0 = 1_700_000_400_000 - 1_700_000_400_000 % BUCKET_MS
-pytestmark = pytest.mark.skipif(not batch_concat.NATIVE, reason="the native module is not built")
+pytestmark = needs_native("batch_concat")
 
 
 def _sources(n_batches: int, seed: int) -> tuple[bytes, list[list[tuple]]]:

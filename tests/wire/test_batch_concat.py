@@ -15,6 +15,7 @@ from kafka.record.default_records import DefaultRecordBatchBuilder as KafkaPytho
 from ferry.wire.record import batch_concat
 from ferry.wire.record.batch_concat import RecordWalkError, concat_records, count_records
 from ferry.wire.record.errors import CorruptRecordError
+from tests.wire.native_parts import native_or_skip, needs_native
 
 BUCKET = 600_000
 T0 = 1_700_000_400_000 - 1_700_000_400_000 % BUCKET + 1_000  # just after a bucket boundary
@@ -51,8 +52,7 @@ IMPLS = ["native", "python"]
 @pytest.fixture(params=IMPLS)
 def impl(request, monkeypatch):
     if request.param == "native":
-        if not batch_concat.NATIVE:
-            pytest.skip("the native module is not built (scripts/build_native.py)")
+        native_or_skip("batch_concat")
     else:
         monkeypatch.setattr(batch_concat, "_native", None)
     return request.param
@@ -93,7 +93,7 @@ def test_same_bytes_as_aiokafkas_builder(impl: str) -> None:
     assert bytes(out) == want
 
 
-@pytest.mark.skipif(not batch_concat.NATIVE, reason="the native module is not built")
+@needs_native("batch_concat")
 def test_native_and_python_twin_agree() -> None:
     rng = random.Random(3)
     for _ in range(20):

@@ -12,8 +12,9 @@ import pytest
 from ferry.wire.record import record_batch
 from ferry.wire.record.errors import CorruptRecordError
 from ferry.wire.record.message_set_builder import MessageSetBuilder
+from tests.wire.native_parts import native_or_skip
 
-native = pytest.importorskip("ferry.wire.record._crc32c")
+native = native_or_skip("crc32c")
 
 
 def test_the_same_crc_as_the_package_on_every_length_and_start() -> None:

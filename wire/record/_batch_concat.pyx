@@ -1,7 +1,7 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True, initializedcheck=False
 """Uncompressed RecordBatch v2 batches -> one batch, records copied, only their varint prefixes rewritten.
 
-Built by scripts/build_native.py (scripts/setup.sh); ferry.wire.record.batch_concat is the interface and
+Built by setup.py (scripts/setup.sh); ferry.wire.record.batch_concat is the interface and
 holds the pure-Python twin of this walk (same rules, same bytes, same counts), used when this is not built.
 
 Why native: the mirror coalesces runs of small batches so that 5 batches in flight carry thousands of

@@ -1,5 +1,5 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True, initializedcheck=False
-"""CRC-32C for ferry's Python code, from wire/record/batch_bytes.h (built by scripts/build_native.py; record_batch
+"""CRC-32C for ferry's Python code, from wire/record/batch_bytes.h (built by setup.py; record_batch
 uses the ``crc32c`` package when this is not built).
 
 Why not the package: it runs one crc32 stream where batch_bytes.h runs three at once (about twice as fast

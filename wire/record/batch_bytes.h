@@ -1,4 +1,4 @@
-/* Reading a v2 record batch's bytes in C, for ferry's Cython modules (scripts/build_native.py puts this
+/* Reading a v2 record batch's bytes in C, for ferry's Cython modules (setup.py puts this
    folder on their include path): big-endian fields and CRC-32C (Castagnoli, reflected, as Kafka's batches
    carry it; the `crc32c` package computes the same, and the tests compare).
 

@@ -1,5 +1,5 @@
 # The declarations of batch_bytes.h for ferry's Cython modules (``from batch_bytes cimport ...``;
-# scripts/build_native.py puts wire/record on their include path). A module that uses the CRC calls
+# setup.py puts wire/record on their include path). A module that uses the CRC calls
 # ferry_crc_init() once when it loads.
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t
 

@@ -18,29 +18,23 @@ the caller takes its general path instead. The CRC-32C of the source batches is 
 CorruptRecordError with the batch's offset): the mirror passes it for the batches its scan of the fetch
 answer left unchecked.
 
-The work is done by the Cython module ``_batch_concat`` (scripts/build_native.py, run by scripts/setup.sh);
+The work is done by the Cython module ``_batch_concat`` (the native part ``batch_concat``, ferry.wire.native);
 without it, by the pure-Python twin below (same bytes, same counts; tests compare the two), several times
-slower. ``FERRY_NATIVE_CONCAT=0`` forces the Python twin.
+slower. ``FERRY_NATIVE_DISABLE=batch_concat`` forces the Python twin.
 """
 
 from __future__ import annotations
 
-import os
 import struct
 from collections.abc import Sequence
 
 import crc32c
 
+from ferry.wire import native
 from ferry.wire.record.errors import CorruptRecordError
 from ferry.wire.record.record_batch import batch_crc
 
-try:
-    if os.environ.get("FERRY_NATIVE_CONCAT", "1") == "0":
-        raise ImportError("FERRY_NATIVE_CONCAT=0")
-    from ferry.wire.record import _batch_concat as _native
-except ImportError:  # not built (no C compiler): the pure-Python twin
-    _native = None
-
+_native = native.load("batch_concat")  # None: not built (no C compiler) or switched off, the pure-Python twin
 NATIVE = _native is not None
 
 Buffer = bytes | bytearray | memoryview

@@ -13,15 +13,17 @@ from typing import NamedTuple
 
 import crc32c
 
+from ferry.wire import native
 from ferry.wire.record.errors import CorruptRecordError, InvalidRecordError, RecordTooLargeError
 
-try:  # batch_bytes.h's CRC (three streams: _crc32c.pyx); else the package's
-    from ferry.wire.record._crc32c import crc32c as _native_crc32c
+_crc32c_part = native.load("crc32c")
+if _crc32c_part is not None:  # batch_bytes.h's CRC (three streams: _crc32c.pyx); else the package's
+    _native_crc32c = _crc32c_part.crc32c
 
     def _crc32c(data: memoryview) -> int:
         return _native_crc32c(data, 0, True)  # other threads (a broker's flushers) run meanwhile on large ones
 
-except ImportError:
+else:
     _crc32c = crc32c.crc32c  # releases the interpreter lock on 32 KiB or more
 
 HEADER_STRUCT = struct.Struct(">qiibIhiqqqhii")
