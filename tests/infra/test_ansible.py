@@ -501,6 +501,18 @@ def test_deployed_dags_judge_completeness_from_the_live_counts(deployment) -> No
     assert groups and all(live == ["live-zk-1:2181/ferry/live"] for live in groups), groups
 
 
+def test_deployed_hosts_run_the_native_parts(deployment) -> None:
+    """The wheelhouse's ferry wheel carries its compiled parts and the hosts run them (no compiler on a host)."""
+    hosts: DockerHosts = deployment["hosts"]
+    roles = ["live-broker-1", "offline-broker-1", "offline-mirror-1"] + (["offline-loader-1"] if WITH_LOADER else [])
+    for host in roles:
+        out = hosts.exec(host, "/opt/ferry/venv/bin/ferry", "version").stdout.decode()
+        parts = {ln.split()[1]: " ".join(ln.split()[2:]) for ln in out.splitlines() if ln.startswith("native ")}
+        assert len(parts) == 7 and all(state == "on" for state in parts.values()), f"{host}: {out}"
+    assert hosts.exec("live-broker-1", "sh", "-c", "command -v gcc cc", check=False).returncode != 0, \
+        "the test hosts have a C compiler: the check would not show that the wheel brought the parts"
+
+
 def test_second_run_changes_nothing(deployment) -> None:
     p, totals = deployment["play"]("site.yml")
     assert p.returncode == 0, p.stdout[-6000:] + p.stderr[-3000:]

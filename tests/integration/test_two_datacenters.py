@@ -48,6 +48,21 @@ def wait_mirror_idle(dcs: Datacenters, timeout: float = 60) -> None:
     raise AssertionError(f"mirror lag still {lag} after {timeout:.0f}s\n{dcs.logs('mirror')}")
 
 
+def native_parts(dcs: Datacenters, role: str) -> dict[str, str]:
+    """part -> the rest of its `ferry version` line ("on", or "off" and why) in the role's container."""
+    out = docker("exec", dcs.names[role], "ferry", "version", timeout=60).stdout.decode()
+    return {line.split()[1]: " ".join(line.split()[2:]) for line in out.splitlines() if line.startswith("native ")}
+
+
+def test_every_container_runs_the_native_parts(datacenters: Datacenters) -> None:
+    """The images install the wheel with its compiled parts: the brokers, the mirror and the loader run what the
+    benchmarks measure, not the pure-Python twins."""
+    for role in ("live-broker-1", "offline-broker-1", "mirror", "loader"):
+        parts = native_parts(datacenters, role)
+        assert len(parts) == 7 and all(state == "on" for state in parts.values()), f"{role}: {parts}"
+    assert "native parts: " in datacenters.logs("live-broker-1", 400), "the broker did not say which parts run"
+
+
 def test_audited_events_published_in_live_arrive_in_offline(datacenters: Datacenters) -> None:
     dcs = datacenters
     dcs.publish(1500, seed=1, app="frontend-1")
