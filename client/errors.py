@@ -9,19 +9,14 @@ from __future__ import annotations
 
 from typing import ClassVar
 
+# the connection's errors (wire/connection_errors.py), the roots of this hierarchy
+from ferry.wire.connection_errors import BrokerUnavailableError as BrokerUnavailableError
+from ferry.wire.connection_errors import ClientError as ClientError
 from ferry.wire.protocol.errors import ErrorCode, error_name
-
-
-class ClientError(Exception):
-    """Base class of client-library errors."""
 
 
 class NoBrokersAvailableError(ClientError):
     """No broker is registered in ZooKeeper (so there is nothing to bootstrap from)."""
-
-
-class BrokerUnavailableError(ClientError, ConnectionError):
-    """No connection to a broker (refused, reset, timed out) or no broker known for a partition."""
 
 
 class ConsumerRebalanceFailedError(ClientError):

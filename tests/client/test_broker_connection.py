@@ -14,8 +14,8 @@ import time
 
 import pytest
 
-from ferry.client.broker_connection import BrokerConnection
 from ferry.client.errors import BrokerUnavailableError, ClientError
+from ferry.wire.broker_connection import BrokerConnection
 from ferry.wire.protocol.header import read_request_header
 
 
