@@ -36,10 +36,9 @@ from collections.abc import Callable, Sequence
 
 from ferry.wire.connection_errors import BrokerUnavailableError, ClientError, unavailable
 from ferry.wire.protocol.header import Buffers
-from ferry.wire.request_writer import RequestWriter, frame_request, socket_ready
+from ferry.wire.request_writer import RequestWriter, answer_problem, frame_request, socket_ready
 
 _SIZE_CORR = struct.Struct(">ii")
-MAX_RESPONSE_BYTES = 512 * 1024 * 1024  # a bigger frame means we are not talking to a Kafka broker
 READ_BUFFER_BYTES = 64 * 1024  # default read-ahead: small answers in one recv, little copied for large ones
 
 
@@ -290,11 +289,9 @@ class BrokerConnection:
         """Size field of the oldest answer (its correlation id checked), with its first 8 bytes buffered."""
         self._fill(8)
         size, corr = _SIZE_CORR.unpack_from(self._buf, self._start)
-        if size < 4 or size > MAX_RESPONSE_BYTES:
-            raise self.fail("bad frame", ValueError(f"response size {size}"))
-        expected = (self._writer.correlation_id - len(self._pending)) & 0x7FFFFFFF
-        if corr != expected:
-            raise self.fail("out of order", ValueError(f"correlation id {corr}, expected {expected}"))
+        problem = answer_problem(size, corr, (self._writer.correlation_id - len(self._pending)) & 0x7FFFFFFF)
+        if problem is not None:
+            raise self.fail(*problem)
         return size
 
     def _fill(self, need: int) -> None:

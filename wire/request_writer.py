@@ -25,6 +25,7 @@ from ferry.wire.protocol.header import Buffers, request_header
 
 _SIZE = struct.Struct(">i")
 _MAX_PARTS = 512  # buffers per sendmsg (IOV_MAX is 1024 on Linux)
+MAX_RESPONSE_BYTES = 512 * 1024 * 1024  # a bigger frame means we are not talking to a Kafka broker
 
 
 def frame_request(api_key: int, api_version: int, correlation_id: int, client_id: str,
@@ -33,6 +34,16 @@ def frame_request(api_key: int, api_version: int, correlation_id: int, client_id
     header = request_header(api_key, api_version, correlation_id, client_id)
     size = len(header) + sum(len(b) for b in body)
     return [memoryview(b).cast("B") for b in (_SIZE.pack(size), header, *body) if len(b)], 4 + size
+
+
+def answer_problem(size: int, correlation_id: int, expected: int) -> tuple[str, ValueError] | None:
+    """What is wrong with an answer's size and correlation id (``expected``: its request's), as the words for
+    the connection's error, or None: fine."""
+    if size < 4 or size > MAX_RESPONSE_BYTES:
+        return "bad frame", ValueError(f"response size {size}")
+    if correlation_id != expected:
+        return "out of order", ValueError(f"correlation id {correlation_id}, expected {expected}")
+    return None
 
 
 class RequestWriter:

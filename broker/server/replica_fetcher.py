@@ -17,20 +17,18 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import struct
 from dataclasses import dataclass
 from typing import Any
 
 from ferry.broker.log.log_start import delete_records_before
+from ferry.wire.async_broker_connection import AsyncBrokerConnection
 from ferry.wire.protocol import fetch, offset_for_leader_epoch
 from ferry.wire.protocol.errors import ErrorCode
-from ferry.wire.protocol.header import request_header
 from ferry.wire.record.record_batch import BATCH_HEADER_SIZE, read_header
 
 log = logging.getLogger(__name__)
 
 TopicPartition = tuple[str, int]
-_SIZE = struct.Struct(">i")
 TRUNCATE_BY_EPOCH = "leader-epoch"
 TRUNCATE_TO_HW = "high-watermark"
 
@@ -94,9 +92,7 @@ class ReplicaFetcher:
         self.partitions: dict[TopicPartition, FetchState] = {}
         self.wake = asyncio.Event()
         self.task: asyncio.Task | None = None
-        self._reader: asyncio.StreamReader | None = None
-        self._writer: asyncio.StreamWriter | None = None
-        self._correlation = 0
+        self._conn: AsyncBrokerConnection | None = None
 
     def start(self) -> None:
         self.task = asyncio.get_running_loop().create_task(self._run(), name=f"replica-fetcher-{self.leader}")
@@ -123,7 +119,7 @@ class ReplicaFetcher:
                     pass
                 continue
             try:
-                await self._connect()
+                self._connect()
                 await self._truncate([tp for tp in active if not self.partitions[tp].truncated])
                 await self._fetch_once([tp for tp in active if tp in self.partitions and
                                         self.partitions[tp].truncated])
@@ -140,34 +136,25 @@ class ReplicaFetcher:
         paused = self.manager.paused
         return [tp for tp, st in self.partitions.items() if st.backoff_until <= now and tp not in paused]
 
-    async def _connect(self) -> None:
-        if self._writer is not None:
+    def _connect(self) -> None:
+        """The connection to the leader as registered now (connected on its first request)."""
+        if self._conn is not None:
             return
         broker = self.manager.metadata.brokers.get(self.leader)
         if broker is None:
             raise ConnectionError(f"leader {self.leader} is not registered")
-        timeout = self.manager.settings.socket_timeout_ms / 1000.0
-        self._reader, self._writer = await asyncio.wait_for(
-            asyncio.open_connection(broker.host, broker.port), timeout)
+        self._conn = AsyncBrokerConnection(self.leader, broker.host, broker.port,
+                                           f"replica-{self.manager.broker_id}",
+                                           self.manager.settings.socket_timeout_ms / 1000.0)
 
     def _close(self) -> None:
-        if self._writer is not None:
-            self._writer.close()
-        self._reader = self._writer = None
+        if self._conn is not None:
+            self._conn.close()
+        self._conn = None
 
     async def _call(self, request: tuple[int, int, list], timeout_s: float) -> memoryview:
-        api_key, version, buffers = request
-        self._correlation = (self._correlation + 1) & 0x7FFFFFFF
-        head = request_header(api_key, version, self._correlation, f"replica-{self.manager.broker_id}")
-        body = b"".join(bytes(b) for b in buffers)
-        assert self._writer is not None and self._reader is not None
-        self._writer.write(_SIZE.pack(len(head) + len(body)) + head + body)
-        await self._writer.drain()
-        size = _SIZE.unpack(await asyncio.wait_for(self._reader.readexactly(4), timeout_s))[0]
-        frame = await asyncio.wait_for(self._reader.readexactly(size), timeout_s)
-        if _SIZE.unpack_from(frame, 0)[0] != self._correlation:
-            raise ConnectionError("answer out of order")
-        return memoryview(frame)[4:]
+        assert self._conn is not None
+        return await self._conn.request(*request, timeout_s)
 
     # ------------------------------------------------------------------ truncation
     async def _truncate(self, tps: list[TopicPartition]) -> None:
