@@ -18,9 +18,11 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import dataclass
-from typing import Any
 
 from ferry.broker.log.log_start import delete_records_before
+from ferry.broker.server.metadata_cache import MetadataCache
+from ferry.broker.server.partition import Partition
+from ferry.broker.server.replica_manager import ReplicaManager
 from ferry.wire.async_broker_connection import AsyncBrokerConnection
 from ferry.wire.protocol import fetch, offset_for_leader_epoch
 from ferry.wire.protocol.errors import ErrorCode
@@ -53,7 +55,8 @@ class FetcherSettings:
 class ReplicaFetcherManager:
     """Routes each followed partition to the fetcher of its leader."""
 
-    def __init__(self, broker_id: int, metadata: Any, replicas: Any, settings: FetcherSettings) -> None:
+    def __init__(self, broker_id: int, metadata: MetadataCache, replicas: ReplicaManager,
+                 settings: FetcherSettings) -> None:
         self.broker_id = broker_id
         self.metadata = metadata
         self.replicas = replicas
@@ -261,7 +264,8 @@ class ReplicaFetcher:
                     if start > lg.log_start_offset:
                         delete_records_before(lg, start)
 
-    def _on_error(self, tp: TopicPartition, part: Any, res: Any, st: FetchState, now: float) -> None:
+    def _on_error(self, tp: TopicPartition, part: Partition, res: fetch.PartitionFetchResult, st: FetchState,
+                  now: float) -> None:
         code = res.error_code
         name = ErrorCode(code).name if code in ErrorCode._value2member_map_ else str(code)
         if code == ErrorCode.OFFSET_OUT_OF_RANGE and res.log_start_offset > part.log.log_end_offset >= 0:

@@ -22,12 +22,16 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable
+from concurrent.futures import Executor
 from dataclasses import dataclass
-from typing import Any
+from typing import TypeVar
 
+from kazoo.client import KazooClient
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
-from ferry.broker.server.group_coordinator import coordinator_for
+from ferry.broker.server.group_coordinator_state import coordinator_for
+from ferry.broker.server.metadata_cache import MetadataCache
+from ferry.broker.server.producer_id_manager import ProducerIdManager
 from ferry.broker.server.transaction_markers import TxnMarkerWriter
 from ferry.broker.server.transaction_state import (
     COMPLETE_ABORT,
@@ -50,6 +54,7 @@ from ferry.zk.group_offsets import CommittedOffset, commit_offsets
 from ferry.zk.znodes import BrokerInfo
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 MAX_EPOCH = 32767
 COMPLETION_RETRY_S = 0.5
@@ -71,8 +76,8 @@ def fenced_code(version: int) -> int:
 
 
 class TransactionCoordinator:
-    def __init__(self, broker_id: int, metadata: Any, zk_client: Callable[[], Any], executor: Any,
-                 producer_ids: Any, markers: TxnMarkerWriter, settings: TxnSettings | None = None) -> None:
+    def __init__(self, broker_id: int, metadata: MetadataCache, zk_client: Callable[[], KazooClient],
+                 executor: Executor, producer_ids: ProducerIdManager, markers: TxnMarkerWriter, settings: TxnSettings | None = None) -> None:
         self.broker_id = broker_id
         self.metadata = metadata
         self.zk_client = zk_client
@@ -133,7 +138,7 @@ class TransactionCoordinator:
             lock = self._locks[txn_id] = asyncio.Lock()
         return lock
 
-    async def _zk(self, fn: Callable[..., Any], *args: Any) -> Any:
+    async def _zk(self, fn: Callable[..., T], *args: object) -> T:
         assert self.loop is not None
         return await self.loop.run_in_executor(self.executor, fn, self.zk_client(), *args)
 
@@ -385,7 +390,7 @@ class TransactionCoordinator:
                     self._complete_later(txn_id)
 
 
-def _settle_offsets(client: Any, meta: TxnMetadata, group: str, commit: bool) -> None:
+def _settle_offsets(client: KazooClient, meta: TxnMetadata, group: str, commit: bool) -> None:
     """Blocking: a committed transaction's pending offsets of ``group`` become the group's committed offsets;
     either way the pending ones go."""
     pending = read_pending_offsets(client, meta.txn_id, group)

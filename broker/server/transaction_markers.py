@@ -14,9 +14,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import Any
 
 from ferry.broker.log.log_transactions import MARKER
+from ferry.broker.server.log_flusher import LogFlusher
+from ferry.broker.server.metadata_cache import MetadataCache
+from ferry.broker.server.replica_manager import ReplicaManager
 from ferry.wire.async_broker_connection import AsyncBrokerConnection
 from ferry.wire.protocol import write_txn_markers
 from ferry.wire.protocol.errors import ErrorCode, error_code_of
@@ -32,7 +34,7 @@ _DONE = {ErrorCode.NONE, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.INVALID
 
 
 class TxnMarkerWriter:
-    def __init__(self, broker_id: int, metadata: Any, replicas: Any, flusher: Any,
+    def __init__(self, broker_id: int, metadata: MetadataCache, replicas: ReplicaManager, flusher: LogFlusher,
                  request_timeout_ms: int = 30_000) -> None:
         self.broker_id = broker_id
         self.metadata = metadata
