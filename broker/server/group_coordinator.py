@@ -45,7 +45,8 @@ from ferry.wire.protocol.offset_fetch import FetchedOffset
 from ferry.zk import group_offsets
 from ferry.zk.znodes import BrokerInfo
 
-# GroupSettings and coordinator_for are defined with the state (group_coordinator_state.py); callers import them here
+# GroupSettings and coordinator_for are defined with the state (group_coordinator_state.py); callers import
+# them from here
 __all__ = ["GroupCoordinator", "GroupSettings", "coordinator_for"]
 
 log = logging.getLogger(__name__)
@@ -95,7 +96,8 @@ class GroupCoordinator:
     def heartbeat(self, group_id: str, generation: int, member_id: str, instance_id: str | None) -> int:
         return self._liveness.heartbeat(group_id, generation, member_id, instance_id)
 
-    def leave(self, group_id: str, members: list[tuple[str, str | None]]) -> tuple[int, list[tuple[str, str | None, int]]]:
+    def leave(self, group_id: str, members: list[tuple[str, str | None]]
+              ) -> tuple[int, list[tuple[str, str | None, int]]]:
         return self._liveness.leave(group_id, members)
 
     def commit(self, req: OffsetCommitRequest) -> CommitResults | Awaitable[CommitResults]:
@@ -168,7 +170,7 @@ class GroupCoordinator:
                 continue
             try:
                 ptype = await self._groups.run_in_executor(self.executor, group_offsets.group_protocol_type,
-                                                        self.zk_client(), gid)
+                                                           self.zk_client(), gid)
             except Exception as e:
                 log.warning("group %s: reading it from ZooKeeper failed: %s", gid, e or type(e).__name__)
                 out.append(DescribedGroup(ErrorCode.COORDINATOR_NOT_AVAILABLE, gid, state=DEAD))
@@ -204,7 +206,7 @@ class GroupCoordinator:
                 continue
             try:
                 deleted = await self._groups.run_in_executor(self.executor, group_offsets.delete_group,
-                                                          self.zk_client(), gid)
+                                                             self.zk_client(), gid)
             except Exception as e:
                 log.warning("group %s: deleting it from ZooKeeper failed: %s", gid, e or type(e).__name__)
                 out.append((gid, ErrorCode.COORDINATOR_NOT_AVAILABLE))

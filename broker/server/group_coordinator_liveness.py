@@ -69,7 +69,8 @@ class MemberLiveness:
         self._on_departure(group, f"member {member.member_id} expired")
 
     # ------------------------------------------------------------------ LeaveGroup
-    def leave(self, group_id: str, members: list[tuple[str, str | None]]) -> tuple[int, list[tuple[str, str | None, int]]]:
+    def leave(self, group_id: str, members: list[tuple[str, str | None]]
+              ) -> tuple[int, list[tuple[str, str | None, int]]]:
         """(top-level error, [(member_id, instance_id, error)]); a static member may be named by its instance id
         alone (an admin's removal)."""
         code = self._groups.validate_group(group_id)

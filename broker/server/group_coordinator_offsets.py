@@ -105,8 +105,8 @@ class GroupOffsetStore:
         lock = self._commit_lock(group_id)
         async with lock:
             try:
-                await self._groups.run_in_executor(self._executor, commit_offsets, self._zk_client(), group_id, offsets,
-                                                protocol_type)
+                await self._groups.run_in_executor(self._executor, commit_offsets, self._zk_client(), group_id,
+                                                   offsets, protocol_type)
                 return results
             except Exception as e:
                 log.warning("group %s: committing %d offset(s) to ZooKeeper failed: %s", group_id, len(offsets),
@@ -143,7 +143,7 @@ class GroupOffsetStore:
         wanted = None if topics is None else [(t, p) for t, parts in topics for p in parts]
         try:
             found = await self._groups.run_in_executor(self._executor, fetch_offsets, self._zk_client(), group_id,
-                                                    wanted)
+                                                       wanted)
         except Exception as e:
             log.warning("group %s: reading offsets from ZooKeeper failed: %s", group_id, e or type(e).__name__)
             code = ErrorCode.COORDINATOR_NOT_AVAILABLE

@@ -193,7 +193,8 @@ class GroupRebalancer:
                                                 group.generation_id, True)
         else:
             group.initial_delay_deadline = 0.0
-            group.join_timer = self._groups.call_later(timeout_ms, self._join_deadline, group, group.generation_id, False)
+            group.join_timer = self._groups.call_later(timeout_ms, self._join_deadline, group, group.generation_id,
+                                                       False)
         log.info("group %s: preparing to rebalance (generation %d): %s", group.group_id, group.generation_id, why)
 
     def _extend_initial_delay(self, group: GroupMetadata) -> None:
@@ -203,14 +204,16 @@ class GroupRebalancer:
         remaining_ms = (group.initial_delay_deadline - self._groups.time()) * 1000.0
         delay_ms = min(self._settings.initial_rebalance_delay_ms, max(remaining_ms, 0.0))
         group.join_timer.cancel()
-        group.join_timer = self._groups.call_later(delay_ms, self._join_deadline, group, group.generation_id, True)
+        group.join_timer = self._groups.call_later(delay_ms, self._join_deadline, group, group.generation_id,
+                                                   True)
 
     def _try_complete_join(self, group: GroupMetadata) -> None:
         if group.is_(PREPARING_REBALANCE) and not group.initial_delay_deadline and group.all_joined():
             self._complete_join(group)
 
     def _join_deadline(self, group: GroupMetadata, generation: int, initial: bool) -> None:
-        if not self._groups.current(group) or not group.is_(PREPARING_REBALANCE) or group.generation_id != generation:
+        if not self._groups.current(group) or not group.is_(PREPARING_REBALANCE) \
+                or group.generation_id != generation:
             return
         group.join_timer = None
         if initial:
@@ -248,8 +251,8 @@ class GroupRebalancer:
             if member.join_future is not None and not member.join_future.done():
                 member.join_future.set_result(group.join_result(member))
             self._liveness.schedule_heartbeat(group, member)
-        group.sync_timer = self._groups.call_later(max(group.rebalance_timeout_ms(), 1), self._sync_deadline, group,
-                                            group.generation_id)
+        group.sync_timer = self._groups.call_later(max(group.rebalance_timeout_ms(), 1), self._sync_deadline,
+                                                   group, group.generation_id)
 
     # ------------------------------------------------------------------ SyncGroup
     def sync(self, group_id: str, generation: int, member_id: str, instance_id: str | None,
@@ -299,7 +302,8 @@ class GroupRebalancer:
                 m.sync_future.set_result((code, b""))
 
     def _sync_deadline(self, group: GroupMetadata, generation: int) -> None:
-        if not self._groups.current(group) or not group.is_(COMPLETING_REBALANCE) or group.generation_id != generation:
+        if not self._groups.current(group) or not group.is_(COMPLETING_REBALANCE) \
+                or group.generation_id != generation:
             return
         group.sync_timer = None
         missing = [m.member_id for m in group.members.values() if m.synced_generation != generation]

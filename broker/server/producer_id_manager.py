@@ -23,7 +23,8 @@ MAX_CAS_ATTEMPTS = 50
 
 
 class ProducerIdManager:
-    def __init__(self, client_supplier: Callable[[], KazooClient], broker_id: int, block_size: int = BLOCK_SIZE) -> None:
+    def __init__(self, client_supplier: Callable[[], KazooClient], broker_id: int,
+                 block_size: int = BLOCK_SIZE) -> None:
         self._client = client_supplier  # the registry's KazooClient (it changes when the session is renewed)
         self.broker_id = broker_id
         self.block_size = block_size

@@ -77,7 +77,8 @@ def fenced_code(version: int) -> int:
 
 class TransactionCoordinator:
     def __init__(self, broker_id: int, metadata: MetadataCache, zk_client: Callable[[], KazooClient],
-                 executor: Executor, producer_ids: ProducerIdManager, markers: TxnMarkerWriter, settings: TxnSettings | None = None) -> None:
+                 executor: Executor, producer_ids: ProducerIdManager, markers: TxnMarkerWriter,
+                 settings: TxnSettings | None = None) -> None:
         self.broker_id = broker_id
         self.metadata = metadata
         self.zk_client = zk_client
