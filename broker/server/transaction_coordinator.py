@@ -42,15 +42,13 @@ from ferry.broker.server.transaction_state import (
     PREPARE_COMMIT,
     TopicPartition,
     TxnMetadata,
-    delete_pending_offsets,
     list_txn_ids,
     now_ms,
-    read_pending_offsets,
     read_txn,
+    settle_pending_offsets,
     write_txn,
 )
 from ferry.wire.protocol.errors import ErrorCode
-from ferry.zk.group_offsets import CommittedOffset, commit_offsets
 from ferry.zk.znodes import BrokerInfo
 
 log = logging.getLogger(__name__)
@@ -308,7 +306,7 @@ class TransactionCoordinator:
             return False
         for group in sorted(meta.groups):
             try:
-                await self._zk(_settle_offsets, meta, group, commit)
+                await self._zk(settle_pending_offsets, meta, group, commit)
             except Exception as e:
                 log.warning("transaction %r: offsets of group %s not settled: %s", meta.txn_id, group,
                             str(e) or type(e).__name__)
@@ -390,12 +388,3 @@ class TransactionCoordinator:
                 if not await self._abort(meta, fence=True):
                     self._complete_later(txn_id)
 
-
-def _settle_offsets(client: KazooClient, meta: TxnMetadata, group: str, commit: bool) -> None:
-    """Blocking: a committed transaction's pending offsets of ``group`` become the group's committed offsets;
-    either way the pending ones go."""
-    pending = read_pending_offsets(client, meta.txn_id, group)
-    if pending is not None and commit and pending[:3] == (meta.producer_id, meta.producer_epoch, meta.txn_seq):
-        stamp = now_ms()
-        commit_offsets(client, group, {tp: CommittedOffset(o, e, m, stamp) for tp, (o, e, m) in pending[3].items()})
-    delete_pending_offsets(client, meta.txn_id, group)
