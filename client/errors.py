@@ -9,6 +9,7 @@ registry's errors, so that the registry and the client raise one class for an un
 
 from __future__ import annotations
 
+from ferry.wire.connection_errors import BrokerUnavailableError
 from ferry.wire.protocol.errors import ClientError, ErrorCode, KafkaResponseError
 from ferry.zk.errors import UnknownTopicError
 
@@ -21,10 +22,6 @@ __all__ = [
 
 class NoBrokersAvailableError(ClientError):
     """No broker is registered in ZooKeeper (so there is nothing to bootstrap from)."""
-
-
-class BrokerUnavailableError(ClientError, ConnectionError):
-    """No connection to a broker (refused, reset, timed out) or no broker known for a partition."""
 
 
 class ConsumerRebalanceFailedError(ClientError):

@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from ferry.client.broker_connection import BrokerConnection
 from ferry.client.errors import BrokerUnavailableError, ClientError, NoBrokersAvailableError, for_code
+from ferry.wire.broker_connection import BrokerConnection
 from ferry.wire.protocol import (
     consumer_protocol,
     delete_groups,

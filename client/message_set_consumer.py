@@ -26,7 +26,6 @@ from typing import NamedTuple
 
 import crc32c
 
-from ferry.client.broker_connection import BrokerConnection
 from ferry.client.errors import (  # noqa: F401 - FetchError and the others are this module's public errors
     BrokerUnavailableError,
     ClientError,
@@ -36,6 +35,7 @@ from ferry.client.errors import (  # noqa: F401 - FetchError and the others are 
     OffsetOutOfRangeError,
 )
 from ferry.client.leader_lookup import connect_cluster, partition_leader
+from ferry.wire.broker_connection import BrokerConnection
 from ferry.wire.protocol.api_keys import ApiKey
 from ferry.wire.protocol.errors import ErrorCode
 from ferry.wire.record.read_committed import ReadCommitted

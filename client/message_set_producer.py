@@ -22,7 +22,6 @@ import struct
 from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
-from ferry.client.broker_connection import BrokerConnection
 from ferry.client.errors import (
     BrokerUnavailableError,
     ClientError,
@@ -30,6 +29,7 @@ from ferry.client.errors import (
 )
 from ferry.client.leader_lookup import connect_cluster, partition_leader  # noqa: F401 - also the consumer's
 from ferry.client.wire_client import LEADERSHIP_ERRORS
+from ferry.wire.broker_connection import BrokerConnection
 from ferry.wire.protocol import produce
 from ferry.wire.protocol.api_keys import ApiKey
 from ferry.wire.record.message_set_builder import MessageSetBuilder

@@ -12,8 +12,8 @@ import logging
 import threading
 from collections.abc import Callable, Iterable, Sequence
 
-from ferry.client.broker_connection import BrokerConnection
 from ferry.client.errors import BrokerUnavailableError, ClientError, for_code
+from ferry.wire.broker_connection import BrokerConnection
 from ferry.wire.protocol import init_producer_id, list_offsets, metadata
 from ferry.wire.protocol.errors import ErrorCode
 from ferry.wire.protocol.list_offsets import PartitionOffsetResult

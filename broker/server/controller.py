@@ -21,10 +21,10 @@ import queue
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
 
+from kazoo.client import KazooClient
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
-from kazoo.protocol.states import KazooState
+from kazoo.protocol.states import KazooState, ZnodeStat
 from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 
 from ferry.broker.server import reassignment
@@ -49,7 +49,7 @@ SUMMARY_OVER = 20  # more state changes than this for a topic in one pass: one s
 
 
 class KafkaController:
-    def __init__(self, broker_id: int, client_getter: Callable[[], Any], metadata: MetadataCache,
+    def __init__(self, broker_id: int, client_getter: Callable[[], KazooClient], metadata: MetadataCache,
                  states: PartitionStateWatcher, log_defaults: LogConfig | None = None,
                  auto_rebalance: bool = True, rebalance_interval_s: float = 300.0) -> None:
         self.broker_id = broker_id
@@ -106,7 +106,7 @@ class KafkaController:
         elif state == KazooState.CONNECTED:
             self.wake("connected")
 
-    def _on_controller_node(self, data: bytes | None, _stat: Any) -> bool:
+    def _on_controller_node(self, data: bytes | None, _stat: ZnodeStat | None) -> bool:
         self.current_controller = _controller_id(data)
         self.wake("controller")
         return not self._stopping.is_set()
@@ -116,7 +116,7 @@ class KafkaController:
         self.wake("controlled-shutdown")
         return not self._stopping.is_set()
 
-    def _on_admin_request(self, data: bytes | None, _stat: Any) -> bool:
+    def _on_admin_request(self, data: bytes | None, _stat: ZnodeStat | None) -> bool:
         """A preferred election or reassignment request was written: wake up (the pass reads it)."""
         if data:
             self.wake("preferred")

@@ -1,4 +1,4 @@
-"""OffsetCommit and OffsetFetch on the coordinator (a part of GroupCoordinator).
+"""OffsetCommit and OffsetFetch on the coordinator (a collaborator of GroupCoordinator).
 
 Offsets are durable in ZooKeeper (ferry.zk.group_offsets), never cached here: the broker that coordinates the
 group after this one reads exactly what was committed, and a commit is answered only once ZooKeeper has it.
@@ -11,9 +11,17 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from concurrent.futures import Executor
 
-from ferry.broker.server.group_coordinator_state import COMPLETING_REBALANCE, DEAD, Group
+from kazoo.client import KazooClient
+
+from ferry.broker.server.group_coordinator_liveness import MemberLiveness
+from ferry.broker.server.group_coordinator_state import (
+    COMPLETING_REBALANCE,
+    DEAD,
+    GroupMetadataManager,
+    GroupSettings,
+)
 from ferry.wire.protocol.errors import ErrorCode
 from ferry.wire.protocol.offset_commit import OffsetCommitRequest
 from ferry.wire.protocol.offset_fetch import FetchedOffset
@@ -24,32 +32,28 @@ log = logging.getLogger("ferry.broker.server.group_coordinator")
 CommitResults = list[tuple[str, list[tuple[int, int]]]]
 
 
-class GroupOffsets:
-    """OffsetCommit / OffsetFetch against ZooKeeper (a part of GroupCoordinator)."""
+class GroupOffsetStore:
+    """OffsetCommit / OffsetFetch against ZooKeeper (a collaborator of GroupCoordinator); owns the commit locks
+    of groups that have no members here (offsets-only groups)."""
 
-    groups: dict[str, Group]
-    settings: Any
-    metadata: Any
-    executor: Any
-    loop: asyncio.AbstractEventLoop | None
-    zk_client: Callable[[], Any]
-
-    if TYPE_CHECKING:  # provided by the other parts of GroupCoordinator
-        def validate_group(self, group_id: str) -> int: ...
-
-        def _member_error(self, group: Group, member_id: str, instance_id: str | None) -> int: ...
-
-        def _schedule_heartbeat(self, group: Group, member: Any) -> None: ...
+    def __init__(self, groups: GroupMetadataManager, settings: GroupSettings, zk_client: Callable[[], KazooClient],
+                 executor: Executor, liveness: MemberLiveness) -> None:
+        self._groups = groups
+        self._settings = settings
+        self._zk_client = zk_client
+        self._executor = executor
+        self._liveness = liveness
+        self._standalone_locks: dict[str, asyncio.Lock] = {}
 
     # ------------------------------------------------------------------ OffsetCommit
     def commit(self, req: OffsetCommitRequest) -> CommitResults | Awaitable[CommitResults]:
         """Per partition, the commit's error code: now (nothing to write) or once ZooKeeper has the offsets."""
         code = self._commit_error(req)
-        topics = self.metadata.topics
+        topics = self._groups.metadata.topics
         results: CommitResults = []
         to_write: dict[tuple[str, int], CommittedOffset] = {}
         stamp = now_ms()
-        limit = self.settings.max_metadata_bytes
+        limit = self._settings.max_metadata_bytes
         for topic, parts in req.topics:
             info = topics.get(topic)
             out = []
@@ -67,17 +71,17 @@ class GroupOffsets:
             results.append((topic, out))
         if not to_write:
             return results
-        group = self.groups.get(req.group_id)
+        group = self._groups.get(req.group_id)
         protocol_type = (group.protocol_type if group is not None else None) or ""
         return self._write_offsets(req.group_id, to_write, protocol_type, results)
 
     def _commit_error(self, req: OffsetCommitRequest) -> int:
         """Kafka's checks: generation -1 without a member id is a commit from outside the group protocol,
         accepted only while the group has no members; otherwise member, generation and state must match."""
-        code = self.validate_group(req.group_id)
+        code = self._groups.validate_group(req.group_id)
         if code:
             return code
-        group = self.groups.get(req.group_id)
+        group = self._groups.get(req.group_id)
         standalone = req.generation_id < 0 and not req.member_id and req.group_instance_id is None
         if group is None or not group.has_members:
             if standalone:
@@ -86,24 +90,23 @@ class GroupOffsets:
             return ErrorCode.ILLEGAL_GENERATION if group is None else ErrorCode.UNKNOWN_MEMBER_ID
         if group.is_(DEAD):
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
-        code = self._member_error(group, req.member_id, req.group_instance_id)
+        code = group.member_error(req.member_id, req.group_instance_id)
         if code:
             return code
         if req.generation_id != group.generation_id:
             return ErrorCode.ILLEGAL_GENERATION
         if group.is_(COMPLETING_REBALANCE):
             return ErrorCode.REBALANCE_IN_PROGRESS
-        self._schedule_heartbeat(group, group.members[req.member_id])
+        self._liveness.schedule_heartbeat(group, group.members[req.member_id])
         return ErrorCode.NONE
 
     async def _write_offsets(self, group_id: str, offsets: dict[tuple[str, int], CommittedOffset],
                              protocol_type: str, results: CommitResults) -> CommitResults:
-        assert self.loop is not None
         lock = self._commit_lock(group_id)
         async with lock:
             try:
-                await self.loop.run_in_executor(self.executor, commit_offsets, self.zk_client(), group_id, offsets,
-                                                protocol_type)
+                await self._groups.run_in_executor(self._executor, commit_offsets, self._zk_client(), group_id,
+                                                   offsets, protocol_type)
                 return results
             except Exception as e:
                 log.warning("group %s: committing %d offset(s) to ZooKeeper failed: %s", group_id, len(offsets),
@@ -113,10 +116,10 @@ class GroupOffsets:
                 for t, parts in results]
 
     def _commit_lock(self, group_id: str) -> asyncio.Lock:
-        group = self.groups.get(group_id)
+        group = self._groups.get(group_id)
         if group is not None:
             return group.commit_lock
-        locks: dict[str, asyncio.Lock] = self.__dict__.setdefault("_standalone_locks", {})
+        locks = self._standalone_locks
         lock = locks.get(group_id)
         if lock is None:
             lock = locks[group_id] = asyncio.Lock()
@@ -130,18 +133,17 @@ class GroupOffsets:
               ) -> tuple[int, list[tuple[str, list[FetchedOffset]]]] | Awaitable[
                   tuple[int, list[tuple[str, list[FetchedOffset]]]]]:
         """(group error, [(topic, [FetchedOffset])]); topics None = every committed partition."""
-        code = self.validate_group(group_id)
+        code = self._groups.validate_group(group_id)
         if code:
             return code, [(t, [FetchedOffset(p, error_code=code) for p in parts]) for t, parts in topics or []]
         return self._read_offsets(group_id, topics)
 
     async def _read_offsets(self, group_id: str, topics: list[tuple[str, list[int]]] | None
                             ) -> tuple[int, list[tuple[str, list[FetchedOffset]]]]:
-        assert self.loop is not None
         wanted = None if topics is None else [(t, p) for t, parts in topics for p in parts]
         try:
-            found = await self.loop.run_in_executor(self.executor, fetch_offsets, self.zk_client(), group_id,
-                                                    wanted)
+            found = await self._groups.run_in_executor(self._executor, fetch_offsets, self._zk_client(), group_id,
+                                                       wanted)
         except Exception as e:
             log.warning("group %s: reading offsets from ZooKeeper failed: %s", group_id, e or type(e).__name__)
             code = ErrorCode.COORDINATOR_NOT_AVAILABLE

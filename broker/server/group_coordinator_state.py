@@ -1,9 +1,11 @@
-"""A consumer group's membership as its coordinator keeps it in memory (Kafka's GroupMetadata / MemberMetadata).
+"""Consumer groups' membership as their coordinator keeps it in memory (Kafka's GroupMetadata / MemberMetadata,
+and GroupMetadataManager, the table of the groups coordinated here).
 
-Pure data and the few rules that only read it (which protocol the group agrees on, what a member's JoinGroup
-answer holds); the rebalance itself (timers, futures) is group_coordinator_rebalance.py. Nothing here is
-persisted: a coordinator that dies takes its groups' membership with it and the members rejoin at the next
-coordinator (docs/groups.md); only committed offsets are durable.
+Data and the few rules that only read it (which protocol the group agrees on, what a member's JoinGroup
+answer holds, which broker coordinates a group); the rebalance itself (timers, futures) is
+group_coordinator_rebalance.py. Nothing here is persisted: a coordinator that dies takes its groups'
+membership with it and the members rejoin at the next coordinator (docs/groups.md); only committed offsets
+are durable.
 
 States (Kafka's names, which DescribeGroups reports):
 
@@ -17,14 +19,41 @@ States (Kafka's names, which DescribeGroups reports):
 from __future__ import annotations
 
 import asyncio
+import zlib
 from collections import Counter
+from collections.abc import Callable, Iterable
+from concurrent.futures import Executor
 from dataclasses import dataclass, field
+from typing import TypeVar
+
+from ferry.broker.server.metadata_cache import MetadataCache
+from ferry.wire.protocol.errors import ErrorCode
+
+T = TypeVar("T")
 
 EMPTY = "Empty"
 PREPARING_REBALANCE = "PreparingRebalance"
 COMPLETING_REBALANCE = "CompletingRebalance"
 STABLE = "Stable"
 DEAD = "Dead"
+
+
+@dataclass(frozen=True)
+class GroupSettings:
+    """The coordinator's settings (Kafka's broker names: group.min.session.timeout.ms, ...)."""
+
+    min_session_timeout_ms: int = 6_000
+    max_session_timeout_ms: int = 1_800_000
+    initial_rebalance_delay_ms: int = 3_000
+    max_metadata_bytes: int = 4_096  # offset.metadata.max.bytes
+
+
+def coordinator_for(group_id: str, broker_ids: Iterable[int]) -> int | None:
+    """The broker that coordinates ``group_id`` among ``broker_ids`` (None: no broker)."""
+    ids = sorted(broker_ids)
+    if not ids:
+        return None
+    return ids[zlib.crc32(group_id.encode("utf-8")) % len(ids)]
 
 
 @dataclass(slots=True)
@@ -79,7 +108,7 @@ class Member:
 
 
 @dataclass(eq=False)
-class Group:
+class GroupMetadata:
     group_id: str
     state: str = EMPTY
     generation_id: int = 0
@@ -96,6 +125,16 @@ class Group:
 
     def is_(self, state: str) -> bool:
         return self.state == state
+
+    def member_error(self, member_id: str, instance_id: str | None) -> int:
+        """UNKNOWN_MEMBER_ID / FENCED_INSTANCE_ID for a member this group does not know (as it is now)."""
+        if instance_id is not None:
+            current = self.static_members.get(instance_id)
+            if current is not None and current != member_id:
+                return ErrorCode.FENCED_INSTANCE_ID
+        if member_id not in self.members or self.is_(DEAD):
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        return ErrorCode.NONE
 
     @property
     def has_members(self) -> bool:
@@ -179,3 +218,85 @@ class Group:
         self.join_timer = self.sync_timer = None
         for m in self.members.values():
             m.cancel_heartbeat()
+
+
+class GroupMetadataManager:
+    """The groups this broker coordinates now (Kafka's GroupMetadataManager's cache): which groups are here,
+    whether a group request may be served here, and the loop their timers and futures run on."""
+
+    def __init__(self, broker_id: int, metadata: MetadataCache) -> None:
+        self.broker_id = broker_id
+        self.metadata = metadata  # live brokers, topics
+        self.groups: dict[str, GroupMetadata] = {}
+        self.loop: asyncio.AbstractEventLoop | None = None  # None: not serving (starting, stopping)
+
+    def start(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+
+    def stop(self) -> None:
+        self.loop = None
+
+    @property
+    def serving(self) -> bool:
+        return self.loop is not None
+
+    def get(self, group_id: str) -> GroupMetadata | None:
+        return self.groups.get(group_id)
+
+    def create(self, group_id: str) -> GroupMetadata:
+        group = self.groups[group_id] = GroupMetadata(group_id)
+        return group
+
+    def validate_group(self, group_id: str) -> int:
+        """NONE when this broker coordinates the group now, else the error a group request gets."""
+        if not group_id:
+            return ErrorCode.INVALID_GROUP_ID
+        if self.loop is None or self.broker_id not in self.metadata.brokers:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE  # starting, stopping, or not registered
+        if coordinator_for(group_id, self.metadata.brokers) != self.broker_id:
+            return ErrorCode.NOT_COORDINATOR
+        return ErrorCode.NONE
+
+    def coordinated_here(self, group_id: str, live: Iterable[int] | None = None) -> bool:
+        """Whether ``group_id`` hashes to this broker among ``live`` (default: the brokers live now)."""
+        return coordinator_for(group_id, self.metadata.brokers if live is None else live) == self.broker_id
+
+    def current(self, group: GroupMetadata) -> bool:
+        """Is this group object still the one coordinated here (a timer may outlive a dropped group)?"""
+        return self.groups.get(group.group_id) is group
+
+    def drop_if_empty(self, group: GroupMetadata) -> None:
+        """An Empty group without members is only its offsets (in ZooKeeper): forget it here."""
+        if group.is_(EMPTY) and not group.members and not group.pending_members:
+            group.cancel_timers()
+            if self.groups.get(group.group_id) is group:
+                del self.groups[group.group_id]
+
+    def unload(self, group: GroupMetadata, code: int) -> None:
+        """Drop the group here, answering its members' waiting JoinGroup and SyncGroup with ``code``."""
+        group.cancel_timers()
+        for m in group.members.values():
+            if m.join_future is not None and not m.join_future.done():
+                m.join_future.set_result(JoinResult(code, member_id=m.member_id))
+            if m.sync_future is not None and not m.sync_future.done():
+                m.sync_future.set_result((code, b""))
+        group.state = DEAD
+        self.groups.pop(group.group_id, None)
+
+    def time(self) -> float:
+        """The loop's clock (timers' deadlines)."""
+        assert self.loop is not None
+        return self.loop.time()
+
+    def create_future(self) -> asyncio.Future:
+        assert self.loop is not None
+        return self.loop.create_future()
+
+    def run_in_executor(self, executor: Executor, fn: Callable[..., T], *args: object) -> asyncio.Future[T]:
+        """``fn(*args)`` in a worker thread (ZooKeeper calls), awaited on the loop."""
+        assert self.loop is not None
+        return self.loop.run_in_executor(executor, fn, *args)
+
+    def call_later(self, delay_ms: float, callback: Callable[..., None], *args: object) -> asyncio.TimerHandle:
+        assert self.loop is not None
+        return self.loop.call_later(max(delay_ms, 0) / 1000.0, callback, *args)

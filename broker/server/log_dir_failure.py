@@ -27,12 +27,15 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Mapping
+from concurrent.futures import Executor
 from pathlib import Path
-from typing import Any
 
+from kazoo.client import KazooClient
 from kazoo.exceptions import NodeExistsError, NoNodeError
 
-from ferry.zk.znodes import CONTROLLED_SHUTDOWN_PATH
+from ferry.broker.log.log_manager import LogManager
+from ferry.broker.server.replica_manager import ReplicaManager
+from ferry.zk.znodes import CONTROLLED_SHUTDOWN_PATH, PartitionState
 
 log = logging.getLogger(__name__)
 
@@ -41,7 +44,7 @@ MAX_PROBE_INTERVAL_S = 60.0  # a directory that keeps failing right after it cam
 FLAP_WINDOW_S = 60.0  # failing again within this long after coming back doubles the probe interval
 
 
-def request_leadership_moves(client: Any, broker_id: int) -> None:
+def request_leadership_moves(client: KazooClient, broker_id: int) -> None:
     """Ask the controller to move this broker's leaderships away and drop it from the ISRs (create the
     ephemeral ``/admin/controlled_shutdown/<id>`` if it is not there: a session that expired lost it)."""
     node = f"{CONTROLLED_SHUTDOWN_PATH}/{broker_id}"
@@ -52,7 +55,7 @@ def request_leadership_moves(client: Any, broker_id: int) -> None:
             pass
 
 
-def withdraw_leadership_request(client: Any, broker_id: int) -> None:
+def withdraw_leadership_request(client: KazooClient, broker_id: int) -> None:
     try:
         client.delete(f"{CONTROLLED_SHUTDOWN_PATH}/{broker_id}")
     except NoNodeError:
@@ -60,9 +63,10 @@ def withdraw_leadership_request(client: Any, broker_id: int) -> None:
 
 
 class LogDirFailureHandler:
-    def __init__(self, broker_id: int, log_manager: Any, replicas: Any,
-                 states: Callable[[], Mapping[tuple[str, int], tuple[Any, int]]], zk_client: Callable[[], Any],
-                 executor: Any, probe_interval_s: float = PROBE_INTERVAL_S) -> None:
+    def __init__(self, broker_id: int, log_manager: LogManager, replicas: ReplicaManager,
+                 states: Callable[[], Mapping[tuple[str, int], tuple[PartitionState, int]]],
+                 zk_client: Callable[[], KazooClient], executor: Executor,
+                 probe_interval_s: float = PROBE_INTERVAL_S) -> None:
         self.broker_id = broker_id
         self.log_manager = log_manager
         self.replicas = replicas

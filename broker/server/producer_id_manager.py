@@ -10,8 +10,9 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from typing import Any
+from collections.abc import Callable
 
+from kazoo.client import KazooClient
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
 log = logging.getLogger(__name__)
@@ -22,8 +23,9 @@ MAX_CAS_ATTEMPTS = 50
 
 
 class ProducerIdManager:
-    def __init__(self, client_supplier: Any, broker_id: int, block_size: int = BLOCK_SIZE) -> None:
-        self._client = client_supplier  # callable returning the registry's KazooClient
+    def __init__(self, client_supplier: Callable[[], KazooClient], broker_id: int,
+                 block_size: int = BLOCK_SIZE) -> None:
+        self._client = client_supplier  # the registry's KazooClient (it changes when the session is renewed)
         self.broker_id = broker_id
         self.block_size = block_size
         self._next = 0

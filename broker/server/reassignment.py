@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import json
 import logging
-from typing import Any
 
+from kazoo.client import KazooClient
 from kazoo.exceptions import BadVersionError, NoNodeError
 
 from ferry.zk.znodes import (
@@ -34,7 +34,7 @@ log = logging.getLogger("ferry.broker.server.controller")
 TopicPartition = tuple[str, int]
 
 
-def read_request(client: Any) -> tuple[dict[TopicPartition, tuple[int, ...]], int] | None:
+def read_request(client: KazooClient) -> tuple[dict[TopicPartition, tuple[int, ...]], int] | None:
     """The pending targets and the request znode's version; None when there is no request."""
     try:
         data, stat = client.get(REASSIGN_PARTITIONS_PATH)
@@ -51,7 +51,7 @@ def read_request(client: Any) -> tuple[dict[TopicPartition, tuple[int, ...]], in
     return targets, stat.version
 
 
-def step(client: Any, epoch_version: int, controller_epoch: int, tp: TopicPartition, target: tuple[int, ...],
+def step(client: KazooClient, epoch_version: int, controller_epoch: int, tp: TopicPartition, target: tuple[int, ...],
          states: dict[TopicPartition, tuple[PartitionState, int]]) -> bool | None:
     """Advance one partition's reassignment by at most one step. True when it is complete; False when it
     waits; None when this broker is no longer the controller."""
@@ -91,7 +91,7 @@ def step(client: Any, epoch_version: int, controller_epoch: int, tp: TopicPartit
     return None if written is None else False  # complete once the next pass sees the target
 
 
-def _write(client: Any, epoch_version: int, info: TopicInfo | None, p: int, replicas: tuple[int, ...] | None,
+def _write(client: KazooClient, epoch_version: int, info: TopicInfo | None, p: int, replicas: tuple[int, ...] | None,
            topic_version: int, tp: TopicPartition, state: PartitionState, state_version: int) -> bool | None:
     """Topic assignment and partition state in one transaction fenced by the controller epoch."""
     tx = client.transaction()
@@ -111,7 +111,7 @@ def _write(client: Any, epoch_version: int, info: TopicInfo | None, p: int, repl
     return False
 
 
-def finish(client: Any, version: int, done: set[TopicPartition], targets: dict[TopicPartition, tuple[int, ...]]
+def finish(client: KazooClient, version: int, done: set[TopicPartition], targets: dict[TopicPartition, tuple[int, ...]]
            ) -> None:
     """Rewrite the request without the finished partitions, or delete it when none is left."""
     left = {tp: r for tp, r in targets.items() if tp not in done}

@@ -17,20 +17,20 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import struct
 from dataclasses import dataclass
-from typing import Any
 
 from ferry.broker.log.log_start import delete_records_before
+from ferry.broker.server.metadata_cache import MetadataCache
+from ferry.broker.server.partition import Partition
+from ferry.broker.server.replica_manager import ReplicaManager
+from ferry.wire.async_broker_connection import AsyncBrokerConnection
 from ferry.wire.protocol import fetch, offset_for_leader_epoch
 from ferry.wire.protocol.errors import ErrorCode
-from ferry.wire.protocol.header import request_header
 from ferry.wire.record.record_batch import BATCH_HEADER_SIZE, read_header
 
 log = logging.getLogger(__name__)
 
 TopicPartition = tuple[str, int]
-_SIZE = struct.Struct(">i")
 TRUNCATE_BY_EPOCH = "leader-epoch"
 TRUNCATE_TO_HW = "high-watermark"
 
@@ -55,7 +55,8 @@ class FetcherSettings:
 class ReplicaFetcherManager:
     """Routes each followed partition to the fetcher of its leader."""
 
-    def __init__(self, broker_id: int, metadata: Any, replicas: Any, settings: FetcherSettings) -> None:
+    def __init__(self, broker_id: int, metadata: MetadataCache, replicas: ReplicaManager,
+                 settings: FetcherSettings) -> None:
         self.broker_id = broker_id
         self.metadata = metadata
         self.replicas = replicas
@@ -94,9 +95,7 @@ class ReplicaFetcher:
         self.partitions: dict[TopicPartition, FetchState] = {}
         self.wake = asyncio.Event()
         self.task: asyncio.Task | None = None
-        self._reader: asyncio.StreamReader | None = None
-        self._writer: asyncio.StreamWriter | None = None
-        self._correlation = 0
+        self._conn: AsyncBrokerConnection | None = None
 
     def start(self) -> None:
         self.task = asyncio.get_running_loop().create_task(self._run(), name=f"replica-fetcher-{self.leader}")
@@ -123,7 +122,7 @@ class ReplicaFetcher:
                     pass
                 continue
             try:
-                await self._connect()
+                self._connect()
                 await self._truncate([tp for tp in active if not self.partitions[tp].truncated])
                 await self._fetch_once([tp for tp in active if tp in self.partitions and
                                         self.partitions[tp].truncated])
@@ -140,34 +139,25 @@ class ReplicaFetcher:
         paused = self.manager.paused
         return [tp for tp, st in self.partitions.items() if st.backoff_until <= now and tp not in paused]
 
-    async def _connect(self) -> None:
-        if self._writer is not None:
+    def _connect(self) -> None:
+        """The connection to the leader as registered now (connected on its first request)."""
+        if self._conn is not None:
             return
         broker = self.manager.metadata.brokers.get(self.leader)
         if broker is None:
             raise ConnectionError(f"leader {self.leader} is not registered")
-        timeout = self.manager.settings.socket_timeout_ms / 1000.0
-        self._reader, self._writer = await asyncio.wait_for(
-            asyncio.open_connection(broker.host, broker.port), timeout)
+        self._conn = AsyncBrokerConnection(self.leader, broker.host, broker.port,
+                                           f"replica-{self.manager.broker_id}",
+                                           self.manager.settings.socket_timeout_ms / 1000.0)
 
     def _close(self) -> None:
-        if self._writer is not None:
-            self._writer.close()
-        self._reader = self._writer = None
+        if self._conn is not None:
+            self._conn.close()
+        self._conn = None
 
     async def _call(self, request: tuple[int, int, list], timeout_s: float) -> memoryview:
-        api_key, version, buffers = request
-        self._correlation = (self._correlation + 1) & 0x7FFFFFFF
-        head = request_header(api_key, version, self._correlation, f"replica-{self.manager.broker_id}")
-        body = b"".join(bytes(b) for b in buffers)
-        assert self._writer is not None and self._reader is not None
-        self._writer.write(_SIZE.pack(len(head) + len(body)) + head + body)
-        await self._writer.drain()
-        size = _SIZE.unpack(await asyncio.wait_for(self._reader.readexactly(4), timeout_s))[0]
-        frame = await asyncio.wait_for(self._reader.readexactly(size), timeout_s)
-        if _SIZE.unpack_from(frame, 0)[0] != self._correlation:
-            raise ConnectionError("answer out of order")
-        return memoryview(frame)[4:]
+        assert self._conn is not None
+        return await self._conn.request(*request, timeout_s)
 
     # ------------------------------------------------------------------ truncation
     async def _truncate(self, tps: list[TopicPartition]) -> None:
@@ -274,7 +264,8 @@ class ReplicaFetcher:
                     if start > lg.log_start_offset:
                         delete_records_before(lg, start)
 
-    def _on_error(self, tp: TopicPartition, part: Any, res: Any, st: FetchState, now: float) -> None:
+    def _on_error(self, tp: TopicPartition, part: Partition, res: fetch.PartitionFetchResult, st: FetchState,
+                  now: float) -> None:
         code = res.error_code
         name = ErrorCode(code).name if code in ErrorCode._value2member_map_ else str(code)
         if code == ErrorCode.OFFSET_OUT_OF_RANGE and res.log_start_offset > part.log.log_end_offset >= 0:

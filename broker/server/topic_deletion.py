@@ -12,8 +12,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any
+from concurrent.futures import Executor
 
+from ferry.broker.log.log_manager import LogManager
+from ferry.broker.server.metadata_cache import MetadataCache
+from ferry.broker.server.replica_manager import ReplicaManager
 from ferry.zk.znodes import TopicInfo
 
 log = logging.getLogger(__name__)
@@ -22,14 +25,14 @@ log = logging.getLogger(__name__)
 class TopicDeletion:
     """A topics listener of the MetadataCache; acts on the event loop."""
 
-    def __init__(self, replicas: Any, log_manager: Any, executor: Any) -> None:
+    def __init__(self, replicas: ReplicaManager, log_manager: LogManager, executor: Executor) -> None:
         self.replicas = replicas
         self.log_manager = log_manager
         self.executor = executor
         self.loop: asyncio.AbstractEventLoop | None = None
         self._known: set[str] | None = None  # None until the first snapshot
 
-    def start(self, loop: asyncio.AbstractEventLoop, metadata: Any) -> None:
+    def start(self, loop: asyncio.AbstractEventLoop, metadata: MetadataCache) -> None:
         self.loop = loop
         self._known = set(metadata.topics) if metadata.topics_seen.is_set() else None
         metadata.add_topics_listener(self.on_topics)

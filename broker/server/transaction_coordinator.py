@@ -22,12 +22,16 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable
+from concurrent.futures import Executor
 from dataclasses import dataclass
-from typing import Any
+from typing import TypeVar
 
+from kazoo.client import KazooClient
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
-from ferry.broker.server.group_coordinator import coordinator_for
+from ferry.broker.server.group_coordinator_state import coordinator_for
+from ferry.broker.server.metadata_cache import MetadataCache
+from ferry.broker.server.producer_id_manager import ProducerIdManager
 from ferry.broker.server.transaction_markers import TxnMarkerWriter
 from ferry.broker.server.transaction_state import (
     COMPLETE_ABORT,
@@ -38,18 +42,17 @@ from ferry.broker.server.transaction_state import (
     PREPARE_COMMIT,
     TopicPartition,
     TxnMetadata,
-    delete_pending_offsets,
     list_txn_ids,
     now_ms,
-    read_pending_offsets,
     read_txn,
+    settle_pending_offsets,
     write_txn,
 )
 from ferry.wire.protocol.errors import ErrorCode
-from ferry.zk.group_offsets import CommittedOffset, commit_offsets
 from ferry.zk.znodes import BrokerInfo
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 MAX_EPOCH = 32767
 COMPLETION_RETRY_S = 0.5
@@ -71,8 +74,9 @@ def fenced_code(version: int) -> int:
 
 
 class TransactionCoordinator:
-    def __init__(self, broker_id: int, metadata: Any, zk_client: Callable[[], Any], executor: Any,
-                 producer_ids: Any, markers: TxnMarkerWriter, settings: TxnSettings | None = None) -> None:
+    def __init__(self, broker_id: int, metadata: MetadataCache, zk_client: Callable[[], KazooClient],
+                 executor: Executor, producer_ids: ProducerIdManager, markers: TxnMarkerWriter,
+                 settings: TxnSettings | None = None) -> None:
         self.broker_id = broker_id
         self.metadata = metadata
         self.zk_client = zk_client
@@ -133,7 +137,7 @@ class TransactionCoordinator:
             lock = self._locks[txn_id] = asyncio.Lock()
         return lock
 
-    async def _zk(self, fn: Callable[..., Any], *args: Any) -> Any:
+    async def _zk(self, fn: Callable[..., T], *args: object) -> T:
         assert self.loop is not None
         return await self.loop.run_in_executor(self.executor, fn, self.zk_client(), *args)
 
@@ -302,7 +306,7 @@ class TransactionCoordinator:
             return False
         for group in sorted(meta.groups):
             try:
-                await self._zk(_settle_offsets, meta, group, commit)
+                await self._zk(settle_pending_offsets, meta, group, commit)
             except Exception as e:
                 log.warning("transaction %r: offsets of group %s not settled: %s", meta.txn_id, group,
                             str(e) or type(e).__name__)
@@ -384,12 +388,3 @@ class TransactionCoordinator:
                 if not await self._abort(meta, fence=True):
                     self._complete_later(txn_id)
 
-
-def _settle_offsets(client: Any, meta: TxnMetadata, group: str, commit: bool) -> None:
-    """Blocking: a committed transaction's pending offsets of ``group`` become the group's committed offsets;
-    either way the pending ones go."""
-    pending = read_pending_offsets(client, meta.txn_id, group)
-    if pending is not None and commit and pending[:3] == (meta.producer_id, meta.producer_epoch, meta.txn_seq):
-        stamp = now_ms()
-        commit_offsets(client, group, {tp: CommittedOffset(o, e, m, stamp) for tp, (o, e, m) in pending[3].items()})
-    delete_pending_offsets(client, meta.txn_id, group)

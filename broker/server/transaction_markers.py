@@ -13,20 +13,20 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import struct
 import time
-from typing import Any
 
 from ferry.broker.log.log_transactions import MARKER
+from ferry.broker.server.log_flusher import LogFlusher
+from ferry.broker.server.metadata_cache import MetadataCache
+from ferry.broker.server.replica_manager import ReplicaManager
+from ferry.wire.async_broker_connection import AsyncBrokerConnection
 from ferry.wire.protocol import write_txn_markers
 from ferry.wire.protocol.errors import ErrorCode, error_code_of
-from ferry.wire.protocol.header import request_header
 from ferry.wire.record.control_batch import build_marker
 
 log = logging.getLogger(__name__)
 
 TopicPartition = tuple[str, int]
-_SIZE = struct.Struct(">i")
 RETRY_BACKOFF_S = 0.2
 # answers that mean "this partition needs no (further) marker"
 _DONE = {ErrorCode.NONE, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.INVALID_PRODUCER_EPOCH,
@@ -34,14 +34,14 @@ _DONE = {ErrorCode.NONE, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.INVALID
 
 
 class TxnMarkerWriter:
-    def __init__(self, broker_id: int, metadata: Any, replicas: Any, flusher: Any,
+    def __init__(self, broker_id: int, metadata: MetadataCache, replicas: ReplicaManager, flusher: LogFlusher,
                  request_timeout_ms: int = 30_000) -> None:
         self.broker_id = broker_id
         self.metadata = metadata
         self.replicas = replicas
         self.flusher = flusher
         self.request_timeout_ms = request_timeout_ms
-        self._conns: dict[int, _BrokerConnection] = {}
+        self._conns: dict[int, AsyncBrokerConnection] = {}  # one per broker, one request at a time
 
     async def close(self) -> None:
         for c in self._conns.values():
@@ -117,53 +117,18 @@ class TxnMarkerWriter:
         if conn is None or (conn.host, conn.port) != (broker.host, broker.port):
             if conn is not None:
                 conn.close()
-            conn = self._conns[leader] = _BrokerConnection(broker.host, broker.port, self.broker_id)
+            conn = self._conns[leader] = AsyncBrokerConnection(
+                leader, broker.host, broker.port, f"txn-coordinator-{self.broker_id}", self.request_timeout_ms / 1000.0)
         by_topic: dict[str, list[int]] = {}
         for t, p in tps:
             by_topic.setdefault(t, []).append(p)
         request = write_txn_markers.encode_request([write_txn_markers.TxnMarker(
             producer_id, producer_epoch, committed, sorted(by_topic.items()))])
         try:
-            body = await conn.call(request, self.request_timeout_ms / 1000.0 + 5)
-        except (OSError, EOFError, asyncio.IncompleteReadError, TimeoutError, ConnectionError) as e:
-            conn.close()
+            body = await conn.request(*request, self.request_timeout_ms / 1000.0 + 5)
+        except ConnectionError as e:  # BrokerUnavailableError: the connection closed itself
             log.info("WriteTxnMarkers to broker %d failed: %s", leader, str(e) or type(e).__name__)
             return {tp: ErrorCode.NETWORK_EXCEPTION for tp in tps}
         codes = write_txn_markers.parse_response(body).get(producer_id, {})
         return {tp: codes.get(tp, ErrorCode.UNKNOWN_SERVER_ERROR) for tp in tps}
 
-
-class _BrokerConnection:
-    """One request at a time to another broker (the coordinator's markers are few and small)."""
-
-    def __init__(self, host: str, port: int, broker_id: int) -> None:
-        self.host, self.port = host, port
-        self.client_id = f"txn-coordinator-{broker_id}"
-        self._reader: asyncio.StreamReader | None = None
-        self._writer: asyncio.StreamWriter | None = None
-        self._lock = asyncio.Lock()
-        self._correlation = 0
-
-    def close(self) -> None:
-        if self._writer is not None:
-            self._writer.close()
-        self._reader = self._writer = None
-
-    async def call(self, request: tuple[int, int, list], timeout_s: float) -> memoryview:
-        async with self._lock:
-            if self._writer is None:
-                self._reader, self._writer = await asyncio.wait_for(
-                    asyncio.open_connection(self.host, self.port), timeout_s)
-            api_key, version, buffers = request
-            self._correlation = (self._correlation + 1) & 0x7FFFFFFF
-            head = request_header(api_key, version, self._correlation, self.client_id)
-            body = b"".join(bytes(b) for b in buffers)
-            assert self._reader is not None and self._writer is not None
-            self._writer.write(_SIZE.pack(len(head) + len(body)) + head + body)
-            await self._writer.drain()
-            size = _SIZE.unpack(await asyncio.wait_for(self._reader.readexactly(4), timeout_s))[0]
-            frame = await asyncio.wait_for(self._reader.readexactly(size), timeout_s)
-            if _SIZE.unpack_from(frame, 0)[0] != self._correlation:
-                self.close()
-                raise ConnectionError("answer out of order")
-            return memoryview(frame)[4:]

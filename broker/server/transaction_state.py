@@ -23,7 +23,10 @@ import time
 from dataclasses import dataclass, field
 from urllib.parse import quote, unquote
 
+from kazoo.client import KazooClient
 from kazoo.exceptions import NodeExistsError, NoNodeError, NotEmptyError
+
+from ferry.zk.group_offsets import CommittedOffset, commit_offsets
 
 TXN_ROOT = "/transactions"
 
@@ -101,7 +104,7 @@ class TxnMetadata:
 # ---------------------------------------------------------------------- ZooKeeper (blocking: worker threads)
 
 
-def read_txn(client, txn_id: str) -> TxnMetadata | None:
+def read_txn(client: KazooClient, txn_id: str) -> TxnMetadata | None:
     try:
         data, stat = client.get(txn_path(txn_id))
     except NoNodeError:
@@ -109,14 +112,14 @@ def read_txn(client, txn_id: str) -> TxnMetadata | None:
     return TxnMetadata.decode(txn_id, data, stat.version)
 
 
-def list_txn_ids(client) -> list[str]:
+def list_txn_ids(client: KazooClient) -> list[str]:
     try:
         return [unquote(n) for n in client.get_children(TXN_ROOT)]
     except NoNodeError:
         return []
 
 
-def write_txn(client, meta: TxnMetadata) -> int:
+def write_txn(client: KazooClient, meta: TxnMetadata) -> int:
     """Create (version -1) or conditionally update the znode; returns the new version. Raises kazoo's
     NodeExistsError / BadVersionError when someone else wrote it first."""
     path = txn_path(meta.txn_id)
@@ -131,7 +134,7 @@ def write_txn(client, meta: TxnMetadata) -> int:
     return client.set(path, meta.encode(), version=meta.version).version
 
 
-def write_pending_offsets(client, meta: TxnMetadata, group: str,
+def write_pending_offsets(client: KazooClient, meta: TxnMetadata, group: str,
                           offsets: dict[TopicPartition, tuple[int, int, str]]) -> bool:
     """Merge ``offsets`` ({(topic, p): (offset, leader epoch, metadata)}) into the transaction's pending offsets
     of ``group``, only if the transaction znode is still at ``meta.version``. False when it changed."""
@@ -159,7 +162,7 @@ def write_pending_offsets(client, meta: TxnMetadata, group: str,
     return not any(isinstance(r, Exception) for r in results)
 
 
-def read_pending_offsets(client, txn_id: str, group: str
+def read_pending_offsets(client: KazooClient, txn_id: str, group: str
                          ) -> tuple[int, int, int, dict[TopicPartition, tuple[int, int, str]]] | None:
     """(producer id, epoch, txn_seq, {(topic, p): (offset, leader epoch, metadata)}) or None."""
     try:
@@ -171,7 +174,7 @@ def read_pending_offsets(client, txn_id: str, group: str
     return int(d["producer_id"]), int(d["producer_epoch"]), int(d.get("txn_seq", 0)), offsets
 
 
-def delete_pending_offsets(client, txn_id: str, group: str) -> None:
+def delete_pending_offsets(client: KazooClient, txn_id: str, group: str) -> None:
     try:
         client.delete(offsets_path(txn_id, group))
     except NoNodeError:
@@ -180,3 +183,13 @@ def delete_pending_offsets(client, txn_id: str, group: str) -> None:
         client.delete(offsets_path(txn_id))
     except (NoNodeError, NotEmptyError):
         pass
+
+
+def settle_pending_offsets(client: KazooClient, meta: TxnMetadata, group: str, commit: bool) -> None:
+    """Blocking: a committed transaction's pending offsets of ``group`` become the group's committed offsets;
+    either way the pending ones go."""
+    pending = read_pending_offsets(client, meta.txn_id, group)
+    if pending is not None and commit and pending[:3] == (meta.producer_id, meta.producer_epoch, meta.txn_seq):
+        stamp = now_ms()
+        commit_offsets(client, group, {tp: CommittedOffset(o, e, m, stamp) for tp, (o, e, m) in pending[3].items()})
+    delete_pending_offsets(client, meta.txn_id, group)

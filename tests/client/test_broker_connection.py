@@ -1,9 +1,11 @@
-"""BrokerConnection, the raw layer's one connection class, against a fake broker that echoes each request's
-body (after the header) as its answer: both ways of sending and of receiving, pipelining, answers larger
-than the read buffer, a large request written in pieces, and the failures that close the connection."""
+"""BrokerConnection, the one Kafka connection class, and its asyncio face, against a fake broker that echoes
+each request's body (after the header) as its answer: both ways of sending and of receiving, pipelining,
+answers larger than the read buffer, a large request written in pieces, and the failures that close the
+connection."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import resource
@@ -14,8 +16,9 @@ import time
 
 import pytest
 
-from ferry.client.broker_connection import BrokerConnection
 from ferry.client.errors import BrokerUnavailableError, ClientError
+from ferry.wire.async_broker_connection import AsyncBrokerConnection
+from ferry.wire.broker_connection import BrokerConnection
 from ferry.wire.protocol.header import read_request_header
 
 
@@ -256,3 +259,38 @@ def test_write_behind_with_file_descriptors_past_1023():
         for fd in filler:
             os.close(fd)
         resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
+# ---------------------------------------------------------------------------- the asyncio face
+def test_async_face_frames_as_the_blocking_one_and_numbers_its_requests(broker):
+    async def main() -> None:
+        conn = AsyncBrokerConnection(2, "127.0.0.1", broker.port, "replica-1")
+        try:
+            assert bytes(await conn.request(1, 11, [b"fetch-", memoryview(b"me")], 5)) == b"fetch-me"
+            assert bytes(await conn.request(23, 3, [b"epochs"], 5)) == b"epochs"
+            assert conn.connected
+        finally:
+            conn.close()
+
+    asyncio.run(main())
+    assert broker.requests == [(1, 11, 0, "replica-1"), (23, 3, 1, "replica-1")]
+
+
+def test_async_face_failures_close_it_and_name_the_broker():
+    async def main(port: int, what: str, timeout_s: float = 5) -> None:
+        conn = AsyncBrokerConnection(3, "127.0.0.1", port, "txn-coordinator-1", connect_timeout_s=1)
+        with pytest.raises(BrokerUnavailableError, match=f"broker 3 at 127.0.0.1:{port}: {what}"):
+            await conn.request(27, 0, [b"x"], timeout_s)
+        assert not conn.connected
+
+    wrong, slow = EchoBroker(corr_shift=7), EchoBroker(delay_s=1.0)
+    listener = socket.create_server(("127.0.0.1", 0))
+    gone = listener.getsockname()[1]
+    listener.close()
+    try:
+        asyncio.run(main(wrong.port, "out of order"))
+        asyncio.run(main(slow.port, "request failed", timeout_s=0.2))
+        asyncio.run(main(gone, "request failed"))
+    finally:
+        wrong.close()
+        slow.close()

@@ -1,6 +1,7 @@
-"""BrokerConnection: the raw client's one connection class. Every raw request goes through it: WireClient's
+"""BrokerConnection: the one Kafka connection to a broker. Every raw client request goes through it (WireClient's
 Metadata/ListOffsets/InitProducerId, the mirror's pipelined Fetch and Produce, the message-set producer and
-consumer.
+consumer); a broker's own requests to other brokers (replica fetches, transaction markers) go through its
+asyncio face, AsyncBrokerConnection (wire/async_broker_connection.py), which shares the framing.
 
 One blocking TCP connection to one broker, with pipelining: requests go out back to back and a broker
 answers a connection's requests strictly in order, so the correlation id of the oldest outstanding request
@@ -11,7 +12,7 @@ so that the hot paths pay for no framing they do not need:
   request the caller framed itself around ``correlation_id`` (the message-set clients' pre-encoded
   templates). Both are one ``sendmsg`` of the parts: record bytes are referenced, never copied. With
   ``wait=False`` what the socket does not take is queued and written later, in order (write-behind:
-  `RequestWriter`, client/request_writer.py, the writing half of this class).
+  `RequestWriter`, wire/request_writer.py, the writing half of this class).
 - ``receive()`` returns the oldest answer's body in a buffer of its own (callers may keep views into it,
   as the mirror does with fetched records; ``push``: other connections' queued requests are written while
   it waits); ``next_answer()`` returns ``(context, body)`` as a view into
@@ -33,17 +34,15 @@ import time
 from collections import deque
 from collections.abc import Callable, Sequence
 
-from ferry.client.errors import BrokerUnavailableError, ClientError
-from ferry.client.request_writer import RequestWriter, socket_ready
+from ferry.wire.connection_errors import BrokerUnavailableError, ClientError, unavailable
 from ferry.wire.protocol.header import Buffers
+from ferry.wire.request_writer import RequestWriter, answer_problem, frame_request, socket_ready
 
-_SIZE = struct.Struct(">i")
 _SIZE_CORR = struct.Struct(">ii")
-MAX_RESPONSE_BYTES = 512 * 1024 * 1024  # a bigger frame means we are not talking to a Kafka broker
 READ_BUFFER_BYTES = 64 * 1024  # default read-ahead: small answers in one recv, little copied for large ones
 
 
-class BrokerConnection(RequestWriter):
+class BrokerConnection:
     """One TCP connection to one broker; requests may be pipelined, answers come back in order.
 
     ``send_buffer_bytes`` / ``receive_buffer_bytes`` set the socket's SO_SNDBUF / SO_RCVBUF (None: the
@@ -64,9 +63,9 @@ class BrokerConnection(RequestWriter):
         self.send_buffer_bytes = send_buffer_bytes
         self.receive_buffer_bytes = receive_buffer_bytes
         self._sock: socket.socket | None = None
-        self.correlation_id = 0  # the one the next request carries (read it for send_frame; never set it)
         self._pending: deque[object] = deque()  # the caller's context per outstanding request, oldest first
-        self._unsent: deque[memoryview] = deque()  # bytes of requests sent with wait=False not yet written
+        self._writer = RequestWriter(self._pending)
+        self._write = self._writer.write  # bound once: called per request
         self._buf = bytearray(max(read_buffer_bytes, 8))
         self._view = memoryview(self._buf)
         self._start = 0  # first byte in the read buffer not handed out yet
@@ -84,6 +83,51 @@ class BrokerConnection(RequestWriter):
     @property
     def connected(self) -> bool:
         return self._sock is not None
+
+    @property
+    def correlation_id(self) -> int:
+        """The one the next request carries (read it to frame a request for `send_frame`)."""
+        return self._writer.correlation_id
+
+    @property
+    def unsent(self) -> int:
+        """Bytes of requests sent with ``wait=False`` that the socket has not taken yet."""
+        return self._writer.unsent
+
+    # ------------------------------------------------------------------ sending
+    def send(self, api_key: int, api_version: int, body: Buffers, context: object = None, *,
+             wait: bool = True) -> int:
+        """Write one request (header v1 encoded here); returns its correlation id. The answer is read with
+        `receive` or `next_answer` (which hands back ``context``). ``wait``: as `send_frame`'s."""
+        parts, nbytes = frame_request(api_key, api_version, self._writer.correlation_id, self.client_id, body)
+        return self.send_frame(parts, context, nbytes, wait=wait)
+
+    def send_frame(self, parts: Sequence[bytes | bytearray | memoryview], context: object = None,
+                   nbytes: int | None = None, *, wait: bool = True) -> int:
+        """Write one request the caller framed (size, header v1 carrying `correlation_id`, body) with one
+        ``sendmsg`` of ``parts`` (byte buffers; ``nbytes`` their total if known); returns its correlation id.
+
+        ``wait=False``: write what the socket takes now and queue the rest, which `push`, `answer_ready`
+        and other connections' ``receive(push=...)`` write later, and any blocking call on this connection
+        first (so answers are never waited for before their requests are out). The parts must stay
+        unchanged until then."""
+        sock = self._sock or self.connect()
+        try:
+            return self._write(sock, parts, context, nbytes, wait)
+        except OSError as e:
+            raise self.fail("send failed", e) from None
+
+    def push(self) -> bool:
+        """Write queued request bytes as far as the socket takes them now (never waits); True when none are
+        left. A socket error closes the connection (BrokerUnavailableError, as a failed send)."""
+        writer = self._writer
+        if not writer.queued or self._sock is None:
+            return True  # nothing queued, or closed: close() dropped the queue with the requests
+        try:
+            writer.push(self._sock)
+        except OSError as e:
+            raise self.fail("send failed", e) from None
+        return not writer.queued
 
     # ------------------------------------------------------------------ connecting
     def connect(self) -> socket.socket:
@@ -107,7 +151,7 @@ class BrokerConnection(RequestWriter):
         """Close the socket; outstanding requests and buffered answers are dropped."""
         sock, self._sock = self._sock, None
         self._pending.clear()
-        self._unsent.clear()
+        self._writer.clear()
         self._start = self._end = 0
         if sock is not None:
             try:
@@ -120,9 +164,7 @@ class BrokerConnection(RequestWriter):
         many requests are lost (their effect on the broker is unknown)."""
         lost = len(self._pending)
         self.close()
-        detail = f": {err}" if err is not None else ""
-        unanswered = f"; {lost} requests unanswered" if lost else ""
-        return BrokerUnavailableError(f"broker {self.node_id} at {self.address}: {what}{detail}{unanswered}")
+        return unavailable(self.node_id, self.address, what, err, lost)
 
     # ------------------------------------------------------------------ receiving
     def receive(self, timeout_s: float | None = None, into: bytearray | None = None,
@@ -144,8 +186,8 @@ class BrokerConnection(RequestWriter):
         try:
             if timeout_s is not None:
                 sock.settimeout(timeout_s)
-            if self._unsent:
-                self._flush(sock)
+            if self._writer.queued:
+                self._writer.flush(sock)
             wait = (lambda: self._wait_pushing(push)) if push else None
             if wait is not None and self._end - self._start < 8:
                 wait()
@@ -174,7 +216,7 @@ class BrokerConnection(RequestWriter):
         have = self._end - start
         if have >= 8 and self._pending:  # the hot path: a whole answer already read (checks as _frame_size's)
             size, corr = _SIZE_CORR.unpack_from(self._buf, start)
-            if 4 <= size <= have - 4 and corr == (self.correlation_id - len(self._pending)) & 0x7FFFFFFF:
+            if 4 <= size <= have - 4 and corr == (self._writer.correlation_id - len(self._pending)) & 0x7FFFFFFF:
                 self._start = start + 4 + size
                 return self._pending.popleft(), self._view[start + 8: start + 4 + size]
         self._check_outstanding()
@@ -193,11 +235,11 @@ class BrokerConnection(RequestWriter):
         """Every answer already whole in the read buffer, oldest first, or else (blocking) the oldest one:
         ``(context, body)`` as `next_answer`'s, the views valid until the next receive. One call per read
         from the socket, however many answers it brought (the producer's many small ones)."""
-        pending, unpack = self._pending, _SIZE_CORR.unpack_from
+        pending, unpack, writer = self._pending, _SIZE_CORR.unpack_from, self._writer
         while True:
             out = []
             buf, view, start, end = self._buf, self._view, self._start, self._end
-            expected = (self.correlation_id - len(pending)) & 0x7FFFFFFF
+            expected = (writer.correlation_id - len(pending)) & 0x7FFFFFFF
             while end - start >= 8 and pending:
                 size, corr = unpack(buf, start)
                 if not 4 <= size <= end - start - 4 or corr != expected:
@@ -223,7 +265,7 @@ class BrokerConnection(RequestWriter):
             return False
         if self._end > self._start:
             return True
-        if self._unsent and not self.push():
+        if self._writer.queued and not self.push():
             return False
         try:
             return socket_ready(self._sock, select.POLLIN)
@@ -247,11 +289,9 @@ class BrokerConnection(RequestWriter):
         """Size field of the oldest answer (its correlation id checked), with its first 8 bytes buffered."""
         self._fill(8)
         size, corr = _SIZE_CORR.unpack_from(self._buf, self._start)
-        if size < 4 or size > MAX_RESPONSE_BYTES:
-            raise self.fail("bad frame", ValueError(f"response size {size}"))
-        expected = (self.correlation_id - len(self._pending)) & 0x7FFFFFFF
-        if corr != expected:
-            raise self.fail("out of order", ValueError(f"correlation id {corr}, expected {expected}"))
+        problem = answer_problem(size, corr, (self._writer.correlation_id - len(self._pending)) & 0x7FFFFFFF)
+        if problem is not None:
+            raise self.fail(*problem)
         return size
 
     def _fill(self, need: int) -> None:
@@ -279,7 +319,7 @@ class BrokerConnection(RequestWriter):
         assert sock is not None
         deadline = 0.0
         while True:
-            writers = {c._sock: c for c in push if c._unsent and c._sock is not None}
+            writers = {c._sock: c for c in push if c._sock is not None and c.unsent}
             if not writers:
                 return
             now = time.monotonic()
@@ -306,8 +346,8 @@ class BrokerConnection(RequestWriter):
 
     def _read_once(self, sock: socket.socket) -> None:
         """One recv into the free end of the read buffer (moving unread bytes to its front first)."""
-        if self._unsent:  # the answer waited for may be to a request still queued
-            self._flush(sock)
+        if self._writer.queued:  # the answer waited for may be to a request still queued
+            self._writer.flush(sock)
         start, end = self._start, self._end
         if start:
             self._view[: end - start] = self._view[start:end]

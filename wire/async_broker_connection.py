@@ -1,0 +1,81 @@
+"""AsyncBrokerConnection: the asyncio face of the one Kafka connection (wire/broker_connection.py), for a
+broker's own requests to other brokers from its event loop: the replica fetchers' OffsetForLeaderEpoch and
+Fetch (Kafka's ReplicaFetcherThread's NetworkClient) and the coordinator's WriteTxnMarkers.
+
+It frames requests as the blocking face does (``frame_request``) and checks answers the same way (the
+correlation id of the one outstanding request), one request at a time: a fetcher waits for each answer
+before its next request, and the markers are few and small. Any failure (refused, reset, timed out, a bad
+frame) closes the connection, since the stream position is then unknown, and raises BrokerUnavailableError
+naming the broker; the next request connects again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import struct
+
+from ferry.wire.connection_errors import BrokerUnavailableError, unavailable
+from ferry.wire.protocol.header import Buffers
+from ferry.wire.request_writer import answer_problem, frame_request
+
+_SIZE_CORR = struct.Struct(">ii")
+
+
+class AsyncBrokerConnection:
+    """One TCP connection to one broker on an asyncio loop; one request at a time (callers may share it)."""
+
+    def __init__(self, node_id: int, host: str, port: int, client_id: str,
+                 connect_timeout_s: float = 5.0) -> None:
+        self.node_id = node_id
+        self.host = host
+        self.port = port
+        self.client_id = client_id
+        self.connect_timeout_s = connect_timeout_s
+        self.correlation_id = 0  # the one the next request carries
+        self._reader: asyncio.StreamReader | None = None
+        self._writer: asyncio.StreamWriter | None = None
+        self._lock = asyncio.Lock()
+
+    @property
+    def address(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    @property
+    def connected(self) -> bool:
+        return self._writer is not None
+
+    def close(self) -> None:
+        writer, self._writer, self._reader = self._writer, None, None
+        if writer is not None:
+            writer.close()
+
+    async def request(self, api_key: int, api_version: int, body: Buffers, timeout_s: float) -> memoryview:
+        """Send one request and return its answer's body (after the correlation id), connecting first if
+        needed; BrokerUnavailableError (the connection closed) if the broker does not answer in
+        ``timeout_s``."""
+        async with self._lock:
+            try:
+                if self._writer is None:
+                    self._reader, self._writer = await asyncio.wait_for(
+                        asyncio.open_connection(self.host, self.port), self.connect_timeout_s)
+                return await asyncio.wait_for(self._exchange(api_key, api_version, body), timeout_s)
+            except BrokerUnavailableError:
+                self.close()
+                raise
+            except (OSError, EOFError, TimeoutError) as e:  # IncompleteReadError is an EOFError
+                self.close()
+                raise unavailable(self.node_id, self.address, "request failed", e) from None
+
+    async def _exchange(self, api_key: int, api_version: int, body: Buffers) -> memoryview:
+        reader, writer = self._reader, self._writer
+        assert reader is not None and writer is not None
+        corr = self.correlation_id
+        self.correlation_id = (corr + 1) & 0x7FFFFFFF
+        parts, _ = frame_request(api_key, api_version, corr, self.client_id, body)
+        writer.writelines(parts)
+        await writer.drain()
+        size, answered = _SIZE_CORR.unpack(await reader.readexactly(8))
+        problem = answer_problem(size, answered, corr)
+        if problem is not None:
+            raise unavailable(self.node_id, self.address, *problem)
+        return memoryview(await reader.readexactly(size - 4))
