@@ -2,15 +2,37 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import logging
 import os
+import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
 
-from ferry.embedded import BrokerProcess, ManagedProcess, ZooKeeperServer, free_port, wait_for_port
+from rich.progress import BarColumn, MofNCompleteColumn, TaskID, TimeElapsedColumn
+from rich.progress import Progress as RichProgress
+
+from ferry.audit.live import read_live_counts
+from ferry.audit.reader import read_audit_events
+from ferry.audit.reconciler import reconcile
+from ferry.client.producer import Producer
+from ferry.demo_events import activity_stream
+from ferry.embedded import (
+    BrokerProcess,
+    ManagedProcess,
+    ZooKeeperServer,
+    free_port,
+    spawn_ferry,
+    wait_for_port,
+)
+from ferry.loaders.session import build_session
+from ferry.mirror.status import mirror_status
+from ferry.schemas.registry import SchemaRegistry, subject_for_topic
+from ferry.schemas.wire import AvroSerializer
+from ferry.zk.cluster_registry import ClusterRegistry
+from ferry.zk.errors import TopicExistsError
 from ferry.zk.topic_name import AUDIT_TOPIC
 
 LIVE_BROKERS, OFFLINE_BROKERS = 2, 1
@@ -23,13 +45,13 @@ LIVE_REPLICATION_FACTOR = min(3, LIVE_BROKERS)
 LIVE_MIN_INSYNC_REPLICAS = 2 if LIVE_REPLICATION_FACTOR >= 3 else 1
 
 
-class Progress:
+class DemoProgress:
     """Prints what the demo is doing, with elapsed time, so a person can follow along; progress bars (rich)
     only on a terminal — a log file gets one line per finished step instead."""
 
     def __init__(self) -> None:
         self.t0 = time.monotonic()
-        self._bars: dict[str, tuple[Any, Any]] = {}
+        self._bars: dict[str, tuple[RichProgress, TaskID]] = {}
 
     def say(self, text: str) -> None:
         print(f"[{time.monotonic() - self.t0:6.1f}s] {text}", flush=True)
@@ -41,9 +63,6 @@ class Progress:
             return
         entry = self._bars.get(label)
         if entry is None:
-            from rich.progress import BarColumn, MofNCompleteColumn, TimeElapsedColumn
-            from rich.progress import Progress as RichProgress
-
             bars = RichProgress("[progress.description]{task.description}", BarColumn(), MofNCompleteColumn(),
                                 TimeElapsedColumn())
             bars.start()
@@ -58,7 +77,7 @@ class Progress:
 class DemoCluster:
     """ZooKeeper, live and offline brokers and the mirror as local processes under one directory."""
 
-    def __init__(self, root: Path, progress: Progress, partitions: int = 4) -> None:
+    def __init__(self, root: Path, progress: DemoProgress, partitions: int = 4) -> None:
         self.root = root
         self.progress = progress
         self.partitions = partitions
@@ -110,9 +129,6 @@ class DemoCluster:
             self.progress.say(f"offline broker {i} on {b.bootstrap}")
 
     def create_topics(self, topics: tuple[str, ...]) -> None:
-        from ferry.zk.cluster_registry import ClusterRegistry
-        from ferry.zk.errors import TopicExistsError
-
         reg = ClusterRegistry(self.live_zk).start()
         try:
             for topic, n in [(t, self.partitions) for t in topics] + [(AUDIT_TOPIC, 2)]:
@@ -127,8 +143,6 @@ class DemoCluster:
             reg.stop()
 
     def register_schemas(self, topics: tuple[str, ...]) -> None:
-        from ferry.schemas.registry import SchemaRegistry, subject_for_topic
-
         events = Path(__file__).resolve().parent.parent / "schemas" / "events"
         with SchemaRegistry(self.live_zk) as reg:
             for topic in topics:
@@ -137,22 +151,16 @@ class DemoCluster:
 
     def start_mirror(self) -> None:
         ports = self._ports()
-        self.mirror = ManagedProcess("mirror", self.root / "mirror.out")
-        self.mirror._spawn([sys.executable, "-m", "ferry.cli", "mirror", "--source-zookeeper", self.live_zk,
-                            "--target-zookeeper", self.offline_zk, "--include", ".*", "--streams", "2",
-                            "--metrics-port", str(ports["mirror-metrics"]), "--datacenter", "offline",
-                            "--commit-interval", "1"], env=dict(os.environ, PYTHONUNBUFFERED="1"))
+        self.mirror = spawn_ferry("mirror", self.root / "mirror.out", [
+            "mirror", "--source-zookeeper", self.live_zk, "--target-zookeeper", self.offline_zk, "--include", ".*",
+            "--streams", "2", "--metrics-port", str(ports["mirror-metrics"]), "--datacenter", "offline",
+            "--commit-interval", "1"])
         wait_for_port("127.0.0.1", ports["mirror-metrics"], 30, self.mirror.proc, self.mirror.log_file)
         self.progress.say(f"mirror running (metrics on http://127.0.0.1:{ports['mirror-metrics']}/metrics)")
 
     # -- the data ---------------------------------------------------------------------------------------------
     def publish(self, n_events: int, start_ms: int, end_ms: int, hosts: list[str], seed: int) -> dict[str, int]:
         """Publish Avro events from `hosts` simulated frontends, each an audited producer of its own."""
-        from ferry.client.producer import Producer
-        from ferry.demo_events import activity_stream
-        from ferry.schemas.registry import SchemaRegistry, subject_for_topic
-        from ferry.schemas.wire import AvroSerializer
-
         produced: dict[str, int] = {}
         with SchemaRegistry(self.live_zk) as reg:
             serializers: dict[str, AvroSerializer] = {}
@@ -177,8 +185,6 @@ class DemoCluster:
 
     def wait_mirrored(self, produced: dict[str, int], timeout_s: float = 120.0) -> None:
         """Wait until the mirror's committed offsets reach the live end offsets (lag 0)."""
-        from ferry.mirror.status import mirror_status
-
         deadline = time.monotonic() + timeout_s
         lag = -1
         while time.monotonic() < deadline:
@@ -194,9 +200,6 @@ class DemoCluster:
     def run_hourly_dag(self, hours: list[int], short: bool = False) -> None:
         """Run the generated hourly DAG (dags/) in-process with ``dag.test()`` once per hour: plan, Spark
         load, reconcile, publish. Airflow keeps its SQLite database under the demo directory."""
-        import datetime as dt
-        import subprocess
-
         repo = Path(__file__).resolve().parent.parent
         home = self.root / "airflow"
         home.mkdir(exist_ok=True)
@@ -223,6 +226,8 @@ class DemoCluster:
             if proc.returncode != 0:
                 raise RuntimeError("airflow db migrate failed:\n" + proc.stdout[-2000:] + proc.stderr[-2000:])
         sys.path.insert(0, str(repo / "dags"))
+        # the DAG factory is not a ferry module: it lives in the dags folder (on the path only from here) and
+        # builds Airflow objects; the demo's other steps never pay for Airflow
         from ferry_dag_factory import build_dag, load_config
 
         dag = build_dag(load_config(config)[0])
@@ -238,11 +243,6 @@ class DemoCluster:
 
     def report(self, topics: tuple[str, ...], hours: list[int]) -> dict:
         """The books per topic and hour, the mirror's lag, and what an analyst would ask the warehouse."""
-        from ferry.audit.live import read_live_counts
-        from ferry.audit.reader import read_audit_events
-        from ferry.audit.reconciler import reconcile
-        from ferry.mirror.status import mirror_status
-
         audit_log = read_audit_events(self.offline_zk)
         live = read_live_counts([self.live_zk])  # the producers' counts as the live datacenter knows them
         books = reconcile(audit_log.events + live.events, since_ms=hours[0], until_ms=hours[-1] + 3_600_000)
@@ -276,8 +276,6 @@ class DemoCluster:
                 "top_pages": top}
 
     def analyst_query(self) -> list[tuple]:
-        from ferry.loaders.session import build_session
-
         spark = build_session(self.root / "warehouse-state")
         df = spark.sql("""
             SELECT dt, hr, page, views, members FROM (
