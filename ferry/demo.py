@@ -22,7 +22,9 @@ from pathlib import Path
 from ferry.dashboard.cli import parse_listen
 from ferry.dashboard.process import start_dashboard
 from ferry.demo_chaos import chaos_summary, publish_under_chaos
+from ferry.demo_dag import run_hourly_dag
 from ferry.demo_metastore import start_demo_metastore
+from ferry.demo_report import print_report
 from ferry.demo_steps import DemoCluster, DemoProgress
 from ferry.embedded import free_port
 
@@ -94,8 +96,8 @@ def run(args: argparse.Namespace) -> int:
                 progress.say(chaos_summary(cluster))
             hours = [start_ms + h * 3_600_000 for h in range(args.hours)]
             sql_opts = start_demo_metastore(root, root / "warehouse-state", stack, progress)
-            cluster.run_hourly_dag(hours, short=args.short)
-            report = cluster.report(TOPICS, hours)
+            run_hourly_dag(cluster, hours, short=args.short)
+            report = print_report(cluster, TOPICS, hours)
             (root / "last-report.json").write_text(json.dumps(report, indent=2, default=str))
             if args.keep_running:
                 url = _start_dashboard(stack, cluster, root, args.dashboard_listen)

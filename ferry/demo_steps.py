@@ -1,12 +1,9 @@
-"""The demo's steps, each a method of DemoCluster: start, publish, mirror, load, report, stop."""
+"""The demo's cluster, as local processes: ZooKeeper, live and offline brokers and the mirror; its topics, schemas
+and published events. The hourly load (demo_dag.py) and the books (demo_report.py) are steps of their own."""
 
 from __future__ import annotations
 
-import datetime as dt
 import json
-import logging
-import os
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -14,9 +11,6 @@ from pathlib import Path
 from rich.progress import BarColumn, MofNCompleteColumn, TaskID, TimeElapsedColumn
 from rich.progress import Progress as RichProgress
 
-from ferry.audit.live import read_live_counts
-from ferry.audit.reader import read_audit_events
-from ferry.audit.reconciler import reconcile
 from ferry.client.producer import Producer
 from ferry.demo_events import activity_stream
 from ferry.embedded import (
@@ -27,7 +21,6 @@ from ferry.embedded import (
     spawn_ferry,
     wait_for_port,
 )
-from ferry.loaders.session import build_session
 from ferry.mirror.status import mirror_status
 from ferry.schemas.registry import SchemaRegistry, subject_for_topic
 from ferry.schemas.wire import AvroSerializer
@@ -197,93 +190,6 @@ class DemoCluster:
             time.sleep(1.0)
         raise RuntimeError(f"mirror still {lag} messages behind after {timeout_s:.0f}s (see {self.root}/mirror.out)")
 
-    def run_hourly_dag(self, hours: list[int], short: bool = False) -> None:
-        """Run the generated hourly DAG (dags/) in-process with ``dag.test()`` once per hour: plan, Spark
-        load, reconcile, publish. Airflow keeps its SQLite database under the demo directory."""
-        repo = Path(__file__).resolve().parent.parent
-        home = self.root / "airflow"
-        home.mkdir(exist_ok=True)
-        config = self.root / "ferry_dags.yaml"
-        config.write_text(
-            "defaults:\n"
-            f"  zookeeper: '{self.offline_zk}'\n"
-            f"  state_dir: '{self.root / 'warehouse-state'}'\n"
-            "  database: ferry\n  lateness_minutes: 0\n  retries: 0\n  check_poke_s: 5\n"
-            f"  live_zookeepers: ['{self.live_zk}']\n"
-            f"  max_per_split: {20_000 if short else 200_000}\n"
-            "  spark_conf: {spark.ui.showConsoleProgress: 'false'}\n"
-            "groups:\n  - name: activity\n    topics: [page_view, click, search]\n")
-        os.environ.update({
-            "AIRFLOW_HOME": str(home), "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
-            "AIRFLOW__CORE__DAGS_FOLDER": str(repo / "dags"), "FERRY_DAGS_CONFIG": str(config),
-            "AIRFLOW__LOGGING__BASE_LOG_FOLDER": str(home / "logs"), "PYSPARK_PYTHON": sys.executable,
-            "FERRY_SPARK_LOG_LEVEL": "ERROR", "AIRFLOW__LOGGING__LOGGING_LEVEL": "WARNING",
-            "SPARK_LOCAL_IP": "127.0.0.1"})
-        if not (home / "airflow.db").exists():
-            self.progress.say("preparing Airflow's database (airflow db migrate, once per demo directory)")
-            airflow = str(Path(sys.executable).with_name("airflow"))
-            proc = subprocess.run([airflow, "db", "migrate"], capture_output=True, text=True, timeout=600)
-            if proc.returncode != 0:
-                raise RuntimeError("airflow db migrate failed:\n" + proc.stdout[-2000:] + proc.stderr[-2000:])
-        sys.path.insert(0, str(repo / "dags"))
-        # the DAG factory is not a ferry module: it lives in the dags folder (on the path only from here) and
-        # builds Airflow objects; the demo's other steps never pay for Airflow
-        from ferry_dag_factory import build_dag, load_config
-
-        dag = build_dag(load_config(config)[0])
-        for noisy in ("kazoo", "py4j", "airflow"):  # Airflow's logging setup turns these up; the demo has its own
-            logging.getLogger(noisy).setLevel(logging.WARNING)
-        for n, hour in enumerate(hours, 1):
-            logical = dt.datetime.fromtimestamp(hour / 1000, dt.UTC) + dt.timedelta(hours=1)
-            self.progress.say(f"Airflow: {dag.dag_id} for the hour {_hour(hour)} ({n}/{len(hours)}): "
-                              "plan -> load (Spark) -> reconcile -> publish")
-            dr = dag.test(logical_date=logical)
-            states = {ti.task_id: str(ti.state) for ti in dr.get_task_instances()}
-            self.progress.say(f"  run {dr.state}: " + ", ".join(f"{t}={s}" for t, s in sorted(states.items())))
-
-    def report(self, topics: tuple[str, ...], hours: list[int]) -> dict:
-        """The books per topic and hour, the mirror's lag, and what an analyst would ask the warehouse."""
-        audit_log = read_audit_events(self.offline_zk)
-        live = read_live_counts([self.live_zk])  # the producers' counts as the live datacenter knows them
-        books = reconcile(audit_log.events + live.events, since_ms=hours[0], until_ms=hours[-1] + 3_600_000)
-        rows = [h for h in books.hours if h.topic in topics]
-        print()
-        print("== The books (live producers' counts + offline _audit, per topic and hour of event time) ==")
-        print(_table(("topic", "hour (UTC)", "produced", "mirrored", "loaded", "missing", "dupes", "complete"),
-                     [(h.topic, _hour(h.hour_start), h.produced, h.mirrored, h.loaded, h.missing, h.duplicates,
-                       "yes" if h.complete else "NO") for h in rows]))
-        status = mirror_status(self.live_zk, self.offline_zk, "ferry-mirror", include=".*")
-        print()
-        print(f"== Mirror (group ferry-mirror, members {', '.join(status.members) or '-'}) ==")
-        per_topic: dict[str, list[int]] = {}
-        for r in status.partitions:
-            agg = per_topic.setdefault(r.topic, [0, 0, 0, 0])
-            agg[0] += 1
-            agg[1] += r.live_end or 0
-            agg[2] += r.offline_end or 0
-            agg[3] += r.lag or 0
-        print(_table(("topic", "partitions", "live end", "offline end", "lag"),
-                     [(t, *v) for t, v in sorted(per_topic.items())]))
-        print()
-        print("== Analyst: top pages per hour (SELECT ... FROM ferry.page_view) ==")
-        top = self.analyst_query()
-        print(_table(("dt", "hr", "page", "views", "members"), top))
-        complete = (bool(rows) and all(h.complete for h in rows) and len(rows) == len(topics) * len(hours)
-                    and not live.unreachable)
-        print()
-        print("every hour complete: " + ("yes" if complete else "NO (see the books above)"))
-        return {"complete": complete, "books": [h.to_dict() for h in rows], "mirror": status.to_dict(),
-                "top_pages": top}
-
-    def analyst_query(self) -> list[tuple]:
-        spark = build_session(self.root / "warehouse-state")
-        df = spark.sql("""
-            SELECT dt, hr, page, views, members FROM (
-              SELECT dt, hr, page, count(*) AS views, count(DISTINCT member_id) AS members,
-                     row_number() OVER (PARTITION BY dt, hr ORDER BY count(*) DESC) AS rank
-              FROM ferry.page_view GROUP BY dt, hr, page) WHERE rank <= 3 ORDER BY dt, hr, views DESC""")
-        return [tuple(r) for r in df.collect()]
-
     # -- shutdown ---------------------------------------------------------------------------------------------
     def __enter__(self) -> DemoCluster:
         return self
@@ -297,17 +203,3 @@ class DemoCluster:
         if self.zk is not None:
             self.zk.stop()
         self.progress.say(f"stopped; data and logs kept in {self.root} (--clean to start over)")
-
-
-def _hour(ms: int) -> str:
-    return time.strftime("%Y-%m-%d %H:00", time.gmtime(ms / 1000))
-
-
-def _table(headers: tuple, rows: list[tuple]) -> str:
-    cells = [[str(c) for c in headers]] + [[str(c) for c in r] for r in rows]
-    widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
-    lines = ["  ".join(c.ljust(w) if isinstance(v, str) else c.rjust(w)
-                       for c, w, v in zip(r, widths, (headers if k == 0 else rows[k - 1]), strict=True))
-             for k, r in enumerate(cells)]
-    lines.insert(1, "  ".join("-" * w for w in widths))
-    return "\n".join(lines) if rows else "\n".join(lines) + "\n(none)"

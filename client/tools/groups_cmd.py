@@ -82,7 +82,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.set_defaults(func=run)
 
 
-
 def run(args: argparse.Namespace) -> int:
     quiet_zookeeper_logs()
     try:
