@@ -32,7 +32,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="Print messages of a topic, one per line. Without --group it reads every partition "
         "directly (no offsets are stored). With --group it joins that consumer group as one member: it gets "
         "its share of the partitions (the paper's Algorithm 1, through ZooKeeper), starts at the group's "
-        "committed offsets and commits what it printed when it stops.")
+        "committed offsets and commits what it printed when it stops. Exit 2 on bad input (or a topic that "
+        "does not exist), 1 when no broker answers.")
     p.add_argument("--topic", required=True, metavar="T", help="topic to read")
     add_zookeeper_argument(p)
     p.add_argument("--bootstrap-server", "--bootstrap", dest="bootstrap", metavar="HOST:PORT[,...]",
