@@ -7,10 +7,12 @@ import asyncio
 import logging
 import os
 import sys
+import textwrap
 import threading
 import time
 
 from ferry.broker.server.broker_config import BrokerConfig, ConfigError, read_properties
+from ferry.wire.protocol.api_keys import ADVERTISED, ApiKey
 from ferry.zk.cli_args import add_metrics_argument
 
 # flag dest -> Kafka-style property key (flags override the --config file).
@@ -38,11 +40,13 @@ FLAG_KEYS: dict[str, str] = {
     "metrics_listen": "metrics.listen",
 }
 
-DESCRIPTION = """\
-Run a broker: partitions stored as segmented logs in --data-dir, served over the Kafka protocol
-(ApiVersions, Metadata, Produce, Fetch, ListOffsets, InitProducerId, FindCoordinator, CreateTopics) on
---listen, registered in ZooKeeper under the cluster chroot of --zookeeper. Stop with SIGTERM or Ctrl-C:
-the broker unregisters, closes connections and flushes every log.
+# The APIs in Kafka's spelling (ApiVersions, OffsetForLeaderEpoch, ...), from the table ApiVersions answers with.
+SERVED_APIS = ", ".join("".join(w.capitalize() for w in ApiKey(k).name.split("_")) for k in sorted(ADVERTISED))
+
+DESCRIPTION = textwrap.fill(
+    "Run a broker: partitions stored as segmented logs in --data-dir, served over the Kafka protocol "
+    f"({SERVED_APIS}) on --listen, registered in ZooKeeper under the cluster chroot of --zookeeper. Stop with "
+    "SIGTERM or Ctrl-C: the broker unregisters, closes connections and flushes every log.", 104) + """
 
 Settings come from flags or from --config FILE (Kafka-style key=value properties: broker.id, listeners,
 advertised.listeners, log.dirs, zookeeper.connect, datacenter, log.segment.bytes, log.roll.ms,

@@ -32,6 +32,22 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import yaml
+
+import ferry.loaders.cli
+from ferry.audit.completeness import books
+from ferry.audit.live import read_live_counts
+from ferry.audit.reader import read_audit_events
+from ferry.loaders import steps
+from ferry.loaders.ledger import Ledger
+from ferry.loaders.load_config import LoadConfig
+from ferry.loaders.naming import table_for_topic
+from ferry.loaders.offsets import offsets_json, parse_offsets_json
+from ferry.loaders.sql_metastore import parse
+
+# Airflow is imported where a DAG or a task needs it, so that the configuration and the books' logic load
+# (and are tested) without it; the ferry modules above are light (Spark only starts inside a load)
+
 log = logging.getLogger("ferry.dags")
 
 HERE = Path(__file__).resolve().parent
@@ -78,9 +94,7 @@ class GroupConfig:
     def dag_id(self) -> str:
         return f"ferry_load_{self.name}"
 
-    def load_config(self, **overrides):
-        from ferry.loaders.load_config import LoadConfig
-
+    def load_config(self, **overrides: object) -> LoadConfig:
         kw: dict[str, Any] = dict(zookeeper=self.zookeeper, topics=list(self.topics), state_dir=self.state_dir,
                                   warehouse=self.warehouse, database=self.database, master=self.master,
                                   metastore_uris=self.metastore, start=self.start, max_per_split=self.max_per_split,
@@ -104,8 +118,6 @@ def _parse_time(value: Any, what: str) -> dt.datetime:
 
 def load_config(path: str | os.PathLike | None = None) -> list[GroupConfig]:
     """Groups from the YAML (or JSON) file; ``defaults`` apply to every group. Errors name the key."""
-    import yaml
-
     path = Path(path or os.environ.get(CONFIG_ENV) or DEFAULT_CONFIG)
     try:
         doc = yaml.safe_load(path.read_text()) or {}
@@ -177,8 +189,6 @@ def books_file(cfg: GroupConfig, run_id: str) -> Path:
 def asset_for(cfg: GroupConfig, topic: str):
     from airflow.sdk import Asset
 
-    from ferry.loaders.naming import table_for_topic
-
     table = table_for_topic(topic)
     return Asset(name=f"ferry.{cfg.database}.{table}", uri=f"ferry://warehouse/{cfg.database}/{table}",
                  group="ferry-warehouse")
@@ -187,9 +197,6 @@ def asset_for(cfg: GroupConfig, topic: str):
 # ------------------------------------------------------------------------------------------ task bodies
 def plan_task(cfg: GroupConfig, context: dict) -> dict:
     """End offsets for this run, and the hours to judge (pushed to XCom)."""
-    from ferry.loaders import steps
-    from ferry.loaders.offsets import offsets_json
-
     interval_start, interval_end = context["data_interval_start"], context["data_interval_end"]
     if interval_end <= interval_start:  # a zero-length (trigger-style) interval: judge the previous hour
         interval_start = hour_floor(interval_end) - HOUR
@@ -214,9 +221,6 @@ def plan_task(cfg: GroupConfig, context: dict) -> dict:
 
 
 def load_task(cfg: GroupConfig, plan: dict) -> dict:
-    from ferry.loaders import steps
-    from ferry.loaders.offsets import parse_offsets_json
-
     until = parse_offsets_json(plan["until_json"], "until") if plan.get("until_json") else None
     _, result = steps.load(cfg.load_config(until=until))
     return {"run_id": result.run_id, "committed": result.committed, "rows": result.rows,
@@ -224,8 +228,6 @@ def load_task(cfg: GroupConfig, plan: dict) -> dict:
 
 
 def reconcile_task(cfg: GroupConfig, plan: dict) -> list[dict]:
-    from ferry.loaders import steps
-
     _, statuses = steps.reconcile(cfg.load_config(), [tuple(h) for h in plan["hours"]], since=plan["since"])
     out = [s.to_dict() for s in statuses]
     path = Path(plan["books_file"])
@@ -246,9 +248,6 @@ def publish_task(cfg: GroupConfig, topic: str, plan: dict, outlet_events) -> lis
     among the hours that ended by this run's interval end: recorded in the ledger, announced as one
     Asset event whose extra lists them."""
     from airflow.sdk.exceptions import AirflowSkipException
-
-    from ferry.loaders.ledger import Ledger
-    from ferry.loaders.naming import table_for_topic
 
     table = f"{cfg.database}.{table_for_topic(topic)}"
     ledger = Ledger(cfg.state_dir)
@@ -303,10 +302,6 @@ def judge_books(cfg: GroupConfig, judge: tuple[str, str], books: list[dict], *, 
 def fresh_books(cfg: GroupConfig, hours: list[tuple[str, str]]) -> list[dict]:
     """The books of ``hours`` from `_audit` itself (offline: every tier; live: the producers' counts), with
     the same decision as the reconcile step (ferry.audit.completeness), without Spark."""
-    from ferry.audit.completeness import books
-    from ferry.audit.live import read_live_counts
-    from ferry.audit.reader import read_audit_events
-
     live = read_live_counts(cfg.live_zookeepers)
     try:
         events = read_audit_events(cfg.zookeeper, timeout_s=15.0).events
@@ -387,8 +382,6 @@ def build_dag(cfg: GroupConfig):
             reconciled = reconcile(planned, load(planned))
 
         for topic in cfg.topics:
-            from ferry.loaders.naming import table_for_topic
-
             @task(task_id=f"publish_{table_for_topic(topic)}", outlets=[asset_for(cfg, topic)], retries=1)
             def publish(plan_out: dict, topic: str = topic, **context):
                 return publish_task(cfg, topic, plan_out, context["outlet_events"])
@@ -409,8 +402,6 @@ def build_dag(cfg: GroupConfig):
 
 def _load_job_path() -> Path:
     """The spark-submit application: the load's command line (same flags as `ferry load`)."""
-    import ferry.loaders.cli
-
     return Path(ferry.loaders.cli.__file__).resolve()
 
 
@@ -439,8 +430,6 @@ def _submit_env(cfg: GroupConfig) -> dict[str, str]:
 def _submit_conf(cfg: GroupConfig) -> dict[str, str]:
     """spark-submit's settings: the group's, plus what the driver JVM needs before it starts (the PostgreSQL
     JDBC driver on its class path when the metastore is PostgreSQL)."""
-    from ferry.loaders.sql_metastore import parse
-
     conf = dict(cfg.spark_conf)
     metastore = cfg.metastore or os.environ.get("FERRY_METASTORE")
     if metastore:

@@ -11,6 +11,8 @@ import argparse
 import importlib
 import sys
 
+from ferry.schemas import console_formats
+
 # name -> (module, one-line summary). The spellings are a contract (DESIGN.md "CLI").
 COMMANDS: dict[str, tuple[str, str]] = {
     "zookeeper": ("ferry.zk.cli", "run a local ZooKeeper server (Debian's zookeeper package)"),
@@ -50,8 +52,6 @@ def build_parser(name: str) -> argparse.ArgumentParser:
     module = importlib.import_module(module_name)
     module.register(sub)
     if name in ("produce", "consume"):  # the console tools' --value-format avro: the registry is a higher layer
-        from ferry.schemas import console_formats
-
         parser.set_defaults(value_formats=console_formats)
     return parser
 

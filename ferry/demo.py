@@ -19,7 +19,14 @@ import time
 from contextlib import ExitStack
 from pathlib import Path
 
-from ferry.demo_steps import DemoCluster, Progress
+from ferry.dashboard.cli import parse_listen
+from ferry.dashboard.process import start_dashboard
+from ferry.demo_chaos import chaos_summary, publish_under_chaos
+from ferry.demo_dag import run_hourly_dag
+from ferry.demo_metastore import start_demo_metastore
+from ferry.demo_report import print_report
+from ferry.demo_steps import DemoCluster, DemoProgress
+from ferry.embedded import free_port
 
 TOPICS = ("page_view", "click", "search")
 
@@ -67,7 +74,7 @@ def run(args: argparse.Namespace) -> int:
     if args.clean and root.exists():
         shutil.rmtree(root)
     root.mkdir(parents=True, exist_ok=True)
-    progress = Progress()
+    progress = DemoProgress()
     now_ms = int(time.time() * 1000)
     end_ms = now_ms // 3_600_000 * 3_600_000            # the last full hour ends at the top of this hour
     start_ms = end_ms - args.hours * 3_600_000
@@ -81,22 +88,16 @@ def run(args: argparse.Namespace) -> int:
             cluster.register_schemas(TOPICS)
             cluster.start_mirror()
             if args.chaos:
-                from ferry.demo_chaos import publish_under_chaos
-
                 produced = publish_under_chaos(cluster, args.chaos, args.events, start_ms, end_ms, hosts, seed)
             else:
                 produced = cluster.publish(args.events, start_ms, end_ms, hosts, seed)
             cluster.wait_mirrored(produced)
             if args.chaos:
-                from ferry.demo_chaos import chaos_summary
-
                 progress.say(chaos_summary(cluster))
             hours = [start_ms + h * 3_600_000 for h in range(args.hours)]
-            from ferry.demo_metastore import start_demo_metastore
-
             sql_opts = start_demo_metastore(root, root / "warehouse-state", stack, progress)
-            cluster.run_hourly_dag(hours, short=args.short)
-            report = cluster.report(TOPICS, hours)
+            run_hourly_dag(cluster, hours, short=args.short)
+            report = print_report(cluster, TOPICS, hours)
             (root / "last-report.json").write_text(json.dumps(report, indent=2, default=str))
             if args.keep_running:
                 url = _start_dashboard(stack, cluster, root, args.dashboard_listen)
@@ -113,12 +114,8 @@ def run(args: argparse.Namespace) -> int:
     return 0 if report.get("complete") else 1
 
 
-def _start_dashboard(stack: ExitStack, cluster, root: Path, listen: str) -> str:
+def _start_dashboard(stack: ExitStack, cluster: DemoCluster, root: Path, listen: str) -> str:
     """`ferry dashboard` over the demo's clusters and loads' ledger; stopped when the demo stops."""
-    from ferry.dashboard.cli import parse_listen
-    from ferry.dashboard.process import start_dashboard
-    from ferry.embedded import free_port
-
     host, port = parse_listen(listen)
     port = port or free_port()
     proc = start_dashboard(root / "dashboard.out", cluster.offline_zk, [cluster.live_zk],

@@ -12,6 +12,8 @@ import re
 import time
 from collections import Counter
 
+from ferry.demo_steps import DemoCluster
+
 # how long after a slice is published the mirror dies: the live brokers expose it after their 200 ms flush,
 # the mirror copies it within a few ms and writes checkpoints every second, so the kills land before, during
 # and after the copy with the checkpoint behind it
@@ -19,11 +21,11 @@ KILL_AFTER_S = (0.3, 0.6, 0.9)
 SYNC_LINE = re.compile(r"(\d+) offsets copied after the checkpoint")
 
 
-def publish_under_chaos(cluster, kills: int, n_events: int, start_ms: int, end_ms: int, hosts: list[str],
+def publish_under_chaos(cluster: DemoCluster, kills: int, n_events: int, start_ms: int, end_ms: int, hosts: list[str],
                         seed: int) -> dict[str, int]:
     """Publish ``n_events`` (as DemoCluster.publish does) in ``kills + 1`` slices, killing the mirror (-9) and
     starting it again after each of the first ``kills``; returns the events produced per topic."""
-    produced: Counter = Counter()
+    produced: Counter[str] = Counter()
     slices = kills + 1
     for i in range(slices):
         n = n_events // slices + (1 if i < n_events % slices else 0)
@@ -38,7 +40,7 @@ def publish_under_chaos(cluster, kills: int, n_events: int, start_ms: int, end_m
     return dict(produced)
 
 
-def chaos_summary(cluster) -> str:
+def chaos_summary(cluster: DemoCluster) -> str:
     """What the restarted mirrors found in the offline log past their checkpoints (from the mirror's log)."""
     text = (cluster.root / "mirror.out").read_text(errors="replace") if (cluster.root / "mirror.out").exists() else ""
     found = [int(n) for n in SYNC_LINE.findall(text)]

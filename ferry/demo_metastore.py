@@ -15,13 +15,13 @@ import os
 from contextlib import ExitStack
 from pathlib import Path
 
-from ferry.demo_steps import Progress
+from ferry.demo_steps import DemoProgress
 from ferry.embedded import free_port
 from ferry.loaders.local_postgres import LocalPostgres, pg_bin
 from ferry.loaders.sql_metastore import ENV_METASTORE, STATE_FILE, name_for_state_dir
 
 
-def start_demo_metastore(root: Path, state_dir: Path, stack: ExitStack, progress: Progress) -> str:
+def start_demo_metastore(root: Path, state_dir: Path, stack: ExitStack, progress: DemoProgress) -> str:
     """Pick (and start) the demo's metastore; returns the `ferry sql` options that reach it."""
     sql_opts = f"--state-dir {state_dir}"
     if spec := os.environ.get(ENV_METASTORE, "").strip():

@@ -1,16 +1,31 @@
-"""The demo's steps, each a method of DemoCluster: start, publish, mirror, load, report, stop."""
+"""The demo's cluster, as local processes: ZooKeeper, live and offline brokers and the mirror; its topics, schemas
+and published events. The hourly load (demo_dag.py) and the books (demo_report.py) are steps of their own."""
 
 from __future__ import annotations
 
 import json
-import logging
-import os
 import sys
 import time
 from pathlib import Path
-from typing import Any
 
-from ferry.embedded import BrokerProcess, ManagedProcess, ZooKeeperServer, free_port, wait_for_port
+from rich.progress import BarColumn, MofNCompleteColumn, TaskID, TimeElapsedColumn
+from rich.progress import Progress as RichProgress
+
+from ferry.client.producer import Producer
+from ferry.demo_events import activity_stream
+from ferry.embedded import (
+    BrokerProcess,
+    ManagedProcess,
+    ZooKeeperServer,
+    free_port,
+    spawn_ferry,
+    wait_for_port,
+)
+from ferry.mirror.status import mirror_status
+from ferry.schemas.registry import SchemaRegistry, subject_for_topic
+from ferry.schemas.wire import AvroSerializer
+from ferry.zk.cluster_registry import ClusterRegistry
+from ferry.zk.errors import TopicExistsError
 from ferry.zk.topic_name import AUDIT_TOPIC
 
 LIVE_BROKERS, OFFLINE_BROKERS = 2, 1
@@ -23,13 +38,13 @@ LIVE_REPLICATION_FACTOR = min(3, LIVE_BROKERS)
 LIVE_MIN_INSYNC_REPLICAS = 2 if LIVE_REPLICATION_FACTOR >= 3 else 1
 
 
-class Progress:
+class DemoProgress:
     """Prints what the demo is doing, with elapsed time, so a person can follow along; progress bars (rich)
     only on a terminal — a log file gets one line per finished step instead."""
 
     def __init__(self) -> None:
         self.t0 = time.monotonic()
-        self._bars: dict[str, tuple[Any, Any]] = {}
+        self._bars: dict[str, tuple[RichProgress, TaskID]] = {}
 
     def say(self, text: str) -> None:
         print(f"[{time.monotonic() - self.t0:6.1f}s] {text}", flush=True)
@@ -41,9 +56,6 @@ class Progress:
             return
         entry = self._bars.get(label)
         if entry is None:
-            from rich.progress import BarColumn, MofNCompleteColumn, TimeElapsedColumn
-            from rich.progress import Progress as RichProgress
-
             bars = RichProgress("[progress.description]{task.description}", BarColumn(), MofNCompleteColumn(),
                                 TimeElapsedColumn())
             bars.start()
@@ -58,7 +70,7 @@ class Progress:
 class DemoCluster:
     """ZooKeeper, live and offline brokers and the mirror as local processes under one directory."""
 
-    def __init__(self, root: Path, progress: Progress, partitions: int = 4) -> None:
+    def __init__(self, root: Path, progress: DemoProgress, partitions: int = 4) -> None:
         self.root = root
         self.progress = progress
         self.partitions = partitions
@@ -110,9 +122,6 @@ class DemoCluster:
             self.progress.say(f"offline broker {i} on {b.bootstrap}")
 
     def create_topics(self, topics: tuple[str, ...]) -> None:
-        from ferry.zk.cluster_registry import ClusterRegistry
-        from ferry.zk.errors import TopicExistsError
-
         reg = ClusterRegistry(self.live_zk).start()
         try:
             for topic, n in [(t, self.partitions) for t in topics] + [(AUDIT_TOPIC, 2)]:
@@ -127,8 +136,6 @@ class DemoCluster:
             reg.stop()
 
     def register_schemas(self, topics: tuple[str, ...]) -> None:
-        from ferry.schemas.registry import SchemaRegistry, subject_for_topic
-
         events = Path(__file__).resolve().parent.parent / "schemas" / "events"
         with SchemaRegistry(self.live_zk) as reg:
             for topic in topics:
@@ -137,22 +144,16 @@ class DemoCluster:
 
     def start_mirror(self) -> None:
         ports = self._ports()
-        self.mirror = ManagedProcess("mirror", self.root / "mirror.out")
-        self.mirror._spawn([sys.executable, "-m", "ferry.cli", "mirror", "--source-zookeeper", self.live_zk,
-                            "--target-zookeeper", self.offline_zk, "--include", ".*", "--streams", "2",
-                            "--metrics-port", str(ports["mirror-metrics"]), "--datacenter", "offline",
-                            "--commit-interval", "1"], env=dict(os.environ, PYTHONUNBUFFERED="1"))
+        self.mirror = spawn_ferry("mirror", self.root / "mirror.out", [
+            "mirror", "--source-zookeeper", self.live_zk, "--target-zookeeper", self.offline_zk, "--include", ".*",
+            "--streams", "2", "--metrics-port", str(ports["mirror-metrics"]), "--datacenter", "offline",
+            "--commit-interval", "1"])
         wait_for_port("127.0.0.1", ports["mirror-metrics"], 30, self.mirror.proc, self.mirror.log_file)
         self.progress.say(f"mirror running (metrics on http://127.0.0.1:{ports['mirror-metrics']}/metrics)")
 
     # -- the data ---------------------------------------------------------------------------------------------
     def publish(self, n_events: int, start_ms: int, end_ms: int, hosts: list[str], seed: int) -> dict[str, int]:
         """Publish Avro events from `hosts` simulated frontends, each an audited producer of its own."""
-        from ferry.client.producer import Producer
-        from ferry.demo_events import activity_stream
-        from ferry.schemas.registry import SchemaRegistry, subject_for_topic
-        from ferry.schemas.wire import AvroSerializer
-
         produced: dict[str, int] = {}
         with SchemaRegistry(self.live_zk) as reg:
             serializers: dict[str, AvroSerializer] = {}
@@ -177,8 +178,6 @@ class DemoCluster:
 
     def wait_mirrored(self, produced: dict[str, int], timeout_s: float = 120.0) -> None:
         """Wait until the mirror's committed offsets reach the live end offsets (lag 0)."""
-        from ferry.mirror.status import mirror_status
-
         deadline = time.monotonic() + timeout_s
         lag = -1
         while time.monotonic() < deadline:
@@ -190,101 +189,6 @@ class DemoCluster:
             self.progress.say(f"mirror lag {lag} messages")
             time.sleep(1.0)
         raise RuntimeError(f"mirror still {lag} messages behind after {timeout_s:.0f}s (see {self.root}/mirror.out)")
-
-    def run_hourly_dag(self, hours: list[int], short: bool = False) -> None:
-        """Run the generated hourly DAG (dags/) in-process with ``dag.test()`` once per hour: plan, Spark
-        load, reconcile, publish. Airflow keeps its SQLite database under the demo directory."""
-        import datetime as dt
-        import subprocess
-
-        repo = Path(__file__).resolve().parent.parent
-        home = self.root / "airflow"
-        home.mkdir(exist_ok=True)
-        config = self.root / "ferry_dags.yaml"
-        config.write_text(
-            "defaults:\n"
-            f"  zookeeper: '{self.offline_zk}'\n"
-            f"  state_dir: '{self.root / 'warehouse-state'}'\n"
-            "  database: ferry\n  lateness_minutes: 0\n  retries: 0\n  check_poke_s: 5\n"
-            f"  live_zookeepers: ['{self.live_zk}']\n"
-            f"  max_per_split: {20_000 if short else 200_000}\n"
-            "  spark_conf: {spark.ui.showConsoleProgress: 'false'}\n"
-            "groups:\n  - name: activity\n    topics: [page_view, click, search]\n")
-        os.environ.update({
-            "AIRFLOW_HOME": str(home), "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
-            "AIRFLOW__CORE__DAGS_FOLDER": str(repo / "dags"), "FERRY_DAGS_CONFIG": str(config),
-            "AIRFLOW__LOGGING__BASE_LOG_FOLDER": str(home / "logs"), "PYSPARK_PYTHON": sys.executable,
-            "FERRY_SPARK_LOG_LEVEL": "ERROR", "AIRFLOW__LOGGING__LOGGING_LEVEL": "WARNING",
-            "SPARK_LOCAL_IP": "127.0.0.1"})
-        if not (home / "airflow.db").exists():
-            self.progress.say("preparing Airflow's database (airflow db migrate, once per demo directory)")
-            airflow = str(Path(sys.executable).with_name("airflow"))
-            proc = subprocess.run([airflow, "db", "migrate"], capture_output=True, text=True, timeout=600)
-            if proc.returncode != 0:
-                raise RuntimeError("airflow db migrate failed:\n" + proc.stdout[-2000:] + proc.stderr[-2000:])
-        sys.path.insert(0, str(repo / "dags"))
-        from ferry_dag_factory import build_dag, load_config
-
-        dag = build_dag(load_config(config)[0])
-        for noisy in ("kazoo", "py4j", "airflow"):  # Airflow's logging setup turns these up; the demo has its own
-            logging.getLogger(noisy).setLevel(logging.WARNING)
-        for n, hour in enumerate(hours, 1):
-            logical = dt.datetime.fromtimestamp(hour / 1000, dt.UTC) + dt.timedelta(hours=1)
-            self.progress.say(f"Airflow: {dag.dag_id} for the hour {_hour(hour)} ({n}/{len(hours)}): "
-                              "plan -> load (Spark) -> reconcile -> publish")
-            dr = dag.test(logical_date=logical)
-            states = {ti.task_id: str(ti.state) for ti in dr.get_task_instances()}
-            self.progress.say(f"  run {dr.state}: " + ", ".join(f"{t}={s}" for t, s in sorted(states.items())))
-
-    def report(self, topics: tuple[str, ...], hours: list[int]) -> dict:
-        """The books per topic and hour, the mirror's lag, and what an analyst would ask the warehouse."""
-        from ferry.audit.live import read_live_counts
-        from ferry.audit.reader import read_audit_events
-        from ferry.audit.reconciler import reconcile
-        from ferry.mirror.status import mirror_status
-
-        audit_log = read_audit_events(self.offline_zk)
-        live = read_live_counts([self.live_zk])  # the producers' counts as the live datacenter knows them
-        books = reconcile(audit_log.events + live.events, since_ms=hours[0], until_ms=hours[-1] + 3_600_000)
-        rows = [h for h in books.hours if h.topic in topics]
-        print()
-        print("== The books (live producers' counts + offline _audit, per topic and hour of event time) ==")
-        print(_table(("topic", "hour (UTC)", "produced", "mirrored", "loaded", "missing", "dupes", "complete"),
-                     [(h.topic, _hour(h.hour_start), h.produced, h.mirrored, h.loaded, h.missing, h.duplicates,
-                       "yes" if h.complete else "NO") for h in rows]))
-        status = mirror_status(self.live_zk, self.offline_zk, "ferry-mirror", include=".*")
-        print()
-        print(f"== Mirror (group ferry-mirror, members {', '.join(status.members) or '-'}) ==")
-        per_topic: dict[str, list[int]] = {}
-        for r in status.partitions:
-            agg = per_topic.setdefault(r.topic, [0, 0, 0, 0])
-            agg[0] += 1
-            agg[1] += r.live_end or 0
-            agg[2] += r.offline_end or 0
-            agg[3] += r.lag or 0
-        print(_table(("topic", "partitions", "live end", "offline end", "lag"),
-                     [(t, *v) for t, v in sorted(per_topic.items())]))
-        print()
-        print("== Analyst: top pages per hour (SELECT ... FROM ferry.page_view) ==")
-        top = self.analyst_query()
-        print(_table(("dt", "hr", "page", "views", "members"), top))
-        complete = (bool(rows) and all(h.complete for h in rows) and len(rows) == len(topics) * len(hours)
-                    and not live.unreachable)
-        print()
-        print("every hour complete: " + ("yes" if complete else "NO (see the books above)"))
-        return {"complete": complete, "books": [h.to_dict() for h in rows], "mirror": status.to_dict(),
-                "top_pages": top}
-
-    def analyst_query(self) -> list[tuple]:
-        from ferry.loaders.session import build_session
-
-        spark = build_session(self.root / "warehouse-state")
-        df = spark.sql("""
-            SELECT dt, hr, page, views, members FROM (
-              SELECT dt, hr, page, count(*) AS views, count(DISTINCT member_id) AS members,
-                     row_number() OVER (PARTITION BY dt, hr ORDER BY count(*) DESC) AS rank
-              FROM ferry.page_view GROUP BY dt, hr, page) WHERE rank <= 3 ORDER BY dt, hr, views DESC""")
-        return [tuple(r) for r in df.collect()]
 
     # -- shutdown ---------------------------------------------------------------------------------------------
     def __enter__(self) -> DemoCluster:
@@ -299,17 +203,3 @@ class DemoCluster:
         if self.zk is not None:
             self.zk.stop()
         self.progress.say(f"stopped; data and logs kept in {self.root} (--clean to start over)")
-
-
-def _hour(ms: int) -> str:
-    return time.strftime("%Y-%m-%d %H:00", time.gmtime(ms / 1000))
-
-
-def _table(headers: tuple, rows: list[tuple]) -> str:
-    cells = [[str(c) for c in headers]] + [[str(c) for c in r] for r in rows]
-    widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
-    lines = ["  ".join(c.ljust(w) if isinstance(v, str) else c.rjust(w)
-                       for c, w, v in zip(r, widths, (headers if k == 0 else rows[k - 1]), strict=True))
-             for k, r in enumerate(cells)]
-    lines.insert(1, "  ".join("-" * w for w in widths))
-    return "\n".join(lines) if rows else "\n".join(lines) + "\n(none)"

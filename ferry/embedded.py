@@ -2,30 +2,45 @@
 
 Everything listens on 127.0.0.1. Each process writes its output to a log file in its data directory so
 that a failure can be explained, and every wait is bounded in time. The process harness and ZooKeeper live
-in the ZooKeeper layer (`ferry zookeeper` needs them); this module adds the broker on top.
+in the ZooKeeper layer (`ferry zookeeper` needs them); this module adds the broker, and any `ferry` command
+run as a child process, on top.
 """
 
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 import time
 from pathlib import Path
+
+from kazoo.client import KazooClient
 
 from ferry.zk.local_process import EmbeddedError, ManagedProcess, free_port, tail_log, wait_for_port
 from ferry.zk.zookeeper_server import ZOOKEEPER_JARS, ZooKeeperServer, zookeeper_classpath
 
 __all__ = ["ZOOKEEPER_JARS", "BrokerProcess", "EmbeddedError", "ManagedProcess", "ZooKeeperServer",
-           "free_port", "wait_for_port", "zookeeper_classpath"]
+           "free_port", "spawn_ferry", "wait_for_port", "zookeeper_classpath"]
 
 
-class BrokerProcess(ManagedProcess):
+def spawn_ferry(name: str, log_file: Path, args: list[str], python: str = sys.executable) -> ManagedProcess:
+    """`python -m ferry.cli ARGS...` as a child process writing to ``log_file`` (unbuffered, so its log is
+    current when a failure quotes it); the caller waits for it to be ready and stops it."""
+    process = ManagedProcess(name, log_file)
+    env = dict(os.environ)
+    env.setdefault("PYTHONUNBUFFERED", "1")
+    process._spawn([python, "-m", "ferry.cli", *args], env=env)
+    return process
+
+
+class BrokerProcess:
     """A ferry broker run as `python -m ferry.cli broker ...` (the same entry point as in production)."""
 
     def __init__(self, broker_id: int, data_dir: str | Path, zk_connect: str, datacenter: str = "local",
                  port: int | None = None, host: str = "127.0.0.1", extra_args: tuple[str, ...] | list[str] = (),
                  python: str = sys.executable) -> None:
         self.broker_id = broker_id
+        self.name = f"broker-{broker_id}"
         self.host = host
         self.port = port or free_port(host)
         self.data_dir = Path(data_dir).resolve()
@@ -33,29 +48,63 @@ class BrokerProcess(ManagedProcess):
         self.datacenter = datacenter
         self.extra_args = list(extra_args)
         self.python = python
-        super().__init__(f"broker-{broker_id}", self.data_dir.parent / f"broker-{broker_id}.out")
+        self.log_file = self.data_dir.parent / f"broker-{broker_id}.out"
+        self.process: ManagedProcess | None = None  # the running child, once started
 
     @property
     def bootstrap(self) -> str:
         return f"{self.host}:{self.port}"
 
-    def argv(self) -> list[str]:
-        return [self.python, "-m", "ferry.cli", "broker", "--id", str(self.broker_id),
-                "--listen", self.bootstrap, "--data-dir", str(self.data_dir),
+    def args(self) -> list[str]:
+        return ["broker", "--id", str(self.broker_id), "--listen", self.bootstrap, "--data-dir", str(self.data_dir),
                 "--zookeeper", self.zk_connect, "--datacenter", self.datacenter, *self.extra_args]
 
     def start(self, timeout: float = 30.0) -> BrokerProcess:
-        env = dict(os.environ)
-        env.setdefault("PYTHONUNBUFFERED", "1")
-        self._spawn(self.argv(), env=env)
-        wait_for_port(self.host, self.port, timeout, self.proc, self.log_file)
+        self.process = spawn_ferry(self.name, self.log_file, self.args(), self.python)
+        wait_for_port(self.host, self.port, timeout, self.process.proc, self.log_file)
         self.wait_registered(timeout)
         return self
 
+    # -- the child process (ManagedProcess's controls)
+    @property
+    def proc(self) -> subprocess.Popen | None:
+        return self.process.proc if self.process is not None else None
+
+    @property
+    def running(self) -> bool:
+        return self.process is not None and self.process.running
+
+    @property
+    def pid(self) -> int | None:
+        return self.process.pid if self.process is not None else None
+
+    def stop(self, timeout: float = 15.0) -> None:
+        """Graceful stop: SIGTERM, then SIGKILL after `timeout` seconds."""
+        if self.process is not None:
+            self.process.stop(timeout)
+
+    def kill(self) -> None:
+        """SIGKILL: the crash a test wants to survive."""
+        if self.process is not None:
+            self.process.kill()
+
+    def pause(self) -> None:
+        """SIGSTOP: the broker hangs (a network partition seen from outside)."""
+        if self.process is not None:
+            self.process.pause()
+
+    def resume(self) -> None:
+        if self.process is not None:
+            self.process.resume()
+
+    def __enter__(self) -> BrokerProcess:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
     def wait_registered(self, timeout: float = 30.0) -> None:
         """Wait until /brokers/ids/<id> exists in the cluster's chroot (the broker is usable by clients)."""
-        from kazoo.client import KazooClient
-
         hosts, _, chroot = self.zk_connect.partition("/")
         zk = KazooClient(hosts=hosts, timeout=10)
         zk.start(timeout=10)

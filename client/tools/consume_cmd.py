@@ -3,15 +3,27 @@
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
+from confluent_kafka import KafkaException
+
+from ferry.client.consumer_connector import ConsumerConnector
+from ferry.client.errors import BrokerUnavailableError, ClientError, UnknownTopicError
+from ferry.client.message import MessageAndMetadata
+from ferry.client.simple_consumer import SimpleConsumer
+from ferry.zk import ClusterRegistry, RegistryError
 from ferry.zk.cli_args import (
     ENV_ZOOKEEPER,
     add_timeout_argument,
     add_zookeeper_argument,
     quiet_zookeeper_logs,
 )
+
+LIBRDKAFKA_LOG = "ferry.librdkafka"  # the logger SimpleConsumer hands librdkafka
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -20,7 +32,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="Print messages of a topic, one per line. Without --group it reads every partition "
         "directly (no offsets are stored). With --group it joins that consumer group as one member: it gets "
         "its share of the partitions (the paper's Algorithm 1, through ZooKeeper), starts at the group's "
-        "committed offsets and commits what it printed when it stops.")
+        "committed offsets and commits what it printed when it stops. Exit 2 on bad input (or a topic that "
+        "does not exist), 1 when no broker answers.")
     p.add_argument("--topic", required=True, metavar="T", help="topic to read")
     add_zookeeper_argument(p)
     p.add_argument("--bootstrap-server", "--bootstrap", dest="bootstrap", metavar="HOST:PORT[,...]",
@@ -48,16 +61,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-def _fail(msg: str) -> int:
+Write = Callable[[MessageAndMetadata], None]
+
+
+def _fail(msg: str, rc: int = 2) -> int:
     print(f"ferry consume: error: {msg}", file=sys.stderr)
-    return 2
+    return rc
 
 
-def _formatter(args: argparse.Namespace, decode=None):
+def _formatter(args: argparse.Namespace, decode: Callable[[bytes | None], bytes] | None = None) -> Write:
     """The line writer; ``decode`` turns a value into its printed form (avro -> JSON)."""
     out = sys.stdout.buffer
 
-    def write(m) -> None:
+    def write(m: MessageAndMetadata) -> None:
         parts = []
         if args.print_offsets:
             parts.append(f"{m.partition}\t{m.offset}\t".encode())
@@ -69,9 +85,6 @@ def _formatter(args: argparse.Namespace, decode=None):
 
 
 def run(args: argparse.Namespace) -> int:
-    from ferry.client.errors import ClientError
-    from ferry.zk import RegistryError
-
     quiet_zookeeper_logs()
     if args.max_messages is not None and args.max_messages < 1:
         return _fail("--max-messages must be at least 1")
@@ -98,6 +111,8 @@ def run(args: argparse.Namespace) -> int:
             n = _consume_group(args, write)
         else:
             n = _consume_direct(args, write)
+    except BrokerUnavailableError as exc:  # the brokers did not answer: a failure at run time, not bad input
+        return _fail(str(exc), rc=1)
     except (ClientError, RegistryError, ValueError) as exc:
         return _fail(str(exc))
     except BrokenPipeError:  # `| head`: the reader is gone; not an error
@@ -117,13 +132,30 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _consume_direct(args: argparse.Namespace, write) -> int:
-    from ferry.client.simple_consumer import SimpleConsumer
+@contextmanager
+def _quiet_librdkafka() -> Iterator[None]:
+    """librdkafka logs each failed connect while the first metadata request waits; when no broker answers,
+    the one-line error says so already (later reconnects are logged as usual)."""
+    log = logging.getLogger(LIBRDKAFKA_LOG)
+    level = log.level
+    log.setLevel(logging.CRITICAL)
+    try:
+        yield
+    finally:
+        log.setLevel(level)
 
+
+def _consume_direct(args: argparse.Namespace, write: Write) -> int:
     n = 0
     with SimpleConsumer(args.bootstrap, None if args.bootstrap else args.zookeeper,
                         isolation_level=args.isolation_level) as consumer:
-        consumer.partitions(args.topic)  # UnknownTopicError before anything else
+        with _quiet_librdkafka():
+            try:
+                consumer.partitions(args.topic)  # UnknownTopicError before anything else
+            except KafkaException as exc:
+                consumer.close()  # librdkafka hands over its queued connect failures when closed: quiet too
+                raise BrokerUnavailableError(f"cannot reach the brokers at {consumer.bootstrap}: "
+                                             f"{exc.args[0].str()}") from None
         start = "earliest" if args.from_beginning else "latest"
         try:
             for m in consumer.read(args.topic, start, until_end=False, max_messages=args.max_messages,
@@ -135,11 +167,7 @@ def _consume_direct(args: argparse.Namespace, write) -> int:
     return n
 
 
-def _consume_group(args: argparse.Namespace, write) -> int:
-    from ferry.client.consumer_connector import ConsumerConnector
-    from ferry.client.errors import UnknownTopicError
-    from ferry.zk import ClusterRegistry
-
+def _consume_group(args: argparse.Namespace, write: Write) -> int:
     with ClusterRegistry(args.zookeeper, create=False) as registry:
         if registry.topic(args.topic) is None:
             raise UnknownTopicError(f"topic {args.topic!r} does not exist (create it with `ferry topics create`)")

@@ -1,8 +1,10 @@
 """`ferry groups list|describe|reset|delete`: both kinds of consumer groups (docs/groups.md).
 
 The paper's ZooKeeper groups (ferry's ConsumerConnector: members, owners and offsets under /consumers/<group>)
-are handled here; the brokers' groups (Kafka's group protocol: any Kafka client's group.id) in
-kafka_groups_cmd.py. A group id names either kind or both; ``--type`` picks one where it matters.
+and the brokers' groups (Kafka's group protocol: any Kafka client's group.id) are read through
+consumer_group_service.py (which the dashboard shows too); this module is the command: its flags, its
+printing, and the changes it makes. A group id names either kind or both; ``--type`` picks one where it
+matters.
 """
 
 from __future__ import annotations
@@ -11,8 +13,15 @@ import argparse
 import datetime as dt
 import json
 import sys
+from typing import Any
 
-from ferry.client.tools import kafka_groups_cmd
+from ferry.client.errors import ClientError
+from ferry.client.group_dirs import group_dir, validate_group
+from ferry.client.group_store import group_exists, read_members, read_offsets, write_offset
+from ferry.client.simple_consumer import SimpleConsumer
+from ferry.client.tools.consumer_group_service import KINDS, ConsumerGroupService
+from ferry.zk import RegistryError
+from ferry.zk import connect as zk_connect
 from ferry.zk.cli_args import (
     UsageError,
     add_json_argument,
@@ -73,14 +82,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.set_defaults(func=run)
 
 
-KINDS = ("zookeeper", "kafka")
-
-
 def run(args: argparse.Namespace) -> int:
-    from ferry.client.errors import ClientError
-    from ferry.zk import RegistryError
-    from ferry.zk import connect as zk_connect
-
     quiet_zookeeper_logs()
     try:
         require_zookeeper(args)
@@ -88,7 +90,9 @@ def run(args: argparse.Namespace) -> int:
             raise UsageError("the group id is empty")
         zk = zk_connect(args.zookeeper)
         try:
-            return {"list": _list, "describe": _describe, "reset": _reset, "delete": _delete}[args.action](zk, args)
+            service = ConsumerGroupService(zk, args.zookeeper)
+            return {"list": _list, "describe": _describe, "reset": _reset, "delete": _delete}[args.action](
+                service, args)
         finally:
             zk.stop()
             zk.close()
@@ -97,14 +101,13 @@ def run(args: argparse.Namespace) -> int:
         return 2
 
 
-def _list(zk, args: argparse.Namespace) -> int:
-    from ferry.client.group_store import list_groups, read_members
-
-    rows = []
+def _list(service: ConsumerGroupService, args: argparse.Namespace) -> int:
+    rows: list[dict[str, Any]] = []
     if args.type != "kafka":
-        rows += [{"group": g, "type": "zookeeper", "members": len(read_members(zk, g))} for g in list_groups(zk)]
+        rows += [{"group": g, "type": "zookeeper", "members": len(read_members(service.zk, g))}
+                 for g in service.zookeeper_groups()]
     if args.type != "zookeeper":
-        rows += [{"group": g, "type": "kafka", "members": n} for g, n in kafka_groups_cmd.list_groups(zk).items()]
+        rows += [{"group": g, "type": "kafka", "members": n} for g, n in service.kafka.list().items()]
     rows.sort(key=lambda r: (r["group"], r["type"]))
     if args.json:
         print(json.dumps(rows))
@@ -114,92 +117,22 @@ def _list(zk, args: argparse.Namespace) -> int:
     return 0
 
 
-def _zk_group(group: str) -> str:
-    from ferry.client.group_dirs import validate_group
-
-    return validate_group(group)
-
-
-def _kinds(zk, args: argparse.Namespace) -> list[str]:
-    """The kinds of group the id names (restricted by --type)."""
-    from ferry.client.group_store import group_exists
-
-    out = []
-    if args.type != "kafka" and "/" not in args.group and group_exists(zk, _zk_group(args.group)):
-        out.append("zookeeper")
-    if args.type != "zookeeper" and kafka_groups_cmd.exists(zk, args.group):
-        out.append("kafka")
-    return out
-
-
-def _one_kind(zk, args: argparse.Namespace) -> str:
+def _one_kind(service: ConsumerGroupService, args: argparse.Namespace) -> str:
     """The kind an action that changes a group acts on: --type, else the one that exists (a new group: zookeeper)."""
     if args.type:
         return args.type
-    kinds = _kinds(zk, args)
+    kinds = service.kinds(args.group)
     if len(kinds) > 1:
         raise UsageError(f"{args.group!r} names both a ZooKeeper group and a Kafka-protocol group: choose one with "
                          "--type zookeeper|kafka")
     return kinds[0] if kinds else "zookeeper"
 
 
-def _topics_of(zk, group: str) -> list[str]:
-    """Topics a group consumes: those with offsets or owners, and those its live members subscribe to."""
-    from ferry.client.group_store import read_members, read_offsets, read_owners
-    from ferry.zk.znodes import BROKER_TOPICS_PATH
-
-    topics = {t for t, _ in read_offsets(zk, group)} | {t for t, _ in read_owners(zk, group)}
-    existing = zk.get_children(BROKER_TOPICS_PATH) if zk.exists(BROKER_TOPICS_PATH) else []
-    for sub in read_members(zk, group).values():
-        if sub is not None:
-            topics |= {t for t in existing if sub.matches(t)}
-    return sorted(topics)
-
-
-def _partitions(zk, topic: str) -> list[int]:
-    from kazoo.exceptions import NoNodeError
-
-    from ferry.zk import TopicInfo
-    from ferry.zk.znodes import topic_path
-
-    try:
-        data, _ = zk.get(topic_path(topic))
-    except NoNodeError:
-        return []
-    try:
-        return sorted(TopicInfo.decode(topic, data).partitions)
-    except ValueError:
-        return []
-
-
-def _log_ends(zookeeper: str, topic: str, partitions: list[int]) -> dict[int, int | None]:
-    """Log end offsets; None where the brokers cannot tell (down, or no broker at all)."""
-    from ferry.client.errors import ClientError
-    from ferry.client.simple_consumer import SimpleConsumer
-
-    out: dict[int, int | None] = dict.fromkeys(partitions)
-    try:
-        with SimpleConsumer(zookeeper=zookeeper, client_id="ferry-groups", timeout_s=5.0) as c:
-            for p in partitions:
-                try:
-                    out[p] = c.watermarks(topic, p)[1]
-                except ClientError:
-                    pass
-    except ClientError:
-        pass
-    return out
-
-
-def _describe(zk, args: argparse.Namespace) -> int:
-    kinds = _kinds(zk, args)
+def _describe(service: ConsumerGroupService, args: argparse.Namespace) -> int:
+    kinds = service.kinds(args.group, args.type)
     if not kinds:
         raise UsageError(f"group {args.group!r} does not exist")
-    docs = {}
-    if "zookeeper" in kinds:
-        docs["zookeeper"] = _zk_describe_doc(zk, args)
-    if "kafka" in kinds:
-        docs["kafka"] = kafka_groups_cmd.describe_doc(
-            zk, args.group, lambda t: _partitions(zk, t), lambda t, ps: _log_ends(args.zookeeper, t, ps))
+    docs = {kind: service.describe(args.group, kind) for kind in kinds}
     if args.json:
         doc = next(iter(docs.values())) if len(docs) == 1 else {"group": args.group, "type": "both", **docs}
         print(json.dumps(doc, indent=2))
@@ -211,28 +144,20 @@ def _describe(zk, args: argparse.Namespace) -> int:
             print(f"\tMember: {m['id']}\tSubscription: {m['subscription'] or '(unreadable)'}")
         _print_table(doc["partitions"])
     if "kafka" in docs:
-        kafka_groups_cmd.print_describe(docs["kafka"], _print_table)
+        _print_kafka_group(docs["kafka"])
     return 0
 
 
-def _zk_describe_doc(zk, args: argparse.Namespace) -> dict:
-    from ferry.client.group_store import read_members, read_offsets, read_owners
-
-    members = read_members(zk, args.group)
-    owners = read_owners(zk, args.group)
-    offsets = read_offsets(zk, args.group)
-    rows = []
-    for topic in _topics_of(zk, args.group):
-        parts = sorted(set(_partitions(zk, topic)) | {p for t, p in offsets if t == topic})
-        ends = _log_ends(args.zookeeper, topic, parts)
-        for p in parts:
-            committed, end = offsets.get((topic, p)), ends.get(p)
-            lag = end - committed if committed is not None and end is not None else None
-            rows.append({"topic": topic, "partition": p, "owner": owners.get((topic, p)), "committed": committed,
-                         "log_end": end, "lag": lag})
-    return {"group": args.group, "type": "zookeeper",
-            "members": [{"id": m, "subscription": s.describe() if s else None} for m, s in members.items()],
-            "partitions": rows}
+def _print_kafka_group(doc: dict[str, Any]) -> None:
+    state = doc["state"] or "unknown"
+    print(f"Group: {doc['group']}\tType: kafka\tState: {state}\tCoordinator: {doc['coordinator']}\t"
+          f"Members: {len(doc['members'])}")
+    if doc.get("note"):
+        print(f"\t({doc['note']})")
+    for m in doc["members"]:
+        parts = ", ".join(f"{a['topic']}-{a['partition']}" for a in m["assignment"]) or "-"
+        print(f"\tMember: {m['id']}\tClient: {m['client_id']}\tPartitions: {parts}")
+    _print_table(doc["partitions"])
 
 
 def _print_table(rows: list[dict]) -> None:
@@ -254,24 +179,48 @@ def _parse_datetime(text: str) -> int:
     return int(t.timestamp() * 1000)
 
 
-def _reset(zk, args: argparse.Namespace) -> int:
-    from ferry.client.errors import ClientError
-    from ferry.client.group_store import read_members, read_offsets, write_offset
-    from ferry.client.simple_consumer import SimpleConsumer
-
-    kind = _one_kind(zk, args)
-    if kind == "kafka":
-        kafka_groups_cmd.check_no_members(zk, args.group)
-        offsets = kafka_groups_cmd.offsets(zk, args.group)
-    else:
-        members = read_members(zk, _zk_group(args.group))
-        if members and not args.force:
-            raise UsageError(f"group {args.group!r} has {len(members)} live member(s) ({', '.join(members)}); stop "
-                             "them first, or pass --force (they would overwrite the reset at their next commit)")
-        offsets = read_offsets(zk, args.group)
+def _reset(service: ConsumerGroupService, args: argparse.Namespace) -> int:
+    kind = _one_kind(service, args)
+    offsets = _offsets_to_reset(service, args, kind)
     topics = args.topic or sorted({t for t, _ in offsets})
     if not topics:
         raise UsageError(f"group {args.group!r} has no committed offsets; name the topic(s) with --topic")
+    plan = _reset_plan(service, args, topics, offsets)
+    for topic, p, old, new, note in plan:
+        print(f"{topic}\t{p}\t{'-' if old is None else old} -> {new}\t{note}".rstrip())
+    if not args.execute:
+        print("(dry run: nothing written; add --execute to write these offsets)", file=sys.stderr)
+        return 0
+    try:
+        if kind == "kafka":
+            service.kafka.write_offsets(args.group, {(t, p): new for t, p, _old, new, _note in plan})
+        else:
+            for topic, p, _old, new, _note in plan:
+                write_offset(service.zk, args.group, topic, p, new)
+    except (UsageError, ClientError):
+        raise
+    except Exception as exc:
+        raise ClientError(f"writing offsets failed: {exc}") from exc
+    print(f"Reset {len(plan)} partition(s) of {kind} group {args.group}.", file=sys.stderr)
+    return 0
+
+
+def _offsets_to_reset(service: ConsumerGroupService, args: argparse.Namespace, kind: str
+                      ) -> dict[tuple[str, int], int]:
+    """The group's committed offsets, once it is clear that no live member would overwrite the reset."""
+    if kind == "kafka":
+        service.kafka.check_no_members(args.group)
+        return service.kafka.offsets(args.group)
+    members = read_members(service.zk, validate_group(args.group))
+    if members and not args.force:
+        raise UsageError(f"group {args.group!r} has {len(members)} live member(s) ({', '.join(members)}); stop "
+                         "them first, or pass --force (they would overwrite the reset at their next commit)")
+    return read_offsets(service.zk, args.group)
+
+
+def _reset_plan(service: ConsumerGroupService, args: argparse.Namespace, topics: list[str],
+                offsets: dict[tuple[str, int], int]) -> list[tuple[str, int, int | None, int, str]]:
+    """(topic, partition, old offset, new offset, note) for every selected partition."""
     wanted: set[int] | None = None
     if args.partitions:
         try:
@@ -282,7 +231,7 @@ def _reset(zk, args: argparse.Namespace) -> int:
     plan: list[tuple[str, int, int | None, int, str]] = []
     with SimpleConsumer(zookeeper=args.zookeeper, client_id="ferry-groups", timeout_s=10.0) as c:
         for topic in topics:
-            parts = _partitions(zk, topic)
+            parts = service.partitions(topic)
             if not parts:
                 raise UsageError(f"topic {topic!r} does not exist")
             if wanted is not None:
@@ -305,34 +254,16 @@ def _reset(zk, args: argparse.Namespace) -> int:
                 else:
                     new = by_time[p]
                 plan.append((topic, p, offsets.get((topic, p)), new, note))
-    for topic, p, old, new, note in plan:
-        print(f"{topic}\t{p}\t{'-' if old is None else old} -> {new}\t{note}".rstrip())
-    if not args.execute:
-        print("(dry run: nothing written; add --execute to write these offsets)", file=sys.stderr)
-        return 0
-    try:
-        if kind == "kafka":
-            kafka_groups_cmd.write_offsets(zk, args.group, {(t, p): new for t, p, _old, new, _note in plan})
-        else:
-            for topic, p, _old, new, _note in plan:
-                write_offset(zk, args.group, topic, p, new)
-    except (UsageError, ClientError):
-        raise
-    except Exception as exc:
-        raise ClientError(f"writing offsets failed: {exc}") from exc
-    print(f"Reset {len(plan)} partition(s) of {kind} group {args.group}.", file=sys.stderr)
-    return 0
+    return plan
 
 
-def _delete(zk, args: argparse.Namespace) -> int:
-    from ferry.client.group_dirs import group_dir
-    from ferry.client.group_store import group_exists, read_members
-
-    kind = _one_kind(zk, args)
+def _delete(service: ConsumerGroupService, args: argparse.Namespace) -> int:
+    kind = _one_kind(service, args)
     if kind == "kafka":
-        kafka_groups_cmd.delete(zk, args.group)
+        service.kafka.delete(args.group)
     else:
-        if not group_exists(zk, _zk_group(args.group)):
+        zk = service.zk
+        if not group_exists(zk, validate_group(args.group)):
             raise UsageError(f"group {args.group!r} does not exist")
         members = read_members(zk, args.group)
         if members:

@@ -5,6 +5,9 @@ from __future__ import annotations
 import argparse
 import sys
 
+from ferry.client.errors import ClientError
+from ferry.client.producer import Producer
+from ferry.zk import RegistryError
 from ferry.zk.cli_args import (
     ENV_ZOOKEEPER,
     add_timeout_argument,
@@ -64,10 +67,6 @@ def _fail(msg: str) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ferry.client.errors import ClientError
-    from ferry.client.producer import Producer
-    from ferry.zk import RegistryError
-
     quiet_zookeeper_logs()
     if not args.bootstrap and not args.zookeeper:
         return _fail(f"give --bootstrap HOST:PORT or --zookeeper HOST:PORT/CHROOT (or set ${ENV_ZOOKEEPER})")

@@ -23,7 +23,7 @@ from kazoo.exceptions import NodeExistsError, NoNodeError
 
 from ferry.client.tools.reassignment import (
     Plan,
-    PlanError,
+    ReassignmentPlanError,
     check_plan,
     current_plan,
     decode_plan,
@@ -103,7 +103,7 @@ def _generate(registry: ClusterRegistry, args: argparse.Namespace) -> int:
     brokers = parse_broker_list(args.broker_list)
     unknown = sorted(set(brokers) - set(registry.brokers()))
     if unknown:
-        raise PlanError(f"--broker-list names broker(s) {','.join(map(str, unknown))} that are not registered")
+        raise ReassignmentPlanError(f"--broker-list names broker(s) {','.join(map(str, unknown))} that are not registered")
     infos = [_topic(registry, name) for name in names]
     proposed: Plan = {}
     for info in infos:
@@ -166,7 +166,7 @@ def pending_reassignment(registry: ClusterRegistry) -> Plan | None:
         return None
     try:
         return decode_plan((data or b"").decode("utf-8", "replace"), REASSIGN_PARTITIONS_PATH)
-    except PlanError:
+    except ReassignmentPlanError:
         return {}
 
 
@@ -226,9 +226,9 @@ def _topics_to_move(text: str) -> list[str]:
         doc = json.loads(text)
         names = [str(item["topic"]) for item in doc["topics"]]
     except (ValueError, KeyError, TypeError):
-        raise PlanError('--topics-to-move-json-file must look like {"version":1,"topics":[{"topic":"t"}]}') from None
+        raise ReassignmentPlanError('--topics-to-move-json-file must look like {"version":1,"topics":[{"topic":"t"}]}') from None
     if not names:
-        raise PlanError("--topics-to-move-json-file names no topic")
+        raise ReassignmentPlanError("--topics-to-move-json-file names no topic")
     return list(dict.fromkeys(names))
 
 

@@ -26,7 +26,7 @@ TopicPartition = tuple[str, int]
 Plan = dict[TopicPartition, tuple[int, ...]]  # (topic, partition) -> target replica list, preferred leader first
 
 
-class PlanError(ValueError):
+class ReassignmentPlanError(ValueError):
     """A reassignment plan (or its inputs) that cannot be carried out; the message says why, in one line."""
 
 
@@ -47,45 +47,45 @@ def decode_plan(text: str, what: str = "reassignment JSON") -> Plan:
     try:
         doc = json.loads(text)
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise PlanError(f"{what} is not JSON: {exc}") from None
+        raise ReassignmentPlanError(f"{what} is not JSON: {exc}") from None
     if not isinstance(doc, dict):
-        raise PlanError(f"{what} must be an object like "
-                        '{"version":1,"partitions":[{"topic":"t","partition":0,"replicas":[1,2]}]}')
+        raise ReassignmentPlanError(f"{what} must be an object like "
+                                    '{"version":1,"partitions":[{"topic":"t","partition":0,"replicas":[1,2]}]}')
     version = doc.get("version", 1)
     if version != 1 or isinstance(version, bool):
-        raise PlanError(f"{what}: unsupported version {version!r} (only 1)")
+        raise ReassignmentPlanError(f"{what}: unsupported version {version!r} (only 1)")
     entries = doc.get("partitions")
     if not isinstance(entries, list) or not entries:
-        raise PlanError(f"{what}: \"partitions\" must be a non-empty list")
+        raise ReassignmentPlanError(f"{what}: \"partitions\" must be a non-empty list")
     plan: Plan = {}
     for i, entry in enumerate(entries):
         tp, replicas = _decode_entry(entry, f"{what}: partitions[{i}]")
         if tp in plan:
-            raise PlanError(f"{what}: partition {tp[0]}-{tp[1]} is listed twice")
+            raise ReassignmentPlanError(f"{what}: partition {tp[0]}-{tp[1]} is listed twice")
         plan[tp] = replicas
     return plan
 
 
 def _decode_entry(entry: Any, what: str) -> tuple[TopicPartition, tuple[int, ...]]:
     if not isinstance(entry, dict):
-        raise PlanError(f"{what} must be an object with topic, partition and replicas")
+        raise ReassignmentPlanError(f"{what} must be an object with topic, partition and replicas")
     topic, partition, replicas = entry.get("topic"), entry.get("partition"), entry.get("replicas")
     if not isinstance(topic, str) or not topic:
-        raise PlanError(f"{what}: \"topic\" must be a topic name")
+        raise ReassignmentPlanError(f"{what}: \"topic\" must be a topic name")
     if not _is_int(partition) or partition < 0:
-        raise PlanError(f"{what}: \"partition\" of {topic} must be a partition number >= 0")
+        raise ReassignmentPlanError(f"{what}: \"partition\" of {topic} must be a partition number >= 0")
     name = f"{topic}-{partition}"
     if not isinstance(replicas, list) or not replicas or not all(_is_int(b) for b in replicas):
-        raise PlanError(f"{what}: \"replicas\" of {name} must be a non-empty list of broker ids")
+        raise ReassignmentPlanError(f"{what}: \"replicas\" of {name} must be a non-empty list of broker ids")
     if len(set(replicas)) != len(replicas):
-        raise PlanError(f"{what}: the replicas of {name} name a broker twice ({_ids(replicas)})")
+        raise ReassignmentPlanError(f"{what}: the replicas of {name} name a broker twice ({_ids(replicas)})")
     log_dirs = entry.get("log_dirs")
     if log_dirs is not None:
         if not isinstance(log_dirs, list) or len(log_dirs) != len(replicas):
-            raise PlanError(f"{what}: \"log_dirs\" of {name} must list one entry per replica")
+            raise ReassignmentPlanError(f"{what}: \"log_dirs\" of {name} must list one entry per replica")
         if any(d != "any" for d in log_dirs):
-            raise PlanError(f"{what}: \"log_dirs\" of {name} may only say \"any\" (a ferry broker has one "
-                            "log directory)")
+            raise ReassignmentPlanError(f"{what}: \"log_dirs\" of {name} may only say \"any\" (a ferry broker has one "
+                                        "log directory)")
     return (topic, int(partition)), tuple(int(b) for b in replicas)
 
 
@@ -99,7 +99,7 @@ def _ids(brokers: Iterable[int]) -> str:
 
 # ---------------------------------------------------------------------------- checks against the cluster
 def check_plan(plan: Plan, topics: Mapping[str, TopicInfo], live: Iterable[int]) -> None:
-    """Every topic and partition exists, every replica is a registered broker. PlanError otherwise.
+    """Every topic and partition exists, every replica is a registered broker. ReassignmentPlanError otherwise.
 
     New replicas must be registered to copy the data, and the controller only completes a reassignment
     once every target replica is in the ISR, so a plan naming a dead broker would hang: refused up front.
@@ -108,25 +108,25 @@ def check_plan(plan: Plan, topics: Mapping[str, TopicInfo], live: Iterable[int])
     for (topic, p), replicas in sorted(plan.items()):
         info = topics.get(topic)
         if info is None:
-            raise PlanError(f"topic {topic!r} does not exist")
+            raise ReassignmentPlanError(f"topic {topic!r} does not exist")
         if p not in info.replicas:
-            raise PlanError(f"topic {topic!r} has no partition {p} (partitions 0..{info.partition_count - 1})")
+            raise ReassignmentPlanError(f"topic {topic!r} has no partition {p} (partitions 0..{info.partition_count - 1})")
         dead = [b for b in replicas if b not in live_ids]
         if dead:
-            raise PlanError(f"{topic}-{p}: broker(s) {_ids(dead)} are not registered "
-                            f"(live: {_ids(sorted(live_ids)) or 'none'})")
+            raise ReassignmentPlanError(f"{topic}-{p}: broker(s) {_ids(dead)} are not registered "
+                                        f"(live: {_ids(sorted(live_ids)) or 'none'})")
 
 
 def parse_broker_list(text: str) -> list[int]:
-    """``--broker-list 1,2,3`` -> [1, 2, 3] (distinct ids); PlanError otherwise."""
+    """``--broker-list 1,2,3`` -> [1, 2, 3] (distinct ids); ReassignmentPlanError otherwise."""
     try:
         brokers = [int(b) for b in text.split(",") if b.strip()]
     except ValueError:
-        raise PlanError(f"--broker-list {text!r} must be broker ids separated by commas (e.g. 1,2,3)") from None
+        raise ReassignmentPlanError(f"--broker-list {text!r} must be broker ids separated by commas (e.g. 1,2,3)") from None
     if not brokers:
-        raise PlanError("--broker-list names no brokers")
+        raise ReassignmentPlanError("--broker-list names no brokers")
     if len(set(brokers)) != len(brokers):
-        raise PlanError(f"--broker-list {text!r} names a broker twice")
+        raise ReassignmentPlanError(f"--broker-list {text!r} names a broker twice")
     return brokers
 
 
@@ -141,7 +141,7 @@ def propose(info: TopicInfo, brokers: Sequence[int], replication_factor: int | N
 
     ``replication_factor`` None or equal to the topic's: Kafka's fresh placement (to move partitions
     onto other brokers). Different: the current replicas kept first, the rest from the fresh placement.
-    PlanError when the brokers are too few for the factor.
+    ReassignmentPlanError when the brokers are too few for the factor.
     """
     current = {p: tuple(r) for p, r in info.replicas.items()}
     rf_now = max((len(r) for r in current.values()), default=1)
@@ -149,7 +149,7 @@ def propose(info: TopicInfo, brokers: Sequence[int], replication_factor: int | N
         rf = rf_now if replication_factor is None else check_replication_factor(replication_factor)
         fresh = assign_replicas(info.name, brokers, 0, len(current), rf)
     except ValueError as exc:  # InvalidReplicationFactorError: fewer brokers than the factor
-        raise PlanError(str(exc)) from None
+        raise ReassignmentPlanError(str(exc)) from None
     if replication_factor is None or rf == rf_now:
         return {(info.name, p): fresh[p] for p in sorted(current)}
     allowed = set(brokers)

@@ -15,6 +15,7 @@ import sys
 from typing import Any
 
 from ferry.client.tools import elect_leaders_cmd, reassign_cmd
+from ferry.client.tools.topic_description import describe_topics
 from ferry.wire.log_config import LogConfig
 from ferry.zk import ClusterRegistry, RegistryError, TopicExistsError, UnknownTopicError
 from ferry.zk.cli_args import (
@@ -24,7 +25,6 @@ from ferry.zk.cli_args import (
     quiet_zookeeper_logs,
     require_zookeeper,
 )
-from ferry.zk.znodes import NO_LEADER, BrokerInfo, PartitionState, TopicInfo
 
 PLACEMENT = (
     "Replicas are spread over the live brokers as Kafka does: leaders round-robin from a broker picked by a "
@@ -157,22 +157,15 @@ def _list(registry: ClusterRegistry, args: argparse.Namespace, _config: dict[str
 
 
 def _describe(registry: ClusterRegistry, args: argparse.Namespace, _config: dict[str, str]) -> int:
+    topics = None
     if args.name:
         info = registry.topic(args.name)
         if info is None:
             raise UnknownTopicError(f"topic {args.name!r} does not exist")
         topics = {args.name: info}
-    else:
-        topics = registry.topics()
-    brokers = registry.brokers()
-    docs = []
-    for name, info in sorted(topics.items()):
-        try:
-            docs.append(_describe_topic(info, registry.partition_states(name), brokers))
-        except UnknownTopicError:
-            if args.name:
-                raise
-            # deleted since it was listed: not part of the answer
+    docs = describe_topics(registry, topics)
+    if args.name and not docs:
+        raise UnknownTopicError(f"topic {args.name!r} does not exist")
     filtered = args.under_replicated or args.unavailable
     if filtered:
         for doc in docs:
@@ -189,30 +182,6 @@ def _describe(registry: ClusterRegistry, args: argparse.Namespace, _config: dict
         for part in doc["partitions"]:
             print(_partition_line(doc["topic"], part))
     return 0
-
-
-def _describe_topic(info: TopicInfo, states: dict[int, PartitionState], brokers: dict[int, BrokerInfo]
-                    ) -> dict[str, Any]:
-    parts = []
-    for p, replicas in sorted(info.replicas.items()):
-        state = states.get(p)
-        leader = state.leader if state is not None and state.leader != NO_LEADER else None
-        isr = list(state.isr) if state is not None else []
-        broker = brokers.get(leader) if leader is not None else None
-        parts.append({
-            "partition": p,
-            "leader": leader,
-            "leader_epoch": state.leader_epoch if state is not None else -1,
-            "replicas": list(replicas),
-            "isr": isr,
-            "under_replicated": len(isr) < len(replicas),
-            "offline_replicas": [b for b in replicas if b not in brokers],
-            "broker": broker.address if broker else None,
-            "datacenter": broker.datacenter if broker else None,
-            "alive": broker is not None,
-        })
-    return {"topic": info.name, "replication_factor": len(info.replicas[0]), "partitions": parts,
-            "config": info.config}
 
 
 def _partition_line(topic: str, part: dict[str, Any]) -> str:

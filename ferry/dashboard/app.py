@@ -22,6 +22,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from ferry.client.audit.bucket import HOUR_MS, hour_start
 from ferry.dashboard import pages
+from ferry.dashboard.favicon import favicon_ico
 from ferry.dashboard.metrics import registry_for
 from ferry.dashboard.plots import flow_svg, lag_svg
 from ferry.dashboard.sources import Sources
@@ -162,6 +163,12 @@ def create_app(sources: Sources, prometheus_url: str | None = None) -> FastAPI:
     def metrics() -> Response:
         """Prometheus text format: the books' and the ledger's judgements (see ``ferry.dashboard.metrics``)."""
         return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
+
+    icon = favicon_ico()
+
+    @app.get("/favicon.ico")
+    def favicon() -> Response:
+        return Response(icon, media_type="image/x-icon", headers={"Cache-Control": "max-age=86400"})
 
     @app.get("/healthz")
     def healthz() -> dict[str, str]:

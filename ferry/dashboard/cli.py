@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from ferry.dashboard.sources import Sources
 from ferry.zk.cli_args import add_zookeeper_argument, quiet_zookeeper_logs
 
 
@@ -36,10 +37,10 @@ def parse_listen(text: str) -> tuple[str, int]:
 
 
 def run(args: argparse.Namespace) -> int:
+    # FastAPI and uvicorn only when serving: `ferry demo` imports this module for parse_listen
     import uvicorn
 
     from ferry.dashboard.app import create_app
-    from ferry.dashboard.sources import Sources
 
     quiet_zookeeper_logs()
     if not args.zookeeper:

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from html import escape
 
+from ferry.dashboard.favicon import ICON_LINK
+
 REFRESH_MS = 5000
 
 STYLE = """
@@ -43,14 +45,15 @@ def layout(title: str, here: str, body: str, script: str, prometheus_url: str | 
     nav = "".join(f'<a href="{u}"{" class=here" if u == here else ""}>{n}</a>' for u, n in links)
     if prometheus_url:
         nav += f'<a href="{escape(prometheus_url)}">Prometheus</a>'
-    return (f"<!doctype html><html><head><meta charset=utf-8><title>ferry: {escape(title)}</title>"
+    return (f"<!doctype html><html><head><meta charset=utf-8>{ICON_LINK}<title>ferry: {escape(title)}</title>"
             f"<style>{STYLE}</style></head><body><nav>{nav}</nav><main><h2>{escape(title)}</h2>"
             f'<div id=banner></div>{body}<p class=muted id=updated></p></main>'
             f"<script>{COMMON_JS}{script}</script></body></html>")
 
 
 def error_page(status: int, message: str) -> str:
-    return (f"<!doctype html><html><head><meta charset=utf-8><title>ferry: {status}</title><style>{STYLE}</style>"
+    return (f"<!doctype html><html><head><meta charset=utf-8>{ICON_LINK}<title>ferry: {status}</title>"
+            f"<style>{STYLE}</style>"
             f'</head><body><nav><a href="/">Completeness</a></nav><main><h2>{status}</h2>'
             f"<p>{escape(message)}</p></main></body></html>")
 

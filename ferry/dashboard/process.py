@@ -3,22 +3,19 @@ pipeline, so the demo's own process stays free to wait for Ctrl-C and the dashbo
 
 from __future__ import annotations
 
-import os
-import sys
 from pathlib import Path
 
-from ferry.embedded import ManagedProcess, wait_for_port
+from ferry.embedded import ManagedProcess, spawn_ferry, wait_for_port
 
 
 def start_dashboard(log_file: Path, zookeeper: str, live_zookeepers: list[str], state_dir: Path | None,
                     host: str, port: int, timeout_s: float = 30.0) -> ManagedProcess:
     """Spawn the dashboard and wait until it listens; the caller stops it (``.stop()``)."""
-    proc = ManagedProcess("dashboard", log_file)
-    argv = [sys.executable, "-m", "ferry.cli", "dashboard", "--zookeeper", zookeeper, "--listen", f"{host}:{port}"]
+    args = ["dashboard", "--zookeeper", zookeeper, "--listen", f"{host}:{port}"]
     for live in live_zookeepers:
-        argv += ["--live-zookeeper", live]
+        args += ["--live-zookeeper", live]
     if state_dir is not None:
-        argv += ["--state-dir", str(state_dir)]
-    proc._spawn(argv, env=dict(os.environ, PYTHONUNBUFFERED="1"))
+        args += ["--state-dir", str(state_dir)]
+    proc = spawn_ferry("dashboard", log_file, args)
     wait_for_port(host, port, timeout_s, proc.proc, proc.log_file)
     return proc

@@ -124,6 +124,14 @@ def test_help_documents_every_flag():
             assert action.help, f"{action.option_strings} has no help text"
 
 
+def test_help_names_every_api_the_broker_answers():
+    """The description lists the APIs from the table ApiVersions advertises, so it cannot go stale."""
+    text = " ".join(_run_cli(["--help"]).stdout.split())
+    for name in ("ApiVersions", "Produce", "Fetch", "OffsetForLeaderEpoch", "AddPartitionsToTxn", "DescribeLogDirs",
+                 "IncrementalAlterConfigs", "DeleteGroups"):
+        assert name in text, name
+
+
 def test_broker_from_config_file_starts_and_stops_cleanly_on_sigterm(zk_connect, tmp_path):
     port = free_port()
     f = tmp_path / "b.properties"

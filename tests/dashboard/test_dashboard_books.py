@@ -103,3 +103,14 @@ def test_pages_link_to_prometheus_when_given():
     for page in ("/", "/flow", "/loads", "/clusters"):
         assert '<a href="http://loader-1:9090/">Prometheus</a>' in client.get(page).text, page
     assert "Prometheus</a>" not in TestClient(create_app(FakeSources([]))).get("/").text
+
+
+def test_the_dashboard_has_an_icon():
+    """Every page links its icon inline and /favicon.ico answers (a browser asks for it on any URL it opens,
+    a JSON endpoint too): no 404 in the browser's console."""
+    client = TestClient(create_app(FakeSources([])))
+    r = client.get("/favicon.ico")
+    assert r.status_code == 200 and r.headers["content-type"] == "image/x-icon"
+    assert r.content[:4] == b"\0\0\1\0" and len(r.content) > 6 + 16 + 40  # an ICO holding one image
+    for page in ("/", "/flow", "/loads", "/clusters", "/nope"):
+        assert '<link rel=icon type="image/svg+xml" href="data:image/svg+xml,' in client.get(page).text, page

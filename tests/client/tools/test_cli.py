@@ -184,6 +184,17 @@ def test_an_unreachable_zookeeper_is_one_line_and_exit_2_in_every_command(tmp_pa
         assert len(lines) == 1 and "cannot connect to ZooKeeper at 127.0.0.1:1" in lines[0], (argv, r.stderr)
 
 
+def test_consume_from_unreachable_brokers_is_one_line_naming_them_and_exit_1():
+    """No broker answers at --bootstrap-server: a failure at run time (exit 1, as a lost cluster is), told in one
+    line that names the servers, without librdkafka's connect chatter or a traceback."""
+    r = ferry("consume", "--topic", "t", "--bootstrap-server", "127.0.0.1:1")
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    assert r.returncode == 1, r.stderr
+    assert len(lines) == 1 and lines[0].startswith("ferry consume: error: cannot reach the brokers at 127.0.0.1:1"), \
+        r.stderr
+    assert r.stdout == ""
+
+
 @pytest.mark.slow
 def test_consume_reads_committed_transactions_unless_asked_otherwise(live):
     """`ferry consume` (direct and in a group) leaves an aborted transaction's records out by default, as

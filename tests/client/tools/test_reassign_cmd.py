@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from ferry.cli import main
-from ferry.client.tools.reassignment import PlanError, decode_plan, propose
+from ferry.client.tools.reassignment import ReassignmentPlanError, decode_plan, propose
 from ferry.zk import ClusterRegistry
 from ferry.zk.assignment import assign_replicas
 from ferry.zk.znodes import (
@@ -82,7 +82,7 @@ def test_generate_raising_the_replication_factor_keeps_current_replicas_first(th
     info3 = TopicInfo.from_assignment("t", {0: (3, 1, 2), 1: (2, 3, 1)})
     assert propose(info3, [1, 2, 3], 2) == {("t", 0): (3, 1), ("t", 1): (2, 3)}
     assert propose(info3, [1, 2], 2) == {("t", 0): (1, 2), ("t", 1): (2, 1)}
-    with pytest.raises(PlanError, match="larger than the 2"):
+    with pytest.raises(ReassignmentPlanError, match="larger than the 2"):
         propose(info3, [1, 2], 3)
 
 

@@ -1,0 +1,75 @@
+"""The demo's closing books: per topic and hour the live producers' counts against the offline tiers, the
+mirror's lag, and what an analyst would ask the warehouse (Spark SQL over the loaded tables)."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from ferry.audit.live import read_live_counts
+from ferry.audit.reader import read_audit_events
+from ferry.audit.reconciler import reconcile
+from ferry.demo_steps import DemoCluster
+from ferry.loaders.session import build_session
+from ferry.mirror.status import mirror_status
+
+
+def print_report(cluster: DemoCluster, topics: tuple[str, ...], hours: list[int]) -> dict:
+    """Print the books per topic and hour, the mirror's lag, and what an analyst would ask the warehouse;
+    returns them (``complete``: every hour of every topic complete, every live cluster read)."""
+    audit_log = read_audit_events(cluster.offline_zk)
+    live = read_live_counts([cluster.live_zk])  # the producers' counts as the live datacenter knows them
+    books = reconcile(audit_log.events + live.events, since_ms=hours[0], until_ms=hours[-1] + 3_600_000)
+    rows = [h for h in books.hours if h.topic in topics]
+    print()
+    print("== The books (live producers' counts + offline _audit, per topic and hour of event time) ==")
+    print(_table(("topic", "hour (UTC)", "produced", "mirrored", "loaded", "missing", "dupes", "complete"),
+                 [(h.topic, hour_label(h.hour_start), h.produced, h.mirrored, h.loaded, h.missing, h.duplicates,
+                   "yes" if h.complete else "NO") for h in rows]))
+    status = mirror_status(cluster.live_zk, cluster.offline_zk, "ferry-mirror", include=".*")
+    print()
+    print(f"== Mirror (group ferry-mirror, members {', '.join(status.members) or '-'}) ==")
+    per_topic: dict[str, list[int]] = {}
+    for r in status.partitions:
+        agg = per_topic.setdefault(r.topic, [0, 0, 0, 0])
+        agg[0] += 1
+        agg[1] += r.live_end or 0
+        agg[2] += r.offline_end or 0
+        agg[3] += r.lag or 0
+    print(_table(("topic", "partitions", "live end", "offline end", "lag"),
+                 [(t, *v) for t, v in sorted(per_topic.items())]))
+    print()
+    print("== Analyst: top pages per hour (SELECT ... FROM ferry.page_view) ==")
+    top = analyst_query(cluster.root)
+    print(_table(("dt", "hr", "page", "views", "members"), top))
+    complete = (bool(rows) and all(h.complete for h in rows) and len(rows) == len(topics) * len(hours)
+                and not live.unreachable)
+    print()
+    print("every hour complete: " + ("yes" if complete else "NO (see the books above)"))
+    return {"complete": complete, "books": [h.to_dict() for h in rows], "mirror": status.to_dict(),
+            "top_pages": top}
+
+def analyst_query(root: Path) -> list[tuple]:
+    """The top pages per hour, from the warehouse the demo loaded (Spark SQL)."""
+    spark = build_session(root / "warehouse-state")
+    df = spark.sql("""
+        SELECT dt, hr, page, views, members FROM (
+          SELECT dt, hr, page, count(*) AS views, count(DISTINCT member_id) AS members,
+                 row_number() OVER (PARTITION BY dt, hr ORDER BY count(*) DESC) AS rank
+          FROM ferry.page_view GROUP BY dt, hr, page) WHERE rank <= 3 ORDER BY dt, hr, views DESC""")
+    return [tuple(r) for r in df.collect()]
+
+
+def hour_label(ms: int) -> str:
+    """An hour start as people read it: YYYY-MM-DD HH:00 (UTC)."""
+    return time.strftime("%Y-%m-%d %H:00", time.gmtime(ms / 1000))
+
+
+def _table(headers: tuple, rows: list[tuple]) -> str:
+    cells = [[str(c) for c in headers]] + [[str(c) for c in r] for r in rows]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
+    lines = ["  ".join(c.ljust(w) if isinstance(v, str) else c.rjust(w)
+                       for c, w, v in zip(r, widths, (headers if k == 0 else rows[k - 1]), strict=True))
+             for k, r in enumerate(cells)]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines) if rows else "\n".join(lines) + "\n(none)"
