@@ -29,7 +29,7 @@ def spawn_ferry(name: str, log_file: Path, args: list[str], python: str = sys.ex
     process = ManagedProcess(name, log_file)
     env = dict(os.environ)
     env.setdefault("PYTHONUNBUFFERED", "1")
-    process._spawn([python, "-m", "ferry.cli", *args], env=env)
+    process.spawn([python, "-m", "ferry.cli", *args], env=env)
     return process
 
 

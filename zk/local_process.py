@@ -65,7 +65,6 @@ class ManagedProcess:
         finally:
             out.close()
 
-    _spawn = spawn  # the name callers used before spawn() was public
 
     @property
     def running(self) -> bool:

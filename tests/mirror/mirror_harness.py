@@ -184,7 +184,7 @@ class MirrorProcess(ManagedProcess):
 
     def start(self) -> MirrorProcess:
         env = dict(os.environ, PYTHONUNBUFFERED="1")
-        self._spawn(self.argv, env=env)
+        self.spawn(self.argv, env=env)
         return self
 
     def log_text(self) -> str:
