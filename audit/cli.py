@@ -48,6 +48,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                              "reached the offline cluster (a mirror that is down, a cut link) then show as "
                              "missing instead of as an hour with no events; events seen in both clusters count "
                              "once (by guid)")
+    report.add_argument("--offline-only", action="store_true",
+                        help="judge from the counts that reached this cluster alone (no live cluster named): a "
+                             "stopped mirror then makes a partial hour look complete, so the report says so")
     report.add_argument("--topic", metavar="T", help="only this topic")
     report.add_argument("--hours", type=int, default=24, metavar="N",
                         help="only the last N hours of event time, the current one included (default 24; 0 = all)")
@@ -73,6 +76,13 @@ def run_report(args: argparse.Namespace) -> int:
     if args.hours < 0:
         print("ferry audit report: --hours must be >= 0", file=sys.stderr)
         return 2
+    if not args.live_zookeeper and not args.offline_only:
+        print("ferry audit report: no --live-zookeeper: completeness is judged from the live producers' counts; "
+              "name every live cluster, or pass --offline-only", file=sys.stderr)
+        return 2
+    if args.live_zookeeper and args.offline_only:
+        print("ferry audit report: --offline-only with --live-zookeeper", file=sys.stderr)
+        return 2
     try:
         audit_log = read_audit_events(args.zookeeper if not args.bootstrap else None, args.bootstrap,
                                       timeout_s=args.timeout_s)
@@ -95,6 +105,7 @@ def run_report(args: argparse.Namespace) -> int:
         doc = report.to_dict()
         doc["invalid_events"] = audit_log.invalid
         doc["unreachable"] = live.unreachable
+        doc["completeness"] = "offline-only" if args.offline_only else "live"
         for h, status in zip(doc["hours"], statuses, strict=True):
             h["hour"] = _hour_label(h["hour_start"])
             h["status"] = status
@@ -102,6 +113,8 @@ def run_report(args: argparse.Namespace) -> int:
         print(json.dumps(doc, indent=2))
     else:
         _print_table(report, statuses, audit_log.invalid)
+        if args.offline_only:
+            print("completeness: offline-only (judged from the counts that reached this cluster, not the live ones)")
     if args.fail_incomplete and any(s != COMPLETE for s in statuses):
         return 1
     return 0

@@ -88,6 +88,9 @@ class GroupConfig:
     tags: list[str] = field(default_factory=list)
     # the live clusters whose producers' counts decide completeness (one per frontend datacenter)
     live_zookeepers: list[str] = field(default_factory=list)
+    # "live" (the default: live_zookeepers required) or "offline-only": judged from the counts that reached the
+    # offline cluster, said so on every hour published (a stopped mirror would make a partial hour look complete)
+    completeness: str = "live"
     check_poke_s: int = 300  # how often check_complete re-reads the books while it waits
 
     @property
@@ -114,6 +117,24 @@ def _parse_time(value: Any, what: str) -> dt.datetime:
         except ValueError:
             raise DagConfigError(f"{what}: {value!r} is not an ISO date/time") from None
     return t if t.tzinfo else t.replace(tzinfo=dt.UTC)
+
+
+COMPLETENESS_SOURCES = ("live", "offline-only")
+
+
+def _completeness_source(path: Path, name: str, value: object, live: list[str]) -> str:
+    """Completeness from the live producers' counts is the only default: a group without live clusters is
+    refused unless it says ``completeness: offline-only`` (counts that travelled through the mirror stop with the
+    data when the mirror stops, so a partial hour would balance)."""
+    source = "live" if value is None else str(value)
+    if source not in COMPLETENESS_SOURCES:
+        raise DagConfigError(f"{path}: group {name!r}: completeness must be one of {', '.join(COMPLETENESS_SOURCES)}")
+    if source == "live" and not live:
+        raise DagConfigError(f"{path}: group {name!r}: no live_zookeepers: completeness is judged from the live "
+                             "producers' counts; name every live cluster, or say 'completeness: offline-only'")
+    if source == "offline-only" and live:
+        raise DagConfigError(f"{path}: group {name!r}: completeness: offline-only with live_zookeepers set")
+    return source
 
 
 def load_config(path: str | os.PathLike | None = None) -> list[GroupConfig]:
@@ -156,6 +177,7 @@ def load_config(path: str | os.PathLike | None = None) -> list[GroupConfig]:
             raise DagConfigError(f"{path}: group {merged['name']!r}: live_zookeepers must be a list of "
                                  "host:port/chroot connect strings")
         merged["live_zookeepers"] = live
+        merged["completeness"] = _completeness_source(path, merged["name"], merged.get("completeness"), live)
         merged["start_date"] = _parse_time(merged.get("start_date", "2024-01-01"), "start_date")
         for key in ("lateness_minutes", "retries", "retry_delay_s", "max_retry_delay_s", "max_per_split",
                     "check_poke_s"):
@@ -266,7 +288,8 @@ def publish_task(cfg: GroupConfig, topic: str, plan: dict, outlet_events) -> lis
     hours = sorted(new)
     revised = sorted(h for h, n in revisions.items() if n > 0)
     outlet_events[asset_for(cfg, topic)].extra = {"table": table, "hours": hours, "rows": new,
-                                                  "revised": revised, "revision": revisions}
+                                                  "revised": revised, "revision": revisions,
+                                                  "completeness": cfg.completeness}
     log.info("ferry: published %s hours %s%s", table, ", ".join(hours),
              f" (revised: {', '.join(revised)})" if revised else "")
     return hours

@@ -64,9 +64,11 @@ def test_report_balances_the_books(cluster_factory):
             p.send(AUDIT_TOPIC, e.to_json(), topic.encode())
             if topic == "clicks":
                 p.send(AUDIT_TOPIC, e.to_json(), topic.encode())  # a re-published copy: counted once
-    r = ferry("audit", "report", "--zookeeper", cluster.zk_connect, "--format", "json", "--hours", "1")
+    r = ferry("audit", "report", "--zookeeper", cluster.zk_connect, "--offline-only", "--format", "json",
+              "--hours", "1")
     assert r.returncode == 0, r.stderr
     doc = json.loads(r.stdout)
+    assert doc["completeness"] == "offline-only"
     books = {h["topic"]: h for h in doc["hours"]}
     assert set(books) == {"views", "clicks"}
     v, c = books["views"], books["clicks"]
@@ -75,9 +77,11 @@ def test_report_balances_the_books(cluster_factory):
     assert doc["duplicate_events"] == 1
     assert bucket_start(b1) == b1 and hour_start(b1) == hour and HOUR_MS > BUCKET_MS
 
-    r = ferry("audit", "report", "--zookeeper", cluster.zk_connect, "--topic", "views", "--fail-incomplete")
+    r = ferry("audit", "report", "--zookeeper", cluster.zk_connect, "--offline-only", "--topic", "views",
+              "--fail-incomplete")
     assert r.returncode == 1
-    header, row = r.stdout.splitlines()
+    header, row, said = r.stdout.splitlines()
+    assert said.startswith("completeness: offline-only")
     assert header.split() == ["topic", "hour", "(UTC)", "produced", "mirrored", "loaded", "missing", "duplicates",
                               "complete"]
     assert row.split()[3:] == ["50", "0", "47", "3", "0", "no"]
@@ -88,6 +92,10 @@ def test_report_errors_are_clear():
     assert r.returncode == 2 and "--zookeeper" in r.stderr
     r = ferry("audit", "report", "--zookeeper", "127.0.0.1:1/x", "--hours", "-1")
     assert r.returncode == 2 and "--hours" in r.stderr
+    # completeness from the live counts is the only default: no live cluster named is refused, not guessed
+    r = ferry("audit", "report", "--zookeeper", "127.0.0.1:1/x")
+    assert r.returncode == 2 and "--live-zookeeper" in r.stderr and "--offline-only" in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1
 
 
 @pytest.mark.slow  # processes and waits: not in the fast tier
@@ -114,7 +122,8 @@ def test_a_mirror_that_never_ran_shows_missing_with_the_live_cluster_read_too(cl
     for c in (live, offline):  # as if the mirror had copied this one event before it stopped
         with Producer(zookeeper=c.zk_connect, application="web", audit=False) as p:
             p.send(AUDIT_TOPIC, copied.to_json(), b"views")
-    alone = ferry("audit", "report", "--zookeeper", offline.zk_connect, "--format", "json", "--hours", "1")
+    alone = ferry("audit", "report", "--zookeeper", offline.zk_connect, "--offline-only", "--format", "json",
+                  "--hours", "1")
     assert alone.returncode == 0, alone.stderr
     assert [(h["produced"], h["loaded"]) for h in json.loads(alone.stdout)["hours"]] == [(3, 0)]
     both = ferry("audit", "report", "--zookeeper", offline.zk_connect, "--live-zookeeper", live.zk_connect,

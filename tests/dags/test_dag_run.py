@@ -52,6 +52,7 @@ def test_dag_runs_one_hour_end_to_end_and_a_rerun_changes_nothing(airflow_db, cl
         f"defaults:\n  zookeeper: '{offline.zk}'\n  state_dir: '{tmp_path / 'state'}'\n"
         f"  warehouse: '{tmp_path / 'warehouse'}'\n  database: {database}\n  lateness_minutes: 60\n"
         f"  retries: 1\n  retry_delay_s: 5\n  max_per_split: 250\n"
+        f"  completeness: offline-only\n"  # one cluster here: the producers' counts are the offline ones
         f"groups:\n  - name: g_{tag}\n    topics: [{', '.join(topics)}]\n")
     os.environ["FERRY_DAGS_CONFIG"] = str(config)
     try:
@@ -83,6 +84,7 @@ def test_dag_runs_one_hour_end_to_end_and_a_rerun_changes_nothing(airflow_db, cl
             assert f"{d}T{h}" in ledger.published_hours(f"{database}.{t}")
             events = _asset_events(f"ferry://warehouse/{database}/{t}")
             assert len(events) == 1 and f"{d}T{h}" in events[0]["hours"]
+            assert events[0]["completeness"] == "offline-only", events[0]  # said on every hour it publishes
         seq = ledger.read()["seq"]
         locations = {t: spark.sql(f"DESCRIBE FORMATTED {database}.{t} PARTITION (dt='{d}', hr='{h}')")
                      .where("col_name = 'Location'").collect()[0].data_type for t in topics}
@@ -129,6 +131,7 @@ def test_dag_with_a_spark_connection_runs_spark_submit(airflow_db, cluster_facto
         f"defaults:\n  zookeeper: '{offline.zk}'\n  state_dir: '{tmp_path / 'state'}'\n"
         f"  warehouse: '{tmp_path / 'warehouse'}'\n  database: {database}\n  lateness_minutes: 60\n"
         f"  retries: 0\n  spark_conn_id: spark_local\n  spark_conf: {{spark.ui.showConsoleProgress: 'false'}}\n"
+        f"  completeness: offline-only\n"
         f"groups:\n  - name: s_{tag}\n    topics: [{topic}]\n")
     monkeypatch.setenv("FERRY_DAGS_CONFIG", str(config))
     from ferry_dag_factory import build_dag, load_config

@@ -49,7 +49,8 @@ def test_every_dag_imports_without_errors():
 
 def test_spark_connection_switches_load_to_spark_submit(tmp_path):
     cfg = tmp_path / "dags.yaml"
-    cfg.write_text("defaults: {zookeeper: '127.0.0.1:2181/x', state_dir: /tmp/x, spark_conn_id: spark_yarn}\n"
+    cfg.write_text("defaults: {zookeeper: '127.0.0.1:2181/x', state_dir: /tmp/x, spark_conn_id: spark_yarn,\n"
+                   "           live_zookeepers: ['127.0.0.1:2181/live']}\n"
                    "groups: [{name: g1, topics: [a, b.c]}]\n")
     bag = _bag(str(cfg))
     assert bag.import_errors == {}
@@ -63,8 +64,14 @@ def test_spark_connection_switches_load_to_spark_submit(tmp_path):
 
 @pytest.mark.parametrize("text, message", [
     ("groups: [{name: g, topics: [a]}]", "needs 'zookeeper'"),
-    ("defaults: {zookeeper: z, state_dir: s}\ngroups: [{name: g, topics: [a], lateness: 5}]", "unknown key"),
-    ("defaults: {zookeeper: z, state_dir: s}\ngroups: [{name: 'bad-name', topics: [a]}]", "letters, digits"),
+    ("defaults: {zookeeper: z, state_dir: s, completeness: offline-only}\ngroups: [{name: g, topics: [a], lateness: 5}]",
+     "unknown key"),
+    ("defaults: {zookeeper: z, state_dir: s, completeness: offline-only}\ngroups: [{name: 'bad-name', topics: [a]}]",
+     "letters, digits"),
+    # completeness from the live counts is the only default: no live clusters named and no explicit opt-out
+    ("defaults: {zookeeper: z, state_dir: s}\ngroups: [{name: g, topics: [a]}]", "no live_zookeepers"),
+    ("defaults: {zookeeper: z, state_dir: s, completeness: mirrored}\ngroups: [{name: g, topics: [a]}]",
+     "completeness must be one of"),
 ])
 def test_bad_config_is_an_import_error_naming_the_problem(tmp_path, text, message):
     cfg = tmp_path / "dags.yaml"

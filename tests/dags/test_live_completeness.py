@@ -101,7 +101,7 @@ def test_live_counts_decide_completeness(airflow_db, cluster_factory, tmp_path):
         assert set(states.values()) == {"success"}, states
         events = _asset_events(uri)
         assert len(events) == 1 and events[0]["hours"] == [f"{d}T{h}"] and events[0]["revised"] == []
-        assert events[0]["rows"] == {f"{d}T{h}": produced}
+        assert events[0]["rows"] == {f"{d}T{h}": produced} and events[0]["completeness"] == "live"
         n = spark.sql(f"SELECT count(*) FROM {database}.{topic} WHERE dt='{d}' AND hr='{h}'").collect()[0][0]
         assert n == produced
         assert Ledger(cfg.state_dir).published_hours(f"{database}.{topic}") == {f"{d}T{h}": produced}

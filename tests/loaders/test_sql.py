@@ -165,7 +165,8 @@ def direct_counts(env: dict, table: str) -> tuple[dict, dict]:
 
 def audit_counts(env: dict) -> dict[tuple[str, str], int]:
     """The warehouse tier of `ferry audit report` for the topic, per hour."""
-    proc = _ferry("audit", "report", "--zookeeper", env["zk"], "--topic", env["topic"], "--hours", "6", "--json")
+    proc = _ferry("audit", "report", "--zookeeper", env["zk"], "--offline-only", "--topic", env["topic"],
+                  "--hours", "6", "--json")
     assert proc.returncode == 0, proc.stderr
     out = {}
     for h in json.loads(proc.stdout)["hours"]:

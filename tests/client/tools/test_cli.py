@@ -172,7 +172,7 @@ def test_an_unreachable_zookeeper_is_one_line_and_exit_2_in_every_command(tmp_pa
 
     bad = "127.0.0.1:1/nowhere"
     commands = (["topics", "list", "--zookeeper", bad], ["groups", "list", "--zookeeper", bad],
-                ["schemas", "list", "--zookeeper", bad], ["audit", "report", "--zookeeper", bad],
+                ["schemas", "list", "--zookeeper", bad], ["audit", "report", "--zookeeper", bad, "--offline-only"],
                 ["consume", "--topic", "t", "--zookeeper", bad], ["produce", "--topic", "t", "--zookeeper", bad],
                 ["mirror", "status", "--source-zookeeper", bad, "--target-zookeeper", bad],
                 ["load", "--zookeeper", bad, "--topics", "t", "--step", "plan", "--state-dir", str(tmp_path)])
