@@ -23,8 +23,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from ferry.broker.log.log import Log, wall_clock_ms
-from ferry.broker.log.log_dir_health import LogDirHealth
-from ferry.broker.log.log_start import restore_log_start
+from ferry.broker.log.log_dir_health import DirFailureListener, LogDirHealth, drop_page_cache
 from ferry.wire.atomic_file import atomic_write, fsync_dir
 from ferry.wire.log_config import LogConfig
 from ferry.wire.record.errors import KafkaStorageError, StorageError
@@ -75,7 +74,10 @@ def write_checkpoint(path: Path, offsets: Mapping[tuple[str, int], int]) -> None
     atomic_write(path, ("\n".join(lines) + "\n").encode())
 
 
-class LogManager(LogDirHealth):
+class LogManager:
+    """The logs of one data directory: opened, created, deleted, flushed, checkpointed, retained; re-opened after
+    the directory failed (its health is LogDirHealth's)."""
+
     def __init__(
         self,
         data_dir: Path | str,
@@ -100,7 +102,9 @@ class LogManager(LogDirHealth):
         self._last_checkpoint: dict[tuple[str, int], int] = {}
         self._last_hw_checkpoint: dict[tuple[str, int], int] = {}
         self._closed = False
-        self._init_health()  # offline at the first IO error, probe, re-open (log_dir_health.py)
+        self.health = LogDirHealth(self.data_dir, now_ms, lambda: list(self._logs.values()))
+        self._reopen_points: dict[tuple[str, int], int] = {}
+        self._reopen_hws: dict[tuple[str, int], int | None] = {}
         self._lock_fd = os.open(self.data_dir / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
         try:
             fcntl.flock(self._lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -176,12 +180,66 @@ class LogManager(LogDirHealth):
                      fsync=False, sync_dir=False)
 
     def _attach(self, key: tuple[str, int], log: Log) -> None:
-        restore_log_start(log)  # a DeleteRecords start inside a segment, on every open (start-up, re-open)
+        log.restore_log_start()  # a DeleteRecords start inside a segment, on every open (start-up, re-open)
         log.flush_requested = self._on_flush_requested
-        log.io_failed = self._on_log_io_error
+        log.io_failed = self.health.log_failed
         for cb in self._listeners:
             log.add_high_watermark_listener(cb)
         self._logs[key] = log
+
+    # -- the directory's health (LogDirHealth) ---------------------------------------------------------
+
+    @property
+    def offline(self) -> bool:
+        return self.health.offline
+
+    @property
+    def offline_reason(self) -> str:
+        return self.health.offline_reason
+
+    @property
+    def offline_log_dirs(self) -> int:
+        return self.health.offline_log_dirs
+
+    def add_dir_failure_listener(self, callback: DirFailureListener) -> None:
+        self.health.add_dir_failure_listener(callback)
+
+    def dir_failed(self, what: str, exc: OSError) -> None:
+        self.health.dir_failed(what, exc)
+
+    def probe(self) -> bool:
+        return self.health.probe()
+
+    def reopen(self) -> int:
+        """Bring an offline directory back: close the logs (nothing written), drop their page cache, open them
+        again with recovery. Returns how many logs are open. Raises (StorageError, OSError) if that fails: the
+        directory stays offline and the next probe tries again."""
+        with self._lock:
+            old = dict(self._logs)
+            # what each log really flushed (kept across failed attempts: a failed one leaves no logs open)
+            points = self._reopen_points = {**self._reopen_points,
+                                            **{key: lg.flushed_offset for key, lg in old.items()}}
+            hws = self._reopen_hws = {**self._reopen_hws, **{key: lg.replication_hw for key, lg in old.items()}}
+            self.health.retire(old.values(), self.default_config.file_delete_delay_ms)
+            self._logs = {}
+            self._given = {}
+            for lg in old.values():
+                drop_page_cache(lg.dir)
+            try:
+                self._load_all(points, hws)
+            except BaseException:
+                for lg in self._logs.values():
+                    lg.mark_offline()
+                    lg.close()
+                self._logs = {}
+                raise
+            self._reopen_points, self._reopen_hws = {}, {}
+            self.health.back_online()
+            logs = list(self._logs.values())
+        verified = sum(lg.recovered_segments for lg in logs)
+        logger.info("log dir %s back online: %d log(s) re-opened, %d segment(s) verified", self.data_dir,
+                    len(logs), verified)
+        return len(logs)
 
     # -- access ----------------------------------------------------------------------------------
 
@@ -291,7 +349,7 @@ class LogManager(LogDirHealth):
         """Flush every log that needs it (flush.messages / flush.ms). Returns how many."""
         n = 0
         now = self._clock()
-        self.close_retired()
+        self.health.close_retired()
         if self.offline:
             return 0
         for log in list(self._logs.values()):
@@ -377,7 +435,7 @@ class LogManager(LogDirHealth):
     def _close_logs(self) -> None:
         """Close every log on CLOSE_THREADS threads (Kafka's num.recovery.threads.per.data.dir): a close is
         mostly fsyncs, which overlap; one by one, 10,000 logs took minutes and the broker was killed."""
-        self.close_retired(force=True)
+        self.health.close_retired(force=True)
         logs = list(self._logs.values())
 
         def close(log: Log) -> None:
