@@ -84,18 +84,18 @@ class Log:
         if replication_hw is not None:
             offsets.set_replication_hw(replication_hw)
 
-        flusher = self._flusher = LogDurability(local, offsets, epochs, self.status, lock, flush_lock, now_ms,
+        durability = self._durability = LogDurability(local, offsets, epochs, self.status, lock, flush_lock, now_ms,
                                              self._notify)
-        appender = LogAppender(local, offsets, state, epochs, self.status, flusher, lock, now_ms, self._after_append)
+        appender = LogAppender(local, offsets, state, epochs, self.status, durability, lock, now_ms, self._after_append)
         retention = LogRetention(local, offsets, state, epochs, self.status, lock, now_ms)
-        truncation = LogTruncation(local, offsets, state, epochs, self.status, flusher, lock, flush_lock, now_ms)
+        truncation = LogTruncation(local, offsets, state, epochs, self.status, durability, lock, flush_lock, now_ms)
         self._transactions = LogTransactions(state, offsets, lock, appender.append, now_ms)
         self.append = appender.append
         self.append_batch = appender.append_batch
         self.append_batches = appender.append_batches
         self.append_as_follower = appender.append_as_follower
-        self.flush = flusher.flush
-        self.needs_flush = flusher.needs_flush
+        self.flush = durability.flush
+        self.needs_flush = durability.needs_flush
         self.delete_retained = retention.delete_retained
         self.roll_if_needed = retention.roll_if_needed
         self.expire_producers = retention.expire_producers
@@ -157,7 +157,7 @@ class Log:
 
     @property
     def unflushed_messages(self) -> int:
-        return self._flusher.unflushed_messages
+        return self._durability.unflushed_messages
 
     @property
     def offline(self) -> bool:

@@ -48,14 +48,14 @@ class LogAppender:
     the epochs and the segments it is given, under the log's lock."""
 
     def __init__(self, local: LocalLog, offsets: LogOffsets, producers: ProducerStateManager,
-                 epochs: LeaderEpochFileCache, status: LogStatus, flusher: LogDurability, lock: threading.RLock,
+                 epochs: LeaderEpochFileCache, status: LogStatus, durability: LogDurability, lock: threading.RLock,
                  clock: Callable[[], int], after_append: Callable[[bool], None]) -> None:
         self._local = local
         self._offsets = offsets
         self._producers = producers
         self._epochs = epochs
         self._status = status
-        self._flusher = flusher
+        self._durability = durability
         self._lock = lock
         self._clock = clock
         self._after_append = after_append  # outside the lock: wake readers, ask for a flush
@@ -162,7 +162,7 @@ class LogAppender:
                     offset += h.last_offset_delta + 1
                     pos += h.size
             self._offsets.end = next_offset
-            want_flush = self._flusher.count_appended(count, now)
+            want_flush = self._durability.count_appended(count, now)
         self._after_append(want_flush)
         return _new(AppendInfo, (first, next_offset - 1, False, append_time))  # a NamedTuple's own __new__ costs more
 
@@ -238,7 +238,7 @@ class LogAppender:
             except OSError as e:  # nothing counted; a partial write was cut off (LogSegment.append_batches)
                 raise status.storage_failure("append", e) from e
             self._offsets.end = next_offset
-            want_flush = self._flusher.count_appended(count, now)
+            want_flush = self._durability.count_appended(count, now)
         self._after_append(want_flush)
         infos = []
         for _, _, h in items:
@@ -283,7 +283,7 @@ class LogAppender:
                 self._follower_write(mv, headers)
             except OSError as e:  # runs written before the failure stay counted: they are whole batches
                 raise status.storage_failure("replica append", e) from e
-            want_flush = self._flusher.unflushed_messages >= self._local.config.flush_interval_messages
+            want_flush = self._durability.unflushed_messages >= self._local.config.flush_interval_messages
         self._after_append(want_flush)
         return AppendInfo(first, expected - 1)
 
@@ -325,6 +325,6 @@ class LogAppender:
                 state.update(h, h.base_offset, now, control_type(view, pos) if h.is_control else -1)
             count += h.records_count
             pos += h.size
-        self._flusher.count_appended(count, now)
+        self._durability.count_appended(count, now)
         if state.unreplicated:
             state.first_unstable_offset(offsets.high_watermark)  # forget transactions decided and replicated

@@ -24,6 +24,8 @@ from pathlib import Path
 
 from ferry.broker.log.log import Log, wall_clock_ms
 from ferry.broker.log.log_dir_health import DirFailureListener, LogDirHealth, drop_page_cache
+from ferry.broker.log.log_scheduler import LogScheduler
+from ferry.broker.log.offset_checkpoint import read_checkpoint, write_checkpoint
 from ferry.wire.atomic_file import atomic_write, fsync_dir
 from ferry.wire.log_config import LogConfig
 from ferry.wire.record.errors import KafkaStorageError, StorageError
@@ -46,34 +48,6 @@ def validate_topic_partition(topic: str, partition: int) -> None:
         raise ValueError(f"invalid partition {partition!r}: must be an integer >= 0")
 
 
-def read_checkpoint(path: Path) -> dict[tuple[str, int], int]:
-    """Kafka's offset checkpoint format: version line, count line, ``topic partition offset`` lines."""
-    try:
-        lines = path.read_text().splitlines()
-    except FileNotFoundError:
-        return {}
-    try:
-        if lines[0].strip() != "0":
-            raise ValueError(f"unknown version {lines[0]!r}")
-        count = int(lines[1])
-        result: dict[tuple[str, int], int] = {}
-        for line in lines[2 : 2 + count]:
-            topic, partition, offset = line.split()
-            result[(topic, int(partition))] = int(offset)
-        if len(result) != count:
-            raise ValueError(f"expected {count} entries, found {len(result)}")
-        return result
-    except (IndexError, ValueError) as exc:
-        # Losing the checkpoint only costs a longer recovery: verify every log's last segment.
-        logger.warning("ignoring damaged checkpoint %s: %s", path, exc)
-        return {}
-
-
-def write_checkpoint(path: Path, offsets: Mapping[tuple[str, int], int]) -> None:
-    lines = ["0", str(len(offsets))] + [f"{t} {p} {o}" for (t, p), o in sorted(offsets.items())]
-    atomic_write(path, ("\n".join(lines) + "\n").encode())
-
-
 class LogManager:
     """The logs of one data directory: opened, created, deleted, flushed, checkpointed, retained; re-opened after
     the directory failed (its health is LogDirHealth's)."""
@@ -90,15 +64,12 @@ class LogManager:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.default_config = default_config if default_config is not None else LogConfig()
         self._clock = now_ms
-        self.retention_check_interval_ms = retention_check_interval_ms
-        self.checkpoint_interval_ms = checkpoint_interval_ms
         self._lock = threading.Lock()
         self._logs: dict[tuple[str, int], Log] = {}
         self._given: dict[tuple[str, int], dict[str, str]] = {}  # topic configs given (and saved) per log
         self._listeners: list[Callable[[Log], None]] = []
-        self._wake = threading.Event()
-        self._stop = threading.Event()
-        self._threads: list[threading.Thread] = []
+        self._scheduler = LogScheduler(now_ms, self.flush_pass, self.checkpoint_recovery_points, self.retention_pass,
+                                       self._tick_seconds, checkpoint_interval_ms, retention_check_interval_ms)
         self._last_checkpoint: dict[tuple[str, int], int] = {}
         self._last_hw_checkpoint: dict[tuple[str, int], int] = {}
         self._closed = False
@@ -311,7 +282,7 @@ class LogManager:
     # -- flushing, checkpoints, retention ------------------------------------------------------
 
     def _on_flush_requested(self, log: Log) -> None:
-        self._wake.set()
+        self._scheduler.wake()
 
     def flush_all(self) -> None:
         for log in list(self._logs.values()):
@@ -385,34 +356,9 @@ class LogManager:
         intervals.append(self.default_config.flush_interval_ms)
         return min(1.0, max(0.005, min(intervals) / 4000))
 
-    def _flusher(self) -> None:
-        last_checkpoint = self._clock()
-        while not self._stop.is_set():
-            self._wake.wait(self._tick_seconds())
-            self._wake.clear()
-            if self._stop.is_set():
-                break
-            self.flush_pass()
-            now = self._clock()
-            if now - last_checkpoint >= self.checkpoint_interval_ms:
-                last_checkpoint = now
-                try:
-                    self.checkpoint_recovery_points()
-                except OSError:
-                    logger.exception("could not write the recovery point checkpoint")
-
-    def _retainer(self) -> None:
-        while not self._stop.wait(self.retention_check_interval_ms / 1000):
-            self.retention_pass()
-
     def start_background(self) -> None:
         """Start the flusher and retention threads (daemon threads; stop with shutdown())."""
-        if self._threads:
-            return
-        for target, name in ((self._flusher, "ferry-log-flusher"), (self._retainer, "ferry-log-retention")):
-            t = threading.Thread(target=target, name=name, daemon=True)
-            t.start()
-            self._threads.append(t)
+        self._scheduler.start()
 
     def shutdown(self) -> None:
         """Stop the threads, flush and close every log, write the checkpoint, release the lock."""
@@ -420,11 +366,7 @@ class LogManager:
             if self._closed:
                 return
             self._closed = True
-        self._stop.set()
-        self._wake.set()
-        for t in self._threads:
-            t.join(timeout=30)
-        self._threads = []
+        self._scheduler.stop()
         self._close_logs()
         try:
             self.checkpoint_recovery_points()

@@ -22,14 +22,14 @@ class LogTruncation:
     """Cuts the log's tail and brings the offsets, the epochs and the producer state back in line with it."""
 
     def __init__(self, local: LocalLog, offsets: LogOffsets, producers: ProducerStateManager,
-                 epochs: LeaderEpochFileCache, status: LogStatus, flusher: LogDurability, lock: threading.RLock,
+                 epochs: LeaderEpochFileCache, status: LogStatus, durability: LogDurability, lock: threading.RLock,
                  flush_lock: threading.Lock, clock: Callable[[], int]) -> None:
         self._local = local
         self._offsets = offsets
         self._producers = producers
         self._epochs = epochs
         self._status = status
-        self._flusher = flusher
+        self._durability = durability
         self._lock = lock
         self._flush_lock = flush_lock
         self._clock = clock
@@ -91,7 +91,7 @@ class LogTruncation:
         """After a truncation to ``end``: clamp the offsets that may not pass it, rebuild derived state."""
         offsets = self._offsets
         offsets.truncate_to(end)
-        self._flusher.truncated()
+        self._durability.truncated()
         self._epochs.truncate_from_end(end)
         # from the snapshot if it is not beyond the new end
         rebuild_producer_state(self._local.dir, self._local.segments, self._producers, offsets.start, end,
