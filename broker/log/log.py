@@ -88,7 +88,7 @@ class Log:
                                              self._notify)
         appender = LogAppender(local, offsets, state, epochs, self.status, durability, lock, now_ms, self._after_append)
         retention = LogRetention(local, offsets, state, epochs, self.status, lock, now_ms)
-        truncation = LogTruncation(local, offsets, state, epochs, self.status, durability, lock, flush_lock, now_ms)
+        truncation = LogTruncation(self.status, flush_lock, lock, local, offsets, durability, epochs, state, now_ms)
         self._transactions = LogTransactions(state, offsets, lock, appender.append, now_ms)
         self.append = appender.append
         self.append_batch = appender.append_batch

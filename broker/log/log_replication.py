@@ -21,17 +21,18 @@ logger = logging.getLogger("ferry.log")
 class LogTruncation:
     """Cuts the log's tail and brings the offsets, the epochs and the producer state back in line with it."""
 
-    def __init__(self, local: LocalLog, offsets: LogOffsets, producers: ProducerStateManager,
-                 epochs: LeaderEpochFileCache, status: LogStatus, durability: LogDurability, lock: threading.RLock,
-                 flush_lock: threading.Lock, clock: Callable[[], int]) -> None:
+    def __init__(self, status: LogStatus, flush_lock: threading.Lock, lock: threading.RLock, local: LocalLog,
+                 offsets: LogOffsets, durability: LogDurability, epochs: LeaderEpochFileCache,
+                 producers: ProducerStateManager, clock: Callable[[], int]) -> None:
+        # the guards, then what a truncation changes, in the order it changes them
+        self._status = status
+        self._flush_lock = flush_lock
+        self._lock = lock
         self._local = local
         self._offsets = offsets
-        self._producers = producers
-        self._epochs = epochs
-        self._status = status
         self._durability = durability
-        self._lock = lock
-        self._flush_lock = flush_lock
+        self._epochs = epochs
+        self._producers = producers
         self._clock = clock
 
     def truncate_to(self, offset: int) -> bool:
