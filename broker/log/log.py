@@ -42,6 +42,8 @@ def wall_clock_ms() -> int:
 
 
 class Log:
+    """One partition's log: the public face its collaborators share (see the module docstring)."""
+
     def __init__(
         self,
         directory: Path | str,
@@ -84,8 +86,8 @@ class Log:
         if replication_hw is not None:
             offsets.set_replication_hw(replication_hw)
 
-        durability = self._durability = LogDurability(local, offsets, epochs, self.status, lock, flush_lock, now_ms,
-                                             self._notify)
+        durability = self._durability = LogDurability(local, offsets, epochs, self.status, lock, flush_lock,
+                                                      now_ms, self._notify)
         appender = LogAppender(local, offsets, state, epochs, self.status, durability, lock, now_ms, self._after_append)
         retention = LogRetention(local, offsets, state, epochs, self.status, lock, now_ms)
         truncation = LogTruncation(self.status, flush_lock, lock, local, offsets, durability, epochs, state, now_ms)
