@@ -56,6 +56,7 @@ class LogAppender:
         self._epochs = epochs
         self._status = status
         self._durability = durability
+        self._count_appended = durability.count_appended  # bound once: the append path calls it every time
         self._lock = lock
         self._clock = clock
         self._after_append = after_append  # outside the lock: wake readers, ask for a flush
@@ -162,7 +163,7 @@ class LogAppender:
                     offset += h.last_offset_delta + 1
                     pos += h.size
             self._offsets.end = next_offset
-            want_flush = self._durability.count_appended(count, now)
+            want_flush = self._count_appended(count, now)
         self._after_append(want_flush)
         return _new(AppendInfo, (first, next_offset - 1, False, append_time))  # a NamedTuple's own __new__ costs more
 
@@ -238,7 +239,7 @@ class LogAppender:
             except OSError as e:  # nothing counted; a partial write was cut off (LogSegment.append_batches)
                 raise status.storage_failure("append", e) from e
             self._offsets.end = next_offset
-            want_flush = self._durability.count_appended(count, now)
+            want_flush = self._count_appended(count, now)
         self._after_append(want_flush)
         infos = []
         for _, _, h in items:
@@ -325,6 +326,6 @@ class LogAppender:
                 state.update(h, h.base_offset, now, control_type(view, pos) if h.is_control else -1)
             count += h.records_count
             pos += h.size
-        self._durability.count_appended(count, now)
+        self._count_appended(count, now)
         if state.unreplicated:
             state.first_unstable_offset(offsets.high_watermark)  # forget transactions decided and replicated

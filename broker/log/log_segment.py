@@ -134,23 +134,32 @@ class LogSegment:
         With ``append_time`` (LogAppendTime) each header is rewritten instead: the timestamp-type
         bit, maxTimestamp = append_time and the CRC-32C over them. Returns the next offset.
         """
-        pieces: list = []
-        offset = first_offset
-        pos = 0
-        for h in headers:
+        if len(headers) == 1 and append_time is None:  # a producer's usual request, without the loop
+            h = headers[0]
             size = h.batch_length + LOG_OVERHEAD
-            if append_time is not None:
-                pieces.append(_stamped_header(buf, pos, size, offset, h.attributes, append_time, leader_epoch))
-                pieces.append(buf[pos + BATCH_HEADER_SIZE : pos + size])
-            elif leader_epoch >= 0:
-                pieces.append(EPOCH_PREFIX_STRUCT.pack(offset, h.batch_length, leader_epoch))
-                pieces.append(buf[pos + EPOCH_PREFIX_STRUCT.size : pos + size])
+            if leader_epoch >= 0:
+                pieces = [EPOCH_PREFIX_STRUCT.pack(first_offset, h.batch_length, leader_epoch), buf[16:size]]
             else:
-                pieces.append(BASE_OFFSET_STRUCT.pack(offset))
-                pieces.append(buf[pos + 8 : pos + size])
-            offset += h.last_offset_delta + 1
-            pos += size
-        return self._written(headers, self._write(pieces), first_offset, append_time)
+                pieces = [BASE_OFFSET_STRUCT.pack(first_offset), buf[8:size]]
+        else:
+            pieces = []
+            offset = first_offset
+            pos = 0
+            for h in headers:
+                size = h.batch_length + LOG_OVERHEAD
+                if append_time is not None:
+                    pieces.append(_stamped_header(buf, pos, size, offset, h.attributes, append_time, leader_epoch))
+                    pieces.append(buf[pos + BATCH_HEADER_SIZE : pos + size])
+                elif leader_epoch >= 0:
+                    pieces.append(EPOCH_PREFIX_STRUCT.pack(offset, h.batch_length, leader_epoch))
+                    pieces.append(buf[pos + EPOCH_PREFIX_STRUCT.size : pos + size])
+                else:
+                    pieces.append(BASE_OFFSET_STRUCT.pack(offset))
+                    pieces.append(buf[pos + 8 : pos + size])
+                offset += h.last_offset_delta + 1
+                pos += size
+        self.size, self.next_offset = self.indexes.appended(headers, self._write(pieces), first_offset, append_time)
+        return self.next_offset
 
     def append_batches(self, items: list, offset: int, leader_epoch: int) -> int:
         """append() of each batch in ``items`` — (a request's buffer, the batch's position in it, its header) —
@@ -177,7 +186,8 @@ class LogSegment:
     def append_raw(self, buf: memoryview, headers: list[RecordBatchHeader]) -> int:
         """Write batches byte for byte as they are (a follower's copy of its leader's batches: offsets,
         leader epochs and timestamps already set). Returns the next offset."""
-        return self._written(headers, self._write([buf]), headers[0].base_offset, None)
+        self.size, self.next_offset = self.indexes.appended(headers, self._write([buf]), headers[0].base_offset, None)
+        return self.next_offset
 
     def _write(self, pieces: list) -> int:
         """Write ``pieces`` at the end of the file (after the index entries waiting in memory: a full disk then
@@ -192,11 +202,6 @@ class LogSegment:
             raise
         return start
 
-    def _written(self, headers: list[RecordBatchHeader], start: int, first_offset: int,
-                 append_time: int | None) -> int:
-        self.size, self.next_offset = self.indexes.appended(headers, start, first_offset, append_time)
-        return self.next_offset
-
     def _cut_back(self, start: int) -> None:
         """A partial write (disk full ...) must not leave a torn batch behind live data."""
         try:
@@ -210,7 +215,8 @@ class LogSegment:
         return (
             self.size > config.segment_bytes - incoming_bytes
             or now_ms - self.created_ms > config.segment_ms
-            or self.indexes.is_full
+            or self.indexes.offset_index.is_full
+            or self.indexes.time_index.is_full
             or incoming_last_offset - self.base_offset > MAX_RELATIVE_OFFSET
         )
 

@@ -66,10 +66,6 @@ class SegmentIndexes:
         self.bytes_since_last_index_entry = 0
         self.backlog = False
 
-    @property
-    def is_full(self) -> bool:
-        return self.offset_index.is_full or self.time_index.is_full
-
     def appended(self, headers: list[RecordBatchHeader], position: int, first_offset: int,
                  append_time: int | None) -> tuple[int, int]:
         """Account for batches just written at ``position`` with offsets from ``first_offset`` (each batch's
