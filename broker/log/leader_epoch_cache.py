@@ -230,7 +230,7 @@ class LeaderEpochFileCache:
         """Replace the file (atomically, not yet durable: flush() is, and the log flushes it before any data it
         covers counts as flushed). A new leader of thousands of partitions then pays no fsync per partition;
         after a crash, the epochs of data beyond the recovery point are learnt again from the recovered batches
-        (LogRecovery), as Kafka's recovery assigns them, and a damaged file is rebuilt from the log."""
+        (log_recovery.py), as Kafka's recovery assigns them, and a damaged file is rebuilt from the log."""
         try:
             write_epoch_checkpoint(self.path, self._entries, durable=False)
             self._unsynced = True

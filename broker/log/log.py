@@ -1,75 +1,49 @@
 """A partition's log: a directory of segments ordered by base offset (paper 3.1).
 
-Appends go to the last (active) segment; reads find the segment by binary search on base
-offsets, then the batch through the segment's sparse offset index. A flush fsyncs outside the
-append lock so the event loop is never stuck behind the disk. Consumers see only flushed data
-unless the config says otherwise.
+``Log`` is the coordinator (Kafka 3.x's UnifiedLog): it opens the log (log_recovery.py) and hands each duty to
+the collaborator that owns it: LocalLog (the segment files), LogOffsets (start, end, flushed, replication high
+watermark), LogAppender (every append), LogDurability (when and how data becomes durable), LogRetention (where
+the log starts), LogTruncation (cutting its tail), LogTransactions (LSO, aborted transactions, markers) and
+LogStatus (closed or offline). Consumers see only flushed data unless the config says otherwise.
+
+The hot methods (append, append_batch, append_batches, append_as_follower, flush) are the collaborators' bound
+methods, set once per log: a produce request pays no extra call for the coordinator.
 """
 
 from __future__ import annotations
 
-import bisect
 import logging
-import os
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
-from ferry.broker.log.append_info import AppendInfo
-from ferry.broker.log.leader_epoch_cache import LeaderEpochFileCache
-from ferry.broker.log.log_append import LogAppendBatch
-from ferry.broker.log.log_flush import LogFlush
-from ferry.broker.log.log_offline import LogOffline
-from ferry.broker.log.log_recovery import LogRecovery
-from ferry.broker.log.log_replication import LogReplication
+from ferry.broker.log.local_log import FetchSlice, LocalLog
+from ferry.broker.log.log_appender import LogAppender
+from ferry.broker.log.log_flush import LogDurability
+from ferry.broker.log.log_offline import IoFailureHook, LogStatus
+from ferry.broker.log.log_offsets import LogOffsets
+from ferry.broker.log.log_recovery import load_leader_epoch_cache, load_segments, rebuild_producer_state
+from ferry.broker.log.log_replication import LogTruncation
 from ferry.broker.log.log_retention import LogRetention
-from ferry.broker.log.log_segment import (
-    LogSegment,
-)
+from ferry.broker.log.log_segment import LogSegment
 from ferry.broker.log.log_transactions import LogTransactions
 from ferry.broker.log.producer_state import ProducerStateManager
 from ferry.wire.log_config import LogConfig
-from ferry.wire.record.compression import PRODUCER
-from ferry.wire.record.control_batch import control_type
-from ferry.wire.record.errors import (
-    CorruptRecordError,
-    InvalidRecordError,
-    KafkaStorageError,
-    LogOffsetOutOfRangeError,
-    RecordTooLargeError,
-    StorageError,
-)
-from ferry.wire.record.recompress import recompress_batches
-from ferry.wire.record.record_batch import CONTROL_MASK, RecordBatchHeader, validate_batches
+from ferry.wire.record.errors import KafkaStorageError, LogOffsetOutOfRangeError
 
 logger = logging.getLogger("ferry.log")
+
+__all__ = ["FetchSlice", "Log", "wall_clock_ms"]
 
 
 def wall_clock_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
-@dataclass(frozen=True, slots=True)
-class FetchSlice:
-    """Whole batches in one segment file, for ``os.sendfile(sock, fd, position, size)``.
+class Log:
+    """One partition's log: the public face its collaborators share (see the module docstring)."""
 
-    The fd belongs to the log: do not close it. It stays valid at least
-    ``file_delete_delay_ms`` after retention removes the segment.
-    """
-
-    fd: int
-    position: int
-    size: int
-    first_offset: int  # base offset of the first batch (may be below the offset asked for)
-
-    def read_bytes(self) -> bytes:
-        """The slice's bytes (for tests and callers that cannot sendfile)."""
-        return os.pread(self.fd, self.size, self.position)
-
-
-class Log(LogAppendBatch, LogFlush, LogRecovery, LogRetention, LogReplication, LogOffline, LogTransactions):
     def __init__(
         self,
         directory: Path | str,
@@ -88,63 +62,122 @@ class Log(LogAppendBatch, LogFlush, LogRecovery, LogRetention, LogReplication, L
         self.dir = Path(directory)
         self.dir.mkdir(parents=True, exist_ok=True)
         self.name = self.dir.name
-        self.config = config if config is not None else LogConfig()
+        config = config if config is not None else LogConfig()
         self._clock = now_ms
-        self._lock = threading.RLock()
-        self._flush_lock = threading.Lock()
-        self._segments: list[LogSegment] = []
-        self._bases: list[int] = []
-        self._pending_deletes: list[tuple[int, LogSegment]] = []
+        lock = self._lock = threading.RLock()
+        flush_lock = self._flush_lock = threading.Lock()
         self._listeners: list[Callable[[Log], None]] = []
         self.flush_requested: Callable[[Log], None] | None = None  # set by LogManager
-        self.io_failed: Callable[[Log, str, OSError], None] | None = None  # set by LogManager (log_offline.py)
-        self.offline = False  # the directory failed: nothing touches the files any more (log_offline.py)
-        self.producer_state = ProducerStateManager()
-        self._appended_messages = 0
-        self._snapshot_updates = -1
-        self._flushed_messages = 0
-        self._first_unflushed_ms: int | None = None
-        self._dir_dirty = False
-        self._closed = False
-        self.log_start_offset = 0
-        self.log_end_offset = 0
-        self.flushed_offset = 0
-        # None: unreplicated, no bound beyond flushing (see high_watermark); set by replication
-        self.replication_hw: int | None = None
-        self.leader_epoch_cache: LeaderEpochFileCache
-        self._load(recovery_point)
-        if replication_hw is not None:
-            self.replication_hw = min(max(replication_hw, self.log_start_offset), self.log_end_offset)
+        self.status = LogStatus(self.name)
 
-    # -- properties ------------------------------------------------------------------------------
+        segments, recovered, new_log = load_segments(self.dir, config, now_ms(), recovery_point)
+        local = self.local = LocalLog(self.dir, config, segments, dir_dirty=new_log)
+        start, end = segments[0].base_offset, segments[-1].next_offset
+        offsets = self.offsets = LogOffsets(start, end, config.consumers_see_unflushed)
+        state = self.producer_state = ProducerStateManager()
+        if rebuild_producer_state(self.dir, segments, state, start, end, offsets.high_watermark, at_load=True):
+            state.saved_updates = 0  # the snapshot on disk is this state: nothing to write
+        epochs = self.leader_epoch_cache = load_leader_epoch_cache(self.dir, segments, recovered, start, end)
+        epochs.io_failed = self.status.storage_failure
+        self.recovered_segments = len(recovered)
+        # One line per log only when something was verified (a start with thousands of logs says it in a summary).
+        logger.log(logging.INFO if recovered else logging.DEBUG, "%s: loaded %d segments (%d verified), offsets "
+                   "[%d, %d)", self.name, len(segments), len(recovered), start, end)
+        if replication_hw is not None:
+            offsets.set_replication_hw(replication_hw)
+
+        durability = self._durability = LogDurability(local, offsets, epochs, self.status, lock, flush_lock,
+                                                      now_ms, self._notify)
+        appender = LogAppender(local, offsets, state, epochs, self.status, durability, lock, now_ms, self._after_append)
+        retention = LogRetention(local, offsets, state, epochs, self.status, lock, now_ms)
+        truncation = LogTruncation(self.status, flush_lock, lock, local, offsets, durability, epochs, state, now_ms)
+        self._transactions = LogTransactions(state, offsets, lock, appender.append, now_ms)
+        self.append = appender.append
+        self.append_batch = appender.append_batch
+        self.append_batches = appender.append_batches
+        self.append_as_follower = appender.append_as_follower
+        self.flush = durability.flush
+        self.needs_flush = durability.needs_flush
+        self.delete_retained = retention.delete_retained
+        self.roll_if_needed = retention.roll_if_needed
+        self.expire_producers = retention.expire_producers
+        self.delete_records_before = retention.delete_records_before
+        self.restore_log_start = retention.restore_log_start
+        self.truncate_to = truncation.truncate_to
+        self.truncate_fully_and_start_at = truncation.truncate_fully_and_start_at
+        self.aborted_transactions = self._transactions.aborted_transactions
+        self.append_marker = self._transactions.append_marker
+        self.forget_stable = self._transactions.forget_stable
+
+    # -- state -----------------------------------------------------------------------------------
+
+    @property
+    def config(self) -> LogConfig:
+        return self.local.config
+
+    def update_config(self, config: LogConfig) -> None:
+        with self._lock:
+            self.local.update_config(config)
+            self.offsets.see_unflushed = config.consumers_see_unflushed
+
+    @property
+    def log_start_offset(self) -> int:
+        return self.offsets.start
+
+    @property
+    def log_end_offset(self) -> int:
+        return self.offsets.end
+
+    @property
+    def flushed_offset(self) -> int:
+        """The recovery point: everything below it is durable."""
+        return self.offsets.flushed
+
+    @property
+    def replication_hw(self) -> int | None:
+        return self.offsets.replication_hw
 
     @property
     def high_watermark(self) -> int:
         """The end of what a fetch may read (exclusive): flushed data (or all appended data with
         consumers.see.unflushed), and no further than the replication high watermark when there is one."""
-        end = self.log_end_offset if self.config.consumers_see_unflushed else self.flushed_offset
-        hw = self.replication_hw
-        return end if hw is None or hw > end else hw
+        return self.offsets.high_watermark
+
+    @property
+    def last_stable_offset(self) -> int:
+        return self._transactions.last_stable_offset
 
     @property
     def segments(self) -> list[LogSegment]:
         with self._lock:
-            return list(self._segments)
+            return list(self.local.segments)
 
     @property
     def size_in_bytes(self) -> int:
         with self._lock:
-            return sum(s.size for s in self._segments)
+            return self.local.size_in_bytes
 
     @property
     def unflushed_messages(self) -> int:
-        return self._appended_messages - self._flushed_messages
+        return self._durability.unflushed_messages
 
-    def update_config(self, config: LogConfig) -> None:
-        with self._lock:
-            self.config = config
-            for s in self._segments:
-                s.index_interval_bytes = config.index_interval_bytes
+    @property
+    def offline(self) -> bool:
+        return self.status.offline
+
+    @property
+    def io_failed(self) -> IoFailureHook | None:
+        return self.status.io_failed
+
+    @io_failed.setter
+    def io_failed(self, hook: IoFailureHook | None) -> None:
+        self.status.io_failed = hook
+
+    def mark_offline(self) -> None:
+        """Another log of the same directory failed: stop touching this one's files too."""
+        self.status.mark_offline()
+
+    # -- high watermark --------------------------------------------------------------------------
 
     def add_high_watermark_listener(self, callback: Callable[[Log], None]) -> None:
         """``callback(log)`` runs (in the thread that moved it) whenever high_watermark grows."""
@@ -163,127 +196,26 @@ class Log(LogAppendBatch, LogFlush, LogRecovery, LogRetention, LogReplication, L
             except Exception:
                 logger.exception("high watermark listener of %s failed", self.name)
 
-    # -- loading ---------------------------------------------------------------------------------
+    def _after_append(self, want_flush: bool) -> None:
+        """Outside the lock: wake the readers that may see unflushed data, ask for the flush it wants."""
+        if self.offsets.see_unflushed:
+            self._notify()
+        if want_flush and self.flush_requested is not None:
+            self.flush_requested(self)
 
-    # -- append ----------------------------------------------------------------------------------
-
-    def append(self, records: bytes | bytearray | memoryview, leader_epoch: int = -1, allow: int = 0) -> AppendInfo:
-        """Validate, sequence-check, assign offsets and write one produce payload.
-
-        ``leader_epoch`` >= 0 (a replicated partition's leader): every batch is written with it as
-        partitionLeaderEpoch and the epoch cache learns where the epoch starts. Raises
-        CorruptRecordError, InvalidRecordError, RecordTooLargeError, OutOfOrderSequenceError,
-        InvalidProducerEpochError or FencedLeaderEpochError (an epoch older than the log's latest);
-        nothing is written then. KafkaStorageError when the directory fails (or failed before): the
-        bytes of a failed write are cut off and the log is offline (log_offline.py). ``allow``: the
-        transactional/control attribute bits accepted (a transactional produce, a marker).
-        """
-        mv = records if isinstance(records, memoryview) else memoryview(records)
-        if mv.format != "B" or mv.ndim != 1:
-            mv = mv.cast("B")
-        config = self.config
-        try:
-            mv, headers = self._validated(mv, config, allow)
-        except RecordTooLargeError:
-            written = self._written_before(mv)
-            if written is None:
-                raise
-            return written
-        if len(headers) == 1:  # a producer's usual request: one batch
-            h = headers[0]
-            count = h.records_count
-            span = h.last_offset_delta + 1
-            idempotent = h.producer_id >= 0
-        else:
-            count = 0
-            span = 0
-            idempotent = False
-            for h in headers:
-                count += h.records_count
-                span += h.last_offset_delta + 1
-                if h.producer_id >= 0:
-                    idempotent = True
+    def set_replication_hw(self, value: int | None) -> int | None:
+        """Set the replication high watermark, clamped to [log_start_offset, log_end_offset]; None removes
+        the bound (an unreplicated log). High-watermark listeners run when what consumers may read grew.
+        Returns the value set."""
+        offsets = self.offsets
         with self._lock:
-            new_epoch = self._writable(leader_epoch)
-            cache = self.leader_epoch_cache
-            state = self.producer_state
-            if idempotent:
-                dup = state.find_duplicate(headers)
-                if dup is not None:
-                    return AppendInfo(dup.first_offset, dup.last_offset, duplicate=True)
-                state.check(headers)
-            first = self.log_end_offset
-            try:
-                if new_epoch:
-                    cache.assign(leader_epoch, first)  # durable no later than the epoch's data (flush)
-                seg = self._segments[-1]
-                now = self._clock()
-                if seg.should_roll(len(mv), first + span - 1, now, config):
-                    seg = self._roll(now)
-                append_time = now if config.log_append_time else None
-                next_offset = seg.append(mv, headers, first, append_time, leader_epoch)
-            except OSError as e:  # nothing counted; a partial write was cut off (LogSegment._write)
-                raise self.storage_failure("append", e) from e
-            if idempotent:
-                offset = first
-                pos = 0
-                for h in headers:
-                    if h.producer_id >= 0:
-                        state.update(h, offset, now, control_type(mv, pos) if h.is_control else -1)
-                    offset += h.last_offset_delta + 1
-                    pos += h.size
-            want_flush = self._count_appended(next_offset, count, now)
-        self._after_append(want_flush)
-        return AppendInfo(first, next_offset - 1, False, -1 if append_time is None else append_time)  # positional
-
-    @staticmethod
-    def _validated(mv: memoryview, config: LogConfig, allow: int = 0) -> tuple[memoryview, list[RecordBatchHeader]]:
-        """The payload as it will be written (converted to the topic's codec if it has one; never a marker)
-        and its headers."""
-        if len(mv) > config.segment_bytes:
-            raise RecordTooLargeError(f"record set of {len(mv)} bytes exceeds segment.bytes {config.segment_bytes}")
-        headers = validate_batches(mv, config.max_message_bytes, allow)
-        if config.compression != PRODUCER and not allow & CONTROL_MASK:
-            converted = recompress_batches(mv, headers, config.compression, config.compression_level,
-                                           config.max_message_bytes)
-            if converted is not None:
-                mv = memoryview(converted[0])
-                headers = converted[1]
-                if len(mv) > config.segment_bytes:
-                    raise RecordTooLargeError(
-                        f"record set of {len(mv)} bytes as {config.compression_type} exceeds segment.bytes "
-                        f"{config.segment_bytes}")
-        return mv, headers
-
-    def _written_before(self, mv: memoryview) -> AppendInfo | None:
-        """A too-large idempotent payload that repeats an append already made (the size limit was lowered
-        since, or conversion grew it) is answered as the duplicate it is, not refused: a producer whose
-        first attempt had an unknown outcome then learns the truth, and a refusal always means "not
-        written" (the mirror relies on it to split batches safely)."""
-        try:
-            headers = validate_batches(mv)
-        except (CorruptRecordError, InvalidRecordError, RecordTooLargeError):
-            return None
-        if not any(h.producer_id >= 0 for h in headers):
-            return None
-        with self._lock:
-            dup = self.producer_state.find_duplicate(headers)
-        return None if dup is None else AppendInfo(dup.first_offset, dup.last_offset, duplicate=True)
-
-    def _roll(self, now: int) -> LogSegment:
-        """Start a new active segment at the log end offset."""
-        old = self._segments[-1]
-        old.on_become_inactive()
-        new = LogSegment(self.dir, self.log_end_offset, self.config, now)
-        if new.size:
-            new.close()
-            raise StorageError(f"{new.log_path} already exists with {new.size} bytes; refusing to roll onto it")
-        new.on_become_active()
-        self._segments.append(new)
-        self._bases.append(new.base_offset)
-        self._dir_dirty = True
-        logger.debug("%s: rolled segment %d", self.name, new.base_offset)
-        return new
+            before = offsets.high_watermark
+            offsets.set_replication_hw(value)
+            grew = offsets.high_watermark > before
+            hw = offsets.replication_hw
+        if grew:
+            self._notify()
+        return hw
 
     # -- read ------------------------------------------------------------------------------------
 
@@ -292,88 +224,82 @@ class Log(LogAppendBatch, LogFlush, LogRecovery, LogRetention, LogReplication, L
         (default: the high watermark), at most ``max_bytes`` unless the first batch alone is
         larger. None when there is nothing to read yet. LogOffsetOutOfRangeError outside
         [log_start_offset, log_end_offset]; KafkaStorageError once the directory is offline."""
+        offsets = self.offsets
         with self._lock:
-            if self.offline:
-                raise self.offline_error()
-            if offset < self.log_start_offset or offset > self.log_end_offset:
+            if self.status.offline:
+                raise self.status.offline_error()
+            if offset < offsets.start or offset > offsets.end:
                 raise LogOffsetOutOfRangeError(
-                    f"offset {offset} is out of range [{self.log_start_offset}, {self.log_end_offset}] of {self.name}"
-                )
-            bound = self.high_watermark if upper_bound is None else min(upper_bound, self.log_end_offset)
+                    f"offset {offset} is out of range [{offsets.start}, {offsets.end}] of {self.name}")
+            bound = offsets.high_watermark if upper_bound is None else min(upper_bound, offsets.end)
             if offset >= bound:
                 return None
             try:
-                i = max(0, bisect.bisect_right(self._bases, offset) - 1)
-                segments = self._segments
-                while i < len(segments):
-                    seg = segments[i]
-                    if seg.base_offset >= bound:
-                        return None
-                    found = seg.find_batch(offset)
-                    if found is None:
-                        i += 1
-                        continue
-                    pos, h = found
-                    if h.next_offset > bound:
-                        return None
-                    if bound >= seg.next_offset:
-                        end = seg.size
-                    else:
-                        bound_batch = seg.find_batch(bound)
-                        end = bound_batch[0] if bound_batch is not None else seg.size
-                    if end - pos > max_bytes:
-                        end = max(pos + h.size, seg.boundary_before(pos + max(max_bytes, 0), pos))
-                    return FetchSlice(seg.fd, pos, end - pos, h.base_offset)
-                return None
+                return self.local.read(offset, max_bytes, bound)
             except OSError as e:
-                raise self.storage_failure("read", e) from e
+                raise self.status.storage_failure("read", e) from e
 
     def offset_for_timestamp(self, timestamp_ms: int, upper_bound: int | None = None) -> tuple[int, int] | None:
         """(base offset, max timestamp) of the first batch with max_timestamp >= ``timestamp_ms``
         below ``upper_bound`` (default: the high watermark), or None."""
         with self._lock:
-            bound = self.high_watermark if upper_bound is None else min(upper_bound, self.log_end_offset)
-            for seg in self._segments:
-                if seg.base_offset >= bound:
-                    return None
-                if seg.max_timestamp >= timestamp_ms:
-                    return seg.find_timestamp(timestamp_ms, bound)
-            return None
+            offsets = self.offsets
+            bound = offsets.high_watermark if upper_bound is None else min(upper_bound, offsets.end)
+            return self.local.offset_for_timestamp(timestamp_ms, bound)
 
-    # -- flush -----------------------------------------------------------------------------------
+    # -- durability ------------------------------------------------------------------------------
 
-    # -- retention -------------------------------------------------------------------------------
+    def maybe_flush(self) -> bool:
+        if self.needs_flush():
+            self.flush()
+            return True
+        return False
 
-    # -- close -----------------------------------------------------------------------------------
+    def snapshot_producer_state(self) -> bool:
+        """Save the idempotence state (if it changed) so the next start scans only what follows.
+
+        Safe at any time: a snapshot beyond the log end after a crash is ignored at load.
+        """
+        state = self.producer_state
+        with self._flush_lock:
+            with self._lock:
+                if self.status.closed or self.status.offline or state.updates == state.saved_updates:
+                    return False
+                updates = state.updates
+                text = state.dump(self.offsets.end)
+            try:
+                ProducerStateManager.write_snapshot_text(self.dir, text)
+            except OSError as e:
+                raise self.status.storage_failure("producer state snapshot", e) from e
+            state.saved_updates = updates
+            return True
 
     def close(self) -> None:
         """Flush, save the producer state, trim the indexes and close every file (an offline log: close only)."""
-        if self._closed:
+        status = self.status
+        if status.closed:
             return
         try:
             self.flush()
         except KafkaStorageError:
             pass  # reported once; the log is offline now and closes without writing
         with self._flush_lock, self._lock:
-            if self._closed:
+            if status.closed:
                 return
-            self._closed = True
-            if self.offline:
-                self._close_offline()
+            status.closed = True
+            if status.offline:
+                self.local.close_without_writing()
                 return
             try:
-                self.producer_state.write_snapshot(self.dir, self.log_end_offset)
-                self._segments[-1].on_become_inactive()
-                for seg in self._segments:
-                    seg.flush()
+                self.producer_state.write_snapshot(self.dir, self.offsets.end)
+                self.local.flush_all()
                 self.leader_epoch_cache.flush()
             except OSError as e:
-                self.storage_failure("close", e)
-                self._close_offline()
+                status.storage_failure("close", e)
+                self.local.close_without_writing()
                 return
-            for seg in self._segments:
-                seg.close()
-            self._delete_pending(None)
+            self.local.close_files()
 
     def __repr__(self) -> str:
-        return f"Log({self.name}, [{self.log_start_offset}, {self.log_end_offset}), flushed={self.flushed_offset})"
+        o = self.offsets
+        return f"Log({self.name}, [{o.start}, {o.end}), flushed={o.flushed})"

@@ -1,4 +1,4 @@
-"""The data directory's health (a part of LogManager): offline at the first IO error, probed, re-opened.
+"""The data directory's health (LogManager's collaborator): offline at the first IO error, probed, re-opened.
 
 Kafka's LogDirFailureChannel with one directory per broker (``log.dirs`` takes one here). The first OSError
 any log reports (append, roll, flush, truncation, snapshot, checkpoint) takes the whole directory offline:
@@ -6,7 +6,7 @@ every log stops touching its files (KafkaStorageError from then on), the conditi
 the listeners (the server's LogDirFailureHandler) move leadership away. Nothing is retried in place: an
 fsync that failed may have lost pages that a later fsync would not report.
 
-When the directory works again (``probe``: a small write and fsync succeed), ``reopen`` closes the old
+When the directory works again (``probe``: a small write and fsync succeed), LogManager.reopen closes the old
 logs without writing and opens them anew as at start-up: the recovery points are the offsets each log had
 really flushed, everything after them is verified batch by batch (CRC-32C) and a torn tail is cut, after
 the page cache of the segment files was dropped so that recovery reads what the device holds rather than
@@ -18,10 +18,10 @@ from __future__ import annotations
 import logging
 import os
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any
 
+from ferry.broker.log.log import Log
 from ferry.broker.log.log_offline import describe_os_error
 from ferry.broker.log.log_segment import LOG_SUFFIX
 
@@ -33,22 +33,17 @@ DirFailureListener = Callable[[Path, str], None]
 
 
 class LogDirHealth:
-    """Offline state, probe and re-open of the data directory (a part of LogManager)."""
+    """Offline state, failure listeners, probe and the retired logs of the data directory."""
 
-    data_dir: Path
-    offline: bool
-    offline_reason: str
-    _health_lock: threading.Lock
-    _failure_listeners: list[DirFailureListener]
-
-    def _init_health(self) -> None:
+    def __init__(self, data_dir: Path, clock: Callable[[], int], logs: Callable[[], list[Log]]) -> None:
+        self.data_dir = data_dir
+        self._clock = clock
+        self._logs = logs  # the logs open now: all of them stop touching their files when the directory fails
         self.offline = False
         self.offline_reason = ""
-        self._health_lock = threading.Lock()
-        self._failure_listeners = []
-        self._reopen_points: dict[tuple[str, int], int] = {}
-        self._reopen_hws: dict[tuple[str, int], int | None] = {}
-        self._retired: list[tuple[int, Any]] = []  # (close after, old Log) replaced by a re-open
+        self._lock = threading.Lock()
+        self._failure_listeners: list[DirFailureListener] = []
+        self._retired: list[tuple[int, Log]] = []  # (close after, old Log) replaced by a re-open
 
     @property
     def offline_log_dirs(self) -> int:
@@ -60,18 +55,18 @@ class LogDirHealth:
         hit the error (a request's, the flusher's): it must not block."""
         self._failure_listeners.append(callback)
 
-    def _on_log_io_error(self, log: Any, what: str, exc: OSError) -> None:
+    def log_failed(self, name: str, what: str, exc: OSError) -> None:
         """A Log's io_failed hook."""
-        self.dir_failed(f"{what} of {log.name}", exc)
+        self.dir_failed(f"{what} of {name}", exc)
 
     def dir_failed(self, what: str, exc: OSError) -> None:
         """Take the directory offline (once): every log stops touching its files, one line is logged, the
         listeners are told."""
-        with self._health_lock:
+        with self._lock:
             if self.offline:
                 return
             self.offline = True
-            logs = list(self._logs.values())
+            logs = self._logs()
         for lg in logs:
             lg.mark_offline()
         self.offline_reason = f"{what} failed: {describe_os_error(exc)}"
@@ -83,11 +78,16 @@ class LogDirHealth:
             except Exception:
                 logger.exception("log dir failure listener %r failed", cb)
 
-    def _retire(self, logs: Any) -> None:
+    def back_online(self) -> None:
+        with self._lock:
+            self.offline = False
+            self.offline_reason = ""
+
+    def retire(self, logs: Iterable[Log], file_delete_delay_ms: int) -> None:
         """Old Log objects, offline: closed file.delete.delay.ms later, not now, because a fetch answered before
         the failure may still be sending from their fds (closed at once, the fd number could be reused)."""
-        deadline = self._clock() + self.default_config.file_delete_delay_ms
-        with self._health_lock:
+        deadline = self._clock() + file_delete_delay_ms
+        with self._lock:
             for lg in logs:
                 lg.mark_offline()
                 self._retired.append((deadline, lg))
@@ -97,7 +97,7 @@ class LogDirHealth:
         if not self._retired:
             return
         now = self._clock()
-        with self._health_lock:
+        with self._lock:
             due = [lg for deadline, lg in self._retired if force or deadline <= now]
             self._retired = [(d, lg) for d, lg in self._retired if not (force or d <= now)]
         for lg in due:
@@ -124,41 +124,8 @@ class LogDirHealth:
             except OSError:
                 pass
 
-    def reopen(self) -> int:
-        """Bring an offline directory back: close the logs (nothing written), drop their page cache, open them
-        again with recovery. Returns how many logs are open. Raises (StorageError, OSError) if that fails: the
-        directory stays offline and the next probe tries again."""
-        with self._lock:
-            old = dict(self._logs)
-            # what each log really flushed (kept across failed attempts: a failed one leaves no logs open)
-            points = self._reopen_points = {**self._reopen_points,
-                                            **{key: lg.flushed_offset for key, lg in old.items()}}
-            hws = self._reopen_hws = {**self._reopen_hws, **{key: lg.replication_hw for key, lg in old.items()}}
-            self._retire(old.values())
-            self._logs = {}
-            self._given = {}
-            for lg in old.values():
-                _drop_page_cache(lg.dir)
-            try:
-                self._load_all(points, hws)
-            except BaseException:
-                for lg in self._logs.values():
-                    lg.mark_offline()
-                    lg.close()
-                self._logs = {}
-                raise
-            self._reopen_points, self._reopen_hws = {}, {}
-            with self._health_lock:
-                self.offline = False
-                self.offline_reason = ""
-            logs = list(self._logs.values())
-        verified = sum(lg.recovered_segments for lg in logs)
-        logger.info("log dir %s back online: %d log(s) re-opened, %d segment(s) verified", self.data_dir,
-                    len(logs), verified)
-        return len(logs)
 
-
-def _drop_page_cache(directory: Path) -> None:
+def drop_page_cache(directory: Path) -> None:
     """Evict the segment files' clean pages (POSIX_FADV_DONTNEED), so that recovery reads the device: a page
     whose write-back failed stays cached as clean and would otherwise pass for data on disk."""
     try:

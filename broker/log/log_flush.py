@@ -1,46 +1,64 @@
-"""Flushing a partition's log: after N messages or T ms (paper 3.1), fsync of data, indexes and directory; consumers see only flushed data where that setting applies."""
+"""Flushing a partition's log: after N messages or T ms (paper 3.1), fsync of data, indexes, leader epochs and
+directory. Consumers see only flushed data where that setting applies, so a flush may move the high watermark."""
 
 from __future__ import annotations
 
-import bisect
+import threading
+from collections.abc import Callable
 
-from ferry.wire.atomic_file import fsync_dir
+from ferry.broker.log.leader_epoch_cache import LeaderEpochFileCache
+from ferry.broker.log.local_log import LocalLog
+from ferry.broker.log.log_offline import LogStatus
+from ferry.broker.log.log_offsets import LogOffsets
 
 
-class LogFlush:
-    """Flushing a partition's log: after N messages or T ms (paper 3.1), fsync of data, indexes and directory; consumers see only flushed data where that setting applies. (a part of Log)."""
+class LogDurability:
+    """Counts what is not yet flushed, says when a flush is due and runs it: the fsyncs outside the append
+    lock, so the event loop is never stuck behind the disk."""
 
-    def _count_appended(self, next_offset: int, messages: int, now: int) -> bool:
-        """Under the append lock, after a write: the new log end, when the unflushed data began, the messages
-        not yet flushed. True when flush.messages asks for a flush (every append path counts the same way)."""
-        self.log_end_offset = next_offset
+    def __init__(self, local: LocalLog, offsets: LogOffsets, epochs: LeaderEpochFileCache, status: LogStatus,
+                 lock: threading.RLock, flush_lock: threading.Lock, clock: Callable[[], int],
+                 notify: Callable[[], None]) -> None:
+        self._local = local
+        self._offsets = offsets
+        self._epochs = epochs
+        self._status = status
+        self._lock = lock
+        self._flush_lock = flush_lock
+        self._clock = clock
+        self._notify = notify  # the high watermark grew
+        self._appended_messages = 0
+        self._flushed_messages = 0
+        self._first_unflushed_ms: int | None = None
+
+    @property
+    def unflushed_messages(self) -> int:
+        return self._appended_messages - self._flushed_messages
+
+    def count_appended(self, messages: int, now: int) -> bool:
+        """Under the append lock, after a write: when the unflushed data began, the messages not yet flushed.
+        True when flush.messages asks for a flush (every append path counts the same way)."""
         if self._first_unflushed_ms is None:
             self._first_unflushed_ms = now
         self._appended_messages += messages
-        return self._appended_messages - self._flushed_messages >= self.config.flush_interval_messages
+        return self._appended_messages - self._flushed_messages >= self._local.config.flush_interval_messages
 
-    def _after_append(self, want_flush: bool) -> None:
-        """Outside the lock: wake the readers that may see unflushed data, ask for the flush it wants."""
-        if self.config.consumers_see_unflushed:
-            self._notify()
-        if want_flush and self.flush_requested is not None:
-            self.flush_requested(self)
+    def truncated(self) -> None:
+        """After a truncation: nothing is unflushed once the flushed offset reaches the new end."""
+        if self._offsets.flushed >= self._offsets.end:
+            self._flushed_messages = self._appended_messages
+            self._first_unflushed_ms = None
 
     def needs_flush(self, now_ms: int | None = None) -> bool:
         """flush.messages reached, or the oldest unflushed append is flush.ms old."""
         first = self._first_unflushed_ms
-        if first is None or self._closed or self.offline:
+        if first is None or self._status.closed or self._status.offline:
             return False
-        if self._appended_messages - self._flushed_messages >= self.config.flush_interval_messages:
+        config = self._local.config
+        if self._appended_messages - self._flushed_messages >= config.flush_interval_messages:
             return True
         now = self._clock() if now_ms is None else now_ms
-        return now - first >= self.config.flush_interval_ms
-
-    def maybe_flush(self) -> bool:
-        if self.needs_flush():
-            self.flush()
-            return True
-        return False
+        return now - first >= config.flush_interval_ms
 
     def flush(self, offset: int | None = None) -> int:
         """fsync everything appended so far (returns at once if ``offset`` is already flushed).
@@ -51,48 +69,45 @@ class LogFlush:
         write-back failed and report the next fsync as a success, so only a new open, which
         verifies what the disk holds, may call that data durable (log_offline.py).
         """
+        offsets, local, status = self._offsets, self._local, self._status
         with self._flush_lock:
             with self._lock:
-                if self._closed:
-                    return self.flushed_offset
-                if self.offline:
-                    raise self.offline_error()
-                target = self.log_end_offset
-                if self.flushed_offset >= (target if offset is None else min(offset, target)):
-                    return self.flushed_offset
-                i = max(0, bisect.bisect_right(self._bases, self.flushed_offset) - 1)
-                segments = self._segments[i:]
-                active = self._segments[-1]
+                if status.closed:
+                    return offsets.flushed
+                if status.offline:
+                    raise status.offline_error()
+                target = offsets.end
+                if offsets.flushed >= (target if offset is None else min(offset, target)):
+                    return offsets.flushed
+                segments = local.segments_from(offsets.flushed)
+                active = local.segments[-1]
                 messages = self._appended_messages
-                dir_dirty, self._dir_dirty = self._dir_dirty, False
+                dir_dirty, local.dir_dirty = local.dir_dirty, False
                 first_unflushed = self._first_unflushed_ms
                 self._first_unflushed_ms = None
             try:
                 for seg in segments:
                     seg.flush(indexes=seg is not active)
-                self.leader_epoch_cache.flush()  # the epochs of what is now durable are durable too
+                self._epochs.flush()  # the epochs of what is now durable are durable too
                 if dir_dirty:
-                    self._fsync_dir()
+                    local.fsync_dir()
             except OSError as e:
-                raise self.storage_failure("flush", e) from e
+                raise status.storage_failure("flush", e) from e
             except BaseException:
                 with self._lock:
-                    self._dir_dirty = self._dir_dirty or dir_dirty
+                    local.dir_dirty = local.dir_dirty or dir_dirty
                     if self._first_unflushed_ms is None:
                         self._first_unflushed_ms = first_unflushed
                 raise
             with self._lock:
-                if self.offline:  # the directory failed meanwhile: never move flushed_offset on an offline log
-                    raise self.offline_error()
-                before = self.high_watermark
-                self.flushed_offset = max(self.flushed_offset, target)
+                if status.offline:  # the directory failed meanwhile: never move flushed_offset on an offline log
+                    raise status.offline_error()
+                before = offsets.high_watermark
+                offsets.flushed = max(offsets.flushed, target)
                 self._flushed_messages = max(self._flushed_messages, messages)
-                if self.log_end_offset > self.flushed_offset and self._first_unflushed_ms is None:
+                if offsets.end > offsets.flushed and self._first_unflushed_ms is None:
                     self._first_unflushed_ms = self._clock()
-                moved = self.high_watermark != before
+                moved = offsets.high_watermark != before
             if moved:
                 self._notify()
-            return self.flushed_offset
-
-    def _fsync_dir(self) -> None:
-        fsync_dir(self.dir)
+            return offsets.flushed

@@ -23,8 +23,9 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from ferry.broker.log.log import Log, wall_clock_ms
-from ferry.broker.log.log_dir_health import LogDirHealth
-from ferry.broker.log.log_start import restore_log_start
+from ferry.broker.log.log_dir_health import DirFailureListener, LogDirHealth, drop_page_cache
+from ferry.broker.log.log_scheduler import LogScheduler
+from ferry.broker.log.offset_checkpoint import read_checkpoint, write_checkpoint
 from ferry.wire.atomic_file import atomic_write, fsync_dir
 from ferry.wire.log_config import LogConfig
 from ferry.wire.record.errors import KafkaStorageError, StorageError
@@ -47,35 +48,10 @@ def validate_topic_partition(topic: str, partition: int) -> None:
         raise ValueError(f"invalid partition {partition!r}: must be an integer >= 0")
 
 
-def read_checkpoint(path: Path) -> dict[tuple[str, int], int]:
-    """Kafka's offset checkpoint format: version line, count line, ``topic partition offset`` lines."""
-    try:
-        lines = path.read_text().splitlines()
-    except FileNotFoundError:
-        return {}
-    try:
-        if lines[0].strip() != "0":
-            raise ValueError(f"unknown version {lines[0]!r}")
-        count = int(lines[1])
-        result: dict[tuple[str, int], int] = {}
-        for line in lines[2 : 2 + count]:
-            topic, partition, offset = line.split()
-            result[(topic, int(partition))] = int(offset)
-        if len(result) != count:
-            raise ValueError(f"expected {count} entries, found {len(result)}")
-        return result
-    except (IndexError, ValueError) as exc:
-        # Losing the checkpoint only costs a longer recovery: verify every log's last segment.
-        logger.warning("ignoring damaged checkpoint %s: %s", path, exc)
-        return {}
+class LogManager:
+    """The logs of one data directory: opened, created, deleted, flushed, checkpointed, retained; re-opened after
+    the directory failed (its health is LogDirHealth's)."""
 
-
-def write_checkpoint(path: Path, offsets: Mapping[tuple[str, int], int]) -> None:
-    lines = ["0", str(len(offsets))] + [f"{t} {p} {o}" for (t, p), o in sorted(offsets.items())]
-    atomic_write(path, ("\n".join(lines) + "\n").encode())
-
-
-class LogManager(LogDirHealth):
     def __init__(
         self,
         data_dir: Path | str,
@@ -88,19 +64,18 @@ class LogManager(LogDirHealth):
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.default_config = default_config if default_config is not None else LogConfig()
         self._clock = now_ms
-        self.retention_check_interval_ms = retention_check_interval_ms
-        self.checkpoint_interval_ms = checkpoint_interval_ms
         self._lock = threading.Lock()
         self._logs: dict[tuple[str, int], Log] = {}
         self._given: dict[tuple[str, int], dict[str, str]] = {}  # topic configs given (and saved) per log
         self._listeners: list[Callable[[Log], None]] = []
-        self._wake = threading.Event()
-        self._stop = threading.Event()
-        self._threads: list[threading.Thread] = []
+        self._scheduler = LogScheduler(now_ms, self.flush_pass, self.checkpoint_recovery_points, self.retention_pass,
+                                       self._tick_seconds, checkpoint_interval_ms, retention_check_interval_ms)
         self._last_checkpoint: dict[tuple[str, int], int] = {}
         self._last_hw_checkpoint: dict[tuple[str, int], int] = {}
         self._closed = False
-        self._init_health()  # offline at the first IO error, probe, re-open (log_dir_health.py)
+        self.health = LogDirHealth(self.data_dir, now_ms, lambda: list(self._logs.values()))
+        self._reopen_points: dict[tuple[str, int], int] = {}
+        self._reopen_hws: dict[tuple[str, int], int | None] = {}
         self._lock_fd = os.open(self.data_dir / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
         try:
             fcntl.flock(self._lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -176,12 +151,66 @@ class LogManager(LogDirHealth):
                      fsync=False, sync_dir=False)
 
     def _attach(self, key: tuple[str, int], log: Log) -> None:
-        restore_log_start(log)  # a DeleteRecords start inside a segment, on every open (start-up, re-open)
+        log.restore_log_start()  # a DeleteRecords start inside a segment, on every open (start-up, re-open)
         log.flush_requested = self._on_flush_requested
-        log.io_failed = self._on_log_io_error
+        log.io_failed = self.health.log_failed
         for cb in self._listeners:
             log.add_high_watermark_listener(cb)
         self._logs[key] = log
+
+    # -- the directory's health (LogDirHealth) ---------------------------------------------------------
+
+    @property
+    def offline(self) -> bool:
+        return self.health.offline
+
+    @property
+    def offline_reason(self) -> str:
+        return self.health.offline_reason
+
+    @property
+    def offline_log_dirs(self) -> int:
+        return self.health.offline_log_dirs
+
+    def add_dir_failure_listener(self, callback: DirFailureListener) -> None:
+        self.health.add_dir_failure_listener(callback)
+
+    def dir_failed(self, what: str, exc: OSError) -> None:
+        self.health.dir_failed(what, exc)
+
+    def probe(self) -> bool:
+        return self.health.probe()
+
+    def reopen(self) -> int:
+        """Bring an offline directory back: close the logs (nothing written), drop their page cache, open them
+        again with recovery. Returns how many logs are open. Raises (StorageError, OSError) if that fails: the
+        directory stays offline and the next probe tries again."""
+        with self._lock:
+            old = dict(self._logs)
+            # what each log really flushed (kept across failed attempts: a failed one leaves no logs open)
+            points = self._reopen_points = {**self._reopen_points,
+                                            **{key: lg.flushed_offset for key, lg in old.items()}}
+            hws = self._reopen_hws = {**self._reopen_hws, **{key: lg.replication_hw for key, lg in old.items()}}
+            self.health.retire(old.values(), self.default_config.file_delete_delay_ms)
+            self._logs = {}
+            self._given = {}
+            for lg in old.values():
+                drop_page_cache(lg.dir)
+            try:
+                self._load_all(points, hws)
+            except BaseException:
+                for lg in self._logs.values():
+                    lg.mark_offline()
+                    lg.close()
+                self._logs = {}
+                raise
+            self._reopen_points, self._reopen_hws = {}, {}
+            self.health.back_online()
+            logs = list(self._logs.values())
+        verified = sum(lg.recovered_segments for lg in logs)
+        logger.info("log dir %s back online: %d log(s) re-opened, %d segment(s) verified", self.data_dir,
+                    len(logs), verified)
+        return len(logs)
 
     # -- access ----------------------------------------------------------------------------------
 
@@ -253,7 +282,7 @@ class LogManager(LogDirHealth):
     # -- flushing, checkpoints, retention ------------------------------------------------------
 
     def _on_flush_requested(self, log: Log) -> None:
-        self._wake.set()
+        self._scheduler.wake()
 
     def flush_all(self) -> None:
         for log in list(self._logs.values()):
@@ -291,7 +320,7 @@ class LogManager(LogDirHealth):
         """Flush every log that needs it (flush.messages / flush.ms). Returns how many."""
         n = 0
         now = self._clock()
-        self.close_retired()
+        self.health.close_retired()
         if self.offline:
             return 0
         for log in list(self._logs.values()):
@@ -327,34 +356,9 @@ class LogManager(LogDirHealth):
         intervals.append(self.default_config.flush_interval_ms)
         return min(1.0, max(0.005, min(intervals) / 4000))
 
-    def _flusher(self) -> None:
-        last_checkpoint = self._clock()
-        while not self._stop.is_set():
-            self._wake.wait(self._tick_seconds())
-            self._wake.clear()
-            if self._stop.is_set():
-                break
-            self.flush_pass()
-            now = self._clock()
-            if now - last_checkpoint >= self.checkpoint_interval_ms:
-                last_checkpoint = now
-                try:
-                    self.checkpoint_recovery_points()
-                except OSError:
-                    logger.exception("could not write the recovery point checkpoint")
-
-    def _retainer(self) -> None:
-        while not self._stop.wait(self.retention_check_interval_ms / 1000):
-            self.retention_pass()
-
     def start_background(self) -> None:
         """Start the flusher and retention threads (daemon threads; stop with shutdown())."""
-        if self._threads:
-            return
-        for target, name in ((self._flusher, "ferry-log-flusher"), (self._retainer, "ferry-log-retention")):
-            t = threading.Thread(target=target, name=name, daemon=True)
-            t.start()
-            self._threads.append(t)
+        self._scheduler.start()
 
     def shutdown(self) -> None:
         """Stop the threads, flush and close every log, write the checkpoint, release the lock."""
@@ -362,11 +366,7 @@ class LogManager(LogDirHealth):
             if self._closed:
                 return
             self._closed = True
-        self._stop.set()
-        self._wake.set()
-        for t in self._threads:
-            t.join(timeout=30)
-        self._threads = []
+        self._scheduler.stop()
         self._close_logs()
         try:
             self.checkpoint_recovery_points()
@@ -377,7 +377,7 @@ class LogManager(LogDirHealth):
     def _close_logs(self) -> None:
         """Close every log on CLOSE_THREADS threads (Kafka's num.recovery.threads.per.data.dir): a close is
         mostly fsyncs, which overlap; one by one, 10,000 logs took minutes and the broker was killed."""
-        self.close_retired(force=True)
+        self.health.close_retired(force=True)
         logs = list(self._logs.values())
 
         def close(log: Log) -> None:

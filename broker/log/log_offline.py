@@ -1,14 +1,13 @@
-"""A partition's log whose directory failed (a part of Log): Kafka's rule, the first IO error takes the
-directory offline.
+"""Whether a partition's log may touch its files: open, closed, or offline after an IO error.
 
-An OSError from a write, an fsync, a roll or a truncation (ENOSPC, EIO, EROFS ...) means the directory can
-no longer be trusted to hold what is acknowledged. Retrying is worse than stopping: after a failed
-fdatasync Linux may already have dropped the dirty pages, so a later fsync that "succeeds" would let
-flushed_offset pass data that never reached the disk. So the log is marked offline at once, the failure is
-reported (LogManager takes every log of the directory offline and tells the server, which moves
-leadership away), and from then on every call that would touch the files raises KafkaStorageError
-(Kafka's KAFKA_STORAGE_ERROR, 56) without touching them. flushed_offset never moves again on this object;
-when the directory works again the LogManager opens the logs anew, with recovery, as at start-up.
+Kafka's rule: the first IO error takes the directory offline. An OSError from a write, an fsync, a roll or a
+truncation (ENOSPC, EIO, EROFS ...) means the directory can no longer be trusted to hold what is acknowledged.
+Retrying is worse than stopping: after a failed fdatasync Linux may already have dropped the dirty pages, so a
+later fsync that "succeeds" would let flushed_offset pass data that never reached the disk. So the log is marked
+offline at once, the failure is reported (LogManager takes every log of the directory offline and tells the
+server, which moves leadership away), and from then on every call that would touch the files raises
+KafkaStorageError (Kafka's KAFKA_STORAGE_ERROR, 56) without touching them. flushed_offset never moves again on
+this object; when the directory works again the LogManager opens the logs anew, with recovery, as at start-up.
 """
 
 from __future__ import annotations
@@ -16,11 +15,13 @@ from __future__ import annotations
 import errno
 import logging
 from collections.abc import Callable
-from typing import Any
 
-from ferry.wire.record.errors import KafkaStorageError
+from ferry.wire.record.errors import KafkaStorageError, StorageError
 
 logger = logging.getLogger("ferry.log")
+
+# called once, with (log name, what failed, the OSError), on a log's first IO error
+IoFailureHook = Callable[[str, str, OSError], None]
 
 
 def describe_os_error(exc: OSError) -> str:
@@ -30,12 +31,21 @@ def describe_os_error(exc: OSError) -> str:
     return f"{name} ({text})" if name else text
 
 
-class LogOffline:
-    """The offline state of a partition's log (a part of Log)."""
+class LogStatus:
+    """Open, closed or offline: plain attributes, because every append and read checks them."""
 
-    offline: bool
-    # set by LogManager: called once, with (log, what failed, the OSError), on the first IO error
-    io_failed: Callable[[Any, str, OSError], None] | None
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.closed = False
+        self.offline = False  # the directory failed: nothing touches the files any more
+        self.io_failed: IoFailureHook | None = None  # set by LogManager
+
+    def check_open(self) -> None:
+        """Refuse a closed or offline log (StorageError, KafkaStorageError)."""
+        if self.closed:
+            raise StorageError(f"log {self.name} is closed")
+        if self.offline:
+            raise self.offline_error()
 
     def storage_failure(self, what: str, exc: OSError) -> KafkaStorageError:
         """Take the log offline because ``what`` failed with ``exc``; returns the error to raise.
@@ -46,7 +56,7 @@ class LogOffline:
         self.offline = True
         if first:
             if self.io_failed is not None:
-                self.io_failed(self, what, exc)
+                self.io_failed(self.name, what, exc)
             else:
                 logger.error("%s is offline: %s failed: %s", self.name, what, describe_os_error(exc))
         return KafkaStorageError(f"{self.name}: {what} failed: {describe_os_error(exc)}; the log directory is "
@@ -58,13 +68,3 @@ class LogOffline:
 
     def offline_error(self) -> KafkaStorageError:
         return KafkaStorageError(f"the log directory of {self.name} is offline")
-
-    def _close_offline(self) -> None:
-        """Close the files of an offline log without writing anything (no flush, no snapshot, no index trim:
-        the directory is not to be trusted; the next open recovers). Caller holds both locks."""
-        for seg in self._segments + [s for _, s in self._pending_deletes]:
-            try:
-                seg.close()
-            except OSError:
-                pass
-        self._pending_deletes = []

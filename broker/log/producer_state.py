@@ -71,10 +71,21 @@ class ProducerStateManager:
     def __init__(self) -> None:
         self.producers: dict[int, ProducerStateEntry] = {}
         self.updates = 0  # bumped by update(): tells whether a new snapshot is worth writing
+        self.saved_updates = -1  # ``updates`` when the snapshot on disk was written; -1: unknown
         self.ongoing: dict[int, int] = {}  # producer id -> first offset of its open transaction
         # closed transactions whose marker may still be above the high watermark: (first offset, marker offset)
         self.unreplicated: list[tuple[int, int]] = []
         self.aborted: list[tuple[int, int, int]] = []  # (marker offset, producer id, first offset), in log order
+
+    def reset(self, other: ProducerStateManager | None = None) -> None:
+        """Become ``other`` (a snapshot read back), or empty: the log's collaborators keep this object."""
+        source = other if other is not None else ProducerStateManager()
+        self.producers = source.producers
+        self.updates = source.updates
+        self.ongoing = source.ongoing
+        self.unreplicated = source.unreplicated
+        self.aborted = source.aborted
+        self.saved_updates = -1
 
     def find_duplicate(self, headers: list[RecordBatchHeader]) -> BatchMetadata | None:
         """The metadata of an earlier append that one of these batches repeats, or None."""
