@@ -31,7 +31,7 @@ from ferry.mirror.metrics import MirrorMetrics
 from ferry.mirror.mirror_fetcher import MirrorFetcher
 from ferry.mirror.mirror_limits import COALESCE_BYTES, FETCH_WAIT_MS, MAX_IN_FLIGHT
 from ferry.mirror.mirror_stream import MirrorStream
-from ferry.mirror.partition_mirror import Progress, TopicPartition
+from ferry.mirror.partition_mirror import PartitionProgress, TopicPartition
 from ferry.mirror.schema_sync import SchemaSync
 from ferry.mirror.topic_sync import TopicSync
 from ferry.zk.cluster_registry import ClusterRegistry
@@ -243,7 +243,7 @@ class MirrorMaker:
         now = time.monotonic()
         audit_due = force_audit or now >= self._next_audit
         with self._commit_lock:
-            progress: dict[TopicPartition, Progress] = {}
+            progress: dict[TopicPartition, PartitionProgress] = {}
             hws: dict[TopicPartition, int] = {}
             for s in self.streams:
                 progress.update(s.take_progress())
@@ -263,7 +263,7 @@ class MirrorMaker:
                 if hw is not None:
                     self.metrics.lag.labels(tp[0], str(tp[1])).set(max(hw - off, 0))
 
-    def _on_partitions_stopped(self, final: dict[TopicPartition, Progress]) -> None:
+    def _on_partitions_stopped(self, final: dict[TopicPartition, PartitionProgress]) -> None:
         """Called by the connector's thread before it releases ownership: last checkpoints, counts published.
         If that fails (ZooKeeper unreachable) nothing is lost: the next owner syncs from the offline log."""
         assert self.keeper is not None
