@@ -23,7 +23,10 @@ import time
 from dataclasses import dataclass
 
 from ferry.client.audit.event import AUDIT_TOPIC, AuditEvent
+from ferry.client.consumer_connector import ConsumerConnector
+from ferry.client.producer import Producer
 from ferry.client.subscription import STRATEGIES
+from ferry.client.topic_selection import TopicFilter
 from ferry.client.wire_client import WireClient
 from ferry.mirror.checkpoint import ZkCheckpoints
 from ferry.mirror.checkpoint_keeper import CheckpointKeeper
@@ -105,13 +108,17 @@ class MirrorConfig:
     @property
     def subscription_include(self) -> str:
         """The include pattern plus `_audit` (audit events are mirrored like any topic)."""
-        return f"(?:{self.include})|{re.escape(AUDIT_TOPIC)}"
+        return mirrored_include(self.include)
 
-    def matches(self, topic: str) -> bool:
-        """The ConsumerConnector's own filter (full match; `__*` internal topics never)."""
-        from ferry.client.subscription import Subscription
+    def topic_filter(self) -> TopicFilter:
+        """What the mirror copies: the ConsumerConnector's own filter."""
+        return TopicFilter(self.subscription_include, self.exclude)
 
-        return Subscription(include=self.subscription_include, exclude=self.exclude).matches(topic)
+
+def mirrored_include(include: str) -> str:
+    """A mirror's include pattern: ``include`` plus `_audit`, which it names (so copies, unless excluded),
+    an internal topic that no pattern selects otherwise (`topic_selection.is_internal`)."""
+    return f"(?:{include})|{re.escape(AUDIT_TOPIC)}"
 
 
 class MirrorMaker:
@@ -140,8 +147,6 @@ class MirrorMaker:
 
     # ------------------------------------------------------------------ lifecycle
     def start(self, wait_s: float = 15.0) -> MirrorMaker:
-        from ferry.client.consumer_connector import ConsumerConnector
-
         cfg = self.config
         self.source = ClusterRegistry(cfg.source_zookeeper).start()
         self.target = ClusterRegistry(cfg.target_zookeeper).start()
@@ -150,7 +155,7 @@ class MirrorMaker:
             self.datacenter = sorted(dcs)[0] if dcs else ""
         if cfg.metrics_port is not None:
             self._http = self.metrics.serve(cfg.metrics_port)
-        self.topic_sync = TopicSync(self.source, self.target, cfg.matches,
+        self.topic_sync = TopicSync(self.source, self.target, cfg.topic_filter().matches,
                                     always=(AUDIT_TOPIC,) if cfg.audit else (),
                                     replication_factor=cfg.target_replication_factor).start()
         if cfg.schemas:
@@ -322,8 +327,6 @@ class MirrorMaker:
     def _ensure_audit_producer(self):
         if self._audit_producer is not None:
             return self._audit_producer
-        from ferry.client.producer import Producer
-
         assert self.target is not None
         brokers = self.target.brokers()
         if not brokers:
