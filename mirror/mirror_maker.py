@@ -20,6 +20,7 @@ import re
 import socket
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from ferry.client.audit.event import AUDIT_TOPIC, AuditEvent
@@ -132,10 +133,10 @@ class MirrorMaker:
         self.schema_sync: SchemaSync | None = None
         self.streams: list[MirrorStream] = []
         self.fetcher: MirrorFetcher | None = None
-        self.connector = None
+        self.connector: ConsumerConnector | None = None
         self.keeper: CheckpointKeeper | None = None
         self.datacenter = config.datacenter or ""
-        self._audit_producer = None
+        self._audit_producer: Producer | None = None
         self._events_lock = threading.Lock()
         self._events_in_flight: set[str] = set()  # guids sent, not answered yet
         self._events_delivered: set[str] = set()  # guids acknowledged (of the ranges still being published)
@@ -227,7 +228,7 @@ class MirrorMaker:
         return self.fetcher.owned() if self.fetcher is not None else set()
 
     @staticmethod
-    def _brokers_of(registry: ClusterRegistry):
+    def _brokers_of(registry: ClusterRegistry) -> Callable[[], list[tuple[str, int]]]:
         def addresses() -> list[tuple[str, int]]:
             return [(b.host, b.port) for b in registry.brokers().values()]
         return addresses
@@ -324,7 +325,7 @@ class MirrorMaker:
                     self._events_delivered.add(guid)
         return done
 
-    def _ensure_audit_producer(self):
+    def _ensure_audit_producer(self) -> Producer | None:
         if self._audit_producer is not None:
             return self._audit_producer
         assert self.target is not None

@@ -29,7 +29,7 @@ from ferry.mirror.partition_mirror import (
 from ferry.mirror.stream_session import StreamSession
 from ferry.wire.protocol import fetch
 from ferry.wire.protocol.errors import ErrorCode
-from ferry.wire.protocol.fetch import FetchPartition
+from ferry.wire.protocol.fetch import FetchPartition, PartitionFetchResult
 from ferry.wire.protocol.list_offsets import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 from ferry.wire.protocol.primitives import ProtocolError
 from ferry.wire.record.read_committed import ReadCommitted
@@ -142,7 +142,7 @@ class StreamFetcher:
                         continue
                     self._handle_fetch_result(pm, res, now)
 
-    def _handle_fetch_result(self, pm: PartitionMirror, res, now: float) -> None:
+    def _handle_fetch_result(self, pm: PartitionMirror, res: PartitionFetchResult, now: float) -> None:
         if pm.sync != SYNCED or pm.fetch_sent_offset != pm.fetch_offset:
             return  # rewound (a split) or to be synced while this fetch was out: fetched again later
         err = res.error_code

@@ -34,6 +34,7 @@ from ferry.mirror.stream_fetching import StreamFetcher
 from ferry.wire.protocol import produce
 from ferry.wire.protocol.errors import ErrorCode
 from ferry.wire.protocol.primitives import ProtocolError
+from ferry.wire.protocol.produce import PartitionProduceResult
 
 ProducePlan = dict[int, list[list[Slot]]]  # offline node -> its produce requests, in order
 
@@ -216,7 +217,7 @@ class StreamProducer:
         while self._flying:
             self.receive(True)
 
-    def _apply_answer(self, req: list[Slot], results) -> None:
+    def _apply_answer(self, req: list[Slot], results: dict[str, list[PartitionProduceResult]]) -> None:
         by_tp = {(t, r.partition): r for t, rs in results.items() for r in rs}
         now = time.monotonic()
         for pm, batches in req:
@@ -233,7 +234,8 @@ class StreamProducer:
                 if pm.count:
                     self._tally(pm, b)
 
-    def _handle_produce_result(self, pm: PartitionMirror, batches: list[PendingBatch], code: int, res,
+    def _handle_produce_result(self, pm: PartitionMirror, batches: list[PendingBatch], code: int,
+                               res: PartitionProduceResult | None,
                                after_failure: bool, now: float) -> bool:
         """Apply one partition's answer to the batches it carried; True if they are acknowledged."""
         if code in (ErrorCode.NONE, ErrorCode.DUPLICATE_SEQUENCE_NUMBER):
