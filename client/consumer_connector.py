@@ -79,7 +79,6 @@ class ConsumerConnector:
         self.session_timeout_s = zk_session_timeout_s
 
         self._zk = zk_connect(self.zk_connect, timeout=10.0, session_timeout=zk_session_timeout_s)
-        self._zk.add_listener(self._on_zk_state)
         self._brokers_bootstrap = ""
         self._wake = threading.Event()
         self._closed = threading.Event()
@@ -99,6 +98,7 @@ class ConsumerConnector:
             self._zk, self.group, self.consumer_id, self.registration, self.ownership, self.streams, self._fetcher,
             auto_commit=auto_commit, max_retries=max_rebalance_retries, backoff_s=rebalance_backoff_s,
             closed=self._closed, on_topic_change=self._on_topic_data)
+        self._zk.add_listener(self._on_zk_state)  # once what it sets exists
 
     @property
     def rebalances(self) -> int:
