@@ -16,7 +16,7 @@ from ferry.mirror.mirror_limits import (
     MAX_PENDING_BYTES,
     MAX_STREAM_PENDING_BYTES,
     MIN_COALESCE_BYTES,
-    _name,
+    code_name,
     log,
 )
 from ferry.mirror.partition_mirror import (
@@ -164,7 +164,7 @@ class StreamFetcher:
         pm.fetch_failed(now)
         if pm.fetch_failures in (1, 10) or pm.fetch_failures % 100 == 0:
             log.warning("fetch %s-%d at %s: %s (attempt %d, retrying)", pm.topic, pm.partition, pm.fetch_offset,
-                        _name(err), pm.fetch_failures)
+                        code_name(err), pm.fetch_failures)
 
     def refetch_smaller(self, pm: PartitionMirror, first: PendingBatch, refused_size: int) -> int:
         """Fetch ``pm`` again from ``first`` (dropped, with everything after it) under its sequence, coalescing

@@ -19,7 +19,7 @@ from ferry.mirror.mirror_limits import (
     TOO_LARGE_ERRORS,
     UNKNOWN_OUTCOME_ERRORS,
     Slot,
-    _name,
+    code_name,
     log,
 )
 from ferry.mirror.partition_mirror import (
@@ -269,14 +269,14 @@ class StreamProducer:
             pm.sync = SYNC_FULL if code == ErrorCode.INVALID_PRODUCER_EPOCH else SYNC_LOCAL
             pm.sync_retry_at = 0.0
             log.warning("%s-%d: offline broker refused sequence %d (%s %s); syncing from the offline log",
-                        pm.topic, pm.partition, first.sequence, _name(code), message)
+                        pm.topic, pm.partition, first.sequence, code_name(code), message)
             return False
         if code in LEADERSHIP_ERRORS:
             self.target_view.stale = True
         level = logging.ERROR if code in FATAL_LOOKING else logging.WARNING
         if pm.produce_failures in (1, 10) or pm.produce_failures % 100 == 0:
             log.log(level, "produce %s-%d (source offset %d): %s %s (attempt %d, retrying; nothing is skipped)",
-                    pm.topic, pm.partition, first.header.base_offset, _name(code), message, pm.produce_failures)
+                    pm.topic, pm.partition, first.header.base_offset, code_name(code), message, pm.produce_failures)
         return False
 
     def _split_refused(self, pm: PartitionMirror, batches: list[PendingBatch], message: str) -> bool:
