@@ -53,6 +53,12 @@ class PartitionOwnership:
         with self.lock:
             return set(self._owned)
 
+    def owned_infos(self) -> dict[TopicPartitionKey, PartitionTopicInfo]:
+        """The owned partitions' infos now (their ``valid`` says whether the ownership period still runs).
+        Without the lock, so an observer does not wait for a release in progress: the table is replaced,
+        never changed in place."""
+        return dict(self._owned)
+
     def own(self, infos: list[PartitionTopicInfo]) -> bool:
         """A rebalance claimed these: they are ours now (False if the session was lost meanwhile)."""
         with self.lock:
