@@ -10,7 +10,7 @@ Then each round it
    exactly, and a batch another mirror wrote first is refused rather than swallowed with others,
 3. reads the produce answers (acknowledged batches are counted for audit and become committable; a
    coalesced batch refused as too large is dropped with everything after it and re-fetched, coalesced
-   smaller: see `_split_refused`; a refused sequence means someone else wrote: the partition syncs again),
+   smaller: see `StreamProducer._split_refused`; a refused sequence means someone else wrote: the partition syncs again),
 4. reads the fetch answers and rewrites their batches into the pipeline (`batch_rewrite`; runs of small
    batches are coalesced, since only MAX_IN_FLIGHT batches per partition can be in flight).
 
