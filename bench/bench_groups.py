@@ -191,7 +191,7 @@ class Worker:
         for cid, c in members:
             client_id = c._zk.client_id
             session = client_id[0] if client_id else None
-            for key, info in list(c._owned.items()):
+            for key, info in c.ownership.owned_infos().items():
                 if info.valid:
                     held.append((cid, session, key, info))
         reads = [self.checker.get_async(dirs.owner_path(GROUP, k[0], k[1])) for _, _, k, _ in held]

@@ -25,20 +25,20 @@ import socket
 import threading
 import time
 import uuid
-from collections.abc import Callable
 
 from kazoo.exceptions import KazooException
+from kazoo.protocol.states import KazooState
 from kazoo.recipe.watchers import ChildrenWatch
 
 from ferry.client import group_dirs as dirs
 from ferry.client.bootstrap import bootstrap_string, read_brokers
+from ferry.client.consumer_streams import ConsumerStreams, TopicPartitionKey
 from ferry.client.errors import ClientError
 from ferry.client.fetcher import Fetcher
-from ferry.client.group_membership import GroupMembership
-from ferry.client.group_rebalance import GroupRebalance, TopicPartitionKey
-from ferry.client.group_store import write_offset
+from ferry.client.group_rebalance import ConsumerRebalance, PartitionFetcher
+from ferry.client.group_registration import GroupRegistration
 from ferry.client.kafka_stream import KafkaStream
-from ferry.client.partition_topic_info import PartitionTopicInfo
+from ferry.client.partition_ownership import PartitionOwnership, RebalanceListener
 from ferry.client.subscription import STRATEGIES, Subscription
 from ferry.zk import ZkConnect
 from ferry.zk import connect as zk_connect
@@ -47,16 +47,20 @@ from ferry.zk.znodes import BROKER_IDS_PATH, BROKER_TOPICS_PATH
 log = logging.getLogger("ferry.consumer")
 
 
-RebalanceListener = Callable[[set[TopicPartitionKey]], None]
+class ConsumerConnector:
+    """A group member: its public API, the ZooKeeper watches and session events, and the controller thread.
 
+    The work is its collaborators': ``registration`` (its node under ids), ``ownership`` (owner nodes, owned
+    partitions, commits), ``rebalance`` (Algorithm 1 and the claim), ``streams`` (what the application
+    reads) and the fetcher. ZooKeeper's threads only set flags here; the controller thread acts on them.
+    """
 
-class ConsumerConnector(GroupRebalance, GroupMembership):
     def __init__(self, group: str, zookeeper: str, *, consumer_id: str | None = None,
                  auto_offset_reset: str = "earliest", auto_commit: bool = True, auto_commit_interval_s: float = 5.0,
                  rebalance_backoff_s: float = 1.0, max_rebalance_retries: int = 10, zk_session_timeout_s: float = 6.0,
                  consumer_timeout_s: float | None = None, queued_max_chunks: int = 16,
                  rebalance_listener: RebalanceListener | None = None,
-                 fetcher_overrides: dict[str, object] | None = None, fetcher=None,
+                 fetcher_overrides: dict[str, object] | None = None, fetcher: PartitionFetcher | None = None,
                  assignment_strategy: str = "range") -> None:
         self.group = dirs.validate_group(group)
         if assignment_strategy not in STRATEGIES:
@@ -72,38 +76,39 @@ class ConsumerConnector(GroupRebalance, GroupMembership):
         self.auto_offset_reset = auto_offset_reset
         self.auto_commit = auto_commit
         self.auto_commit_interval_s = auto_commit_interval_s
-        self.rebalance_backoff_s = rebalance_backoff_s
-        self.max_rebalance_retries = max(1, max_rebalance_retries)
         self.session_timeout_s = zk_session_timeout_s
-        self.consumer_timeout_s = consumer_timeout_s
-        self.queued_max_chunks = queued_max_chunks
-        self.rebalance_listener = rebalance_listener
-        self.rebalances = 0  # successful rebalances (ownership changed)
 
         self._zk = zk_connect(self.zk_connect, timeout=10.0, session_timeout=zk_session_timeout_s)
-        self._zk.add_listener(self._on_zk_state)
-        self._lock = threading.RLock()  # ownership and commits
-        self._owned: dict[TopicPartitionKey, PartitionTopicInfo] = {}
-        self._pending_claims: set[TopicPartitionKey] = set()  # claimed, not yet owned (a rebalance failed after claiming)
-        self._fetching = False  # the fetcher runs the current ownership (False after a failed release)
-        self._subscription: Subscription | None = None
-        self._topic_streams: dict[str, list[KafkaStream]] = {}
-        self._filter_streams: list[KafkaStream] = []
-        self._watched_topics: set[str] = set()
         self._brokers_bootstrap = ""
         self._wake = threading.Event()
         self._closed = threading.Event()
         self._connected = threading.Event()
         self._connected.set()
         self._rebalance_needed = False
-        self._session_lost = False
         self._suspended = False
         self._first_rebalance = threading.Event()
-        self._owner_freed = threading.Event()  # an owner node we collided with was deleted: retry now
-        # the fetcher: start_fetching(infos), stop_fetching(timeout), close(timeout); the mirror plugs in its own
-        self._fetcher = fetcher if fetcher is not None else Fetcher(
-            self.group, self.consumer_id, self._bootstrap, auto_offset_reset, overrides=fetcher_overrides)
         self._controller: threading.Thread | None = None
+        self.streams = ConsumerStreams(queued_max_chunks, consumer_timeout_s)
+        self.registration = GroupRegistration(self._zk, self.group, self.consumer_id, zk_session_timeout_s)
+        self.ownership = PartitionOwnership(self._zk, self.group, self.consumer_id, self.streams, rebalance_listener)
+        # the fetcher: start_fetching(infos), stop_fetching(timeout), close(timeout); the mirror plugs in its own
+        self._fetcher: PartitionFetcher = fetcher if fetcher is not None else Fetcher(
+            self.group, self.consumer_id, self._bootstrap, auto_offset_reset, overrides=fetcher_overrides)
+        self.rebalance = ConsumerRebalance(
+            self._zk, self.group, self.consumer_id, self.registration, self.ownership, self.streams, self._fetcher,
+            auto_commit=auto_commit, max_retries=max_rebalance_retries, backoff_s=rebalance_backoff_s,
+            closed=self._closed, on_topic_change=self._on_topic_data)
+        self._zk.add_listener(self._on_zk_state)  # once what it sets exists
+
+    @property
+    def rebalances(self) -> int:
+        """Successful rebalances (ownership changed)."""
+        return self.rebalance.count
+
+    @property
+    def fetching(self) -> bool:
+        """Whether the fetcher runs the current ownership (False while paused or after a failed release)."""
+        return self.rebalance.fetching
 
     # -- public API -----------------------------------------------------------------------------------
     def create_message_streams(self, topic_count: dict[str, int], wait_s: float = 15.0) -> dict[str, list[KafkaStream]]:
@@ -112,43 +117,30 @@ class ConsumerConnector(GroupRebalance, GroupMembership):
         if not topic_count:
             raise ValueError("create_message_streams needs at least one topic")
         sub = Subscription(topics=dict(topic_count), strategy=self.assignment_strategy)
-        self._topic_streams = {t: [self._new_stream() for _ in range(n)] for t, n in topic_count.items()}
+        self._check_startable()
+        streams = self.streams.create_per_topic(topic_count)
         self._start(sub, wait_s)
-        return {t: list(s) for t, s in self._topic_streams.items()}
+        return streams
 
     def create_message_streams_by_filter(self, include: str, exclude: str | None = None, n: int = 1,
                                          wait_s: float = 15.0) -> list[KafkaStream]:
-        """n streams carrying every topic that fully matches ``include`` and not ``exclude`` (topics starting
-        with ``__`` are skipped); topics created later are picked up by the watch on /brokers/topics."""
+        """n streams carrying every topic that fully matches ``include`` and not ``exclude`` (never an
+        internal topic: `topic_selection.is_internal`); topics created later are picked up by the watch on
+        /brokers/topics."""
         sub = Subscription(include=include, exclude=exclude, streams=n, strategy=self.assignment_strategy)
-        self._filter_streams = [self._new_stream() for _ in range(n)]
+        self._check_startable()
+        streams = self.streams.create_shared(n)
         self._start(sub, wait_s)
-        return list(self._filter_streams)
+        return streams
 
     def owned_partitions(self) -> set[TopicPartitionKey]:
-        with self._lock:
-            return set(self._owned)
+        return self.ownership.owned()
 
     def commit_offsets(self, offsets: dict[TopicPartitionKey, int] | None = None) -> dict[TopicPartitionKey, int]:
         """Store offsets in ZooKeeper: ``None`` = what the application has taken so far from the streams;
         else ``{(topic, partition): next offset}``. Partitions this member does not own (any more) are
         skipped, so a late commit can never overwrite the new owner's progress. Returns what was stored."""
-        with self._lock:
-            if self._session_lost:
-                return {}
-            if offsets is None:
-                return self._commit_infos(list(self._owned.values()))
-            done: dict[TopicPartitionKey, int] = {}
-            for key, off in offsets.items():
-                info = self._owned.get(key)
-                if info is None:
-                    log.info("%s: not committing %s/%d: no longer owned", self.consumer_id, key[0], key[1])
-                    continue
-                if off != info.committed_offset:
-                    write_offset(self._zk, self.group, key[0], key[1], off)
-                    info.committed_offset = off
-                done[key] = off
-            return done
+        return self.ownership.commit(offsets)
 
     def shutdown(self, timeout: float = 30.0) -> None:
         """Commit (if auto_commit), release ownership, leave the group, end the streams' iteration."""
@@ -163,19 +155,15 @@ class ConsumerConnector(GroupRebalance, GroupMembership):
         except TimeoutError:
             log.warning("%s: fetcher did not stop in time", self.consumer_id)
         try:
-            with self._lock:
-                if not self._session_lost and not self._zk.connected:
+            with self.ownership.lock:
+                if not self.ownership.session_lost and not self._zk.connected:
                     # Any ZooKeeper request would wait for a connection that may never come. What was
                     # consumed since the last commit is read again by the next owner (duplicates, no loss);
                     # owner and registration nodes are ephemeral and vanish with the session.
-                    log.warning("%s: not connected to ZooKeeper at shutdown: not committing %d partition(s); "
-                                "their ownership goes with the session", self.consumer_id, len(self._owned))
-                    for info in self._owned.values():
-                        info.valid = False
-                    self._owned = {}
-                elif not self._session_lost:
-                    self._release_all(commit=self.auto_commit)
-                    self._delete_registration()
+                    self.ownership.give_up()
+                elif not self.ownership.session_lost:
+                    self.ownership.release_all(commit=self.auto_commit)
+                    self.registration.delete()
         except KazooException as exc:
             log.warning("%s: could not release cleanly (%s); ephemeral nodes vanish with the session",
                         self.consumer_id, exc)
@@ -185,8 +173,7 @@ class ConsumerConnector(GroupRebalance, GroupMembership):
             self._zk.close()
         except Exception as exc:  # closing must not raise
             log.debug("closing ZooKeeper client: %s", exc)
-        for s in self._all_streams():
-            s.shut_down()
+        self.streams.shut_down()
 
     def __enter__(self) -> ConsumerConnector:
         return self
@@ -195,21 +182,17 @@ class ConsumerConnector(GroupRebalance, GroupMembership):
         self.shutdown()
 
     # -- start-up ---------------------------------------------------------------------------------------
-    def _new_stream(self) -> KafkaStream:
-        return KafkaStream(self.queued_max_chunks, self.consumer_timeout_s)
-
-    def _all_streams(self) -> list[KafkaStream]:
-        return [s for streams in self._topic_streams.values() for s in streams] + self._filter_streams
-
-    def _start(self, sub: Subscription, wait_s: float) -> None:
-        if self._subscription is not None:
+    def _check_startable(self) -> None:
+        if self.rebalance.subscription is not None:
             raise ClientError("a ConsumerConnector subscribes once: create_message_streams* was already called")
         if self._closed.is_set():
             raise ClientError("the consumer connector is shut down")
-        self._subscription = sub
+
+    def _start(self, sub: Subscription, wait_s: float) -> None:
+        self.rebalance.subscribe(sub)
         for path in (BROKER_IDS_PATH, BROKER_TOPICS_PATH, dirs.ids_dir(self.group)):
             self._zk.ensure_path(path)
-        self._register()
+        self.registration.register(sub)
         ChildrenWatch(self._zk, BROKER_IDS_PATH, self._on_brokers_change)
         ChildrenWatch(self._zk, BROKER_TOPICS_PATH, self._on_change)
         ChildrenWatch(self._zk, dirs.ids_dir(self.group), self._on_change)
@@ -226,7 +209,39 @@ class ConsumerConnector(GroupRebalance, GroupMembership):
                 log.debug("reading brokers: %s", exc)
         return self._brokers_bootstrap
 
-    # -- the controller thread: rebalances and auto-commits -----------------------------------------------
+    # -- ZooKeeper events (kazoo's threads: set flags only, never block) -----------------------------------
+    def _on_change(self, *_args: object) -> bool | None:
+        if self._closed.is_set():
+            return False
+        self._request_rebalance()
+        return None
+
+    def _on_brokers_change(self, children: list[str]) -> bool | None:
+        self._brokers_bootstrap = ""  # re-read lazily by the fetcher thread
+        return self._on_change(children)
+
+    def _on_topic_data(self, _data: object, _stat: object, _event: object = None) -> bool | None:
+        return self._on_change()
+
+    def _on_zk_state(self, state: str) -> None:
+        if state == KazooState.LOST:
+            self.ownership.session_expired()
+            self._connected.clear()
+        elif state == KazooState.SUSPENDED:
+            self._suspended = True
+            self._connected.clear()
+        else:
+            self._connected.set()
+            if self._suspended:  # same session: resume through a rebalance (commit, release, claim, fetch)
+                self._suspended = False
+                self._rebalance_needed = True
+        self._wake.set()
+
+    def _request_rebalance(self) -> None:
+        self._rebalance_needed = True
+        self._wake.set()
+
+    # -- the controller thread: rebalances, auto-commits, session loss -------------------------------------
     def _run(self) -> None:
         next_commit = time.monotonic() + self.auto_commit_interval_s
         retry_at: float | None = None
@@ -243,13 +258,13 @@ class ConsumerConnector(GroupRebalance, GroupMembership):
                 if self._wake.is_set():
                     self._closed.wait(0.05)  # let a burst of watch events settle
                     self._wake.clear()
-                    if self._suspended and self._fetching:
+                    if self._suspended and self.rebalance.fetching:
                         self._pause()
-                    if self._session_lost:
+                    if self.ownership.session_lost:
                         self._recover_session()
                     if self._rebalance_needed and self._connected.is_set():
                         self._rebalance_needed = False
-                        retry_at = None if self._sync_rebalance() else time.monotonic() + 5 * self.rebalance_backoff_s
+                        retry_at = None if self.rebalance.run() else time.monotonic() + 5 * self.rebalance.backoff_s
                 if retry_at is not None and time.monotonic() >= retry_at:
                     retry_at = None
                     self._request_rebalance()
@@ -258,18 +273,27 @@ class ConsumerConnector(GroupRebalance, GroupMembership):
                     self.commit_offsets()
             except Exception:
                 log.exception("%s: controller error; will retry", self.consumer_id)
-                retry_at = time.monotonic() + self.rebalance_backoff_s
+                retry_at = time.monotonic() + self.rebalance.backoff_s
             finally:
                 if not self._rebalance_needed:
                     self._first_rebalance.set()
 
+    def _pause(self) -> None:
+        """Cut off from ZooKeeper: our session may expire without us hearing of it, and then someone else
+        owns our partitions. Stop delivering until we are connected again (ownership is kept; the rebalance
+        after reconnecting commits what was taken, releases and claims again)."""
+        log.warning("%s: disconnected from ZooKeeper; pausing", self.consumer_id)
+        self.rebalance.stop_delivering(forget_ownership=False)
 
-
-
-
-
-
-
-
-
-
+    def _recover_session(self) -> None:
+        """Our session expired: ZooKeeper dropped our registration and ownership, and others may already
+        own our partitions. Stop at once, without committing, then re-register and rebalance."""
+        log.warning("%s: ZooKeeper session expired; re-registering", self.consumer_id)
+        self.rebalance.stop_delivering(forget_ownership=True)
+        while not self._connected.wait(0.5):
+            if self._closed.is_set():
+                return
+        self.ownership.session_regained()
+        assert self.rebalance.subscription is not None
+        self.registration.register(self.rebalance.subscription)
+        self._request_rebalance()

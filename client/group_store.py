@@ -7,7 +7,9 @@ started, chrooted kazoo client.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 
+from kazoo.client import KazooClient
 from kazoo.exceptions import NodeExistsError, NoNodeError
 
 from ferry.client import group_dirs as dirs
@@ -16,18 +18,18 @@ from ferry.client.subscription import Subscription
 log = logging.getLogger("ferry.groups")
 
 
-def list_groups(zk) -> list[str]:
+def list_groups(zk: KazooClient) -> list[str]:
     try:
         return sorted(zk.get_children(dirs.CONSUMERS_PATH))
     except NoNodeError:
         return []
 
 
-def group_exists(zk, group: str) -> bool:
+def group_exists(zk: KazooClient, group: str) -> bool:
     return zk.exists(dirs.group_dir(group)) is not None
 
 
-def read_members(zk, group: str) -> dict[str, Subscription | None]:
+def read_members(zk: KazooClient, group: str) -> dict[str, Subscription | None]:
     """Registered members and their subscriptions (None for a registration that cannot be read).
 
     The registrations are read together (pipelined): every member reads them all at every rebalance, so
@@ -51,7 +53,7 @@ def read_members(zk, group: str) -> dict[str, Subscription | None]:
     return out
 
 
-def _read_int_tree(zk, root: str, parse) -> dict[tuple[str, int], object]:
+def _read_int_tree(zk: KazooClient, root: str, parse: Callable[[bytes], object]) -> dict[tuple[str, int], object]:
     out: dict[tuple[str, int], object] = {}
     try:
         topics = zk.get_children(root)
@@ -82,19 +84,19 @@ def _parse_offset(data: bytes) -> int | None:
         return None
 
 
-def read_owners(zk, group: str) -> dict[tuple[str, int], str]:
+def read_owners(zk: KazooClient, group: str) -> dict[tuple[str, int], str]:
     return _read_int_tree(zk, dirs.owners_dir(group), lambda d: d.decode("utf-8", "replace"))  # type: ignore[return-value]
 
 
-def read_offsets(zk, group: str) -> dict[tuple[str, int], int]:
+def read_offsets(zk: KazooClient, group: str) -> dict[tuple[str, int], int]:
     return _read_int_tree(zk, dirs.offsets_dir(group), _parse_offset)  # type: ignore[return-value]
 
 
-def read_offset(zk, group: str, topic: str, partition: int) -> int | None:
+def read_offset(zk: KazooClient, group: str, topic: str, partition: int) -> int | None:
     return read_offsets_of(zk, group, [(topic, partition)])[(topic, partition)]
 
 
-def read_offsets_of(zk, group: str, keys: list[tuple[str, int]]) -> dict[tuple[str, int], int | None]:
+def read_offsets_of(zk: KazooClient, group: str, keys: list[tuple[str, int]]) -> dict[tuple[str, int], int | None]:
     """The committed offsets of ``keys`` (None where there is none), read together (pipelined)."""
     out: dict[tuple[str, int], int | None] = {}
     for (topic, partition), request in [(k, zk.get_async(dirs.offset_path(group, *k))) for k in keys]:
@@ -110,7 +112,7 @@ def read_offsets_of(zk, group: str, keys: list[tuple[str, int]]) -> dict[tuple[s
     return out
 
 
-def write_offset(zk, group: str, topic: str, partition: int, offset: int) -> None:
+def write_offset(zk: KazooClient, group: str, topic: str, partition: int, offset: int) -> None:
     """Store the next offset to consume (creating the node and its parents the first time)."""
     path = dirs.offset_path(group, topic, partition)
     value = str(int(offset)).encode("ascii")

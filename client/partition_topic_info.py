@@ -6,11 +6,13 @@ iterated from the previous period are dropped instead of being delivered out of 
 
 from __future__ import annotations
 
+from ferry.client.kafka_stream import KafkaStream
+
 
 class PartitionTopicInfo:
     __slots__ = ("topic", "partition", "stream", "fetch_offset", "consumed_offset", "committed_offset", "valid")
 
-    def __init__(self, topic: str, partition: int, stream, fetch_offset: int | None) -> None:
+    def __init__(self, topic: str, partition: int, stream: KafkaStream, fetch_offset: int | None) -> None:
         self.topic = topic
         self.partition = partition
         self.stream = stream  # the KafkaStream its messages go to

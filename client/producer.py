@@ -28,7 +28,7 @@ from ferry.client.audit.counter import AuditCounter
 from ferry.client.audit.event import AUDIT_TOPIC
 from ferry.client.audit.publisher import AuditPublisher
 from ferry.client.bootstrap import discover
-from ferry.client.errors import ClientError, ProducerClosedError
+from ferry.client.errors import ClientError, ProducerClosedError, UnknownTopicError
 from ferry.client.message import Message
 from ferry.client.rate_limited_log import rate_limited_logger
 
@@ -179,8 +179,6 @@ class Producer:
 
     def partitions_for(self, topic: str, timeout: float = 10.0) -> list[int]:
         """The topic's partitions from the brokers' metadata; UnknownTopicError if it does not exist."""
-        from ferry.client.errors import UnknownTopicError
-
         try:
             md = self._rd.list_topics(topic, timeout=timeout)
         except Exception as exc:  # KafkaException: no broker answered

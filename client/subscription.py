@@ -7,9 +7,10 @@ tell, for each topic, which members share it (Algorithm 1 divides a topic's part
 from __future__ import annotations
 
 import json
-import re
 import time
 from dataclasses import dataclass, field
+
+from ferry.client.topic_selection import TopicFilter
 
 STRATEGIES = ("range", "roundrobin")
 
@@ -21,6 +22,7 @@ class Subscription:
     exclude: str | None = None
     streams: int = 1  # filter: number of streams shared by all matching topics
     strategy: str = "range"  # how the group divides partitions: "range" (Algorithm 1) or "roundrobin"
+    _filter: TopicFilter | None = field(init=False, repr=False, compare=False, default=None)
 
     def __post_init__(self) -> None:
         if self.include is None and not self.topics:
@@ -32,25 +34,21 @@ class Subscription:
             raise ValueError(f"number of streams must be positive, not {self.streams}")
         if self.strategy not in STRATEGIES:
             raise ValueError(f"assignment strategy must be one of {', '.join(STRATEGIES)}, not {self.strategy!r}")
-        for pattern in (self.include, self.exclude):
-            if pattern is not None:
-                try:
-                    re.compile(pattern)
-                except re.error as exc:
-                    raise ValueError(f"bad topic pattern {pattern!r}: {exc}") from None
+        if self.include is not None:
+            object.__setattr__(self, "_filter", TopicFilter(self.include, self.exclude))
+        elif self.exclude is not None:
+            TopicFilter(".*", self.exclude)  # validated like a filter's
 
     @property
     def is_filter(self) -> bool:
         return self.include is not None
 
     def matches(self, topic: str) -> bool:
-        if not self.is_filter:
+        """A static subscription's topics, or what its filter selects (internal topics only when named:
+        `topic_selection.is_internal`)."""
+        if self._filter is None:
             return topic in self.topics
-        if topic.startswith("__"):  # internal topics are never picked up by a pattern
-            return False
-        if not re.fullmatch(self.include, topic):
-            return False
-        return not (self.exclude and re.fullmatch(self.exclude, topic))
+        return self._filter.matches(topic)
 
     def encode(self) -> bytes:
         doc: dict = {"version": 1, "timestamp": str(int(time.time() * 1000)), "strategy": self.strategy}

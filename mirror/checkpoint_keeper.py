@@ -29,7 +29,7 @@ from dataclasses import dataclass, field, replace
 from ferry.client.audit.bucket import BUCKET_MS
 from ferry.client.audit.event import AuditEvent
 from ferry.mirror.checkpoint import Checkpoint, CheckpointConflict, CheckpointStore, write_one
-from ferry.mirror.partition_mirror import Progress, TopicPartition
+from ferry.mirror.partition_mirror import PartitionProgress, TopicPartition
 from ferry.mirror.tail_sync import SyncResult
 
 log = logging.getLogger("ferry.mirror")
@@ -88,7 +88,7 @@ class CheckpointKeeper:
             return {tp: b.ck.live for tp, b in self.books.items()}
 
     # ------------------------------------------------------------------ the committer
-    def commit(self, progress: dict[TopicPartition, Progress], audit_due: bool = False,
+    def commit(self, progress: dict[TopicPartition, PartitionProgress], audit_due: bool = False,
                force: Iterable[TopicPartition] = ()) -> set[TopicPartition]:
         """Apply progress, write moved checkpoints (declaring ranges to publish when ``audit_due``, or for the
         ``force``d partitions), publish declared ranges. Returns the partitions found written by another
@@ -117,7 +117,7 @@ class CheckpointKeeper:
             self._publish_declared(conflicts)
             return conflicts
 
-    def release(self, final: dict[TopicPartition, Progress]) -> set[TopicPartition]:
+    def release(self, final: dict[TopicPartition, PartitionProgress]) -> set[TopicPartition]:
         """Partitions handed back: a last checkpoint with their counts published, then forget them."""
         with self._lock:
             conflicts = self.commit(final, force=final)

@@ -10,8 +10,16 @@ import sys
 import threading
 
 from ferry.mirror.mirror_limits import COALESCE_BYTES, MAX_IN_FLIGHT
-from ferry.mirror.mirror_maker import ASSIGNMENT_STRATEGIES, DEFAULT_ASSIGNMENT_STRATEGY, DEFAULT_GROUP
-from ferry.zk.cli_args import add_metrics_argument, metrics_listen
+from ferry.mirror.mirror_maker import (
+    ASSIGNMENT_STRATEGIES,
+    DEFAULT_ASSIGNMENT_STRATEGY,
+    DEFAULT_GROUP,
+    MirrorConfig,
+    MirrorMaker,
+)
+from ferry.mirror.status import format_status, mirror_status
+from ferry.zk import RegistryError
+from ferry.zk.cli_args import add_metrics_argument, metrics_listen, quiet_zookeeper_logs
 
 DESCRIPTION = """\
 Mirror topics of a live cluster into the offline cluster (paper section 4).
@@ -130,13 +138,9 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _status(args: argparse.Namespace) -> int:
-    from ferry.mirror.status import format_status, mirror_status
-    from ferry.zk import RegistryError
-    from ferry.zk.cli_args import quiet_zookeeper_logs
-
     quiet_zookeeper_logs()
     try:
-        status = mirror_status(args.source_zookeeper, args.target_zookeeper, args.group, args.include)
+        status = mirror_status(args.source_zookeeper, args.target_zookeeper, args.group, args.include, args.exclude)
     except RegistryError as e:  # a ZooKeeper unreachable or a bad connect string: the same exit 2 everywhere
         print(f"ferry mirror status: {e}", file=sys.stderr)
         return 2
@@ -148,8 +152,6 @@ def _status(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from ferry.mirror.mirror_maker import MirrorConfig, MirrorMaker
-
     if not args.include:
         print("ferry mirror: --include REGEX is required to run a mirror", file=sys.stderr)
         return 2

@@ -15,14 +15,14 @@ import threading
 from collections.abc import Callable, Sequence
 
 from ferry.mirror.mirror_stream import MirrorStream, stream_for
-from ferry.mirror.partition_mirror import Progress, TopicPartition
+from ferry.mirror.partition_mirror import PartitionProgress, TopicPartition
 
 log = logging.getLogger("ferry.mirror")
 
 
 class MirrorFetcher:
     def __init__(self, streams: Sequence[MirrorStream],
-                 on_stopped: Callable[[dict[TopicPartition, Progress]], None],
+                 on_stopped: Callable[[dict[TopicPartition, PartitionProgress]], None],
                  on_started: Callable[[dict[TopicPartition, int | None]], None] | None = None) -> None:
         self.streams = list(streams)
         self.on_stopped = on_stopped
@@ -58,7 +58,7 @@ class MirrorFetcher:
         per_stream: dict[int, set[TopicPartition]] = {}
         for tp, i in owned.items():
             per_stream.setdefault(i, set()).add(tp)
-        final: dict[TopicPartition, Progress] = {}
+        final: dict[TopicPartition, PartitionProgress] = {}
         for i, parts in per_stream.items():
             final.update(self.streams[i].revoke(parts, timeout))
         if owned:

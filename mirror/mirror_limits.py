@@ -40,7 +40,8 @@ FATAL_LOOKING = frozenset({
 })
 
 
-def _name(code: int) -> str:
+def code_name(code: int) -> str:
+    """An answer's error name for the logs (its number if this build does not know it)."""
     try:
         return ErrorCode(code).name
     except ValueError:

@@ -20,10 +20,14 @@ import re
 import socket
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from ferry.client.audit.event import AUDIT_TOPIC, AuditEvent
+from ferry.client.consumer_connector import ConsumerConnector
+from ferry.client.producer import Producer
 from ferry.client.subscription import STRATEGIES
+from ferry.client.topic_selection import TopicFilter
 from ferry.client.wire_client import WireClient
 from ferry.mirror.checkpoint import ZkCheckpoints
 from ferry.mirror.checkpoint_keeper import CheckpointKeeper
@@ -31,7 +35,7 @@ from ferry.mirror.metrics import MirrorMetrics
 from ferry.mirror.mirror_fetcher import MirrorFetcher
 from ferry.mirror.mirror_limits import COALESCE_BYTES, FETCH_WAIT_MS, MAX_IN_FLIGHT
 from ferry.mirror.mirror_stream import MirrorStream
-from ferry.mirror.partition_mirror import Progress, TopicPartition
+from ferry.mirror.partition_mirror import PartitionProgress, TopicPartition
 from ferry.mirror.schema_sync import SchemaSync
 from ferry.mirror.topic_sync import TopicSync
 from ferry.wire import native
@@ -106,13 +110,17 @@ class MirrorConfig:
     @property
     def subscription_include(self) -> str:
         """The include pattern plus `_audit` (audit events are mirrored like any topic)."""
-        return f"(?:{self.include})|{re.escape(AUDIT_TOPIC)}"
+        return mirrored_include(self.include)
 
-    def matches(self, topic: str) -> bool:
-        """The ConsumerConnector's own filter (full match; `__*` internal topics never)."""
-        from ferry.client.subscription import Subscription
+    def topic_filter(self) -> TopicFilter:
+        """What the mirror copies: the ConsumerConnector's own filter."""
+        return TopicFilter(self.subscription_include, self.exclude)
 
-        return Subscription(include=self.subscription_include, exclude=self.exclude).matches(topic)
+
+def mirrored_include(include: str) -> str:
+    """A mirror's include pattern: ``include`` plus `_audit`, which it names (so copies, unless excluded),
+    an internal topic that no pattern selects otherwise (`topic_selection.is_internal`)."""
+    return f"(?:{include})|{re.escape(AUDIT_TOPIC)}"
 
 
 class MirrorMaker:
@@ -126,10 +134,10 @@ class MirrorMaker:
         self.schema_sync: SchemaSync | None = None
         self.streams: list[MirrorStream] = []
         self.fetcher: MirrorFetcher | None = None
-        self.connector = None
+        self.connector: ConsumerConnector | None = None
         self.keeper: CheckpointKeeper | None = None
         self.datacenter = config.datacenter or ""
-        self._audit_producer = None
+        self._audit_producer: Producer | None = None
         self._events_lock = threading.Lock()
         self._events_in_flight: set[str] = set()  # guids sent, not answered yet
         self._events_delivered: set[str] = set()  # guids acknowledged (of the ranges still being published)
@@ -141,8 +149,6 @@ class MirrorMaker:
 
     # ------------------------------------------------------------------ lifecycle
     def start(self, wait_s: float = 15.0) -> MirrorMaker:
-        from ferry.client.consumer_connector import ConsumerConnector
-
         cfg = self.config
         self.source = ClusterRegistry(cfg.source_zookeeper).start()
         self.target = ClusterRegistry(cfg.target_zookeeper).start()
@@ -151,7 +157,7 @@ class MirrorMaker:
             self.datacenter = sorted(dcs)[0] if dcs else ""
         if cfg.metrics_port is not None:
             self._http = self.metrics.serve(cfg.metrics_port)
-        self.topic_sync = TopicSync(self.source, self.target, cfg.matches,
+        self.topic_sync = TopicSync(self.source, self.target, cfg.topic_filter().matches,
                                     always=(AUDIT_TOPIC,) if cfg.audit else (),
                                     replication_factor=cfg.target_replication_factor).start()
         if cfg.schemas:
@@ -224,7 +230,7 @@ class MirrorMaker:
         return self.fetcher.owned() if self.fetcher is not None else set()
 
     @staticmethod
-    def _brokers_of(registry: ClusterRegistry):
+    def _brokers_of(registry: ClusterRegistry) -> Callable[[], list[tuple[str, int]]]:
         def addresses() -> list[tuple[str, int]]:
             return [(b.host, b.port) for b in registry.brokers().values()]
         return addresses
@@ -245,7 +251,7 @@ class MirrorMaker:
         now = time.monotonic()
         audit_due = force_audit or now >= self._next_audit
         with self._commit_lock:
-            progress: dict[TopicPartition, Progress] = {}
+            progress: dict[TopicPartition, PartitionProgress] = {}
             hws: dict[TopicPartition, int] = {}
             for s in self.streams:
                 progress.update(s.take_progress())
@@ -265,7 +271,7 @@ class MirrorMaker:
                 if hw is not None:
                     self.metrics.lag.labels(tp[0], str(tp[1])).set(max(hw - off, 0))
 
-    def _on_partitions_stopped(self, final: dict[TopicPartition, Progress]) -> None:
+    def _on_partitions_stopped(self, final: dict[TopicPartition, PartitionProgress]) -> None:
         """Called by the connector's thread before it releases ownership: last checkpoints, counts published.
         If that fails (ZooKeeper unreachable) nothing is lost: the next owner syncs from the offline log."""
         assert self.keeper is not None
@@ -321,11 +327,9 @@ class MirrorMaker:
                     self._events_delivered.add(guid)
         return done
 
-    def _ensure_audit_producer(self):
+    def _ensure_audit_producer(self) -> Producer | None:
         if self._audit_producer is not None:
             return self._audit_producer
-        from ferry.client.producer import Producer
-
         assert self.target is not None
         brokers = self.target.brokers()
         if not brokers:

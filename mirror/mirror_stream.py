@@ -10,7 +10,7 @@ Then each round it
    exactly, and a batch another mirror wrote first is refused rather than swallowed with others,
 3. reads the produce answers (acknowledged batches are counted for audit and become committable; a
    coalesced batch refused as too large is dropped with everything after it and re-fetched, coalesced
-   smaller: see `_split_refused`; a refused sequence means someone else wrote: the partition syncs again),
+   smaller: see `StreamProducer._split_refused`; a refused sequence means someone else wrote: the partition syncs again),
 4. reads the fetch answers and rewrites their batches into the pipeline (`batch_rewrite`; runs of small
    batches are coalesced, since only MAX_IN_FLIGHT batches per partition can be in flight).
 
@@ -28,8 +28,10 @@ import time
 from collections.abc import Callable
 from concurrent.futures import Future
 
+from ferry.client.audit.event import AUDIT_TOPIC
 from ferry.client.wire_client import WireClient
-from ferry.mirror.checkpoint import CheckpointConflict, CheckpointStore, MemoryCheckpoints, write_one
+from ferry.mirror.checkpoint import CheckpointStore, MemoryCheckpoints
+from ferry.mirror.cluster_view import ClusterView
 from ferry.mirror.metrics import MirrorMetrics
 from ferry.mirror.mirror_limits import (
     COALESCE_BYTES,
@@ -38,17 +40,26 @@ from ferry.mirror.mirror_limits import (
     MAX_IN_FLIGHT,
     log,
 )
-from ferry.mirror.partition_mirror import SYNC_FULL, SYNCED, PartitionMirror, Progress, TopicPartition
-from ferry.mirror.stream_fetching import MirrorFetching
-from ferry.mirror.stream_producing import MirrorProducing
-from ferry.mirror.stream_session import MirrorSession
-from ferry.mirror.tail_sync import SyncResult
+from ferry.mirror.partition_mirror import (
+    SYNC_FULL,
+    SYNCED,
+    PartitionMirror,
+    PartitionProgress,
+    TopicPartition,
+)
+from ferry.mirror.stream_fetching import StreamFetcher
+from ferry.mirror.stream_producing import StreamProducer
+from ferry.mirror.stream_progress import StreamProgress
+from ferry.mirror.stream_session import Adopt, StreamSession
 
-Adopt = Callable[[TopicPartition, SyncResult, int, int, bool], bool]  # CheckpointKeeper.adopt
 
-
-class MirrorStream(MirrorFetching, MirrorProducing, MirrorSession, threading.Thread):
+class MirrorStream:
     """A worker thread; partitions are handed to it with `assign` and taken back with `revoke`.
+
+    A coordinator: the thread runs rounds over its collaborators, which own their state: ``session`` (the
+    producer id, the syncs), ``fetcher`` (live side), ``producer`` (offline side), ``progress`` (the
+    hand-over to the committer), one ClusterView per cluster (metadata refreshes). They share the table of
+    owned partitions, which only this thread changes (ownership changes arrive as commands between rounds).
 
     ``checkpoints`` is where partitions' checkpoints live (default: this process's memory), ``adopt`` what
     takes over a partition's books after a sync (default: store the sync's new anchor, if any); ``audit``:
@@ -59,44 +70,41 @@ class MirrorStream(MirrorFetching, MirrorProducing, MirrorSession, threading.Thr
                  fetch_wait_ms: int = FETCH_WAIT_MS, coalesce_bytes: int = COALESCE_BYTES, *,
                  checkpoints: CheckpointStore | None = None, adopt: Adopt | None = None, audit: bool = True,
                  max_in_flight: int = MAX_IN_FLIGHT) -> None:
-        super().__init__(name=f"ferry-mirror-stream-{index}", daemon=True)
+        if not 1 <= max_in_flight <= MAX_IN_FLIGHT:
+            raise ValueError(f"max_in_flight must be 1..{MAX_IN_FLIGHT} (the offline broker dedupes that many)")
         self.index = index
         self.source = source
         self.target = target
         self.metrics = metrics
-        self.fetch_wait_ms = fetch_wait_ms
-        self.coalesce_bytes = coalesce_bytes
-        self.checkpoints: CheckpointStore = checkpoints if checkpoints is not None else MemoryCheckpoints()
-        self.adopt: Adopt = adopt if adopt is not None else self._store_anchor
         self.audit = audit
-        if not 1 <= max_in_flight <= MAX_IN_FLIGHT:
-            raise ValueError(f"max_in_flight must be 1..{MAX_IN_FLIGHT} (the offline broker dedupes that many)")
-        self.max_in_flight = max_in_flight  # batches per partition in flight, over as many rounds as it takes
-        # live node -> the buffer its fetch answers are received into (forward_batches copies what it keeps)
-        self._fetch_buffers: dict[int, bytearray] = {}
-        self._produces: dict = {}  # offline node -> deque of (connection, request, round) in flight, oldest first
+        self.partitions: dict[TopicPartition, PartitionMirror] = {}
+        self.source_view = ClusterView(source, "live", index, metrics)
+        self.target_view = ClusterView(target, "offline", index, metrics)
+        self.session = StreamSession(index, source, target, metrics,
+                                     checkpoints if checkpoints is not None else MemoryCheckpoints(), adopt,
+                                     self.partitions)
+        self.fetcher = StreamFetcher(self.source_view, self.session, metrics, self.partitions, fetch_wait_ms,
+                                     coalesce_bytes, self._unsent)
+        self.producer = StreamProducer(self.target_view, self.fetcher, metrics, self.partitions, max_in_flight)
+        self.progress = StreamProgress()
         self.max_rounds_in_flight = 0  # the deepest the pipeline got (tests, bench)
         self.overlapped_rounds = 0  # rounds that fetched while earlier rounds' produce answers were due
-        # partition -> a lower coalesce limit, learnt from the offline broker refusing a coalesced batch
-        self.coalesce_limits: dict[TopicPartition, int] = {}
-        self.partitions: dict[TopicPartition, PartitionMirror] = {}
-        self.sequences: dict[TopicPartition, int] = {}  # next sequence per partition for fetched batches
-        self.producer_id: int | None = None  # the mirror group's (checkpoint.py), the same in every stream
-        self.producer_epoch = 0
-        self._pid_retry_at = 0.0
-        self._pid_failures = 0
-        self._source_stale = True
-        self._target_stale = True
-        self._source_refreshed = self._target_refreshed = 0.0  # earliest next refresh (monotonic)
-        self._source_md_failures = self._target_md_failures = 0
+        self.rounds = 0
         self._commands: queue.SimpleQueue = queue.SimpleQueue()
         self._stopping = threading.Event()
-        self._lock = threading.Lock()
-        self._progress: dict[TopicPartition, Progress] = {}
-        self._high_watermarks: dict[TopicPartition, int] = {}
-        self.rounds = 0
+        self._thread = threading.Thread(target=self._run, name=f"ferry-mirror-stream-{index}", daemon=True)
+
+    def _unsent(self) -> list:
+        return self.producer.unsent()
 
     # ------------------------------------------------------------------ control (other threads)
+    def start(self) -> MirrorStream:
+        self._thread.start()
+        return self
+
+    def is_alive(self) -> bool:
+        return self._thread.is_alive()
+
     def assign(self, offsets: dict[TopicPartition, int | None]) -> None:
         """Start mirroring these partitions. Where from is decided by a sync against the offline log
         (tail_sync.py); the offset given is used only for a partition without any checkpoint or committed
@@ -104,7 +112,8 @@ class MirrorStream(MirrorFetching, MirrorProducing, MirrorSession, threading.Thr
         if offsets:
             self._commands.put(("assign", dict(offsets), None))
 
-    def revoke(self, partitions: set[TopicPartition], timeout: float = 120.0) -> dict[TopicPartition, Progress]:
+    def revoke(self, partitions: set[TopicPartition], timeout: float = 120.0
+               ) -> dict[TopicPartition, PartitionProgress]:
         """Stop mirroring ``partitions`` and return their progress (acknowledged prefix, counts not yet taken).
 
         Blocks until the worker finished its current round, so nothing for them is in flight when the
@@ -123,29 +132,24 @@ class MirrorStream(MirrorFetching, MirrorProducing, MirrorSession, threading.Thr
         if partitions:
             self._commands.put(("resync", set(partitions), None))
 
-    def take_progress(self) -> dict[TopicPartition, Progress]:
+    def take_progress(self) -> dict[TopicPartition, PartitionProgress]:
         """Progress of the synced partitions since the last call (their counts are handed over once)."""
-        with self._lock:
-            out = self._progress
-            self._progress = {tp: Progress(p.live, p.offline, p.seq, p.generation) for tp, p in out.items()}
-            return out
+        return self.progress.take()
 
     def committable(self) -> dict[TopicPartition, int]:
         """The live offset copied up to, per synced partition."""
-        with self._lock:
-            return {tp: p.live for tp, p in self._progress.items()}
+        return self.progress.committable()
 
     def high_watermarks(self) -> dict[TopicPartition, int]:
-        with self._lock:
-            return dict(self._high_watermarks)
+        return self.progress.high_watermarks()
 
     def stop(self, timeout: float = 30.0) -> None:
         self._stopping.set()
-        if self.is_alive() and threading.current_thread() is not self:
-            self.join(timeout)
+        if self.is_alive() and threading.current_thread() is not self._thread:
+            self._thread.join(timeout)
 
     # ------------------------------------------------------------------ thread
-    def run(self) -> None:
+    def _run(self) -> None:
         try:
             while not self._stopping.is_set():
                 self._apply_commands()
@@ -177,7 +181,7 @@ class MirrorStream(MirrorFetching, MirrorProducing, MirrorSession, threading.Thr
         now = time.monotonic()
         times = [min(p.fetch_retry_at, p.produce_retry_at) if p.sync == SYNCED else p.sync_retry_at
                  for p in self.partitions.values()]
-        times.append(self._pid_retry_at)
+        times.append(self.session.retry_at)
         nxt = min((t for t in times if t > now), default=now + 0.05)
         return min(max(nxt - now, 0.005), 0.5)
 
@@ -190,64 +194,31 @@ class MirrorStream(MirrorFetching, MirrorProducing, MirrorSession, threading.Thr
             if kind == "assign":
                 for tp, offset in arg.items():
                     if tp not in self.partitions:
-                        self.partitions[tp] = PartitionMirror(tp[0], tp[1], None, assigned=offset)
-                self._source_stale = self._target_stale = True
+                        self.partitions[tp] = PartitionMirror(tp[0], tp[1], None, assigned=offset,
+                                                              count=self.audit and tp[0] != AUDIT_TOPIC)
+                self.source_view.stale = self.target_view.stale = True
             elif kind == "resync":
                 for tp in arg:
                     pm = self.partitions.get(tp)
                     if pm is not None:
                         pm.sync, pm.sync_retry_at = SYNC_FULL, 0.0
-                        with self._lock:
-                            self._progress.pop(tp, None)
+                        self.progress.forget(tp)
             elif kind == "revoke":
                 try:
                     fut.set_result(self._take(arg))
                 except Exception as e:  # pragma: no cover - _take does not raise
                     fut.set_exception(e)
 
-    def _take(self, partitions: set[TopicPartition]) -> dict[TopicPartition, Progress]:
-        if threading.current_thread() is self or not self.is_alive():
-            self._drain_produces()  # nothing of theirs in flight once the caller checkpoints and releases
-        self._publish_progress()
-        with self._lock:
-            out = {tp: self._progress.pop(tp) for tp in partitions if tp in self._progress}
-            for tp in partitions:
-                self._high_watermarks.pop(tp, None)
+    def _take(self, partitions: set[TopicPartition]) -> dict[TopicPartition, PartitionProgress]:
+        if threading.current_thread() is self._thread or not self.is_alive():
+            self.producer.drain()  # nothing of theirs in flight once the caller checkpoints and releases
+        self.progress.publish(self.partitions.items())
+        out = self.progress.take_partitions(partitions)
         for tp in partitions:
             self.partitions.pop(tp, None)
         if not self.partitions:
-            self._fetch_buffers.clear()  # an idle stream holds no fetch buffers
+            self.fetcher.release_buffers()
         return out
-
-    def _publish_progress(self) -> None:
-        """Hand what the offline cluster acknowledged to the committer's side (take_progress)."""
-        with self._lock:
-            for tp, pm in self.partitions.items():
-                if pm.sync != SYNCED and pm.generation == 0:
-                    continue  # never synced: nothing of ours to report
-                off = pm.commit_offset()
-                p = self._progress.get(tp)
-                if p is None or p.generation != pm.generation:
-                    p = self._progress[tp] = Progress(off if off is not None else pm.acked_live, pm.acked_offline,
-                                                      pm.acked_seq, pm.generation)
-                if pm.sync == SYNCED and off is not None:
-                    p.live = off
-                p.offline, p.seq = pm.acked_offline, pm.acked_seq
-                if pm.counts:
-                    p.counts.update(pm.counts)
-                    pm.counts.clear()
-                if pm.high_watermark >= 0:
-                    self._high_watermarks[tp] = pm.high_watermark
-
-    def _store_anchor(self, tp: TopicPartition, result: SyncResult, version: int, _generation: int,
-                      _count: bool) -> bool:
-        """``adopt`` without a CheckpointKeeper: store a new anchor before copying from it."""
-        if result.write:
-            try:
-                write_one(self.checkpoints, tp, result.anchor, version)
-            except CheckpointConflict:
-                return False
-        return True
 
     # ------------------------------------------------------------------ one round
     def _round(self) -> bool:
@@ -256,32 +227,34 @@ class MirrorStream(MirrorFetching, MirrorProducing, MirrorSession, threading.Thr
         offline cluster's acks=all. Only a sync, a metadata refresh of the offline side or a revoke waits
         for every answer first."""
         now = time.monotonic()
-        if not self._ensure_producer_id(now):
+        if not self.session.ensure_producer_id(now):
             return False
-        if self._produces and (self._target_stale and now >= self._target_refreshed or any(
-                pm.sync != SYNCED and pm.sync_retry_at <= now for pm in self.partitions.values())):
-            self._drain_produces()
-        self._refresh_metadata(now)
-        self._sync_partitions(now)
-        fetch_plan = self._plan_fetches(now)
-        produce_plan = self._plan_produces(now)
-        if not fetch_plan and not produce_plan and not self._produces:
+        producer = self.producer
+        if producer.in_flight and (self.target_view.due(now) or self.session.sync_due(now)):
+            producer.drain()
+        topics = sorted({tp[0] for tp in self.partitions})
+        self.source_view.refresh_if_due(topics, now)
+        self.target_view.refresh_if_due(topics, now)
+        self.session.sync_partitions(now)
+        fetch_plan = self.fetcher.plan(now)
+        produce_plan = producer.plan(now)
+        if not fetch_plan and not produce_plan and not producer.in_flight:
             return False
-        wait_ms = 0 if produce_plan else self._fetch_wait(now)
-        if self._produces:
+        wait_ms = 0 if produce_plan else self.fetcher.fetch_wait(now)
+        if producer.in_flight:
             wait_ms = min(wait_ms, IN_FLIGHT_FETCH_WAIT_MS)  # answers are read between fetches
-        fetches = self._send_fetches(fetch_plan, wait_ms)
-        if fetches and self._produces:
+        fetches = self.fetcher.send(fetch_plan, wait_ms)
+        if fetches and producer.in_flight:
             self.overlapped_rounds += 1
             self.metrics.overlapped_rounds.inc()
-        self._send_produces(produce_plan)
-        depth = self._rounds_in_flight()
+        producer.send(produce_plan, self.rounds)
+        depth = producer.rounds_in_flight()
         self.max_rounds_in_flight = max(self.max_rounds_in_flight, depth)
         self.metrics.rounds_in_flight.labels(str(self.index)).set(depth)
-        self._receive_produces(block=not fetches)
-        self._receive_fetches(fetches)
-        self._receive_produces(block=False)
-        self._publish_progress()
+        producer.receive(block=not fetches)
+        self.fetcher.receive(fetches)
+        producer.receive(block=False)
+        self.progress.publish(self.partitions.items())
         return True
 
 

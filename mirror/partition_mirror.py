@@ -20,7 +20,7 @@ SYNCED, SYNC_LOCAL, SYNC_FULL = 0, 1, 2  # PartitionMirror.sync: copying, or wha
 
 
 @dataclass(slots=True)
-class Progress:
+class PartitionProgress:
     """What the offline cluster acknowledged of a partition, for its checkpoint: the live offset copied up to,
     the offline offset and sequence after the mirror's last batch, and the record counts (bucket -> records)
     acknowledged since the last report."""
@@ -57,10 +57,14 @@ class PendingBatch:
 
 @dataclass(slots=True, eq=False)
 class PartitionMirror:
+    """One owned partition's copy state, shared by the stream's fetching, producing and sync."""
+
     topic: str
     partition: int
     fetch_offset: int | None  # None until synced (then the live offset to fetch next)
     assigned: int | None = None  # the offset it was handed over with (used only without any checkpoint)
+    count: bool = False  # the mirror tier audit-counts its records (decided once, when it is assigned)
+    next_seq: int = 0  # the sequence stamped into the next fetched batch
     sync: int = SYNC_FULL  # SYNCED, or the sync to run before copying (tail_sync.py)
     sync_retry_at: float = 0.0
     sync_failures: int = 0
@@ -98,6 +102,7 @@ class PartitionMirror:
         self.fetch_offset = self.acked_live = live
         self.fetch_sent_offset = None
         self.acked_offline, self.acked_seq, self.epoch = offline, seq, epoch
+        self.next_seq = seq
         self.solo = True
         self.sync, self.sync_failures, self.sync_retry_at = SYNCED, 0, 0.0
         self.fetch_retry_at = self.produce_retry_at = 0.0

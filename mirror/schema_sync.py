@@ -10,7 +10,11 @@ from __future__ import annotations
 
 import logging
 
+from kazoo.recipe.watchers import ChildrenWatch
+
 from ferry.mirror.sync_loop import SyncLoop
+from ferry.schemas.registry import IDS, SchemaRegistry
+from ferry.schemas.replication import replicate
 from ferry.zk.cluster_registry import ClusterRegistry
 
 log = logging.getLogger("ferry.mirror.schemas")
@@ -25,10 +29,6 @@ class SchemaSync(SyncLoop):
         self.failures = 0
 
     def start(self) -> SchemaSync:
-        from kazoo.recipe.watchers import ChildrenWatch
-
-        from ferry.schemas.registry import IDS
-
         self.source.client.ensure_path(IDS)
         ChildrenWatch(self.source.client, IDS, self._on_ids)
         self._thread.start()
@@ -50,9 +50,6 @@ class SchemaSync(SyncLoop):
                     exc, self.interval_s)
 
     def sync_once(self) -> int:
-        from ferry.schemas.registry import SchemaRegistry
-        from ferry.schemas.replication import replicate
-
         result = replicate(SchemaRegistry(self.source), SchemaRegistry(self.target))
         self.copied_ids += result.ids_copied
         return result.ids_copied

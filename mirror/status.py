@@ -6,11 +6,12 @@ it works whether or not a mirror process runs, and from any machine.
 
 from __future__ import annotations
 
-import re
 from dataclasses import asdict, dataclass
 
 from ferry.client.group_store import read_members, read_offsets, read_owners
+from ferry.client.topic_selection import TopicFilter
 from ferry.client.wire_client import WireClient
+from ferry.mirror.mirror_maker import mirrored_include
 from ferry.wire.protocol.list_offsets import LATEST_TIMESTAMP
 from ferry.zk.cluster_registry import ClusterRegistry
 
@@ -56,7 +57,10 @@ def _end_offsets(registry: ClusterRegistry, wanted: list[tuple[str, int]]) -> di
 
 
 def mirror_status(source_zookeeper: str, target_zookeeper: str | None, group: str,
-                  include: str | None = None) -> MirrorStatus:
+                  include: str | None = None, exclude: str | None = None) -> MirrorStatus:
+    """The group's committed and owned partitions, less the topics ``exclude`` takes out; with ``include``,
+    also the partitions the mirror would copy (its own filter) that nobody committed yet."""
+    mirrored = TopicFilter(mirrored_include(include if include is not None else ""), exclude)
     source = ClusterRegistry(source_zookeeper).start()
     target = ClusterRegistry(target_zookeeper).start() if target_zookeeper else None
     try:
@@ -64,10 +68,10 @@ def mirror_status(source_zookeeper: str, target_zookeeper: str | None, group: st
         offsets = read_offsets(zk, group)
         owners = read_owners(zk, group)
         members = sorted(read_members(zk, group))
-        keys = set(offsets) | set(owners)
+        keys = {tp for tp in set(offsets) | set(owners) if not mirrored.excludes(tp[0])}
         if include is not None:
             for name, info in source.topics().items():
-                if re.fullmatch(include, name):
+                if mirrored.matches(name):
                     keys.update((name, p) for p in info.partitions)
         wanted = sorted(keys)
         live_end = _end_offsets(source, wanted)

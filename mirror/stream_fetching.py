@@ -1,17 +1,22 @@
-"""The fetching half of a mirror stream: which partitions to fetch from which live broker, and what to do with each answer."""
+"""StreamFetcher: the fetching half of a mirror stream: which partitions to fetch from which live broker,
+and what to do with each answer (rewrite its batches into the partition's pipeline)."""
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 from ferry.client.errors import ClientError
-from ferry.client.wire_client import LEADERSHIP_ERRORS
+from ferry.client.wire_client import LEADERSHIP_ERRORS, WireClient
 from ferry.mirror.batch_rewrite import CorruptBatchError, forward_batches, next_sequence
+from ferry.mirror.cluster_view import ClusterView
+from ferry.mirror.metrics import MirrorMetrics
 from ferry.mirror.mirror_limits import (
     FETCH_RESPONSE_MAX_BYTES,
     MAX_PENDING_BYTES,
     MAX_STREAM_PENDING_BYTES,
-    _name,
+    MIN_COALESCE_BYTES,
+    code_name,
     log,
 )
 from ferry.mirror.partition_mirror import (
@@ -19,19 +24,49 @@ from ferry.mirror.partition_mirror import (
     SYNCED,
     PartitionMirror,
     PendingBatch,
+    TopicPartition,
 )
+from ferry.mirror.stream_session import StreamSession
 from ferry.wire.protocol import fetch
 from ferry.wire.protocol.errors import ErrorCode
-from ferry.wire.protocol.fetch import FetchPartition
+from ferry.wire.protocol.fetch import FetchPartition, PartitionFetchResult
 from ferry.wire.protocol.list_offsets import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 from ferry.wire.protocol.primitives import ProtocolError
 from ferry.wire.record.read_committed import ReadCommitted
 
+FetchPlan = dict[int, dict[str, list[PartitionMirror]]]  # live node -> topic -> partitions
 
-class MirrorFetching:
-    """The fetching half of a mirror stream: which partitions to fetch from which live broker, and what to do with each answer (a part of MirrorStream)."""
 
-    def _fetch_wait(self, now: float) -> int:
+class StreamFetcher:
+    """Fetches the owned partitions from their live leaders (read_committed) and rewrites what comes back
+    into pending batches under the mirror's producer id, coalescing runs of small ones.
+
+    Owns the fetch buffers (one per live node: forward_batches copies what it keeps) and the coalesce limit
+    per partition, lowered when the offline broker refuses a coalesced batch as too large (`refetch_smaller`).
+    ``unsent`` lists the offline connections with produce requests still being written: they are pushed
+    while a fetch answer comes in.
+    """
+
+    def __init__(self, source: ClusterView, session: StreamSession, metrics: MirrorMetrics,
+                 partitions: dict[TopicPartition, PartitionMirror], fetch_wait_ms: int, coalesce_bytes: int,
+                 unsent: Callable[[], list]) -> None:
+        self.source: WireClient = source.client
+        self.source_view = source
+        self.session = session
+        self.metrics = metrics
+        self.partitions = partitions  # the stream's owned partitions (its coordinator adds and removes them)
+        self.fetch_wait_ms = fetch_wait_ms
+        self.coalesce_bytes = coalesce_bytes
+        # partition -> a lower coalesce limit, learnt from the offline broker refusing a coalesced batch
+        self.coalesce_limits: dict[TopicPartition, int] = {}
+        self.unsent = unsent
+        self._buffers: dict[int, bytearray] = {}  # live node -> the buffer its fetch answers are received into
+
+    def release_buffers(self) -> None:
+        """An idle stream holds no fetch buffers."""
+        self._buffers.clear()
+
+    def fetch_wait(self, now: float) -> int:
         """Long-poll, but not past the moment a backed-off produce retry is due."""
         retry = [pm.produce_retry_at if pm.sync == SYNCED else pm.sync_retry_at for pm in self.partitions.values()
                  if pm.sync != SYNCED or pm.unacked(1)]
@@ -40,8 +75,8 @@ class MirrorFetching:
         return int(max(0.0, min(self.fetch_wait_ms / 1000, min(retry) - now)) * 1000)
 
     # ------------------------------------------------------------------ fetch
-    def _plan_fetches(self, now: float) -> dict[int, dict[str, list[PartitionMirror]]]:
-        plan: dict[int, dict[str, list[PartitionMirror]]] = {}
+    def plan(self, now: float) -> FetchPlan:
+        plan: FetchPlan = {}
         if sum(pm.pending_size for pm in self.partitions.values()) >= MAX_STREAM_PENDING_BYTES:
             return plan  # the offline side is behind: produce what we hold first
         for pm in self.partitions.values():
@@ -49,13 +84,13 @@ class MirrorFetching:
                 continue
             leader = self.source.leaders.get(pm.tp)
             if leader is None:
-                self._source_stale = True
+                self.source_view.stale = True
                 pm.fetch_failed(now)
                 continue
             plan.setdefault(leader, {}).setdefault(pm.topic, []).append(pm)
         return plan
 
-    def _send_fetches(self, plan: dict[int, dict[str, list[PartitionMirror]]], wait_ms: int) -> list:
+    def send(self, plan: FetchPlan, wait_ms: int) -> list:
         sent = []
         for node, topics in plan.items():
             req = [(t, [FetchPartition(pm.partition, pm.fetch_offset, pm.fetch_bytes) for pm in pms])
@@ -76,7 +111,7 @@ class MirrorFetching:
     def _fetch_connection_failed(self, node: int, topics: dict[str, list[PartitionMirror]], err: Exception) -> None:
         now = time.monotonic()
         self.source.close_connection(node)
-        self._source_stale = True
+        self.source_view.stale = True
         self.metrics.error("fetch")
         pms = [pm for group in topics.values() for pm in group]
         for pm in pms:
@@ -86,13 +121,13 @@ class MirrorFetching:
             log.warning("fetch from live broker %d failed (%d times in a row, %d partitions): %s", node, n,
                         len(pms), err)
 
-    def _receive_fetches(self, sent: list) -> None:
+    def receive(self, sent: list) -> None:
         for node, conn, topics in sent:
             # the produce requests still being written go out while the answer comes in
-            pushing = [q[0][0] for q in self._produces.values() if q and q[0][0].unsent]
+            pushing = self.unsent()
             try:
                 body = conn.receive(timeout_s=self.source.timeout_s + self.fetch_wait_ms / 1000,
-                                    into=self._fetch_buffers.setdefault(node, bytearray()), push=pushing)
+                                    into=self._buffers.setdefault(node, bytearray()), push=pushing)
                 resp = fetch.parse_response(body)
             except (ClientError, ProtocolError) as e:
                 self._fetch_connection_failed(node, topics, e)
@@ -107,7 +142,7 @@ class MirrorFetching:
                         continue
                     self._handle_fetch_result(pm, res, now)
 
-    def _handle_fetch_result(self, pm: PartitionMirror, res, now: float) -> None:
+    def _handle_fetch_result(self, pm: PartitionMirror, res: PartitionFetchResult, now: float) -> None:
         if pm.sync != SYNCED or pm.fetch_sent_offset != pm.fetch_offset:
             return  # rewound (a split) or to be synced while this fetch was out: fetched again later
         err = res.error_code
@@ -125,18 +160,33 @@ class MirrorFetching:
             return
         self.metrics.error("fetch")
         if err in LEADERSHIP_ERRORS:
-            self._source_stale = True
+            self.source_view.stale = True
         pm.fetch_failed(now)
         if pm.fetch_failures in (1, 10) or pm.fetch_failures % 100 == 0:
             log.warning("fetch %s-%d at %s: %s (attempt %d, retrying)", pm.topic, pm.partition, pm.fetch_offset,
-                        _name(err), pm.fetch_failures)
+                        code_name(err), pm.fetch_failures)
+
+    def refetch_smaller(self, pm: PartitionMirror, first: PendingBatch, refused_size: int) -> int:
+        """Fetch ``pm`` again from ``first`` (dropped, with everything after it) under its sequence, coalescing
+        into batches at most half the size of the refused coalesced one (down to not at all); returns the
+        new limit."""
+        limit = self.coalesce_limits.get(pm.tp, self.coalesce_bytes)
+        new_limit = min(limit, refused_size) // 2
+        if new_limit < MIN_COALESCE_BYTES:
+            new_limit = 0
+        self.coalesce_limits[pm.tp] = new_limit
+        pm.fetch_offset = first.resume_offset
+        pm.next_seq = first.sequence
+        pm.fetch_retry_at = 0.0
+        return new_limit
 
     def _accept_records(self, pm: PartitionMirror, records: memoryview, committed: ReadCommitted,
                         now: float) -> None:
-        assert self.producer_id is not None and pm.fetch_offset is not None
-        seq = self.sequences.get(pm.tp, 0)
+        producer_id = self.session.producer_id
+        assert producer_id is not None and pm.fetch_offset is not None
+        seq = pm.next_seq
         try:
-            fw = forward_batches(records, pm.fetch_offset, self.producer_id, pm.epoch, seq,
+            fw = forward_batches(records, pm.fetch_offset, producer_id, pm.epoch, seq,
                                  self.coalesce_limits.get(pm.tp, self.coalesce_bytes), committed)
         except CorruptBatchError as e:
             self.metrics.error("corrupt_batch")
@@ -149,7 +199,7 @@ class MirrorFetching:
             pm.add_pending(PendingBatch(fw.records, start, size, h, resume, seq, end_offset=end,
                                         coalesced=coalesced, counts=counts))
             seq = next_sequence(seq, h)
-        self.sequences[pm.tp] = fw.next_sequence
+        pm.next_seq = fw.next_sequence
         if fw.empty and fw.truncated and fw.next_offset == pm.fetch_offset:
             pm.fetch_bytes = min(pm.fetch_bytes * 2, MAX_FETCH_BYTES)  # one batch bigger than we asked for
         pm.fetch_offset = fw.next_offset
@@ -160,7 +210,7 @@ class MirrorFetching:
         latest = self.source.list_offsets({pm.tp: LATEST_TIMESTAMP})
         e, lt = got.get(pm.tp), latest.get(pm.tp)
         if e is None or lt is None or e.error_code or lt.error_code:
-            self._source_stale = True
+            self.source_view.stale = True
             pm.fetch_failed(now)
             return
         offset = pm.fetch_offset if pm.fetch_offset is not None else -1

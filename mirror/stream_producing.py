@@ -1,4 +1,5 @@
-"""The producing half of a mirror stream: batches into produce requests to the offline leaders, and each answer's consequences (retry, split, tally)."""
+"""StreamProducer: the producing half of a mirror stream: pending batches into produce requests to the
+offline leaders, and each answer's consequences (acknowledged, retried, split, or a sync)."""
 
 from __future__ import annotations
 
@@ -7,17 +8,18 @@ import time
 from collections import deque
 
 from ferry.client.errors import ClientError
-from ferry.client.wire_client import LEADERSHIP_ERRORS
+from ferry.client.wire_client import LEADERSHIP_ERRORS, WireClient
 from ferry.mirror.audit_tally import count_batch
+from ferry.mirror.cluster_view import ClusterView
+from ferry.mirror.metrics import MirrorMetrics
 from ferry.mirror.mirror_limits import (
     FATAL_LOOKING,
     MAX_PRODUCE_REQUEST_BYTES,
-    MIN_COALESCE_BYTES,
     PRODUCER_STATE_ERRORS,
     TOO_LARGE_ERRORS,
     UNKNOWN_OUTCOME_ERRORS,
     Slot,
-    _name,
+    code_name,
     log,
 )
 from ferry.mirror.partition_mirror import (
@@ -26,17 +28,47 @@ from ferry.mirror.partition_mirror import (
     SYNCED,
     PartitionMirror,
     PendingBatch,
+    TopicPartition,
 )
+from ferry.mirror.stream_fetching import StreamFetcher
 from ferry.wire.protocol import produce
 from ferry.wire.protocol.errors import ErrorCode
 from ferry.wire.protocol.primitives import ProtocolError
+from ferry.wire.protocol.produce import PartitionProduceResult
+
+ProducePlan = dict[int, list[list[Slot]]]  # offline node -> its produce requests, in order
 
 
-class MirrorProducing:
-    """The producing half of a mirror stream: batches into produce requests to the offline leaders, and each answer's consequences (retry, split, tally) (a part of MirrorStream)."""
+class StreamProducer:
+    """Sends the owned partitions' pending batches to their offline leaders and applies the answers.
+
+    Owns the produce requests in flight: per offline node, (connection, request, round, sent at), oldest
+    first, answered in order. Requests stay in flight across rounds (up to ``max_in_flight`` batches per
+    partition), so the next fetch does not wait for the offline cluster's acks=all. A coalesced batch refused
+    as too large is handed back to ``fetcher`` to be fetched again, coalesced smaller.
+    """
+
+    def __init__(self, target: ClusterView, fetcher: StreamFetcher, metrics: MirrorMetrics,
+                 partitions: dict[TopicPartition, PartitionMirror], max_in_flight: int) -> None:
+        self.target: WireClient = target.client
+        self.target_view = target
+        self.fetcher = fetcher
+        self.metrics = metrics
+        self.partitions = partitions  # the stream's owned partitions (its coordinator adds and removes them)
+        self.max_in_flight = max_in_flight  # batches per partition in flight, over as many rounds as it takes
+        self._flying: dict[int, deque] = {}  # offline node -> deque of (connection, request, round, sent at)
+
+    @property
+    def in_flight(self) -> bool:
+        """Whether produce answers are due."""
+        return bool(self._flying)
+
+    def unsent(self) -> list:
+        """The connections with a produce request still being written (pushed while a fetch answer comes in)."""
+        return [q[0][0] for q in self._flying.values() if q and q[0][0].unsent]
 
     # ------------------------------------------------------------------ produce
-    def _plan_produces(self, now: float) -> dict[int, list[list[Slot]]]:
+    def plan(self, now: float) -> ProducePlan:
         """Per offline leader, the produce requests to send in order.
 
         A partition has at most ``max_in_flight`` batches in flight (MAX_IN_FLIGHT: the offline broker
@@ -57,7 +89,7 @@ class MirrorProducing:
                 continue
             leader = self.target.leaders.get(pm.tp)
             if leader is None:
-                self._target_stale = True
+                self.target_view.stale = True
                 if pm.produce_failures in (0, 9):
                     log.info("%s-%d: no leader in the offline cluster yet (topic being created?)", pm.topic,
                              pm.partition)
@@ -66,7 +98,7 @@ class MirrorProducing:
             if pm.in_flight and pm.produce_node != leader:
                 continue
             per_node.setdefault(leader, []).append([(pm, [b]) for b in batches])
-        plan: dict[int, list[list[Slot]]] = {}
+        plan: ProducePlan = {}
         for node, per_partition in per_node.items():
             requests: list[list[Slot]] = []
             for j in range(max(len(slots) for slots in per_partition)):
@@ -86,10 +118,10 @@ class MirrorProducing:
             plan[node] = requests
         return plan
 
-    def _send_produces(self, plan: dict[int, list[list[Slot]]]) -> None:
+    def send(self, plan: ProducePlan, round_no: int) -> None:
         """Send the planned requests; they join the node's requests in flight (answered in order)."""
         for node, requests in plan.items():
-            flying = self._produces.get(node)
+            flying = self._flying.get(node)
             if flying and flying[0][0].in_flight < len(flying):
                 # the connection was replaced or closed: the answers in flight on it are lost
                 self._produce_connection_failed(node, [], [], ClientError("connection closed"))
@@ -98,7 +130,7 @@ class MirrorProducing:
             except ClientError as e:
                 self._produce_connection_failed(node, [], [s for req in requests for s in req], e)
                 continue
-            flying = self._produces.setdefault(node, deque())
+            flying = self._flying.setdefault(node, deque())
             for i, req in enumerate(requests):
                 by_topic: dict[str, list[tuple[int, list[memoryview]]]] = {}
                 for pm, batches in req:
@@ -115,7 +147,7 @@ class MirrorProducing:
                         b.in_flight = True
                     pm.in_flight += len(batches)
                     pm.produce_node = node
-                flying.append((conn, req, self.rounds, time.monotonic()))
+                flying.append((conn, req, round_no, time.monotonic()))
 
     def _landed(self, req: list[Slot]) -> None:
         """The answer to ``req`` is in (or lost with its connection): its batches are no longer in flight."""
@@ -130,9 +162,9 @@ class MirrorProducing:
         the broker's dedupe answers those it wrote), as are ``unknown`` (sent, not yet recorded)."""
         now = time.monotonic()
         self.target.close_connection(node)
-        self._target_stale = True
+        self.target_view.stale = True
         self.metrics.error("produce")
-        for _conn, req, _rnd, _at in self._produces.pop(node, ()):
+        for _conn, req, _rnd, _at in self._flying.pop(node, ()):
             self._landed(req)
             unknown = unknown + list(req)
         for _pm, batches in unknown:
@@ -146,15 +178,15 @@ class MirrorProducing:
                 log.warning("produce to offline broker %d failed (%d times in a row for %s-%d): %s", node,
                             pm.produce_failures, pm.topic, pm.partition, err)
 
-    def _rounds_in_flight(self) -> int:
+    def rounds_in_flight(self) -> int:
         """How many rounds' produce requests await their answers (the pipelining depth now)."""
-        return len({entry[2] for q in self._produces.values() for entry in q})
+        return len({entry[2] for q in self._flying.values() for entry in q})
 
-    def _receive_produces(self, block: bool) -> None:
+    def receive(self, block: bool) -> None:
         """Read the produce answers that are there (``block``: at least the oldest of each broker's), apply
         them and move the acknowledged prefixes on."""
-        for node in list(self._produces):
-            flying = self._produces.get(node)
+        for node in list(self._flying):
+            flying = self._flying.get(node)
             must = block
             while flying:
                 conn, req, _rnd, sent_at = flying[0]
@@ -176,16 +208,16 @@ class MirrorProducing:
                 self._landed(req)
                 self._apply_answer(req, results)
             if not flying:
-                self._produces.pop(node, None)
+                self._flying.pop(node, None)
         self._settle()
 
-    def _drain_produces(self) -> None:
+    def drain(self) -> None:
         """Wait for every produce answer in flight (before a sync, a metadata refresh or a revoke, which
         need the offline connections idle and the partitions' acknowledged prefixes final)."""
-        while self._produces:
-            self._receive_produces(True)
+        while self._flying:
+            self.receive(True)
 
-    def _apply_answer(self, req: list[Slot], results) -> None:
+    def _apply_answer(self, req: list[Slot], results: dict[str, list[PartitionProduceResult]]) -> None:
         by_tp = {(t, r.partition): r for t, rs in results.items() for r in rs}
         now = time.monotonic()
         for pm, batches in req:
@@ -199,10 +231,11 @@ class MirrorProducing:
         """Move every partition's acknowledged prefix on, audit-counting what joined it."""
         for pm in self.partitions.values():
             for b in pm.drop_acked_prefix():
-                if self._counts(pm):
+                if pm.count:
                     self._tally(pm, b)
 
-    def _handle_produce_result(self, pm: PartitionMirror, batches: list[PendingBatch], code: int, res,
+    def _handle_produce_result(self, pm: PartitionMirror, batches: list[PendingBatch], code: int,
+                               res: PartitionProduceResult | None,
                                after_failure: bool, now: float) -> bool:
         """Apply one partition's answer to the batches it carried; True if they are acknowledged."""
         if code in (ErrorCode.NONE, ErrorCode.DUPLICATE_SEQUENCE_NUMBER):
@@ -236,14 +269,14 @@ class MirrorProducing:
             pm.sync = SYNC_FULL if code == ErrorCode.INVALID_PRODUCER_EPOCH else SYNC_LOCAL
             pm.sync_retry_at = 0.0
             log.warning("%s-%d: offline broker refused sequence %d (%s %s); syncing from the offline log",
-                        pm.topic, pm.partition, first.sequence, _name(code), message)
+                        pm.topic, pm.partition, first.sequence, code_name(code), message)
             return False
         if code in LEADERSHIP_ERRORS:
-            self._target_stale = True
+            self.target_view.stale = True
         level = logging.ERROR if code in FATAL_LOOKING else logging.WARNING
         if pm.produce_failures in (1, 10) or pm.produce_failures % 100 == 0:
             log.log(level, "produce %s-%d (source offset %d): %s %s (attempt %d, retrying; nothing is skipped)",
-                    pm.topic, pm.partition, first.header.base_offset, _name(code), message, pm.produce_failures)
+                    pm.topic, pm.partition, first.header.base_offset, code_name(code), message, pm.produce_failures)
         return False
 
     def _split_refused(self, pm: PartitionMirror, batches: list[PendingBatch], message: str) -> bool:
@@ -264,14 +297,7 @@ class MirrorProducing:
         dropped = pm.drop_from(first)
         if not dropped:
             return True  # a later request of this partition in the same round: already split
-        limit = self.coalesce_limits.get(pm.tp, self.coalesce_bytes)
-        new_limit = min(limit, max(b.size for b in batches if b.coalesced)) // 2
-        if new_limit < MIN_COALESCE_BYTES:
-            new_limit = 0
-        self.coalesce_limits[pm.tp] = new_limit
-        pm.fetch_offset = first.resume_offset
-        self.sequences[pm.tp] = first.sequence
-        pm.fetch_retry_at = 0.0
+        new_limit = self.fetcher.refetch_smaller(pm, first, max(b.size for b in batches if b.coalesced))
         self.metrics.error("coalesced_too_large")
         log.warning("%s-%d: the offline broker refused a coalesced batch of %d bytes as too large (%s); "
                     "fetching again from offset %d and coalescing to at most %d bytes%s", pm.topic,

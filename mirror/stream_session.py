@@ -1,53 +1,71 @@
-"""The mirror stream's producer id, the sync of newly owned partitions, and its view of both clusters' metadata."""
+"""StreamSession: the mirror stream's producer id and the syncs that tell each partition where to copy from."""
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
-from ferry.client.errors import ClientError
 from ferry.client.wire_client import WireClient
-from ferry.mirror.checkpoint import Checkpoint
-from ferry.mirror.mirror_limits import (
-    METADATA_MIN_INTERVAL_S,
-    log,
-)
-from ferry.mirror.partition_mirror import (
-    SYNC_FULL,
-    SYNCED,
-    PartitionMirror,
-    backoff,
-)
-from ferry.mirror.tail_sync import SyncError, resync_local, sync_partition
-from ferry.zk.topic_name import AUDIT_TOPIC
+from ferry.mirror.checkpoint import Checkpoint, CheckpointConflict, CheckpointStore, write_one
+from ferry.mirror.metrics import MirrorMetrics
+from ferry.mirror.mirror_limits import log
+from ferry.mirror.partition_mirror import SYNC_FULL, SYNCED, PartitionMirror, TopicPartition, backoff
+from ferry.mirror.tail_sync import SyncError, SyncResult, resync_local, sync_partition
+
+Adopt = Callable[[TopicPartition, SyncResult, int, int, bool], bool]  # CheckpointKeeper.adopt
 
 
-class MirrorSession:
-    """The producer id, partition syncs and both clusters' metadata (a part of MirrorStream)."""
+class StreamSession:
+    """The producer id the stream writes under, and each partition's sync against the offline log.
+
+    The producer id is the mirror group's (stored with the checkpoints, taken from the offline cluster once),
+    the same in every stream. A partition is synced when it is handed over (a full sync from its stored
+    checkpoint) and when the offline broker refused its sequence (a local one: someone else wrote after our
+    acknowledged prefix); only then is it copied (tail_sync.py).
+
+    ``adopt`` takes over a partition's books after a full sync (default: store the sync's new anchor).
+    """
+
+    def __init__(self, index: int, source: WireClient, target: WireClient, metrics: MirrorMetrics,
+                 checkpoints: CheckpointStore, adopt: Adopt | None,
+                 partitions: dict[TopicPartition, PartitionMirror]) -> None:
+        self.index = index
+        self.source = source
+        self.target = target
+        self.metrics = metrics
+        self.checkpoints = checkpoints
+        self.adopt: Adopt = adopt if adopt is not None else self._store_anchor
+        self.partitions = partitions  # the stream's owned partitions (its coordinator adds and removes them)
+        self.producer_id: int | None = None
+        self.producer_epoch = 0
+        self.retry_at = 0.0  # when to ask for a producer id again
+        self._failures = 0
 
     # ------------------------------------------------------------------ producer id
-    def _ensure_producer_id(self, now: float) -> bool:
+    def ensure_producer_id(self, now: float) -> bool:
         """The mirror group's producer id (stored with the checkpoints, taken from the offline cluster once)."""
         if self.producer_id is not None:
             return True
-        if now < self._pid_retry_at:
+        if now < self.retry_at:
             return False
         try:
             self.producer_id, self.producer_epoch = self.checkpoints.producer(self.target.init_producer_id)
         except Exception as e:  # offline cluster or live ZooKeeper unreachable: retried with back-off
-            self._pid_failures += 1
-            self._pid_retry_at = now + backoff(self._pid_failures)
+            self._failures += 1
+            self.retry_at = now + backoff(self._failures)
             self.metrics.error("init_producer_id")
             log.warning("mirror stream %d: no producer id yet (%s)", self.index, e)
             return False
-        self._pid_failures = 0
+        self._failures = 0
         log.info("mirror stream %d: producer id %d epoch %d", self.index, self.producer_id, self.producer_epoch)
         return True
 
     # ------------------------------------------------------------------ sync
-    def _counts(self, pm: PartitionMirror) -> bool:
-        return self.audit and pm.topic != AUDIT_TOPIC
+    def sync_due(self, now: float) -> bool:
+        """Whether a partition is to be synced now (the offline connections must be idle for it)."""
+        return any(pm.sync != SYNCED and pm.sync_retry_at <= now for pm in self.partitions.values())
 
-    def _sync_partitions(self, now: float) -> None:
+    def sync_partitions(self, now: float) -> None:
         """Sync the partitions that need it (newly owned, or a sequence refused): where the offline copy
         ends, mapped back to a live offset. Blocking reads; a failure is retried with back-off."""
         for pm in list(self.partitions.values()):
@@ -67,15 +85,13 @@ class MirrorSession:
                                 pm.topic, pm.partition, pm.sync_failures, e)
                 continue
             self.metrics.syncs.labels(kind).inc()
-            self.sequences[pm.tp] = pm.acked_seq
 
     def _full_sync(self, pm: PartitionMirror) -> None:
         stored = self.checkpoints.read(pm.tp)
-        count = self._counts(pm)
         res = sync_partition(self.source, self.target, pm.tp, self.producer_id, self.producer_epoch, stored,
-                             pm.assigned, count)
+                             pm.assigned, pm.count)
         generation = pm.generation + 1
-        if not self.adopt(pm.tp, res, stored.version, generation, count):
+        if not self.adopt(pm.tp, res, stored.version, generation, pm.count):
             raise SyncError("the checkpoint changed while the partition was synced")
         pm.generation = generation
         pm.start(res.resume, res.offline, res.seq, res.epoch)
@@ -88,33 +104,19 @@ class MirrorSession:
         not know it yet, or an earlier attempt of ours) got there first. Read what it wrote, go on after it."""
         anchor = Checkpoint(pm.acked_live, pm.acked_offline, pm.acked_seq, pm.epoch, pm.acked_offline)
         resume, seq, end, counts = resync_local(self.source, self.target, pm.tp, self.producer_id, anchor,
-                                                self._counts(pm))
+                                                pm.count)
         pm.start(resume, end, seq, pm.epoch)
         pm.counts.update(counts)
         log.warning("%s-%d: the offline broker refused our sequence: %d more offsets were already there "
                     "(written by another mirror, or by an earlier attempt of ours); copying on from live offset "
                     "%d", pm.topic, pm.partition, end - anchor.offline, resume)
 
-    # ------------------------------------------------------------------ metadata
-    def _refresh_metadata(self, now: float) -> None:
-        topics = sorted({tp[0] for tp in self.partitions})
-        if self._source_stale and now >= self._source_refreshed:
-            self._source_stale, self._source_refreshed, self._source_md_failures = self._refresh(
-                self.source, "live", topics, now, self._source_md_failures)
-        if self._target_stale and now >= self._target_refreshed:
-            self._target_stale, self._target_refreshed, self._target_md_failures = self._refresh(
-                self.target, "offline", topics, now, self._target_md_failures)
-
-    def _refresh(self, client: WireClient, which: str, topics: list[str], now: float,
-                 failures: int) -> tuple[bool, float, int]:
-        """Returns (still stale, earliest next refresh, consecutive failures)."""
-        try:
-            client.refresh_metadata(topics)
-            return False, now + METADATA_MIN_INTERVAL_S, 0
-        except ClientError as e:
-            failures += 1
-            self.metrics.error(f"{which}_metadata")
-            if failures in (1, 10) or failures % 100 == 0:
-                log.warning("mirror stream %d: %s metadata unavailable (%d times in a row; retrying): %s",
-                            self.index, which, failures, e)
-            return True, now + max(METADATA_MIN_INTERVAL_S, backoff(failures)), failures
+    def _store_anchor(self, tp: TopicPartition, result: SyncResult, version: int, _generation: int,
+                      _count: bool) -> bool:
+        """``adopt`` without a CheckpointKeeper: store a new anchor before copying from it."""
+        if result.write:
+            try:
+                write_one(self.checkpoints, tp, result.anchor, version)
+            except CheckpointConflict:
+                return False
+        return True

@@ -199,16 +199,16 @@ def test_a_member_cut_off_from_zookeeper_pauses_and_resumes(zk_connect, zk):
     c = _connector(f"127.0.0.1:{proxy.port}/{chroot}", consumer_id="c")
     try:
         c.create_message_streams({"events": 1})
-        wait_until(lambda: c._fetching and len(owners(zk, "g")) == 2, what="owned")
+        wait_until(lambda: c.fetching and len(owners(zk, "g")) == 2, what="owned")
         session, before = c._zk.client_id[0], c.rebalances
         # a short cut (below the 4 s session timeout): the member stops delivering while it cannot know
         # whether its session (and so its ownership) survives, then comes back with the same session
         proxy.cut()
-        wait_until(lambda: not c._fetching, timeout=5, what="paused")
+        wait_until(lambda: not c.fetching, timeout=5, what="paused")
         assert owners(zk, "g") == {("events", 0): "c", ("events", 1): "c"}  # still ours on the server
         time.sleep(0.5)
         proxy.restore()
-        wait_until(lambda: c._fetching and c.rebalances > before, timeout=15, what="resumed")
+        wait_until(lambda: c.fetching and c.rebalances > before, timeout=15, what="resumed")
         assert c._zk.client_id[0] == session
         assert c.owned_partitions() == {("events", 0), ("events", 1)}
         assert owners(zk, "g") == {("events", 0): "c", ("events", 1): "c"}
@@ -217,7 +217,7 @@ def test_a_member_cut_off_from_zookeeper_pauses_and_resumes(zk_connect, zk):
         proxy.cut()
         wait_until(lambda: owners(zk, "g") == {}, timeout=15, what="ownership expired with the session")
         proxy.restore()
-        wait_until(lambda: c._fetching and len(owners(zk, "g")) == 2, timeout=20, what="reclaimed")
+        wait_until(lambda: c.fetching and len(owners(zk, "g")) == 2, timeout=20, what="reclaimed")
         assert c._zk.client_id[0] != session and members(zk, "g") == ["c"]
     finally:
         c.shutdown()

@@ -8,7 +8,7 @@ from collections import Counter
 
 from ferry.mirror.checkpoint import ABSENT, Checkpoint, CheckpointConflict, MemoryCheckpoints, write_one
 from ferry.mirror.checkpoint_keeper import CheckpointKeeper
-from ferry.mirror.partition_mirror import Progress
+from ferry.mirror.partition_mirror import PartitionProgress
 from ferry.mirror.tail_sync import SyncResult
 
 TP = ("t", 0)
@@ -52,13 +52,13 @@ def test_checkpoints_move_and_counts_are_published_once_per_range() -> None:
     store, sink = MemoryCheckpoints(), Sink()
     k = keeper(store, sink)
     adopt_fresh(k, store)
-    assert k.commit({TP: Progress(100, 100, 100, 1, Counter({B1: 100}))}) == set()
+    assert k.commit({TP: PartitionProgress(100, 100, 100, 1, Counter({B1: 100}))}) == set()
     assert store.read(TP).checkpoint == Checkpoint(100, 100, 100, 0, 0)  # counted, not published yet
-    k.commit({TP: Progress(150, 150, 150, 1, Counter({B2: 50}))}, audit_due=True)
+    k.commit({TP: PartitionProgress(150, 150, 150, 1, Counter({B2: 50}))}, audit_due=True)
     ck = store.read(TP).checkpoint
     assert ck.audit == 150 and ck.publishing is None
     assert sink.books() == Counter({B1: 100, B2: 50})
-    k.commit({TP: Progress(160, 160, 160, 1, Counter())}, audit_due=True)
+    k.commit({TP: PartitionProgress(160, 160, 160, 1, Counter())}, audit_due=True)
     assert len(sink.events) == 2  # nothing new to publish
 
 
@@ -67,7 +67,7 @@ def test_a_declared_range_is_published_again_under_the_same_guids_after_a_crash(
     first = keeper(store, sink)
     adopt_fresh(first, store)
     sink.ok = False  # the events go out but are never acknowledged; then the process dies
-    first.commit({TP: Progress(100, 100, 100, 1, Counter({B1: 60, B2: 40}))}, audit_due=True)
+    first.commit({TP: PartitionProgress(100, 100, 100, 1, Counter({B1: 60, B2: 40}))}, audit_due=True)
     assert store.read(TP).checkpoint.publishing == (0, 100)
     sent = {e.guid for e in sink.events}
 
@@ -88,8 +88,8 @@ def test_a_stale_writer_is_refused_and_told_to_sync() -> None:
     adopt_fresh(old, store)
     new = keeper(store, sink)
     adopt_fresh(new, store, generation=1)
-    assert new.commit({TP: Progress(10, 10, 10, 1, Counter({B1: 10}))}) == set()
-    assert old.commit({TP: Progress(5, 5, 5, 1, Counter({B1: 5}))}) == {TP}  # its view is stale: dropped
+    assert new.commit({TP: PartitionProgress(10, 10, 10, 1, Counter({B1: 10}))}) == set()
+    assert old.commit({TP: PartitionProgress(5, 5, 5, 1, Counter({B1: 5}))}) == {TP}  # its view is stale: dropped
     assert TP not in old.books
     assert store.read(TP).checkpoint.live == 10
 
@@ -98,7 +98,7 @@ def test_progress_of_an_older_sync_is_ignored() -> None:
     store, sink = MemoryCheckpoints(), Sink()
     k = keeper(store, sink)
     adopt_fresh(k, store, generation=2)
-    k.commit({TP: Progress(99, 99, 99, 1, Counter({B1: 99}))})
+    k.commit({TP: PartitionProgress(99, 99, 99, 1, Counter({B1: 99}))})
     assert store.read(TP).checkpoint.live == 0
 
 

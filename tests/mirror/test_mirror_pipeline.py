@@ -159,7 +159,7 @@ def _land(pm: PartitionMirror, b: PendingBatch, acked: bool) -> None:
 
 
 def test_a_failed_answer_in_the_middle_holds_commits_and_sends_behind_it() -> None:
-    """The stream's rules for a partition with rounds in flight (what MirrorProducing applies to answers): the
+    """The stream's rules for a partition with rounds in flight (what StreamProducer applies to answers): the
     window is max_in_flight unacknowledged batches; a failure in the middle keeps the commit at the hole
     although later batches are acknowledged, and nothing is sent until every answer of the partition is in,
     then the failed batch first."""

@@ -71,7 +71,7 @@ def test_coalesced_batches_too_large_for_the_offline_broker_are_split(cluster_fa
     live, offline = _clusters(cluster_factory, ("--max-message-bytes", str(OFFLINE_MAX)))
     metrics = MirrorMetrics()
     stream = MirrorStream(0, WireClient(live.bootstrap), WireClient(offline.bootstrap), metrics, fetch_wait_ms=100)
-    assert stream.coalesce_bytes == COALESCE_BYTES > OFFLINE_MAX
+    assert stream.fetcher.coalesce_bytes == COALESCE_BYTES > OFFLINE_MAX
     small_batches = {"batch.num.messages": 25, "linger.ms": 1}  # ~1-2 KB batches: coalesced by the mirror
     produce(live.bootstrap, "t", 1, 6000, compression="none", config=small_batches)  # a backlog to coalesce
     producer = threading.Thread(target=lambda: produce(live.bootstrap, "t", 1, 6000, start=100_000,
@@ -87,7 +87,7 @@ def test_coalesced_batches_too_large_for_the_offline_broker_are_split(cluster_fa
         wait_for(lambda: stream.committable().get(TP) == end, 90, "the stream to copy everything (no stall)")
         assert read_log(offline.bootstrap, {"t": 1}) == read_log(live.bootstrap, {"t": 1})  # once, in order
         assert _end(offline.bootstrap) == end
-        assert 0 < stream.coalesce_limits[TP] < OFFLINE_MAX  # still coalescing, below the broker's limit
+        assert 0 < stream.fetcher.coalesce_limits[TP] < OFFLINE_MAX  # still coalescing, below the broker's limit
         assert _errors(metrics, "coalesced_too_large") >= 1
         assert not metrics.registry.get_sample_value("ferry_mirror_syncs_total", {"kind": "refused_sequence"})
         assert "refused a coalesced batch" in caplog.text

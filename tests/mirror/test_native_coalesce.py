@@ -99,7 +99,7 @@ def test_compressed_runs_keep_the_rebuild() -> None:
 
 def test_the_ack_counts_a_coalesced_batch_from_its_walk_without_reading_it_again(monkeypatch) -> None:
     from ferry.mirror.partition_mirror import PartitionMirror, PendingBatch
-    from ferry.mirror.stream_producing import MirrorProducing
+    from ferry.mirror.stream_producing import StreamProducer
 
     data, recs_per = _sources(6, 2)
     out = forward_batches(data, 0, 1, 0, 0, coalesce_bytes=1 << 20)
@@ -107,6 +107,6 @@ def test_the_ack_counts_a_coalesced_batch_from_its_walk_without_reading_it_again
     b = PendingBatch(out.records, *out.spans[0], out.headers[0], 0, 0, counts=out.counts[0])
     pm = PartitionMirror("events", 0, 0)
     monkeypatch.setattr("ferry.mirror.stream_producing.count_batch", None)  # a second walk would fail
-    MirrorProducing._tally(None, pm, b)
+    StreamProducer._tally(None, pm, b)
     assert pm.counts == Counter(bucket_start(ts) for recs in recs_per for ts, *_ in recs)
     assert batch_rewrite.COALESCE_MAX_SOURCE > len(data) // 6
