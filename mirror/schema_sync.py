@@ -20,9 +20,9 @@ from ferry.zk.cluster_registry import ClusterRegistry
 log = logging.getLogger("ferry.mirror.schemas")
 
 
-class SchemaSync(SyncLoop):
+class SchemaSync:
     def __init__(self, source: ClusterRegistry, target: ClusterRegistry, interval_s: float = 30.0) -> None:
-        super().__init__("ferry-mirror-schema-sync", interval_s)
+        self.loop = SyncLoop("ferry-mirror-schema-sync", interval_s, self.run_pass, self.pass_failed)
         self.source = source
         self.target = target
         self.copied_ids = 0
@@ -31,13 +31,16 @@ class SchemaSync(SyncLoop):
     def start(self) -> SchemaSync:
         self.source.client.ensure_path(IDS)
         ChildrenWatch(self.source.client, IDS, self._on_ids)
-        self._thread.start()
+        self.loop.start()
         return self
 
+    def stop(self) -> None:
+        self.loop.stop()
+
     def _on_ids(self, _children) -> bool | None:
-        if self._stop.is_set():
+        if self.loop.stopped:
             return False  # stop watching
-        self.wake()
+        self.loop.wake()
         return None
 
     def run_pass(self) -> bool:
@@ -47,7 +50,7 @@ class SchemaSync(SyncLoop):
     def pass_failed(self, exc: Exception) -> None:
         self.failures += 1
         log.warning("copying the live schema registry to offline failed (%s); retrying in %.0f s",
-                    exc, self.interval_s)
+                    exc, self.loop.interval_s)
 
     def sync_once(self) -> int:
         result = replicate(SchemaRegistry(self.source), SchemaRegistry(self.target))

@@ -36,13 +36,13 @@ def default_replication_factor(offline_brokers: int) -> int:
     return max(1, min(MAX_DEFAULT_REPLICATION_FACTOR, offline_brokers))
 
 
-class TopicSync(SyncLoop):
+class TopicSync:
     def __init__(self, source: ClusterRegistry, target: ClusterRegistry, matches: Callable[[str], bool],
                  always: tuple[str, ...] = (), retry_interval_s: float = RETRY_INTERVAL_S,
                  replication_factor: int | None = None) -> None:
         """``always``: topics to have in offline even if live has none yet (the mirror's `_audit`);
         ``replication_factor``: of the topics created offline (None: see default_replication_factor)."""
-        super().__init__("ferry-mirror-topic-sync", retry_interval_s)
+        self.loop = SyncLoop("ferry-mirror-topic-sync", retry_interval_s, self.run_pass, self.pass_failed)
         self.replication_factor = replication_factor
         self.source = source
         self.target = target
@@ -54,19 +54,22 @@ class TopicSync(SyncLoop):
 
     def start(self) -> TopicSync:
         self.source.watch_topics(self._on_live_topics)
-        self._thread.start()
+        self.loop.start()
         return self
+
+    def stop(self) -> None:
+        self.loop.stop()
 
     def _on_live_topics(self, topics: dict[str, TopicInfo]) -> None:
         self._latest = topics
-        self.wake()
+        self.loop.wake()
 
     def run_pass(self) -> bool:
         live = self._latest
         return live is not None and self.sync_once(live)
 
     def pass_failed(self, exc: Exception) -> None:
-        log.exception("topic sync pass failed; retrying in %.0f s", self.interval_s)
+        log.exception("topic sync pass failed; retrying in %.0f s", self.loop.interval_s)
 
     def sync_once(self, live: dict[str, TopicInfo]) -> bool:
         """One pass; returns True when every mirrored live topic exists in offline with enough partitions."""
