@@ -11,9 +11,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import TYPE_CHECKING
+from concurrent.futures import Executor
 
+from ferry.broker.server.broker_config import BrokerConfig
+from ferry.broker.server.metadata_cache import MetadataCache
 from ferry.broker.server.partition_limit import partition_limit_error
+from ferry.broker.server.request_result import Result
+from ferry.wire.log_config import LogConfig
 from ferry.wire.protocol import (
     create_topics,
 )
@@ -21,16 +25,21 @@ from ferry.wire.protocol.errors import ErrorCode, error_code_of
 from ferry.wire.protocol.header import RequestHeader
 from ferry.wire.protocol.primitives import Reader
 from ferry.zk.assignment import assign_replicas, check_assignment
+from ferry.zk.cluster_registry import ClusterRegistry
 
-if TYPE_CHECKING:
-    from ferry.broker.server.kafka_apis import Result
-
-log = logging.getLogger("ferry.broker.server.kafka_apis")
+log = logging.getLogger(__name__)
 CREATE_TOPIC_WAIT_S = 5.0  # how long CreateTopics waits for this broker's metadata to show the new topics
 
 
 class AdminApis:
-    """The admin requests: CreateTopics (written to the registry, answered per topic with Kafka's codes). (a part of KafkaApis)."""
+    """CreateTopics (key 19): written to the registry, answered per topic with Kafka's codes."""
+
+    def __init__(self, config: BrokerConfig, metadata_cache: MetadataCache, registry: ClusterRegistry,
+                 executor: Executor | None) -> None:
+        self._config = config
+        self._metadata = metadata_cache
+        self._registry = registry
+        self._executor = executor
 
     # ------------------------------------------------------------------ CreateTopics
     def handle_create_topics(self, header: RequestHeader, r: Reader) -> Result:
@@ -38,8 +47,6 @@ class AdminApis:
         return self._create_topics(header.api_version, req)
 
     async def _create_topics(self, version: int, req: create_topics.CreateTopicsRequest) -> bytes:
-        from ferry.wire.log_config import LogConfig
-
         loop = asyncio.get_running_loop()
         results: list[tuple[str, int, str | None]] = []
         created: list[str] = []
@@ -60,18 +67,18 @@ class AdminApis:
                     continue
                 n, rf = len(parts), -1
             else:
-                n = self.config.num_partitions if t.num_partitions == -1 else t.num_partitions
-                rf = self.config.default_replication_factor if t.replication_factor == -1 else t.replication_factor
+                n = self._config.num_partitions if t.num_partitions == -1 else t.num_partitions
+                rf = self._config.default_replication_factor if t.replication_factor == -1 else t.replication_factor
                 if rf < 1:
                     results.append((t.name, ErrorCode.INVALID_REPLICATION_FACTOR,
                                     f"replication factor {rf} must be at least 1 (or -1: the broker's "
-                                    f"default.replication.factor, {self.config.default_replication_factor})"))
+                                    f"default.replication.factor, {self._config.default_replication_factor})"))
                     continue
             if n < 1:
                 results.append((t.name, ErrorCode.INVALID_PARTITIONS, f"partition count {n} must be at least 1"))
                 continue
-            too_many = partition_limit_error(self.metadata.topics, list(self.metadata.brokers),
-                                             self.config.max_broker_partitions, n, rf, t.assignments)
+            too_many = partition_limit_error(self._metadata.topics, list(self._metadata.brokers),
+                                             self._config.max_broker_partitions, n, rf, t.assignments)
             if too_many:
                 results.append((t.name, ErrorCode.POLICY_VIOLATION, too_many))
                 continue
@@ -85,10 +92,10 @@ class AdminApis:
                 if req.validate_only:
                     self._validate_placement(t, n, rf)
                 elif t.assignments:
-                    await loop.run_in_executor(self.executor, self.registry.create_topic_with_assignment, t.name,
+                    await loop.run_in_executor(self._executor, self._registry.create_topic_with_assignment, t.name,
                                                dict(t.assignments), configs or None)
                 else:
-                    await loop.run_in_executor(self.executor, self.registry.create_topic, t.name, n,
+                    await loop.run_in_executor(self._executor, self._registry.create_topic, t.name, n,
                                                configs or None, rf)
                 if not req.validate_only:
                     created.append(t.name)
@@ -103,16 +110,16 @@ class AdminApis:
         # Answer once this broker's metadata shows the new topics, so the client's next request finds them.
         deadline = time.monotonic() + min(CREATE_TOPIC_WAIT_S, max(req.timeout_ms, 0) / 1000.0)
         while created and time.monotonic() < deadline:
-            if all(name in self.metadata.topics for name in created):
+            if all(name in self._metadata.topics for name in created):
                 break
             await asyncio.sleep(0.02)
         return create_topics.encode_response(version, results)
 
     def _validate_placement(self, t: create_topics.CreatableTopic, n: int, rf: int) -> None:
         """validate_only: what create_topic would refuse, judged from this broker's metadata."""
-        if t.name in self.metadata.topics:
+        if t.name in self._metadata.topics:
             raise _topic_exists(t.name)
-        live = list(self.metadata.brokers)
+        live = list(self._metadata.brokers)
         if t.assignments:
             check_assignment(t.name, dict(t.assignments), live)
         else:

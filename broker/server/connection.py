@@ -27,9 +27,10 @@ from ferry.broker.server.connection_buffer import (
     ConnectionReadBuffer,
     _wake,
 )
-from ferry.broker.server.kafka_apis import CloseConnection, KafkaApis
+from ferry.broker.server.kafka_apis import KafkaApis
 from ferry.broker.server.memory_pool import MemoryPool
 from ferry.broker.server.rate_limited_log import RateLimitedLog
+from ferry.broker.server.request_result import CloseConnection
 from ferry.wire.protocol.primitives import ProtocolError
 
 log = logging.getLogger(__name__)
@@ -62,8 +63,8 @@ class Connection(ConnectionReadBuffer):
         self._bad = bad_requests if bad_requests is not None else RateLimitedLog(log)
         self._fd = sock.fileno()
         self._metrics = apis.request_metrics
-        self._fast_produce = apis.fast_produce.handle_framed
-        self._fast_produce_run = apis.fast_produce.handle_run
+        self._fast_produce = apis.produce.handle_framed
+        self._fast_produce_run = apis.produce.handle_run
         # The read buffer starts small and grows with the client's bursts; while the reader waits for data with
         # nothing buffered it holds no view of it, so the reaper can give a grown buffer back (release_idle_buffer).
         self._buf = bytearray(IDLE_BUFFER)
