@@ -1,4 +1,5 @@
-"""The admin requests: CreateTopics (written to the registry, answered per topic with Kafka's codes).
+"""AdminApis: CreateTopics (written to the registry, answered per topic with Kafka's codes), and the topics a
+Metadata request creates when auto.create.topics.enable is on.
 
 Replication factor -1 means the broker's ``default.replication.factor``, partitions -1 its
 ``num.partitions``; more replicas than live brokers is INVALID_REPLICATION_FACTOR (38). Manual replica
@@ -114,6 +115,18 @@ class AdminApis:
                 break
             await asyncio.sleep(0.02)
         return create_topics.encode_response(version, results)
+
+    async def auto_create(self, names: list[str]) -> None:
+        """Create topics a Metadata request asked for (auto.create.topics.enable) with the broker's defaults;
+        a failure (it exists already: a race; an invalid name) is for the Metadata answer to show."""
+        loop = asyncio.get_running_loop()
+        n, rf = self._config.num_partitions, self._config.default_replication_factor
+        for name in names:
+            try:
+                await loop.run_in_executor(self._executor, self._registry.create_topic, name, n, None, rf)
+                log.info("auto-created topic %s with %d partition(s)", name, n)
+            except Exception as e:
+                log.debug("auto-create of %s: %s", name, e)
 
     def _validate_placement(self, t: create_topics.CreatableTopic, n: int, rf: int) -> None:
         """validate_only: what create_topic would refuse, judged from this broker's metadata."""

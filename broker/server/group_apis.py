@@ -16,7 +16,7 @@ from typing import Any
 
 from ferry.broker.server.group_coordinator import GroupCoordinator
 from ferry.broker.server.request_result import Result, encode_after
-from ferry.broker.server.transaction_apis import TransactionApis
+from ferry.broker.server.transaction_apis import TransactionApis, coordinator_answer
 from ferry.wire.protocol import (
     delete_groups,
     describe_groups,
@@ -56,11 +56,8 @@ class GroupApis:
             return find_coordinator.encode_response(version, ErrorCode.INVALID_GROUP_ID,
                                                     error_message="the group id is empty")
         coordinator = self._group_coordinator
-        node = coordinator.coordinator(req.key) if coordinator is not None else None
-        if node is None:
-            return find_coordinator.encode_response(version, ErrorCode.COORDINATOR_NOT_AVAILABLE,
-                                                    error_message="no live broker is registered")
-        return find_coordinator.encode_response(version, ErrorCode.NONE, node.id, node.host, node.port)
+        return coordinator_answer(version, coordinator.coordinator(req.key) if coordinator is not None else None,
+                                  "no live broker is registered")
 
     # ------------------------------------------------------------------ JoinGroup / SyncGroup
     def handle_join_group(self, header: RequestHeader, r: Reader) -> Result:

@@ -50,8 +50,8 @@ class KafkaApis:
         self.produce = ProduceApis(replicas, flusher)  # the connection takes the common Produce here directly
         self.request_metrics.produce_bytes = self.produce.topic_bytes
         fetch = FetchApis(replicas, purgatory, config.fetch_wait_max_ms, self.request_metrics.fetch_bytes)
-        meta = MetadataApis(config, metadata_cache, registry, executor)
         admin = AdminApis(config, metadata_cache, registry, executor)
+        meta = MetadataApis(config, metadata_cache, admin)
         topics = TopicAdminApis(config, metadata_cache, registry, replicas, executor)
         configs = ConfigApis(config, registry, executor)
         replication = ReplicationApis(replicas)

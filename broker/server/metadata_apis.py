@@ -7,10 +7,7 @@ INVALID_TOPIC_EXCEPTION when the registry refused its name.
 
 from __future__ import annotations
 
-import asyncio
-import logging
-from concurrent.futures import Executor
-
+from ferry.broker.server.admin_apis import AdminApis
 from ferry.broker.server.broker_config import BrokerConfig
 from ferry.broker.server.metadata_cache import MetadataCache
 from ferry.broker.server.request_result import Result
@@ -18,21 +15,16 @@ from ferry.wire.protocol import metadata
 from ferry.wire.protocol.errors import ErrorCode
 from ferry.wire.protocol.header import RequestHeader
 from ferry.wire.protocol.primitives import Reader
-from ferry.zk.cluster_registry import ClusterRegistry
 from ferry.zk.topic_name import validate_topic_name
-
-log = logging.getLogger(__name__)
 
 
 class MetadataApis:
     """Metadata (key 3)."""
 
-    def __init__(self, config: BrokerConfig, metadata_cache: MetadataCache, registry: ClusterRegistry,
-                 executor: Executor | None) -> None:
-        self._config = config
+    def __init__(self, config: BrokerConfig, metadata_cache: MetadataCache, admin: AdminApis) -> None:
+        self._auto_create = config.auto_create_topics  # auto.create.topics.enable
         self._metadata = metadata_cache
-        self._registry = registry
-        self._executor = executor
+        self._admin = admin  # creates the missing topics
         self._cluster_id = _cluster_id(config.zookeeper)
 
     # ------------------------------------------------------------------ Metadata
@@ -41,20 +33,13 @@ class MetadataApis:
         req = metadata.parse_request(r, version)
         cache_topics = self._metadata.topics
         missing = [] if req.topics is None else [t for t in req.topics if t not in cache_topics]
-        if missing and self._config.auto_create_topics and req.allow_auto_topic_creation:
+        if missing and self._auto_create and req.allow_auto_topic_creation:
             return self._metadata_after_create(version, req, missing)
         return self._metadata_body(version, req.topics)
 
     async def _metadata_after_create(self, version: int, req: metadata.MetadataRequest,
                                      missing: list[str]) -> bytes:
-        loop = asyncio.get_running_loop()
-        for name in missing:
-            try:
-                await loop.run_in_executor(self._executor, self._registry.create_topic, name,
-                                           self._config.num_partitions, None, self._config.default_replication_factor)
-                log.info("auto-created topic %s with %d partition(s)", name, self._config.num_partitions)
-            except Exception as e:  # exists already (a race), invalid name ...: the answer below says which
-                log.debug("auto-create of %s: %s", name, e)
+        await self._admin.auto_create(missing)
         return self._metadata_body(version, req.topics, created=set(missing))
 
     def _metadata_body(self, version: int, names: list[str] | None, created: set[str] | frozenset = frozenset()

@@ -63,14 +63,14 @@ class ProduceFastPath:
         if p is None:
             return None
         version, correlation_id, acks, timeout_ms, raw, partition, pos, h = p
+        mode = ack_mode(acks)
+        if mode is None or not mode.answers:  # no answer wanted, or acks invalid: the general path's business
+            return None
         route = self._routes.get((raw, partition, version))
         if route is None:
             route = self._route(raw, partition, version)
             if route is None:
                 return None
-        mode = ack_mode(acks)
-        if mode is None or not mode.answers:  # acks=0 (and what no ack means): the general path decides
-            return None
         topic, packer, size, head, tail = route
         part, code, _message = produce_target(self._replicas, topic, partition, mode, len(frame) - pos)
         if code:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 import struct
-from typing import Any
 
 import crc32c
 
@@ -75,17 +74,12 @@ def parse_py(frame: bytes | bytearray | memoryview) -> Parsed | None:
     return version, correlation_id, acks, timeout_ms, topic, partition, pos, head
 
 
-def _native() -> Any:
-    if os.environ.get("FERRY_BROKER_NATIVE", "1") == "0":
-        return None
-    try:
-        from ferry.broker.server import _produce_native
-    except ImportError:
-        return None
-    return _produce_native
-
-
-native_module = _native()
+try:  # built by scripts/build_native.py; without it the pure-Python twin serves
+    from ferry.broker.server import _produce_native as native_module
+except ImportError:
+    native_module = None
+if os.environ.get("FERRY_BROKER_NATIVE", "1") == "0":
+    native_module = None
 NATIVE = native_module is not None
 parse = native_module.parse if native_module is not None else parse_py
 # a buffer for a request that is received whole before it is read: not zeroed when native

@@ -32,6 +32,7 @@ from ferry.wire.protocol.errors import ErrorCode
 from ferry.wire.protocol.header import RequestHeader
 from ferry.wire.protocol.primitives import Reader
 from ferry.zk.cluster_registry import ClusterRegistry
+from ferry.zk.znodes import BrokerInfo
 
 log = logging.getLogger(__name__)
 
@@ -57,11 +58,8 @@ class TransactionApis:
         if not txn_id:
             return find_coordinator.encode_response(version, ErrorCode.INVALID_REQUEST,
                                                     error_message="the transactional id is empty")
-        node = tc.coordinator(txn_id) if tc is not None else None
-        if node is None:
-            return find_coordinator.encode_response(version, ErrorCode.COORDINATOR_NOT_AVAILABLE,
-                                                    error_message="no transaction coordinator is available")
-        return find_coordinator.encode_response(version, ErrorCode.NONE, node.id, node.host, node.port)
+        return coordinator_answer(version, tc.coordinator(txn_id) if tc is not None else None,
+                                  "no transaction coordinator is available")
 
     # ------------------------------------------------------------------ InitProducerId
     def handle_init_producer_id(self, header: RequestHeader, r: Reader) -> Result:
@@ -191,3 +189,10 @@ class TransactionApis:
             return init_producer_id.encode_response(version, ErrorCode.COORDINATOR_NOT_AVAILABLE, -1, -1)
         return init_producer_id.encode_response(version, ErrorCode.NONE, pid, 0)
 
+
+def coordinator_answer(version: int, node: BrokerInfo | None, unavailable: str) -> bytes:
+    """FindCoordinator's answer naming ``node``, or COORDINATOR_NOT_AVAILABLE saying ``unavailable``."""
+    if node is None:
+        return find_coordinator.encode_response(version, ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                                                error_message=unavailable)
+    return find_coordinator.encode_response(version, ErrorCode.NONE, node.id, node.host, node.port)
