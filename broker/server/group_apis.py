@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ferry.broker.server.group_coordinator import GroupCoordinator
+from ferry.broker.server.group_coordinator_state import JoinResult
 from ferry.broker.server.request_result import Result, encode_after
 from ferry.broker.server.transaction_apis import TransactionApis, coordinator_answer
 from ferry.wire.protocol import (
@@ -159,7 +160,7 @@ class GroupApis:
         return self._group_coordinator
 
 
-def _join_response(res: Any) -> join_group.JoinGroupResponse:
+def _join_response(res: JoinResult) -> join_group.JoinGroupResponse:
     return join_group.JoinGroupResponse(res.error_code, res.generation_id, res.protocol_name, res.leader,
                                         res.member_id, res.members)
 

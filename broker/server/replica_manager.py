@@ -286,7 +286,8 @@ class ReplicaManager:
                      ) -> AppendInfo:
         """append() of the one batch at ``pos`` in ``buf`` that produce_parse checked (the produce fast path)."""
         info = part.append_batch(buf, pos, header)
-        self._appended(part)
+        if part.followers:  # (the common single replica skips the call: this is per request)
+            self._appended(part)
         return info
 
     def append_batches(self, part: Partition, items: list) -> list[AppendInfo] | None:
