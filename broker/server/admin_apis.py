@@ -27,6 +27,15 @@ from ferry.wire.protocol.header import RequestHeader
 from ferry.wire.protocol.primitives import Reader
 from ferry.zk.assignment import assign_replicas, check_assignment
 from ferry.zk.cluster_registry import ClusterRegistry
+from ferry.zk.errors import (
+    InvalidConfigError,
+    InvalidPartitionsError,
+    InvalidReplicaAssignmentError,
+    InvalidReplicationFactorError,
+    InvalidTopicError,
+    NoBrokersError,
+    TopicExistsError,
+)
 
 log = logging.getLogger(__name__)
 CREATE_TOPIC_WAIT_S = 5.0  # how long CreateTopics waits for this broker's metadata to show the new topics
@@ -131,7 +140,7 @@ class AdminApis:
     def _validate_placement(self, t: create_topics.CreatableTopic, n: int, rf: int) -> None:
         """validate_only: what create_topic would refuse, judged from this broker's metadata."""
         if t.name in self._metadata.topics:
-            raise _topic_exists(t.name)
+            raise TopicExistsError(f"topic {t.name!r} already exists")
         live = list(self._metadata.brokers)
         if t.assignments:
             check_assignment(t.name, dict(t.assignments), live)
@@ -139,24 +148,17 @@ class AdminApis:
             assign_replicas(t.name, live, 0, n, rf)
 
 
-class _TopicExists(Exception):
-    pass
-
-
-def _topic_exists(name: str) -> Exception:
-    return _TopicExists(f"topic {name!r} already exists")
+_REGISTRY_ERRORS: dict[type[Exception], int] = {
+    TopicExistsError: ErrorCode.TOPIC_ALREADY_EXISTS,
+    InvalidTopicError: ErrorCode.INVALID_TOPIC_EXCEPTION,
+    InvalidPartitionsError: ErrorCode.INVALID_PARTITIONS,
+    InvalidConfigError: ErrorCode.INVALID_CONFIG,
+    NoBrokersError: ErrorCode.INVALID_REPLICATION_FACTOR,
+    InvalidReplicationFactorError: ErrorCode.INVALID_REPLICATION_FACTOR,
+    InvalidReplicaAssignmentError: ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+}
 
 
 def _registry_error(e: Exception) -> tuple[int, str]:
-    name = type(e).__name__
-    code = {
-        "TopicExistsError": ErrorCode.TOPIC_ALREADY_EXISTS,
-        "_TopicExists": ErrorCode.TOPIC_ALREADY_EXISTS,
-        "InvalidTopicError": ErrorCode.INVALID_TOPIC_EXCEPTION,
-        "InvalidPartitionsError": ErrorCode.INVALID_PARTITIONS,
-        "InvalidConfigError": ErrorCode.INVALID_CONFIG,
-        "NoBrokersError": ErrorCode.INVALID_REPLICATION_FACTOR,
-        "InvalidReplicationFactorError": ErrorCode.INVALID_REPLICATION_FACTOR,
-        "InvalidReplicaAssignmentError": ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-    }.get(name, error_code_of(e))
-    return code, str(e) or name
+    code = _REGISTRY_ERRORS.get(type(e), error_code_of(e))
+    return code, str(e) or type(e).__name__
