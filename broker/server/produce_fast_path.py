@@ -117,18 +117,22 @@ class ProduceFastPath:
 
     def _group(self, frames: list, i: int, p: Parsed) -> tuple[int, Partition | None, list]:
         """How far from ``i`` the requests go to one led partition with one batch, acks=1, no producer id: (the
-        end, the partition, [(frame, parsed, route)])."""
+        end, the partition, [(frame, parsed, route)]). The first request's partition is accepted by
+        produce_target; the others only need to go to that same partition (nothing changed it meanwhile)."""
         group: list = []
         part = None
         n = len(frames)
+        partitions = self._replicas.partitions
         while True:
             route = self._routes.get((p[4], p[5], p[0])) or self._route(p[4], p[5], p[0])
             if route is None:
                 break
-            q = self._replicas.partitions.get((route[0], p[5]))
-            if q is None or (part is not None and q is not part) or not q.is_leader or q.log.offline:
+            if part is None:
+                part, code, _message = produce_target(self._replicas, route[0], p[5], LEADER, len(frames[i]) - p[6])
+                if code:
+                    break
+            elif partitions.get((route[0], p[5])) is not part:
                 break
-            part = q
             group.append((frames[i], p, route))
             i += 1
             if i >= n or len(group) >= 256:
