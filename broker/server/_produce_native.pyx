@@ -43,11 +43,12 @@ def frame_buffer(Py_ssize_t size):
 
 
 def parse(frame):
-    """None when ``frame`` is not the fast path's shape (one topic, one partition, acks 1 or -1, no transactional
-    id, Produce v3-8, the records filling the rest of the frame), else (version, correlation id, acks, timeout
-    ms, topic name bytes, partition, records position, header): the header (RecordBatchHeader) only when the
+    """None when ``frame`` is not the fast path's shape (one topic, one partition, no transactional id, Produce
+    v3-8, the records filling the rest of the frame), else (version, correlation id, acks as sent, timeout ms,
+    topic name bytes, partition, records position, header): the header (RecordBatchHeader) only when the
     records are exactly one batch that passes validate_batches' checks with no size limit, else None (the
-    log's general append then validates, and refuses with the precise error)."""
+    log's general append then validates, and refuses with the precise error). What acks means is not decided
+    here (produce_rules.ack_mode)."""
     cdef Py_buffer view
     PyObject_GetBuffer(frame, &view, PyBUF_SIMPLE)
     try:
@@ -74,8 +75,7 @@ cdef object _parse(const unsigned char *b, Py_ssize_t end):
         return None
     acks = be16(b + pos + 2)
     name_len = be16(b + pos + 12)
-    if (ferry_be32(b + pos + 8) != 1 or not (acks == 1 or acks == -1) or name_len <= 0
-            or end < pos + 14 + name_len + 12):
+    if ferry_be32(b + pos + 8) != 1 or name_len <= 0 or end < pos + 14 + name_len + 12:
         return None
     topic = PyBytes_FromStringAndSize(<const char *>(b + pos + 14), name_len)
     timeout_ms = ferry_be32(b + pos + 4)

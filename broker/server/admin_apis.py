@@ -1,4 +1,5 @@
-"""The admin requests: CreateTopics (written to the registry, answered per topic with Kafka's codes).
+"""AdminApis: CreateTopics (written to the registry, answered per topic with Kafka's codes), and the topics a
+Metadata request creates when auto.create.topics.enable is on.
 
 Replication factor -1 means the broker's ``default.replication.factor``, partitions -1 its
 ``num.partitions``; more replicas than live brokers is INVALID_REPLICATION_FACTOR (38). Manual replica
@@ -11,9 +12,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import TYPE_CHECKING
+from concurrent.futures import Executor
 
+from ferry.broker.server.broker_config import BrokerConfig
+from ferry.broker.server.metadata_cache import MetadataCache
 from ferry.broker.server.partition_limit import partition_limit_error
+from ferry.broker.server.request_result import Result
+from ferry.wire.log_config import LogConfig
 from ferry.wire.protocol import (
     create_topics,
 )
@@ -21,16 +26,30 @@ from ferry.wire.protocol.errors import ErrorCode, error_code_of
 from ferry.wire.protocol.header import RequestHeader
 from ferry.wire.protocol.primitives import Reader
 from ferry.zk.assignment import assign_replicas, check_assignment
+from ferry.zk.cluster_registry import ClusterRegistry
+from ferry.zk.errors import (
+    InvalidConfigError,
+    InvalidPartitionsError,
+    InvalidReplicaAssignmentError,
+    InvalidReplicationFactorError,
+    InvalidTopicError,
+    NoBrokersError,
+    TopicExistsError,
+)
 
-if TYPE_CHECKING:
-    from ferry.broker.server.kafka_apis import Result
-
-log = logging.getLogger("ferry.broker.server.kafka_apis")
+log = logging.getLogger(__name__)
 CREATE_TOPIC_WAIT_S = 5.0  # how long CreateTopics waits for this broker's metadata to show the new topics
 
 
 class AdminApis:
-    """The admin requests: CreateTopics (written to the registry, answered per topic with Kafka's codes). (a part of KafkaApis)."""
+    """CreateTopics (key 19): written to the registry, answered per topic with Kafka's codes."""
+
+    def __init__(self, config: BrokerConfig, metadata_cache: MetadataCache, registry: ClusterRegistry,
+                 executor: Executor | None) -> None:
+        self._config = config
+        self._metadata = metadata_cache
+        self._registry = registry
+        self._executor = executor
 
     # ------------------------------------------------------------------ CreateTopics
     def handle_create_topics(self, header: RequestHeader, r: Reader) -> Result:
@@ -38,8 +57,6 @@ class AdminApis:
         return self._create_topics(header.api_version, req)
 
     async def _create_topics(self, version: int, req: create_topics.CreateTopicsRequest) -> bytes:
-        from ferry.wire.log_config import LogConfig
-
         loop = asyncio.get_running_loop()
         results: list[tuple[str, int, str | None]] = []
         created: list[str] = []
@@ -60,18 +77,18 @@ class AdminApis:
                     continue
                 n, rf = len(parts), -1
             else:
-                n = self.config.num_partitions if t.num_partitions == -1 else t.num_partitions
-                rf = self.config.default_replication_factor if t.replication_factor == -1 else t.replication_factor
+                n = self._config.num_partitions if t.num_partitions == -1 else t.num_partitions
+                rf = self._config.default_replication_factor if t.replication_factor == -1 else t.replication_factor
                 if rf < 1:
                     results.append((t.name, ErrorCode.INVALID_REPLICATION_FACTOR,
                                     f"replication factor {rf} must be at least 1 (or -1: the broker's "
-                                    f"default.replication.factor, {self.config.default_replication_factor})"))
+                                    f"default.replication.factor, {self._config.default_replication_factor})"))
                     continue
             if n < 1:
                 results.append((t.name, ErrorCode.INVALID_PARTITIONS, f"partition count {n} must be at least 1"))
                 continue
-            too_many = partition_limit_error(self.metadata.topics, list(self.metadata.brokers),
-                                             self.config.max_broker_partitions, n, rf, t.assignments)
+            too_many = partition_limit_error(self._metadata.topics, list(self._metadata.brokers),
+                                             self._config.max_broker_partitions, n, rf, t.assignments)
             if too_many:
                 results.append((t.name, ErrorCode.POLICY_VIOLATION, too_many))
                 continue
@@ -85,10 +102,10 @@ class AdminApis:
                 if req.validate_only:
                     self._validate_placement(t, n, rf)
                 elif t.assignments:
-                    await loop.run_in_executor(self.executor, self.registry.create_topic_with_assignment, t.name,
+                    await loop.run_in_executor(self._executor, self._registry.create_topic_with_assignment, t.name,
                                                dict(t.assignments), configs or None)
                 else:
-                    await loop.run_in_executor(self.executor, self.registry.create_topic, t.name, n,
+                    await loop.run_in_executor(self._executor, self._registry.create_topic, t.name, n,
                                                configs or None, rf)
                 if not req.validate_only:
                     created.append(t.name)
@@ -103,40 +120,45 @@ class AdminApis:
         # Answer once this broker's metadata shows the new topics, so the client's next request finds them.
         deadline = time.monotonic() + min(CREATE_TOPIC_WAIT_S, max(req.timeout_ms, 0) / 1000.0)
         while created and time.monotonic() < deadline:
-            if all(name in self.metadata.topics for name in created):
+            if all(name in self._metadata.topics for name in created):
                 break
             await asyncio.sleep(0.02)
         return create_topics.encode_response(version, results)
 
+    async def auto_create(self, names: list[str]) -> None:
+        """Create topics a Metadata request asked for (auto.create.topics.enable) with the broker's defaults;
+        a failure (it exists already: a race; an invalid name) is for the Metadata answer to show."""
+        loop = asyncio.get_running_loop()
+        n, rf = self._config.num_partitions, self._config.default_replication_factor
+        for name in names:
+            try:
+                await loop.run_in_executor(self._executor, self._registry.create_topic, name, n, None, rf)
+                log.info("auto-created topic %s with %d partition(s)", name, n)
+            except Exception as e:
+                log.debug("auto-create of %s: %s", name, e)
+
     def _validate_placement(self, t: create_topics.CreatableTopic, n: int, rf: int) -> None:
         """validate_only: what create_topic would refuse, judged from this broker's metadata."""
-        if t.name in self.metadata.topics:
-            raise _topic_exists(t.name)
-        live = list(self.metadata.brokers)
+        if t.name in self._metadata.topics:
+            raise TopicExistsError(f"topic {t.name!r} already exists")
+        live = list(self._metadata.brokers)
         if t.assignments:
             check_assignment(t.name, dict(t.assignments), live)
         else:
             assign_replicas(t.name, live, 0, n, rf)
 
 
-class _TopicExists(Exception):
-    pass
-
-
-def _topic_exists(name: str) -> Exception:
-    return _TopicExists(f"topic {name!r} already exists")
+_REGISTRY_ERRORS: dict[type[Exception], int] = {
+    TopicExistsError: ErrorCode.TOPIC_ALREADY_EXISTS,
+    InvalidTopicError: ErrorCode.INVALID_TOPIC_EXCEPTION,
+    InvalidPartitionsError: ErrorCode.INVALID_PARTITIONS,
+    InvalidConfigError: ErrorCode.INVALID_CONFIG,
+    NoBrokersError: ErrorCode.INVALID_REPLICATION_FACTOR,
+    InvalidReplicationFactorError: ErrorCode.INVALID_REPLICATION_FACTOR,
+    InvalidReplicaAssignmentError: ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+}
 
 
 def _registry_error(e: Exception) -> tuple[int, str]:
-    name = type(e).__name__
-    code = {
-        "TopicExistsError": ErrorCode.TOPIC_ALREADY_EXISTS,
-        "_TopicExists": ErrorCode.TOPIC_ALREADY_EXISTS,
-        "InvalidTopicError": ErrorCode.INVALID_TOPIC_EXCEPTION,
-        "InvalidPartitionsError": ErrorCode.INVALID_PARTITIONS,
-        "InvalidConfigError": ErrorCode.INVALID_CONFIG,
-        "NoBrokersError": ErrorCode.INVALID_REPLICATION_FACTOR,
-        "InvalidReplicationFactorError": ErrorCode.INVALID_REPLICATION_FACTOR,
-        "InvalidReplicaAssignmentError": ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-    }.get(name, error_code_of(e))
-    return code, str(e) or name
+    code = _REGISTRY_ERRORS.get(type(e), error_code_of(e))
+    return code, str(e) or type(e).__name__

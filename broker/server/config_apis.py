@@ -1,4 +1,4 @@
-"""DescribeConfigs, IncrementalAlterConfigs and AlterConfigs (a part of KafkaApis).
+"""DescribeConfigs, IncrementalAlterConfigs and AlterConfigs.
 
 Topics: the config lives in the registry (the topic's znode); a change is validated as ``ferry topics create
 --config`` validates (``LogConfig.from_topic_config``: a bad value is INVALID_CONFIG naming the setting) and
@@ -13,24 +13,23 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from concurrent.futures import Executor
 
+from ferry.broker.server.broker_config import BrokerConfig
 from ferry.broker.server.config_entries import broker_entries, topic_entries
+from ferry.broker.server.request_result import Result
 from ferry.wire.log_config import LogConfig
 from ferry.wire.protocol import alter_configs, describe_configs, incremental_alter_configs
-from ferry.wire.protocol.api_keys import ApiKey
 from ferry.wire.protocol.describe_configs import RESOURCE_BROKER, RESOURCE_TOPIC, ConfigResult
 from ferry.wire.protocol.errors import ErrorCode
 from ferry.wire.protocol.header import RequestHeader
 from ferry.wire.protocol.incremental_alter_configs import OP_DELETE, OP_SET
 from ferry.wire.protocol.primitives import Reader
+from ferry.zk.cluster_registry import ClusterRegistry
 from ferry.zk.errors import InvalidConfigError, UnknownTopicError
 from ferry.zk.topic_config import alter_topic_config
 
-if TYPE_CHECKING:
-    from ferry.broker.server.kafka_apis import Result
-
-log = logging.getLogger("ferry.broker.server.kafka_apis")
+log = logging.getLogger(__name__)
 
 AlterResult = tuple[int, str | None, int, str]  # (error code, message, resource type, resource name)
 BROKER_SETTINGS_ARE_STATIC = ("ferry brokers have no dynamic configs: set it in the broker's properties file (or "
@@ -38,19 +37,12 @@ BROKER_SETTINGS_ARE_STATIC = ("ferry brokers have no dynamic configs: set it in 
 
 
 class ConfigApis:
-    """DescribeConfigs / IncrementalAlterConfigs / AlterConfigs (a part of KafkaApis)."""
+    """DescribeConfigs / IncrementalAlterConfigs / AlterConfigs of topics (and describing this broker's)."""
 
-    config: Any
-    metadata: Any
-    registry: Any
-    executor: Any
-
-    def config_handlers(self) -> dict[int, Callable[[RequestHeader, Reader], Result]]:
-        return {
-            ApiKey.DESCRIBE_CONFIGS: self.handle_describe_configs,
-            ApiKey.INCREMENTAL_ALTER_CONFIGS: self.handle_incremental_alter_configs,
-            ApiKey.ALTER_CONFIGS: self.handle_alter_configs,
-        }
+    def __init__(self, config: BrokerConfig, registry: ClusterRegistry, executor: Executor | None) -> None:
+        self._config = config
+        self._registry = registry
+        self._executor = executor
 
     # ------------------------------------------------------------------ DescribeConfigs
     def handle_describe_configs(self, header: RequestHeader, r: Reader) -> Result:
@@ -63,7 +55,7 @@ class ConfigApis:
         for res in req.resources:
             if res.resource_type == RESOURCE_TOPIC:
                 try:  # from ZooKeeper, not this broker's watch: an AlterConfigs just answered shows at once
-                    info = await loop.run_in_executor(self.executor, self.registry.topic, res.name)
+                    info = await loop.run_in_executor(self._executor, self._registry.topic, res.name)
                 except Exception as e:
                     results.append(ConfigResult(ErrorCode.UNKNOWN_SERVER_ERROR, f"reading the topic from ZooKeeper: "
                                                 f"{e or type(e).__name__}", res.resource_type, res.name))
@@ -72,13 +64,13 @@ class ConfigApis:
                     results.append(ConfigResult(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                                                 f"topic {res.name!r} does not exist", res.resource_type, res.name))
                     continue
-                entries = topic_entries(info.config, self.config.log, synonyms)
+                entries = topic_entries(info.config, self._config.log, synonyms)
             elif res.resource_type == RESOURCE_BROKER:
-                if res.name not in ("", str(self.config.broker_id)):
-                    results.append(ConfigResult(ErrorCode.INVALID_REQUEST, f"this is broker {self.config.broker_id}"
+                if res.name not in ("", str(self._config.broker_id)):
+                    results.append(ConfigResult(ErrorCode.INVALID_REQUEST, f"this is broker {self._config.broker_id}"
                                                 f", not {res.name}: ask that broker", res.resource_type, res.name))
                     continue
-                entries = broker_entries(self.config, synonyms)
+                entries = broker_entries(self._config, synonyms)
             else:
                 results.append(_unsupported(res.resource_type, res.name))
                 continue
@@ -116,7 +108,7 @@ class ConfigApis:
                 results.append((res.error_code, res.error_message, rtype, name))
                 continue
             try:
-                new = await loop.run_in_executor(self.executor, alter_topic_config, self.registry.client, name,
+                new = await loop.run_in_executor(self._executor, alter_topic_config, self._registry.client, name,
                                                  _validated(change), not validate_only)
             except UnknownTopicError:
                 results.append((ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist", rtype, name))

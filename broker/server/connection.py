@@ -18,18 +18,13 @@ import os
 import socket
 import struct
 from collections import deque
-from typing import Any
+from collections.abc import Awaitable
 
-from ferry.broker.server.connection_buffer import (
-    _WOKE_CLOSE,
-    IDLE_BUFFER,
-    READ_BUFFER,
-    ConnectionReadBuffer,
-    _wake,
-)
-from ferry.broker.server.kafka_apis import CloseConnection, KafkaApis
+from ferry.broker.server.connection_buffer import READ_BUFFER, WOKE_CLOSE, ReadBuffer, wake
+from ferry.broker.server.kafka_apis import KafkaApis
 from ferry.broker.server.memory_pool import MemoryPool
 from ferry.broker.server.rate_limited_log import RateLimitedLog
+from ferry.broker.server.request_result import CloseConnection
 from ferry.wire.protocol.primitives import ProtocolError
 
 log = logging.getLogger(__name__)
@@ -51,40 +46,30 @@ class _Packed:
         self.count = 0
 
 
-class Connection(ConnectionReadBuffer):
+class Connection:
+    """One client's requests in, their answers out in the same order (the reading: its ReadBuffer)."""
+
     def __init__(self, sock: socket.socket, peer: str, apis: KafkaApis, max_request_bytes: int,
                  pool: MemoryPool | None = None, bad_requests: RateLimitedLog | None = None) -> None:
         self.sock = sock
         self.peer = peer
         self.apis = apis
         self.max_request_bytes = max_request_bytes
-        self.pool = pool  # bounds the bytes of the large requests being received at once (memory_pool.py)
         self._bad = bad_requests if bad_requests is not None else RateLimitedLog(log)
         self._fd = sock.fileno()
         self._metrics = apis.request_metrics
-        self._fast_produce = apis.fast_produce.handle_framed
-        self._fast_produce_run = apis.fast_produce.handle_run
+        self._fast_produce = apis.produce.handle_framed
+        self._fast_produce_run = apis.produce.handle_run
         # The read buffer starts small and grows with the client's bursts; while the reader waits for data with
         # nothing buffered it holds no view of it, so the reaper can give a grown buffer back (release_idle_buffer).
-        self._buf = bytearray(IDLE_BUFFER)
-        self._view = memoryview(self._buf)
-        self._grow = False  # the last recv filled the buffer: make it larger before the next
-        self._exact = False  # after a large request: receive no byte past the next frame (connection_buffer.py)
-        self._parked = False  # the reader waits for readability with an empty buffer
-        self._read_waiter: asyncio.Future | None = None  # the reader's wait for readability (_readable)
-        self._read_registered = False  # the socket is among the loop's readers
-        self._woke = 0  # what _on_readable left for the reader task (connection_buffer.py)
-        self._max_in_flight = MAX_IN_FLIGHT
-        self._start = 0
-        self._end = 0
+        self._in = ReadBuffer(sock, peer, pool, self._bad, self._handle_frames, self._has_room_for_more)
         self._loop = asyncio.get_running_loop()
         # outbox: _Packed, or (correlation id, Future | list of parts, api key) for answers not plain bytes
-        self._out: deque[Any] = deque()
+        self._out: deque[_Packed | tuple[int, asyncio.Future | list, int]] = deque()
         self._unanswered = 0
         self._reading_done = False
         self._writer_idle = False
-        self._bursts = 0
-        self._last_active = self._loop.time()
+        self._last_answered = self._loop.time()
         self._has_output = asyncio.Event()
         self._has_room = asyncio.Event()
         self._has_room.set()
@@ -112,14 +97,21 @@ class Connection(ConnectionReadBuffer):
                 if type(item) is tuple and isinstance(item[1], asyncio.Future):
                     item[1].cancel()
             self._out.clear()
-            self._unregister_reader()
+            self._in.unregister_reader()
             self.sock.close()
 
     def idle_since(self, now: float) -> float:
         """Seconds since the last request arrived or answer went out; 0 while anything is owed."""
         if self._unanswered or self._out:
             return 0.0
-        return now - self._last_active
+        return now - max(self._last_answered, self._in.last_received)
+
+    def release_idle_buffer(self) -> bool:
+        """Give a grown read buffer back while the reader waits with nothing buffered (called by the reaper)."""
+        return self._in.release_idle_buffer()
+
+    def _has_room_for_more(self) -> bool:
+        return self._unanswered < MAX_IN_FLIGHT
 
     # ------------------------------------------------------------------ reading
     async def _read_loop(self) -> None:
@@ -132,13 +124,18 @@ class Connection(ConnectionReadBuffer):
                     self._has_room.clear()
                     await self._has_room.wait()
                 if need > READ_BUFFER // 2:
-                    if not await self._handle_large_frame(need):
+                    frame = await self._in.receive_large_frame(need)
+                    if frame is None:
+                        return
+                    ok = self._dispatch(frame)
+                    self._flush_ready()
+                    if not ok:
                         return
                     continue
-                if not await self._fill(need):
-                    if self._end > self._start:
+                if not await self._in.fill(need):
+                    if self._in.end > self._in.start:
                         self._bad.warning("connection from %s closed inside a request (%d bytes of it read)",
-                                          self.peer, self._end - self._start)
+                                          self.peer, self._in.end - self._in.start)
                     return
         except (ConnectionError, OSError) as e:
             log.debug("connection from %s: %s", self.peer, e)
@@ -148,10 +145,11 @@ class Connection(ConnectionReadBuffer):
     def _handle_frames(self) -> int:
         """Handle every complete frame in the buffer; returns the bytes the next frame needs in all
         (size prefix included), or -1 when the connection must close."""
-        if self._woke == _WOKE_CLOSE:  # _on_readable met a request that closes the connection
+        rb = self._in
+        if rb.woke == WOKE_CLOSE:  # its readiness callback met a request that closes the connection
             return -1
-        buf = self._buf
-        start, end = self._start, self._end
+        buf = rb.buf
+        start, end = rb.start, rb.end
         handled = 0
         run: list = []  # consecutive Produce requests: handled together (ProduceFastPath.handle_run)
         need = 4
@@ -168,7 +166,7 @@ class Connection(ConnectionReadBuffer):
                     break
                 frame = buf[start + 4:start + 4 + size]
                 start += 4 + size
-                self._start = start
+                rb.start = start
                 handled += 1
                 if len(frame) > 1 and not frame[1] & 127:
                     run.append(frame)
@@ -274,7 +272,7 @@ class Connection(ConnectionReadBuffer):
                 i += 1
         return True
 
-    def _queue_fast(self, frame: bytearray, result: Any) -> None:
+    def _queue_fast(self, frame: bytearray, result: bytes | Awaitable[bytes]) -> None:
         """Queue an answer of ProduceFastPath: framed bytes packed with the ready answers, or its coroutine."""
         self._unanswered += 1
         out = self._out
@@ -330,7 +328,7 @@ class Connection(ConnectionReadBuffer):
             log.exception("closing connection from %s: writing a response failed", self.peer)
 
     def _answered(self, n: int) -> None:
-        self._last_active = self._loop.time()
+        self._last_answered = self._loop.time()
         self._unanswered -= n
         if self._unanswered < MAX_IN_FLIGHT:
             self._has_room.set()
@@ -346,7 +344,7 @@ class Connection(ConnectionReadBuffer):
         if n < len(data):
             await self._loop.sock_sendall(self.sock, memoryview(data)[n:])
 
-    async def _send(self, correlation_id: int, body: Any) -> int:
+    async def _send(self, correlation_id: int, body: bytes | bytearray | list) -> int:
         """Send one answer (bytes, or parts with file slices for sendfile); returns its body's size."""
         if isinstance(body, bytes | bytearray):
             await self._send_bytes(_PREFIX.pack(len(body) + 4, correlation_id) + body)
@@ -381,7 +379,7 @@ class Connection(ConnectionReadBuffer):
 
     async def _writable(self) -> None:
         fut = self._loop.create_future()
-        self._loop.add_writer(self._fd, _wake, fut)
+        self._loop.add_writer(self._fd, wake, fut)
         try:
             await fut
         finally:

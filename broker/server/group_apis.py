@@ -1,4 +1,4 @@
-"""The group requests (a part of KafkaApis): FindCoordinator, JoinGroup, SyncGroup, Heartbeat, LeaveGroup,
+"""The group requests: FindCoordinator, JoinGroup, SyncGroup, Heartbeat, LeaveGroup,
 OffsetCommit, OffsetFetch, ListGroups, DescribeGroups, DeleteGroups. Decoding and encoding only; the rules are
 GroupCoordinator's (docs/groups.md).
 
@@ -12,8 +12,12 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from ferry.broker.server.group_coordinator import GroupCoordinator
+from ferry.broker.server.group_coordinator_state import JoinResult
+from ferry.broker.server.request_result import Result, encode_after
+from ferry.broker.server.transaction_apis import TransactionApis, coordinator_answer
 from ferry.wire.protocol import (
     delete_groups,
     describe_groups,
@@ -26,54 +30,35 @@ from ferry.wire.protocol import (
     offset_fetch,
     sync_group,
 )
-from ferry.wire.protocol.api_keys import ApiKey
 from ferry.wire.protocol.errors import ErrorCode
 from ferry.wire.protocol.header import RequestHeader
 from ferry.wire.protocol.primitives import Reader
 
-if TYPE_CHECKING:
-    from ferry.broker.server.group_coordinator import GroupCoordinator
-    from ferry.broker.server.kafka_apis import Result
-
-log = logging.getLogger("ferry.broker.server.kafka_apis")
+log = logging.getLogger(__name__)
 
 
 class GroupApis:
-    """The group coordinator's requests (a part of KafkaApis)."""
+    """The group coordinator's requests, and FindCoordinator (transactional ids: TransactionApis answers)."""
 
-    group_coordinator: GroupCoordinator | None
-
-    def group_handlers(self) -> dict[int, Callable[[RequestHeader, Reader], Result]]:
-        return {
-            ApiKey.FIND_COORDINATOR: self.handle_find_coordinator,
-            ApiKey.JOIN_GROUP: self.handle_join_group,
-            ApiKey.SYNC_GROUP: self.handle_sync_group,
-            ApiKey.HEARTBEAT: self.handle_heartbeat,
-            ApiKey.LEAVE_GROUP: self.handle_leave_group,
-            ApiKey.OFFSET_COMMIT: self.handle_offset_commit,
-            ApiKey.OFFSET_FETCH: self.handle_offset_fetch,
-            ApiKey.LIST_GROUPS: self.handle_list_groups,
-            ApiKey.DESCRIBE_GROUPS: self.handle_describe_groups,
-            ApiKey.DELETE_GROUPS: self.handle_delete_groups,
-        }
+    def __init__(self, group_coordinator: GroupCoordinator | None, transactions: TransactionApis) -> None:
+        self._group_coordinator = group_coordinator
+        self._transactions = transactions
 
     # ------------------------------------------------------------------ FindCoordinator
     def handle_find_coordinator(self, header: RequestHeader, r: Reader) -> Result:
         version = header.api_version
         req = find_coordinator.parse_request(r, version)
         if req.key_type == find_coordinator.KEY_TYPE_TRANSACTION:
-            return self.find_transaction_coordinator(version, req.key)  # transaction_apis.py
+            return self._transactions.find_transaction_coordinator(version, req.key)
         if req.key_type != find_coordinator.KEY_TYPE_GROUP:
             return find_coordinator.encode_response(version, ErrorCode.INVALID_REQUEST,
                                                     error_message=f"unknown coordinator key type {req.key_type}")
         if not req.key:
             return find_coordinator.encode_response(version, ErrorCode.INVALID_GROUP_ID,
                                                     error_message="the group id is empty")
-        node = self.group_coordinator.coordinator(req.key) if self.group_coordinator is not None else None
-        if node is None:
-            return find_coordinator.encode_response(version, ErrorCode.COORDINATOR_NOT_AVAILABLE,
-                                                    error_message="no live broker is registered")
-        return find_coordinator.encode_response(version, ErrorCode.NONE, node.id, node.host, node.port)
+        coordinator = self._group_coordinator
+        return coordinator_answer(version, coordinator.coordinator(req.key) if coordinator is not None else None,
+                                  "no live broker is registered")
 
     # ------------------------------------------------------------------ JoinGroup / SyncGroup
     def handle_join_group(self, header: RequestHeader, r: Reader) -> Result:
@@ -131,7 +116,7 @@ class GroupApis:
         result = coordinator.commit(req)
         if isinstance(result, list):
             return offset_commit.encode_response(version, result)
-        return _encode_after(result, lambda res: offset_commit.encode_response(version, res))
+        return encode_after(result, lambda res: offset_commit.encode_response(version, res))
 
     def handle_offset_fetch(self, header: RequestHeader, r: Reader) -> Result:
         version = header.api_version
@@ -142,7 +127,7 @@ class GroupApis:
         result = coordinator.fetch(req.group_id, req.topics)
         if isinstance(result, tuple):
             return _offset_fetch_body(version, *result)
-        return _encode_after(result, lambda res: _offset_fetch_body(version, *res))
+        return encode_after(result, lambda res: _offset_fetch_body(version, *res))
 
     # ------------------------------------------------------------------ ListGroups / DescribeGroups / DeleteGroups
     def handle_list_groups(self, header: RequestHeader, r: Reader) -> Result:
@@ -151,7 +136,7 @@ class GroupApis:
         coordinator = self._coordinator()
         if coordinator is None:
             return list_groups.encode_response(version, ErrorCode.COORDINATOR_NOT_AVAILABLE, [])
-        return _encode_after(coordinator.list_groups(), lambda res: list_groups.encode_response(version, *res))
+        return encode_after(coordinator.list_groups(), lambda res: list_groups.encode_response(version, *res))
 
     def handle_describe_groups(self, header: RequestHeader, r: Reader) -> Result:
         version = header.api_version
@@ -160,7 +145,7 @@ class GroupApis:
         if coordinator is None:
             return describe_groups.encode_response(version, [describe_groups.DescribedGroup(
                 ErrorCode.COORDINATOR_NOT_AVAILABLE, g) for g in req.groups])
-        return _encode_after(coordinator.describe_groups(req.groups),
+        return encode_after(coordinator.describe_groups(req.groups),
                              lambda res: describe_groups.encode_response(version, res))
 
     def handle_delete_groups(self, header: RequestHeader, r: Reader) -> Result:
@@ -169,13 +154,13 @@ class GroupApis:
         coordinator = self._coordinator()
         if coordinator is None:
             return delete_groups.encode_response(version, [(g, ErrorCode.COORDINATOR_NOT_AVAILABLE) for g in names])
-        return _encode_after(coordinator.delete_groups(names), lambda res: delete_groups.encode_response(version, res))
+        return encode_after(coordinator.delete_groups(names), lambda res: delete_groups.encode_response(version, res))
 
     def _coordinator(self) -> GroupCoordinator | None:
-        return getattr(self, "group_coordinator", None)
+        return self._group_coordinator
 
 
-def _join_response(res: Any) -> join_group.JoinGroupResponse:
+def _join_response(res: JoinResult) -> join_group.JoinGroupResponse:
     return join_group.JoinGroupResponse(res.error_code, res.generation_id, res.protocol_name, res.leader,
                                         res.member_id, res.members)
 
@@ -184,9 +169,6 @@ async def _answer_later(fut: asyncio.Future, encode: Callable[[Any], bytes]) -> 
     """Wait for the group's answer; shielded: the connection's task may be cancelled, the future must not."""
     return encode(await asyncio.shield(fut))
 
-
-async def _encode_after(pending: Any, encode: Callable[[Any], bytes]) -> bytes:
-    return encode(await pending)
 
 
 def _offset_fetch_body(version: int, code: int, topics: list) -> bytes:

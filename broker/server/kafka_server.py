@@ -11,9 +11,10 @@ import asyncio
 import logging
 import signal
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
 
+from ferry.broker.log.log_manager import LogManager
 from ferry.broker.server.broker_config import BrokerConfig
+from ferry.broker.server.broker_metrics import BrokerCollector, serve
 from ferry.broker.server.controller import KafkaController
 from ferry.broker.server.fetch_purgatory import FetchPurgatory
 from ferry.broker.server.group_coordinator import GroupCoordinator, GroupSettings
@@ -28,6 +29,7 @@ from ferry.broker.server.socket_server import SocketServer
 from ferry.broker.server.topic_deletion import TopicDeletion
 from ferry.broker.server.transaction_coordinator import TransactionCoordinator, TxnSettings
 from ferry.broker.server.transaction_markers import TxnMarkerWriter
+from ferry.zk.cluster_registry import ClusterRegistry
 from ferry.zk.errors import TopicExistsError
 from ferry.zk.partition_state_watcher import PartitionStateWatcher
 from ferry.zk.topic_name import AUDIT_TOPIC
@@ -40,8 +42,8 @@ METADATA_WAIT_S = 10.0
 class KafkaServer:
     def __init__(self, config: BrokerConfig) -> None:
         self.config = config
-        self.log_manager: Any = None
-        self.registry: Any = None
+        self.log_manager: LogManager | None = None
+        self.registry: ClusterRegistry | None = None
         self.socket_server: SocketServer | None = None
         self.replicas: ReplicaManager | None = None
         self.fetchers: ReplicaFetcherManager | None = None
@@ -71,9 +73,6 @@ class KafkaServer:
             await self.shutdown()
 
     async def startup(self) -> None:
-        from ferry.broker.log.log_manager import LogManager
-        from ferry.zk.cluster_registry import ClusterRegistry
-
         cfg = self.config
         loop = asyncio.get_running_loop()
         cfg.data_dir.mkdir(parents=True, exist_ok=True)
@@ -131,15 +130,14 @@ class KafkaServer:
                                        GroupSettings(cfg.group_min_session_timeout_ms, cfg.group_max_session_timeout_ms,
                                                      cfg.group_initial_rebalance_delay_ms, cfg.offset_metadata_max_bytes))
         self.groups.start(loop)
-        apis = KafkaApis(cfg, metadata, replicas, self.registry, producer_ids, purgatory, flusher, self._executor,
-                         self.groups)
         # Transactions (docs/transactions.md): state per transactional id in ZooKeeper, markers to every leader.
         self.transactions = TransactionCoordinator(
             cfg.broker_id, metadata, lambda: self.registry.client, self._executor, producer_ids,
             TxnMarkerWriter(cfg.broker_id, metadata, replicas, flusher, cfg.request_timeout_ms),
             TxnSettings(cfg.transaction_max_timeout_ms, cfg.transaction_abort_timed_out_transaction_cleanup_interval_ms))
         self.transactions.start(loop)
-        apis.transaction_coordinator = self.transactions
+        apis = KafkaApis(cfg, metadata, replicas, self.registry, producer_ids, purgatory, flusher, self._executor,
+                         self.groups, self.transactions)
         self.socket_server = SocketServer(cfg.listen_host, cfg.listen_port, apis, cfg.max_request_bytes,
                                           max_idle_ms=cfg.connections_max_idle_ms,
                                           queued_max_request_bytes=cfg.queued_max_request_bytes,
@@ -160,8 +158,6 @@ class KafkaServer:
             await loop.run_in_executor(self._executor, self._ensure_audit_topic)
         await loop.run_in_executor(self._executor, self.controller.start)
         if cfg.metrics_port:
-            from ferry.broker.server.broker_metrics import BrokerCollector, serve
-
             serve(cfg.metrics_port, BrokerCollector(cfg.broker_id, replicas, self.controller,
                                                     offline_log_dirs=lambda: self.log_manager.offline_log_dirs,
                                                     requests=apis.request_metrics), cfg.metrics_host)

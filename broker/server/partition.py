@@ -18,8 +18,10 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
+from ferry.broker.log.append_info import AppendInfo
+from ferry.broker.log.log import Log
+from ferry.wire.record.record_batch import RecordBatchHeader
 from ferry.zk.znodes import NO_LEADER, PartitionState
 
 log = logging.getLogger(__name__)
@@ -36,7 +38,7 @@ class FollowerProgress:
 
 
 class Partition:
-    def __init__(self, topic: str, partition: int, broker_id: int, log_: Any) -> None:
+    def __init__(self, topic: str, partition: int, broker_id: int, log_: Log) -> None:
         self.topic = topic
         self.partition = partition
         self.broker_id = broker_id
@@ -119,7 +121,7 @@ class Partition:
             log.info("%s-%d: %s", self.topic, self.partition, line)
 
     # ------------------------------------------------------------------ leader duties
-    def append(self, records: Any, allow: int = 0) -> Any:
+    def append(self, records: bytes | bytearray | memoryview, allow: int = 0) -> AppendInfo:
         """Append as leader (stamping the leader epoch); AppendInfo as Log.append returns it. ``allow``:
         transactional/control attribute bits accepted (Log.append)."""
         info = self.log.append(records, leader_epoch=self.leader_epoch, allow=allow)
@@ -129,7 +131,7 @@ class Partition:
             self._uncommitted.append((info.last_offset + 1, time.monotonic()))
         return info
 
-    def append_batch(self, buf: Any, pos: int, h: Any) -> Any:
+    def append_batch(self, buf: bytes | bytearray, pos: int, h: RecordBatchHeader) -> AppendInfo:
         """append() of the one batch at ``pos`` in ``buf`` that produce_parse checked (Log.append_batch)."""
         info = self.log.append_batch(buf, pos, h, self.leader_epoch)
         isr = self.isr
@@ -140,7 +142,7 @@ class Partition:
             self._uncommitted.append((info.last_offset + 1, time.monotonic()))
         return info
 
-    def append_batches(self, items: list) -> list | None:
+    def append_batches(self, items: list) -> list[AppendInfo] | None:
         """append_batch of several batches with one write (Log.append_batches), or None: nothing done."""
         infos = self.log.append_batches(items, self.leader_epoch)
         if infos is None:

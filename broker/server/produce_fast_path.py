@@ -1,12 +1,15 @@
-"""ProduceFastPath: the common Produce request (one topic, one partition, acks 1 or -1, no transaction)
-read with a few `struct` calls and answered from a pre-encoded template.
+"""ProduceFastPath: the common Produce request (one topic, one partition, an answer wanted, no transaction)
+read with a few `struct` calls and answered from a pre-encoded template (a part of ProduceApis, which routes
+every Produce here first).
 
 The general path builds a request object, a result object per partition and encodes the answer field by
 field: at 50 messages per request that was a third of the broker's CPU per message (py-spy,
 bench/RESULTS.md), and the producers that matter (a client's batch for one partition, the mirror's
 copies) send exactly this shape. Anything else, and any append that fails, goes to the general path,
 which parses everything and answers with the precise error; a failed append wrote nothing, so running
-the general path after it is safe.
+the general path after it is safe. What acks means and whether a partition takes the append are
+produce_rules' (the general path asks the same functions); the append and the wake-up of parked fetches after
+it are ReplicaManager's.
 """
 
 from __future__ import annotations
@@ -14,22 +17,25 @@ from __future__ import annotations
 import logging
 import struct
 from collections.abc import Awaitable
-from typing import Any
 
-from ferry.broker.server.produce_parse import FIRST_VERSION as FIRST_VERSION  # kafka_apis reads them here
-from ferry.broker.server.produce_parse import LAST_VERSION as LAST_VERSION
-from ferry.broker.server.produce_parse import parse
+from ferry.broker.server.log_flusher import LogFlusher
+from ferry.broker.server.partition import Partition
+from ferry.broker.server.produce_parse import Parsed, parse
+from ferry.broker.server.produce_rules import LEADER, ack_mode, produce_target
+from ferry.broker.server.replica_manager import ReplicaManager
 from ferry.wire import native
 from ferry.wire.protocol import produce
 
 log = logging.getLogger(__name__)
 
 
-
 class ProduceFastPath:
-    def __init__(self, replicas: Any, flusher: Any) -> None:
+    """Appends and answers the common Produce shape without building request or result objects."""
+
+    def __init__(self, replicas: ReplicaManager, flusher: LogFlusher | None) -> None:
         self._replicas = replicas
         self._flusher = flusher
+        self._append_batch = replicas.append_batch  # bound once: called per request
         # (topic name bytes, partition, version) -> (topic, struct of the framed answer, its size, fixed head, tail)
         self._routes: dict[tuple[bytes, int, int], tuple[str, struct.Struct, int, bytes, bytes]] = {}
         self.topic_bytes: dict[str, int] = {}  # record bytes appended per topic (the broker's metrics read it)
@@ -42,7 +48,8 @@ class ProduceFastPath:
             return out
         return out[8:]
 
-    def handle_framed(self, frame: bytes | bytearray, parsed: Any = None) -> bytes | Awaitable[bytes] | None:
+    def handle_framed(self, frame: bytes | bytearray, parsed: Parsed | None = None
+                      ) -> bytes | Awaitable[bytes] | None:
         """The whole answer as it goes on the wire (size prefix and correlation id included: one `pack`, no
         copies), or a coroutine producing the answer's body for acks=-1, or None: use the general path.
         ``frame`` is a request of any API key and version (the caller checked neither). The request is read
@@ -54,27 +61,23 @@ class ProduceFastPath:
         if p is None:
             return None
         version, correlation_id, acks, timeout_ms, raw, partition, pos, h = p
+        mode = ack_mode(acks)
+        if mode is None or not mode.answers:  # no answer wanted, or acks invalid: the general path's business
+            return None
         route = self._routes.get((raw, partition, version))
         if route is None:
             route = self._route(raw, partition, version)
             if route is None:
                 return None
         topic, packer, size, head, tail = route
-        replicas = self._replicas
-        part = replicas.partitions.get((topic, partition))
-        if part is None or not part.is_leader or part.log.offline:  # leader_partition says why (or acts on a watch)
-            part, code = replicas.leader_partition(topic, partition)
-            if code:
-                return None
-        if acks == -1 and not part.enough_replicas():
-            return None
+        part, code, _message = produce_target(self._replicas, topic, partition, mode, len(frame) - pos)
+        if code:
+            return None  # the general path answers with the error
         try:
             if h is not None:
-                info = part.append_batch(frame, pos, h)
-                if part.followers and replicas.purgatory is not None:  # as ReplicaManager.append does
-                    replicas.purgatory.notify(part.log)
+                info = self._append_batch(part, frame, pos, h)
             else:
-                info = replicas.append(part, memoryview(frame)[pos:])
+                info = self._replicas.append(part, memoryview(frame)[pos:])
         except Exception:
             return None
         tb = self.topic_bytes
@@ -83,7 +86,7 @@ class ProduceFastPath:
             out = packer.pack(size, correlation_id, head, info[0], info[3], part.log.log_start_offset, tail)
         else:
             out = packer.pack(size, correlation_id, head, info[0], info[3], tail)
-        if acks == -1:
+        if mode.waits_for_isr:
             return self._after_ack(part, info[1] + 1, out[8:], version, topic, partition, timeout_ms)
         return out
 
@@ -110,20 +113,24 @@ class ProduceFastPath:
             i += 1
         return out
 
-    def _group(self, frames: list, i: int, p: Any) -> tuple[int, Any, list]:
+    def _group(self, frames: list, i: int, p: Parsed) -> tuple[int, Partition | None, list]:
         """How far from ``i`` the requests go to one led partition with one batch, acks=1, no producer id: (the
-        end, the partition, [(frame, parsed, route)])."""
+        end, the partition, [(frame, parsed, route)]). The first request's partition is accepted by
+        produce_target; the others only need to go to that same partition (nothing changed it meanwhile)."""
         group: list = []
         part = None
         n = len(frames)
+        partitions = self._replicas.partitions
         while True:
             route = self._routes.get((p[4], p[5], p[0])) or self._route(p[4], p[5], p[0])
             if route is None:
                 break
-            q = self._replicas.partitions.get((route[0], p[5]))
-            if q is None or (part is not None and q is not part) or not q.is_leader or q.log.offline:
+            if part is None:
+                part, code, _message = produce_target(self._replicas, route[0], p[5], LEADER, len(frames[i]) - p[6])
+                if code:
+                    break
+            elif partitions.get((route[0], p[5])) is not part:
                 break
-            part = q
             group.append((frames[i], p, route))
             i += 1
             if i >= n or len(group) >= 256:
@@ -133,17 +140,14 @@ class ProduceFastPath:
                 break
         return i if len(group) >= 2 else i - len(group), part, group
 
-    def _append_group(self, part: Any, group: list, out: list) -> bool:
+    def _append_group(self, part: Partition, group: list, out: list) -> bool:
         """Append a group with one write and add its answers to ``out``; False when nothing was done."""
         try:
-            infos = part.append_batches([(frame, p[6], p[7]) for frame, p, _ in group])
+            infos = self._replicas.append_batches(part, [(frame, p[6], p[7]) for frame, p, _ in group])
         except Exception:
             return False  # nothing written: one by one, the first meets the failure (and the general path says it)
         if infos is None:
             return False
-        replicas = self._replicas
-        if part.followers and replicas.purgatory is not None:  # as ReplicaManager.append does
-            replicas.purgatory.notify(part.log)
         tb = self.topic_bytes
         log_start = part.log.log_start_offset
         for (frame, p, (topic, packer, size, head, tail)), info in zip(group, infos, strict=True):
@@ -167,7 +171,7 @@ class ProduceFastPath:
             self._routes[(raw, partition, version)] = route
         return route
 
-    async def _after_ack(self, part: Any, end: int, body: bytes, version: int, topic: str, partition: int,
+    async def _after_ack(self, part: Partition, end: int, body: bytes, version: int, topic: str, partition: int,
                          timeout_ms: int) -> bytes:
         code, message = await self._replicas.acknowledge(part, end, timeout_ms, self._flusher)
         if code:
@@ -176,9 +180,10 @@ class ProduceFastPath:
         return body
 
 
-def _groupable(p: Any) -> bool:
-    """A parsed request Log.append_batches may take with others: acks=1, one valid batch, no producer id."""
-    return p is not None and p[2] == 1 and p[7] is not None and p[7].producer_id < 0
+def _groupable(p: Parsed | None) -> bool:
+    """A parsed request Log.append_batches may take with others: acks=1 (answered at once), one valid batch, no
+    producer id."""
+    return p is not None and p[7] is not None and ack_mode(p[2]) is LEADER and p[7].producer_id < 0
 
 
 def _template(version: int, topic: str, partition: int) -> tuple[struct.Struct, bytes, bytes]:

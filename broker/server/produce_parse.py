@@ -1,5 +1,6 @@
-"""The common Produce request read in one call: its fields and, when its records are exactly one valid batch,
-that batch's header (checked as validate_batches checks it: framing, magic, counts, attributes, CRC-32C).
+"""The common Produce request read in one call: its fields (acks as sent: produce_rules.ack_mode decides what it
+means) and, when its records are exactly one valid batch, that batch's header (checked as validate_batches checks
+it: framing, magic, counts, attributes, CRC-32C).
 
 ``parse`` is the native module (broker/server/_produce_native.pyx, the native part ``produce``) when it is
 built, else ``parse_py``, its pure-Python twin: both answer alike, byte for byte (tests/broker compare them).
@@ -38,8 +39,8 @@ Parsed = tuple[int, int, int, int, bytes, int, int, RecordBatchHeader | None]
 
 
 def parse_py(frame: bytes | bytearray | memoryview) -> Parsed | None:
-    """None when ``frame`` is not the fast path's shape (one topic, one partition, acks 1 or -1, no transactional
-    id, Produce v3-8, the records filling the rest of the frame); else its fields and the header of its one
+    """None when ``frame`` is not the fast path's shape (one topic, one partition, no transactional id, Produce
+    v3-8, the records filling the rest of the frame); else its fields and the header of its one
     batch when the records are exactly one batch that validate_batches accepts with no size limit (None
     otherwise: the log's general append validates then and refuses with the precise error)."""
     end = len(frame)
@@ -55,7 +56,7 @@ def parse_py(frame: bytes | bytearray | memoryview) -> Parsed | None:
     if txn_len != -1:  # a transactional id: general path
         return None
     pos += 14
-    if topics != 1 or not (acks == 1 or acks == -1) or name_len <= 0 or end < pos + name_len + 12:
+    if topics != 1 or name_len <= 0 or end < pos + name_len + 12:
         return None
     topic = bytes(frame[pos:pos + name_len])
     pos += name_len

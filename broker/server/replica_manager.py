@@ -19,16 +19,24 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Mapping
-from typing import Any
+from concurrent.futures import Executor
+from typing import Protocol
 
+from kazoo.client import KazooClient
 from prometheus_client import Histogram
 
+from ferry.broker.log.append_info import AppendInfo
+from ferry.broker.log.log import Log
+from ferry.broker.log.log_manager import LogManager
+from ferry.broker.server.delayed_produce import acknowledge
 from ferry.broker.server.fetch_purgatory import FetchPurgatory
+from ferry.broker.server.log_flusher import LogFlusher
 from ferry.broker.server.metadata_cache import MetadataCache
 from ferry.broker.server.partition import Partition
 from ferry.broker.server.role_change_log import RoleChangeLog
 from ferry.wire.protocol.errors import ErrorCode
 from ferry.wire.record.errors import KafkaStorageError
+from ferry.wire.record.record_batch import RecordBatchHeader
 from ferry.zk.partition_states import update_as_leader
 from ferry.zk.znodes import NO_LEADER, PartitionState, TopicInfo
 
@@ -41,8 +49,17 @@ def now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
+class FollowerFetching(Protocol):
+    """The replica fetcher as ReplicaManager drives it (replica_fetcher.py's ReplicaFetcherManager)."""
+
+    def add_partition(self, tp: TopicPartition, leader: int, leader_epoch: int) -> None: ...
+    def remove_partition(self, tp: TopicPartition) -> None: ...
+
+
 class ReplicaManager:
-    def __init__(self, broker_id: int, metadata: MetadataCache, log_manager: Any, *,
+    """This broker's replicas and its role in each; every leader append goes through it."""
+
+    def __init__(self, broker_id: int, metadata: MetadataCache, log_manager: LogManager | None, *,
                  replica_lag_time_max_ms: int = 30_000) -> None:
         self.broker_id = broker_id
         self.metadata = metadata
@@ -50,16 +67,16 @@ class ReplicaManager:
         self.request_timeout_ms = 30_000  # request.timeout.ms: caps an acks=-1 wait (set by KafkaServer)
         self.replica_lag_time_max_ms = replica_lag_time_max_ms
         self.partitions: dict[TopicPartition, Partition] = {}
-        self._logs: dict[TopicPartition, Any] = {}
+        self._logs: dict[TopicPartition, Log] = {}
         self._configs: dict[str, dict[str, str]] = {}
         self._assigned: dict[TopicPartition, tuple[int, ...]] = {}  # replica lists as last seen
         self._lock = threading.Lock()
         # set by start(): the event loop, the purgatory, the fetcher, ZooKeeper access
         self.loop: asyncio.AbstractEventLoop | None = None
         self.purgatory: FetchPurgatory | None = None
-        self.fetcher: Any = None
-        self.zk_client: Callable[[], Any] | None = None
-        self.executor: Any = None
+        self.fetcher: FollowerFetching | None = None
+        self.zk_client: Callable[[], KazooClient] | None = None
+        self.executor: Executor | None = None
         self._isr_task: asyncio.Task | None = None
         self.shutting_down: Callable[[], set[int]] = set  # brokers in controlled shutdown (set by KafkaServer)
         # leader append -> the ISR has it (HW moved past it): Kafka's produce "remote time", per batch
@@ -72,8 +89,8 @@ class ReplicaManager:
         self.role_changes = RoleChangeLog()  # leader/follower lines, summed up per topic in bursts
         metadata.add_topics_listener(self._on_topics)
 
-    def start(self, loop: asyncio.AbstractEventLoop, purgatory: FetchPurgatory, fetcher: Any,
-              zk_client: Callable[[], Any], executor: Any) -> None:
+    def start(self, loop: asyncio.AbstractEventLoop, purgatory: FetchPurgatory, fetcher: FollowerFetching,
+              zk_client: Callable[[], KazooClient], executor: Executor | None) -> None:
         self.loop, self.purgatory, self.fetcher = loop, purgatory, fetcher
         self.role_changes.loop = loop
         self.zk_client, self.executor = zk_client, executor
@@ -141,7 +158,7 @@ class ReplicaManager:
         for tp, (state, version) in sorted(states.items()):
             self.apply_state(tp, state, version)
 
-    def _open(self, topic: str, partition: int, info: TopicInfo, quiet: bool = False) -> Any:
+    def _open(self, topic: str, partition: int, info: TopicInfo, quiet: bool = False) -> Log:
         with self._lock:
             lg = self._logs.get((topic, partition))
             if lg is None:
@@ -168,7 +185,7 @@ class ReplicaManager:
             return  # an older snapshot than we already act on
         if self.broker_id not in replicas:
             if part is not None:
-                self._drop(part, delete=info is not None)
+                self.drop(part, delete=info is not None)
             return
         if part is None:
             try:
@@ -205,17 +222,13 @@ class ReplicaManager:
         if self.purgatory is not None:
             self.purgatory.notify(part.log)  # parked produces and fetches re-check their partition
 
-    def drop(self, part: Partition, delete: bool) -> None:
-        """Stop replicating ``part`` here (moved away or its topic deleted); ``delete`` removes its log."""
-        self._drop(part, delete)
-
     def forget_log(self, tp: TopicPartition) -> None:
         """Forget a log that has no Partition yet (its topic was deleted before any state arrived)."""
         with self._lock:
             self._logs.pop(tp, None)
 
-    def _drop(self, part: Partition, delete: bool) -> None:
-        """Stop replicating a partition moved away (reassignment); its copy here is deleted."""
+    def drop(self, part: Partition, delete: bool) -> None:
+        """Stop replicating ``part`` here (moved away or its topic deleted); ``delete`` removes its log."""
         tp = (part.topic, part.partition)
         if self.fetcher is not None:
             self.fetcher.remove_partition(tp)
@@ -246,7 +259,7 @@ class ReplicaManager:
             return None, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         return None, ErrorCode.NOT_LEADER_OR_FOLLOWER
 
-    def leader_log(self, topic: str, partition: int) -> tuple[Any, int]:
+    def leader_log(self, topic: str, partition: int) -> tuple[Log | None, int]:
         """(log, NONE) when this broker leads the partition, else (None, error code)."""
         part, code = self.leader_partition(topic, partition)
         return (part.log if part is not None else None), code
@@ -262,54 +275,36 @@ class ReplicaManager:
         return sum(1 for part in self.partitions.values() if part.is_leader and len(part.isr) < len(part.replicas))
 
     # ------------------------------------------------------------------ produce
-    def append(self, part: Partition, records: Any, allow: int = 0) -> Any:
-        """Append as leader; parked follower fetches wake at once (they read up to the log end). ``allow``:
-        transactional/control attribute bits accepted (a transactional produce, a marker)."""
+    def append(self, part: Partition, records: bytes | bytearray | memoryview, allow: int = 0) -> AppendInfo:
+        """Append as leader. ``allow``: transactional/control attribute bits accepted (a transactional produce, a
+        marker). This, append_batch and append_batches are every leader append (produce, markers)."""
         info = part.append(records, allow)
-        if part.followers and self.purgatory is not None:
-            self.purgatory.notify(part.log)
+        self._appended(part)
         return info
 
-    async def acknowledge(self, part: Partition, end: int, timeout_ms: int, flusher: Any) -> tuple[int, str | None]:
-        """acks=-1: (error code, message) once the leader flushed up to ``end`` and the ISR has it."""
-        try:
-            await flusher.flushed_to(part.log, end)
-        except Exception as e:
-            if not isinstance(e, KafkaStorageError):  # a log dir failure is logged once, by the log layer
-                log.error("flush of %s failed: %s", part.log, e)
-            return ErrorCode.KAFKA_STORAGE_ERROR, f"flush failed: {e}"
-        timeout_ms = min(timeout_ms, self.request_timeout_ms) if timeout_ms > 0 else self.request_timeout_ms
-        code = await self.committed(part, end, timeout_ms)
-        if code == ErrorCode.NONE:
-            return code, None
-        if code == ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND:
-            return code, f"written, but the ISR {list(part.isr)} shrank below min.insync.replicas {part.min_isr}"
-        if code == ErrorCode.REQUEST_TIMED_OUT:
-            return code, f"the ISR {list(part.isr)} did not confirm within {timeout_ms} ms"
-        return code, "leadership moved before the ISR confirmed the write"
+    def append_batch(self, part: Partition, buf: bytes | bytearray, pos: int, header: RecordBatchHeader
+                     ) -> AppendInfo:
+        """append() of the one batch at ``pos`` in ``buf`` that produce_parse checked (the produce fast path)."""
+        info = part.append_batch(buf, pos, header)
+        if part.followers:  # (the common single replica skips the call: this is per request)
+            self._appended(part)
+        return info
 
-    # ------------------------------------------------------------------ acks=-1
-    async def committed(self, part: Partition, end: int, timeout_ms: int) -> int:
-        """Wait until every ISR member has the appended offsets below ``end``; the answer's error code."""
-        deadline = time.monotonic() + max(timeout_ms, 1) / 1000.0
-        epoch = part.leader_epoch
-        while True:
-            if not part.is_leader or part.leader_epoch != epoch:
-                return ErrorCode.NOT_LEADER_OR_FOLLOWER
-            if part.replication_hw >= end:
-                if len(part.isr) < part.min_isr:
-                    return ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
-                return ErrorCode.NONE
-            remaining = deadline - time.monotonic()
-            if remaining <= 0 or self.purgatory is None:
-                return ErrorCode.REQUEST_TIMED_OUT
-            fut = self.purgatory.watch([part.log])
-            try:
-                await asyncio.wait_for(fut, remaining)
-            except TimeoutError:
-                pass
-            finally:
-                self.purgatory.unwatch([part.log], fut)
+    def append_batches(self, part: Partition, items: list) -> list[AppendInfo] | None:
+        """append_batch of several checked batches with one write; None: nothing was done."""
+        infos = part.append_batches(items)
+        if infos is not None:
+            self._appended(part)
+        return infos
+
+    def _appended(self, part: Partition) -> None:  # parked follower fetches wake at once (they read to the end)
+        if part.followers and self.purgatory is not None:
+            self.purgatory.notify(part.log)
+
+    async def acknowledge(self, part: Partition, end: int, timeout_ms: int, flusher: LogFlusher
+                          ) -> tuple[int, str | None]:
+        """acks=-1: (error code, message) once the leader flushed up to ``end`` and the ISR has it."""
+        return await acknowledge(part, end, timeout_ms, flusher, self.purgatory, self.request_timeout_ms)
 
     # ------------------------------------------------------------------ follower fetches (leader side)
     def record_follower_fetch(self, part: Partition, replica_id: int, fetch_offset: int) -> None:

@@ -8,19 +8,19 @@ asker with a different idea of the current epoch is fenced or told to refresh.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
+from ferry.broker.server.replica_manager import ReplicaManager
+from ferry.broker.server.request_result import Result
 from ferry.wire.protocol import offset_for_leader_epoch as ofle
 from ferry.wire.protocol.errors import ErrorCode
 from ferry.wire.protocol.header import RequestHeader
 from ferry.wire.protocol.primitives import Reader
 
-if TYPE_CHECKING:
-    from ferry.broker.server.kafka_apis import Result
-
 
 class ReplicationApis:
-    """OffsetForLeaderEpoch (a part of KafkaApis)."""
+    """OffsetForLeaderEpoch: the inter-broker request a follower asks its new leader before it truncates."""
+
+    def __init__(self, replicas: ReplicaManager) -> None:
+        self._replicas = replicas
 
     def handle_offset_for_leader_epoch(self, header: RequestHeader, r: Reader) -> Result:
         version = header.api_version
@@ -29,7 +29,7 @@ class ReplicationApis:
         for topic, parts in req.topics:
             results = []
             for p in parts:
-                part, code = self.replicas.leader_partition(topic, p.partition)
+                part, code = self._replicas.leader_partition(topic, p.partition)
                 if not code and p.current_leader_epoch >= 0 and p.current_leader_epoch != part.leader_epoch:
                     code = (ErrorCode.FENCED_LEADER_EPOCH if p.current_leader_epoch < part.leader_epoch
                             else ErrorCode.UNKNOWN_LEADER_EPOCH)

@@ -15,40 +15,35 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from concurrent.futures import Executor
 
 from ferry.broker.log.log_start import delete_records_before
+from ferry.broker.server.broker_config import BrokerConfig
+from ferry.broker.server.metadata_cache import MetadataCache
+from ferry.broker.server.replica_manager import ReplicaManager
+from ferry.broker.server.request_result import Result
 from ferry.wire.protocol import create_partitions, delete_records, delete_topics, describe_log_dirs
-from ferry.wire.protocol.api_keys import ApiKey
 from ferry.wire.protocol.errors import ErrorCode, error_code_of
 from ferry.wire.protocol.header import RequestHeader
 from ferry.wire.protocol.primitives import Reader
+from ferry.zk.cluster_registry import ClusterRegistry
 from ferry.zk.errors import InvalidPartitionsError, InvalidTopicError, NoBrokersError, UnknownTopicError
 from ferry.zk.group_offsets import delete_topic_offsets
 
-if TYPE_CHECKING:
-    from ferry.broker.server.kafka_apis import Result
-
-log = logging.getLogger("ferry.broker.server.kafka_apis")
+log = logging.getLogger(__name__)
 METADATA_WAIT_S = 5.0  # at most this long for this broker's metadata to show a change it made
 
 
 class TopicAdminApis:
-    """DeleteTopics / CreatePartitions / DeleteRecords / DescribeLogDirs (a part of KafkaApis)."""
+    """DeleteTopics / CreatePartitions / DeleteRecords / DescribeLogDirs: changes to existing topics."""
 
-    config: Any
-    metadata: Any
-    registry: Any
-    replicas: Any
-    executor: Any
-
-    def topic_admin_handlers(self) -> dict[int, Callable[[RequestHeader, Reader], Result]]:
-        return {
-            ApiKey.DELETE_TOPICS: self.handle_delete_topics,
-            ApiKey.CREATE_PARTITIONS: self.handle_create_partitions,
-            ApiKey.DELETE_RECORDS: self.handle_delete_records,
-            ApiKey.DESCRIBE_LOG_DIRS: self.handle_describe_log_dirs,
-        }
+    def __init__(self, config: BrokerConfig, metadata_cache: MetadataCache, registry: ClusterRegistry,
+                 replicas: ReplicaManager, executor: Executor | None) -> None:
+        self._config = config
+        self._metadata = metadata_cache
+        self._registry = registry
+        self._replicas = replicas
+        self._executor = executor
 
     # ------------------------------------------------------------------ DeleteTopics
     def handle_delete_topics(self, header: RequestHeader, r: Reader) -> Result:
@@ -61,7 +56,7 @@ class TopicAdminApis:
         deleted: list[str] = []
         for name in dict.fromkeys(req.topics):
             try:
-                await loop.run_in_executor(self.executor, self.registry.delete_topic, name)
+                await loop.run_in_executor(self._executor, self._registry.delete_topic, name)
             except UnknownTopicError:
                 results.append((name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
                 continue
@@ -76,10 +71,10 @@ class TopicAdminApis:
             deleted.append(name)
             results.append((name, ErrorCode.NONE))
             try:  # as Kafka: the groups' offsets of a deleted topic go with it
-                await loop.run_in_executor(self.executor, delete_topic_offsets, self.registry.client, name)
+                await loop.run_in_executor(self._executor, delete_topic_offsets, self._registry.client, name)
             except Exception as e:
                 log.warning("removing the committed offsets of deleted topic %s failed: %s", name, e)
-        await self._await_metadata(lambda: not any(t in self.metadata.topics for t in deleted), req.timeout_ms)
+        await self._await_metadata(lambda: not any(t in self._metadata.topics for t in deleted), req.timeout_ms)
         return delete_topics.encode_response(version, results)
 
     async def _await_metadata(self, done: Callable[[], bool], timeout_ms: int) -> None:
@@ -97,7 +92,7 @@ class TopicAdminApis:
         results: list[tuple[str, int, str | None]] = []
         grown: dict[str, int] = {}
         for t in req.topics:
-            info = self.metadata.topics.get(t.name)
+            info = self._metadata.topics.get(t.name)
             if t.assignments is not None:
                 results.append((t.name, ErrorCode.INVALID_REQUEST, "explicit replica assignments are not supported"
                                 " by ferry's CreatePartitions; leave them out to have the new partitions placed"))
@@ -113,7 +108,7 @@ class TopicAdminApis:
                 results.append((t.name, ErrorCode.NONE, None))
                 continue
             try:
-                await loop.run_in_executor(self.executor, self.registry.add_partitions, t.name, t.count)
+                await loop.run_in_executor(self._executor, self._registry.add_partitions, t.name, t.count)
             except UnknownTopicError:
                 results.append((t.name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {t.name!r} does not exist"))
                 continue
@@ -132,7 +127,7 @@ class TopicAdminApis:
             grown[t.name] = t.count
             results.append((t.name, ErrorCode.NONE, None))
         await self._await_metadata(lambda: all(
-            name in self.metadata.topics and self.metadata.topics[name].partition_count >= n
+            name in self._metadata.topics and self._metadata.topics[name].partition_count >= n
             for name, n in grown.items()), req.timeout_ms)
         return create_partitions.encode_response(version, results)
 
@@ -147,7 +142,7 @@ class TopicAdminApis:
         for topic, parts in req.topics:
             rows = []
             for partition, offset in parts:
-                lg, code = self.replicas.leader_log(topic, partition)
+                lg, code = self._replicas.leader_log(topic, partition)
                 if code:
                     rows.append((partition, -1, code))
                     continue
@@ -156,7 +151,7 @@ class TopicAdminApis:
                     rows.append((partition, -1, ErrorCode.OFFSET_OUT_OF_RANGE))
                     continue
                 try:
-                    low = await loop.run_in_executor(self.executor, delete_records_before, lg, target)
+                    low = await loop.run_in_executor(self._executor, delete_records_before, lg, target)
                 except Exception as e:
                     code = error_code_of(e)
                     if code == ErrorCode.UNKNOWN_SERVER_ERROR:
@@ -171,7 +166,7 @@ class TopicAdminApis:
     def handle_describe_log_dirs(self, header: RequestHeader, r: Reader) -> Result:
         version = header.api_version
         wanted = describe_log_dirs.parse_request(r, version)
-        manager = self.replicas.log_manager
+        manager = self._replicas.log_manager
         select = None if wanted is None else {(t, p) for t, parts in wanted for p in parts}
         by_topic: dict[str, list[tuple[int, int, int]]] = {}
         for (topic, partition), lg in sorted(manager.all_logs().items()):
@@ -184,6 +179,6 @@ class TopicAdminApis:
             by_topic.setdefault(topic, []).append((partition, size, 0))
         offline = bool(getattr(manager, "offline", False))
         result = describe_log_dirs.LogDirResult(ErrorCode.KAFKA_STORAGE_ERROR if offline else ErrorCode.NONE,
-                                                str(self.config.data_dir.resolve()),
+                                                str(self._config.data_dir.resolve()),
                                                 [] if offline else sorted(by_topic.items()))
         return describe_log_dirs.encode_response(version, [result])

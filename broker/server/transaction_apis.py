@@ -1,4 +1,4 @@
-"""The transaction requests (a part of KafkaApis): InitProducerId with a transactional id, AddPartitionsToTxn,
+"""The transaction requests: InitProducerId (idempotent producers too), AddPartitionsToTxn,
 AddOffsetsToTxn, EndTxn, WriteTxnMarkers, TxnOffsetCommit, and FindCoordinator for transactional ids.
 Decoding and encoding; the rules are TransactionCoordinator's (docs/transactions.md).
 
@@ -11,9 +11,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from concurrent.futures import Executor
 
+from ferry.broker.server.group_coordinator import GroupCoordinator
+from ferry.broker.server.metadata_cache import MetadataCache
+from ferry.broker.server.producer_id_manager import ProducerIdManager
+from ferry.broker.server.request_result import Result, encode_after
+from ferry.broker.server.transaction_coordinator import TransactionCoordinator
 from ferry.broker.server.transaction_state import ONGOING, read_txn, write_pending_offsets
 from ferry.wire.protocol import (
     add_offsets_to_txn,
@@ -24,61 +28,49 @@ from ferry.wire.protocol import (
     txn_offset_commit,
     write_txn_markers,
 )
-from ferry.wire.protocol.api_keys import ApiKey
 from ferry.wire.protocol.errors import ErrorCode
 from ferry.wire.protocol.header import RequestHeader
 from ferry.wire.protocol.primitives import Reader
+from ferry.zk.cluster_registry import ClusterRegistry
+from ferry.zk.znodes import BrokerInfo
 
-if TYPE_CHECKING:
-    from ferry.broker.server.kafka_apis import Result
-    from ferry.broker.server.transaction_coordinator import TransactionCoordinator
-
-log = logging.getLogger("ferry.broker.server.kafka_apis")
+log = logging.getLogger(__name__)
 
 PENDING_WRITE_ATTEMPTS = 5
 
 
 class TransactionApis:
-    """The transaction coordinator's requests (a part of KafkaApis)."""
+    """The transaction coordinator's requests, and producer ids for idempotent producers."""
 
-    transaction_coordinator: TransactionCoordinator | None = None  # set by KafkaServer
-    group_coordinator: Any
-    registry: Any
-    executor: Any
-    metadata: Any
-
-    def transaction_handlers(self) -> dict[int, Callable[[RequestHeader, Reader], Result]]:
-        return {
-            ApiKey.INIT_PRODUCER_ID: self.handle_init_producer_id_txn,
-            ApiKey.ADD_PARTITIONS_TO_TXN: self.handle_add_partitions_to_txn,
-            ApiKey.ADD_OFFSETS_TO_TXN: self.handle_add_offsets_to_txn,
-            ApiKey.END_TXN: self.handle_end_txn,
-            ApiKey.WRITE_TXN_MARKERS: self.handle_write_txn_markers,
-            ApiKey.TXN_OFFSET_COMMIT: self.handle_txn_offset_commit,
-        }
+    def __init__(self, transaction_coordinator: TransactionCoordinator | None,
+                 group_coordinator: GroupCoordinator | None, producer_ids: ProducerIdManager,
+                 metadata_cache: MetadataCache, registry: ClusterRegistry, executor: Executor | None) -> None:
+        self._transaction_coordinator = transaction_coordinator
+        self._group_coordinator = group_coordinator
+        self._producer_ids = producer_ids
+        self._metadata = metadata_cache
+        self._registry = registry
+        self._executor = executor
 
     # ------------------------------------------------------------------ FindCoordinator (key type 1)
     def find_transaction_coordinator(self, version: int, txn_id: str) -> bytes:
-        tc = self.transaction_coordinator
+        tc = self._transaction_coordinator
         if not txn_id:
             return find_coordinator.encode_response(version, ErrorCode.INVALID_REQUEST,
                                                     error_message="the transactional id is empty")
-        node = tc.coordinator(txn_id) if tc is not None else None
-        if node is None:
-            return find_coordinator.encode_response(version, ErrorCode.COORDINATOR_NOT_AVAILABLE,
-                                                    error_message="no transaction coordinator is available")
-        return find_coordinator.encode_response(version, ErrorCode.NONE, node.id, node.host, node.port)
+        return coordinator_answer(version, tc.coordinator(txn_id) if tc is not None else None,
+                                  "no transaction coordinator is available")
 
     # ------------------------------------------------------------------ InitProducerId
-    def handle_init_producer_id_txn(self, header: RequestHeader, r: Reader) -> Result:
+    def handle_init_producer_id(self, header: RequestHeader, r: Reader) -> Result:
         version = header.api_version
         req = init_producer_id.parse_request(r, version)
         if req.transactional_id is None:
-            return self._init_producer_id(version)  # idempotent only (offset_apis.py)
-        tc = self.transaction_coordinator
+            return self._init_producer_id(version)  # idempotent only
+        tc = self._transaction_coordinator
         if tc is None:
             return init_producer_id.encode_response(version, ErrorCode.COORDINATOR_NOT_AVAILABLE, -1, -1)
-        return _after(tc.init_producer_id(req.transactional_id, req.transaction_timeout_ms),
+        return encode_after(tc.init_producer_id(req.transactional_id, req.transaction_timeout_ms),
                       lambda res: init_producer_id.encode_response(version, *res))
 
     # ------------------------------------------------------------------ AddPartitionsToTxn / AddOffsetsToTxn
@@ -86,7 +78,7 @@ class TransactionApis:
         version = header.api_version
         req = add_partitions_to_txn.parse_request(r, version)
         tps = [(t, p) for t, ps in req.topics for p in ps]
-        tc = self.transaction_coordinator
+        tc = self._transaction_coordinator
 
         def encode(codes: dict) -> bytes:
             return add_partitions_to_txn.encode_response(version, [(t, [(p, codes[(t, p)]) for p in ps])
@@ -94,35 +86,35 @@ class TransactionApis:
 
         if tc is None:
             return encode(dict.fromkeys(tps, ErrorCode.COORDINATOR_NOT_AVAILABLE))
-        return _after(tc.add_partitions(req.transactional_id, req.producer_id, req.producer_epoch, tps, version),
+        return encode_after(tc.add_partitions(req.transactional_id, req.producer_id, req.producer_epoch, tps, version),
                       encode)
 
     def handle_add_offsets_to_txn(self, header: RequestHeader, r: Reader) -> Result:
         version = header.api_version
         req = add_offsets_to_txn.parse_request(r, version)
-        tc = self.transaction_coordinator
+        tc = self._transaction_coordinator
         if tc is None:
             return add_offsets_to_txn.encode_response(version, ErrorCode.COORDINATOR_NOT_AVAILABLE)
-        return _after(tc.add_offsets(req.transactional_id, req.producer_id, req.producer_epoch, req.group_id,
+        return encode_after(tc.add_offsets(req.transactional_id, req.producer_id, req.producer_epoch, req.group_id,
                                      version), lambda code: add_offsets_to_txn.encode_response(version, code))
 
     # ------------------------------------------------------------------ EndTxn / WriteTxnMarkers
     def handle_end_txn(self, header: RequestHeader, r: Reader) -> Result:
         version = header.api_version
         req = end_txn.parse_request(r, version)
-        tc = self.transaction_coordinator
+        tc = self._transaction_coordinator
         if tc is None:
             return end_txn.encode_response(version, ErrorCode.COORDINATOR_NOT_AVAILABLE)
-        return _after(tc.end_txn(req.transactional_id, req.producer_id, req.producer_epoch, req.committed, version),
+        return encode_after(tc.end_txn(req.transactional_id, req.producer_id, req.producer_epoch, req.committed, version),
                       lambda code: end_txn.encode_response(version, code))
 
     def handle_write_txn_markers(self, header: RequestHeader, r: Reader) -> Result:
         version = header.api_version
         markers = write_txn_markers.parse_request(r, version)
-        tc = self.transaction_coordinator
+        tc = self._transaction_coordinator
         return self._write_markers(version, markers, tc)
 
-    async def _write_markers(self, version: int, markers: list, tc: Any) -> bytes:
+    async def _write_markers(self, version: int, markers: list, tc: TransactionCoordinator | None) -> bytes:
         out = []
         for m in markers:
             tps = [(t, p) for t, ps in m.topics for p in ps]
@@ -141,9 +133,9 @@ class TransactionApis:
         return self._txn_offset_commit(version, req)
 
     async def _txn_offset_commit(self, version: int, req: txn_offset_commit.TxnOffsetCommitRequest) -> bytes:
-        gc = self.group_coordinator
+        gc = self._group_coordinator
         code = gc.validate_group(req.group_id) if gc is not None else ErrorCode.COORDINATOR_NOT_AVAILABLE
-        topics = self.metadata.topics
+        topics = self._metadata.topics
         limit = gc.settings.max_metadata_bytes if gc is not None else 4096
         codes: dict[tuple[str, int], int] = {}
         offsets: dict[tuple[str, int], tuple[int, int, str]] = {}
@@ -168,18 +160,18 @@ class TransactionApis:
     async def _write_pending(self, req: txn_offset_commit.TxnOffsetCommitRequest,
                              offsets: dict[tuple[str, int], tuple[int, int, str]]) -> int:
         loop = asyncio.get_running_loop()
-        client = self.registry.client
+        client = self._registry.client
         code = ErrorCode.CONCURRENT_TRANSACTIONS
         try:
             for _ in range(PENDING_WRITE_ATTEMPTS):
-                meta = await loop.run_in_executor(self.executor, read_txn, client, req.transactional_id)
+                meta = await loop.run_in_executor(self._executor, read_txn, client, req.transactional_id)
                 if meta is None or meta.producer_id != req.producer_id:
                     return ErrorCode.INVALID_PRODUCER_ID_MAPPING
                 if meta.producer_epoch != req.producer_epoch:
                     return ErrorCode.INVALID_PRODUCER_EPOCH
                 if meta.state != ONGOING or req.group_id not in meta.groups:
                     return ErrorCode.INVALID_TXN_STATE  # AddOffsetsToTxn first
-                if await loop.run_in_executor(self.executor, write_pending_offsets, client, meta, req.group_id,
+                if await loop.run_in_executor(self._executor, write_pending_offsets, client, meta, req.group_id,
                                               offsets):
                     return ErrorCode.NONE
         except Exception as e:
@@ -189,5 +181,18 @@ class TransactionApis:
         return code
 
 
-async def _after(pending: Any, encode: Callable[[Any], bytes]) -> bytes:
-    return encode(await pending)
+    async def _init_producer_id(self, version: int) -> bytes:
+        try:
+            pid = await self._producer_ids.next_id()
+        except Exception as e:
+            log.error("cannot allocate a producer id: %s", e)
+            return init_producer_id.encode_response(version, ErrorCode.COORDINATOR_NOT_AVAILABLE, -1, -1)
+        return init_producer_id.encode_response(version, ErrorCode.NONE, pid, 0)
+
+
+def coordinator_answer(version: int, node: BrokerInfo | None, unavailable: str) -> bytes:
+    """FindCoordinator's answer naming ``node``, or COORDINATOR_NOT_AVAILABLE saying ``unavailable``."""
+    if node is None:
+        return find_coordinator.encode_response(version, ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                                                error_message=unavailable)
+    return find_coordinator.encode_response(version, ErrorCode.NONE, node.id, node.host, node.port)

@@ -1,0 +1,89 @@
+"""MetadataApis: Metadata (brokers, topics, leaders, ISRs as this broker's cache has them), creating a
+requested topic first when auto.create.topics.enable is on and the client allows it.
+
+An auto-created topic is answered LEADER_NOT_AVAILABLE (the client asks again once a leader is elected), or
+INVALID_TOPIC_EXCEPTION when the registry refused its name.
+"""
+
+from __future__ import annotations
+
+from ferry.broker.server.admin_apis import AdminApis
+from ferry.broker.server.broker_config import BrokerConfig
+from ferry.broker.server.metadata_cache import MetadataCache
+from ferry.broker.server.request_result import Result
+from ferry.wire.protocol import metadata
+from ferry.wire.protocol.errors import ErrorCode
+from ferry.wire.protocol.header import RequestHeader
+from ferry.wire.protocol.primitives import Reader
+from ferry.zk.topic_name import validate_topic_name
+
+
+class MetadataApis:
+    """Metadata (key 3)."""
+
+    def __init__(self, config: BrokerConfig, metadata_cache: MetadataCache, admin: AdminApis) -> None:
+        self._auto_create = config.auto_create_topics  # auto.create.topics.enable
+        self._metadata = metadata_cache
+        self._admin = admin  # creates the missing topics
+        self._cluster_id = _cluster_id(config.zookeeper)
+
+    # ------------------------------------------------------------------ Metadata
+    def handle_metadata(self, header: RequestHeader, r: Reader) -> Result:
+        version = header.api_version
+        req = metadata.parse_request(r, version)
+        cache_topics = self._metadata.topics
+        missing = [] if req.topics is None else [t for t in req.topics if t not in cache_topics]
+        if missing and self._auto_create and req.allow_auto_topic_creation:
+            return self._metadata_after_create(version, req, missing)
+        return self._metadata_body(version, req.topics)
+
+    async def _metadata_after_create(self, version: int, req: metadata.MetadataRequest,
+                                     missing: list[str]) -> bytes:
+        await self._admin.auto_create(missing)
+        return self._metadata_body(version, req.topics, created=set(missing))
+
+    def _metadata_body(self, version: int, names: list[str] | None, created: set[str] | frozenset = frozenset()
+                       ) -> bytes:
+        live = self._metadata.brokers
+        topics = self._metadata.topics
+        brokers = [metadata.BrokerMetadata(b.id, b.host, b.port, b.datacenter or None)
+                   for b in sorted(live.values(), key=lambda b: b.id)]
+        out: list[metadata.TopicMetadata] = []
+        for name in (sorted(topics) if names is None else names):
+            info = topics.get(name)
+            if info is None:
+                code = ErrorCode.LEADER_NOT_AVAILABLE if name in created else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                if name in created and _invalid_topic_name(name):
+                    code = ErrorCode.INVALID_TOPIC_EXCEPTION
+                out.append(metadata.TopicMetadata(code, name, []))
+                continue
+            parts = []
+            states = self._metadata.states
+            for p in sorted(info.partitions):
+                replicas = list(info.replicas.get(p, (info.partitions[p],))) if info.replicas else [info.partitions[p]]
+                offline = [b for b in replicas if b not in live]
+                entry = states.get((name, p))
+                if entry is not None and entry[0].leader in live:
+                    st = entry[0]
+                    parts.append(metadata.PartitionMetadata(0, p, st.leader, replicas, list(st.isr), offline,
+                                                            st.leader_epoch))
+                else:
+                    epoch = entry[0].leader_epoch if entry is not None else 0
+                    isr = list(entry[0].isr) if entry is not None else []
+                    parts.append(metadata.PartitionMetadata(ErrorCode.LEADER_NOT_AVAILABLE, p, -1, replicas, isr,
+                                                            offline, epoch))
+            out.append(metadata.TopicMetadata(0, name, parts))
+        return metadata.encode_response(version, brokers, self._cluster_id, self._metadata.controller_id(), out)
+
+
+def _invalid_topic_name(name: str) -> bool:
+    try:
+        validate_topic_name(name)
+    except Exception:
+        return True
+    return False
+
+
+def _cluster_id(zk_connect: str) -> str:
+    _, _, chroot = zk_connect.partition("/")
+    return "ferry:/" + chroot if chroot else "ferry"

@@ -1,0 +1,129 @@
+"""ProduceApis: the Produce handler. Every Produce request comes here; the common shape (one topic, one
+partition, an answer wanted, no transaction) is taken by ProduceFastPath straight from the frame, everything
+else and everything the fast path declines by the general path below, which parses the whole request and
+answers each partition with its precise error.
+
+Both paths decide acks and accept a partition with the same functions (produce_rules.py) and append through
+ReplicaManager, which wakes parked fetches after every append.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable
+
+from ferry.broker.server.log_flusher import LogFlusher
+from ferry.broker.server.partition import Partition
+from ferry.broker.server.produce_fast_path import ProduceFastPath
+from ferry.broker.server.produce_parse import FIRST_VERSION, LAST_VERSION
+from ferry.broker.server.produce_rules import ack_mode, produce_target
+from ferry.broker.server.replica_manager import ReplicaManager
+from ferry.broker.server.request_result import CloseConnection, Result
+from ferry.wire.protocol import produce
+from ferry.wire.protocol.api_keys import ApiKey, is_served
+from ferry.wire.protocol.errors import ErrorCode, error_code_of
+from ferry.wire.protocol.header import RequestHeader
+from ferry.wire.protocol.primitives import Reader
+from ferry.wire.record.record_batch import TRANSACTIONAL_MASK
+
+log = logging.getLogger(__name__)
+
+PartitionResults = list[tuple[str, list[produce.PartitionProduceResult]]]
+
+
+class ProduceApis:
+    """Produce (key 0): the fast path first, the general path for the rest."""
+
+    def __init__(self, replicas: ReplicaManager, flusher: LogFlusher) -> None:
+        self._replicas = replicas
+        self._flusher = flusher
+        self.fast = ProduceFastPath(replicas, flusher)
+        self.topic_bytes = self.fast.topic_bytes  # record bytes appended per topic, by either path (metrics)
+        # the connection calls these per request: the whole framed answer, or None (then handle_produce)
+        self.handle_framed = self.fast.handle_framed
+        self.handle_run = self.fast.handle_run
+
+    def handle_fast(self, frame: bytes | bytearray, version: int) -> bytes | Awaitable[bytes] | None:
+        """The fast path's answer body for ``frame`` (a Produce of ``version``), or None: use handle_produce."""
+        if FIRST_VERSION <= version <= LAST_VERSION:
+            return self.fast.handle(frame, version)
+        return None
+
+    def handle_produce(self, header: RequestHeader, r: Reader) -> Result:
+        version = header.api_version
+        req = produce.parse_request(r, version)
+        served = is_served(ApiKey.PRODUCE, version)
+        mode = ack_mode(req.acks)
+        allow = 0 if req.transactional_id is None else TRANSACTIONAL_MASK  # transactional batches need an id
+        results: PartitionResults = []
+        to_flush: list[tuple[Partition, int, produce.PartitionProduceResult]] = []
+        failed = False
+        replicas = self._replicas
+        for topic, partitions in req.topics:
+            tres = []
+            for partition, records in partitions:
+                res = produce.PartitionProduceResult(partition)
+                tres.append(res)
+                if not served:
+                    res.error_code = ErrorCode.UNSUPPORTED_VERSION
+                    res.error_message = "Produce v0-2 (message format v0/v1) is not supported; use v3+"
+                else:
+                    part, code, message = produce_target(replicas, topic, partition, mode,
+                                                         len(records) if records else 0)
+                    if code:
+                        res.error_code = code
+                        res.error_message = message
+                    else:
+                        end = self._append(part, topic, partition, records, res, allow)
+                        if mode.waits_for_isr and end is not None:
+                            to_flush.append((part, end, res))
+                if res.error_code:
+                    failed = True
+            results.append((topic, tres))
+        if mode is not None and not mode.answers:
+            if failed:
+                raise CloseConnection("acks=0 produce failed: " + _describe_errors(results))
+            return None
+        if to_flush:
+            return self._produce_after_flush(version, results, to_flush, req.timeout_ms)
+        return produce.encode_response(version, results)
+
+    def _append(self, part: Partition, topic: str, partition: int, records: memoryview,
+                res: produce.PartitionProduceResult, allow: int = 0) -> int | None:
+        """Append and fill in `res`; returns the end offset (exclusive) on success."""
+        lg = part.log
+        try:
+            info = self._replicas.append(part, records, allow)
+            tb = self.topic_bytes
+            tb[topic] = tb.get(topic, 0) + len(records)
+        except Exception as e:
+            code = error_code_of(e)
+            res.error_code = code
+            res.error_message = str(e)[:500] or type(e).__name__
+            if code == ErrorCode.UNKNOWN_SERVER_ERROR:
+                log.exception("append to %s-%d failed", topic, partition)
+            elif code != ErrorCode.KAFKA_STORAGE_ERROR:  # a log dir failure is logged once, by the log layer
+                log.warning("produce to %s-%d rejected (%s): %s", topic, partition, ErrorCode(code).name, e)
+            return None
+        res.base_offset = info.first_offset
+        res.log_append_time = info.log_append_time
+        res.log_start_offset = lg.log_start_offset
+        return info.last_offset + 1
+
+    async def _produce_after_flush(self, version: int, results: PartitionResults,
+                                   to_flush: list[tuple[Partition, int, produce.PartitionProduceResult]],
+                                   timeout_ms: int) -> bytes:
+        """acks=-1: answer once the leader flushed and every ISR member has the batch (or say why not)."""
+        outcomes = await asyncio.gather(*(self._replicas.acknowledge(part, end, timeout_ms, self._flusher)
+                                          for part, end, _ in to_flush))
+        for (_part, _end, res), (code, message) in zip(to_flush, outcomes, strict=True):
+            if code:
+                res.error_code = code
+                res.error_message = message
+        return produce.encode_response(version, results)
+
+
+def _describe_errors(results: PartitionResults) -> str:
+    errs = [f"{t}-{p.partition}: {ErrorCode(p.error_code).name}" for t, ps in results for p in ps if p.error_code]
+    return ", ".join(errs[:10])
