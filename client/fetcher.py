@@ -1,7 +1,8 @@
 """Fetcher: one thread and one confluent-kafka Consumer fetching the partitions a consumer owns.
 
-The Consumer is used with ``assign()`` at explicit offsets only: the broker has no group coordinator, and
-offsets live in ZooKeeper (so librdkafka's own commits are off; it still insists on a ``group.id``).
+The Consumer is used with ``assign()`` at explicit offsets only: the paper's groups are coordinated through
+ZooKeeper, not by the broker's group coordinator, and their offsets live in ZooKeeper (so librdkafka's own
+commits are off; it still insists on a ``group.id``).
 Only the fetch thread touches the Consumer. The connector drives it with two calls: ``stop_fetching()``
 (returns once the thread has dropped whatever it held and unassigned) and ``start_fetching(infos)``.
 Every blocking step of the thread is short, so a rebalance never waits long for it.
