@@ -319,7 +319,7 @@ class BrokerConnection:
         assert sock is not None
         deadline = 0.0
         while True:
-            writers = {c._sock: c for c in push if c._sock is not None and c.unsent}
+            writers = {c._sock: c for c in push if c._sock is not None and c._writer.queued}
             if not writers:
                 return
             now = time.monotonic()

@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
 
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 from kazoo.protocol.states import EventType, WatchedEvent
@@ -79,6 +80,38 @@ class BrokerRegistration:
         log.info("registered broker %d at %s (datacenter %r) in %s", broker_id, info.address, datacenter,
                  self._session.zk)
         return info
+
+    def ensure_free(self, info: BrokerInfo, holder_alive: Callable[[BrokerInfo], bool],
+                    wait_for_stale: float | None = None) -> None:
+        """Before a broker acts on the cluster as ``info.id`` (follower fetches, partition directories, a
+        controlled shutdown): refuse at once when another live broker holds the id (its address answers), and
+        otherwise wait for a stale registration (a killed process's session) to expire. A holder at our own
+        address is our predecessor on this host (two processes cannot listen there): waited out too."""
+        client = self._session.client
+        path = broker_path(info.id)
+        deadline = time.monotonic() + (self._session.timeout + 2.0 if wait_for_stale is None else wait_for_stale)
+        warned = False
+        while True:
+            gone = threading.Event()
+            try:
+                data, stat = client.get(path, watch=lambda _event, gone=gone: gone.set())
+            except NoNodeError:
+                return
+            if stat.ephemeralOwner == client.client_id[0]:
+                return
+            holder = BrokerInfo.decode(info.id, data)
+            if holder.address != info.address and holder_alive(holder):
+                raise BrokerIdConflictError(f"broker id {info.id} is held by a live broker at {holder.address}; "
+                                            f"is another broker running with --id {info.id}?")
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise BrokerIdConflictError(f"broker id {info.id} is still registered by another ZooKeeper session "
+                                            f"({_describe_node(info.id, data)}) after waiting for it to expire")
+            if not warned:
+                log.warning("broker id %d is held by an older session at %s that does not answer; waiting up to "
+                            "%.0f s for it to expire", info.id, holder.address, remaining)
+                warned = True
+            gone.wait(min(remaining, 1.0))
 
     def unregister(self) -> None:
         """Delete this broker's node (a clean shutdown says so before closing the session)."""

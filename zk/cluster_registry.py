@@ -9,6 +9,8 @@ its parts, each owning its state: the kazoo session (RegistrySession), topic adm
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 
@@ -114,6 +116,11 @@ class ClusterRegistry:
         self, broker_id: int, host: str, port: int, datacenter: str = "", wait_for_stale: float | None = None
     ) -> BrokerInfo:
         return self.broker_registration.register(broker_id, host, port, datacenter, wait_for_stale)
+
+    def ensure_broker_id_free(self, broker_id: int, host: str, port: int,
+                              holder_alive: Callable[[BrokerInfo], bool]) -> None:
+        """Raise BrokerIdConflictError at once when a live broker elsewhere holds the id; wait out a stale one."""
+        self.broker_registration.ensure_free(BrokerInfo(id=broker_id, host=host, port=port), holder_alive)
 
     def unregister_broker(self) -> None:
         self.broker_registration.unregister()

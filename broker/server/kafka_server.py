@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal
+import socket
 from concurrent.futures import ThreadPoolExecutor
 
 from ferry.broker.log.log_manager import LogManager
@@ -25,7 +26,7 @@ from ferry.broker.server.metadata_cache import MetadataCache
 from ferry.broker.server.producer_id_manager import ProducerIdManager
 from ferry.broker.server.replica_fetcher import FetcherSettings, ReplicaFetcherManager
 from ferry.broker.server.replica_manager import ReplicaManager
-from ferry.broker.server.socket_server import SocketServer
+from ferry.broker.server.socket_server import SocketServer, bind_listener
 from ferry.broker.server.topic_deletion import TopicDeletion
 from ferry.broker.server.transaction_coordinator import TransactionCoordinator, TxnSettings
 from ferry.broker.server.transaction_markers import TxnMarkerWriter
@@ -33,10 +34,22 @@ from ferry.zk.cluster_registry import ClusterRegistry
 from ferry.zk.errors import TopicExistsError
 from ferry.zk.partition_state_watcher import PartitionStateWatcher
 from ferry.zk.topic_name import AUDIT_TOPIC
+from ferry.zk.znodes import BrokerInfo
 
 log = logging.getLogger(__name__)
 
 METADATA_WAIT_S = 10.0
+HOLDER_PROBE_S = 2.0  # how long a registered broker's address gets to accept a connection before it counts as gone
+
+
+def _answers(holder: BrokerInfo) -> bool:
+    """Whether the broker registered under our id still listens at its address: a live namesake (refuse at
+    once) rather than a killed process whose ZooKeeper session has not expired yet (wait it out)."""
+    try:
+        socket.create_connection((holder.host, holder.port), timeout=HOLDER_PROBE_S).close()
+        return True
+    except OSError:
+        return False
 
 
 class KafkaServer:
@@ -46,6 +59,8 @@ class KafkaServer:
         self.registry: ClusterRegistry | None = None
         self.socket_server: SocketServer | None = None
         self.replicas: ReplicaManager | None = None
+        self.registered = False  # /brokers/ids/<id> is ours: only then may a shutdown act as this id
+        self._listener: socket.socket | None = None
         self.fetchers: ReplicaFetcherManager | None = None
         self.controller: KafkaController | None = None
         self.log_dir_failures: LogDirFailureHandler | None = None
@@ -73,17 +88,25 @@ class KafkaServer:
             await self.shutdown()
 
     async def startup(self) -> None:
+        """Nothing acts on the cluster as this broker id until the id is known to be ours: the port is bound
+        first and the id checked against a live holder (refused at once) or a stale one (waited out) before the
+        log directory is opened, a follower fetch is sent or a partition directory is made."""
         cfg = self.config
         loop = asyncio.get_running_loop()
-        cfg.data_dir.mkdir(parents=True, exist_ok=True)
+        listener = bind_listener(cfg.listen_host, cfg.listen_port)
+        self._listener = listener
         log.info("broker %d starting: data dir %s, zookeeper %s, datacenter %s", cfg.broker_id, cfg.data_dir,
                  cfg.zookeeper, cfg.datacenter)
+        self.registry = ClusterRegistry(cfg.zookeeper, timeout=cfg.zk_session_timeout_s)
+        await loop.run_in_executor(self._executor, self.registry.start)
+        adv_port = cfg.advertised_port or listener.getsockname()[1]
+        await loop.run_in_executor(self._executor, self.registry.ensure_broker_id_free, cfg.broker_id,
+                                   cfg.advertised_host, adv_port, _answers)
+        cfg.data_dir.mkdir(parents=True, exist_ok=True)
         # Recovery scans segments: do it off the loop (nothing else runs yet, but signals stay responsive).
         self.log_manager = await loop.run_in_executor(
             self._executor, lambda: LogManager(cfg.data_dir, cfg.log,
                                                retention_check_interval_ms=cfg.retention_check_interval_ms))
-        self.registry = ClusterRegistry(cfg.zookeeper, timeout=cfg.zk_session_timeout_s)
-        await loop.run_in_executor(self._executor, self.registry.start)
 
         purgatory = FetchPurgatory(loop)
         metadata = MetadataCache()
@@ -141,14 +164,15 @@ class KafkaServer:
         self.socket_server = SocketServer(cfg.listen_host, cfg.listen_port, apis, cfg.max_request_bytes,
                                           max_idle_ms=cfg.connections_max_idle_ms,
                                           queued_max_request_bytes=cfg.queued_max_request_bytes,
-                                          max_connections_per_ip=cfg.max_connections_per_ip)
+                                          max_connections_per_ip=cfg.max_connections_per_ip,
+                                          listener=listener)
         port = self.socket_server.bind()
         self.socket_server.start()
-        adv_port = cfg.advertised_port or port
         log.info("broker %d listening on %s:%d (advertised %s:%d)", cfg.broker_id, cfg.listen_host, port,
                  cfg.advertised_host, adv_port)
         await loop.run_in_executor(self._executor, self.registry.register_broker, cfg.broker_id,
                                    cfg.advertised_host, adv_port, cfg.datacenter)
+        self.registered = True
         # Our own Metadata answers should name us as a live leader before clients are sent here.
         deadline = loop.time() + METADATA_WAIT_S
         while cfg.broker_id not in metadata.brokers and loop.time() < deadline:
@@ -181,7 +205,9 @@ class KafkaServer:
         (bounded) until none is left that could move: a rolling restart then loses no produce request."""
         cfg = self.config
         replicas = self.replicas
-        if replicas is None or self.registry is None or not cfg.controlled_shutdown_enable:
+        # a broker that never registered never acted as its id: asking the controller to move "its" leaderships
+        # would move a healthy namesake's (a second process started by mistake with the same --id)
+        if replicas is None or self.registry is None or not cfg.controlled_shutdown_enable or not self.registered:
             return
         if not self.registry.connected or not replicas.movable_leaderships():
             return  # nothing could move (or nobody to ask): do not wait for ZooKeeper
@@ -228,7 +254,7 @@ class KafkaServer:
                                        self.config.zk_session_timeout_s)
             except Exception as e:
                 log.warning("stopping the controller: %s", str(e) or type(e).__name__)
-        if self.registry is not None:
+        if self.registry is not None and self.registered:
             try:
                 # bounded: a ZooKeeper that went away must not keep the broker from flushing its logs
                 await asyncio.wait_for(loop.run_in_executor(self._executor, self.registry.unregister_broker),
@@ -237,6 +263,8 @@ class KafkaServer:
                 log.warning("unregistering from ZooKeeper failed: %s", str(e) or type(e).__name__)
         if self.socket_server is not None:
             await self.socket_server.stop()
+        elif self._listener is not None:
+            self._listener.close()
         if self.log_manager is not None:
             await loop.run_in_executor(self._executor, self.log_manager.shutdown)
             log.info("logs flushed and closed")
