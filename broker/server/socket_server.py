@@ -20,11 +20,18 @@ log = logging.getLogger(__name__)
 BUFFER_RELEASE_S = 1.0  # how often waiting connections give grown read buffers back
 
 
-def bind_listener(host: str, port: int, backlog: int = 1024) -> socket.socket:
-    """Bind and listen (synchronously): the first thing a broker does, so that a taken port fails its start-up
-    before it has touched its data directory or the cluster."""
+def bind_listener(host: str, port: int) -> socket.socket:
+    """Bind without listening: the first thing a broker does, so that a taken port fails its start-up before it
+    has touched its data directory or the cluster, while connections are still refused (a port that accepts
+    means a broker ready to serve) until SocketServer.bind listens."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    listener = socket.create_server((host, port), family=family, backlog=backlog, reuse_port=False)
+    listener = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind((host, port))
+    except OSError:
+        listener.close()
+        raise
     listener.setblocking(False)
     return listener
 
@@ -33,13 +40,14 @@ class SocketServer:
     def __init__(self, host: str, port: int, apis: KafkaApis, max_request_bytes: int, backlog: int = 1024,
                  max_idle_ms: int = 600_000, queued_max_request_bytes: int = 0,
                  max_connections_per_ip: int = 0, listener: socket.socket | None = None) -> None:
-        """``listener``: a socket bound beforehand (bind_listener), else bind() binds one."""
+        """``listener``: a socket bound beforehand (bind_listener), else bind() binds one; bind() listens."""
         self.host = host
         self.port = listener.getsockname()[1] if listener is not None else port
         self.apis = apis
         self.max_request_bytes = max_request_bytes
         self.backlog = backlog
         self._listener: socket.socket | None = listener
+        self._listening = False
         self.max_idle_s = max_idle_ms / 1000.0
         self.pool = MemoryPool(queued_max_request_bytes)  # queued.max.request.bytes (0: no ceiling)
         self.max_connections_per_ip = max_connections_per_ip  # max.connections.per.ip (0: no limit)
@@ -53,12 +61,14 @@ class SocketServer:
     def bind(self) -> int:
         """Bind and listen (synchronously, so a taken port fails start-up); returns the bound port."""
         if self._listener is None:
-            self._listener = bind_listener(self.host, self.port, self.backlog)
+            self._listener = bind_listener(self.host, self.port)
+        self._listener.listen(self.backlog)
+        self._listening = True
         self.port = self._listener.getsockname()[1]
         return self.port
 
     def start(self) -> None:
-        if self._listener is None:
+        if not self._listening:
             self.bind()
         self._accept_task = asyncio.create_task(self._accept_loop(), name="acceptor")
         self._reaper_task = asyncio.create_task(self._reap_idle(), name="idle connection reaper")
