@@ -52,6 +52,7 @@ class LoadProgress:
         return done
 
     def _run(self) -> None:
+        # rich only when a bar is shown (--progress on a terminal)
         from rich.progress import (
             BarColumn,
             MofNCompleteColumn,

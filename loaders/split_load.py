@@ -24,9 +24,12 @@ import uuid
 from collections import defaultdict
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
+from urllib.parse import urlparse
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.parquet as pq
+from pyarrow import fs
 
 from ferry.client.audit.bucket import BUCKET_MS  # the audit's 10-minute buckets
 from ferry.loaders.value_decoder import ValueDecoder
@@ -68,12 +71,8 @@ class SplitTarget:
         return cls(d["run_id"], topics, d.get("zookeeper"))
 
 
-def filesystem(root: str):
+def filesystem(root: str) -> tuple[fs.FileSystem, str]:
     """(pyarrow filesystem, path) of a warehouse URI; ``file:`` and plain paths are local."""
-    from urllib.parse import urlparse
-
-    from pyarrow import fs
-
     if root.startswith("file:") or "://" not in root:
         return fs.LocalFileSystem(), urlparse(root).path if root.startswith("file:") else root
     return fs.FileSystem.from_uri(root.replace("s3a://", "s3://", 1))
@@ -93,8 +92,6 @@ class HourFiles:
         key = (dt, hr, table.schema)
         entry = self._open.get(key)
         if entry is None:
-            import pyarrow.parquet as pq
-
             directory = f"{self.root.rstrip('/')}/dt={dt}/hr={hr}/{VERSION_COLUMN}={self.run_id}"
             self.fs.create_dir(directory, recursive=True)
             # the run id in the name: a later version of the hour hard-links this file next to its own
