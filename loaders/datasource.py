@@ -23,6 +23,7 @@ record_columns.py), from the start offset to the end offset. Batches are ``pyarr
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Iterator
 
 import pyarrow as pa
@@ -189,9 +190,12 @@ def read_split(split: OffsetSplit, bootstrap: str, idle_timeout_s: float, batch_
         timing["parse"] = records.seconds
 
 
+_registered: weakref.WeakSet[SparkSession] = weakref.WeakSet()
+
+
 def register(spark: SparkSession) -> None:
     """Make ``format("ferry")`` available in this session (once: re-registering logs a warning)."""
-    if getattr(spark, "_ferry_registered", False):
+    if spark in _registered:
         return
     spark.dataSource.register(FerryDataSource)
-    spark._ferry_registered = True
+    _registered.add(spark)

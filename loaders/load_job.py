@@ -54,7 +54,6 @@ class LoadJob:
         self.ledger = Ledger(config.state_dir)
         self._spark = spark
         self._warehouse: Warehouse | None = None
-        self._datacenter = ""
         self._t0 = 0.0
 
     # ------------------------------------------------------------------------------------------- helpers
@@ -106,7 +105,7 @@ class LoadJob:
         cfg = self.config
         native.available()  # warns here, at the top of the run, when the executors will decode in Python
         bootstrap, brokers = discover(cfg.zookeeper)
-        self._datacenter = next((b.datacenter for b in brokers.values() if b.datacenter), "")
+        datacenter = next((b.datacenter for b in brokers.values() if b.datacenter), "")
         with ClusterOffsets(zookeeper=cfg.zookeeper, bootstrap=bootstrap) as cluster:
             topics = cluster.select_topics(cfg.topics)
             if cfg.include_audit:
@@ -144,7 +143,7 @@ class LoadJob:
             for k, n in counts.items():
                 audit_counts[k] += n
         self._lap(result, "topics")
-        events = warehouse_events(run_id, audit_counts, datacenter=self._datacenter)
+        events = warehouse_events(run_id, audit_counts, datacenter=datacenter)
         record: dict[str, Any] = {
             "run_id": run_id,
             "ranges": [r.to_dict() for r in plan.ranges],
@@ -180,7 +179,7 @@ class LoadJob:
             for run_id, info in in_flight.items():
                 removed = 0
                 for root in info.get("roots", []):
-                    for path in wh.glob(f"{root}/dt=*/hr=*/ferry_run={run_id}"):
+                    for path in wh.run_versions(root, run_id):
                         wh.delete(path)
                         removed += 1
                     # a killed Spark job leaves its committer's scratch space; a later job in the same

@@ -32,13 +32,13 @@ import pyarrow.parquet as pq
 from pyarrow import fs
 
 from ferry.client.audit.bucket import BUCKET_MS  # the audit's 10-minute buckets
+from ferry.loaders.naming import VERSION_COLUMN
 from ferry.loaders.value_decoder import ValueDecoder
 
 STATS_SCHEMA = ("topic string, kind string, dt string, hr string, bucket long, schema_id int, rows long, "
                 "partition int, offset long, error string")
 ROW_GROUP_ROWS = 131_072  # rows buffered per file before a row group is written
 SAMPLES = 5  # bad records reported per split (the job names the first ones of the run)
-VERSION_COLUMN = "ferry_run"
 
 
 @dataclass

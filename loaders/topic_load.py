@@ -192,8 +192,8 @@ class TopicLoad:
         st = self.tr.stages
         cpu = ", ".join(f"{k} {st.get(k, 0.0):.1f} s" for k in ("fetch", "parse", "decode", "write"))
         self.say(f"{self.topic}: {self.tr.rows} rows into {len(self.tr.hours)} hour partition(s) (its splits, CPU: "
-                f"{cpu}; waiting {st.get('wait', 0.0):.1f} s; then table and counts {t_old - t_table:.1f} s, "
-                f"old rows and versions {t_done - t_old:.1f} s)")
+                 f"{cpu}; waiting {st.get('wait', 0.0):.1f} s; then table and counts {t_old - t_table:.1f} s, "
+                 f"old rows and versions {t_done - t_old:.1f} s)")
         return self.tr, versions, net
 
     # ------------------------------------------------------------------------------------------- spark
@@ -253,7 +253,7 @@ class TopicLoad:
         """One line per topic: rows, hours, rows/s over its time since ``t0``, and where time went."""
         self.tr.seconds = time.monotonic() - t0
         self.say(f"{self.topic}: {self.tr.rows} rows into {len(self.tr.hours)} hour partition(s) in "
-                     f"{self.tr.seconds:.1f} s ({self.tr.rows / max(self.tr.seconds, 1e-6):,.0f} rows/s; {detail})")
+                 f"{self.tr.seconds:.1f} s ({self.tr.rows / max(self.tr.seconds, 1e-6):,.0f} rows/s; {detail})")
 
 
 class TopicsLoader:

@@ -30,10 +30,10 @@ from pyspark.sql import types as T
 
 from ferry.loaders.avro_columns import META_COLUMNS, PARTITION_COLUMNS, table_struct
 from ferry.loaders.catalog import PartitionCatalog, PartitionVersion, sql_string
+from ferry.loaders.naming import VERSION_COLUMN
 from ferry.loaders.offsets import OffsetRange
 from ferry.loaders.sql_current import ReaderTree
 
-VERSION_COLUMN = "ferry_run"
 _META_NAMES = {n for n, _ in META_COLUMNS} | set(PARTITION_COLUMNS) | {VERSION_COLUMN}
 
 
@@ -233,7 +233,11 @@ class Warehouse:
         return len(paths)
 
     def orphan_versions(self, table: str, run_id: str) -> list[str]:
-        return self.glob(f"{self.table_root(table)}/dt=*/hr=*/{VERSION_COLUMN}={run_id}")
+        return self.run_versions(self.table_root(table), run_id)
+
+    def run_versions(self, table_root: str, run_id: str) -> list[str]:
+        """The version directories ``run_id`` wrote under a table's root directory."""
+        return self.glob(f"{table_root}/dt=*/hr=*/{VERSION_COLUMN}={run_id}")
 
 
 def _link_files(source: str, target: str) -> None:
