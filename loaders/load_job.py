@@ -2,8 +2,8 @@
 
 One run (under the state directory's lock):
 
-1. recover: re-apply committed runs whose partition flips may not have happened (redo), delete the files
-   of runs that never committed, delete superseded versions older than the grace period;
+1. recover (run_applier.py): re-apply committed runs whose partition flips may not have happened (redo),
+   delete the files of runs that never committed, delete superseded versions older than the grace period;
 2. plan ranges from the ledger and the cluster (planner.py);
 3. per topic (topic_load.py): read the ranges with ``format("ferry")``, decode (Avro via the registry, or
    audit JSON) a column at a time, write a new version of every hour partition the rows touch (on the
@@ -21,12 +21,10 @@ from __future__ import annotations
 
 import time
 from collections import defaultdict
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from pyspark.sql import DataFrameReader, SparkSession
 
-from ferry.client.audit.event import AuditEvent
 from ferry.client.bootstrap import discover
 from ferry.loaders import native
 from ferry.loaders.cluster_offsets import ClusterOffsets
@@ -37,12 +35,12 @@ from ferry.loaders.ledger import Ledger
 from ferry.loaders.load_config import LoadConfig, LoadResult, RunState, new_run_id
 from ferry.loaders.naming import table_for_topic
 from ferry.loaders.offsets import OffsetRange, offsets_json
-from ferry.loaders.planner import StartPosition, make_plan
+from ferry.loaders.planner import StartPosition, make_plan, topics_to_load
+from ferry.loaders.run_applier import RunApplier
 from ferry.loaders.session import build_session
 from ferry.loaders.topic_load import TopicsLoader
-from ferry.loaders.warehouse import PartitionVersion, Warehouse
-from ferry.loaders.warehouse_audit import HourStatus, publish, warehouse_events
-from ferry.zk import ClusterRegistry, TopicExistsError
+from ferry.loaders.warehouse import Warehouse
+from ferry.loaders.warehouse_audit import HourStatus, warehouse_events
 
 
 class LoadJob:
@@ -107,11 +105,7 @@ class LoadJob:
         bootstrap, brokers = discover(cfg.zookeeper)
         datacenter = next((b.datacenter for b in brokers.values() if b.datacenter), "")
         with ClusterOffsets(zookeeper=cfg.zookeeper, bootstrap=bootstrap) as cluster:
-            topics = cluster.select_topics(cfg.topics)
-            if cfg.include_audit:
-                all_topics = cluster.topics()
-                if "_audit" in all_topics:
-                    topics["_audit"] = all_topics["_audit"]
+            topics = topics_to_load(cluster, cfg.topics, cfg.include_audit)
             if not topics:
                 self.say(f"no topic matches {cfg.topics!r}; nothing to do")
             committed = self.ledger.committed_offsets()
@@ -166,68 +160,19 @@ class LoadJob:
                  + ", ".join(f"{k} {v:.1f} s" for k, v in result.stages.items()))
         return result
 
-    # ------------------------------------------------------------------------------------------- recovery
+    # ------------------------------------------------------------------------------------------- redo/undo
+    def _applier(self) -> RunApplier:
+        """Made per use: it works on this job's ledger, the one whose lock the run holds."""
+        return RunApplier(self.ledger, lambda: self.warehouse, zookeeper=self.config.zookeeper,
+                          gc_grace_s=self.config.gc_grace_s, say=self.say)
+
     def recover(self) -> None:
         """Redo committed runs, remove files of runs that never committed, collect old versions."""
-        for record in self.ledger.pending():
-            self.say(f"re-applying committed run {record['run_id']} (the previous process stopped before "
-                     "publishing it)")
-            self.apply(record)
-        in_flight = self.ledger.in_flight()
-        if in_flight or self.ledger.read()["garbage"]:
-            wh = self.warehouse
-            for run_id, info in in_flight.items():
-                removed = 0
-                for root in info.get("roots", []):
-                    for path in wh.run_versions(root, run_id):
-                        wh.delete(path)
-                        removed += 1
-                    # a killed Spark job leaves its committer's scratch space; a later job in the same
-                    # application attempt would merge its committed tasks (we hold the lock: no writer now)
-                    wh.delete(f"{root}/_temporary")
-                self.say(f"run {run_id} never committed: removed its {removed} unpublished partition version(s)")
-                self.ledger.abandon(run_id)
-            for path in self.ledger.take_garbage(self.config.gc_grace_s):
-                wh.delete(path)
+        self._applier().recover()
 
     def apply(self, record: dict[str, Any]) -> int:
-        """Make a committed run visible (idempotent): flip partitions, publish audit counts. The two are
-        independent (a redo repeats both; the counts' guids make a second publication harmless), so the
-        publication (~0.5 s: the broker acknowledges acks=all after its flush) overlaps the metastore."""
-        versions = [PartitionVersion.from_dict(d) for d in record.get("partitions", [])]
-        events = [AuditEvent.from_json(e) for e in record.get("audit", [])]
-        wh = self.warehouse if versions else None
-
-        def publish_events() -> int:
-            if events:
-                self._ensure_audit_topic()
-            return publish(events, record.get("bootstrap") or self._bootstrap())
-
-        with ThreadPoolExecutor(1, thread_name_prefix="ferry-audit") as pool:
-            publishing = pool.submit(publish_events)
-            if versions:
-                wh.set_partitions(versions)
-            for table in sorted({v.table for v in versions}):
-                wh.refresh(table)
-            sent = publishing.result()
-        superseded = [v.previous for v in versions if v.previous and v.previous.rstrip("/") != v.location.rstrip("/")]
-        self.ledger.mark_applied(record["run_id"], superseded)
-        if sent:
-            self.say(f"published {sent} warehouse audit event(s) to _audit")
-        return sent
-
-    def _ensure_audit_topic(self) -> None:
-        """The warehouse is an audit tier: create `_audit` (1 partition) if nobody did yet."""
-        with ClusterRegistry(self.config.zookeeper) as reg:
-            if reg.topic("_audit") is None:
-                try:
-                    reg.create_topic("_audit", 1)
-                    self.say("created topic _audit (1 partition)")
-                except TopicExistsError:
-                    pass
-
-    def _bootstrap(self) -> str:
-        return discover(self.config.zookeeper)[0]
+        """Make a committed run visible (idempotent): flip its partitions, publish its audit counts."""
+        return self._applier().apply(record)
 
     # ------------------------------------------------------------------------------------------- one topic
     def parquet_writer(self) -> str:

@@ -17,7 +17,7 @@ from ferry.client.topic_selection import select_topics
 from ferry.loaders.cluster_offsets import ClusterOffsets
 from ferry.loaders.ledger import Ledger
 from ferry.loaders.load_config import LoadConfig, LoadResult
-from ferry.loaders.planner import LoadPlan, StartPosition, make_plan
+from ferry.loaders.planner import LoadPlan, StartPosition, make_plan, topics_to_load
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -33,12 +33,7 @@ def match_topics(spec: str | list[str], names) -> list[str]:
 def plan(cfg: LoadConfig) -> LoadPlan:
     """What a load would read now (read-only: the ledger is not changed)."""
     with ClusterOffsets(zookeeper=cfg.zookeeper) as cluster:
-        topics = cluster.select_topics(cfg.topics)
-        if cfg.include_audit:
-            all_topics = cluster.topics()
-            if "_audit" in all_topics:
-                topics["_audit"] = all_topics["_audit"]
-        return make_plan(cluster, topics, Ledger(cfg.state_dir).committed_offsets(),
+        return make_plan(cluster, topics_to_load(cluster, cfg.topics, cfg.include_audit), Ledger(cfg.state_dir).committed_offsets(),
                          start=StartPosition.parse(cfg.start), max_per_split=cfg.max_per_split,
                          skip_lost_data=cfg.skip_lost_data, until=cfg.until)
 
