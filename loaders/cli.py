@@ -3,10 +3,30 @@
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import json
 import os
 import sys
+import time
 from pathlib import Path
+
+from ferry.audit.completeness import HourStatus
+from ferry.loaders import steps
+from ferry.loaders.cluster_offsets import ClusterOffsetsError
+from ferry.loaders.ledger import LedgerError
+from ferry.loaders.load_config import BadRecordsError, LoadConfig
+from ferry.loaders.load_metrics import LoadMetrics
+from ferry.loaders.offsets import parse_offsets_json
+from ferry.loaders.planner import DataLossError, PlanError, StartPosition
+from ferry.loaders.sql_metastore import MetastoreError
+from ferry.zk import RegistryError
+from ferry.zk.cli_args import (
+    ENV_ZOOKEEPER,
+    add_metrics_argument,
+    add_zookeeper_argument,
+    metrics_listen,
+    quiet_zookeeper_logs,
+)
 
 DESCRIPTION = """\
 Load new messages of the offline cluster into hourly Hive tables (Parquet, partitioned by event dt/hr),
@@ -23,8 +43,6 @@ examples:
 
 
 def add_arguments(p: argparse.ArgumentParser, default_master: str | None = "local[2]") -> None:
-    from ferry.zk.cli_args import add_zookeeper_argument
-
     add_zookeeper_argument(p, "the offline cluster's ZooKeeper")  # required: checked in config_from_args
     p.add_argument("--topics", required=True, metavar="T[,T...]|REGEX",
                    help="topics: a comma-separated list, one name, or a regular expression (whole name)")
@@ -74,14 +92,12 @@ def add_arguments(p: argparse.ArgumentParser, default_master: str | None = "loca
     p.add_argument("--metrics-file", metavar="PATH",
                    help="after each load run write Prometheus metrics (rows, bad records, failures per topic, "
                         "duration) to PATH for node_exporter's textfile collector; counters carry over across runs")
-    from ferry.zk.cli_args import add_metrics_argument
-
     add_metrics_argument(p, "the run's metrics while it lasts")
     p.add_argument("--lock-timeout", type=float, default=1800.0, metavar="SECONDS",
                    help="seconds to wait for another load holding the state directory (default 1800)")
 
 
-def register(subparsers) -> None:
+def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("load", help="load offset ranges into the hourly warehouse tables (PySpark)",
                               description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_arguments(p)
@@ -97,8 +113,6 @@ def build_parser(default_master: str | None = "local[2]") -> argparse.ArgumentPa
 
 
 def parse_hours(text: str) -> list[tuple[str, str]]:
-    import datetime as dt
-
     out = []
     for item in filter(None, (s.strip() for s in text.split(","))):
         try:
@@ -109,10 +123,7 @@ def parse_hours(text: str) -> list[tuple[str, str]]:
     return out
 
 
-def config_from_args(args: argparse.Namespace):
-    from ferry.loaders.load_config import LoadConfig
-    from ferry.loaders.offsets import parse_offsets_json
-
+def config_from_args(args: argparse.Namespace) -> LoadConfig:
     conf = {}
     for item in args.conf:
         k, sep, v = item.partition("=")
@@ -137,12 +148,8 @@ def config_from_args(args: argparse.Namespace):
 
 def run(args: argparse.Namespace) -> int:
     """Run the step; a load (or all) also records its metrics when --metrics-file/--metrics-listen ask."""
-    from ferry.zk.cli_args import metrics_listen
-
     metrics = None
     if args.step in ("load", "all") and (args.metrics_file or metrics_listen(args)):
-        from ferry.loaders.load_metrics import LoadMetrics
-
         metrics = LoadMetrics(args.metrics_file)
         if listen := metrics_listen(args):
             metrics.serve(*listen)
@@ -153,16 +160,7 @@ def run(args: argparse.Namespace) -> int:
     return rc
 
 
-def _run(args: argparse.Namespace, metrics) -> int:
-    from ferry.loaders import steps
-    from ferry.loaders.cluster_offsets import ClusterOffsetsError
-    from ferry.loaders.ledger import LedgerError
-    from ferry.loaders.load_config import BadRecordsError
-    from ferry.loaders.planner import DataLossError, PlanError, StartPosition
-    from ferry.loaders.sql_metastore import MetastoreError
-    from ferry.zk import RegistryError
-    from ferry.zk.cli_args import ENV_ZOOKEEPER, quiet_zookeeper_logs
-
+def _run(args: argparse.Namespace, metrics: LoadMetrics | None) -> int:
     quiet_zookeeper_logs()
     if not args.zookeeper:  # a usage error, exit 2 as argparse's own (the flag defaults to $FERRY_ZOOKEEPER)
         print(f"ferry load: error: --zookeeper HOST:PORT/CHROOT is required (or set ${ENV_ZOOKEEPER})",
@@ -187,7 +185,7 @@ def _run(args: argparse.Namespace, metrics) -> int:
             _print_books(statuses)
             out = {"hours": [s.to_dict() for s in statuses]}
         else:
-            started = __import__("time").time()
+            started = time.time()
             job, result = steps.load(cfg)
             out = result.to_dict()
             if cfg.include_audit:
@@ -227,7 +225,7 @@ def _root_cause(e: BaseException) -> str:
     return text.strip().splitlines()[0][:1000] if text.strip() else type(e).__name__
 
 
-def _print_books(statuses) -> None:
+def _print_books(statuses: list[HourStatus]) -> None:
     if not statuses:
         return
     print("hour books (ferry_completeness):")

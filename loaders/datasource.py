@@ -23,11 +23,17 @@ record_columns.py), from the start offset to the end offset. Batches are ``pyarr
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Iterator
 
+import pyarrow as pa
+from pyspark.sql import SparkSession
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
+from ferry.client.errors import ClientError
+from ferry.client.message_set_consumer import MessageSetConsumer
+from ferry.loaders.cluster_offsets import ClusterOffsets
 from ferry.loaders.offsets import (
     OffsetRange,
     OffsetSpecError,
@@ -35,6 +41,8 @@ from ferry.loaders.offsets import (
     ranges_from_offsets,
     split_ranges,
 )
+from ferry.loaders.record_columns import SplitRecords
+from ferry.loaders.split_load import STATS_SCHEMA, SplitTarget, load_split
 
 SCHEMA = ("key binary, value binary, topic string, partition int, offset long, timestamp timestamp, "
           "headers array<struct<key:string,value:binary>>")
@@ -59,8 +67,6 @@ class FerryDataSource(DataSource):
         return "ferry"
 
     def schema(self) -> str:
-        from ferry.loaders.split_load import STATS_SCHEMA
-
         return STATS_SCHEMA if any(k.lower() == "ferry.load" for k in self.options) else SCHEMA
 
     def reader(self, schema: StructType) -> FerryReader:
@@ -96,8 +102,6 @@ class FerryReader(DataSourceReader):
             raise OffsetSpecError(f"{which} must be earliest, latest or JSON, not {spec!r}")
         if not self.subscribe:
             raise OffsetSpecError(f"{which}={spec} needs the subscribe option (which topics?)")
-        from ferry.loaders.cluster_offsets import ClusterOffsets
-
         out: dict[tuple[str, int], int] = {}
         with ClusterOffsets(bootstrap=self.bootstrap) as cluster:
             counts = cluster.topics()
@@ -123,18 +127,16 @@ class FerryReader(DataSourceReader):
         return [OffsetSplit(i, r.topic, r.partition, r.start, r.end) for i, r in enumerate(splits)]
 
     # ---- executor side
-    def read(self, partition: OffsetSplit) -> Iterator:
+    def read(self, partition: OffsetSplit) -> Iterator[pa.RecordBatch]:
         if not self.load:
             yield from self.records(partition)
             return
-        from ferry.loaders.split_load import SplitTarget, load_split
-
         timing: dict[str, float] = {}
         records = self.records(partition, keys=False, headers=False, timing=timing)
         yield from load_split(records, partition.index, partition.topic, SplitTarget.from_json(self.load), timing)
 
     def records(self, partition: OffsetSplit, keys: bool = True, headers: bool = True,
-                timing: dict[str, float] | None = None) -> Iterator:
+                timing: dict[str, float] | None = None) -> Iterator[pa.RecordBatch]:
         """The split's records as Arrow batches with the source's columns (what ``read`` yields without
         ``ferry.load``)."""
         yield from read_split(partition, self.bootstrap, self.idle_timeout_s, self.batch_rows, self.fetch_bytes,
@@ -147,7 +149,7 @@ class SplitReadError(RuntimeError):
 
 def read_split(split: OffsetSplit, bootstrap: str, idle_timeout_s: float, batch_rows: int,
                fetch_bytes: int = FETCH_BYTES, *, keys: bool = True, headers: bool = True,
-               timing: dict[str, float] | None = None) -> Iterator:
+               timing: dict[str, float] | None = None) -> Iterator[pa.RecordBatch]:
     """Yield RecordBatches (at most ``batch_rows`` rows each) with exactly the offsets ``[split.start,
     split.end)`` that exist in the log.
 
@@ -157,16 +159,12 @@ def read_split(split: OffsetSplit, bootstrap: str, idle_timeout_s: float, batch_
     no Python object per record). ``keys``/``headers`` False leaves those columns empty (the load needs
     neither). ``timing`` (if given) gets the seconds spent parsing records under ``"parse"``.
     """
-    from ferry.client.errors import ClientError
-    from ferry.client.message_set_consumer import MessageSetConsumer
-    from ferry.loaders.record_columns import SplitRecords
-
     if split.end <= split.start:
         return
     topic, part, start, end = split.topic, split.partition, split.start, split.end
     records = SplitRecords(topic, part, start, end, keys=keys, headers=headers)
 
-    def chunks() -> Iterator:
+    def chunks() -> Iterator[pa.RecordBatch]:
         batch = records.take()
         for at in range(0, batch.num_rows, batch_rows):
             yield batch.slice(at, batch_rows)
@@ -192,9 +190,12 @@ def read_split(split: OffsetSplit, bootstrap: str, idle_timeout_s: float, batch_
         timing["parse"] = records.seconds
 
 
-def register(spark) -> None:
+_registered: weakref.WeakSet[SparkSession] = weakref.WeakSet()
+
+
+def register(spark: SparkSession) -> None:
     """Make ``format("ferry")`` available in this session (once: re-registering logs a warning)."""
-    if getattr(spark, "_ferry_registered", False):
+    if spark in _registered:
         return
     spark.dataSource.register(FerryDataSource)
-    spark._ferry_registered = True
+    _registered.add(spark)

@@ -15,9 +15,15 @@ before it failed are exact and come from the run itself.
 
 from __future__ import annotations
 
+import datetime as dt
 import time
 from collections.abc import Callable
-from typing import Any
+
+from ferry.loaders.cluster_offsets import ClusterOffsets
+from ferry.loaders.ledger import Ledger, error_line
+from ferry.loaders.load_config import RunState, Say, new_run_id
+from ferry.loaders.naming import table_for_topic
+from ferry.loaders.offsets import OffsetRange
 
 HOUR_MS = 3_600_000
 WINDOW_HOURS = 24 * 62  # how far back a failed run's hours are looked for (the dashboard's widest range)
@@ -69,15 +75,11 @@ def hour_span(first_offset_at: Callable[[int], dict[int, int | None]], ranges: d
     return low + lo * HOUR_MS, last
 
 
-def attempted_hours(zookeeper: str, ranges: list, tables: dict[str, str], now_ms: int,
+def attempted_hours(zookeeper: str, ranges: list[OffsetRange], tables: dict[str, str], now_ms: int,
                     timeout_s: float = 5.0, max_hours: int = 48) -> dict[str, list[list[str]]]:
     """``{table: [[dt, hr], ...]}`` of the hours the offset ``ranges`` hold (OffsetRange objects), as far as the
     offline cluster's time index tells; at most ``max_hours`` per table (the latest). Best effort: a topic
     the cluster cannot answer for is left out."""
-    import datetime as dt
-
-    from ferry.loaders.cluster_offsets import ClusterOffsets
-
     by_topic: dict[str, dict[int, tuple[int, int]]] = {}
     for r in ranges:
         if r.end > r.start:
@@ -106,30 +108,24 @@ def attempted_hours(zookeeper: str, ranges: list, tables: dict[str, str], now_ms
 STAGES = ("plan", "begin", "topics", "commit", "apply")  # LoadResult.stages, in the order a run passes them
 
 
-def note_failure(job: Any, exc: BaseException) -> None:
-    """Record ``exc`` as the failure of ``job``'s current run (a LoadJob: ``_run_id``, ``_plan``, ``_result``,
-    ``_started``). Never raises: the run's own error is what its caller must see."""
-    from ferry.loaders.ledger import error_line
-    from ferry.loaders.load_config import new_run_id
-
-    result, plan = job._result, job._plan
+def note_failure(ledger: Ledger, run: RunState, exc: BaseException, *, zookeeper: str, say: Say) -> None:
+    """Record ``exc`` as the failure of the ``run`` (hours attempted: asked of the cluster at ``zookeeper``).
+    Never raises: the run's own error is what its caller must see."""
+    result, plan = run.result, run.plan
     # "start": before the plan was made (source check, recovery of earlier runs, planning)
     stage = "start" if result is None else next((s for s in STAGES if s not in result.stages), "apply")
     done = result.topics if result is not None else []
     hours: dict[str, list] = {t.table: [list(h) for h in t.hours] for t in done}
     if plan is not None and plan.total and not isinstance(exc, KeyboardInterrupt):
         try:
-            from ferry.loaders.warehouse import table_for_topic
-
             todo = [r for r in plan.ranges if r.topic not in {t.topic for t in done}]
-            hours |= attempted_hours(job.config.zookeeper, todo, {t: table_for_topic(t) for t in plan.topics()},
+            hours |= attempted_hours(zookeeper, todo, {t: table_for_topic(t) for t in plan.topics()},
                                      int(time.time() * 1000))
         except Exception:  # noqa: BLE001, S110 - the hours help people; the error is what must be kept
             pass
     try:
-        entry = job.ledger.fail(job._run_id or new_run_id(), error_line(exc), started=job._started, stage=stage,
-                                hours=hours, topics=plan.topics() if plan else [],
-                                messages=plan.total if plan else 0)
-        job.say(f"run {entry['run_id']} failed ({stage}), noted in the ledger: {entry['error']}")
+        entry = ledger.fail(run.run_id or new_run_id(), error_line(exc), started=run.started, stage=stage,
+                            hours=hours, topics=plan.topics() if plan else [], messages=plan.total if plan else 0)
+        say(f"run {entry['run_id']} failed ({stage}), noted in the ledger: {entry['error']}")
     except Exception as e:  # noqa: BLE001 - never hide the run's own error behind the note's
-        job.say(f"could not note the failed run in the ledger: {e}")
+        say(f"could not note the failed run in the ledger: {e}")

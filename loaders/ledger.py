@@ -99,8 +99,17 @@ class Ledger:
             self._lock_fd = None
             os.close(fd)  # closing releases the flock
 
+    @property
+    def held(self) -> bool:
+        """True while this object holds the lock (inside :meth:`lock`)."""
+        return self._lock_fd is not None
+
+    def lock_unless_held(self, timeout: float = 600.0) -> contextlib.AbstractContextManager[Ledger]:
+        """:meth:`lock`, or nothing when this object holds it already (work done inside a locked run)."""
+        return contextlib.nullcontext(self) if self.held else self.lock(timeout)
+
     def _require_lock(self) -> None:
-        if self._lock_fd is None:
+        if not self.held:
             raise LedgerError("ledger mutations need Ledger.lock()")
 
     # ---- reading

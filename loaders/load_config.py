@@ -4,11 +4,15 @@ line, the DAG steps and the completeness books without importing each other."""
 from __future__ import annotations
 
 import datetime as dt
+import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from ferry.loaders.planner import LoadPlan
+
+Say = Callable[[str], None]  # a run's progress lines for people (LoadJob.say)
 
 
 class BadRecordsError(RuntimeError):
@@ -90,6 +94,16 @@ class LoadResult:
                 "topics": [{"topic": t.topic, "table": t.table, "messages": t.messages, "rows": t.rows,
                             "bad": t.bad, "hours": [list(h) for h in t.hours]} for t in self.topics],
                 "plan": self.plan.to_dict() if self.plan else None}
+
+
+@dataclass
+class RunState:
+    """How far the current run got: what a failed run's note in the ledger is made of (failed_run.py)."""
+
+    started: float = field(default_factory=time.time)
+    run_id: str | None = None  # None: failed before it had a plan
+    plan: LoadPlan | None = None
+    result: LoadResult | None = None
 
 
 def new_run_id() -> str:

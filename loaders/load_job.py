@@ -2,8 +2,8 @@
 
 One run (under the state directory's lock):
 
-1. recover: re-apply committed runs whose partition flips may not have happened (redo), delete the files
-   of runs that never committed, delete superseded versions older than the grace period;
+1. recover (run_applier.py): re-apply committed runs whose partition flips may not have happened (redo),
+   delete the files of runs that never committed, delete superseded versions older than the grace period;
 2. plan ranges from the ledger and the cluster (planner.py);
 3. per topic (topic_load.py): read the ranges with ``format("ferry")``, decode (Avro via the registry, or
    audit JSON) a column at a time, write a new version of every hour partition the rows touch (on the
@@ -23,25 +23,36 @@ import time
 from collections import defaultdict
 from typing import Any
 
+from pyspark.sql import DataFrameReader, SparkSession
+
+from ferry.client.bootstrap import discover
+from ferry.loaders import native
+from ferry.loaders.cluster_offsets import ClusterOffsets
+from ferry.loaders.completeness import CompletenessBooks
+from ferry.loaders.datasource import register
+from ferry.loaders.failed_run import note_failure
 from ferry.loaders.ledger import Ledger
-from ferry.loaders.load_config import (  # noqa: F401
-    BadRecordsError,
-    LoadConfig,
-    LoadResult,
-    TopicResult,
-    new_run_id,
-)
+from ferry.loaders.load_config import LoadConfig, LoadResult, RunState, new_run_id
+from ferry.loaders.naming import table_for_topic
 from ferry.loaders.offsets import OffsetRange, offsets_json
-from ferry.loaders.planner import StartPosition, make_plan
+from ferry.loaders.planner import StartPosition, make_plan, topics_to_load
+from ferry.loaders.run_applier import RunApplier
+from ferry.loaders.session import build_session
+from ferry.loaders.topic_load import TopicsLoader
+from ferry.loaders.warehouse import Warehouse
+from ferry.loaders.warehouse_audit import HourStatus, warehouse_events
 
 
 class LoadJob:
-    def __init__(self, config: LoadConfig, spark=None) -> None:
+    """The load's coordinator: it makes the collaborators of a run (Spark session, warehouse, ledger, the
+    topics' loader, the completeness books) from its config and hands each the values it needs."""
+
+    def __init__(self, config: LoadConfig, spark: SparkSession | None = None) -> None:
         self.config = config
         self.ledger = Ledger(config.state_dir)
         self._spark = spark
-        self._warehouse = None
-        self._datacenter = ""
+        self._warehouse: Warehouse | None = None
+        self._t0 = 0.0
 
     # ------------------------------------------------------------------------------------------- helpers
     def say(self, msg: str) -> None:
@@ -49,10 +60,8 @@ class LoadJob:
             print(f"[ferry load {time.strftime('%H:%M:%S')}] {msg}", flush=True)
 
     @property
-    def spark(self):
+    def spark(self) -> SparkSession:
         if self._spark is None:
-            from ferry.loaders.session import build_session
-
             cfg = self.config
             local = "://" not in cfg.warehouse_root or cfg.warehouse_root.startswith("file:")
             conf = ({"spark.ui.showConsoleProgress": "false"} if cfg.progress else {}) | cfg.spark_conf  # one kind of bar
@@ -61,16 +70,12 @@ class LoadJob:
                                         quick_jit=cfg.parquet_writer == "arrow" or (cfg.parquet_writer == "auto"
                                                                                    and local))
         else:
-            from ferry.loaders.datasource import register
-
             register(self._spark)
         return self._spark
 
     @property
-    def warehouse(self):
+    def warehouse(self) -> Warehouse:
         if self._warehouse is None:
-            from ferry.loaders.warehouse import Warehouse
-
             self._warehouse = Warehouse(self.spark, self.config.warehouse_root, self.config.database)
             self._warehouse.ensure_database()
         return self._warehouse
@@ -78,17 +83,14 @@ class LoadJob:
     # ------------------------------------------------------------------------------------------- the run
     def run(self) -> LoadResult:
         self._t0 = time.monotonic()
-        self._started = time.time()
-        self._run_id, self._plan, self._result = None, None, None
+        run = RunState()
         with self.ledger.lock(self.config.lock_timeout_s):
             try:
                 self.ledger.check_source(self.config.zookeeper, self.config.allow_source_change)
                 self.recover()
-                return self._run_locked()
+                return self._run_locked(run)
             except BaseException as e:  # noted in the ledger (never as loaded), then raised as before
-                from ferry.loaders.failed_run import note_failure
-
-                note_failure(self, e)
+                note_failure(self.ledger, run, e, zookeeper=self.config.zookeeper, say=self.say)
                 raise
 
     def _lap(self, result: LoadResult, stage: str) -> None:
@@ -97,21 +99,13 @@ class LoadJob:
         result.stages[stage] = result.stages.get(stage, 0.0) + now - self._t0
         self._t0 = now
 
-    def _run_locked(self) -> LoadResult:
-        from ferry.client.bootstrap import discover
-        from ferry.loaders import native
-        from ferry.loaders.cluster_offsets import ClusterOffsets
-
+    def _run_locked(self, run: RunState) -> LoadResult:
         cfg = self.config
         native.available()  # warns here, at the top of the run, when the executors will decode in Python
         bootstrap, brokers = discover(cfg.zookeeper)
-        self._datacenter = next((b.datacenter for b in brokers.values() if b.datacenter), "")
+        datacenter = next((b.datacenter for b in brokers.values() if b.datacenter), "")
         with ClusterOffsets(zookeeper=cfg.zookeeper, bootstrap=bootstrap) as cluster:
-            topics = cluster.select_topics(cfg.topics)
-            if cfg.include_audit:
-                all_topics = cluster.topics()
-                if "_audit" in all_topics:
-                    topics["_audit"] = all_topics["_audit"]
+            topics = topics_to_load(cluster, cfg.topics, cfg.include_audit)
             if not topics:
                 self.say(f"no topic matches {cfg.topics!r}; nothing to do")
             committed = self.ledger.committed_offsets()
@@ -119,7 +113,7 @@ class LoadJob:
                              max_per_split=cfg.max_per_split, skip_lost_data=cfg.skip_lost_data, until=cfg.until)
         run_id = new_run_id()
         result = LoadResult(run_id, plan)
-        self._run_id, self._plan, self._result = run_id, plan, result
+        run.run_id, run.plan, run.result = run_id, plan, result
         self._lap(result, "plan")
         self.say(f"run {run_id}: {plan.total} messages in {len(plan.splits)} splits from {len(topics)} topic(s)")
         if plan.total:
@@ -128,22 +122,22 @@ class LoadJob:
         if not changed and not plan.lost:
             self.say("nothing new since the last committed run")
             return result
-        from ferry.loaders.warehouse import table_for_topic
-
         tables = {t: table_for_topic(t) for t in plan.topics()}
         self.ledger.begin(run_id, [self.warehouse.table_root(tb) for tb in tables.values()])
         self._lap(result, "begin")
         versions = []
         audit_counts: dict[tuple[str, int], int] = defaultdict(int)
-        for tr, tv, counts in self._load_topics(run_id, plan, tables, bootstrap):
+        loader = TopicsLoader(self.spark, self.warehouse, self.source, zookeeper=cfg.zookeeper,
+                              max_per_split=cfg.max_per_split, progress=cfg.progress,
+                              skip_bad_records=cfg.skip_bad_records, say=self.say)
+        for tr, tv, counts in loader.load(run_id, plan, tables, bootstrap, self.ledger.loaded_to(),
+                                          self.parquet_writer()):
             result.topics.append(tr)
             versions.extend(tv)
             for k, n in counts.items():
                 audit_counts[k] += n
         self._lap(result, "topics")
-        from ferry.loaders.warehouse_audit import warehouse_events
-
-        events = warehouse_events(run_id, audit_counts, datacenter=self._datacenter)
+        events = warehouse_events(run_id, audit_counts, datacenter=datacenter)
         record: dict[str, Any] = {
             "run_id": run_id,
             "ranges": [r.to_dict() for r in plan.ranges],
@@ -153,7 +147,7 @@ class LoadJob:
             "lost": [x.to_dict() for x in plan.lost],
             "bootstrap": bootstrap,
             "hours": {t.table: [list(h) for h in t.hours] for t in result.topics},
-            "started": self._started,
+            "started": run.started,
         }
         self.ledger.commit(record)
         result.committed = True
@@ -166,78 +160,19 @@ class LoadJob:
                  + ", ".join(f"{k} {v:.1f} s" for k, v in result.stages.items()))
         return result
 
-    # ------------------------------------------------------------------------------------------- recovery
+    # ------------------------------------------------------------------------------------------- redo/undo
+    def _applier(self) -> RunApplier:
+        """Made per use: it works on this job's ledger, the one whose lock the run holds."""
+        return RunApplier(self.ledger, lambda: self.warehouse, zookeeper=self.config.zookeeper,
+                          gc_grace_s=self.config.gc_grace_s, say=self.say)
+
     def recover(self) -> None:
         """Redo committed runs, remove files of runs that never committed, collect old versions."""
-        for record in self.ledger.pending():
-            self.say(f"re-applying committed run {record['run_id']} (the previous process stopped before "
-                     "publishing it)")
-            self.apply(record)
-        in_flight = self.ledger.in_flight()
-        if in_flight or self.ledger.read()["garbage"]:
-            wh = self.warehouse
-            for run_id, info in in_flight.items():
-                removed = 0
-                for root in info.get("roots", []):
-                    for path in wh.glob(f"{root}/dt=*/hr=*/ferry_run={run_id}"):
-                        wh.delete(path)
-                        removed += 1
-                    # a killed Spark job leaves its committer's scratch space; a later job in the same
-                    # application attempt would merge its committed tasks (we hold the lock: no writer now)
-                    wh.delete(f"{root}/_temporary")
-                self.say(f"run {run_id} never committed: removed its {removed} unpublished partition version(s)")
-                self.ledger.abandon(run_id)
-            for path in self.ledger.take_garbage(self.config.gc_grace_s):
-                wh.delete(path)
+        self._applier().recover()
 
     def apply(self, record: dict[str, Any]) -> int:
-        """Make a committed run visible (idempotent): flip partitions, publish audit counts. The two are
-        independent (a redo repeats both; the counts' guids make a second publication harmless), so the
-        publication (~0.5 s: the broker acknowledges acks=all after its flush) overlaps the metastore."""
-        from concurrent.futures import ThreadPoolExecutor
-
-        from ferry.client.audit.event import AuditEvent
-        from ferry.loaders.warehouse import PartitionVersion
-        from ferry.loaders.warehouse_audit import publish
-
-        versions = [PartitionVersion.from_dict(d) for d in record.get("partitions", [])]
-        events = [AuditEvent.from_json(e) for e in record.get("audit", [])]
-        wh = self.warehouse if versions else None
-
-        def publish_events() -> int:
-            if events:
-                self._ensure_audit_topic()
-            return publish(events, record.get("bootstrap") or self._bootstrap())
-
-        with ThreadPoolExecutor(1, thread_name_prefix="ferry-audit") as pool:
-            publishing = pool.submit(publish_events)
-            if versions:
-                wh.set_partitions(versions)
-            for table in sorted({v.table for v in versions}):
-                wh.refresh(table)
-            sent = publishing.result()
-        superseded = [v.previous for v in versions if v.previous and v.previous.rstrip("/") != v.location.rstrip("/")]
-        self.ledger.mark_applied(record["run_id"], superseded)
-        if sent:
-            self.say(f"published {sent} warehouse audit event(s) to _audit")
-        return sent
-
-    def _ensure_audit_topic(self) -> None:
-        """The warehouse is an audit tier: create `_audit` (1 partition) if nobody did yet."""
-        from ferry.zk import ClusterRegistry, TopicExistsError
-
-        with ClusterRegistry(self.config.zookeeper) as reg:
-            if reg.topic("_audit") is None:
-                try:
-                    reg.create_topic("_audit", 1)
-                    self.say("created topic _audit (1 partition)")
-                except TopicExistsError:
-                    pass
-
-    def _bootstrap(self) -> str:
-        from ferry.client.bootstrap import discover
-
-        return discover(self.config.zookeeper)[0]
+        """Make a committed run visible (idempotent): flip its partitions, publish its audit counts."""
+        return self._applier().apply(record)
 
     # ------------------------------------------------------------------------------------------- one topic
     def parquet_writer(self) -> str:
@@ -247,27 +182,7 @@ class LoadJob:
             return "arrow" if self.warehouse.root.startswith("file:") else "spark"
         return choice
 
-    def _load_topics(self, run_id: str, plan, tables: dict[str, str], bootstrap: str) -> list[tuple]:
-        """(TopicResult, versions, audit counts) per topic with new data: all topics in one Spark job
-        (arrow writer), or one after the other through Spark's writer."""
-        from ferry.loaders.topic_load import TopicLoad, load_arrow
-
-        loads = []
-        for topic in plan.topics():
-            ranges = [r for r in plan.for_topic(topic) if r.size]
-            if ranges:
-                loads.append(TopicLoad(self, run_id, topic, tables[topic], ranges, bootstrap))
-        try:
-            if not loads:
-                return []
-            if self.parquet_writer() == "arrow":
-                return load_arrow(self, loads, bootstrap)
-            return [load.run_spark() for load in loads]
-        finally:
-            for load in loads:
-                load.close()
-
-    def source(self, ranges: list[OffsetRange], bootstrap: str):
+    def source(self, ranges: list[OffsetRange], bootstrap: str) -> DataFrameReader:
         """The DataFrameReader of offset ranges (of one or more topics): ``format("ferry")`` with Spark's
         Kafka-source options. The one place that says where a load's records come from; the job adds only
         the ``ferry.load`` option (decode and write on the executors) or reads the source's columns (key,
@@ -280,13 +195,13 @@ class LoadJob:
                 .option("maxRecordsPerPartition", str(self.config.max_per_split or 0)))
 
     # ------------------------------------------------------------------------------------------- reconcile
-    def reconcile(self, hours: list[tuple[str, str]], topics: list[str] | None = None):
+    def reconcile(self, hours: list[tuple[str, str]], topics: list[str] | None = None) -> list[HourStatus]:
         """Balance the books of ``hours`` from ferry_audit and write them to ferry_completeness."""
-        from ferry.loaders.completeness import reconcile_hours
-
-        if topics is None:
-            topics = self.data_topics()
-        return reconcile_hours(self, topics, hours)
+        cfg = self.config
+        books = CompletenessBooks(self.spark, self.warehouse, self.ledger, database=cfg.database,
+                                  lock_timeout_s=cfg.lock_timeout_s, live_zookeepers=cfg.live_zookeepers,
+                                  live_timeout_s=cfg.live_timeout_s)
+        return books.reconcile(self.data_topics() if topics is None else topics, hours)
 
     def data_topics(self) -> list[str]:
         return sorted(t for t in self.ledger.read()["offsets"] if t != "_audit")

@@ -6,6 +6,7 @@ import re
 
 AUDIT_TABLE = "ferry_audit"
 COMPLETENESS_TABLE = "ferry_completeness"
+VERSION_COLUMN = "ferry_run"  # an hour partition's version directory: dt=D/hr=H/ferry_run=<run id>
 
 
 class NamingError(ValueError):

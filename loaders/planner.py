@@ -94,6 +94,16 @@ class LoadPlan:
         return "\n".join(lines)
 
 
+def topics_to_load(cluster: ClusterOffsets, spec: str | list[str], include_audit: bool) -> dict[str, int]:
+    """``{topic: partition count}`` of the topics ``spec`` selects, plus `_audit` (if it exists) when asked."""
+    topics = cluster.select_topics(spec)
+    if include_audit:
+        all_topics = cluster.topics()
+        if "_audit" in all_topics:
+            topics["_audit"] = all_topics["_audit"]
+    return topics
+
+
 def make_plan(cluster: ClusterOffsets, topics: dict[str, int], committed: dict[tuple[str, int], int], *,
               start: StartPosition = StartPosition("earliest"), max_per_split: int | None = 1_000_000,
               skip_lost_data: bool = False, until: dict[tuple[str, int], int] | None = None) -> LoadPlan:

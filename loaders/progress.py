@@ -12,14 +12,18 @@ from __future__ import annotations
 import sys
 import threading
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from ferry.loaders.offsets import OffsetRange
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 
 class LoadProgress:
     """Context manager around the collect() of the run's Spark job (job group ``group``)."""
 
-    def __init__(self, spark, group: str, splits: Sequence[OffsetRange], enabled: bool = True,
+    def __init__(self, spark: SparkSession, group: str, splits: Sequence[OffsetRange], enabled: bool = True,
                  interval_s: float = 0.5) -> None:
         self.spark, self.group, self.splits, self.interval_s = spark, group, list(splits), interval_s
         self.enabled = enabled and sys.stdout.isatty() and bool(self.splits)
@@ -52,6 +56,7 @@ class LoadProgress:
         return done
 
     def _run(self) -> None:
+        # rich only when a bar is shown (--progress on a terminal)
         from rich.progress import (
             BarColumn,
             MofNCompleteColumn,

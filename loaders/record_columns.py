@@ -19,6 +19,7 @@ import time
 import numpy as np
 import pyarrow as pa
 
+from ferry.client.message_set_consumer import record_batches
 from ferry.loaders import native
 from ferry.wire.record.compression import decompress
 
@@ -112,8 +113,6 @@ class SplitRecords:
             pos = stop
 
     def _add_rows(self, data: bytes) -> None:
-        from ferry.client.message_set_consumer import record_batches
-
         start, end = self.start, self.end
         for base, last, recs in record_batches(data):
             if base < start or last >= end:

@@ -8,6 +8,12 @@ import logging
 import os
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ferry.loaders.sql_metastore import parse
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 log = logging.getLogger("ferry.load.session")
 
@@ -19,13 +25,6 @@ def python_for_workers() -> str:
     return os.environ["PYSPARK_PYTHON"]
 
 
-def metastore_conf(state_dir: str | os.PathLike, metastore_uris: str | None = None) -> dict[str, str]:
-    """Spark settings of the metastore ``metastore_uris`` names (any sql_metastore spec; None: the default)."""
-    from ferry.loaders.sql_metastore import parse
-
-    return parse(metastore_uris, state_dir).spark_conf(state_dir)
-
-
 # The driver JVM of a load whose executors write Parquet themselves does no row work: its CPU goes to the
 # JIT compilers warming up (measured: C2 ~45% of the JVM's CPU in a run, and a fresh JVM's first run spends
 # 15 s of CPU on 2 cores). C1 alone halves the JVM's CPU per run and the first run's time; rows written by
@@ -35,7 +34,7 @@ QUICK_JIT = "-XX:TieredStopAtLevel=1"
 
 def build_session(state_dir: str | os.PathLike, *, master: str | None = "local[2]", warehouse: str | None = None,
                   metastore_uris: str | None = None, app_name: str = "ferry-load",
-                  conf: dict[str, str] | None = None, quick_jit: bool = False):
+                  conf: dict[str, str] | None = None, quick_jit: bool = False) -> SparkSession:
     """getOrCreate a Hive-enabled session. With ``master=None`` the master comes from spark-submit.
 
     Static settings (metastore, warehouse dir, JVM options) only take effect when this creates the
@@ -46,6 +45,9 @@ def build_session(state_dir: str | os.PathLike, *, master: str | None = "local[2
     sql_metastore.MetastoreError (one line) before any JVM starts.
     """
     python_for_workers()
+    # pyspark, and the ferry data source (a pyspark class), when a session is made: `ferry sql` imports this
+    # module for python_for_workers alone and runs pyspark's own programs
+    from pyspark import SparkContext
     from pyspark.sql import SparkSession
 
     from ferry.loaders.datasource import register
@@ -56,11 +58,7 @@ def build_session(state_dir: str | os.PathLike, *, master: str | None = "local[2
     if active is not None and active.sparkContext._jsc is not None:
         register(active)
         return active
-    from ferry.loaders.sql_metastore import parse
-
     metastore = parse(metastore_uris, state)
-    from pyspark import SparkContext
-
     if metastore.kind != "derby" or SparkContext._gateway is None:  # our own JVM may hold Derby: let it be
         metastore.check()
     builder = SparkSession.builder.appName(app_name)

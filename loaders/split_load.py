@@ -24,18 +24,21 @@ import uuid
 from collections import defaultdict
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
+from urllib.parse import urlparse
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.parquet as pq
+from pyarrow import fs
 
 from ferry.client.audit.bucket import BUCKET_MS  # the audit's 10-minute buckets
+from ferry.loaders.naming import VERSION_COLUMN
 from ferry.loaders.value_decoder import ValueDecoder
 
 STATS_SCHEMA = ("topic string, kind string, dt string, hr string, bucket long, schema_id int, rows long, "
                 "partition int, offset long, error string")
 ROW_GROUP_ROWS = 131_072  # rows buffered per file before a row group is written
 SAMPLES = 5  # bad records reported per split (the job names the first ones of the run)
-VERSION_COLUMN = "ferry_run"
 
 
 @dataclass
@@ -68,12 +71,8 @@ class SplitTarget:
         return cls(d["run_id"], topics, d.get("zookeeper"))
 
 
-def filesystem(root: str):
+def filesystem(root: str) -> tuple[fs.FileSystem, str]:
     """(pyarrow filesystem, path) of a warehouse URI; ``file:`` and plain paths are local."""
-    from urllib.parse import urlparse
-
-    from pyarrow import fs
-
     if root.startswith("file:") or "://" not in root:
         return fs.LocalFileSystem(), urlparse(root).path if root.startswith("file:") else root
     return fs.FileSystem.from_uri(root.replace("s3a://", "s3://", 1))
@@ -93,8 +92,6 @@ class HourFiles:
         key = (dt, hr, table.schema)
         entry = self._open.get(key)
         if entry is None:
-            import pyarrow.parquet as pq
-
             directory = f"{self.root.rstrip('/')}/dt={dt}/hr={hr}/{VERSION_COLUMN}={self.run_id}"
             self.fs.create_dir(directory, recursive=True)
             # the run id in the name: a later version of the hour hard-links this file next to its own

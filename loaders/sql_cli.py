@@ -20,6 +20,10 @@ import threading
 import time
 from pathlib import Path
 
+from ferry.loaders.session import python_for_workers
+from ferry.loaders.sql_metastore import Metastore, MetastoreError, explain, parse, spark_home
+from ferry.zk.cli_args import parse_listen
+
 DESCRIPTION = """\
 Query the warehouse's hourly tables with Spark SQL, in a shell (no -e/-f), one statement (-e) or a file (-f);
 or serve them to JDBC/ODBC clients (beeline, DBeaver, PyHive) with `ferry sql serve --listen HOST:PORT`.
@@ -36,7 +40,7 @@ THRIFT_SERVER = "org.apache.spark.sql.hive.thriftserver.HiveThriftServer2"
 _TRACE_PREFIXES = ("\tat ", "Caused by:", "\t... ", "\tSuppressed:")
 
 
-def register(subparsers) -> None:
+def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("sql", help="Spark SQL on the warehouse; `serve`: the Thrift JDBC/ODBC server",
                               description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("action", nargs="?", choices=("shell", "serve"), default="shell",
@@ -58,13 +62,7 @@ def register(subparsers) -> None:
     p.set_defaults(func=run)
 
 
-def spark_home() -> Path:
-    import pyspark
-
-    return Path(pyspark.__file__).resolve().parent
-
-
-def settings(args: argparse.Namespace, metastore, scratch: Path) -> dict[str, str]:
+def settings(args: argparse.Namespace, metastore: Metastore, scratch: Path) -> dict[str, str]:
     state = Path(args.state_dir).resolve()
     conf = {
         "spark.sql.session.timeZone": "UTC",
@@ -104,8 +102,6 @@ def write_properties(conf: dict[str, str], path: Path) -> Path:
 def command(args: argparse.Namespace, properties: Path) -> list[str]:
     bin_dir = spark_home() / "bin"
     if args.action == "serve":
-        from ferry.zk.cli_args import parse_listen
-
         host, port = parse_listen(args.listen, "--listen")
         return [str(bin_dir / "spark-submit"), "--master", args.master, "--properties-file", str(properties),
                 "--name", "ferry-sql-thrift", "--class", THRIFT_SERVER, "spark-internal",
@@ -120,9 +116,6 @@ def command(args: argparse.Namespace, properties: Path) -> list[str]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ferry.loaders.session import python_for_workers
-    from ferry.loaders.sql_metastore import MetastoreError, parse
-
     if args.action == "serve" and (args.query is not None or args.file is not None):
         print("ferry sql: serve takes no -e/-f", file=sys.stderr)
         return 2
@@ -151,8 +144,6 @@ def run(args: argparse.Namespace) -> int:
 
 def _run_java(cmd: list[str], env: dict[str, str], args: argparse.Namespace, cwd: Path) -> int:
     """Run spark-sql / the Thrift server with its stderr filtered; a metastore failure becomes one line."""
-    from ferry.loaders.sql_metastore import explain
-
     debug = bool(os.environ.get("FERRY_DEBUG"))
     proc = subprocess.Popen(cmd, env=env, cwd=cwd, stderr=subprocess.PIPE, text=True, errors="replace",
                             start_new_session=args.action == "serve")
@@ -198,8 +189,6 @@ def _run_java(cmd: list[str], env: dict[str, str], args: argparse.Namespace, cwd
 
 def _announce_when_listening(proc: subprocess.Popen, listen: str, timeout_s: float = 300.0) -> None:
     """Print the JDBC URL once the server accepts connections (bounded wait; the server's death ends it)."""
-    from ferry.zk.cli_args import parse_listen
-
     host, port = parse_listen(listen, "--listen")
     probe = "127.0.0.1" if host in ("0.0.0.0", "") else host
     deadline = time.monotonic() + timeout_s

@@ -11,41 +11,36 @@ from __future__ import annotations
 
 import contextlib
 import os
-from typing import TYPE_CHECKING
 from urllib.parse import urlparse
 
-if TYPE_CHECKING:
-    from ferry.loaders.warehouse import PartitionVersion, Warehouse
+from ferry.loaders.catalog import PartitionCatalog, PartitionVersion
 
 
-def publish_current(wh: Warehouse, versions: list[PartitionVersion]) -> None:
-    """Point each hour's link at its version (idempotent); a table met for the first time gets links for all
-    its partitions (warehouses from before the reader tree)."""
-    if not wh.root.startswith("file:"):
-        return  # symbolic links are a local filesystem's; elsewhere readers go through the metastore
-    done: set[str] = set()
-    for v in versions:
-        table = v.table.split(".")[-1].lower()
-        base = urlparse(wh.current_root(table)).path
-        if table not in done and not os.path.isdir(base):
-            done.add(table)
-            for (d, h), location in partition_locations(wh, table).items():
-                link_hour(base, d, h, urlparse(location).path)
-        link_hour(base, v.dt, v.hr, urlparse(v.location).path)
+class ReaderTree:
+    """``<base>/<table>/dt=D/hr=H`` links of a local warehouse, following the catalog's partitions.
 
+    ``base`` is the local directory of the tree (``<root>/<db>.current``); None (a warehouse that is no local
+    filesystem: symbolic links are a local filesystem's) makes :meth:`publish` do nothing, and readers go
+    through the metastore."""
 
-def partition_locations(wh: Warehouse, table: str) -> dict[tuple[str, str], str]:
-    """(dt, hr) -> location of every partition, from the metastore (one call)."""
-    jvm = wh.spark._jvm
-    external = wh.spark._jsparkSession.sessionState().catalog().externalCatalog()
-    out = {}
-    parts = external.listPartitions(wh.database, table, jvm.scala.Option.empty())
-    it = parts.iterator()
-    while it.hasNext():
-        p = it.next()
-        spec = p.spec()
-        out[(spec.apply("dt"), spec.apply("hr"))] = p.location().toString()
-    return out
+    def __init__(self, base: str | None, catalog: PartitionCatalog) -> None:
+        self.base = base
+        self.catalog = catalog
+
+    def publish(self, versions: list[PartitionVersion]) -> None:
+        """Point each hour's link at its version (idempotent); a table met for the first time gets links for
+        all its partitions (warehouses from before the reader tree)."""
+        if self.base is None:
+            return
+        done: set[str] = set()
+        for v in versions:
+            table = v.table.split(".")[-1].lower()
+            base = os.path.join(self.base, table)
+            if table not in done and not os.path.isdir(base):
+                done.add(table)
+                for (d, h), location in self.catalog.locations(table).items():
+                    link_hour(base, d, h, urlparse(location).path)
+            link_hour(base, v.dt, v.hr, urlparse(v.location).path)
 
 
 def link_hour(base: str, dt: str, hr: str, target: str) -> None:

@@ -113,7 +113,7 @@ class Metastore:
 
     @contextlib.contextmanager
     def _connect(self, timeout_s: float) -> Iterator:
-        import pg8000.dbapi
+        import pg8000.dbapi  # only a PostgreSQL metastore needs the driver
 
         host, port = self.host_port
         _reach(host, port, self.describe(), timeout_s)
@@ -176,10 +176,15 @@ def _has_schema(conn) -> bool:
     return n == len(_SCHEMA_TABLES)
 
 
-def spark_jars_dir() -> Path:
-    import pyspark
+def spark_home() -> Path:
+    """The pyspark distribution (its bin/ and jars/)."""
+    import pyspark  # ~0.5 s: only where Spark's own programs or jars are needed, not for parsing a spec
 
-    return Path(pyspark.__file__).resolve().parent / "jars"
+    return Path(pyspark.__file__).resolve().parent
+
+
+def spark_jars_dir() -> Path:
+    return spark_home() / "jars"
 
 
 def run_schema_tool(ms: Metastore, timeout_s: float = 300.0) -> None:

@@ -10,12 +10,19 @@ from __future__ import annotations
 
 import time
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
+from ferry.audit.completeness import HourStatus
 from ferry.client.topic_selection import select_topics
+from ferry.loaders.cluster_offsets import ClusterOffsets
+from ferry.loaders.ledger import Ledger
 from ferry.loaders.load_config import LoadConfig, LoadResult
-from ferry.loaders.load_job import LoadJob
-from ferry.loaders.planner import LoadPlan, StartPosition, make_plan
-from ferry.loaders.warehouse_audit import HourStatus
+from ferry.loaders.planner import LoadPlan, StartPosition, make_plan, topics_to_load
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    from ferry.loaders.load_job import LoadJob
 
 
 def match_topics(spec: str | list[str], names) -> list[str]:
@@ -25,34 +32,32 @@ def match_topics(spec: str | list[str], names) -> list[str]:
 
 def plan(cfg: LoadConfig) -> LoadPlan:
     """What a load would read now (read-only: the ledger is not changed)."""
-    from ferry.loaders.cluster_offsets import ClusterOffsets
-    from ferry.loaders.ledger import Ledger
-
     with ClusterOffsets(zookeeper=cfg.zookeeper) as cluster:
-        topics = cluster.select_topics(cfg.topics)
-        if cfg.include_audit:
-            all_topics = cluster.topics()
-            if "_audit" in all_topics:
-                topics["_audit"] = all_topics["_audit"]
-        return make_plan(cluster, topics, Ledger(cfg.state_dir).committed_offsets(),
+        return make_plan(cluster, topics_to_load(cluster, cfg.topics, cfg.include_audit), Ledger(cfg.state_dir).committed_offsets(),
                          start=StartPosition.parse(cfg.start), max_per_split=cfg.max_per_split,
                          skip_lost_data=cfg.skip_lost_data, until=cfg.until)
 
 
-def load(cfg: LoadConfig, spark=None) -> tuple[LoadJob, LoadResult]:
-    job = LoadJob(cfg, spark)
+def load_job(cfg: LoadConfig, spark: SparkSession | None = None) -> LoadJob:
+    """The job of ``cfg``: imported here, when a step needs Spark (the plan step and ``ferry load --help`` do not
+    import pyspark)."""
+    from ferry.loaders.load_job import LoadJob  # pyspark, pyarrow: a second or more of start-up
+
+    return LoadJob(cfg, spark)
+
+
+def load(cfg: LoadConfig, spark: SparkSession | None = None) -> tuple[LoadJob, LoadResult]:
+    job = load_job(cfg, spark)
     return job, job.run()
 
 
-def reconcile(cfg: LoadConfig, hours: list[tuple[str, str]] = (), *, since: float | None = None, spark=None,
-              catch_up_audit: bool = True) -> tuple[LoadJob, list[HourStatus]]:
+def reconcile(cfg: LoadConfig, hours: list[tuple[str, str]] = (), *, since: float | None = None,
+              spark: SparkSession | None = None, catch_up_audit: bool = True) -> tuple[LoadJob, list[HourStatus]]:
     """Books of ``hours`` plus every hour that loads committed since ``since`` (epoch s) or this step's
     own `_audit` catch-up touched; for the topics of ``cfg.topics`` the ledger knows."""
     hours = set(map(tuple, hours))
-    job = LoadJob(replace(cfg, topics=["_audit"], include_audit=False, until=None), spark)
+    job = load_job(replace(cfg, topics=["_audit"], include_audit=False, until=None), spark)
     if catch_up_audit:
-        from ferry.loaders.cluster_offsets import ClusterOffsets
-
         with ClusterOffsets(zookeeper=cfg.zookeeper) as cluster:
             has_audit = "_audit" in cluster.topics()
         if has_audit:
@@ -68,7 +73,7 @@ def reconcile(cfg: LoadConfig, hours: list[tuple[str, str]] = (), *, since: floa
     return job, statuses
 
 
-def load_and_reconcile(cfg: LoadConfig, spark=None) -> tuple[LoadResult, list[HourStatus]]:
+def load_and_reconcile(cfg: LoadConfig, spark: SparkSession | None = None) -> tuple[LoadResult, list[HourStatus]]:
     started = time.time()
     job, result = load(cfg, spark)
     if not cfg.include_audit:

@@ -21,11 +21,18 @@ import io
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+import fastavro
 import numpy as np
 import pyarrow as pa
+from pyspark.sql import types as T
+from pyspark.sql.pandas.types import to_arrow_schema
 
+from ferry.client.audit.event import AuditEvent
 from ferry.loaders import native
-from ferry.loaders.avro_program import Doubt, UnsupportedSchema, arrays, compile_schema
+from ferry.loaders.avro_columns import SchemaMappingError, avro_columns, uuid_fields
+from ferry.loaders.avro_program import Doubt, Program, UnsupportedSchema, arrays, compile_schema
+from ferry.schemas.errors import UnknownSchemaError
+from ferry.schemas.registry import SchemaRegistry
 
 MAGIC = 0
 HOUR_US = 3_600_000_000
@@ -50,7 +57,7 @@ class HourLabels:
 
 
 @dataclass
-class Group:
+class SchemaGroup:
     """Decoded rows of one schema id: ``table`` = the schema's fields + ferry's columns; ``hours`` per row."""
 
     schema_id: int | None
@@ -61,7 +68,7 @@ class Group:
 
 @dataclass
 class Decoded:
-    groups: list[Group] = field(default_factory=list)
+    groups: list[SchemaGroup] = field(default_factory=list)
     errors: list[tuple[int, str]] = field(default_factory=list)  # (row of the input batch, reason)
 
 
@@ -71,7 +78,7 @@ class _Schema:
     types: list[pa.DataType]
     text: set[str]
     parsed: object
-    program: object | None  # avro_program.Program, None when the native decoder cannot take it
+    program: Program | None  # None when the native decoder cannot take it
     native: object | None
 
 
@@ -101,12 +108,6 @@ class ValueDecoder:
         return got
 
     def _prepare(self, sid: int) -> _Schema | str:
-        import fastavro
-        from pyspark.sql import types as T
-        from pyspark.sql.pandas.types import to_arrow_schema
-
-        from ferry.loaders.avro_columns import SchemaMappingError, avro_columns, uuid_fields
-
         schema = self.schemas.get(sid)
         if schema is None:
             schema = self._registry_lookup(sid)
@@ -135,9 +136,6 @@ class ValueDecoder:
             return self._lookup(sid)
         if not self.zookeeper:
             return None
-        from ferry.schemas.errors import UnknownSchemaError
-        from ferry.schemas.registry import SchemaRegistry
-
         with SchemaRegistry(self.zookeeper, read_only=True) as registry:
             try:
                 return registry.get(sid)
@@ -204,8 +202,6 @@ class ValueDecoder:
 
     def _careful(self, s: _Schema, values: pa.Array, rows: np.ndarray):
         """fastavro, one record at a time: what loads always did (the judge of undecodable records)."""
-        import fastavro
-
         cols: dict[str, list] = {name: [] for name in s.fields}
         lower = {name.lower(): name for name in s.fields}
         good, errors = [], []
@@ -233,8 +229,6 @@ class ValueDecoder:
         return arrays_, np.asarray(good, np.int64), errors
 
     def _decode_audit(self, batch: pa.RecordBatch, out: Decoded) -> None:
-        from ferry.client.audit.event import AuditEvent
-
         cols: dict[str, list] = {c: [] for c in AUDIT_COLUMNS}
         good, stamps = [], []
         for r, value in enumerate(batch.column("value").to_pylist()):
@@ -279,4 +273,4 @@ class ValueDecoder:
             names=names + ["_topic", "_partition", "_offset", "_event_time"])
         if not ok.all():
             table, hours, rows = table.filter(pa.array(ok)), hours[ok], rows[ok]
-        out.groups.append(Group(sid, table, hours, rows))
+        out.groups.append(SchemaGroup(sid, table, hours, rows))

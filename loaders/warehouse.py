@@ -17,20 +17,23 @@ flip: a Hive-partitioned scan of it sees every committed row once and nothing el
 
 from __future__ import annotations
 
+import os
 import re
-import time
+import shutil
 from collections.abc import Iterable
-from dataclasses import dataclass
+from urllib.parse import urlparse
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.errors import AnalysisException
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from ferry.loaders.avro_columns import META_COLUMNS, PARTITION_COLUMNS, table_struct
-from ferry.loaders.naming import AUDIT_TABLE, COMPLETENESS_TABLE, table_for_topic  # noqa: F401 - re-exported
+from ferry.loaders.catalog import PartitionCatalog, PartitionVersion, sql_string
+from ferry.loaders.naming import VERSION_COLUMN
 from ferry.loaders.offsets import OffsetRange
+from ferry.loaders.sql_current import ReaderTree
 
-VERSION_COLUMN = "ferry_run"
 _META_NAMES = {n for n, _ in META_COLUMNS} | set(PARTITION_COLUMNS) | {VERSION_COLUMN}
 
 
@@ -38,29 +41,8 @@ class WarehouseError(RuntimeError):
     pass
 
 
-def _q(text: str) -> str:
-    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
-
-
 def _ident(name: str) -> str:
     return "`" + name.replace("`", "``") + "`"
-
-
-@dataclass(frozen=True)
-class PartitionVersion:
-    table: str  # db.table
-    dt: str
-    hr: str
-    location: str  # the new version directory
-    previous: str | None  # the location it replaces (garbage once the flip is done)
-
-    def to_dict(self) -> dict:
-        return {"table": self.table, "dt": self.dt, "hr": self.hr, "location": self.location,
-                "previous": self.previous}
-
-    @classmethod
-    def from_dict(cls, d: dict) -> PartitionVersion:
-        return cls(d["table"], d["dt"], d["hr"], d["location"], d.get("previous"))
 
 
 class Warehouse:
@@ -71,6 +53,11 @@ class Warehouse:
         self.root = self.qualify(root)
         self.database = database.lower()
         self._schemas: dict[str, T.StructType | None] = {}
+        self.catalog = PartitionCatalog(spark, self.database)
+        local = self.root.startswith("file:")
+        # direct Parquet readers' tree (sql_current.py): symbolic links, so a local warehouse's only
+        self.reader_tree = ReaderTree(urlparse(f"{self.root.rstrip('/')}/{self.database}.current").path
+                                      if local else None, self.catalog)
 
     # ---------------------------------------------------------------- filesystem (Hadoop API)
     def _path(self, p: str):
@@ -103,14 +90,12 @@ class Warehouse:
 
     def ensure_database(self) -> None:
         self.spark.sql(f"CREATE DATABASE IF NOT EXISTS {self.database} "
-                       f"LOCATION {_q(self.root.rstrip('/') + '/' + self.database)}")
+                       f"LOCATION {sql_string(self.root.rstrip('/') + '/' + self.database)}")
 
     def _schema(self, table: str) -> T.StructType | None:
         """The table's schema, or None when it does not exist; cached until this object changes the table
         (a run holds the state directory's lock: nobody else changes its tables meanwhile)."""
         if table not in self._schemas:
-            from pyspark.errors import AnalysisException
-
             try:
                 self._schemas[table] = self.spark.table(self.qualified(table)).schema
             except AnalysisException:  # not found (with database "ferry", even "no such data source")
@@ -139,7 +124,7 @@ class Warehouse:
             self.spark.sql(
                 f"CREATE TABLE IF NOT EXISTS {self.qualified(table)} ({cols}) "
                 f"PARTITIONED BY (dt STRING, hr STRING) STORED AS PARQUET "
-                f"LOCATION {_q(self.table_root(table))}")
+                f"LOCATION {sql_string(self.table_root(table))}")
             self._schemas.pop(table, None)
             return True
         have = {n.lower() for n, _ in existing}
@@ -160,12 +145,8 @@ class Warehouse:
 
     # ---------------------------------------------------------------- partitions
     def partition_location(self, table: str, dt: str, hr: str) -> str | None:
-        """The partition's LOCATION, or None when (dt, hr) is not a partition (yet). A direct catalog call:
-        ~10x cheaper than a DESCRIBE statement, and a run asks once per hour it touches."""
-        external = self.spark._jsparkSession.sessionState().catalog().externalCatalog()
-        spec = self.spark._jvm.org.apache.spark.api.python.PythonUtils.toScalaMap({"dt": dt, "hr": hr})
-        found = external.getPartitionOption(self.database, table.lower(), spec)
-        return found.get().location().toString() if found.isDefined() else None
+        """The partition's LOCATION, or None when (dt, hr) is not a partition (yet)."""
+        return self.catalog.location(table, dt, hr)
 
     def partitions(self, table: str) -> list[tuple[str, str]]:
         if not self.exists_table(table):
@@ -181,73 +162,9 @@ class Warehouse:
         self.set_partitions([v])
 
     def set_partitions(self, versions: list[PartitionVersion]) -> None:
-        """Point every (dt, hr) at its version (idempotent). Through the metastore catalog, one call per
-        table for the new partitions and one for the moved ones: Spark's ALTER TABLE statements cost
-        ~0.5 s apiece here (parsing, analysis, statistics). SQL if this Spark's catalog classes differ."""
-        from py4j.protocol import Py4JError
-
-        by_table: dict[str, list[PartitionVersion]] = {}
-        for v in versions:
-            by_table.setdefault(v.table.split(".")[-1].lower(), []).append(v)
-        for table, vs in by_table.items():
-            try:
-                self._set_partitions_catalog(table, vs)
-            except Py4JError:
-                for v in vs:
-                    self._set_partition_sql(table, v)
-        self.publish_current(versions)  # direct Parquet readers' tree follows the metastore
-
-    def current_root(self, table: str) -> str:
-        """``<root>/<db>.current/<table>``: the reader tree of a local warehouse (sql_current.py)."""
-        return f"{self.root.rstrip('/')}/{self.database}.current/{table.lower()}"
-
-    def publish_current(self, versions: list[PartitionVersion]) -> None:
-        """The reader tree's links of these hours follow their versions (sql_current.publish_current)."""
-        from ferry.loaders.sql_current import publish_current
-
-        publish_current(self, versions)
-
-    def _set_partitions_catalog(self, table: str, versions: list[PartitionVersion]) -> None:
-        jvm = self.spark._jvm
-        external = self.spark._jsparkSession.sessionState().catalog().externalCatalog()
-        to_map, to_seq = jvm.org.apache.spark.api.python.PythonUtils.toScalaMap, jvm.PythonUtils.toSeq
-
-        def located(storage, location: str):
-            """A copy of a CatalogStorageFormat (a case class: fields in order, locationUri first)."""
-            if storage.productElementName(0) != "locationUri":
-                raise Py4JError("CatalogStorageFormat does not start with locationUri")
-            fields = [storage.productElement(i) for i in range(storage.productArity())]
-            fields[0] = jvm.scala.Some(jvm.java.net.URI(location))
-            return storage.copy(*fields)
-
-        from py4j.protocol import Py4JError
-
-        table_storage = external.getTable(self.database, table).storage()
-        new, moved = [], []
-        for v in versions:
-            spec = to_map({"dt": v.dt, "hr": v.hr})
-            found = external.getPartitionOption(self.database, table, spec)
-            if not found.isDefined():
-                new.append(jvm.org.apache.spark.sql.catalyst.catalog.CatalogTablePartition(
-                    spec, located(table_storage, v.location), to_map({}), int(time.time() * 1000), -1,
-                    jvm.scala.Option.empty()))
-            elif found.get().location().toString().rstrip("/") != v.location.rstrip("/"):
-                p = found.get()
-                moved.append(p.copy(p.spec(), located(p.storage(), v.location), p.parameters(), p.createTime(),
-                                    p.lastAccessTime(), p.stats()))
-        if new:
-            external.createPartitions(self.database, table, to_seq(new), True)
-        if moved:
-            external.alterPartitions(self.database, table, to_seq(moved))
-
-    def _set_partition_sql(self, table: str, v: PartitionVersion) -> None:
-        qt = self.qualified(table)
-        spec = f"PARTITION (dt={_q(v.dt)}, hr={_q(v.hr)})"
-        current = self.partition_location(table, v.dt, v.hr)
-        if current is None:
-            self.spark.sql(f"ALTER TABLE {qt} ADD IF NOT EXISTS {spec} LOCATION {_q(v.location)}")
-        elif current.rstrip("/") != v.location.rstrip("/"):
-            self.spark.sql(f"ALTER TABLE {qt} {spec} SET LOCATION {_q(v.location)}")
+        """Point every (dt, hr) at its version (idempotent), then the reader tree's links follow."""
+        self.catalog.set_locations(versions)
+        self.reader_tree.publish(versions)
 
     def refresh(self, table: str) -> None:
         self._schemas.pop(table, None)
@@ -316,14 +233,15 @@ class Warehouse:
         return len(paths)
 
     def orphan_versions(self, table: str, run_id: str) -> list[str]:
-        return self.glob(f"{self.table_root(table)}/dt=*/hr=*/{VERSION_COLUMN}={run_id}")
+        return self.run_versions(self.table_root(table), run_id)
+
+    def run_versions(self, table_root: str, run_id: str) -> list[str]:
+        """The version directories ``run_id`` wrote under a table's root directory."""
+        return self.glob(f"{table_root}/dt=*/hr=*/{VERSION_COLUMN}={run_id}")
 
 
 def _link_files(source: str, target: str) -> None:
     """Hard-link the data files of directory ``source`` into ``target`` (local ``file:`` URIs)."""
-    import os
-    from urllib.parse import urlparse
-
     src, dst = urlparse(source).path, urlparse(target).path
     os.makedirs(dst, exist_ok=True)
     for name in os.listdir(src):
@@ -337,12 +255,10 @@ def _link_files(source: str, target: str) -> None:
                 raise WarehouseError(f"{target_file} exists: cannot carry {source_file} into the new version"
                                      ) from None
         except OSError:  # another filesystem, or no hard links: copy
-            import shutil
-
             shutil.copy2(source_file, target_file)
 
 
-def hours_filter(hours: Iterable[tuple[str, str]]):
+def hours_filter(hours: Iterable[tuple[str, str]]) -> Column:
     cond = None
     for d, h in sorted(set(hours)):
         c = (F.col("dt") == d) & (F.col("hr") == h)
@@ -350,7 +266,7 @@ def hours_filter(hours: Iterable[tuple[str, str]]):
     return cond if cond is not None else F.lit(False)
 
 
-def ranges_filter(ranges: Iterable[OffsetRange]):
+def ranges_filter(ranges: Iterable[OffsetRange]) -> Column | None:
     """Rows whose (_topic, _partition, _offset) lies in one of ``ranges`` (None when there are none)."""
     cond = None
     for r in ranges:

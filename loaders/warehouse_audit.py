@@ -18,6 +18,7 @@ import uuid
 from ferry.audit.completeness import HourStatus, books, hour_label, hour_ms_of  # noqa: F401 - re-exported
 from ferry.client.audit.bucket import BUCKET_MS
 from ferry.client.audit.event import AUDIT_TOPIC, AuditEvent
+from ferry.client.producer import Producer
 
 WAREHOUSE_TIER = "warehouse"
 _GUID_NAMESPACE = uuid.UUID("5f0b7c1e-2f4e-4d0a-9a35-6c1f0e0a7c11")
@@ -46,8 +47,6 @@ def publish(events: list[AuditEvent], bootstrap: str, timeout_s: float = 30.0) -
     """Send the events to `_audit` and wait for every acknowledgement (raises if any is missing)."""
     if not events:
         return 0
-    from ferry.client.producer import Producer
-
     errors: list[str] = []
 
     def done(err, _msg) -> None:
