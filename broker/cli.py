@@ -12,6 +12,7 @@ import threading
 import time
 
 from ferry.broker.server.broker_config import BrokerConfig, ConfigError, read_properties
+from ferry.broker.server.kafka_server import KafkaServer
 from ferry.wire.protocol.api_keys import ADVERTISED, ApiKey
 from ferry.zk.cli_args import add_metrics_argument
 
@@ -143,8 +144,6 @@ def run(args: argparse.Namespace) -> int:
         return 2
     logging.basicConfig(level=getattr(logging, args.log_level), stream=sys.stderr,
                         format="%(asctime)s %(levelname)s [broker-" + str(config.broker_id) + "] %(name)s: %(message)s")
-    from ferry.broker.server.kafka_server import KafkaServer
-
     log = logging.getLogger("ferry.broker")
     try:
         asyncio.run(KafkaServer(config).run())

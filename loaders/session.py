@@ -50,7 +50,7 @@ def build_session(state_dir: str | os.PathLike, *, master: str | None = "local[2
     from pyspark import SparkContext
     from pyspark.sql import SparkSession
 
-    from ferry.loaders.datasource import register
+    from ferry.loaders.datasource import register  # a pyspark class: only once a session is built
 
     state = Path(state_dir).resolve()
     state.mkdir(parents=True, exist_ok=True)

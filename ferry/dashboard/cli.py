@@ -40,7 +40,7 @@ def run(args: argparse.Namespace) -> int:
     # FastAPI and uvicorn only when serving: `ferry demo` imports this module for parse_listen
     import uvicorn
 
-    from ferry.dashboard.app import create_app
+    from ferry.dashboard.app import create_app  # FastAPI's app: only when serving (above)
 
     quiet_zookeeper_logs()
     if not args.zookeeper:
