@@ -13,7 +13,7 @@ import sys
 
 from ferry.schemas import console_formats
 
-# name -> (module, one-line summary). The spellings are a contract (DESIGN.md "CLI").
+# name -> (module, one-line summary). The spellings are a contract: scripts and playbooks depend on them.
 COMMANDS: dict[str, tuple[str, str]] = {
     "zookeeper": ("ferry.zk.cli", "run a local ZooKeeper server (Debian's zookeeper package)"),
     "broker": ("ferry.broker.cli", "run a broker"),

@@ -157,10 +157,6 @@ class Warehouse:
             out.append((spec["dt"], spec["hr"]))
         return sorted(out)
 
-    def set_partition(self, v: PartitionVersion) -> None:
-        """Point (dt, hr) at ``v.location`` (add the partition if new). Idempotent."""
-        self.set_partitions([v])
-
     def set_partitions(self, versions: list[PartitionVersion]) -> None:
         """Point every (dt, hr) at its version (idempotent), then the reader tree's links follow."""
         self.catalog.set_locations(versions)

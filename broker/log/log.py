@@ -184,11 +184,6 @@ class Log:
         with self._lock:
             self._listeners.append(callback)
 
-    def remove_high_watermark_listener(self, callback: Callable[[Log], None]) -> None:
-        with self._lock:
-            if callback in self._listeners:
-                self._listeners.remove(callback)
-
     def _notify(self) -> None:
         for cb in list(self._listeners):
             try:

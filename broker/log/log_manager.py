@@ -284,10 +284,6 @@ class LogManager:
     def _on_flush_requested(self, log: Log) -> None:
         self._scheduler.wake()
 
-    def flush_all(self) -> None:
-        for log in list(self._logs.values()):
-            log.flush()
-
     def checkpoint_recovery_points(self) -> None:
         """Persist every log's flushed offset and every replicated log's high watermark (each file when
         it changed), and producer-state snapshots."""

@@ -1,6 +1,6 @@
 """The audit event: one tier's count of one topic's messages in one 10-minute bucket (JSON on `_audit`).
 
-Fields are DESIGN.md's: ``{guid, topic, tier, bucket_start, bucket_end, count, host, datacenter,
+Fields (docs/audit.md): ``{guid, topic, tier, bucket_start, bucket_end, count, host, datacenter,
 application, time}``. ``guid`` makes re-published or mirrored copies of one event recognisable, so the
 reconciler can count each event once however many times it reached `_audit`.
 """
