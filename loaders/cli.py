@@ -19,6 +19,7 @@ from ferry.loaders.load_metrics import LoadMetrics
 from ferry.loaders.offsets import parse_offsets_json
 from ferry.loaders.planner import DataLossError, PlanError, StartPosition
 from ferry.loaders.sql_metastore import MetastoreError
+from ferry.loaders.state_dir import state_dir
 from ferry.zk import RegistryError
 from ferry.zk.cli_args import (
     ENV_ZOOKEEPER,
@@ -46,8 +47,9 @@ def add_arguments(p: argparse.ArgumentParser, default_master: str | None = "loca
     add_zookeeper_argument(p, "the offline cluster's ZooKeeper")  # required: checked in config_from_args
     p.add_argument("--topics", required=True, metavar="T[,T...]|REGEX",
                    help="topics: a comma-separated list, one name, or a regular expression (whole name)")
-    p.add_argument("--state-dir", default="ferry-state", metavar="DIR",
-                   help="ledger, lock and (by default) the embedded Derby metastore (default: ./ferry-state)")
+    p.add_argument("--state-dir", default=None, metavar="DIR",
+                   help="ledger, lock and (by default) the embedded Derby metastore (default: $FERRY_STATE_DIR, "
+                        "else ~/.local/state/ferry)")
     p.add_argument("--warehouse", default=None, metavar="DIR|URI",
                    help="warehouse root: a directory or a Hadoop URI (hdfs://, s3a://); default STATE_DIR/warehouse")
     p.add_argument("--database", default="ferry", metavar="NAME", help="Hive database of the tables (default: ferry)")
@@ -136,7 +138,7 @@ def config_from_args(args: argparse.Namespace) -> LoadConfig:
     if "," in topics:
         topics = [t.strip() for t in topics.split(",") if t.strip()]
     return LoadConfig(
-        zookeeper=args.zookeeper, topics=topics, state_dir=str(Path(args.state_dir).resolve()),
+        zookeeper=args.zookeeper, topics=topics, state_dir=str(state_dir(args.state_dir)),
         warehouse=args.warehouse, database=args.database, master=args.master, metastore_uris=args.metastore_uris,
         start=args.start, max_per_split=args.max_per_split, parquet_writer=args.parquet_writer, progress=args.progress,
         skip_lost_data=args.skip_lost_data,

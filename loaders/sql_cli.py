@@ -22,6 +22,7 @@ from pathlib import Path
 
 from ferry.loaders.session import python_for_workers
 from ferry.loaders.sql_metastore import Metastore, MetastoreError, explain, parse, spark_home
+from ferry.loaders.state_dir import state_dir
 from ferry.zk.cli_args import parse_listen
 
 DESCRIPTION = """\
@@ -32,7 +33,7 @@ readers at once), else the embedded Derby of --state-dir (one process at a time)
 
 examples:
   ferry sql --metastore postgresql://ferry@db1/metastore -e "SELECT hr, count(*) FROM page_view GROUP BY hr"
-  ferry sql --state-dir ferry-state -f report.sql
+  ferry sql --state-dir /var/lib/ferry/load -f report.sql
   ferry sql serve --listen 127.0.0.1:10000 --metastore postgresql://ferry@db1/metastore
   beeline -u jdbc:hive2://127.0.0.1:10000/ferry -e "SELECT * FROM ferry_completeness WHERE NOT complete"
 """
@@ -50,8 +51,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     what.add_argument("-f", dest="file", metavar="FILE", help="run the statements of FILE and exit")
     p.add_argument("--listen", default="127.0.0.1:10000", metavar="HOST:PORT",
                    help="serve: where the Thrift server listens (default 127.0.0.1:10000)")
-    p.add_argument("--state-dir", default="ferry-state", metavar="DIR",
-                   help="the loads' state directory: its embedded Derby metastore and warehouse are the defaults")
+    p.add_argument("--state-dir", default=None, metavar="DIR",
+                   help="the loads' state directory: its embedded Derby metastore and warehouse are the defaults "
+                        "(default: $FERRY_STATE_DIR, else ~/.local/state/ferry)")
     p.add_argument("--metastore", default=None, metavar="URL",
                    help="postgresql://USER[:PASSWORD]@HOST[:PORT]/DB, thrift://HOST:PORT or derby:DIR "
                         "(default $FERRY_METASTORE, else STATE_DIR's embedded Derby)")
@@ -63,7 +65,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def settings(args: argparse.Namespace, metastore: Metastore, scratch: Path) -> dict[str, str]:
-    state = Path(args.state_dir).resolve()
+    state = state_dir(args.state_dir)
     conf = {
         "spark.sql.session.timeZone": "UTC",
         "spark.sql.warehouse.dir": args.warehouse or str(state / "warehouse"),
@@ -122,8 +124,13 @@ def run(args: argparse.Namespace) -> int:
     if args.file is not None and not Path(args.file).is_file():
         print(f"ferry sql: -f {args.file}: no such file", file=sys.stderr)
         return 2
+    state = state_dir(args.state_dir)
+    if not state.is_dir() and not (args.metastore or os.environ.get("FERRY_METASTORE")):
+        print(f"ferry sql: no warehouse at {state} (no load has run with this state directory): give the loads' "
+              "--state-dir, or --metastore", file=sys.stderr)
+        return 1
     try:
-        metastore = parse(args.metastore, args.state_dir)
+        metastore = parse(args.metastore, str(state))
         metastore.check()
     except MetastoreError as e:
         print(f"ferry sql: {e}", file=sys.stderr)

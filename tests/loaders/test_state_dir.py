@@ -1,0 +1,38 @@
+"""No command leaves state in the working directory unless told to: the loads' state lives where --state-dir,
+$FERRY_STATE_DIR or the per-user default says, and `ferry sql` without a warehouse says so in one line."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+
+def ferry(*args: str, cwd: Path, home: Path, **env: str) -> subprocess.CompletedProcess:
+    environ = {k: v for k, v in os.environ.items() if k not in ("FERRY_STATE_DIR", "FERRY_METASTORE",
+                                                                  "XDG_STATE_HOME")}
+    return subprocess.run([sys.executable, "-m", "ferry.cli", *args], cwd=cwd, capture_output=True, text=True,
+                          timeout=120, env={**environ, "HOME": str(home), **env})
+
+
+def test_sql_without_a_warehouse_is_one_line_and_creates_nothing(tmp_path: Path) -> None:
+    work, home = tmp_path / "work", tmp_path / "home"
+    work.mkdir()
+    p = ferry("sql", "-e", "SELECT 1", cwd=work, home=home)
+    assert p.returncode == 1, p.stderr
+    lines = p.stderr.strip().splitlines()
+    assert len(lines) == 1 and "no warehouse at" in lines[0] and str(home / ".local/state/ferry") in lines[0], lines
+    assert not any(work.iterdir()) and not (home / ".local/state/ferry").exists()
+
+
+def test_a_failed_load_leaves_nothing_in_the_working_directory(tmp_path: Path) -> None:
+    work, home, state = tmp_path / "work", tmp_path / "home", tmp_path / "state"
+    work.mkdir()
+    p = ferry("load", "--zookeeper", "127.0.0.1:1/x", "--topics", "t", cwd=work, home=home)
+    assert p.returncode != 0 and "Traceback" not in p.stderr and "cannot connect to ZooKeeper" in p.stderr
+    assert not any(work.iterdir()), sorted(x.name for x in work.iterdir())
+    # $FERRY_STATE_DIR decides where the state goes when --state-dir is not given
+    p = ferry("load", "--zookeeper", "127.0.0.1:1/x", "--topics", "t", cwd=work, home=home,
+              FERRY_STATE_DIR=str(state))
+    assert p.returncode != 0 and not any(work.iterdir()) and (state / "ledger.json").exists()
