@@ -15,7 +15,6 @@ from collections.abc import Callable
 from typing import Any
 
 from ferry.broker.server.group_coordinator import GroupCoordinator
-from ferry.broker.server.group_coordinator_state import JoinResult
 from ferry.broker.server.request_result import Result, encode_after
 from ferry.broker.server.transaction_apis import TransactionApis, coordinator_answer
 from ferry.wire.protocol import (
@@ -70,8 +69,8 @@ class GroupApis:
                 ErrorCode.COORDINATOR_NOT_AVAILABLE, member_id=req.member_id))
         result = coordinator.join(req, version, header.client_id or "", "")
         if isinstance(result, asyncio.Future):
-            return _answer_later(result, lambda res: join_group.encode_response(version, _join_response(res)))
-        return join_group.encode_response(version, _join_response(result))
+            return _answer_later(result, lambda res: join_group.encode_response(version, res))
+        return join_group.encode_response(version, result)
 
     def handle_sync_group(self, header: RequestHeader, r: Reader) -> Result:
         version = header.api_version
@@ -158,11 +157,6 @@ class GroupApis:
 
     def _coordinator(self) -> GroupCoordinator | None:
         return self._group_coordinator
-
-
-def _join_response(res: JoinResult) -> join_group.JoinGroupResponse:
-    return join_group.JoinGroupResponse(res.error_code, res.generation_id, res.protocol_name, res.leader,
-                                        res.member_id, res.members)
 
 
 async def _answer_later(fut: asyncio.Future, encode: Callable[[Any], bytes]) -> bytes:

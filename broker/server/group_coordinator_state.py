@@ -28,6 +28,7 @@ from typing import TypeVar
 
 from ferry.broker.server.metadata_cache import MetadataCache
 from ferry.wire.protocol.errors import ErrorCode
+from ferry.wire.protocol.join_group import JoinGroupResponse
 
 T = TypeVar("T")
 
@@ -56,16 +57,8 @@ def coordinator_for(group_id: str, broker_ids: Iterable[int]) -> int | None:
     return ids[zlib.crc32(group_id.encode("utf-8")) % len(ids)]
 
 
-@dataclass(slots=True)
-class JoinResult:
-    """What a member's pending JoinGroup is answered with."""
-
-    error_code: int
-    generation_id: int = -1
-    protocol_name: str = ""
-    leader: str = ""
-    member_id: str = ""
-    members: list[tuple[str, str | None, bytes]] = field(default_factory=list)
+# What a member's pending JoinGroup is answered with: the wire's answer itself (no copy of its fields).
+JoinResult = JoinGroupResponse
 
 
 @dataclass(eq=False)
