@@ -64,8 +64,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-def settings(args: argparse.Namespace, metastore: Metastore, scratch: Path) -> dict[str, str]:
-    state = state_dir(args.state_dir)
+def settings(args: argparse.Namespace, state: Path, metastore: Metastore, scratch: Path) -> dict[str, str]:
+    """``state``: the state directory run() resolved (its Derby and warehouse are the defaults)."""
     conf = {
         "spark.sql.session.timeZone": "UTC",
         "spark.sql.warehouse.dir": args.warehouse or str(state / "warehouse"),
@@ -139,7 +139,7 @@ def run(args: argparse.Namespace) -> int:
     with tempfile.TemporaryDirectory(prefix="ferry-sql-") as tmp:
         scratch = Path(tmp)
         try:
-            conf = settings(args, metastore, scratch)
+            conf = settings(args, state, metastore, scratch)
             cmd = command(args, write_properties(conf, scratch / "spark.properties"))
         except ValueError as e:
             print(f"ferry sql: {e}", file=sys.stderr)
