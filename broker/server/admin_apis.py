@@ -17,13 +17,13 @@ from concurrent.futures import Executor
 from ferry.broker.server.broker_config import BrokerConfig
 from ferry.broker.server.metadata_cache import MetadataCache
 from ferry.broker.server.partition_limit import partition_limit_error
+from ferry.broker.server.request_context import RequestContext
 from ferry.broker.server.request_result import Result
 from ferry.wire.log_config import LogConfig
 from ferry.wire.protocol import (
     create_topics,
 )
 from ferry.wire.protocol.errors import ErrorCode, error_code_of
-from ferry.wire.protocol.header import RequestHeader
 from ferry.wire.protocol.primitives import Reader
 from ferry.zk.assignment import assign_replicas, check_assignment
 from ferry.zk.cluster_registry import ClusterRegistry
@@ -52,9 +52,9 @@ class AdminApis:
         self._executor = executor
 
     # ------------------------------------------------------------------ CreateTopics
-    def handle_create_topics(self, header: RequestHeader, r: Reader) -> Result:
-        req = create_topics.parse_request(r, header.api_version)
-        return self._create_topics(header.api_version, req)
+    def handle_create_topics(self, request: RequestContext, r: Reader) -> Result:
+        req = create_topics.parse_request(r, request.api_version)
+        return self._create_topics(request.api_version, req)
 
     async def _create_topics(self, version: int, req: create_topics.CreateTopicsRequest) -> bytes:
         loop = asyncio.get_running_loop()

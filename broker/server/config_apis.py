@@ -17,12 +17,12 @@ from concurrent.futures import Executor
 
 from ferry.broker.server.broker_config import BrokerConfig
 from ferry.broker.server.config_entries import broker_entries, topic_entries
+from ferry.broker.server.request_context import RequestContext
 from ferry.broker.server.request_result import Result
 from ferry.wire.log_config import LogConfig
 from ferry.wire.protocol import alter_configs, describe_configs, incremental_alter_configs
 from ferry.wire.protocol.describe_configs import RESOURCE_BROKER, RESOURCE_TOPIC, ConfigResult
 from ferry.wire.protocol.errors import ErrorCode
-from ferry.wire.protocol.header import RequestHeader
 from ferry.wire.protocol.incremental_alter_configs import OP_DELETE, OP_SET
 from ferry.wire.protocol.primitives import Reader
 from ferry.zk.cluster_registry import ClusterRegistry
@@ -45,8 +45,8 @@ class ConfigApis:
         self._executor = executor
 
     # ------------------------------------------------------------------ DescribeConfigs
-    def handle_describe_configs(self, header: RequestHeader, r: Reader) -> Result:
-        return self._describe_configs(header.api_version, describe_configs.parse_request(r, header.api_version))
+    def handle_describe_configs(self, request: RequestContext, r: Reader) -> Result:
+        return self._describe_configs(request.api_version, describe_configs.parse_request(r, request.api_version))
 
     async def _describe_configs(self, version: int, req: describe_configs.DescribeConfigsRequest) -> bytes:
         loop = asyncio.get_running_loop()
@@ -80,20 +80,20 @@ class ConfigApis:
         return describe_configs.encode_response(version, results)
 
     # ------------------------------------------------------------------ IncrementalAlterConfigs / AlterConfigs
-    def handle_incremental_alter_configs(self, header: RequestHeader, r: Reader) -> Result:
-        req = incremental_alter_configs.parse_request(r, header.api_version)
+    def handle_incremental_alter_configs(self, request: RequestContext, r: Reader) -> Result:
+        req = incremental_alter_configs.parse_request(r, request.api_version)
         changes = []
         for res in req.resources:
             changes.append((res.resource_type, res.name, _incremental(res.configs)))
-        return self._alter_configs(header.api_version, changes, req.validate_only)
+        return self._alter_configs(request.api_version, changes, req.validate_only)
 
-    def handle_alter_configs(self, header: RequestHeader, r: Reader) -> Result:
-        req = alter_configs.parse_request(r, header.api_version)
+    def handle_alter_configs(self, request: RequestContext, r: Reader) -> Result:
+        req = alter_configs.parse_request(r, request.api_version)
         changes = []
         for res in req.resources:
             given = {name: value for name, value in res.configs if value is not None}
             changes.append((res.resource_type, res.name, lambda _old, given=given: dict(given)))
-        return self._alter_configs(header.api_version, changes, req.validate_only)
+        return self._alter_configs(request.api_version, changes, req.validate_only)
 
     async def _alter_configs(self, version: int, changes: list[tuple[int, str, Callable[[dict], dict]]],
                              validate_only: bool) -> bytes:

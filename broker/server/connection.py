@@ -24,6 +24,7 @@ from ferry.broker.server.connection_buffer import READ_BUFFER, WOKE_CLOSE, ReadB
 from ferry.broker.server.kafka_apis import KafkaApis
 from ferry.broker.server.memory_pool import MemoryPool
 from ferry.broker.server.rate_limited_log import RateLimitedLog
+from ferry.broker.server.request_context import ANONYMOUS, Session
 from ferry.broker.server.request_result import CloseConnection
 from ferry.wire.protocol.primitives import ProtocolError
 
@@ -50,9 +51,11 @@ class Connection:
     """One client's requests in, their answers out in the same order (the reading: its ReadBuffer)."""
 
     def __init__(self, sock: socket.socket, peer: str, apis: KafkaApis, max_request_bytes: int,
-                 pool: MemoryPool | None = None, bad_requests: RateLimitedLog | None = None) -> None:
+                 pool: MemoryPool | None = None, bad_requests: RateLimitedLog | None = None,
+                 session: Session | None = None) -> None:
         self.sock = sock
         self.peer = peer
+        self.session = session if session is not None else Session(ANONYMOUS, peer.rpartition(":")[0])
         self.apis = apis
         self.max_request_bytes = max_request_bytes
         self._bad = bad_requests if bad_requests is not None else RateLimitedLog(log)
@@ -218,7 +221,7 @@ class Connection:
                 if result is not None:
                     self._queue_fast(frame, result)
                     return True
-            correlation_id, result = self.apis.handle(frame, key != 0)
+            correlation_id, result = self.apis.handle(frame, key != 0, self.session)
         except (CloseConnection, ProtocolError) as e:
             m.errors[key] += 1
             self._bad.warning("closing connection from %s: %s", self.peer, e)

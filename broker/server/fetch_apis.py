@@ -15,10 +15,10 @@ import time
 
 from ferry.broker.server.fetch_purgatory import FetchPurgatory
 from ferry.broker.server.replica_manager import ReplicaManager
+from ferry.broker.server.request_context import RequestContext
 from ferry.broker.server.request_result import Result
 from ferry.wire.protocol import fetch, list_offsets
 from ferry.wire.protocol.errors import ErrorCode, error_code_of
-from ferry.wire.protocol.header import RequestHeader
 from ferry.wire.protocol.primitives import Reader
 
 log = logging.getLogger(__name__)
@@ -37,8 +37,8 @@ class FetchApis:
         self._fetch_bytes = fetch_bytes  # record bytes answered per topic (the broker's metrics read it)
 
     # ------------------------------------------------------------------ Fetch
-    def handle_fetch(self, header: RequestHeader, r: Reader) -> Result:
-        version = header.api_version
+    def handle_fetch(self, request: RequestContext, r: Reader) -> Result:
+        version = request.api_version
         req = fetch.parse_request(r, version)
         results, total, errors = self._read_fetch(req)
         if errors or total >= req.min_bytes or req.max_wait_ms <= 0:
@@ -155,8 +155,8 @@ class FetchApis:
         return topics_out, total, errors
 
     # ------------------------------------------------------------------ ListOffsets
-    def handle_list_offsets(self, header: RequestHeader, r: Reader) -> Result:
-        version = header.api_version
+    def handle_list_offsets(self, request: RequestContext, r: Reader) -> Result:
+        version = request.api_version
         req = list_offsets.parse_request(r, version)
         committed = req.isolation_level == 1  # read_committed: nothing past the last stable offset
         out = []

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ferry.broker.server.group_coordinator import GroupCoordinator
+from ferry.broker.server.request_context import RequestContext
 from ferry.broker.server.request_result import Result, encode_after
 from ferry.broker.server.transaction_apis import TransactionApis, coordinator_answer
 from ferry.wire.protocol import (
@@ -30,7 +31,6 @@ from ferry.wire.protocol import (
     sync_group,
 )
 from ferry.wire.protocol.errors import ErrorCode
-from ferry.wire.protocol.header import RequestHeader
 from ferry.wire.protocol.primitives import Reader
 
 log = logging.getLogger(__name__)
@@ -44,8 +44,8 @@ class GroupApis:
         self._transactions = transactions
 
     # ------------------------------------------------------------------ FindCoordinator
-    def handle_find_coordinator(self, header: RequestHeader, r: Reader) -> Result:
-        version = header.api_version
+    def handle_find_coordinator(self, request: RequestContext, r: Reader) -> Result:
+        version = request.api_version
         req = find_coordinator.parse_request(r, version)
         if req.key_type == find_coordinator.KEY_TYPE_TRANSACTION:
             return self._transactions.find_transaction_coordinator(version, req.key)
@@ -60,20 +60,20 @@ class GroupApis:
                                   "no live broker is registered")
 
     # ------------------------------------------------------------------ JoinGroup / SyncGroup
-    def handle_join_group(self, header: RequestHeader, r: Reader) -> Result:
-        version = header.api_version
+    def handle_join_group(self, request: RequestContext, r: Reader) -> Result:
+        version = request.api_version
         req = join_group.parse_request(r, version)
         coordinator = self._coordinator()
         if coordinator is None:
             return join_group.encode_response(version, join_group.JoinGroupResponse(
                 ErrorCode.COORDINATOR_NOT_AVAILABLE, member_id=req.member_id))
-        result = coordinator.join(req, version, header.client_id or "", "")
+        result = coordinator.join(req, version, request.client_id or "", "")
         if isinstance(result, asyncio.Future):
             return _answer_later(result, lambda res: join_group.encode_response(version, res))
         return join_group.encode_response(version, result)
 
-    def handle_sync_group(self, header: RequestHeader, r: Reader) -> Result:
-        version = header.api_version
+    def handle_sync_group(self, request: RequestContext, r: Reader) -> Result:
+        version = request.api_version
         req = sync_group.parse_request(r, version)
         coordinator = self._coordinator()
         if coordinator is None:
@@ -85,15 +85,15 @@ class GroupApis:
         return sync_group.encode_response(version, result[0], result[1])
 
     # ------------------------------------------------------------------ Heartbeat / LeaveGroup
-    def handle_heartbeat(self, header: RequestHeader, r: Reader) -> Result:
-        req = heartbeat.parse_request(r, header.api_version)
+    def handle_heartbeat(self, request: RequestContext, r: Reader) -> Result:
+        req = heartbeat.parse_request(r, request.api_version)
         coordinator = self._coordinator()
         code = ErrorCode.COORDINATOR_NOT_AVAILABLE if coordinator is None else \
             coordinator.heartbeat(req.group_id, req.generation_id, req.member_id, req.group_instance_id)
-        return heartbeat.encode_response(header.api_version, code)
+        return heartbeat.encode_response(request.api_version, code)
 
-    def handle_leave_group(self, header: RequestHeader, r: Reader) -> Result:
-        version = header.api_version
+    def handle_leave_group(self, request: RequestContext, r: Reader) -> Result:
+        version = request.api_version
         req = leave_group.parse_request(r, version)
         coordinator = self._coordinator()
         if coordinator is None:
@@ -104,8 +104,8 @@ class GroupApis:
         return leave_group.encode_response(version, top, members)
 
     # ------------------------------------------------------------------ OffsetCommit / OffsetFetch
-    def handle_offset_commit(self, header: RequestHeader, r: Reader) -> Result:
-        version = header.api_version
+    def handle_offset_commit(self, request: RequestContext, r: Reader) -> Result:
+        version = request.api_version
         req = offset_commit.parse_request(r, version)
         coordinator = self._coordinator()
         if coordinator is None:
@@ -117,8 +117,8 @@ class GroupApis:
             return offset_commit.encode_response(version, result)
         return encode_after(result, lambda res: offset_commit.encode_response(version, res))
 
-    def handle_offset_fetch(self, header: RequestHeader, r: Reader) -> Result:
-        version = header.api_version
+    def handle_offset_fetch(self, request: RequestContext, r: Reader) -> Result:
+        version = request.api_version
         req = offset_fetch.parse_request(r, version)
         coordinator = self._coordinator()
         if coordinator is None:
@@ -129,16 +129,16 @@ class GroupApis:
         return encode_after(result, lambda res: _offset_fetch_body(version, *res))
 
     # ------------------------------------------------------------------ ListGroups / DescribeGroups / DeleteGroups
-    def handle_list_groups(self, header: RequestHeader, r: Reader) -> Result:
-        version = header.api_version
+    def handle_list_groups(self, request: RequestContext, r: Reader) -> Result:
+        version = request.api_version
         list_groups.parse_request(r, version)
         coordinator = self._coordinator()
         if coordinator is None:
             return list_groups.encode_response(version, ErrorCode.COORDINATOR_NOT_AVAILABLE, [])
         return encode_after(coordinator.list_groups(), lambda res: list_groups.encode_response(version, *res))
 
-    def handle_describe_groups(self, header: RequestHeader, r: Reader) -> Result:
-        version = header.api_version
+    def handle_describe_groups(self, request: RequestContext, r: Reader) -> Result:
+        version = request.api_version
         req = describe_groups.parse_request(r, version)
         coordinator = self._coordinator()
         if coordinator is None:
@@ -147,8 +147,8 @@ class GroupApis:
         return encode_after(coordinator.describe_groups(req.groups),
                              lambda res: describe_groups.encode_response(version, res))
 
-    def handle_delete_groups(self, header: RequestHeader, r: Reader) -> Result:
-        version = header.api_version
+    def handle_delete_groups(self, request: RequestContext, r: Reader) -> Result:
+        version = request.api_version
         names = delete_groups.parse_request(r, version)
         coordinator = self._coordinator()
         if coordinator is None:

@@ -25,6 +25,7 @@ from ferry.broker.server.produce_apis import ProduceApis
 from ferry.broker.server.producer_id_manager import ProducerIdManager
 from ferry.broker.server.replica_manager import ReplicaManager
 from ferry.broker.server.replication_apis import ReplicationApis
+from ferry.broker.server.request_context import ANONYMOUS, RequestContext, Session
 from ferry.broker.server.request_metrics import RequestMetrics
 from ferry.broker.server.request_result import CloseConnection, Handler, Result
 from ferry.broker.server.topic_admin_apis import TopicAdminApis
@@ -33,9 +34,11 @@ from ferry.broker.server.transaction_coordinator import TransactionCoordinator
 from ferry.wire.protocol import api_versions
 from ferry.wire.protocol.api_keys import ADVERTISED, ApiKey, is_advertised
 from ferry.wire.protocol.errors import ErrorCode
-from ferry.wire.protocol.header import RequestHeader, peek_header, read_request_header
+from ferry.wire.protocol.header import peek_header, read_request_header
 from ferry.wire.protocol.primitives import ProtocolError, Reader
 from ferry.zk.cluster_registry import ClusterRegistry
+
+_LOCAL = Session(ANONYMOUS, "127.0.0.1")
 
 
 class KafkaApis:
@@ -94,8 +97,10 @@ class KafkaApis:
             ApiKey.TXN_OFFSET_COMMIT: txn.handle_txn_offset_commit,
         }
 
-    def handle(self, frame: bytes | bytearray, fast: bool = True) -> tuple[int, Result]:
-        """(correlation id, result); ``fast=False``: the caller tried the produce fast path already."""
+    def handle(self, frame: bytes | bytearray, fast: bool = True, session: Session | None = None
+               ) -> tuple[int, Result]:
+        """(correlation id, result); ``fast=False``: the caller tried the produce fast path already. ``session``:
+        the connection's identity (an anonymous loopback one for callers without a connection)."""
         try:
             api_key, version, correlation_id = peek_header(frame)
         except ProtocolError as e:
@@ -115,9 +120,9 @@ class KafkaApis:
             raise CloseConnection(f"unsupported version {version} of {ApiKey(api_key).name} (supported {lo}-{hi})")
         try:
             header, reader = read_request_header(frame)
-            return correlation_id, handler(header, reader)
+            return correlation_id, handler(RequestContext(header, session or _LOCAL), reader)
         except ProtocolError as e:
             raise CloseConnection(f"malformed {ApiKey(api_key).name} v{version} request: {e}") from None
 
-    def handle_api_versions(self, header: RequestHeader, r: Reader) -> Result:
-        return api_versions.encode_response(header.api_version, ErrorCode.NONE, ADVERTISED)
+    def handle_api_versions(self, request: RequestContext, r: Reader) -> Result:
+        return api_versions.encode_response(request.api_version, ErrorCode.NONE, ADVERTISED)

@@ -10,10 +10,10 @@ from __future__ import annotations
 from ferry.broker.server.admin_apis import AdminApis
 from ferry.broker.server.broker_config import BrokerConfig
 from ferry.broker.server.metadata_cache import MetadataCache
+from ferry.broker.server.request_context import RequestContext
 from ferry.broker.server.request_result import Result
 from ferry.wire.protocol import metadata
 from ferry.wire.protocol.errors import ErrorCode
-from ferry.wire.protocol.header import RequestHeader
 from ferry.wire.protocol.primitives import Reader
 from ferry.zk.topic_name import validate_topic_name
 
@@ -28,8 +28,8 @@ class MetadataApis:
         self._cluster_id = _cluster_id(config.zookeeper)
 
     # ------------------------------------------------------------------ Metadata
-    def handle_metadata(self, header: RequestHeader, r: Reader) -> Result:
-        version = header.api_version
+    def handle_metadata(self, request: RequestContext, r: Reader) -> Result:
+        version = request.api_version
         req = metadata.parse_request(r, version)
         cache_topics = self._metadata.topics
         missing = [] if req.topics is None else [t for t in req.topics if t not in cache_topics]

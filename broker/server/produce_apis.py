@@ -19,11 +19,11 @@ from ferry.broker.server.produce_fast_path import ProduceFastPath
 from ferry.broker.server.produce_parse import FIRST_VERSION, LAST_VERSION
 from ferry.broker.server.produce_rules import ack_mode, produce_target
 from ferry.broker.server.replica_manager import ReplicaManager
+from ferry.broker.server.request_context import RequestContext
 from ferry.broker.server.request_result import CloseConnection, Result
 from ferry.wire.protocol import produce
 from ferry.wire.protocol.api_keys import ApiKey, is_served
 from ferry.wire.protocol.errors import ErrorCode, error_code_of
-from ferry.wire.protocol.header import RequestHeader
 from ferry.wire.protocol.primitives import Reader
 from ferry.wire.record.record_batch import TRANSACTIONAL_MASK
 
@@ -50,8 +50,8 @@ class ProduceApis:
             return self.fast.handle(frame, version)
         return None
 
-    def handle_produce(self, header: RequestHeader, r: Reader) -> Result:
-        version = header.api_version
+    def handle_produce(self, request: RequestContext, r: Reader) -> Result:
+        version = request.api_version
         req = produce.parse_request(r, version)
         served = is_served(ApiKey.PRODUCE, version)
         mode = ack_mode(req.acks)

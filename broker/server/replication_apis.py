@@ -9,10 +9,10 @@ asker with a different idea of the current epoch is fenced or told to refresh.
 from __future__ import annotations
 
 from ferry.broker.server.replica_manager import ReplicaManager
+from ferry.broker.server.request_context import RequestContext
 from ferry.broker.server.request_result import Result
 from ferry.wire.protocol import offset_for_leader_epoch as ofle
 from ferry.wire.protocol.errors import ErrorCode
-from ferry.wire.protocol.header import RequestHeader
 from ferry.wire.protocol.primitives import Reader
 
 
@@ -22,8 +22,8 @@ class ReplicationApis:
     def __init__(self, replicas: ReplicaManager) -> None:
         self._replicas = replicas
 
-    def handle_offset_for_leader_epoch(self, header: RequestHeader, r: Reader) -> Result:
-        version = header.api_version
+    def handle_offset_for_leader_epoch(self, request: RequestContext, r: Reader) -> Result:
+        version = request.api_version
         req = ofle.parse_request(r, version)
         out: list[tuple[str, list[ofle.EpochEndOffset]]] = []
         for topic, parts in req.topics:

@@ -21,10 +21,10 @@ from ferry.broker.log.log_start import delete_records_before
 from ferry.broker.server.broker_config import BrokerConfig
 from ferry.broker.server.metadata_cache import MetadataCache
 from ferry.broker.server.replica_manager import ReplicaManager
+from ferry.broker.server.request_context import RequestContext
 from ferry.broker.server.request_result import Result
 from ferry.wire.protocol import create_partitions, delete_records, delete_topics, describe_log_dirs
 from ferry.wire.protocol.errors import ErrorCode, error_code_of
-from ferry.wire.protocol.header import RequestHeader
 from ferry.wire.protocol.primitives import Reader
 from ferry.zk.cluster_registry import ClusterRegistry
 from ferry.zk.errors import InvalidPartitionsError, InvalidTopicError, NoBrokersError, UnknownTopicError
@@ -46,9 +46,9 @@ class TopicAdminApis:
         self._executor = executor
 
     # ------------------------------------------------------------------ DeleteTopics
-    def handle_delete_topics(self, header: RequestHeader, r: Reader) -> Result:
-        req = delete_topics.parse_request(r, header.api_version)
-        return self._delete_topics(header.api_version, req)
+    def handle_delete_topics(self, request: RequestContext, r: Reader) -> Result:
+        req = delete_topics.parse_request(r, request.api_version)
+        return self._delete_topics(request.api_version, req)
 
     async def _delete_topics(self, version: int, req: delete_topics.DeleteTopicsRequest) -> bytes:
         loop = asyncio.get_running_loop()
@@ -83,9 +83,9 @@ class TopicAdminApis:
             await asyncio.sleep(0.02)
 
     # ------------------------------------------------------------------ CreatePartitions
-    def handle_create_partitions(self, header: RequestHeader, r: Reader) -> Result:
-        req = create_partitions.parse_request(r, header.api_version)
-        return self._create_partitions(header.api_version, req)
+    def handle_create_partitions(self, request: RequestContext, r: Reader) -> Result:
+        req = create_partitions.parse_request(r, request.api_version)
+        return self._create_partitions(request.api_version, req)
 
     async def _create_partitions(self, version: int, req: create_partitions.CreatePartitionsRequest) -> bytes:
         loop = asyncio.get_running_loop()
@@ -132,9 +132,9 @@ class TopicAdminApis:
         return create_partitions.encode_response(version, results)
 
     # ------------------------------------------------------------------ DeleteRecords
-    def handle_delete_records(self, header: RequestHeader, r: Reader) -> Result:
-        req = delete_records.parse_request(r, header.api_version)
-        return self._delete_records(header.api_version, req)
+    def handle_delete_records(self, request: RequestContext, r: Reader) -> Result:
+        req = delete_records.parse_request(r, request.api_version)
+        return self._delete_records(request.api_version, req)
 
     async def _delete_records(self, version: int, req: delete_records.DeleteRecordsRequest) -> bytes:
         loop = asyncio.get_running_loop()
@@ -163,8 +163,8 @@ class TopicAdminApis:
         return delete_records.encode_response(version, out)
 
     # ------------------------------------------------------------------ DescribeLogDirs
-    def handle_describe_log_dirs(self, header: RequestHeader, r: Reader) -> Result:
-        version = header.api_version
+    def handle_describe_log_dirs(self, request: RequestContext, r: Reader) -> Result:
+        version = request.api_version
         wanted = describe_log_dirs.parse_request(r, version)
         manager = self._replicas.log_manager
         select = None if wanted is None else {(t, p) for t, parts in wanted for p in parts}

@@ -16,6 +16,7 @@ from concurrent.futures import Executor
 from ferry.broker.server.group_coordinator import GroupCoordinator
 from ferry.broker.server.metadata_cache import MetadataCache
 from ferry.broker.server.producer_id_manager import ProducerIdManager
+from ferry.broker.server.request_context import RequestContext
 from ferry.broker.server.request_result import Result, encode_after
 from ferry.broker.server.transaction_coordinator import TransactionCoordinator
 from ferry.broker.server.transaction_state import ONGOING, read_txn, write_pending_offsets
@@ -29,7 +30,6 @@ from ferry.wire.protocol import (
     write_txn_markers,
 )
 from ferry.wire.protocol.errors import ErrorCode
-from ferry.wire.protocol.header import RequestHeader
 from ferry.wire.protocol.primitives import Reader
 from ferry.zk.cluster_registry import ClusterRegistry
 from ferry.zk.znodes import BrokerInfo
@@ -62,8 +62,8 @@ class TransactionApis:
                                   "no transaction coordinator is available")
 
     # ------------------------------------------------------------------ InitProducerId
-    def handle_init_producer_id(self, header: RequestHeader, r: Reader) -> Result:
-        version = header.api_version
+    def handle_init_producer_id(self, request: RequestContext, r: Reader) -> Result:
+        version = request.api_version
         req = init_producer_id.parse_request(r, version)
         if req.transactional_id is None:
             return self._init_producer_id(version)  # idempotent only
@@ -74,8 +74,8 @@ class TransactionApis:
                       lambda res: init_producer_id.encode_response(version, *res))
 
     # ------------------------------------------------------------------ AddPartitionsToTxn / AddOffsetsToTxn
-    def handle_add_partitions_to_txn(self, header: RequestHeader, r: Reader) -> Result:
-        version = header.api_version
+    def handle_add_partitions_to_txn(self, request: RequestContext, r: Reader) -> Result:
+        version = request.api_version
         req = add_partitions_to_txn.parse_request(r, version)
         tps = [(t, p) for t, ps in req.topics for p in ps]
         tc = self._transaction_coordinator
@@ -89,8 +89,8 @@ class TransactionApis:
         return encode_after(tc.add_partitions(req.transactional_id, req.producer_id, req.producer_epoch, tps, version),
                       encode)
 
-    def handle_add_offsets_to_txn(self, header: RequestHeader, r: Reader) -> Result:
-        version = header.api_version
+    def handle_add_offsets_to_txn(self, request: RequestContext, r: Reader) -> Result:
+        version = request.api_version
         req = add_offsets_to_txn.parse_request(r, version)
         tc = self._transaction_coordinator
         if tc is None:
@@ -99,8 +99,8 @@ class TransactionApis:
                                      version), lambda code: add_offsets_to_txn.encode_response(version, code))
 
     # ------------------------------------------------------------------ EndTxn / WriteTxnMarkers
-    def handle_end_txn(self, header: RequestHeader, r: Reader) -> Result:
-        version = header.api_version
+    def handle_end_txn(self, request: RequestContext, r: Reader) -> Result:
+        version = request.api_version
         req = end_txn.parse_request(r, version)
         tc = self._transaction_coordinator
         if tc is None:
@@ -108,8 +108,8 @@ class TransactionApis:
         return encode_after(tc.end_txn(req.transactional_id, req.producer_id, req.producer_epoch, req.committed, version),
                       lambda code: end_txn.encode_response(version, code))
 
-    def handle_write_txn_markers(self, header: RequestHeader, r: Reader) -> Result:
-        version = header.api_version
+    def handle_write_txn_markers(self, request: RequestContext, r: Reader) -> Result:
+        version = request.api_version
         markers = write_txn_markers.parse_request(r, version)
         tc = self._transaction_coordinator
         return self._write_markers(version, markers, tc)
@@ -127,8 +127,8 @@ class TransactionApis:
         return write_txn_markers.encode_response(version, out)
 
     # ------------------------------------------------------------------ TxnOffsetCommit (group side)
-    def handle_txn_offset_commit(self, header: RequestHeader, r: Reader) -> Result:
-        version = header.api_version
+    def handle_txn_offset_commit(self, request: RequestContext, r: Reader) -> Result:
+        version = request.api_version
         req = txn_offset_commit.parse_request(r, version)
         return self._txn_offset_commit(version, req)
 
