@@ -44,6 +44,16 @@ from ferry.zk.acl_store import AclSnapshot, add_acls, read_all, remove_acls
 from ferry.zk.cli_args import UsageError, add_json_argument, add_zookeeper_argument, quiet_zookeeper_logs
 
 T = TypeVar("T")
+_O = AclOperation
+# kafka-acls' table of the operations each resource type has
+VALID_OPERATIONS = {
+    ResourceType.TOPIC: (_O.READ, _O.WRITE, _O.CREATE, _O.DESCRIBE, _O.DELETE, _O.DESCRIBE_CONFIGS, _O.ALTER_CONFIGS,
+                         _O.ALTER, _O.ALL),
+    ResourceType.GROUP: (_O.READ, _O.DESCRIBE, _O.DELETE, _O.ALL),
+    ResourceType.CLUSTER: (_O.CREATE, _O.CLUSTER_ACTION, _O.DESCRIBE_CONFIGS, _O.ALTER_CONFIGS, _O.IDEMPOTENT_WRITE,
+                           _O.ALTER, _O.DESCRIBE, _O.ALL),
+    ResourceType.TRANSACTIONAL_ID: (_O.DESCRIBE, _O.WRITE, _O.ALL),
+}
 PATTERN_TYPES = {"literal": PatternType.LITERAL, "prefixed": PatternType.PREFIXED, "any": PatternType.ANY,
                  "match": PatternType.MATCH}
 
@@ -122,6 +132,10 @@ def _add(args: argparse.Namespace, store: _ZooKeeperAcls | _BrokerAcls) -> int:
         raise UsageError("name who: --allow-principal or --deny-principal (with --operation)")
     bindings = [AclBinding(p, e) for p, e in itertools.product(patterns, entries)]
     for b in bindings:
+        valid = VALID_OPERATIONS[b.pattern.resource_type]
+        if b.entry.operation not in valid:
+            raise UsageError(f"operation {b.entry.operation.title} does not apply to a {b.pattern.resource_type.title} "
+                             f"(valid: {', '.join(op.title for op in valid)})")
         why = check_binding(b)
         if why:
             raise UsageError(why)
