@@ -18,7 +18,7 @@ import logging
 from collections.abc import Iterable
 
 from ferry.broker.server.rate_limited_log import RateLimitedLog
-from ferry.broker.server.request_context import KafkaPrincipal, RequestContext
+from ferry.broker.server.request_context import KafkaPrincipal, RequestContext, Session
 from ferry.wire.acl_binding import AccessControlEntry, ResourcePattern
 from ferry.wire.protocol.acl_types import (
     CLUSTER_NAME,
@@ -53,21 +53,28 @@ class Authorizer:
     def authorize(self, request: RequestContext, op: AclOperation, rtype: ResourceType, name: str,
                   log_denial: bool = True) -> bool:
         """One decision; a denial is logged unless ``log_denial`` is False (a filter that just hides)."""
+        if self._acls is None:
+            return True
+        return self.authorize_session(request.session, op, rtype, name, request.api_key if log_denial else -1)
+
+    def authorize_session(self, session: Session, op: AclOperation, rtype: ResourceType, name: str,
+                          logged_api_key: int = -1) -> bool:
+        """authorize() for a connection's session (the Produce fast path has no RequestContext); a denial is
+        logged naming the request ``logged_api_key`` unless it is -1."""
         acls = self._acls
         if acls is None:
             return True
         if acls.generation != self._generation or len(self._memo) > MEMO_LIMIT:
             self._memo = {}
             self._generation = acls.generation
-        session = request.session
         key = (session.principal, session.client_host, op, rtype, name)
         allowed = self._memo.get(key)
         if allowed is None:
             allowed = self._memo[key] = self._decide(session.principal, session.client_host, op, rtype, name)
-        if not allowed and log_denial:
+        if not allowed and logged_api_key >= 0:
             self._denials.warning("Principal = %s is Denied Operation = %s from host = %s on resource = %s:%s "
                                   "for request = %s", session.principal, op.title, session.client_host, rtype.title,
-                                  name, _api_name(request.api_key))
+                                  name, _api_name(logged_api_key))
         return allowed
 
     def authorize_cluster(self, request: RequestContext, op: AclOperation, log_denial: bool = True) -> bool:

@@ -11,16 +11,17 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
+from typing import Protocol
 
 from ferry.broker.server.authorizer import Authorizer
 from ferry.broker.server.log_flusher import LogFlusher
 from ferry.broker.server.partition import Partition
 from ferry.broker.server.produce_fast_path import ProduceFastPath
-from ferry.broker.server.produce_parse import FIRST_VERSION, LAST_VERSION
+from ferry.broker.server.produce_parse import FIRST_VERSION, LAST_VERSION, Parsed
 from ferry.broker.server.produce_rules import ack_mode, produce_target
 from ferry.broker.server.replica_manager import ReplicaManager
-from ferry.broker.server.request_context import RequestContext
+from ferry.broker.server.request_context import RequestContext, Session
 from ferry.broker.server.request_result import CloseConnection, Result
 from ferry.wire.protocol import produce
 from ferry.wire.protocol.acl_types import AclOperation, ResourceType
@@ -30,6 +31,12 @@ from ferry.wire.protocol.primitives import Reader
 from ferry.wire.record.record_batch import TRANSACTIONAL_MASK
 
 log = logging.getLogger(__name__)
+
+class HasSession(Protocol):
+    """A connection: who sent its requests."""
+
+    session: Session
+
 
 PartitionResults = list[tuple[str, list[produce.PartitionProduceResult]]]
 
@@ -43,15 +50,36 @@ class ProduceApis:
         self._authz = authorizer if authorizer is not None else Authorizer()
         self.fast = ProduceFastPath(replicas, flusher)
         self.topic_bytes = self.fast.topic_bytes  # record bytes appended per topic, by either path (metrics)
-        # the connection calls these per request: the whole framed answer, or None (then handle_produce). The fast
-        # path does not know who sent a frame: with an authorizer every Produce takes the general path, which
-        # checks Write on each topic (docs/acls.md: its cost)
+        # per request, for callers without a connection: the whole framed answer, or None (then handle_produce).
+        # Not knowing who sent a frame, they decline every Produce when an authorizer is on.
         self.handle_framed = self.fast.handle_framed if not self._authz.enabled else _decline
         self.handle_run = self.fast.handle_run if not self._authz.enabled else _decline_run
 
+    def fast_path_for(self, conn: HasSession) -> tuple[Callable[..., bytes | Awaitable[bytes] | None],
+                                                       Callable[[list], list]]:
+        """The fast path's (handle_framed, handle_run) for one connection: as they are without an authorizer
+        (nothing added per request); with one, checking Write on the topic for the connection's principal
+        (read at each request: an authentication may change it). A denied request goes to the general path,
+        which answers TOPIC_AUTHORIZATION_FAILED and logs the denial."""
+        fast = self.fast
+        if not self._authz.enabled:
+            return fast.handle_framed, fast.handle_run
+        authorize = self._authz.authorize_session
+
+        def allowed(topic: str) -> bool:
+            return authorize(conn.session, AclOperation.WRITE, ResourceType.TOPIC, topic)
+
+        def handle_framed(frame: bytes | bytearray, parsed: Parsed | None = None) -> bytes | Awaitable[bytes] | None:
+            return fast.handle_framed(frame, parsed, allowed)
+
+        def handle_run(frames: list) -> list:
+            return fast.handle_run(frames, allowed)
+
+        return handle_framed, handle_run
+
     def handle_fast(self, frame: bytes | bytearray, version: int) -> bytes | Awaitable[bytes] | None:
         """The fast path's answer body for ``frame`` (a Produce of ``version``), or None: use handle_produce."""
-        if FIRST_VERSION <= version <= LAST_VERSION and not self._authz.enabled:
+        if FIRST_VERSION <= version <= LAST_VERSION and not self._authz.enabled:  # with one: fast_path_for
             return self.fast.handle(frame, version)
         return None
 

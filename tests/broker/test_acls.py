@@ -102,10 +102,10 @@ def test_without_acls_anonymous_can_do_nothing(secured):
         assert wire_produce(c, "locked") == ErrorCode.TOPIC_AUTHORIZATION_FAILED
     # create and delete topics
     with pytest.raises(KafkaException) as e:
-        admin.create_topics([NewTopic("locked-new", 1, 1)])["locked-new"].result(15)
+        admin.create_topics([NewTopic("locked-new", 1, 1)])["locked-new"].result(30)
     assert e.value.args[0].code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
     with pytest.raises(KafkaException) as e:
-        admin.delete_topics(["locked"])["locked"].result(15)
+        admin.delete_topics(["locked"])["locked"].result(30)
     assert e.value.args[0].code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
     # consume without a group: Fetch and ListOffsets refused; confluent-kafka's consumer reports it
     with WireClient(broker.bootstrap) as c:
@@ -189,7 +189,7 @@ def test_acls_for_anonymous_allow_each_operation(secured):
     finally:
         consumer.close()
     # Create on the topic name: created
-    admin.create_topics([NewTopic("open-made", 1, 1)])["open-made"].result(15)
+    admin.create_topics([NewTopic("open-made", 1, 1)])["open-made"].result(30)
     # Write on the transactional id (and the topic): a transaction commits
     tp = Producer({"bootstrap.servers": broker.bootstrap, "transactional.id": "open-tx"})
     tp.init_transactions(20)
@@ -260,7 +260,7 @@ def test_super_users_bypass_acls(zk_server, tmp_path):
     try:
         boot = brokers[0].bootstrap
         admin = AdminClient({"bootstrap.servers": boot})
-        admin.create_topics([NewTopic("su", 2, 2)])["su"].result(20)  # replicated: the followers are super users too
+        admin.create_topics([NewTopic("su", 2, 2)])["su"].result(30)  # replicated: the followers are super users too
         assert produce_errors(boot, "su", 5, acks="all") == [None] * 5
         consumer = Consumer({"bootstrap.servers": boot, "group.id": "su-g", "auto.offset.reset": "earliest"})
         try:
@@ -283,7 +283,7 @@ def test_without_authorizer_everything_as_before(zk_server, tmp_path):
     try:
         boot = brokers[0].bootstrap
         admin = AdminClient({"bootstrap.servers": boot})
-        admin.create_topics([NewTopic("plain", 1, 1)])["plain"].result(15)
+        admin.create_topics([NewTopic("plain", 1, 1)])["plain"].result(30)
         assert produce_errors(boot, "plain", 3) == [None] * 3
         with pytest.raises(SecurityDisabledError):  # as Kafka without an authorizer
             kafka_python_describe_acls(boot)

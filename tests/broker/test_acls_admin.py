@@ -80,27 +80,27 @@ def test_confluent_admin_client_creates_describes_and_deletes_acls(managed):
     # described, with the filter's pattern type honoured
     everything = AclBindingFilter(ResourceType.ANY, None, ResourcePatternType.ANY, None, None, AclOperation.ANY,
                                   AclPermissionType.ANY)
-    found = admin.describe_acls(everything).result(15)
+    found = admin.describe_acls(everything).result(30)
     assert write in found and prefixed in found
     only_topics = admin.describe_acls(AclBindingFilter(ResourceType.TOPIC, None, ResourcePatternType.ANY, None, None,
-                                                       AclOperation.ANY, AclPermissionType.ANY)).result(15)
+                                                       AclOperation.ANY, AclPermissionType.ANY)).result(30)
     assert write in only_topics and prefixed not in only_topics
     match = admin.describe_acls(AclBindingFilter(ResourceType.GROUP, "team-blue", ResourcePatternType.MATCH, None, None,
-                                                 AclOperation.ANY, AclPermissionType.ANY)).result(15)
+                                                 AclOperation.ANY, AclPermissionType.ANY)).result(30)
     assert match == [prefixed]
     # the ACL it created governs produce
     eventually(lambda: wire_produce(broker.bootstrap, "adm") == 0)
     # deleted: the answer lists what went, the broker enforces it
     gone = admin.delete_acls([AclBindingFilter(ResourceType.TOPIC, "adm", ResourcePatternType.LITERAL, None, None,
                                                AclOperation.ANY, AclPermissionType.ANY)])
-    assert [b for f in gone.values() for b in f.result(15)] == [write]
+    assert [b for f in gone.values() for b in f.result(30)] == [write]
     eventually(lambda: wire_produce(broker.bootstrap, "adm") == ErrorCode.TOPIC_AUTHORIZATION_FAILED)
-    assert write not in admin.describe_acls(everything).result(15)
+    assert write not in admin.describe_acls(everything).result(30)
 
 
 def _created(admin: AdminClient, bindings: list) -> bool:
     for f in admin.create_acls(bindings).values():
-        f.result(15)
+        f.result(30)
     return True
 
 
