@@ -32,7 +32,11 @@ from kafka.admin import ResourceType as KResourceType
 from kafka.errors import ClusterAuthorizationFailedError, SecurityDisabledError
 
 from ferry.embedded import BrokerProcess, EmbeddedError
-from ferry.wire.protocol.acl_types import AclOperation, PatternType, ResourceType
+from ferry.wire.broker_connection import BrokerConnection
+from ferry.wire.protocol import fetch as fetch_api
+from ferry.wire.protocol import offset_for_leader_epoch as ofle
+from ferry.wire.protocol import write_txn_markers
+from ferry.wire.protocol.acl_types import CLUSTER_NAME, AclOperation, PatternType, ResourceType
 from ferry.wire.protocol.api_keys import ApiKey
 from ferry.wire.protocol.errors import ErrorCode
 from ferry.zk import ClusterRegistry
@@ -300,3 +304,32 @@ def test_unknown_authorizer_name_stops_the_broker(zk_server, tmp_path):
     b.stop()
     assert "authorizer.class.name: 'com.example.Nope' is not an authorizer ferry has" in b.log_file.read_text()
 
+
+
+# ------------------------------------------------------------------------------------------------ inter-broker requests
+
+def test_inter_broker_requests_need_cluster_action(secured):
+    """A follower's Fetch, its OffsetForLeaderEpoch and a coordinator's WriteTxnMarkers need ClusterAction: over
+    PLAINTEXT they arrive as ANONYMOUS, which is why replication with ACLs needs it in super.users."""
+    zk, broker = secured
+    make_topics(zk, "replicated")
+    grant(zk, binding(TOPIC, "replicated", READ))  # a consumer's Read does not make a follower
+    host, port = broker.bootstrap.split(":")
+    conn = BrokerConnection(1, host, int(port))
+    try:
+        def follower_fetch() -> int:
+            r = fetch_api.parse_response(conn.request(*fetch_api.encode_request(
+                [("replicated", [fetch_api.FetchPartition(0, 0, 1 << 20)])], 0, 1, 1 << 20, replica_id=2)))
+            return r.topics["replicated"][0].error_code
+
+        assert follower_fetch() == ErrorCode.TOPIC_AUTHORIZATION_FAILED
+        epochs = ofle.parse_response(conn.request(*ofle.encode_request(
+            [("replicated", [ofle.EpochRequestPartition(0, 0)])], replica_id=2)))
+        assert epochs["replicated"][0].error_code == ErrorCode.TOPIC_AUTHORIZATION_FAILED
+        markers = write_txn_markers.parse_response(conn.request(*write_txn_markers.encode_request(
+            [write_txn_markers.TxnMarker(7, 0, True, [("replicated", [0])])])))
+        assert markers == {7: {("replicated", 0): ErrorCode.CLUSTER_AUTHORIZATION_FAILED}}
+        grant(zk, binding(ResourceType.CLUSTER, CLUSTER_NAME, AclOperation.CLUSTER_ACTION))
+        eventually(lambda: follower_fetch() == 0)
+    finally:
+        conn.close()
