@@ -159,6 +159,19 @@ class GroupApis:
         if coordinator is None:
             return _offset_fetch_error(version, req, ErrorCode.COORDINATOR_NOT_AVAILABLE)
         result = coordinator.fetch(req.group_id, req.topics)
+        if self._authz.enabled:  # and Describe on each topic: the others are left out (all asked) or refused
+            def visible(res: tuple[int, list]) -> bytes:
+                authz, listed = self._authz, req.topics is not None
+                out = []
+                for t, ps in res[1]:
+                    if authz.authorize(request, AclOperation.DESCRIBE, ResourceType.TOPIC, t, log_denial=listed):
+                        out.append((t, ps))
+                    elif listed:
+                        out.append((t, [offset_fetch.FetchedOffset(p.partition, error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+                                        for p in ps]))
+                return _offset_fetch_body(version, res[0], out)
+
+            return visible(result) if isinstance(result, tuple) else encode_after(result, visible)
         if isinstance(result, tuple):
             return _offset_fetch_body(version, *result)
         return encode_after(result, lambda res: _offset_fetch_body(version, *res))

@@ -333,3 +333,18 @@ def test_inter_broker_requests_need_cluster_action(secured):
         eventually(lambda: follower_fetch() == 0)
     finally:
         conn.close()
+
+
+def test_offset_fetch_needs_describe_on_the_topic(secured):
+    zk, broker = secured
+    make_topics(zk, "of-secret")
+    grant(zk, binding(GROUP, "of-g", READ))
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "of-g"})
+    try:
+        def committed_error() -> int | None:
+            (tp,) = consumer.committed([TopicPartition("of-secret", 0)], timeout=10)
+            return tp.error and tp.error.code()
+
+        assert eventually(committed_error) == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    finally:
+        consumer.close()
