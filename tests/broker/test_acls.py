@@ -55,6 +55,12 @@ def secured(zk_server, tmp_path_factory):
     brokers[0].stop()
 
 
+def controller_known(bootstrap: str) -> None:
+    """Wait until Metadata names a controller (librdkafka's admin calls wait for one, and re-ask slowly)."""
+    with WireClient(bootstrap) as c:
+        eventually(lambda: metadata(c, None)["controller"] >= 0)
+
+
 def make_topics(zk: str, *names: str, partitions: int = 1) -> None:
     """Topics created in the registry directly (ANONYMOUS may not create them through the broker)."""
     with ClusterRegistry(zk) as reg:
@@ -263,6 +269,7 @@ def test_super_users_bypass_acls(zk_server, tmp_path):
         *AUTHORIZER_ARGS, "--override", f"super.users=User:admin;{ANON}"))
     try:
         boot = brokers[0].bootstrap
+        controller_known(boot)
         admin = AdminClient({"bootstrap.servers": boot})
         admin.create_topics([NewTopic("su", 2, 2)])["su"].result(30)  # replicated: the followers are super users too
         assert produce_errors(boot, "su", 5, acks="all") == [None] * 5
@@ -286,6 +293,7 @@ def test_without_authorizer_everything_as_before(zk_server, tmp_path):
     _zk, brokers = start_brokers(zk_server.connect, tmp_path, 1, extra_args=("--flush-ms", "10"))
     try:
         boot = brokers[0].bootstrap
+        controller_known(boot)
         admin = AdminClient({"bootstrap.servers": boot})
         admin.create_topics([NewTopic("plain", 1, 1)])["plain"].result(30)
         assert produce_errors(boot, "plain", 3) == [None] * 3
