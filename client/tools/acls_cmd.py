@@ -92,6 +92,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                             "IdempotentWrite, ClusterAction or All (repeatable)")
         p.add_argument("--host", action="append", default=[], metavar="IP",
                        help="client address the ACL applies to (default: * for add, any for remove)")
+    add.add_argument("--producer", action="store_true",
+                     help="kafka-acls' convenience: Write, Describe, Create on the topics (Write, Describe on the "
+                          "transactional ids) for the --allow-principal principals")
+    add.add_argument("--idempotent", action="store_true", help="with --producer: IdempotentWrite on the cluster too")
+    add.add_argument("--consumer", action="store_true",
+                     help="kafka-acls' convenience: Read, Describe on the topics and Read on the --group")
     lst.add_argument("--principal", metavar="TYPE:NAME", help="only the ACLs of this principal")
     add_json_argument(lst)
     for p in (add, lst, remove):
@@ -127,10 +133,13 @@ def _add(args: argparse.Namespace, store: _ZooKeeperAcls | _BrokerAcls) -> int:
         raise UsageError("name a resource: --topic, --group, --transactional-id or --cluster")
     if args.resource_pattern_type in ("any", "match"):
         raise UsageError("add takes --resource-pattern-type literal or prefixed")
-    entries = _entries(args, "*")
-    if not entries:
-        raise UsageError("name who: --allow-principal or --deny-principal (with --operation)")
-    bindings = [AclBinding(p, e) for p, e in itertools.product(patterns, entries)]
+    if args.producer or args.consumer:
+        bindings = _convenience(args, patterns)
+    else:
+        entries = _entries(args, "*")
+        if not entries:
+            raise UsageError("name who: --allow-principal or --deny-principal (with --operation)")
+        bindings = [AclBinding(p, e) for p, e in itertools.product(patterns, entries)]
     for b in bindings:
         valid = VALID_OPERATIONS[b.pattern.resource_type]
         if b.entry.operation not in valid:
@@ -140,11 +149,42 @@ def _add(args: argparse.Namespace, store: _ZooKeeperAcls | _BrokerAcls) -> int:
         if why:
             raise UsageError(why)
     store.add(bindings)
-    for p in patterns:
-        print(f"Added ACLs for resource `{_pattern_text(p)}`:")
-        for e in entries:
-            print(f" \t{_entry_text(e)}")
+    for pattern, group in itertools.groupby(bindings, key=lambda b: b.pattern):
+        print(f"Added ACLs for resource `{_pattern_text(pattern)}`:")
+        for b in group:
+            print(f" \t{_entry_text(b.entry)}")
     return 0
+
+
+def _convenience(args: argparse.Namespace, patterns: list[ResourcePattern]) -> list[AclBinding]:
+    """kafka-acls' --producer (Write, Describe, Create on the topics; Write, Describe on the transactional ids;
+    with --idempotent IdempotentWrite on the cluster) and --consumer (Read, Describe on the topics; Read on the
+    groups), for the --allow-principal principals."""
+    if args.operation or args.deny_principal:
+        raise UsageError("--producer / --consumer choose the operations: no --operation or --deny-principal with them")
+    if not args.allow_principal:
+        raise UsageError("--producer / --consumer need --allow-principal")
+    if args.cluster:
+        raise UsageError("--producer / --consumer take topics, groups and transactional ids, not --cluster")
+    if args.consumer and not args.group:
+        raise UsageError("--consumer needs --group (the consumer's group)")
+    if args.idempotent and not args.producer:
+        raise UsageError("--idempotent goes with --producer")
+    ops: dict[ResourceType, list[AclOperation]] = {t: [] for t in ResourceType}
+    if args.producer:
+        ops[ResourceType.TOPIC] += [_O.WRITE, _O.DESCRIBE, _O.CREATE]
+        ops[ResourceType.TRANSACTIONAL_ID] += [_O.WRITE, _O.DESCRIBE]
+    if args.consumer:
+        ops[ResourceType.TOPIC] += [_O.READ, _O.DESCRIBE]
+        ops[ResourceType.GROUP] += [_O.READ]
+    targets = list(patterns)
+    if args.idempotent:
+        targets.append(ResourcePattern(ResourceType.CLUSTER, CLUSTER_NAME, PatternType.LITERAL))
+        ops[ResourceType.CLUSTER] = [_O.IDEMPOTENT_WRITE]
+    hosts = args.host or ["*"]
+    return [AclBinding(p, AccessControlEntry(who, host, op, AclPermissionType.ALLOW))
+            for p in targets for op in dict.fromkeys(ops[p.resource_type])
+            for who in args.allow_principal for host in hosts]
 
 
 def _list(args: argparse.Namespace, store: _ZooKeeperAcls | _BrokerAcls) -> int:

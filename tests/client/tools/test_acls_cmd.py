@@ -116,3 +116,19 @@ def test_through_a_brokers_acl_apis(zk_server, tmp_path):
     finally:
         secured.stop()
         plain.stop()
+
+
+def test_producer_and_consumer_conveniences(zk_connect):
+    rc, out, err = ferry("add", "--producer", "--idempotent", "--consumer", "--allow-principal", "User:app",
+                         "--topic", "clicks", "--group", "loaders", "--transactional-id", "app-tx",
+                         "--zookeeper", zk_connect)
+    assert rc == 0, err
+    got = {(p.resource_type.title, p.name, e.operation.title) for p, entries in stored(zk_connect).items()
+           for e in entries if e.principal == "User:app" and e.permission == AclPermissionType.ALLOW}
+    assert got == {("Topic", "clicks", op) for op in ("Write", "Describe", "Create", "Read")} | {
+        ("Group", "loaders", "Read"), ("TransactionalId", "app-tx", "Write"), ("TransactionalId", "app-tx", "Describe"),
+        ("Cluster", "kafka-cluster", "IdempotentWrite")}
+    assert "Added ACLs for resource `ResourcePattern(resourceType=CLUSTER, name=kafka-cluster" in out
+    rc, _out, err = ferry("add", "--consumer", "--allow-principal", "User:app", "--topic", "t",
+                          "--zookeeper", zk_connect)
+    assert rc == 2 and "--consumer needs --group" in err
