@@ -356,3 +356,19 @@ def test_offset_fetch_needs_describe_on_the_topic(secured):
         assert eventually(committed_error) == KafkaError.TOPIC_AUTHORIZATION_FAILED
     finally:
         consumer.close()
+
+
+def test_auto_creation_needs_create(zk_server, tmp_path):
+    zk, brokers = start_brokers(zk_server.connect, tmp_path, 1, extra_args=(
+        *AUTHORIZER_ARGS, "--override", "auto.create.topics.enable=true"))
+    try:
+        boot = brokers[0].bootstrap
+        grant(zk, binding(TOPIC, "auto-ok", WRITE), binding(TOPIC, "auto-ok", CREATE),
+              binding(TOPIC, "auto-nocreate", WRITE))
+        # Metadata created it: Create on the topic (once the broker followed the notifications)
+        eventually(lambda: produce_errors(boot, "auto-ok") == [None])
+        assert produce_errors(boot, "auto-nocreate") == [KafkaError.TOPIC_AUTHORIZATION_FAILED]
+        with ClusterRegistry(zk) as reg:
+            assert set(reg.topics()) == {"auto-ok"}
+    finally:
+        brokers[0].stop()
