@@ -13,6 +13,8 @@ machine is shared). ``--rounds`` repeats the timed part on the same broker (medi
     # brokers of two checkouts side by side, 8 alternating chunks of 20,000 requests each (a checkout's ferry/
     # folder needs links to its package folders, as bench/ab_mirror.py explains)
     .venv/bin/python bench/bench_small_requests.py --compare /tmp/before /tmp/after --requests 20000 --rounds 8
+    # and one more broker of the last checkout with the authorizer on (ACLs, docs/acls.md; the producer a super user)
+    .venv/bin/python bench/bench_small_requests.py --compare /tmp/before /tmp/after --authorizer-arm --rounds 8
 """
 
 from __future__ import annotations
@@ -105,19 +107,27 @@ def timed_pass(cluster: Cluster, topic: str, requests: int, acks: int, profile: 
     return row
 
 
-def compare(checkouts: list[str], requests: int, chunks: int, acks: int) -> dict:
+AUTHORIZER_ARGS = ("--override", "authorizer.class.name=ferry", "--override", "super.users=User:ANONYMOUS")
+
+
+def compare(checkouts: list[str], requests: int, chunks: int, acks: int, authorizer_arm: bool = False) -> dict:
     """Brokers of several checkouts side by side (each its own ZooKeeper and broker, the checkout first on the
     broker's PYTHONPATH), fed in alternating chunks of ``requests`` so that the machine's load drifts over all
-    of them alike; the CPU per request of each over all its chunks."""
+    of them alike; the CPU per request of each over all its chunks. ``authorizer_arm``: one more broker of the
+    last checkout, with the authorizer on."""
+    arms = [(path, path, ()) for path in checkouts]
+    if authorizer_arm:
+        arms.append((checkouts[-1] + " (authorizer on)", checkouts[-1], AUTHORIZER_ARGS))
+    checkouts = [label for label, _, _ in arms]
     clusters = []
     saved = os.environ.get("PYTHONPATH")
     # `python -m` puts the working directory first on the broker's path: from inside a checkout that checkout's
     # ferry/ would win over PYTHONPATH (and the editable install maps the rest to it), whatever we ask for.
     os.chdir(tempfile.gettempdir())
     try:
-        for path in checkouts:
+        for _label, path, extra in arms:
             os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (path, saved) if p)
-            c = Cluster(Path(tempfile.mkdtemp(prefix="ferry-bench-small-")))
+            c = Cluster(Path(tempfile.mkdtemp(prefix="ferry-bench-small-")), extra)
             clusters.append(c)
             c.create_topic("small", 1)
             wait_led(c.broker.bootstrap, {"small": 1}, 120)
@@ -165,9 +175,11 @@ def main() -> None:
     ap.add_argument("--compare", nargs="+", metavar="CHECKOUT",
                     help="brokers of these checkouts side by side, in alternating chunks of --requests "
                          "(--rounds chunks each)")
+    ap.add_argument("--authorizer-arm", action="store_true",
+                    help="with --compare: one more broker of the last checkout with the authorizer on")
     args = ap.parse_args()
     if args.compare:
-        out = compare(args.compare, args.requests, args.rounds, args.acks)
+        out = compare(args.compare, args.requests, args.rounds, args.acks, args.authorizer_arm)
         if args.json:
             Path(args.json).write_text(json.dumps(out, indent=1))
         return

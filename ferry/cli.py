@@ -21,6 +21,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "produce": ("ferry.client.tools.produce_cmd", "console producer: publish lines from stdin"),
     "consume": ("ferry.client.tools.consume_cmd", "console consumer, optionally as a member of a group"),
     "groups": ("ferry.client.tools.groups_cmd", "list, describe and reset consumer groups"),
+    "acls": ("ferry.client.tools.acls_cmd", "add, list and remove the brokers' ACLs (kafka-acls' spelling)"),
     "schemas": ("ferry.schemas.cli", "register, list and show Avro schemas"),
     "mirror": ("ferry.mirror.cli", "mirror a live cluster into the offline cluster"),
     "load": ("ferry.loaders.cli", "load offset ranges into the hourly warehouse tables (PySpark)"),

@@ -14,6 +14,7 @@ import logging
 import time
 from concurrent.futures import Executor
 
+from ferry.broker.server.authorizer import Authorizer
 from ferry.broker.server.broker_config import BrokerConfig
 from ferry.broker.server.metadata_cache import MetadataCache
 from ferry.broker.server.partition_limit import partition_limit_error
@@ -23,6 +24,7 @@ from ferry.wire.log_config import LogConfig
 from ferry.wire.protocol import (
     create_topics,
 )
+from ferry.wire.protocol.acl_types import AclOperation, ResourceType
 from ferry.wire.protocol.errors import ErrorCode, error_code_of
 from ferry.wire.protocol.primitives import Reader
 from ferry.zk.assignment import assign_replicas, check_assignment
@@ -45,7 +47,8 @@ class AdminApis:
     """CreateTopics (key 19): written to the registry, answered per topic with Kafka's codes."""
 
     def __init__(self, config: BrokerConfig, metadata_cache: MetadataCache, registry: ClusterRegistry,
-                 executor: Executor | None) -> None:
+                 executor: Executor | None, authorizer: Authorizer | None = None) -> None:
+        self._authz = authorizer if authorizer is not None else Authorizer()
         self._config = config
         self._metadata = metadata_cache
         self._registry = registry
@@ -54,9 +57,17 @@ class AdminApis:
     # ------------------------------------------------------------------ CreateTopics
     def handle_create_topics(self, request: RequestContext, r: Reader) -> Result:
         req = create_topics.parse_request(r, request.api_version)
-        return self._create_topics(request.api_version, req)
+        allowed = set(self.creatable(request, [t.name for t in req.topics]))
+        return self._create_topics(request.api_version, req, allowed)
 
-    async def _create_topics(self, version: int, req: create_topics.CreateTopicsRequest) -> bytes:
+    def creatable(self, request: RequestContext, names: list[str]) -> list[str]:
+        """The topics the principal may create: Create on the cluster, or else on each topic."""
+        authz = self._authz
+        if not authz.enabled or authz.authorize_cluster(request, AclOperation.CREATE):
+            return names
+        return [n for n in names if authz.authorize(request, AclOperation.CREATE, ResourceType.TOPIC, n)]
+
+    async def _create_topics(self, version: int, req: create_topics.CreateTopicsRequest, allowed: set[str]) -> bytes:
         loop = asyncio.get_running_loop()
         results: list[tuple[str, int, str | None]] = []
         created: list[str] = []
@@ -66,6 +77,10 @@ class AdminApis:
                 results.append((t.name, ErrorCode.INVALID_REQUEST, "topic listed twice in one request"))
                 continue
             seen.add(t.name)
+            if t.name not in allowed:
+                results.append((t.name, ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Create on the cluster or the topic "
+                                "is needed"))
+                continue
             if t.assignments:
                 if t.num_partitions != -1 or t.replication_factor != -1:
                     results.append((t.name, ErrorCode.INVALID_REQUEST, "give either replica assignments or "

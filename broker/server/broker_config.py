@@ -71,6 +71,10 @@ class BrokerConfig:
     # the transaction coordinator (docs/transactions.md; Kafka's names and defaults)
     transaction_max_timeout_ms: int = 900_000  # the largest transaction.timeout.ms a producer may ask for
     transaction_abort_timed_out_transaction_cleanup_interval_ms: int = 10_000  # how often timeouts are checked
+    # ACLs (docs/acls.md): authorizer.class.name turns them on; super.users bypass them
+    authorizer_class_name: str = ""
+    super_users: tuple[str, ...] = ()
+    allow_everyone_if_no_acl_found: bool = False
 
     def __post_init__(self) -> None:
         if self.broker_id < 0 or self.broker_id > 0x7FFFFFFF:
@@ -94,6 +98,7 @@ class BrokerConfig:
         if self.num_partitions < 1:
             raise ConfigError(f"num.partitions: {self.num_partitions} must be at least 1")
         self._check_replication()
+        self._check_authorizer()
         if not self.zookeeper:
             raise ConfigError("zookeeper.connect: required")
         if not self.datacenter:
@@ -138,6 +143,19 @@ class BrokerConfig:
         if self.replica_fetch_wait_max_ms > self.replica_lag_time_max_ms:
             raise ConfigError(f"replica.fetch.wait.max.ms ({self.replica_fetch_wait_max_ms}) must be at most "
                               f"replica.lag.time.max.ms ({self.replica_lag_time_max_ms})")
+
+    def _check_authorizer(self) -> None:
+        if self.authorizer_class_name and self.authorizer_class_name not in AUTHORIZER_NAMES:
+            raise ConfigError(f"authorizer.class.name: {self.authorizer_class_name!r} is not an authorizer ferry has "
+                              f"(use {' or '.join(AUTHORIZER_NAMES)}; empty: no authorization)")
+        for principal in self.super_users:
+            kind, sep, name = principal.partition(":")
+            if not sep or not kind or not name:
+                raise ConfigError(f"super.users: {principal!r} is not TYPE:NAME (e.g. User:admin;User:broker)")
+
+    @property
+    def authorizer_enabled(self) -> bool:
+        return bool(self.authorizer_class_name)
 
     @property
     def min_insync_replicas(self) -> int:
@@ -207,6 +225,7 @@ class BrokerConfig:
             audit_topic_partitions=_parse_int("audit.topic.partitions", p.get("audit.topic.partitions", "0")),
             **_metrics_listen(p),
             **_replication_settings(p),
+            **_authorizer_settings(p),
         )
 
 
@@ -259,12 +278,29 @@ def _replication_settings(p: Mapping[str, str]) -> dict[str, object]:
         out["replica_truncation"] = p["replica.truncation"]
     return out
 
+# authorizer.class.name values that turn on ferry's authorizer (Kafka's names are accepted for familiarity)
+AUTHORIZER_NAMES = ("ferry", "kafka.security.authorizer.AclAuthorizer", "kafka.security.auth.SimpleAclAuthorizer")
+AUTHORIZER_KEYS = ("authorizer.class.name", "super.users", "allow.everyone.if.no.acl.found")
+
+
+def _authorizer_settings(p: Mapping[str, str]) -> dict[str, object]:
+    out: dict[str, object] = {}
+    if "authorizer.class.name" in p:
+        out["authorizer_class_name"] = p["authorizer.class.name"]
+    if "super.users" in p:
+        out["super_users"] = tuple(u.strip() for u in p["super.users"].split(";") if u.strip())
+    if "allow.everyone.if.no.acl.found" in p:
+        out["allow_everyone_if_no_acl_found"] = _parse_bool("allow.everyone.if.no.acl.found",
+                                                            p["allow.everyone.if.no.acl.found"])
+    return out
+
+
 KNOWN_KEYS = {
     "broker.id", "listeners", "advertised.listeners", "log.dirs", "log.dir", "zookeeper.connect", "datacenter",
     "broker.rack", "socket.request.max.bytes", "auto.create.topics.enable", "num.partitions",
     "zookeeper.session.timeout.ms", "log.retention.hours", "log.retention.check.interval.ms",
     "connections.max.idle.ms", "audit.topic.partitions", "replica.truncation", "metrics.port", "metrics.listen",
-    *BROKER_CONFIG_NAMES, *REPLICATION_KEYS,
+    *BROKER_CONFIG_NAMES, *REPLICATION_KEYS, *AUTHORIZER_KEYS,
 }
 
 

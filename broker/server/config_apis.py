@@ -15,12 +15,14 @@ import logging
 from collections.abc import Callable
 from concurrent.futures import Executor
 
+from ferry.broker.server.authorizer import Authorizer
 from ferry.broker.server.broker_config import BrokerConfig
 from ferry.broker.server.config_entries import broker_entries, topic_entries
 from ferry.broker.server.request_context import RequestContext
 from ferry.broker.server.request_result import Result
 from ferry.wire.log_config import LogConfig
 from ferry.wire.protocol import alter_configs, describe_configs, incremental_alter_configs
+from ferry.wire.protocol.acl_types import AclOperation, ResourceType
 from ferry.wire.protocol.describe_configs import RESOURCE_BROKER, RESOURCE_TOPIC, ConfigResult
 from ferry.wire.protocol.errors import ErrorCode
 from ferry.wire.protocol.incremental_alter_configs import OP_DELETE, OP_SET
@@ -39,20 +41,45 @@ BROKER_SETTINGS_ARE_STATIC = ("ferry brokers have no dynamic configs: set it in 
 class ConfigApis:
     """DescribeConfigs / IncrementalAlterConfigs / AlterConfigs of topics (and describing this broker's)."""
 
-    def __init__(self, config: BrokerConfig, registry: ClusterRegistry, executor: Executor | None) -> None:
+    def __init__(self, config: BrokerConfig, registry: ClusterRegistry, executor: Executor | None,
+                 authorizer: Authorizer | None = None) -> None:
+        self._authz = authorizer if authorizer is not None else Authorizer()
         self._config = config
         self._registry = registry
         self._executor = executor
 
     # ------------------------------------------------------------------ DescribeConfigs
     def handle_describe_configs(self, request: RequestContext, r: Reader) -> Result:
-        return self._describe_configs(request.api_version, describe_configs.parse_request(r, request.api_version))
+        req = describe_configs.parse_request(r, request.api_version)
+        denied = self._denied(request, AclOperation.DESCRIBE_CONFIGS, [(x.resource_type, x.name) for x in req.resources])
+        return self._describe_configs(request.api_version, req, denied)
 
-    async def _describe_configs(self, version: int, req: describe_configs.DescribeConfigsRequest) -> bytes:
+    def _denied(self, request: RequestContext, op: AclOperation, resources: list[tuple[int, str]]
+                ) -> dict[tuple[int, str], int]:
+        """(resource type, name) -> the authorization error of each the principal may not ``op``: a topic's
+        (TOPIC_AUTHORIZATION_FAILED), a broker's (on the cluster: CLUSTER_AUTHORIZATION_FAILED)."""
+        authz = self._authz
+        out: dict[tuple[int, str], int] = {}
+        if not authz.enabled:
+            return out
+        for rtype, name in resources:
+            if rtype == RESOURCE_TOPIC and not authz.authorize(request, op, ResourceType.TOPIC, name):
+                out[(rtype, name)] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            elif rtype == RESOURCE_BROKER and not authz.authorize_cluster(request, op):
+                out[(rtype, name)] = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+        return out
+
+    async def _describe_configs(self, version: int, req: describe_configs.DescribeConfigsRequest,
+                                denied: dict[tuple[int, str], int]) -> bytes:
         loop = asyncio.get_running_loop()
         synonyms = req.include_synonyms and version >= 1
         results = []
         for res in req.resources:
+            code = denied.get((res.resource_type, res.name))
+            if code:
+                results.append(ConfigResult(code, f"{AclOperation.DESCRIBE_CONFIGS.title} is not allowed",
+                                            res.resource_type, res.name))
+                continue
             if res.resource_type == RESOURCE_TOPIC:
                 try:  # from ZooKeeper, not this broker's watch: an AlterConfigs just answered shows at once
                     info = await loop.run_in_executor(self._executor, self._registry.topic, res.name)
@@ -85,7 +112,8 @@ class ConfigApis:
         changes = []
         for res in req.resources:
             changes.append((res.resource_type, res.name, _incremental(res.configs)))
-        return self._alter_configs(request.api_version, changes, req.validate_only)
+        denied = self._denied(request, AclOperation.ALTER_CONFIGS, [(t, n) for t, n, _ in changes])
+        return self._alter_configs(request.api_version, changes, req.validate_only, denied)
 
     def handle_alter_configs(self, request: RequestContext, r: Reader) -> Result:
         req = alter_configs.parse_request(r, request.api_version)
@@ -93,13 +121,18 @@ class ConfigApis:
         for res in req.resources:
             given = {name: value for name, value in res.configs if value is not None}
             changes.append((res.resource_type, res.name, lambda _old, given=given: dict(given)))
-        return self._alter_configs(request.api_version, changes, req.validate_only)
+        denied = self._denied(request, AclOperation.ALTER_CONFIGS, [(t, n) for t, n, _ in changes])
+        return self._alter_configs(request.api_version, changes, req.validate_only, denied)
 
     async def _alter_configs(self, version: int, changes: list[tuple[int, str, Callable[[dict], dict]]],
-                             validate_only: bool) -> bytes:
+                             validate_only: bool, denied: dict[tuple[int, str], int]) -> bytes:
         loop = asyncio.get_running_loop()
         results: list[AlterResult] = []
         for rtype, name, change in changes:
+            code = denied.get((rtype, name))
+            if code:
+                results.append((code, f"{AclOperation.ALTER_CONFIGS.title} is not allowed", rtype, name))
+                continue
             if rtype == RESOURCE_BROKER:
                 results.append((ErrorCode.INVALID_REQUEST, BROKER_SETTINGS_ARE_STATIC, rtype, name))
                 continue

@@ -61,8 +61,7 @@ class Connection:
         self._bad = bad_requests if bad_requests is not None else RateLimitedLog(log)
         self._fd = sock.fileno()
         self._metrics = apis.request_metrics
-        self._fast_produce = apis.produce.handle_framed
-        self._fast_produce_run = apis.produce.handle_run
+        self._fast_produce, self._fast_produce_run = apis.produce.fast_path_for(self)  # ACLs: docs/acls.md
         # The read buffer starts small and grows with the client's bursts; while the reader waits for data with
         # nothing buffered it holds no view of it, so the reaper can give a grown buffer back (release_idle_buffer).
         self._in = ReadBuffer(sock, peer, pool, self._bad, self._handle_frames, self._has_room_for_more)

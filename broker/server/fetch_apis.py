@@ -10,14 +10,17 @@ ReplicaManager; consumers read up to the high watermark (read_committed: the las
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import time
 
+from ferry.broker.server.authorizer import Authorizer
 from ferry.broker.server.fetch_purgatory import FetchPurgatory
 from ferry.broker.server.replica_manager import ReplicaManager
 from ferry.broker.server.request_context import RequestContext
 from ferry.broker.server.request_result import Result
 from ferry.wire.protocol import fetch, list_offsets
+from ferry.wire.protocol.acl_types import AclOperation, ResourceType
 from ferry.wire.protocol.errors import ErrorCode, error_code_of
 from ferry.wire.protocol.primitives import Reader
 
@@ -30,7 +33,8 @@ class FetchApis:
     """Fetch and ListOffsets: reads of the logs this broker leads."""
 
     def __init__(self, replicas: ReplicaManager, purgatory: FetchPurgatory, wait_max_ms: int,
-                 fetch_bytes: dict[str, int]) -> None:
+                 fetch_bytes: dict[str, int], authorizer: Authorizer | None = None) -> None:
+        self._authz = authorizer if authorizer is not None else Authorizer()
         self._replicas = replicas
         self._purgatory = purgatory
         self._wait_max_ms = wait_max_ms  # fetch.wait.max.ms: the longest a fetch is parked
@@ -40,15 +44,34 @@ class FetchApis:
     def handle_fetch(self, request: RequestContext, r: Reader) -> Result:
         version = request.api_version
         req = fetch.parse_request(r, version)
+        denied: list = []
+        if self._authz.enabled:
+            req, denied = self._authorized(request, req)
         results, total, errors = self._read_fetch(req)
-        if errors or total >= req.min_bytes or req.max_wait_ms <= 0:
-            return self._fetch_answer(version, results)
+        if errors or denied or total >= req.min_bytes or req.max_wait_ms <= 0:
+            return self._fetch_answer(version, results + denied)
         keys = self._fetch_logs(req)
         if not keys:
             return self._fetch_answer(version, results)
         deadline = time.monotonic() + min(req.max_wait_ms, self._wait_max_ms) / 1000.0
         fut = self._purgatory.watch(keys)  # registered now, so no wake-up between this read and the wait is lost
         return self._delayed_fetch(version, req, keys, fut, deadline)
+
+    def _authorized(self, request: RequestContext, req: fetch.FetchRequest) -> tuple[fetch.FetchRequest, list]:
+        """The request cut to what the principal may read (a follower: ClusterAction; a consumer: Read on each
+        topic), and the answers of the rest: TOPIC_AUTHORIZATION_FAILED."""
+        authz = self._authz
+        if req.replica_id >= 0:
+            allowed = authz.authorize_cluster(request, AclOperation.CLUSTER_ACTION)
+            keep = req.topics if allowed else []
+        else:
+            keep = [(t, ps) for t, ps in req.topics if authz.authorize(request, AclOperation.READ, ResourceType.TOPIC, t)]
+        if len(keep) == len(req.topics):
+            return req, []
+        code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+        denied = [(t, [fetch.PartitionFetchResult(p.partition, code, records=EMPTY) for p in ps])
+                  for t, ps in req.topics if not any(t == k for k, _ in keep)]
+        return dataclasses.replace(req, topics=keep), denied
 
     async def _delayed_fetch(self, version: int, req: fetch.FetchRequest, keys: list, fut: asyncio.Future,
                              deadline: float) -> list:
@@ -160,11 +183,16 @@ class FetchApis:
         req = list_offsets.parse_request(r, version)
         committed = req.isolation_level == 1  # read_committed: nothing past the last stable offset
         out = []
+        authz = self._authz
         for topic, parts in req.topics:
             tres = []
+            denied = authz.enabled and not authz.authorize(request, AclOperation.DESCRIBE, ResourceType.TOPIC, topic)
             for partition, ts in parts:
                 res = list_offsets.PartitionOffsetResult(partition)
                 tres.append(res)
+                if denied:
+                    res.error_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                    continue
                 lg, code = self._replicas.leader_log(topic, partition)
                 if code:
                     res.error_code = code

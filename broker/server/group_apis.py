@@ -10,10 +10,12 @@ closing under it never cancels the group's own bookkeeping.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 from collections.abc import Callable
 from typing import Any
 
+from ferry.broker.server.authorizer import Authorizer
 from ferry.broker.server.group_coordinator import GroupCoordinator
 from ferry.broker.server.request_context import RequestContext
 from ferry.broker.server.request_result import Result, encode_after
@@ -30,6 +32,7 @@ from ferry.wire.protocol import (
     offset_fetch,
     sync_group,
 )
+from ferry.wire.protocol.acl_types import AclOperation, ResourceType
 from ferry.wire.protocol.errors import ErrorCode
 from ferry.wire.protocol.primitives import Reader
 
@@ -39,15 +42,25 @@ log = logging.getLogger(__name__)
 class GroupApis:
     """The group coordinator's requests, and FindCoordinator (transactional ids: TransactionApis answers)."""
 
-    def __init__(self, group_coordinator: GroupCoordinator | None, transactions: TransactionApis) -> None:
+    def __init__(self, group_coordinator: GroupCoordinator | None, transactions: TransactionApis,
+                 authorizer: Authorizer | None = None) -> None:
         self._group_coordinator = group_coordinator
         self._transactions = transactions
+        self._authz = authorizer if authorizer is not None else Authorizer()
+
+    def _group_denied(self, request: RequestContext, group_id: str, op: AclOperation = AclOperation.READ) -> bool:
+        """Whether the principal may not ``op`` the group (then the answer is GROUP_AUTHORIZATION_FAILED)."""
+        authz = self._authz
+        return authz.enabled and not authz.authorize(request, op, ResourceType.GROUP, group_id)
 
     # ------------------------------------------------------------------ FindCoordinator
     def handle_find_coordinator(self, request: RequestContext, r: Reader) -> Result:
         version = request.api_version
         req = find_coordinator.parse_request(r, version)
         if req.key_type == find_coordinator.KEY_TYPE_TRANSACTION:
+            if self._authz.enabled and not self._authz.authorize(request, AclOperation.DESCRIBE,
+                                                                 ResourceType.TRANSACTIONAL_ID, req.key):
+                return find_coordinator.encode_response(version, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
             return self._transactions.find_transaction_coordinator(version, req.key)
         if req.key_type != find_coordinator.KEY_TYPE_GROUP:
             return find_coordinator.encode_response(version, ErrorCode.INVALID_REQUEST,
@@ -55,6 +68,8 @@ class GroupApis:
         if not req.key:
             return find_coordinator.encode_response(version, ErrorCode.INVALID_GROUP_ID,
                                                     error_message="the group id is empty")
+        if self._group_denied(request, req.key, AclOperation.DESCRIBE):
+            return find_coordinator.encode_response(version, ErrorCode.GROUP_AUTHORIZATION_FAILED)
         coordinator = self._group_coordinator
         return coordinator_answer(version, coordinator.coordinator(req.key) if coordinator is not None else None,
                                   "no live broker is registered")
@@ -63,6 +78,9 @@ class GroupApis:
     def handle_join_group(self, request: RequestContext, r: Reader) -> Result:
         version = request.api_version
         req = join_group.parse_request(r, version)
+        if self._group_denied(request, req.group_id):
+            return join_group.encode_response(version, join_group.JoinGroupResponse(
+                ErrorCode.GROUP_AUTHORIZATION_FAILED, member_id=req.member_id))
         coordinator = self._coordinator()
         if coordinator is None:
             return join_group.encode_response(version, join_group.JoinGroupResponse(
@@ -75,6 +93,8 @@ class GroupApis:
     def handle_sync_group(self, request: RequestContext, r: Reader) -> Result:
         version = request.api_version
         req = sync_group.parse_request(r, version)
+        if self._group_denied(request, req.group_id):
+            return sync_group.encode_response(version, ErrorCode.GROUP_AUTHORIZATION_FAILED)
         coordinator = self._coordinator()
         if coordinator is None:
             return sync_group.encode_response(version, ErrorCode.COORDINATOR_NOT_AVAILABLE)
@@ -87,6 +107,8 @@ class GroupApis:
     # ------------------------------------------------------------------ Heartbeat / LeaveGroup
     def handle_heartbeat(self, request: RequestContext, r: Reader) -> Result:
         req = heartbeat.parse_request(r, request.api_version)
+        if self._group_denied(request, req.group_id):
+            return heartbeat.encode_response(request.api_version, ErrorCode.GROUP_AUTHORIZATION_FAILED)
         coordinator = self._coordinator()
         code = ErrorCode.COORDINATOR_NOT_AVAILABLE if coordinator is None else \
             coordinator.heartbeat(req.group_id, req.generation_id, req.member_id, req.group_instance_id)
@@ -95,6 +117,8 @@ class GroupApis:
     def handle_leave_group(self, request: RequestContext, r: Reader) -> Result:
         version = request.api_version
         req = leave_group.parse_request(r, version)
+        if self._group_denied(request, req.group_id):
+            return leave_group.encode_response(version, ErrorCode.GROUP_AUTHORIZATION_FAILED)
         coordinator = self._coordinator()
         if coordinator is None:
             return leave_group.encode_response(version, ErrorCode.COORDINATOR_NOT_AVAILABLE)
@@ -108,22 +132,46 @@ class GroupApis:
         version = request.api_version
         req = offset_commit.parse_request(r, version)
         coordinator = self._coordinator()
-        if coordinator is None:
-            code = ErrorCode.COORDINATOR_NOT_AVAILABLE
+        if coordinator is None or self._group_denied(request, req.group_id):
+            code = ErrorCode.COORDINATOR_NOT_AVAILABLE if coordinator is None else ErrorCode.GROUP_AUTHORIZATION_FAILED
             return offset_commit.encode_response(version, [(t, [(p.partition, code) for p in ps])
                                                            for t, ps in req.topics])
+        denied: list[tuple[str, list[tuple[int, int]]]] = []
+        if self._authz.enabled:  # and Read on each topic committed
+            authz, code = self._authz, ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            keep = [(t, ps) for t, ps in req.topics if authz.authorize(request, AclOperation.READ, ResourceType.TOPIC, t)]
+            denied = [(t, [(p.partition, code) for p in ps]) for t, ps in req.topics if (t, ps) not in keep]
+            if denied:
+                if not keep:
+                    return offset_commit.encode_response(version, denied)
+                req = dataclasses.replace(req, topics=keep)
         result = coordinator.commit(req)
         if isinstance(result, list):
-            return offset_commit.encode_response(version, result)
-        return encode_after(result, lambda res: offset_commit.encode_response(version, res))
+            return offset_commit.encode_response(version, result + denied)
+        return encode_after(result, lambda res: offset_commit.encode_response(version, res + denied))
 
     def handle_offset_fetch(self, request: RequestContext, r: Reader) -> Result:
         version = request.api_version
         req = offset_fetch.parse_request(r, version)
+        if self._group_denied(request, req.group_id, AclOperation.DESCRIBE):
+            return _offset_fetch_error(version, req, ErrorCode.GROUP_AUTHORIZATION_FAILED)
         coordinator = self._coordinator()
         if coordinator is None:
             return _offset_fetch_error(version, req, ErrorCode.COORDINATOR_NOT_AVAILABLE)
         result = coordinator.fetch(req.group_id, req.topics)
+        if self._authz.enabled:  # and Describe on each topic: the others are left out (all asked) or refused
+            def visible(res: tuple[int, list]) -> bytes:
+                authz, listed = self._authz, req.topics is not None
+                out = []
+                for t, ps in res[1]:
+                    if authz.authorize(request, AclOperation.DESCRIBE, ResourceType.TOPIC, t, log_denial=listed):
+                        out.append((t, ps))
+                    elif listed:
+                        out.append((t, [offset_fetch.FetchedOffset(p.partition, error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+                                        for p in ps]))
+                return _offset_fetch_body(version, res[0], out)
+
+            return visible(result) if isinstance(result, tuple) else encode_after(result, visible)
         if isinstance(result, tuple):
             return _offset_fetch_body(version, *result)
         return encode_after(result, lambda res: _offset_fetch_body(version, *res))
@@ -135,7 +183,15 @@ class GroupApis:
         coordinator = self._coordinator()
         if coordinator is None:
             return list_groups.encode_response(version, ErrorCode.COORDINATOR_NOT_AVAILABLE, [])
-        return encode_after(coordinator.list_groups(), lambda res: list_groups.encode_response(version, *res))
+        authz = self._authz
+        if not authz.enabled or authz.authorize_cluster(request, AclOperation.DESCRIBE, log_denial=False):
+            return encode_after(coordinator.list_groups(), lambda res: list_groups.encode_response(version, *res))
+
+        def visible(res: tuple[int, list[tuple[str, str]]]) -> bytes:  # without Describe on the cluster: filtered
+            allowed = set(authz.allowed_names(request, AclOperation.DESCRIBE, ResourceType.GROUP, [g for g, _ in res[1]]))
+            return list_groups.encode_response(version, res[0], [(g, t) for g, t in res[1] if g in allowed])
+
+        return encode_after(coordinator.list_groups(), visible)
 
     def handle_describe_groups(self, request: RequestContext, r: Reader) -> Result:
         version = request.api_version
@@ -144,8 +200,21 @@ class GroupApis:
         if coordinator is None:
             return describe_groups.encode_response(version, [describe_groups.DescribedGroup(
                 ErrorCode.COORDINATOR_NOT_AVAILABLE, g) for g in req.groups])
-        return encode_after(coordinator.describe_groups(req.groups),
-                             lambda res: describe_groups.encode_response(version, res))
+        denied = {g for g in req.groups if self._group_denied(request, g, AclOperation.DESCRIBE)}
+        if not denied:
+            return encode_after(coordinator.describe_groups(req.groups),
+                                lambda res: describe_groups.encode_response(version, res))
+        refused = {g: describe_groups.DescribedGroup(ErrorCode.GROUP_AUTHORIZATION_FAILED, g) for g in denied}
+        allowed = [g for g in req.groups if g not in denied]
+        if not allowed:
+            return describe_groups.encode_response(version, [refused[g] for g in req.groups])
+
+        def merged(res: list[describe_groups.DescribedGroup]) -> bytes:
+            found = iter(res)
+            return describe_groups.encode_response(version, [refused[g] if g in refused else next(found)
+                                                             for g in req.groups])
+
+        return encode_after(coordinator.describe_groups(allowed), merged)
 
     def handle_delete_groups(self, request: RequestContext, r: Reader) -> Result:
         version = request.api_version
@@ -153,7 +222,13 @@ class GroupApis:
         coordinator = self._coordinator()
         if coordinator is None:
             return delete_groups.encode_response(version, [(g, ErrorCode.COORDINATOR_NOT_AVAILABLE) for g in names])
-        return encode_after(coordinator.delete_groups(names), lambda res: delete_groups.encode_response(version, res))
+        refused = [(g, ErrorCode.GROUP_AUTHORIZATION_FAILED) for g in names
+                   if self._group_denied(request, g, AclOperation.DELETE)]
+        allowed = [g for g in names if (g, ErrorCode.GROUP_AUTHORIZATION_FAILED) not in refused]
+        if not allowed:
+            return delete_groups.encode_response(version, refused)
+        return encode_after(coordinator.delete_groups(allowed),
+                            lambda res: delete_groups.encode_response(version, list(res) + refused))
 
     def _coordinator(self) -> GroupCoordinator | None:
         return self._group_coordinator

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 from concurrent.futures import Executor
 
+from ferry.broker.server.acl_apis import AclApis
 from ferry.broker.server.admin_apis import AdminApis
+from ferry.broker.server.authorizer import Authorizer
 from ferry.broker.server.broker_config import BrokerConfig
 from ferry.broker.server.config_apis import ConfigApis
 from ferry.broker.server.fetch_apis import FetchApis
@@ -48,19 +50,23 @@ class KafkaApis:
                  registry: ClusterRegistry, producer_ids: ProducerIdManager, purgatory: FetchPurgatory,
                  flusher: LogFlusher, executor: Executor | None = None,
                  group_coordinator: GroupCoordinator | None = None,
-                 transaction_coordinator: TransactionCoordinator | None = None) -> None:
+                 transaction_coordinator: TransactionCoordinator | None = None,
+                 authorizer: Authorizer | None = None) -> None:
         self.request_metrics = RequestMetrics()  # counted by Connection._dispatch, read at scrape time
-        self.produce = ProduceApis(replicas, flusher)  # the connection takes the common Produce here directly
+        # ACLs (docs/acls.md): every handler family asks this one authorizer; without one it allows all at once
+        authz = self.authorizer = authorizer if authorizer is not None else Authorizer()
+        self.produce = ProduceApis(replicas, flusher, authz)  # the connection takes the common Produce here directly
         self.request_metrics.produce_bytes = self.produce.topic_bytes
-        fetch = FetchApis(replicas, purgatory, config.fetch_wait_max_ms, self.request_metrics.fetch_bytes)
-        admin = AdminApis(config, metadata_cache, registry, executor)
-        meta = MetadataApis(config, metadata_cache, admin)
-        topics = TopicAdminApis(config, metadata_cache, registry, replicas, executor)
-        configs = ConfigApis(config, registry, executor)
-        replication = ReplicationApis(replicas)
+        fetch = FetchApis(replicas, purgatory, config.fetch_wait_max_ms, self.request_metrics.fetch_bytes, authz)
+        admin = AdminApis(config, metadata_cache, registry, executor, authz)
+        meta = MetadataApis(config, metadata_cache, admin, authz)
+        topics = TopicAdminApis(config, metadata_cache, registry, replicas, executor, authz)
+        configs = ConfigApis(config, registry, executor, authz)
+        replication = ReplicationApis(replicas, authz)
         txn = TransactionApis(transaction_coordinator, group_coordinator, producer_ids, metadata_cache, registry,
-                              executor)
-        groups = GroupApis(group_coordinator, txn)
+                              executor, authz)
+        groups = GroupApis(group_coordinator, txn, authz)
+        acls = AclApis(authz, lambda: registry.client, executor)
         self._handlers: dict[int, Handler] = {
             ApiKey.PRODUCE: self.produce.handle_produce,
             ApiKey.FETCH: fetch.handle_fetch,
@@ -95,6 +101,10 @@ class KafkaApis:
             ApiKey.END_TXN: txn.handle_end_txn,
             ApiKey.WRITE_TXN_MARKERS: txn.handle_write_txn_markers,
             ApiKey.TXN_OFFSET_COMMIT: txn.handle_txn_offset_commit,
+            # ACLs
+            ApiKey.DESCRIBE_ACLS: acls.handle_describe_acls,
+            ApiKey.CREATE_ACLS: acls.handle_create_acls,
+            ApiKey.DELETE_ACLS: acls.handle_delete_acls,
         }
 
     def handle(self, frame: bytes | bytearray, fast: bool = True, session: Session | None = None

@@ -14,6 +14,7 @@ import socket
 from concurrent.futures import ThreadPoolExecutor
 
 from ferry.broker.log.log_manager import LogManager
+from ferry.broker.server.authorizer import Authorizer
 from ferry.broker.server.broker_config import BrokerConfig
 from ferry.broker.server.broker_metrics import BrokerCollector, serve
 from ferry.broker.server.controller import KafkaController
@@ -30,6 +31,7 @@ from ferry.broker.server.socket_server import SocketServer, bind_listener
 from ferry.broker.server.topic_deletion import TopicDeletion
 from ferry.broker.server.transaction_coordinator import TransactionCoordinator, TxnSettings
 from ferry.broker.server.transaction_markers import TxnMarkerWriter
+from ferry.zk.acl_store import AclCache
 from ferry.zk.cluster_registry import ClusterRegistry
 from ferry.zk.errors import TopicExistsError
 from ferry.zk.partition_state_watcher import PartitionStateWatcher
@@ -57,6 +59,7 @@ class KafkaServer:
         self.config = config
         self.log_manager: LogManager | None = None
         self.registry: ClusterRegistry | None = None
+        self.acl_cache: AclCache | None = None
         self.socket_server: SocketServer | None = None
         self.replicas: ReplicaManager | None = None
         self.registered = False  # /brokers/ids/<id> is ours: only then may a shutdown act as this id
@@ -160,7 +163,7 @@ class KafkaServer:
             TxnSettings(cfg.transaction_max_timeout_ms, cfg.transaction_abort_timed_out_transaction_cleanup_interval_ms))
         self.transactions.start(loop)
         apis = KafkaApis(cfg, metadata, replicas, self.registry, producer_ids, purgatory, flusher, self._executor,
-                         self.groups, self.transactions)
+                         self.groups, self.transactions, await self._authorizer())
         self.socket_server = SocketServer(cfg.listen_host, cfg.listen_port, apis, cfg.max_request_bytes,
                                           max_idle_ms=cfg.connections_max_idle_ms,
                                           queued_max_request_bytes=cfg.queued_max_request_bytes,
@@ -186,6 +189,19 @@ class KafkaServer:
                                                     offline_log_dirs=lambda: self.log_manager.offline_log_dirs,
                                                     requests=apis.request_metrics), cfg.metrics_host)
             log.info("metrics on %s:%d/metrics", cfg.metrics_host, cfg.metrics_port)
+
+    async def _authorizer(self) -> Authorizer:
+        """ACLs (docs/acls.md): with authorizer.class.name set, every ACL is read before serving and followed
+        through ZooKeeper's change notifications; without it, an authorizer that allows everything at once."""
+        cfg = self.config
+        if not cfg.authorizer_enabled:
+            return Authorizer()
+        self.acl_cache = AclCache(lambda: self.registry.client)
+        await asyncio.get_running_loop().run_in_executor(self._executor, self.acl_cache.start)
+        log.info("authorizer on (%s): %d ACL binding(s), super users %s, allow.everyone.if.no.acl.found=%s",
+                 cfg.authorizer_class_name, sum(map(len, self.acl_cache.snapshot.acls.values())),
+                 ";".join(cfg.super_users) or "(none)", str(cfg.allow_everyone_if_no_acl_found).lower())
+        return Authorizer(self.acl_cache, cfg.super_users, cfg.allow_everyone_if_no_acl_found)
 
     def _ensure_audit_topic(self) -> None:
         """Create the pipeline's `_audit` topic if no broker has yet, so audit counts have somewhere to go
@@ -244,6 +260,8 @@ class KafkaServer:
             await self.transactions.stop()
         if self.log_dir_failures is not None:
             await self.log_dir_failures.stop()
+        if self.acl_cache is not None:
+            self.acl_cache.stop()
         if self.fetchers is not None:
             await self.fetchers.shutdown()
         if self.replicas is not None:

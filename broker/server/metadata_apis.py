@@ -8,11 +8,13 @@ INVALID_TOPIC_EXCEPTION when the registry refused its name.
 from __future__ import annotations
 
 from ferry.broker.server.admin_apis import AdminApis
+from ferry.broker.server.authorizer import Authorizer
 from ferry.broker.server.broker_config import BrokerConfig
 from ferry.broker.server.metadata_cache import MetadataCache
 from ferry.broker.server.request_context import RequestContext
 from ferry.broker.server.request_result import Result
 from ferry.wire.protocol import metadata
+from ferry.wire.protocol.acl_types import AclOperation, ResourceType
 from ferry.wire.protocol.errors import ErrorCode
 from ferry.wire.protocol.primitives import Reader
 from ferry.zk.topic_name import validate_topic_name
@@ -21,7 +23,9 @@ from ferry.zk.topic_name import validate_topic_name
 class MetadataApis:
     """Metadata (key 3)."""
 
-    def __init__(self, config: BrokerConfig, metadata_cache: MetadataCache, admin: AdminApis) -> None:
+    def __init__(self, config: BrokerConfig, metadata_cache: MetadataCache, admin: AdminApis,
+                 authorizer: Authorizer | None = None) -> None:
+        self._authz = authorizer if authorizer is not None else Authorizer()
         self._auto_create = config.auto_create_topics  # auto.create.topics.enable
         self._metadata = metadata_cache
         self._admin = admin  # creates the missing topics
@@ -32,24 +36,48 @@ class MetadataApis:
         version = request.api_version
         req = metadata.parse_request(r, version)
         cache_topics = self._metadata.topics
-        missing = [] if req.topics is None else [t for t in req.topics if t not in cache_topics]
+        denied: frozenset[str] | set[str] = frozenset()
+        names = req.topics
+        if self._authz.enabled:
+            names, denied = self._visible(request, names)
+        missing = [] if names is None else [t for t in names if t not in cache_topics and t not in denied]
         if missing and self._auto_create and req.allow_auto_topic_creation:
-            return self._metadata_after_create(version, req, missing)
-        return self._metadata_body(version, req.topics)
+            if self._authz.enabled:
+                creatable = set(self._admin.creatable(request, missing))
+                denied = set(denied) | (set(missing) - creatable)
+                missing = [t for t in missing if t in creatable]
+            if missing:
+                return self._metadata_after_create(version, names, missing, denied)
+        return self._metadata_body(version, names, denied=denied)
 
-    async def _metadata_after_create(self, version: int, req: metadata.MetadataRequest,
-                                     missing: list[str]) -> bytes:
+    def _visible(self, request: RequestContext, names: list[str] | None) -> tuple[list[str], set[str]]:
+        """Every topic asked for: the ones the principal may not Describe are answered TOPIC_AUTHORIZATION_FAILED;
+        all topics asked for: only the describable ones are listed (the rest are hidden)."""
+        authz = self._authz
+        if names is None:
+            return authz.allowed_names(request, AclOperation.DESCRIBE, ResourceType.TOPIC, sorted(self._metadata.topics)), set()
+        allowed = set(authz.allowed_names(request, AclOperation.DESCRIBE, ResourceType.TOPIC, names))
+        denied = {n for n in names if n not in allowed}
+        for n in denied:
+            authz.authorize(request, AclOperation.DESCRIBE, ResourceType.TOPIC, n)  # logs the denial
+        return names, denied
+
+    async def _metadata_after_create(self, version: int, names: list[str] | None, missing: list[str],
+                                     denied: frozenset[str] | set[str]) -> bytes:
         await self._admin.auto_create(missing)
-        return self._metadata_body(version, req.topics, created=set(missing))
+        return self._metadata_body(version, names, created=set(missing), denied=denied)
 
-    def _metadata_body(self, version: int, names: list[str] | None, created: set[str] | frozenset = frozenset()
-                       ) -> bytes:
+    def _metadata_body(self, version: int, names: list[str] | None, created: set[str] | frozenset = frozenset(),
+                       denied: frozenset[str] | set[str] = frozenset()) -> bytes:
         live = self._metadata.brokers
         topics = self._metadata.topics
         brokers = [metadata.BrokerMetadata(b.id, b.host, b.port, b.datacenter or None)
                    for b in sorted(live.values(), key=lambda b: b.id)]
         out: list[metadata.TopicMetadata] = []
         for name in (sorted(topics) if names is None else names):
+            if name in denied:
+                out.append(metadata.TopicMetadata(ErrorCode.TOPIC_AUTHORIZATION_FAILED, name, []))
+                continue
             info = topics.get(name)
             if info is None:
                 code = ErrorCode.LEADER_NOT_AVAILABLE if name in created else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION

@@ -11,17 +11,20 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
+from typing import Protocol
 
+from ferry.broker.server.authorizer import Authorizer
 from ferry.broker.server.log_flusher import LogFlusher
 from ferry.broker.server.partition import Partition
 from ferry.broker.server.produce_fast_path import ProduceFastPath
-from ferry.broker.server.produce_parse import FIRST_VERSION, LAST_VERSION
+from ferry.broker.server.produce_parse import FIRST_VERSION, LAST_VERSION, Parsed
 from ferry.broker.server.produce_rules import ack_mode, produce_target
 from ferry.broker.server.replica_manager import ReplicaManager
-from ferry.broker.server.request_context import RequestContext
+from ferry.broker.server.request_context import RequestContext, Session
 from ferry.broker.server.request_result import CloseConnection, Result
 from ferry.wire.protocol import produce
+from ferry.wire.protocol.acl_types import AclOperation, ResourceType
 from ferry.wire.protocol.api_keys import ApiKey, is_served
 from ferry.wire.protocol.errors import ErrorCode, error_code_of
 from ferry.wire.protocol.primitives import Reader
@@ -29,24 +32,54 @@ from ferry.wire.record.record_batch import TRANSACTIONAL_MASK
 
 log = logging.getLogger(__name__)
 
+class HasSession(Protocol):
+    """A connection: who sent its requests."""
+
+    session: Session
+
+
 PartitionResults = list[tuple[str, list[produce.PartitionProduceResult]]]
 
 
 class ProduceApis:
     """Produce (key 0): the fast path first, the general path for the rest."""
 
-    def __init__(self, replicas: ReplicaManager, flusher: LogFlusher) -> None:
+    def __init__(self, replicas: ReplicaManager, flusher: LogFlusher, authorizer: Authorizer | None = None) -> None:
         self._replicas = replicas
         self._flusher = flusher
+        self._authz = authorizer if authorizer is not None else Authorizer()
         self.fast = ProduceFastPath(replicas, flusher)
         self.topic_bytes = self.fast.topic_bytes  # record bytes appended per topic, by either path (metrics)
-        # the connection calls these per request: the whole framed answer, or None (then handle_produce)
-        self.handle_framed = self.fast.handle_framed
-        self.handle_run = self.fast.handle_run
+        # per request, for callers without a connection: the whole framed answer, or None (then handle_produce).
+        # Not knowing who sent a frame, they decline every Produce when an authorizer is on.
+        self.handle_framed = self.fast.handle_framed if not self._authz.enabled else _decline
+        self.handle_run = self.fast.handle_run if not self._authz.enabled else _decline_run
+
+    def fast_path_for(self, conn: HasSession) -> tuple[Callable[..., bytes | Awaitable[bytes] | None],
+                                                       Callable[[list], list]]:
+        """The fast path's (handle_framed, handle_run) for one connection: as they are without an authorizer
+        (nothing added per request); with one, checking Write on the topic for the connection's principal
+        (read at each request: an authentication may change it). A denied request goes to the general path,
+        which answers TOPIC_AUTHORIZATION_FAILED and logs the denial."""
+        fast = self.fast
+        if not self._authz.enabled:
+            return fast.handle_framed, fast.handle_run
+        authorize = self._authz.authorize_session
+
+        def allowed(topic: str) -> bool:
+            return authorize(conn.session, AclOperation.WRITE, ResourceType.TOPIC, topic)
+
+        def handle_framed(frame: bytes | bytearray, parsed: Parsed | None = None) -> bytes | Awaitable[bytes] | None:
+            return fast.handle_framed(frame, parsed, allowed)
+
+        def handle_run(frames: list) -> list:
+            return fast.handle_run(frames, allowed)
+
+        return handle_framed, handle_run
 
     def handle_fast(self, frame: bytes | bytearray, version: int) -> bytes | Awaitable[bytes] | None:
         """The fast path's answer body for ``frame`` (a Produce of ``version``), or None: use handle_produce."""
-        if FIRST_VERSION <= version <= LAST_VERSION:
+        if FIRST_VERSION <= version <= LAST_VERSION and not self._authz.enabled:  # with one: fast_path_for
             return self.fast.handle(frame, version)
         return None
 
@@ -60,12 +93,22 @@ class ProduceApis:
         to_flush: list[tuple[Partition, int, produce.PartitionProduceResult]] = []
         failed = False
         replicas = self._replicas
+        authz = self._authz
+        denied_all = authz.enabled and req.transactional_id is not None and not authz.authorize(
+            request, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, req.transactional_id)
         for topic, partitions in req.topics:
             tres = []
+            denied = 0
+            if denied_all:
+                denied = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+            elif authz.enabled and not authz.authorize(request, AclOperation.WRITE, ResourceType.TOPIC, topic):
+                denied = ErrorCode.TOPIC_AUTHORIZATION_FAILED
             for partition, records in partitions:
                 res = produce.PartitionProduceResult(partition)
                 tres.append(res)
-                if not served:
+                if denied:
+                    res.error_code = denied
+                elif not served:
                     res.error_code = ErrorCode.UNSUPPORTED_VERSION
                     res.error_message = "Produce v0-2 (message format v0/v1) is not supported; use v3+"
                 else:
@@ -122,6 +165,14 @@ class ProduceApis:
                 res.error_code = code
                 res.error_message = message
         return produce.encode_response(version, results)
+
+
+def _decline(frame: bytes | bytearray, parsed: object = None) -> None:
+    return None
+
+
+def _decline_run(frames: list) -> list:
+    return []
 
 
 def _describe_errors(results: PartitionResults) -> str:

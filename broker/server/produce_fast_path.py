@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import logging
 import struct
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 
 from ferry.broker.server.log_flusher import LogFlusher
 from ferry.broker.server.partition import Partition
@@ -48,15 +48,16 @@ class ProduceFastPath:
             return out
         return out[8:]
 
-    def handle_framed(self, frame: bytes | bytearray, parsed: Parsed | None = None
-                      ) -> bytes | Awaitable[bytes] | None:
+    def handle_framed(self, frame: bytes | bytearray, parsed: Parsed | None = None,
+                      allowed: Callable[[str], bool] | None = None) -> bytes | Awaitable[bytes] | None:
         """The whole answer as it goes on the wire (size prefix and correlation id included: one `pack`, no
         copies), or a coroutine producing the answer's body for acks=-1, or None: use the general path.
         ``frame`` is a request of any API key and version (the caller checked neither). The request is read
         and its one batch checked by produce_parse.parse (native when built); the batch is then written
         straight from ``frame`` (Log.append_batch). Records that are not one valid batch go to the log's
         general append, which refuses them with the precise error (and this path then declines). ``parsed``:
-        what produce_parse.parse gave for ``frame`` already."""
+        what produce_parse.parse gave for ``frame`` already. ``allowed``: with an authorizer, whether the sender may
+        Write the topic (if not, the general path answers TOPIC_AUTHORIZATION_FAILED and logs the denial)."""
         p = parse(frame) if parsed is None else parsed
         if p is None:
             return None
@@ -70,6 +71,8 @@ class ProduceFastPath:
             if route is None:
                 return None
         topic, packer, size, head, tail = route
+        if allowed is not None and not allowed(topic):
+            return None
         part, code, _message = produce_target(self._replicas, topic, partition, mode, len(frame) - pos)
         if code:
             return None  # the general path answers with the error
@@ -90,30 +93,32 @@ class ProduceFastPath:
             return self._after_ack(part, info[1] + 1, out[8:], version, topic, partition, timeout_ms)
         return out
 
-    def handle_run(self, frames: list) -> list:
+    def handle_run(self, frames: list, allowed: Callable[[str], bool] | None = None) -> list:
         """handle_framed of consecutive requests of one connection, in order, for as long as none is declined:
         the answers of the first of ``frames`` (the caller sends the next one, if any, to the general path).
         Requests in a row for one partition, each one batch with acks=1 and no producer id, are appended with
-        one write (Log.append_batches): a pipelining producer's burst costs one pwritev."""
+        one write (Log.append_batches): a pipelining producer's burst costs one pwritev. ``allowed``: as
+        handle_framed's."""
         out: list = []
         i, n, single_until = 0, len(frames), 0
         while i < n:
             p = parse(frames[i])
             if i >= single_until and _groupable(p):
-                j, part, group = self._group(frames, i, p)
+                j, part, group = self._group(frames, i, p, allowed)
                 if j - i >= 2:
                     if self._append_group(part, group, out):
                         i = j
                         continue
                     single_until = j  # they go one by one (a roll, a limit, a failure: append_batch decides)
-            r = self.handle_framed(frames[i], p)
+            r = self.handle_framed(frames[i], p, allowed)
             if r is None:
                 return out
             out.append(r)
             i += 1
         return out
 
-    def _group(self, frames: list, i: int, p: Parsed) -> tuple[int, Partition | None, list]:
+    def _group(self, frames: list, i: int, p: Parsed, allowed: Callable[[str], bool] | None = None
+               ) -> tuple[int, Partition | None, list]:
         """How far from ``i`` the requests go to one led partition with one batch, acks=1, no producer id: (the
         end, the partition, [(frame, parsed, route)]). The first request's partition is accepted by
         produce_target; the others only need to go to that same partition (nothing changed it meanwhile)."""
@@ -126,6 +131,8 @@ class ProduceFastPath:
             if route is None:
                 break
             if part is None:
+                if allowed is not None and not allowed(route[0]):
+                    break  # one partition: the others of the group are of the same topic
                 part, code, _message = produce_target(self._replicas, route[0], p[5], LEADER, len(frames[i]) - p[6])
                 if code:
                     break

@@ -9,8 +9,10 @@ import time
 
 
 class RateLimitedLog:
-    def __init__(self, logger: logging.Logger, per_interval: int = 20, interval_s: float = 10.0) -> None:
+    def __init__(self, logger: logging.Logger, per_interval: int = 20, interval_s: float = 10.0,
+                 what: str = "bad requests or connections") -> None:
         self.logger = logger
+        self.what = what  # what the lines are about (the summary line names it)
         self.per_interval = per_interval
         self.interval_s = interval_s
         self._window_start = -1e18
@@ -22,8 +24,8 @@ class RateLimitedLog:
         now = time.monotonic()
         if now - self._window_start >= self.interval_s:
             if self.suppressed:
-                self.logger.warning("%d more lines about bad requests or connections left out in the last %.0f s",
-                                    self.suppressed, self.interval_s)
+                self.logger.warning("%d more lines about %s left out in the last %.0f s",
+                                    self.suppressed, self.what, self.interval_s)
             self._window_start = now
             self._in_window = 0
             self.suppressed = 0

@@ -18,12 +18,14 @@ from collections.abc import Callable
 from concurrent.futures import Executor
 
 from ferry.broker.log.log_start import delete_records_before
+from ferry.broker.server.authorizer import Authorizer
 from ferry.broker.server.broker_config import BrokerConfig
 from ferry.broker.server.metadata_cache import MetadataCache
 from ferry.broker.server.replica_manager import ReplicaManager
 from ferry.broker.server.request_context import RequestContext
 from ferry.broker.server.request_result import Result
 from ferry.wire.protocol import create_partitions, delete_records, delete_topics, describe_log_dirs
+from ferry.wire.protocol.acl_types import AclOperation, ResourceType
 from ferry.wire.protocol.errors import ErrorCode, error_code_of
 from ferry.wire.protocol.primitives import Reader
 from ferry.zk.cluster_registry import ClusterRegistry
@@ -38,7 +40,8 @@ class TopicAdminApis:
     """DeleteTopics / CreatePartitions / DeleteRecords / DescribeLogDirs: changes to existing topics."""
 
     def __init__(self, config: BrokerConfig, metadata_cache: MetadataCache, registry: ClusterRegistry,
-                 replicas: ReplicaManager, executor: Executor | None) -> None:
+                 replicas: ReplicaManager, executor: Executor | None, authorizer: Authorizer | None = None) -> None:
+        self._authz = authorizer if authorizer is not None else Authorizer()
         self._config = config
         self._metadata = metadata_cache
         self._registry = registry
@@ -48,13 +51,24 @@ class TopicAdminApis:
     # ------------------------------------------------------------------ DeleteTopics
     def handle_delete_topics(self, request: RequestContext, r: Reader) -> Result:
         req = delete_topics.parse_request(r, request.api_version)
-        return self._delete_topics(request.api_version, req)
+        denied = self._denied(request, AclOperation.DELETE, req.topics)
+        return self._delete_topics(request.api_version, req, denied)
 
-    async def _delete_topics(self, version: int, req: delete_topics.DeleteTopicsRequest) -> bytes:
+    def _denied(self, request: RequestContext, op: AclOperation, topics: list[str]) -> set[str]:
+        """The topics the principal may not ``op`` (answered TOPIC_AUTHORIZATION_FAILED)."""
+        authz = self._authz
+        if not authz.enabled:
+            return set()
+        return {t for t in dict.fromkeys(topics) if not authz.authorize(request, op, ResourceType.TOPIC, t)}
+
+    async def _delete_topics(self, version: int, req: delete_topics.DeleteTopicsRequest, denied: set[str]) -> bytes:
         loop = asyncio.get_running_loop()
         results: list[tuple[str, int]] = []
         deleted: list[str] = []
         for name in dict.fromkeys(req.topics):
+            if name in denied:
+                results.append((name, ErrorCode.TOPIC_AUTHORIZATION_FAILED))
+                continue
             try:
                 await loop.run_in_executor(self._executor, self._registry.delete_topic, name)
             except UnknownTopicError:
@@ -85,13 +99,18 @@ class TopicAdminApis:
     # ------------------------------------------------------------------ CreatePartitions
     def handle_create_partitions(self, request: RequestContext, r: Reader) -> Result:
         req = create_partitions.parse_request(r, request.api_version)
-        return self._create_partitions(request.api_version, req)
+        denied = self._denied(request, AclOperation.ALTER, [t.name for t in req.topics])
+        return self._create_partitions(request.api_version, req, denied)
 
-    async def _create_partitions(self, version: int, req: create_partitions.CreatePartitionsRequest) -> bytes:
+    async def _create_partitions(self, version: int, req: create_partitions.CreatePartitionsRequest,
+                                 denied: set[str]) -> bytes:
         loop = asyncio.get_running_loop()
         results: list[tuple[str, int, str | None]] = []
         grown: dict[str, int] = {}
         for t in req.topics:
+            if t.name in denied:
+                results.append((t.name, ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Alter on the topic is needed"))
+                continue
             info = self._metadata.topics.get(t.name)
             if t.assignments is not None:
                 results.append((t.name, ErrorCode.INVALID_REQUEST, "explicit replica assignments are not supported"
@@ -134,14 +153,18 @@ class TopicAdminApis:
     # ------------------------------------------------------------------ DeleteRecords
     def handle_delete_records(self, request: RequestContext, r: Reader) -> Result:
         req = delete_records.parse_request(r, request.api_version)
-        return self._delete_records(request.api_version, req)
+        denied = self._denied(request, AclOperation.DELETE, [t for t, _ in req.topics])
+        return self._delete_records(request.api_version, req, denied)
 
-    async def _delete_records(self, version: int, req: delete_records.DeleteRecordsRequest) -> bytes:
+    async def _delete_records(self, version: int, req: delete_records.DeleteRecordsRequest, denied: set[str]) -> bytes:
         loop = asyncio.get_running_loop()
         out = []
         for topic, parts in req.topics:
             rows = []
             for partition, offset in parts:
+                if topic in denied:
+                    rows.append((partition, -1, ErrorCode.TOPIC_AUTHORIZATION_FAILED))
+                    continue
                 lg, code = self._replicas.leader_log(topic, partition)
                 if code:
                     rows.append((partition, -1, code))
@@ -166,6 +189,8 @@ class TopicAdminApis:
     def handle_describe_log_dirs(self, request: RequestContext, r: Reader) -> Result:
         version = request.api_version
         wanted = describe_log_dirs.parse_request(r, version)
+        if self._authz.enabled and not self._authz.authorize_cluster(request, AclOperation.DESCRIBE):
+            return describe_log_dirs.encode_response(version, [])  # as Kafka: v0-1 have no error field, answer none
         manager = self._replicas.log_manager
         select = None if wanted is None else {(t, p) for t, parts in wanted for p in parts}
         by_topic: dict[str, list[tuple[int, int, int]]] = {}

@@ -13,6 +13,7 @@ import asyncio
 import logging
 from concurrent.futures import Executor
 
+from ferry.broker.server.authorizer import Authorizer
 from ferry.broker.server.group_coordinator import GroupCoordinator
 from ferry.broker.server.metadata_cache import MetadataCache
 from ferry.broker.server.producer_id_manager import ProducerIdManager
@@ -29,6 +30,7 @@ from ferry.wire.protocol import (
     txn_offset_commit,
     write_txn_markers,
 )
+from ferry.wire.protocol.acl_types import AclOperation, ResourceType
 from ferry.wire.protocol.errors import ErrorCode
 from ferry.wire.protocol.primitives import Reader
 from ferry.zk.cluster_registry import ClusterRegistry
@@ -44,7 +46,9 @@ class TransactionApis:
 
     def __init__(self, transaction_coordinator: TransactionCoordinator | None,
                  group_coordinator: GroupCoordinator | None, producer_ids: ProducerIdManager,
-                 metadata_cache: MetadataCache, registry: ClusterRegistry, executor: Executor | None) -> None:
+                 metadata_cache: MetadataCache, registry: ClusterRegistry, executor: Executor | None,
+                 authorizer: Authorizer | None = None) -> None:
+        self._authz = authorizer if authorizer is not None else Authorizer()
         self._transaction_coordinator = transaction_coordinator
         self._group_coordinator = group_coordinator
         self._producer_ids = producer_ids
@@ -66,12 +70,32 @@ class TransactionApis:
         version = request.api_version
         req = init_producer_id.parse_request(r, version)
         if req.transactional_id is None:
+            if self._authz.enabled and not self._may_be_idempotent(request):
+                return init_producer_id.encode_response(version, ErrorCode.CLUSTER_AUTHORIZATION_FAILED, -1, -1)
             return self._init_producer_id(version)  # idempotent only
+        if self._txn_denied(request, req.transactional_id):
+            return init_producer_id.encode_response(version, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, -1, -1)
         tc = self._transaction_coordinator
         if tc is None:
             return init_producer_id.encode_response(version, ErrorCode.COORDINATOR_NOT_AVAILABLE, -1, -1)
         return encode_after(tc.init_producer_id(req.transactional_id, req.transaction_timeout_ms),
                       lambda res: init_producer_id.encode_response(version, *res))
+
+    def _may_be_idempotent(self, request: RequestContext) -> bool:
+        """IdempotentWrite on the cluster, or Write on some topic (KIP-679: what an idempotent producer needs)."""
+        authz = self._authz
+        return (authz.authorize_cluster(request, AclOperation.IDEMPOTENT_WRITE, log_denial=False)
+                or authz.allowed_on_some(request, AclOperation.WRITE, ResourceType.TOPIC)
+                or authz.authorize_cluster(request, AclOperation.IDEMPOTENT_WRITE))  # logs the denial
+
+    def _txn_denied(self, request: RequestContext, txn_id: str) -> bool:
+        """Whether the principal may not Write the transactional id (TRANSACTIONAL_ID_AUTHORIZATION_FAILED)."""
+        authz = self._authz
+        return authz.enabled and not authz.authorize(request, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, txn_id)
+
+    def _topic_denied(self, request: RequestContext, topic: str, op: AclOperation) -> bool:
+        authz = self._authz
+        return authz.enabled and not authz.authorize(request, op, ResourceType.TOPIC, topic)
 
     # ------------------------------------------------------------------ AddPartitionsToTxn / AddOffsetsToTxn
     def handle_add_partitions_to_txn(self, request: RequestContext, r: Reader) -> Result:
@@ -86,6 +110,12 @@ class TransactionApis:
 
         if tc is None:
             return encode(dict.fromkeys(tps, ErrorCode.COORDINATOR_NOT_AVAILABLE))
+        if self._txn_denied(request, req.transactional_id):
+            return encode(dict.fromkeys(tps, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED))
+        denied = {t for t, _ in req.topics if self._topic_denied(request, t, AclOperation.WRITE)}
+        if denied:  # as Kafka: the topics refused, the others not attempted
+            return encode({(t, p): ErrorCode.TOPIC_AUTHORIZATION_FAILED if t in denied else
+                           ErrorCode.OPERATION_NOT_ATTEMPTED for t, p in tps})
         return encode_after(tc.add_partitions(req.transactional_id, req.producer_id, req.producer_epoch, tps, version),
                       encode)
 
@@ -95,6 +125,11 @@ class TransactionApis:
         tc = self._transaction_coordinator
         if tc is None:
             return add_offsets_to_txn.encode_response(version, ErrorCode.COORDINATOR_NOT_AVAILABLE)
+        if self._txn_denied(request, req.transactional_id):
+            return add_offsets_to_txn.encode_response(version, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+        if self._authz.enabled and not self._authz.authorize(request, AclOperation.READ, ResourceType.GROUP,
+                                                             req.group_id):
+            return add_offsets_to_txn.encode_response(version, ErrorCode.GROUP_AUTHORIZATION_FAILED)
         return encode_after(tc.add_offsets(req.transactional_id, req.producer_id, req.producer_epoch, req.group_id,
                                      version), lambda code: add_offsets_to_txn.encode_response(version, code))
 
@@ -105,6 +140,8 @@ class TransactionApis:
         tc = self._transaction_coordinator
         if tc is None:
             return end_txn.encode_response(version, ErrorCode.COORDINATOR_NOT_AVAILABLE)
+        if self._txn_denied(request, req.transactional_id):
+            return end_txn.encode_response(version, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
         return encode_after(tc.end_txn(req.transactional_id, req.producer_id, req.producer_epoch, req.committed, version),
                       lambda code: end_txn.encode_response(version, code))
 
@@ -112,6 +149,10 @@ class TransactionApis:
         version = request.api_version
         markers = write_txn_markers.parse_request(r, version)
         tc = self._transaction_coordinator
+        if self._authz.enabled and not self._authz.authorize_cluster(request, AclOperation.CLUSTER_ACTION):
+            code = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+            return write_txn_markers.encode_response(version, [
+                (m.producer_id, [(t, [(p, code) for p in ps]) for t, ps in m.topics]) for m in markers])
         return self._write_markers(version, markers, tc)
 
     async def _write_markers(self, version: int, markers: list, tc: TransactionCoordinator | None) -> bytes:
@@ -130,6 +171,20 @@ class TransactionApis:
     def handle_txn_offset_commit(self, request: RequestContext, r: Reader) -> Result:
         version = request.api_version
         req = txn_offset_commit.parse_request(r, version)
+        refused = 0
+        denied_topics: set[str] = set()
+        if self._txn_denied(request, req.transactional_id):
+            refused = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+        elif self._authz.enabled and not self._authz.authorize(request, AclOperation.READ, ResourceType.GROUP,
+                                                               req.group_id):
+            refused = ErrorCode.GROUP_AUTHORIZATION_FAILED
+        else:
+            denied_topics = {t for t, _ in req.topics if self._topic_denied(request, t, AclOperation.READ)}
+        if refused or denied_topics:
+            return txn_offset_commit.encode_response(version, [
+                (t, [(p.partition, refused or (ErrorCode.TOPIC_AUTHORIZATION_FAILED if t in denied_topics else
+                                               ErrorCode.OPERATION_NOT_ATTEMPTED)) for p in ps])
+                for t, ps in req.topics])
         return self._txn_offset_commit(version, req)
 
     async def _txn_offset_commit(self, version: int, req: txn_offset_commit.TxnOffsetCommitRequest) -> bytes:

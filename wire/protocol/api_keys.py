@@ -35,6 +35,9 @@ class ApiKey(IntEnum):
     END_TXN = 26
     WRITE_TXN_MARKERS = 27  # coordinator -> partition leader
     TXN_OFFSET_COMMIT = 28
+    DESCRIBE_ACLS = 29  # ACLs (docs/acls.md)
+    CREATE_ACLS = 30
+    DELETE_ACLS = 31
     DESCRIBE_CONFIGS = 32
     ALTER_CONFIGS = 33
     DESCRIBE_LOG_DIRS = 35
@@ -78,6 +81,10 @@ ADVERTISED: dict[int, tuple[int, int]] = {
     ApiKey.END_TXN: (0, 2),
     ApiKey.WRITE_TXN_MARKERS: (0, 0),
     ApiKey.TXN_OFFSET_COMMIT: (0, 2),
+    # ACLs (docs/acls.md): every non-flexible version (v1: prefixed patterns)
+    ApiKey.DESCRIBE_ACLS: (0, 1),
+    ApiKey.CREATE_ACLS: (0, 1),
+    ApiKey.DELETE_ACLS: (0, 1),
 }
 
 # Versions actually served; an advertised version outside this range is answered with UNSUPPORTED_VERSION.
