@@ -37,7 +37,8 @@ import time
 import uuid
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+# the checkout after everything installed: an installed ferry (bench/on_wheel.py's fresh venv) stays the one imported
+sys.path.append(str(Path(__file__).resolve().parent.parent))
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 
 HOUR_MS = 3_600_000

@@ -35,7 +35,8 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-sys.path.insert(0, str(HERE.parent))
+if str(HERE.parent) not in sys.path:  # after site-packages: an installed ferry (bench/on_wheel.py) stays the one
+    sys.path.append(str(HERE.parent))
 
 from common import MESSAGE_SIZE, machine, payloads  # noqa: E402
 

@@ -17,16 +17,10 @@ import sys
 from pathlib import Path
 
 from ferry.wire import native
+from ferry.wire.release import ferry_version
 
 JAVA_LIBS = Path("/usr/share/java")
 NOT_FOUND = "not found"
-
-
-def ferry_version() -> str:
-    try:
-        return importlib.metadata.version("ferry")
-    except importlib.metadata.PackageNotFoundError:
-        return "unknown (not installed)"
 
 
 def spark_version() -> str:

@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 from ferry.audit.completeness import HourStatus
+from ferry.loaders import native as loader_native
 from ferry.loaders import steps
 from ferry.loaders.cluster_offsets import ClusterOffsetsError
 from ferry.loaders.ledger import LedgerError
@@ -20,6 +21,8 @@ from ferry.loaders.offsets import parse_offsets_json
 from ferry.loaders.planner import DataLossError, PlanError, StartPosition
 from ferry.loaders.sql_metastore import MetastoreError
 from ferry.loaders.state_dir import state_dir
+from ferry.wire import native
+from ferry.wire.native import NativeRequiredError
 from ferry.zk import RegistryError
 from ferry.zk.cli_args import (
     ENV_ZOOKEEPER,
@@ -150,6 +153,12 @@ def config_from_args(args: argparse.Namespace) -> LoadConfig:
 
 def run(args: argparse.Namespace) -> int:
     """Run the step; a load (or all) also records its metrics when --metrics-file/--metrics-listen ask."""
+    if args.step in ("load", "all"):
+        try:
+            _say_native_parts()
+        except NativeRequiredError as e:  # FERRY_REQUIRE_NATIVE=1 and a decoder not built: refuse before Spark
+            print(f"ferry load: {e}", file=sys.stderr)
+            return 1
     metrics = None
     if args.step in ("load", "all") and (args.metrics_file or metrics_listen(args)):
         metrics = LoadMetrics(args.metrics_file)
@@ -160,6 +169,13 @@ def run(args: argparse.Namespace) -> int:
         topics = args.topics.split(",") if "," in args.topics else [args.topics]
         metrics.failed([t.strip() for t in topics if t.strip()])
     return rc
+
+
+def _say_native_parts() -> None:
+    """The start-up line the broker and the mirror log too, for the decoders this load runs (on stderr: stdout
+    carries the plan and the books). Spark's Python workers load the same installed ferry."""
+    loader_native.available()  # loads batch_records and avro_columns (one warning when they are not built)
+    print(f"ferry load: native parts: {native.describe()}", file=sys.stderr, flush=True)
 
 
 def _run(args: argparse.Namespace, metrics: LoadMetrics | None) -> int:

@@ -4,7 +4,8 @@ A load is a batch job that exits when done, and there is no pushgateway: a scrap
 usually miss the run's end. So the primary export is a node_exporter textfile-collector file
 (``--metrics-file``, e.g. /var/lib/node_exporter/textfile/ferry_load.prom), rewritten atomically at the end
 of every run. Counters (`_total`) are carried over from the previous file, so they grow across runs as
-Prometheus expects of a counter; the `ferry_load_last_run_*` gauges describe the latest run.
+Prometheus expects of a counter; the `ferry_load_last_run_*` gauges describe the latest run, and
+`ferry_native_enabled{part}` which of the loader's native parts (record walk, Avro decoding) it ran.
 ``--metrics-listen`` additionally serves the same metrics while the run lasts (`ferry_load_running` 1), for
 long loads watched live.
 """
@@ -17,6 +18,8 @@ from pathlib import Path
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, start_http_server, write_to_textfile
 from prometheus_client.parser import text_string_to_metric_families
+
+from ferry.wire import native
 
 CARRIED = ("ferry_load_rows", "ferry_load_bad_records", "ferry_load_failures", "ferry_load_runs")
 
@@ -40,6 +43,7 @@ class LoadMetrics:
         self.success = Gauge("ferry_load_last_run_success", "1 if the latest run committed, else 0", registry=r)
         self.running = Gauge("ferry_load_running", "1 while a run is in progress (served by --metrics-listen)",
                              registry=r)
+        native.register_metrics(r)  # ferry_native_enabled{part}: which decoders ran natively
         self._started = time.monotonic()
         self._carry_over()
 

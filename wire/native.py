@@ -98,6 +98,13 @@ class NativeParts:
         """The start-up line's text: "produce on, append off (disabled by FERRY_NATIVE_DISABLE), ..."."""
         return ", ".join(f"{part} on" if s.on else f"{part} off ({s.reason})" for part, s in self.states().items())
 
+    def summary(self) -> str:
+        """Short enough for a broker's registration: "3/3 native", or "2/3 native (append off)"."""
+        states = self.states()
+        off = [part for part, s in states.items() if not s.on]
+        text = f"{len(states) - len(off)}/{len(states)} native"
+        return f"{text} ({', '.join(off)} off)" if off else text
+
 
 class NativeCollector(Collector):
     """``ferry_native_enabled{part}``: 1 when the part runs natively, for the parts this process loaded."""
@@ -132,6 +139,7 @@ state = _parts.state
 states = _parts.states
 load_all = _parts.load_all
 describe = _parts.describe
+summary = _parts.summary
 
 
 def register_metrics(registry: CollectorRegistry) -> None:

@@ -58,9 +58,13 @@ class BrokerRegistration:
         self._keeper.wake()
 
     def register(
-        self, broker_id: int, host: str, port: int, datacenter: str = "", wait_for_stale: float | None = None
+        self, broker_id: int, host: str, port: int, datacenter: str = "", wait_for_stale: float | None = None,
+        ferry_version: str = "", native: str = "",
     ) -> BrokerInfo:
         """Create the ephemeral ``/brokers/ids/<id>``; it is re-created after a session expiry.
+
+        ``ferry_version`` and ``native`` (what the broker runs: its release and native parts) are written
+        into the registration beside Kafka's fields, for `ferry topics describe` and the dashboard.
 
         A node left by a killed process with the same id disappears when that session times out;
         we wait up to ``wait_for_stale`` seconds (default: the session timeout plus 2 s) for that
@@ -72,12 +76,14 @@ class BrokerRegistration:
             raise ValueError(f"broker port must be 1-65535, not {port!r}")
         if not host:
             raise ValueError("broker host must not be empty")
-        info = BrokerInfo(id=broker_id, host=host, port=port, datacenter=datacenter or "")
+        info = BrokerInfo(id=broker_id, host=host, port=port, datacenter=datacenter or "",
+                          ferry_version=ferry_version, native=native)
         wait = self._session.timeout + 2.0 if wait_for_stale is None else wait_for_stale
         with self._lock:
             self._create_node(info, wait)
             self._registration = info
-        log.info("registered broker %d at %s (datacenter %r) in %s", broker_id, info.address, datacenter,
+        log.info("registered broker %d at %s (datacenter %r, ferry %s, %s) in %s", broker_id, info.address,
+                 datacenter, ferry_version or "version not given", native or "native parts not given",
                  self._session.zk)
         return info
 

@@ -113,9 +113,11 @@ class ClusterRegistry:
 
     # ----------------------------------------------------------------- brokers (BrokerRegistration)
     def register_broker(
-        self, broker_id: int, host: str, port: int, datacenter: str = "", wait_for_stale: float | None = None
+        self, broker_id: int, host: str, port: int, datacenter: str = "", wait_for_stale: float | None = None,
+        ferry_version: str = "", native: str = "",
     ) -> BrokerInfo:
-        return self.broker_registration.register(broker_id, host, port, datacenter, wait_for_stale)
+        return self.broker_registration.register(broker_id, host, port, datacenter, wait_for_stale,
+                                                 ferry_version, native)
 
     def ensure_broker_id_free(self, broker_id: int, host: str, port: int,
                               holder_alive: Callable[[BrokerInfo], bool]) -> None:

@@ -1,7 +1,10 @@
 """What the registry's znodes hold, and their JSON encoding.
 
 Layout under a cluster's chroot (Kafka's, minus replication):
-``/brokers/ids/<id>`` (ephemeral) ``{"version":1,"host":..,"port":..,"datacenter":..,"timestamp":"<ms>"}``;
+``/brokers/ids/<id>`` (ephemeral) ``{"version":1,"host":..,"port":..,"datacenter":..,"timestamp":"<ms>"}``
+plus ferry's own ``"ferry_version"`` and ``"ferry_native"`` (the release and its native parts, e.g. "3/3 native":
+a mixed-version cluster shows in `ferry topics describe` and the dashboard); Kafka's fields keep Kafka's meaning
+(``version`` is the registration format's), so tools that read Kafka's registrations still read ours;
 ``/brokers/topics/<topic>`` ``{"version":1,"partitions":{"0":[1],"1":[2]},"config":{"retention.ms":".."}}``
 where the first broker of each replica list is the partition's leader.
 """
@@ -31,6 +34,10 @@ class BrokerInfo:
     host: str
     port: int
     datacenter: str = ""
+    # What the broker runs ("" when its registration does not say: an older ferry, or another tool). Not part
+    # of a broker's identity: two registrations of one broker at one address are the same broker.
+    ferry_version: str = field(default="", compare=False)
+    native: str = field(default="", compare=False)
 
     @property
     def address(self) -> str:
@@ -44,6 +51,10 @@ class BrokerInfo:
             "datacenter": self.datacenter,
             "timestamp": str(int(time.time() * 1000)),
         }
+        if self.ferry_version:
+            doc["ferry_version"] = self.ferry_version
+        if self.native:
+            doc["ferry_native"] = self.native
         return json.dumps(doc, sort_keys=True).encode()
 
     @classmethod
@@ -54,7 +65,8 @@ class BrokerInfo:
         if not isinstance(host, str) or not host or not isinstance(port, int) or isinstance(port, bool):
             raise ValueError(f"broker {broker_id} registration lacks host/port: {doc!r}")
         datacenter = doc.get("datacenter") or ""
-        return cls(id=int(broker_id), host=host, port=port, datacenter=str(datacenter))
+        return cls(id=int(broker_id), host=host, port=port, datacenter=str(datacenter),
+                   ferry_version=str(doc.get("ferry_version") or ""), native=str(doc.get("ferry_native") or ""))
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,7 @@ unregisters, closes connections and flushes every log.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import signal
 import socket
@@ -31,6 +32,7 @@ from ferry.broker.server.socket_server import SocketServer, bind_listener
 from ferry.broker.server.topic_deletion import TopicDeletion
 from ferry.broker.server.transaction_coordinator import TransactionCoordinator, TxnSettings
 from ferry.broker.server.transaction_markers import TxnMarkerWriter
+from ferry.wire import native, release
 from ferry.zk.acl_store import AclCache
 from ferry.zk.cluster_registry import ClusterRegistry
 from ferry.zk.errors import TopicExistsError
@@ -173,8 +175,11 @@ class KafkaServer:
         self.socket_server.start()
         log.info("broker %d listening on %s:%d (advertised %s:%d)", cfg.broker_id, cfg.listen_host, port,
                  cfg.advertised_host, adv_port)
-        await loop.run_in_executor(self._executor, self.registry.register_broker, cfg.broker_id,
-                                   cfg.advertised_host, adv_port, cfg.datacenter)
+        # What this broker runs goes into its registration: a mixed-version cluster shows in `ferry topics
+        # describe` and on the dashboard (a rolling upgrade half done, or a host left behind).
+        await loop.run_in_executor(self._executor, functools.partial(
+            self.registry.register_broker, cfg.broker_id, cfg.advertised_host, adv_port, cfg.datacenter,
+            ferry_version=release.ferry_version(), native=native.summary()))
         self.registered = True
         # Our own Metadata answers should name us as a live leader before clients are sent here.
         deadline = loop.time() + METADATA_WAIT_S

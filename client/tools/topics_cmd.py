@@ -15,6 +15,7 @@ import sys
 from typing import Any
 
 from ferry.client.tools import elect_leaders_cmd, reassign_cmd
+from ferry.client.tools.broker_description import describe_brokers, version_mismatch
 from ferry.client.tools.topic_description import describe_topics
 from ferry.wire.log_config import LogConfig
 from ferry.zk import ClusterRegistry, RegistryError, TopicExistsError, UnknownTopicError
@@ -163,7 +164,8 @@ def _describe(registry: ClusterRegistry, args: argparse.Namespace, _config: dict
         if info is None:
             raise UnknownTopicError(f"topic {args.name!r} does not exist")
         topics = {args.name: info}
-    docs = describe_topics(registry, topics)
+    brokers = registry.brokers()
+    docs = describe_topics(registry, topics, brokers)
     if args.name and not docs:
         raise UnknownTopicError(f"topic {args.name!r} does not exist")
     filtered = args.under_replicated or args.unavailable
@@ -171,6 +173,9 @@ def _describe(registry: ClusterRegistry, args: argparse.Namespace, _config: dict
         for doc in docs:
             doc["partitions"] = [p for p in doc["partitions"] if (args.under_replicated and p["under_replicated"])
                                  or (args.unavailable and not p["alive"])]
+    mismatch = version_mismatch(brokers)
+    if mismatch:  # on stderr: the listing on stdout keeps kafka-topics' shape for scripts
+        print(f"ferry topics describe: warning: {mismatch}", file=sys.stderr)
     if args.json:
         print(json.dumps(docs if not args.name else docs[0], indent=2))
         return 0
@@ -181,6 +186,10 @@ def _describe(registry: ClusterRegistry, args: argparse.Namespace, _config: dict
                   f"ReplicationFactor: {doc['replication_factor']}\tConfig: {config}")
         for part in doc["partitions"]:
             print(_partition_line(doc["topic"], part))
+    if not filtered:  # then the cluster's live brokers and what each runs
+        for b in describe_brokers(brokers):
+            print(f"BrokerId: {b['id']}\tAddress: {b['address']}\tDatacenter: {b['datacenter'] or '-'}"
+                  f"\tVersion: {b['ferry_version']}\tNative: {b['native']}")
     return 0
 
 

@@ -1,4 +1,4 @@
-"""The clusters page's view of one cluster: brokers, topics (as `ferry topics describe` describes them) and
+"""The clusters page's view of one cluster: brokers (with the ferry version each runs), topics (as `ferry topics describe` describes them) and
 consumer groups with their lag (as `ferry groups describe` does), read through the same public functions
 of client/tools that the commands use. A cluster that cannot be read is shown with its error."""
 
@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ferry.client.tools.broker_description import describe_brokers, version_mismatch
 from ferry.client.tools.consumer_group_service import ConsumerGroupService
 from ferry.client.tools.topic_description import describe_topics
 from ferry.dashboard.reasons import why
@@ -15,7 +16,7 @@ from ferry.zk import ClusterRegistry
 def cluster_view(role: str, zk_connect: str, timeout_s: float) -> dict[str, Any]:
     """Brokers, topics with their partitions' health, and groups of the cluster at ``zk_connect``."""
     doc: dict[str, Any] = {"role": role, "zookeeper": zk_connect, "error": None, "brokers": [], "topics": [],
-                           "groups": []}
+                           "groups": [], "version_mismatch": None}
     try:
         reg = ClusterRegistry(zk_connect, timeout=timeout_s, create=False).start()
     except Exception as e:  # noqa: BLE001 - shown on the page
@@ -23,8 +24,8 @@ def cluster_view(role: str, zk_connect: str, timeout_s: float) -> dict[str, Any]
         return doc
     try:
         brokers = reg.brokers()
-        doc["brokers"] = [{"id": b.id, "address": b.address, "datacenter": b.datacenter}
-                          for b in sorted(brokers.values(), key=lambda b: b.id)]
+        doc["brokers"] = describe_brokers(brokers)  # each with the ferry version and native parts it runs
+        doc["version_mismatch"] = version_mismatch(brokers)  # None, or the line saying which broker runs what
         doc["topics"] = describe_topics(reg, brokers=brokers)
         doc["under_replicated"] = sum(p["under_replicated"] for t in doc["topics"] for p in t["partitions"])
         doc["offline_partitions"] = sum(not p["alive"] for t in doc["topics"] for p in t["partitions"])

@@ -56,11 +56,15 @@ class BooksCollector(Collector):
         brokers = GaugeMetricFamily("ferry_cluster_brokers", "brokers registered in ZooKeeper", labels=["cluster"])
         reachable = GaugeMetricFamily("ferry_cluster_zookeeper_reachable", "1 when the cluster's ZooKeeper answered",
                                       labels=["cluster"])
+        versions = GaugeMetricFamily("ferry_cluster_broker_versions", "distinct ferry versions the registered "
+                                     "brokers run (more than 1: a rolling upgrade half done)", labels=["cluster"])
         for c in self.sources.clusters()["clusters"]:
             reachable.add_metric([c["zookeeper"]], 0 if c["error"] else 1)
             if not c["error"]:
                 brokers.add_metric([c["zookeeper"]], len(c["brokers"]))
+                versions.add_metric([c["zookeeper"]], len({b["ferry_version"] for b in c["brokers"]}))
         yield brokers
+        yield versions
         yield reachable
 
 

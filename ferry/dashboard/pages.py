@@ -162,7 +162,11 @@ CLUSTERS_JS = """
 async function refresh(){const d=await getJSON('/api/clusters');const m=[];let h='';
   for(const c of d.clusters){h+='<h3>'+esc(c.role)+' cluster <code>'+esc(c.zookeeper)+'</code></h3>';
     if(c.error){m.push(c.role+' cluster '+c.zookeeper+': '+c.error);h+='<p class=bad>unreachable: '+esc(c.error)+'</p>';continue;}
-    h+='<p>brokers: '+(c.brokers.map(b=>b.id+' '+esc(b.address)+' ('+esc(b.datacenter)+')').join(', ')||'<span class=bad>none registered</span>')+
+    const vb=c.version_mismatch?' class=bad':'';
+    if(c.version_mismatch){m.push(c.role+' cluster '+c.zookeeper+': '+c.version_mismatch);
+      h+='<p class="bad version-mismatch">version mismatch: '+esc(c.version_mismatch)+'</p>';}
+    h+='<p>brokers: '+(c.brokers.map(b=>b.id+' '+esc(b.address)+' ('+esc(b.datacenter)+') ferry <span'+vb+'>'+esc(b.ferry_version)+'</span> '+
+      esc(b.native)).join(', ')||'<span class=bad>none registered</span>')+
       ' &middot; under-replicated partitions: <span'+(c.under_replicated?' class=bad':'')+'>'+c.under_replicated+'</span>'+
       ' &middot; offline partitions: <span'+(c.offline_partitions?' class=bad':'')+'>'+c.offline_partitions+'</span></p>';
     h+='<table class=topics><tr><th class=name>topic</th><th>partition</th><th>leader</th><th>epoch</th><th class=name>replicas</th><th class=name>ISR</th><th class=name>state</th></tr>';

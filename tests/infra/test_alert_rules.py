@@ -24,7 +24,7 @@ def test_rules_are_valid(promtool):
     r = subprocess.run([promtool, "check", "rules", "ferry_alerts.yml"], cwd=RULES, capture_output=True, text=True,
                        timeout=60)
     assert r.returncode == 0, r.stdout + r.stderr
-    assert "SUCCESS: 10 rules found" in r.stdout + r.stderr
+    assert "SUCCESS: 11 rules found" in r.stdout + r.stderr
 
 
 def test_rules_fire_on_their_conditions(promtool):

@@ -121,3 +121,16 @@ def test_the_start_up_line(caplog: pytest.LogCaptureFixture, monkeypatch: pytest
         native.log_parts()
     assert caplog.messages[-1] == "native parts: " + ", ".join(
         f"{part} off (disabled by FERRY_NATIVE=0)" for part in native.PARTS)
+
+
+def test_the_summary_a_broker_registers(monkeypatch: pytest.MonkeyPatch) -> None:
+    """What goes into /brokers/ids/<id> ("ferry_native"): parts on of parts loaded, the off ones named."""
+    parts = native.NativeParts()  # a registry of its own: only the parts this test loads
+    assert parts.summary() == "0/0 native"
+    for part in ("crc32c", "produce", "append"):
+        parts.load(part)
+    assert parts.summary() == "3/3 native"  # every part is built in the suite (FERRY_REQUIRE_NATIVE=1)
+    monkeypatch.setenv("FERRY_NATIVE_DISABLE", "append,crc32c")
+    for part in ("crc32c", "append"):
+        parts.load(part)
+    assert parts.summary() == "1/3 native (crc32c, append off)"

@@ -146,8 +146,11 @@ def test_create_with_replication_factor_and_describe(cluster, capsys) -> None:
         assert main(["topics", "describe", "rep", "--zookeeper", zk]) == 0
         lines = capsys.readouterr().out.splitlines()
         assert lines[0] == "Topic: rep\tPartitionCount: 6\tReplicationFactor: 3\tConfig: -"
-        assert lines[1:] == [_line("rep", p, r[0], r, r, f"Broker: 127.0.0.1:{ports[r[0]]}\tAlive: yes")
-                             for p, r in expected.items()]
+        assert lines[1:7] == [_line("rep", p, r[0], r, r, f"Broker: 127.0.0.1:{ports[r[0]]}\tAlive: yes")
+                              for p, r in expected.items()]
+        # then the live brokers (registered here without ferry's version fields: "unknown")
+        assert lines[7:] == [f"BrokerId: {b}\tAddress: 127.0.0.1:{ports[b]}\tDatacenter: live\tVersion: unknown"
+                             "\tNative: unknown" for b in (1, 2, 3)]
 
         # broker 3 falls out of partition 1's ISR; partition 2 loses its leader
         r1, r2 = expected[1], expected[2]
