@@ -26,6 +26,7 @@ def mixed_cluster(cluster_factory, tmp_path, monkeypatch):
     cluster = cluster_factory(1, "offline")
     with monkeypatch.context() as m:
         m.setenv("PYTHONPATH", pythonpath_first(relabelled_release(tmp_path / "other-release", OTHER)))
+        m.setenv("PYTHONSAFEPATH", "1")  # not the working directory first: a checkout's ferry.egg-info would win
         cluster.add_broker(2)
     return cluster
 

@@ -36,6 +36,7 @@ def test_describe_lists_each_brokers_version_and_warns_on_a_mismatch(cluster_fac
     cluster = cluster_factory(1, "live")
     with monkeypatch.context() as m:  # broker 2 only: the other release's metadata first on its path
         m.setenv("PYTHONPATH", pythonpath_first(relabelled_release(tmp_path / "other-release", OTHER)))
+        m.setenv("PYTHONSAFEPATH", "1")  # not the working directory first: a checkout's ferry.egg-info would win
         cluster.add_broker(2)
     ours = release.ferry_version()
     assert ours not in (OTHER, release.UNKNOWN)
