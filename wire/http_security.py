@@ -128,12 +128,14 @@ class HttpSecurity:
         """(allowed, user name) for an Authorization header from ``address``; waits the failure delay."""
         if self.authenticator is None:
             return True, None
+        if not header:
+            return False, None  # a browser's first request: the challenge at once, not a failed guess
         username, password = _parse_basic(header)
         if username is not None and password is not None and self.authenticator.authenticate(username, password):
             self.delay.succeeded(address)
             return True, username
         wait = self.delay.failed(address)
-        log.warning("HTTP authentication failed for %s from %s", username or "(no credentials)", address)
+        log.warning("HTTP authentication failed for %s from %s", username or "(malformed credentials)", address)
         time.sleep(wait)
         return False, None
 
