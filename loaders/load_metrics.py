@@ -16,10 +16,11 @@ import os
 import time
 from pathlib import Path
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, start_http_server, write_to_textfile
+from prometheus_client import CollectorRegistry, Counter, Gauge, make_wsgi_app, write_to_textfile
 from prometheus_client.parser import text_string_to_metric_families
 
 from ferry.wire import native
+from ferry.wire.http_security import HttpSecurity, serve_wsgi
 
 CARRIED = ("ferry_load_rows", "ferry_load_bad_records", "ferry_load_failures", "ferry_load_runs")
 
@@ -65,8 +66,8 @@ class LoadMetrics:
                 if s.name.endswith("_total") and s.value > 0:
                     counter.labels(*s.labels.values()).inc(s.value)
 
-    def serve(self, host: str, port: int) -> None:
-        start_http_server(port, addr=host, registry=self.registry)
+    def serve(self, host: str, port: int, security: HttpSecurity | None = None) -> None:
+        serve_wsgi(make_wsgi_app(self.registry), host, port, security or HttpSecurity())
         self.running.set(1)
 
     def succeeded(self, result: dict) -> None:

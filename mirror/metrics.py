@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import time
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, start_http_server
+from prometheus_client import CollectorRegistry, Counter, Gauge, make_wsgi_app
 
 from ferry.wire import native
+from ferry.wire.http_security import HttpSecurity, serve_wsgi
 
 
 class MirrorMetrics:
@@ -59,7 +60,8 @@ class MirrorMetrics:
             except KeyError:
                 pass
 
-    def serve(self, port: int, host: str = "127.0.0.1") -> None:
-        """Expose /metrics on ``host:port`` (loopback by default)."""
+    def serve(self, port: int, host: str = "127.0.0.1", security: HttpSecurity | None = None) -> None:
+        """Expose /metrics on ``host:port`` (loopback by default; HTTPS and authentication as ``security``
+        says)."""
         native.register_metrics(self.registry)  # ferry_native_enabled{part}
-        start_http_server(port, addr=host, registry=self.registry)
+        serve_wsgi(make_wsgi_app(self.registry), host, port, security or HttpSecurity())

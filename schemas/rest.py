@@ -25,6 +25,7 @@ from ferry.schemas.errors import (
     UnknownSchemaError,
 )
 from ferry.schemas.registry import SchemaRegistry, SchemaVersion
+from ferry.wire.http_security import HttpSecurity
 
 MEDIA_TYPE = "application/vnd.schemaregistry.v1+json"
 
@@ -298,11 +299,14 @@ def create_app(registry: SchemaRegistry) -> FastAPI:
     return app
 
 
-def serve(registry: SchemaRegistry, host: str, port: int) -> None:
-    """Run the REST API until interrupted (uvicorn, one process; the registry's ZooKeeper does the rest)."""
+def serve(registry: SchemaRegistry, host: str, port: int, security: HttpSecurity | None = None) -> None:
+    """Run the REST API until interrupted (uvicorn, one process; the registry's ZooKeeper does the rest), with
+    HTTPS and authentication as ``security`` says."""
     import uvicorn  # only `ferry schemas serve` needs the server: not loaded with the module
 
-    uvicorn.run(create_app(registry), host=host, port=port, log_level="warning", access_log=False)
+    security = security or HttpSecurity()
+    uvicorn.run(security.asgi(create_app(registry)), host=host, port=port, log_level="warning", access_log=False,
+                **security.uvicorn_options())
 
 
 __all__ = ["MEDIA_TYPE", "RestError", "create_app", "serve"]

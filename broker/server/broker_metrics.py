@@ -10,11 +10,12 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from prometheus_client import CollectorRegistry, start_http_server
+from prometheus_client import CollectorRegistry, make_wsgi_app
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from ferry.wire import native
+from ferry.wire.http_security import HttpSecurity, serve_wsgi
 
 
 class BrokerCollector(Collector):
@@ -67,10 +68,12 @@ class BrokerCollector(Collector):
                           c.elections)
 
 
-def serve(port: int, collector: BrokerCollector, host: str = "127.0.0.1") -> CollectorRegistry:
-    """Expose /metrics on ``host:port``; returns the registry (tests read it directly)."""
+def serve(port: int, collector: BrokerCollector, host: str = "127.0.0.1",
+          security: HttpSecurity | None = None) -> CollectorRegistry:
+    """Expose /metrics on ``host:port`` (HTTPS and authentication as ``security`` says); returns the registry
+    (tests read it directly)."""
     registry = CollectorRegistry()
     registry.register(collector)
     native.register_metrics(registry)  # ferry_native_enabled{part}
-    start_http_server(port, addr=host, registry=registry)
+    serve_wsgi(make_wsgi_app(registry), host, port, security or HttpSecurity())
     return registry
