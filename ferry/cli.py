@@ -2,7 +2,8 @@
 
 Subcommands are imported lazily so that `ferry broker` never pays for importing PySpark or Airflow.
 Each command module exposes ``register(subparsers)`` which adds exactly one parser and sets
-``func`` (called with the parsed namespace; its return value is the exit code).
+``func`` (called with the parsed namespace; its return value is the exit code). Every command runs through
+cli_runner.run_command: a failure is one line on stderr, exit 2 for a usage error, 1 for a runtime one.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import argparse
 import importlib
 import sys
 
+from ferry.cli_runner import USAGE, OneLineParser, run_command
 from ferry.schemas import console_formats
 
 # name -> (module, one-line summary). The spellings are a contract: scripts and playbooks depend on them.
@@ -47,34 +49,36 @@ def _top_parser() -> argparse.ArgumentParser:
 def build_parser(name: str) -> argparse.ArgumentParser:
     """A parser holding just one subcommand (imported on demand)."""
     module_name, summary = COMMANDS[name]
-    parser = argparse.ArgumentParser(prog="ferry")
+    parser = OneLineParser(prog="ferry")
     sub = parser.add_subparsers(dest="command", required=True)
     module = importlib.import_module(module_name)
     module.register(sub)
     if name in ("produce", "consume"):  # the console tools' --value-format avro: the registry is a higher layer
         parser.set_defaults(value_formats=console_formats)
+    # how errors name the command: `ferry topics list`, `ferry mirror status`, but `ferry sql` for its default action
+    parser.set_defaults(default_action=sub.choices[name].get_default("action"))
     return parser
+
+
+def _label(name: str, args: argparse.Namespace) -> str:
+    action = getattr(args, "action", None)
+    shown = isinstance(action, str) and action != args.default_action
+    return f"ferry {name} {action}" if shown else f"ferry {name}"
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or argv[0] in ("-h", "--help"):
         _top_parser().print_help()
-        return 0 if argv else 2
+        return 0 if argv else USAGE
     if argv[0] == "--version":
         argv[0] = "version"
     name = argv[0]
     if name not in COMMANDS:
-        _top_parser().print_usage(sys.stderr)
-        print(f"ferry: unknown command {name!r} (choose from {', '.join(COMMANDS)})", file=sys.stderr)
-        return 2
-    parser = build_parser(name)
-    args = parser.parse_args(argv)
-    try:
-        rc = args.func(args)
-    except KeyboardInterrupt:
-        return 130
-    return int(rc or 0)
+        print(f"ferry: error: unknown command {name!r} (choose from {', '.join(COMMANDS)})", file=sys.stderr)
+        return USAGE
+    args = build_parser(name).parse_args(argv)
+    return run_command(_label(name, args), args.func, args)
 
 
 if __name__ == "__main__":

@@ -14,7 +14,6 @@ import json
 import logging
 import shutil
 import socket
-import sys
 import time
 from contextlib import ExitStack
 from pathlib import Path
@@ -27,14 +26,15 @@ from ferry.demo_metastore import start_demo_metastore
 from ferry.demo_report import print_report
 from ferry.demo_steps import DemoCluster, DemoProgress
 from ferry.embedded import free_port
+from ferry.zk import cli_args as cli
 
 TOPICS = ("page_view", "click", "search")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    p = subparsers.add_parser(
-        "demo", help="run the whole two-datacenter pipeline on this machine",
-        description="Start ZooKeeper (chroots /ferry/live and /ferry/offline), two live brokers (every live topic "
+    p = cli.add_command(
+        subparsers, "demo", run, "run the whole two-datacenter pipeline on this machine",
+        "Start ZooKeeper (chroots /ferry/live and /ferry/offline), two live brokers (every live topic "
                     "and _audit with replication factor 2, min.insync.replicas 1), one offline "
                     "broker and a mirror as local processes; register Avro schemas; publish a realistic activity "
                     "stream from simulated frontend hosts over the last hours; run the hourly Airflow DAG for "
@@ -59,7 +59,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         "starting it again each time; the books must still be complete with 0 duplicates")
     p.add_argument("--dashboard-listen", default="127.0.0.1:8500", metavar="HOST:PORT",
                    help="with --keep-running: where `ferry dashboard` serves (default 127.0.0.1:8500; port 0: any)")
-    p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -67,9 +66,8 @@ def run(args: argparse.Namespace) -> int:
     if args.short:
         args.events, args.hours = min(args.events, 3000), min(args.hours, 2)
     if args.events < 1 or args.hours < 1 or args.hosts < 1 or args.partitions < 1 or args.chaos < 0:
-        print("ferry demo: --events, --hours, --hosts and --partitions must be positive (--chaos not negative)",
-              file=sys.stderr)
-        return 2
+        raise cli.UsageError("--events, --hours, --hosts and --partitions must be positive (--chaos not negative)")
+    parse_listen(args.dashboard_listen)  # a ValueError now (exit 2), not after the whole run
     root: Path = args.dir.resolve()
     if args.clean and root.exists():
         shutil.rmtree(root)

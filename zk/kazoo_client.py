@@ -13,7 +13,7 @@ from kazoo.exceptions import ConnectionLoss, SessionExpiredError
 from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.retry import KazooRetry
 
-from ferry.zk.errors import RegistryError
+from ferry.zk.errors import RegistryError, ZooKeeperUnavailableError
 from ferry.zk.zk_connect import ZkConnect
 
 # errors after which a ZooKeeper operation may be retried once the session is back
@@ -29,7 +29,7 @@ def _start(client: KazooClient, zk: ZkConnect, timeout: float) -> None:
         client.start(timeout=timeout)
     except KazooTimeoutError:
         client.close()
-        raise RegistryError(f"cannot connect to ZooKeeper at {zk.hosts} within {timeout:g} s") from None
+        raise ZooKeeperUnavailableError(f"cannot connect to ZooKeeper at {zk.hosts} within {timeout:g} s") from None
 
 
 def connect(
