@@ -14,7 +14,9 @@ import time
 from ferry.broker.server.broker_config import BrokerConfig, read_properties
 from ferry.broker.server.kafka_server import KafkaServer
 from ferry.wire.protocol.api_keys import ADVERTISED, ApiKey
+from ferry.zk import ZkConnect
 from ferry.zk import cli_args as cli
+from ferry.zk import connect as zk_connect
 
 # flag -> (Kafka-style property key, metavar, help[, default]): flags override the --config file. A flag whose metavar is a
 # number (N, BYTES, MS) takes an integer; the defaults are BrokerConfig's.
@@ -116,6 +118,7 @@ def build_config(args: argparse.Namespace) -> BrokerConfig:
 
 def run(args: argparse.Namespace) -> int:
     config = build_config(args)  # a bad setting: one line and exit 2 (ferry/cli_runner.py)
+    preflight(config)
     cli.configure_logging(args, f"[broker-{config.broker_id}] %(name)s")
     log = logging.getLogger("ferry.broker")
     try:
@@ -129,6 +132,17 @@ def run(args: argparse.Namespace) -> int:
         return 1
     _exit_if_stuck(log)
     return 0
+
+
+def preflight(config: BrokerConfig) -> None:
+    """Before the broker's first log line: a data dir that cannot be made or written (a file on the way, a full
+    disk) and a ZooKeeper that does not answer are one error line (exit 1), not a start-up that logs and fails.
+    Nothing is created: the broker makes its data dir only once its id is known to be its own."""
+    cli.check_writable_dir(config.data_dir, "--data-dir")
+    with cli.zookeeper_logs_quiet():
+        client = zk_connect(ZkConnect.parse(config.zookeeper).hosts, timeout=config.zk_session_timeout_s)
+        client.stop()
+        client.close()
 
 
 def _exit_if_stuck(log: logging.Logger, grace_s: float = 2.0) -> None:

@@ -127,14 +127,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     cli.configure_logging(args)
-    logging.getLogger("kazoo").setLevel(logging.WARNING)  # session chatter; its warnings still show
+    cli.quiet_zookeeper_logs()  # until the mirror runs: a ZooKeeper that does not answer is one error line
     if args.action == "status":
         return _status(args)
     return _run(args)
 
 
 def _status(args: argparse.Namespace) -> int:
-    cli.quiet_zookeeper_logs()
     status = mirror_status(args.source_zookeeper, args.target_zookeeper, args.group, args.include, args.exclude)
     print(json.dumps(status.to_dict(), indent=2) if args.json else format_status(status))
     return 0
@@ -168,6 +167,7 @@ def _run(args: argparse.Namespace) -> int:
     except BaseException:
         mm.stop()
         raise  # one line from ferry/cli_runner.py: exit 1 (ZooKeeper or the offline cluster unreachable)
+    logging.getLogger("kazoo").setLevel(logging.WARNING)  # running: session chatter stays out, its warnings show
     try:
         while not stop.wait(1.0):
             pass

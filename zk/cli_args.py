@@ -6,10 +6,13 @@ same way; how a command fails is ferry/cli_runner.py's one rule."""
 from __future__ import annotations
 
 import argparse
+import errno
 import logging
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
 
 ENV_ZOOKEEPER = "FERRY_ZOOKEEPER"  # default for --zookeeper in every subcommand that takes it
 ZK_METAVAR = "HOST:PORT/CHROOT"
@@ -131,6 +134,32 @@ def require_zookeeper(args: argparse.Namespace) -> str:
 def quiet_zookeeper_logs() -> None:
     """kazoo's reconnect chatter is not a command-line user's business: a failure is reported in one line."""
     logging.getLogger("kazoo").setLevel(logging.ERROR)
+
+
+@contextmanager
+def zookeeper_logs_quiet() -> Iterator[None]:
+    """quiet_zookeeper_logs() for a while (a server's start-up checks), then kazoo's level as it was."""
+    kazoo = logging.getLogger("kazoo")
+    level = kazoo.level
+    quiet_zookeeper_logs()
+    try:
+        yield
+    finally:
+        kazoo.setLevel(level)
+
+
+def check_writable_dir(path: Path, flag: str) -> None:
+    """Raise the OSError that making or writing ``path`` would meet (a file on the way, no permission, no space
+    left), without creating anything: a server says so in one line before it starts."""
+    probe = path.absolute()
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    if not probe.is_dir():
+        raise NotADirectoryError(errno.ENOTDIR, f"{flag} {path}: not a directory", str(probe))
+    if not os.access(probe, os.W_OK):
+        raise PermissionError(errno.EACCES, f"{flag} {path}: permission denied", str(probe))
+    if os.statvfs(probe).f_bavail == 0:
+        raise OSError(errno.ENOSPC, f"{flag} {path}: no space left on device", str(probe))
 
 
 def parse_listen(text: str, what: str = "--metrics-listen") -> tuple[str, int]:

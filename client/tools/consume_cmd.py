@@ -3,13 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import logging
 import sys
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 
-from confluent_kafka import KafkaException
-
+from ferry.client.broker_metadata import quiet_librdkafka
 from ferry.client.consumer_connector import ConsumerConnector
 from ferry.client.errors import BrokerUnavailableError, UnknownTopicError
 from ferry.client.message import MessageAndMetadata
@@ -17,8 +14,6 @@ from ferry.client.simple_consumer import SimpleConsumer
 from ferry.zk import ClusterRegistry
 from ferry.zk import cli_args as cli
 from ferry.zk.cli_args import UsageError
-
-LIBRDKAFKA_LOG = "ferry.librdkafka"  # the logger SimpleConsumer hands librdkafka
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -106,30 +101,16 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-@contextmanager
-def _quiet_librdkafka() -> Iterator[None]:
-    """librdkafka logs each failed connect while the first metadata request waits; when no broker answers,
-    the one-line error says so already (later reconnects are logged as usual)."""
-    log = logging.getLogger(LIBRDKAFKA_LOG)
-    level = log.level
-    log.setLevel(logging.CRITICAL)
-    try:
-        yield
-    finally:
-        log.setLevel(level)
-
-
 def _consume_direct(args: argparse.Namespace, write: Write) -> int:
     n = 0
     with SimpleConsumer(args.bootstrap, None if args.bootstrap else args.zookeeper,
                         isolation_level=args.isolation_level) as consumer:
-        with _quiet_librdkafka():
-            try:
-                consumer.partitions(args.topic)  # UnknownTopicError before anything else
-            except KafkaException as exc:
+        try:
+            consumer.partitions(args.topic)  # UnknownTopicError (or BrokerUnavailableError) before anything else
+        except BrokerUnavailableError:
+            with quiet_librdkafka():
                 consumer.close()  # librdkafka hands over its queued connect failures when closed: quiet too
-                raise BrokerUnavailableError(f"cannot reach the brokers at {consumer.bootstrap}: "
-                                             f"{exc.args[0].str()}") from None
+            raise
         start = "earliest" if args.from_beginning else "latest"
         try:
             for m in consumer.read(args.topic, start, until_end=False, max_messages=args.max_messages,

@@ -68,7 +68,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--delete: no dry run).")
     delete.add_argument("--group", required=True, metavar="G", help="the group")
     for sub in (lst, describe, reset, delete):
-        cli.add_zookeeper_argument(sub)
+        cli.add_zookeeper_argument(sub, with_timeout=True)
         sub.add_argument("--type", choices=KINDS, help="only this kind of group (default: both; reset and "
                          "delete need it when the id names a group of each kind)")
     for sub in (lst, describe):
@@ -80,7 +80,7 @@ def run(args: argparse.Namespace) -> int:
     cli.require_zookeeper(args)
     if getattr(args, "group", None) == "":
         raise UsageError("the group id is empty")
-    zk = zk_connect(args.zookeeper)
+    zk = zk_connect(args.zookeeper, timeout=args.timeout)
     try:
         service = ConsumerGroupService(zk, args.zookeeper)
         return {"list": _list, "describe": _describe, "reset": _reset, "delete": _delete}[args.action](service, args)

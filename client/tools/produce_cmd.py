@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from ferry.client.broker_metadata import quiet_librdkafka
+from ferry.client.errors import ClientError
 from ferry.client.producer import Producer
 from ferry.zk import cli_args as cli
 from ferry.zk.cli_args import UsageError
@@ -81,14 +83,19 @@ def run(args: argparse.Namespace) -> int:
         if err is not None:
             errors.append(str(err))
 
-    producer = Producer(args.bootstrap, None if args.bootstrap else args.zookeeper,
-                        application=args.application, datacenter=args.datacenter, acks=args.acks,
-                        linger_ms=args.linger_ms, batch_size=args.batch_size, compression=args.compression,
-                        partitioner=partitioner, enable_idempotence=idempotent, audit=not args.no_audit)
+    with quiet_librdkafka():  # connecting: when no broker answers, the one error line says so
+        producer = Producer(args.bootstrap, None if args.bootstrap else args.zookeeper,
+                            application=args.application, datacenter=args.datacenter, acks=args.acks,
+                            linger_ms=args.linger_ms, batch_size=args.batch_size, compression=args.compression,
+                            partitioner=partitioner, enable_idempotence=idempotent, audit=not args.no_audit)
+        try:
+            producer.partitions_for(args.topic)  # the topic exists and a broker answers, before reading stdin
+        except ClientError:
+            producer.close(0)  # librdkafka hands over its queued connect failures when closed: quiet too
+            raise
     sent = 0
     bad: str | None = None
     try:
-        producer.partitions_for(args.topic)
         send, topic = producer.send, args.topic
         for value, key in avro_messages or ():
             send(topic, value, key, on_delivery=on_error)

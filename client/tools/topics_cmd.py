@@ -104,18 +104,26 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     cli.quiet_zookeeper_logs()
     cli.require_zookeeper(args)
+    _check_usage(args)
     config = _parse_configs(getattr(args, "config", []))
     read_only = args.action not in ("create", "alter")  # never create a mistyped chroot
     with ClusterRegistry(args.zookeeper, timeout=args.timeout, create=not read_only) as registry:
         return _ACTIONS[args.action](registry, args, config)
 
 
+def _check_usage(args: argparse.Namespace) -> None:
+    """What the flags alone tell, before ZooKeeper is asked anything."""
+    if args.action == "create":
+        if args.replica_assignment is not None and (args.partitions is not None or args.replication_factor is not None):
+            raise cli.UsageError("--replica-assignment cannot be combined with --partitions or --replication-factor")
+        if args.replica_assignment is None and args.partitions is None:
+            raise cli.UsageError("--partitions N is required (or --replica-assignment)")
+    if args.action == "alter" and (args.partitions is None) == (args.replication_factor is None):
+        raise cli.UsageError("give one of --partitions N and --replication-factor R")
+
+
 def _create(registry: ClusterRegistry, args: argparse.Namespace, config: dict[str, str]) -> int:
     assignment = _parse_assignment(args.replica_assignment) if args.replica_assignment is not None else None
-    if assignment is not None and (args.partitions is not None or args.replication_factor is not None):
-        raise cli.UsageError("--replica-assignment cannot be combined with --partitions or --replication-factor")
-    if assignment is None and args.partitions is None:
-        raise cli.UsageError("--partitions N is required (or --replica-assignment)")
     try:
         if assignment is not None:
             info = registry.create_topic_with_assignment(args.name, assignment, config)
@@ -185,8 +193,6 @@ def _partition_line(topic: str, part: dict[str, Any]) -> str:
 
 
 def _alter(registry: ClusterRegistry, args: argparse.Namespace, config: dict[str, str]) -> int:
-    if (args.partitions is None) == (args.replication_factor is None):
-        raise cli.UsageError("give one of --partitions N and --replication-factor R")
     if args.replication_factor is not None:
         return reassign_cmd.alter_replication_factor(registry, args, config)
     before = registry.topic(args.name)
