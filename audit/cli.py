@@ -20,16 +20,15 @@ from ferry.client.audit.bucket import HOUR_MS, hour_start
 from ferry.zk import cli_args as cli
 from ferry.zk.cli_args import UsageError
 
+DESCRIPTION = (
+    "Audit: every tier (producer, mirror, warehouse) counts messages per topic and 10-minute "
+    "bucket of event time and publishes the counts to the `_audit` topic; the report balances the books.")
 
-def register(subparsers: argparse._SubParsersAction) -> None:
-    parser = cli.add_command(
-        subparsers, "audit", None, "audit reports: the books per topic and hour",
-        "Audit: every tier (producer, mirror, warehouse) counts messages per topic and 10-minute "
-        "bucket of event time and publishes the counts to the `_audit` topic; the report balances the books.")
-    report = cli.add_command(
-        cli.add_actions(parser), "report", run_report,
-        "per topic and hour: produced, mirrored, loaded, missing, duplicates, complete",
-        "Read `_audit` from the beginning, count each event once (by guid), and show per topic and "
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    report = cli.add_actions(parser).add_parser(
+        "report", help="per topic and hour: produced, mirrored, loaded, missing, duplicates, complete",
+        description="Read `_audit` from the beginning, count each event once (by guid), and show per topic and "
         "UTC hour of event time what the producers sent, the mirror copied and the warehouse loaded. "
         "missing = produced - loaded, duplicates = loaded - produced (per 10-minute bucket, when positive). "
         "An hour is complete when every bucket of it has loaded == produced and something was produced "
@@ -53,6 +52,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     report.add_argument("--fail-incomplete", action="store_true",
                         help="exit 1 if any hour shown is not complete (for scripts)")
     cli.add_timeout_argument(report, "give up reading `_audit` after SECONDS without progress", default=10.0)
+
+
+def run(args: argparse.Namespace) -> int:
+    return {"report": run_report}[args.action](args)
 
 
 def _hour_label(ms: int) -> str:

@@ -83,8 +83,7 @@ A bad value stops the broker with a message naming the setting (exit code 2).
 """
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
-    p = cli.add_command(subparsers, "broker", run, "run a broker", DESCRIPTION, raw=True)
+def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--config", metavar="FILE", help="Kafka-style properties file (flags override it)")
     for flag, (key, metavar, what, *default) in SETTING_FLAGS.items():
         p.add_argument(flag, metavar=metavar, type=int if metavar in NUMBER_METAVARS else str,

@@ -1,9 +1,10 @@
 """The `ferry` console script: one entry point, each subcommand living in its component's package.
 
 Subcommands are imported lazily so that `ferry broker` never pays for importing PySpark or Airflow.
-Each command module exposes ``register(subparsers)`` which adds exactly one parser and sets
-``func`` (called with the parsed namespace; its return value is the exit code). Every command runs through
-cli_runner.run_command: a failure is one line on stderr, exit 2 for a usage error, 1 for a runtime one.
+Each command module exposes ``DESCRIPTION`` (its --help text; laid out by hand when it has line breaks),
+``add_arguments(parser)`` and ``run(args)`` (its return value is the exit code); the parser itself, with the
+summary below, is made here. Every command runs through cli_runner.run_command: a failure is one line on
+stderr, exit 2 for a usage error, 1 for a runtime one.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
+from types import ModuleType
 
 from ferry.cli_runner import USAGE, OneLineParser, run_command
 from ferry.schemas import console_formats
@@ -19,10 +21,10 @@ from ferry.schemas import console_formats
 COMMANDS: dict[str, tuple[str, str]] = {
     "zookeeper": ("ferry.zk.cli", "run a local ZooKeeper server (Debian's zookeeper package)"),
     "broker": ("ferry.broker.cli", "run a broker"),
-    "topics": ("ferry.client.tools.topics_cmd", "create, list and describe topics"),
+    "topics": ("ferry.client.tools.topics_cmd", "create, list, describe, alter and reassign topics"),
     "produce": ("ferry.client.tools.produce_cmd", "console producer: publish lines from stdin"),
     "consume": ("ferry.client.tools.consume_cmd", "console consumer, optionally as a member of a group"),
-    "groups": ("ferry.client.tools.groups_cmd", "list, describe and reset consumer groups"),
+    "groups": ("ferry.client.tools.groups_cmd", "list, describe, reset and delete consumer groups"),
     "schemas": ("ferry.schemas.cli", "register, list and show Avro schemas"),
     "mirror": ("ferry.mirror.cli", "mirror a live cluster into the offline cluster"),
     "load": ("ferry.loaders.cli", "load offset ranges into the hourly warehouse tables (PySpark)"),
@@ -51,13 +53,24 @@ def build_parser(name: str) -> argparse.ArgumentParser:
     module_name, summary = COMMANDS[name]
     parser = OneLineParser(prog="ferry")
     sub = parser.add_subparsers(dest="command", required=True)
-    module = importlib.import_module(module_name)
-    module.register(sub)
+    command = _add_command(sub, name, summary, importlib.import_module(module_name))
     if name in ("produce", "consume"):  # the console tools' --value-format avro: the registry is a higher layer
         parser.set_defaults(value_formats=console_formats)
     # how errors name the command: `ferry topics list`, `ferry mirror status`, but `ferry sql` for its default action
-    parser.set_defaults(default_action=sub.choices[name].get_default("action"))
+    parser.set_defaults(default_action=command.get_default("action"))
     return parser
+
+
+def _add_command(sub: argparse._SubParsersAction, name: str, summary: str, module: ModuleType
+                 ) -> argparse.ArgumentParser:
+    """The command's parser, made the same way for every command from its module's parts."""
+    description: str = module.DESCRIPTION
+    command = sub.add_parser(name, help=summary, description=description,
+                             formatter_class=argparse.RawDescriptionHelpFormatter if "\n" in description
+                             else argparse.HelpFormatter, add_help=getattr(module, "ADD_HELP", True))
+    module.add_arguments(command)
+    command.set_defaults(func=module.run)
+    return command
 
 
 def _label(name: str, args: argparse.Namespace) -> str:

@@ -31,17 +31,18 @@ from ferry.zk import cli_args as cli
 TOPICS = ("page_view", "click", "search")
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
-    p = cli.add_command(
-        subparsers, "demo", run, "run the whole two-datacenter pipeline on this machine",
-        "Start ZooKeeper (chroots /ferry/live and /ferry/offline), two live brokers (every live topic "
-                    "and _audit with replication factor 2, min.insync.replicas 1), one offline "
-                    "broker and a mirror as local processes; register Avro schemas; publish a realistic activity "
-                    "stream from simulated frontend hosts over the last hours; run the hourly Airflow DAG for "
-                    "those hours (PySpark into Parquet/Hive tables); print the audit, mirror lag and an analyst "
-                    "query. The tables' metastore is a PostgreSQL the demo starts under --dir when PostgreSQL is "
-                    "installed (so `ferry sql --state-dir DIR/warehouse-state` answers while it runs), else the "
-                    "embedded Derby. Everything listens on 127.0.0.1 and stops on exit or Ctrl-C.")
+DESCRIPTION = (
+    "Start ZooKeeper (chroots /ferry/live and /ferry/offline), two live brokers (every live topic "
+    "and _audit with replication factor 2, min.insync.replicas 1), one offline "
+    "broker and a mirror as local processes; register Avro schemas; publish a realistic activity "
+    "stream from simulated frontend hosts over the last hours; run the hourly Airflow DAG for "
+    "those hours (PySpark into Parquet/Hive tables); print the audit, mirror lag and an analyst "
+    "query. The tables' metastore is a PostgreSQL the demo starts under --dir when PostgreSQL is "
+    "installed (so `ferry sql --state-dir DIR/warehouse-state` answers while it runs), else the "
+    "embedded Derby. Everything listens on 127.0.0.1 and stops on exit or Ctrl-C.")
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--dir", default=".demo", type=Path,
                    help="directory for all data and logs (default: ./.demo); reused by a second run")
     p.add_argument("--clean", action="store_true", help="delete --dir first and start from nothing")

@@ -96,11 +96,6 @@ def add_arguments(p: argparse.ArgumentParser, default_master: str | None = "loca
                    help="seconds to wait for another load holding the state directory (default 1800)")
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
-    add_arguments(cli.add_command(subparsers, "load", run, "load offset ranges into the hourly warehouse tables "
-                                  "(PySpark)", DESCRIPTION, raw=True))
-
-
 def build_parser(default_master: str | None = "local[2]") -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="load_job.py", description=DESCRIPTION,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)

@@ -43,9 +43,7 @@ THRIFT_SERVER = "org.apache.spark.sql.hive.thriftserver.HiveThriftServer2"
 _TRACE_PREFIXES = ("\tat ", "Caused by:", "\t... ", "\tSuppressed:")
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
-    p = cli.add_command(subparsers, "sql", run, "Spark SQL on the warehouse; `serve`: the Thrift JDBC/ODBC server",
-                        DESCRIPTION, raw=True)
+def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("action", nargs="?", choices=("shell", "serve"), default="shell",
                    help="shell (default): spark-sql; serve: the Thrift JDBC/ODBC server")
     what = p.add_mutually_exclusive_group()

@@ -72,9 +72,10 @@ def _status_parser(full: argparse.ArgumentParser) -> argparse.ArgumentParser:
     return p
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
-    p = cli.add_command(subparsers, "mirror", run, "mirror a live cluster into the offline cluster", DESCRIPTION,
-                        raw=True, add_help=False)
+ADD_HELP = False  # its own -h/--help (_Help): `ferry mirror status --help` shows the status flags
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("-h", "--help", action=_Help)
     p.add_argument("action", nargs="?", choices=["run", "status"], default="run",
                    help="'run' (the default) mirrors; 'status' prints lag and owners and exits")

@@ -20,13 +20,13 @@ from ferry.schemas.replication import replicate
 from ferry.zk import cli_args as cli
 from ferry.zk.cli_args import UsageError
 
+DESCRIPTION = (
+    "The Avro schema registry of one cluster, kept in ZooKeeper under the cluster's chroot. "
+    "Schemas are registered under a subject (by convention the topic name); each distinct schema gets a "
+    "global id, which every message carries (magic byte 0 + 4-byte id + Avro body).")
 
-def register(subparsers: argparse._SubParsersAction) -> None:
-    parser = cli.add_command(
-        subparsers, "schemas", run, "register, list and show Avro schemas",
-        "The Avro schema registry of one cluster, kept in ZooKeeper under the cluster's chroot. "
-        "Schemas are registered under a subject (by convention the topic name); each distinct schema gets a "
-        "global id, which every message carries (magic byte 0 + 4-byte id + Avro body).")
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     actions = cli.add_actions(parser)
 
     reg = actions.add_parser(

@@ -17,14 +17,14 @@ from pathlib import Path
 from ferry.zk import cli_args as cli
 from ferry.zk.zookeeper_server import ZooKeeperServer
 
+DESCRIPTION = (
+    "Run a standalone ZooKeeper server (Debian's `zookeeper` package, needs java) in the "
+    "foreground. Writes DATA_DIR/zoo.cfg and keeps snapshots and logs in DATA_DIR/data. "
+    "Stop it with Ctrl-C or SIGTERM. Exit status 2 for a bad flag, 1 when it cannot start (port taken, "
+    "java or the package missing, DATA_DIR unwritable or full).")
 
-def register(subparsers: argparse._SubParsersAction) -> None:
-    parser = cli.add_command(
-        subparsers, "zookeeper", run, "run a local ZooKeeper server in the foreground",
-        "Run a standalone ZooKeeper server (Debian's `zookeeper` package, needs java) in the "
-        "foreground. Writes DATA_DIR/zoo.cfg and keeps snapshots and logs in DATA_DIR/data. "
-        "Stop it with Ctrl-C or SIGTERM. Exit status 2 for a bad flag, 1 when it cannot start (port taken, "
-        "java or the package missing, DATA_DIR unwritable or full).")
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--port", type=int, default=2181, metavar="P", help="client port (default 2181)")
     parser.add_argument("--data-dir", required=True, metavar="D", type=Path,
                         help="directory for zoo.cfg and the data (created if missing; reused on restart)")

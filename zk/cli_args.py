@@ -1,4 +1,4 @@
-"""What every `ferry` subcommand shares: its parser's opening, the `--zookeeper` and `--bootstrap-server`
+"""What every `ferry` subcommand shares: the `--zookeeper` and `--bootstrap-server`
 arguments (and the environment variable), `--timeout`, `--json`, `--state-dir`, `--log-level`, KEY=VALUE lists,
 HOST:PORT addresses and the usage error. Set up here once so that every command spells and defaults them the
 same way; how a command fails is ferry/cli_runner.py's one rule."""
@@ -10,7 +10,7 @@ import errno
 import logging
 import os
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -23,18 +23,6 @@ LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 
 class UsageError(Exception):
     """Bad command-line input found after argparse (reported like argparse does: exit 2)."""
-
-
-def add_command(subparsers: argparse._SubParsersAction, name: str, run: Callable[[argparse.Namespace], int] | None,
-                summary: str, description: str, *, raw: bool = False, **kwargs: object) -> argparse.ArgumentParser:
-    """A command's (or an action's) parser: ``summary`` in the command list, ``description`` in its --help (kept as
-    written with ``raw``), ``run`` called with the parsed namespace (None: its actions set their own)."""
-    if raw:
-        kwargs["formatter_class"] = argparse.RawDescriptionHelpFormatter
-    parser = subparsers.add_parser(name, help=summary, description=description, **kwargs)
-    if run is not None:
-        parser.set_defaults(func=run)
-    return parser
 
 
 def add_actions(parser: argparse.ArgumentParser) -> argparse._SubParsersAction:

@@ -15,15 +15,15 @@ from ferry.zk import ClusterRegistry
 from ferry.zk import cli_args as cli
 from ferry.zk.cli_args import UsageError
 
+DESCRIPTION = (
+    "Print messages of a topic, one per line. Without --group it reads every partition "
+    "directly (no offsets are stored). With --group it joins that consumer group as one member: it gets "
+    "its share of the partitions (the paper's Algorithm 1, through ZooKeeper), starts at the group's "
+    "committed offsets and commits what it printed when it stops. Exit 2 on bad input (or a topic that "
+    "does not exist), 1 when no broker answers.")
 
-def register(subparsers: argparse._SubParsersAction) -> None:
-    p = cli.add_command(
-        subparsers, "consume", run, "console consumer, optionally as a member of a group",
-        "Print messages of a topic, one per line. Without --group it reads every partition "
-        "directly (no offsets are stored). With --group it joins that consumer group as one member: it gets "
-        "its share of the partitions (the paper's Algorithm 1, through ZooKeeper), starts at the group's "
-        "committed offsets and commits what it printed when it stops. Exit 2 on bad input (or a topic that "
-        "does not exist), 1 when no broker answers.")
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--topic", required=True, metavar="T", help="topic to read")
     cli.add_zookeeper_argument(p)
     cli.add_bootstrap_argument(p, "without --group: brokers to read from instead of looking them up in ZooKeeper")

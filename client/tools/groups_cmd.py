@@ -24,14 +24,14 @@ from ferry.zk import cli_args as cli
 from ferry.zk import connect as zk_connect
 from ferry.zk.cli_args import UsageError
 
+DESCRIPTION = (
+    "Two kinds of consumer groups: the paper's, coordinated through ZooKeeper by ferry's own "
+    "consumers (members under /consumers/<group>/ids, owners under .../owners, offsets under .../offsets), "
+    "and Kafka's group protocol, coordinated by a broker for any Kafka client (offsets under "
+    "/consumer_offsets/<group>). Each action handles both; --type zookeeper|kafka picks one.")
 
-def register(subparsers: argparse._SubParsersAction) -> None:
-    parser = cli.add_command(
-        subparsers, "groups", run, "list, describe, reset and delete consumer groups",
-        "Two kinds of consumer groups: the paper's, coordinated through ZooKeeper by ferry's own "
-        "consumers (members under /consumers/<group>/ids, owners under .../owners, offsets under .../offsets), "
-        "and Kafka's group protocol, coordinated by a broker for any Kafka client (offsets under "
-        "/consumer_offsets/<group>). Each action handles both; --type zookeeper|kafka picks one.")
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     actions = cli.add_actions(parser)
     lst = actions.add_parser("list", help="list the groups", description="Print the cluster's consumer groups.")
     describe = actions.add_parser(

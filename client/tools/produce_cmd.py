@@ -16,15 +16,16 @@ class DeliveryError(RuntimeError):
     """Messages the brokers did not acknowledge (a runtime failure: exit 1)."""
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
-    p = cli.add_command(
-        subparsers, "produce", run, "console producer: publish lines from stdin",
-        "Publish each line of stdin as one message (the trailing newline is not part of it). "
-        "Messages carry the current time as event time and the host in the ferry.host header, and are counted "
-        "in the audit (tier producer, published to _audit). Exit 0 when every line was acknowledged, "
-        "2 on bad input (raw lines before a bad line are still sent; with --value-format avro every line is "
-        "validated first and nothing is sent when one is refused), 1 when the brokers are unreachable or a "
-        "message was not delivered.")
+DESCRIPTION = (
+    "Publish each line of stdin as one message (the trailing newline is not part of it). "
+    "Messages carry the current time as event time and the host in the ferry.host header, and are counted "
+    "in the audit (tier producer, published to _audit). Exit 0 when every line was acknowledged, "
+    "2 on bad input (raw lines before a bad line are still sent; with --value-format avro every line is "
+    "validated first and nothing is sent when one is refused), 1 when the brokers are unreachable or a "
+    "message was not delivered.")
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
     cli.add_bootstrap_argument(p, "brokers to connect to (then --zookeeper is only the schema registry's, for avro)")
     cli.add_zookeeper_argument(p, "find the brokers (and the schema registry) in this cluster's ZooKeeper")
     p.add_argument("--topic", required=True, metavar="T", help="topic to publish to (must exist)")

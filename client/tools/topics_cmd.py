@@ -26,10 +26,12 @@ PLACEMENT = (
 )
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
-    parser = cli.add_command(subparsers, "topics", run, "create, list, describe and alter topics",
-                             "Manage the topics of one cluster. Topics are kept in ZooKeeper under the cluster's "
-                             "chroot. " + PLACEMENT)
+DESCRIPTION = (
+    "Manage the topics of one cluster. Topics are kept in ZooKeeper under the cluster's "
+    "chroot. " + PLACEMENT)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     actions = cli.add_actions(parser)
 
     create = actions.add_parser(

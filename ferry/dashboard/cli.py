@@ -7,14 +7,14 @@ import argparse
 from ferry.dashboard.sources import Sources
 from ferry.zk import cli_args as cli
 
+DESCRIPTION = (
+    "Serve the completeness grid, flow, loads and clusters pages and their JSON endpoints "
+    "(docs/dashboard.md). Point --zookeeper at the offline cluster (all tiers' audit counts meet there) and "
+    "--live-zookeeper at each live cluster: the producers' counts as the live side knows them decide "
+    "completeness, exactly as in `ferry audit report`.")
 
-def register(subparsers: argparse._SubParsersAction) -> None:
-    p = cli.add_command(
-        subparsers, "dashboard", run, "serve the pipeline's console in the browser",
-        "Serve the completeness grid, flow, loads and clusters pages and their JSON endpoints "
-        "(docs/dashboard.md). Point --zookeeper at the offline cluster (all tiers' audit counts meet there) and "
-        "--live-zookeeper at each live cluster: the producers' counts as the live side knows them decide "
-        "completeness, exactly as in `ferry audit report`.")
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
     cli.add_zookeeper_argument(p, "ZooKeeper of the offline cluster")
     p.add_argument("--live-zookeeper", metavar="HOST:PORT/CHROOT", action="append", default=[],
                    help="a live cluster (repeatable): its producer counts, mirror lag and health")
