@@ -35,22 +35,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "(or some tier published an explicit zero count for it). Use the offline cluster: all tiers meet there.")
     cli.add_zookeeper_argument(report, "ZooKeeper of the cluster whose `_audit` to read")
     cli.add_bootstrap_argument(report, "brokers to read from instead of looking them up in ZooKeeper")
-    report.add_argument("--live-zookeeper", metavar="HOST:PORT/CHROOT", action="append", default=[],
-                        help="also read the `_audit` of a live cluster (repeatable). Producer counts that never "
-                             "reached the offline cluster (a mirror that is down, a cut link) then show as "
-                             "missing instead of as an hour with no events; events seen in both clusters count "
-                             "once (by guid)")
-    report.add_argument("--offline-only", action="store_true",
-                        help="judge from the counts that reached this cluster alone (no live cluster named): a "
-                             "stopped mirror then makes a partial hour look complete, so the report says so")
+    cli.add_live_zookeeper_argument(report, "also read the `_audit` of a live cluster. Producer counts that never "
+                                    "reached the offline cluster (a mirror that is down, a cut link) then show as "
+                                    "missing instead of as an hour with no events; events seen in both clusters "
+                                    "count once (by guid)")
+    cli.add_switches(report, {
+        "--offline-only": "judge from the counts that reached this cluster alone (no live cluster named): a stopped "
+                          "mirror then makes a partial hour look complete, so the report says so",
+        "--fail-incomplete": "exit 1 if any hour shown is not complete (for scripts)",
+    })
     report.add_argument("--topic", metavar="T", help="only this topic")
     report.add_argument("--hours", type=int, default=24, metavar="N",
                         help="only the last N hours of event time, the current one included (default 24; 0 = all)")
     report.add_argument("--json", dest="format", action="store_const", const="json", default="table",
                         help="print JSON (with the per-bucket detail) instead of a table")
     report.add_argument("--format", choices=("table", "json"), help=argparse.SUPPRESS)  # the older spelling
-    report.add_argument("--fail-incomplete", action="store_true",
-                        help="exit 1 if any hour shown is not complete (for scripts)")
     cli.add_timeout_argument(report, "give up reading `_audit` after SECONDS without progress", default=10.0)
 
 

@@ -65,14 +65,13 @@ def add_arguments(p: argparse.ArgumentParser, default_master: str | None = "loca
                    help="who writes Parquet: arrow = the executors with pyarrow (fast; local paths, and hdfs:// "
                         "or s3:// where pyarrow reaches them), spark = Spark's writer (any Hadoop URI); auto "
                         "(default) = arrow for a local warehouse, spark otherwise")
-    p.add_argument("--progress", action="store_true",
-                   help="a progress bar per topic (messages, rows/s, ETA) while the executors load; only on a terminal")
-    p.add_argument("--skip-lost-data", action="store_true",
-                   help="load what is left when committed offsets were deleted by retention (recorded)")
-    p.add_argument("--skip-bad-records", action="store_true",
-                   help="drop records that cannot be decoded instead of failing (they are counted and shown)")
-    p.add_argument("--no-audit", action="store_true",
-                   help="do not load _audit nor reconcile (warehouse counts are still published)")
+    cli.add_switches(p, {
+        "--progress": "a progress bar per topic (messages, rows/s, ETA) while the executors load; only on a terminal",
+        "--skip-lost-data": "load what is left when committed offsets were deleted by retention (recorded)",
+        "--skip-bad-records": "drop records that cannot be decoded instead of failing (they are counted and shown)",
+        "--no-audit": "do not load _audit nor reconcile (warehouse counts are still published)",
+        "--allow-source-change": "accept a ledger written against another ZooKeeper connect string",
+    })
     p.add_argument("--until-offsets", default=None, metavar="JSON",
                    help='cap end offsets, {"topic": {"0": 42}} (the DAG passes its plan here)')
     p.add_argument("--step", choices=("all", "plan", "load", "reconcile"), default="all",
@@ -80,14 +79,11 @@ def add_arguments(p: argparse.ArgumentParser, default_master: str | None = "loca
     p.add_argument("--hours", default="", metavar="HOURS", help="reconcile these hours too: YYYY-MM-DDTHH[,...] (UTC)")
     p.add_argument("--since", type=float, default=None, metavar="EPOCH_S",
                    help="reconcile: also every hour loaded by runs committed since this time (epoch seconds)")
-    p.add_argument("--live-zookeeper", dest="live_zookeepers", action="append", default=[],
-                   metavar="HOST:PORT/CHROOT",
-                   help="a live cluster whose producers' counts decide completeness (repeat for several live "
-                        "datacenters); while one is unreachable its hours are 'unknown', never complete")
+    cli.add_live_zookeeper_argument(p, "a live cluster whose producers' counts decide completeness (one per live "
+                                    "datacenter); while one is unreachable its hours are 'unknown', never complete",
+                                    dest="live_zookeepers")
     p.add_argument("--json", dest="json_out", default=None, metavar="FILE",
                    help="write the step's result as JSON to FILE (for the DAG; stdout stays for people)")
-    p.add_argument("--allow-source-change", action="store_true",
-                   help="accept a ledger written against another ZooKeeper connect string")
     p.add_argument("--metrics-file", metavar="PATH",
                    help="after each load run write Prometheus metrics (rows, bad records, failures per topic, "
                         "duration) to PATH for node_exporter's textfile collector; counters carry over across runs")

@@ -117,11 +117,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="replication factor of the topics created offline (MirrorMaker 2's replication.factor; "
                         "default: the smaller of 3 and the number of offline brokers registered when the topic "
                         "is created). With fewer offline brokers than N, creating is retried until they are up")
-    p.add_argument("--no-audit", action="store_true",
-                   help="do not publish the mirror tier's audit counts (they are on by default)")
-    p.add_argument("--no-schemas", action="store_true",
-                   help="do not copy the live schema registry into the offline one (copied by default: "
-                        "mirrored messages keep their live schema ids)")
+    cli.add_switches(p, {
+        "--no-audit": "do not publish the mirror tier's audit counts (they are on by default)",
+        "--no-schemas": "do not copy the live schema registry into the offline one (copied by default: mirrored "
+                        "messages keep their live schema ids)",
+    })
     cli.add_json_argument(p, "status: print JSON instead of a table")
     cli.add_log_level_argument(p)
 

@@ -40,6 +40,20 @@ def add_zookeeper_argument(parser: argparse.ArgumentParser | argparse._ArgumentG
         add_timeout_argument(parser, "ZooKeeper connect timeout", default=10.0, dest="timeout")
 
 
+def add_live_zookeeper_argument(parser: argparse.ArgumentParser | argparse._ArgumentGroup, what: str,
+                                dest: str = "live_zookeeper") -> None:
+    """`--live-zookeeper HOST:PORT/CHROOT`, repeatable (a list): the live clusters whose producers' counts decide
+    completeness (audit report, load, dashboard)."""
+    parser.add_argument("--live-zookeeper", dest=dest, metavar=ZK_METAVAR, action="append", default=[],
+                        help=f"{what} (repeatable)")
+
+
+def add_switches(parser: argparse.ArgumentParser | argparse._ArgumentGroup, switches: dict[str, str]) -> None:
+    """On/off flags, off unless given: flag -> help."""
+    for flag, what in switches.items():
+        parser.add_argument(flag, action="store_true", help=what)
+
+
 def add_bootstrap_argument(parser: argparse.ArgumentParser | argparse._ArgumentGroup, what: str) -> None:
     """`--bootstrap-server HOST:PORT[,...]` (``args.bootstrap``; `--bootstrap` is the shorter spelling)."""
     parser.add_argument("--bootstrap-server", "--bootstrap", dest="bootstrap", metavar="HOST:PORT[,...]", help=what)

@@ -16,8 +16,7 @@ DESCRIPTION = (
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     cli.add_zookeeper_argument(p, "ZooKeeper of the offline cluster")
-    p.add_argument("--live-zookeeper", metavar="HOST:PORT/CHROOT", action="append", default=[],
-                   help="a live cluster (repeatable): its producer counts, mirror lag and health")
+    cli.add_live_zookeeper_argument(p, "a live cluster: its producer counts, mirror lag and health")
     cli.add_state_dir_argument(p, "the loads' state directory (its ledger.json)")
     p.add_argument("--listen", metavar="HOST:PORT", default="127.0.0.1:8500",
                    help="where to serve (default 127.0.0.1:8500)")
