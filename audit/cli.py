@@ -33,8 +33,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "missing = produced - loaded, duplicates = loaded - produced (per 10-minute bucket, when positive). "
         "An hour is complete when every bucket of it has loaded == produced and something was produced "
         "(or some tier published an explicit zero count for it). Use the offline cluster: all tiers meet there.")
-    cli.add_zookeeper_argument(report, "ZooKeeper of the cluster whose `_audit` to read")
-    cli.add_bootstrap_argument(report, "brokers to read from instead of looking them up in ZooKeeper")
+    cli.add_cluster_arguments(report, "ZooKeeper of the cluster whose `_audit` to read")
     cli.add_live_zookeeper_argument(report, "also read the `_audit` of a live cluster. Producer counts that never "
                                     "reached the offline cluster (a mirror that is down, a cut link) then show as "
                                     "missing instead of as an hour with no events; events seen in both clusters "

@@ -54,9 +54,13 @@ def add_switches(parser: argparse.ArgumentParser | argparse._ArgumentGroup, swit
         parser.add_argument(flag, action="store_true", help=what)
 
 
-def add_bootstrap_argument(parser: argparse.ArgumentParser | argparse._ArgumentGroup, what: str) -> None:
-    """`--bootstrap-server HOST:PORT[,...]` (``args.bootstrap``; `--bootstrap` is the shorter spelling)."""
-    parser.add_argument("--bootstrap-server", "--bootstrap", dest="bootstrap", metavar="HOST:PORT[,...]", help=what)
+def add_cluster_arguments(parser: argparse.ArgumentParser | argparse._ArgumentGroup, zookeeper: str,
+                          bootstrap: str = "brokers to connect to instead of looking them up in ZooKeeper") -> None:
+    """A cluster found either way: `--zookeeper` (the brokers registered there) or `--bootstrap-server
+    HOST:PORT[,...]` (``args.bootstrap``; `--bootstrap` is the shorter spelling); require_cluster checks one."""
+    add_zookeeper_argument(parser, zookeeper)
+    parser.add_argument("--bootstrap-server", "--bootstrap", dest="bootstrap", metavar="HOST:PORT[,...]",
+                        help=bootstrap)
 
 
 def require_cluster(args: argparse.Namespace) -> None:

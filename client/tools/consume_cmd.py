@@ -25,8 +25,8 @@ DESCRIPTION = (
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--topic", required=True, metavar="T", help="topic to read")
-    cli.add_zookeeper_argument(p)
-    cli.add_bootstrap_argument(p, "without --group: brokers to read from instead of looking them up in ZooKeeper")
+    cli.add_cluster_arguments(p, "the cluster's ZooKeeper",
+                              "without --group: brokers to read from instead of looking them up in ZooKeeper")
     p.add_argument("--group", metavar="G", help="join consumer group G (offsets stored in ZooKeeper)")
     p.add_argument("--assignment-strategy", choices=["range", "roundrobin"], default="range",
                    help="how the group divides partitions: range (the paper's Algorithm 1, per topic) or "

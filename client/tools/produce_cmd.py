@@ -26,8 +26,8 @@ DESCRIPTION = (
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    cli.add_bootstrap_argument(p, "brokers to connect to (then --zookeeper is only the schema registry's, for avro)")
-    cli.add_zookeeper_argument(p, "find the brokers (and the schema registry) in this cluster's ZooKeeper")
+    cli.add_cluster_arguments(p, "find the brokers (and the schema registry) in this cluster's ZooKeeper",
+                              "brokers to connect to (then --zookeeper is only the schema registry's, for avro)")
     p.add_argument("--topic", required=True, metavar="T", help="topic to publish to (must exist)")
     p.add_argument("--key-separator", metavar="S",
                    help="split each line at the first S into key and value (a line without S is an error); "
