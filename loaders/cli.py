@@ -218,9 +218,11 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser(default_master=None).parse_args(argv)
     try:
         return run(args)
-    except UsageError as e:
-        print(f"load_job.py: error: {e}", file=sys.stderr)
-        return 2
+    except Exception as e:  # as `ferry load` fails (ferry/cli_runner.py): one line, 2 for usage, 1 at run time
+        if os.environ.get("FERRY_DEBUG"):
+            raise
+        print(f"load_job.py: error: {' '.join(str(e).split()) or type(e).__name__}", file=sys.stderr)
+        return 2 if isinstance(e, UsageError | ValueError) else 1
 
 
 if __name__ == "__main__":
