@@ -90,7 +90,11 @@ def main(argv: list[str] | None = None) -> int:
     if name not in COMMANDS:
         print(f"ferry: error: unknown command {name!r} (choose from {', '.join(COMMANDS)})", file=sys.stderr)
         return USAGE
-    args = build_parser(name).parse_args(argv)
+    args, extra = build_parser(name).parse_known_args(argv)
+    if extra:  # argparse would blame `ferry`; name the command whose flags these are not
+        print(f"{_label(name, args)}: error: unrecognized arguments: {' '.join(extra)} "
+              f"(see `{_label(name, args)} --help`)", file=sys.stderr)
+        return USAGE
     return run_command(_label(name, args), args.func, args)
 
 
