@@ -4,7 +4,7 @@ One line on stderr, ``ferry COMMAND [ACTION]: error: WHAT``, never a traceback (
 the exit status says whose fault it is:
 
 * 2, a usage error: argparse's own, a bad value (ValueError), a name that does not exist (a topic, a subject,
-  a chroot: RegistryError, SchemaError, LookupError), a request the cluster refuses as asked (ClientError);
+  a chroot: RegistryError, SchemaError), a request the cluster refuses as asked (ClientError);
 * 1, a runtime error: a service that does not answer (ZooKeeper, the brokers, a metastore), a file that is
   missing, unreadable or unwritable, a full disk (OSError), or a step that failed at run time (RuntimeError);
   anything unforeseen is a runtime error too, named by its class.
@@ -36,8 +36,7 @@ INTERRUPTED = 130
 # checked first: a ZooKeeperUnavailableError is a RegistryError too, but a runtime one (ConnectionError)
 RUNTIME_ERRORS: tuple[type[BaseException], ...] = (
     OSError, KazooException, KazooTimeoutError, RuntimeError, NoBrokersAvailableError, NoBrokersError)
-USAGE_ERRORS: tuple[type[BaseException], ...] = (
-    UsageError, ValueError, LookupError, RegistryError, SchemaError, ClientError)
+USAGE_ERRORS: tuple[type[BaseException], ...] = (UsageError, ValueError, RegistryError, SchemaError, ClientError)
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -55,6 +54,7 @@ def _librdkafka_errors() -> tuple[type[BaseException], ...]:
 
 
 def exit_code(exc: BaseException) -> int:
+    """1 or 2 by the rule above (a class in neither list is a surprise: runtime)."""
     if isinstance(exc, RUNTIME_ERRORS + _librdkafka_errors()):
         return RUNTIME
     return USAGE if isinstance(exc, USAGE_ERRORS) else RUNTIME

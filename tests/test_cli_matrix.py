@@ -243,3 +243,27 @@ def test_every_command_fails_in_one_line_with_the_right_exit_code(paths: Paths, 
     assert not problems, f"{len(problems)} of {len(cases)} cases:\n" + "\n".join(problems)
     shutil.rmtree(home, ignore_errors=True)
     assert not (home / ".local").exists()
+
+
+def test_the_rule_classifies_the_projects_errors() -> None:
+    """The classes behind the matrix, one by one (ferry/cli_runner.py): who is at fault decides the code."""
+    import errno
+
+    from kazoo.handlers.threading import KazooTimeoutError
+
+    from ferry.cli_runner import describe, exit_code
+    from ferry.client.errors import BrokerUnavailableError, NoBrokersAvailableError
+    from ferry.schemas.errors import IncompatibleSchemaError
+    from ferry.zk import InvalidZkConnectError, RegistryError, UnknownTopicError, ZooKeeperUnavailableError
+    from ferry.zk.cli_args import UsageError
+
+    runtime = [ZooKeeperUnavailableError("cannot connect"), BrokerUnavailableError("no broker"), KazooTimeoutError(),
+               NoBrokersAvailableError("none"), FileNotFoundError(errno.ENOENT, "No such file or directory", "/x"),
+               OSError(errno.ENOSPC, "No space left on device"), KeyError("a bug")]
+    usage = [UsageError("--x"), ValueError("bad"), InvalidZkConnectError("h:99999"), UnknownTopicError("topic 't'"),
+             RegistryError("no /chroot"), IncompatibleSchemaError("field f")]
+    assert [exit_code(e) for e in runtime] == [RUNTIME] * len(runtime)
+    assert [exit_code(e) for e in usage] == [USAGE] * len(usage)
+    assert describe(FileNotFoundError(errno.ENOENT, "No such file or directory", "/x")) == "No such file or directory: /x"
+    assert describe(KeyError("a bug")) == "KeyError: 'a bug'"  # a surprise names its class
+    assert describe(ValueError("two\nlines")) == "two lines"
