@@ -17,50 +17,43 @@ from ferry.audit.live import read_live_counts
 from ferry.audit.reader import read_audit_events
 from ferry.audit.reconciler import reconcile
 from ferry.client.audit.bucket import HOUR_MS, hour_start
-from ferry.client.errors import ClientError
-from ferry.zk import RegistryError
-from ferry.zk.cli_args import (
-    ENV_ZOOKEEPER,
-    add_timeout_argument,
-    add_zookeeper_argument,
-    quiet_zookeeper_logs,
-)
+from ferry.zk import cli_args as cli
+from ferry.zk.cli_args import UsageError
+
+DESCRIPTION = (
+    "Audit: every tier (producer, mirror, warehouse) counts messages per topic and 10-minute "
+    "bucket of event time and publishes the counts to the `_audit` topic; the report balances the books.")
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser(
-        "audit", help="audit reports: the books per topic and hour",
-        description="Audit: every tier (producer, mirror, warehouse) counts messages per topic and 10-minute "
-        "bucket of event time and publishes the counts to the `_audit` topic; the report balances the books.")
-    actions = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
-    report = actions.add_parser(
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    report = cli.add_actions(parser).add_parser(
         "report", help="per topic and hour: produced, mirrored, loaded, missing, duplicates, complete",
         description="Read `_audit` from the beginning, count each event once (by guid), and show per topic and "
         "UTC hour of event time what the producers sent, the mirror copied and the warehouse loaded. "
         "missing = produced - loaded, duplicates = loaded - produced (per 10-minute bucket, when positive). "
         "An hour is complete when every bucket of it has loaded == produced and something was produced "
         "(or some tier published an explicit zero count for it). Use the offline cluster: all tiers meet there.")
-    add_zookeeper_argument(report, "ZooKeeper of the cluster whose `_audit` to read")
-    report.add_argument("--bootstrap-server", "--bootstrap", dest="bootstrap", metavar="HOST:PORT[,...]",
-                        help="brokers to read from instead of looking them up in ZooKeeper")
-    report.add_argument("--live-zookeeper", metavar="HOST:PORT/CHROOT", action="append", default=[],
-                        help="also read the `_audit` of a live cluster (repeatable). Producer counts that never "
-                             "reached the offline cluster (a mirror that is down, a cut link) then show as "
-                             "missing instead of as an hour with no events; events seen in both clusters count "
-                             "once (by guid)")
-    report.add_argument("--offline-only", action="store_true",
-                        help="judge from the counts that reached this cluster alone (no live cluster named): a "
-                             "stopped mirror then makes a partial hour look complete, so the report says so")
+    cli.add_cluster_arguments(report, "ZooKeeper of the cluster whose `_audit` to read")
+    cli.add_live_zookeeper_argument(report, "also read the `_audit` of a live cluster. Producer counts that never "
+                                    "reached the offline cluster (a mirror that is down, a cut link) then show as "
+                                    "missing instead of as an hour with no events; events seen in both clusters "
+                                    "count once (by guid)")
+    cli.add_switches(report, {
+        "--offline-only": "judge from the counts that reached this cluster alone (no live cluster named): a stopped "
+                          "mirror then makes a partial hour look complete, so the report says so",
+        "--fail-incomplete": "exit 1 if any hour shown is not complete (for scripts)",
+    })
     report.add_argument("--topic", metavar="T", help="only this topic")
     report.add_argument("--hours", type=int, default=24, metavar="N",
                         help="only the last N hours of event time, the current one included (default 24; 0 = all)")
     report.add_argument("--json", dest="format", action="store_const", const="json", default="table",
                         help="print JSON (with the per-bucket detail) instead of a table")
     report.add_argument("--format", choices=("table", "json"), help=argparse.SUPPRESS)  # the older spelling
-    report.add_argument("--fail-incomplete", action="store_true",
-                        help="exit 1 if any hour shown is not complete (for scripts)")
-    add_timeout_argument(report, "give up reading `_audit` after SECONDS without progress", default=10.0)
-    report.set_defaults(func=run_report)
+    cli.add_timeout_argument(report, "give up reading `_audit` after SECONDS without progress", default=10.0)
+
+
+def run(args: argparse.Namespace) -> int:
+    return {"report": run_report}[args.action](args)
 
 
 def _hour_label(ms: int) -> str:
@@ -68,27 +61,17 @@ def _hour_label(ms: int) -> str:
 
 
 def run_report(args: argparse.Namespace) -> int:
-    quiet_zookeeper_logs()
-    if not args.zookeeper and not args.bootstrap:
-        print(f"ferry audit report: give --zookeeper HOST:PORT/CHROOT (or set {ENV_ZOOKEEPER}) or --bootstrap",
-              file=sys.stderr)
-        return 2
+    cli.quiet_zookeeper_logs()
+    cli.require_cluster(args)
     if args.hours < 0:
-        print("ferry audit report: --hours must be >= 0", file=sys.stderr)
-        return 2
+        raise UsageError("--hours must be >= 0")
     if not args.live_zookeeper and not args.offline_only:
-        print("ferry audit report: no --live-zookeeper: completeness is judged from the live producers' counts; "
-              "name every live cluster, or pass --offline-only", file=sys.stderr)
-        return 2
+        raise UsageError("no --live-zookeeper: completeness is judged from the live producers' counts; name every "
+                         "live cluster, or pass --offline-only")
     if args.live_zookeeper and args.offline_only:
-        print("ferry audit report: --offline-only with --live-zookeeper", file=sys.stderr)
-        return 2
-    try:
-        audit_log = read_audit_events(args.zookeeper if not args.bootstrap else None, args.bootstrap,
-                                      timeout_s=args.timeout_s)
-    except (ClientError, RegistryError, ValueError) as exc:
-        print(f"ferry audit report: {exc}", file=sys.stderr)
-        return 2
+        raise UsageError("--offline-only with --live-zookeeper")
+    audit_log = read_audit_events(args.zookeeper if not args.bootstrap else None, args.bootstrap,
+                                  timeout_s=args.timeout_s)
     # the producers' counts as the live clusters know them decide; an unreachable one makes every hour unknown
     live = read_live_counts(args.live_zookeeper, args.timeout_s)
     for zk in live.unreachable:

@@ -11,35 +11,58 @@ import textwrap
 import threading
 import time
 
-from ferry.broker.server.broker_config import BrokerConfig, ConfigError, read_properties
+from ferry.broker.server.broker_config import BrokerConfig, read_properties
 from ferry.broker.server.kafka_server import KafkaServer
 from ferry.wire.protocol.api_keys import ADVERTISED, ApiKey
-from ferry.zk.cli_args import add_metrics_argument
+from ferry.zk import ZkConnect
+from ferry.zk import cli_args as cli
+from ferry.zk import connect as zk_connect
 
-# flag dest -> Kafka-style property key (flags override the --config file).
-FLAG_KEYS: dict[str, str] = {
-    "id": "broker.id",
-    "listen": "listeners",
-    "advertised": "advertised.listeners",
-    "data_dir": "log.dirs",
-    "zookeeper": "zookeeper.connect",
-    "datacenter": "datacenter",
-    "log_segment_bytes": "log.segment.bytes",
-    "log_roll_ms": "log.roll.ms",
-    "retention_ms": "log.retention.ms",
-    "retention_bytes": "log.retention.bytes",
-    "flush_messages": "log.flush.interval.messages",
-    "flush_ms": "log.flush.interval.ms",
-    "max_message_bytes": "message.max.bytes",
-    "max_request_bytes": "socket.request.max.bytes",
-    "num_partitions": "num.partitions",
-    "zk_session_timeout_ms": "zookeeper.session.timeout.ms",
-    "retention_check_interval_ms": "log.retention.check.interval.ms",
-    "connections_max_idle_ms": "connections.max.idle.ms",
-    "audit_topic_partitions": "audit.topic.partitions",
-    "metrics_port": "metrics.port",
-    "metrics_listen": "metrics.listen",
+# flag -> (Kafka-style property key, metavar, help[, default]): flags override the --config file. A flag whose metavar is a
+# number (N, BYTES, MS) takes an integer; the defaults are BrokerConfig's.
+SETTING_FLAGS: dict[str, tuple[str, ...]] = {
+    "--id": ("broker.id", "N", "broker id, unique in the cluster"),
+    "--listen": ("listeners", "HOST:PORT", "address to accept clients on"),
+    "--advertised": ("advertised.listeners", "HOST:PORT", "address clients are told to connect to", "default: --listen"),
+    "--data-dir": ("log.dirs", "DIR", "directory holding the partition logs"),
+    "--zookeeper": ("zookeeper.connect", "HOST:PORT/CHROOT",
+                    "ZooKeeper connect string with the cluster's chroot, e.g. 127.0.0.1:2181/ferry/live"),
+    "--datacenter": ("datacenter", "NAME", "datacenter name, stored in the broker's registration"),
+    "--log-segment-bytes": ("log.segment.bytes", "BYTES", "roll a segment at this size", "default 1 GiB"),
+    "--log-roll-ms": ("log.roll.ms", "MS", "roll a segment at this age", "default 7 days"),
+    "--retention-ms": ("log.retention.ms", "MS", "delete segments older than this; -1 keeps forever", "default 7 days"),
+    "--retention-bytes": ("log.retention.bytes", "BYTES", "per-partition size limit; -1 = none", "default -1"),
+    "--flush-messages": ("log.flush.interval.messages", "N", "fsync after this many messages", "default 10000"),
+    "--flush-ms": ("log.flush.interval.ms", "MS",
+                   "fsync when the oldest unflushed message is this old", "default 200"),
+    "--max-message-bytes": ("message.max.bytes", "BYTES", "largest record batch accepted", "default 1048588"),
+    "--max-request-bytes": ("socket.request.max.bytes", "BYTES",
+                            "largest request accepted; bigger ones close the connection", "default 100 MiB"),
+    "--num-partitions": ("num.partitions", "N",
+                         "partitions of auto-created topics and of CreateTopics with -1", "default 1"),
+    "--retention-check-interval-ms": ("log.retention.check.interval.ms", "MS",
+                                      "how often retention looks for segments to delete", "default 300000"),
+    "--connections-max-idle-ms": ("connections.max.idle.ms", "MS",
+                                  "close a client connection idle this long with nothing owed to it", "default 600000"),
+    "--audit-topic-partitions": ("audit.topic.partitions", "N",
+                                 "create the pipeline's _audit topic with N partitions at start-up if it does not "
+                                 "exist", "default 0: never, provisioning creates it"),
+    "--zk-session-timeout-ms": ("zookeeper.session.timeout.ms", "MS", "ZooKeeper session timeout", "default 10000"),
 }
+# switches that turn a boolean setting on: flag -> (key, help, default)
+SWITCH_FLAGS: dict[str, tuple[str, str, str]] = {
+    "--auto-create-topics": ("auto.create.topics.enable", "create unknown topics named in Metadata requests",
+                             "default off"),
+    "--consumers-see-unflushed": ("log.consumers.see.unflushed", "let fetches read data before it is fsynced",
+                                  "default off: as in the paper, consumers see only flushed messages"),
+}
+NUMBER_METAVARS = ("N", "BYTES", "MS")
+METRICS_KEYS = {"metrics_port": "metrics.port", "metrics_listen": "metrics.listen"}
+
+
+def _dest(flag: str) -> str:
+    return flag.lstrip("-").replace("-", "_")
+
 
 # The APIs in Kafka's spelling (ApiVersions, OffsetForLeaderEpoch, ...), from the table ApiVersions answers with.
 SERVED_APIS = ", ".join("".join(w.capitalize() for w in ApiKey(k).name.split("_")) for k in sorted(ADVERTISED))
@@ -60,103 +83,65 @@ A bad value stops the broker with a message naming the setting (exit code 2).
 """
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
-    p = subparsers.add_parser("broker", help="run a broker", description=DESCRIPTION,
-                              formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--id", type=int, metavar="N", help="broker id, unique in the cluster (broker.id)")
-    p.add_argument("--listen", metavar="HOST:PORT", help="address to accept clients on (listeners)")
-    p.add_argument("--advertised", metavar="HOST:PORT",
-                   help="address clients are told to connect to (advertised.listeners; default: --listen)")
-    p.add_argument("--data-dir", metavar="DIR", help="directory holding the partition logs (log.dirs)")
-    p.add_argument("--zookeeper", metavar="HOST:PORT/CHROOT",
-                   help="ZooKeeper connect string with the cluster's chroot, e.g. 127.0.0.1:2181/ferry/live")
-    p.add_argument("--datacenter", metavar="NAME", help="datacenter name, stored in the broker's registration")
+def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--config", metavar="FILE", help="Kafka-style properties file (flags override it)")
-    p.add_argument("--log-segment-bytes", type=int, metavar="BYTES",
-                   help="roll a segment at this size (log.segment.bytes; default 1 GiB)")
-    p.add_argument("--log-roll-ms", type=int, metavar="MS",
-                   help="roll a segment at this age (log.roll.ms; default 7 days)")
-    p.add_argument("--retention-ms", type=int, metavar="MS",
-                   help="delete segments older than this; -1 keeps forever (log.retention.ms; default 7 days)")
-    p.add_argument("--retention-bytes", type=int, metavar="BYTES",
-                   help="per-partition size limit; -1 = none (log.retention.bytes; default -1)")
-    p.add_argument("--flush-messages", type=int, metavar="N",
-                   help="fsync after this many messages (log.flush.interval.messages; default 10000)")
-    p.add_argument("--flush-ms", type=int, metavar="MS",
-                   help="fsync when the oldest unflushed message is this old (log.flush.interval.ms; default 200)")
-    p.add_argument("--max-message-bytes", type=int, metavar="BYTES",
-                   help="largest record batch accepted (message.max.bytes; default 1048588)")
-    p.add_argument("--max-request-bytes", type=int, metavar="BYTES",
-                   help="largest request accepted; bigger ones close the connection "
-                        "(socket.request.max.bytes; default 100 MiB)")
-    p.add_argument("--num-partitions", type=int, metavar="N",
-                   help="partitions of auto-created topics and of CreateTopics with -1 (num.partitions; default 1)")
-    p.add_argument("--auto-create-topics", action="store_true", default=None,
-                   help="create unknown topics named in Metadata requests (auto.create.topics.enable; default off)")
-    p.add_argument("--consumers-see-unflushed", action="store_true", default=None,
-                   help="let fetches read data before it is fsynced (log.consumers.see.unflushed; default off: "
-                        "as in the paper, consumers see only flushed messages)")
-    p.add_argument("--retention-check-interval-ms", type=int, metavar="MS",
-                   help="how often retention looks for segments to delete "
-                        "(log.retention.check.interval.ms; default 300000)")
-    p.add_argument("--connections-max-idle-ms", type=int, metavar="MS",
-                   help="close a client connection idle this long with nothing owed to it "
-                        "(connections.max.idle.ms; default 600000)")
-    p.add_argument("--audit-topic-partitions", type=int, metavar="N",
-                   help="create the pipeline's _audit topic with N partitions at start-up if it does not exist "
-                        "(audit.topic.partitions; default 0: never, provisioning creates it)")
-    p.add_argument("--zk-session-timeout-ms", type=int, metavar="MS",
-                   help="ZooKeeper session timeout (zookeeper.session.timeout.ms; default 10000)")
-    add_metrics_argument(p, "requests, bytes and errors per API, produce/fetch bytes per topic, under-replicated "
-                         "partitions, ISR shrinks/expands, controller, offline log dirs; metrics.listen")
+    for flag, (key, metavar, what, *default) in SETTING_FLAGS.items():
+        p.add_argument(flag, metavar=metavar, type=int if metavar in NUMBER_METAVARS else str,
+                       help=f"{what} ({'; '.join([key, *default])})")
+    for flag, (key, what, default) in SWITCH_FLAGS.items():
+        p.add_argument(flag, action="store_true", default=None, help=f"{what} ({key}; {default})")
+    cli.add_metrics_argument(p, "requests, bytes and errors per API, produce/fetch bytes per topic, under-replicated "
+                             "partitions, ISR shrinks/expands, controller, offline log dirs; metrics.listen")
     p.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
                    help="any broker setting by its Kafka-style name, e.g. --override min.insync.replicas=2 "
                         "(repeatable; wins over --config and the flags, as kafka-server-start's --override)")
-    p.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"],
-                   help="logging level of the broker's own log lines (default INFO)")
-    p.set_defaults(func=run)
+    cli.add_log_level_argument(p, "logging level of the broker's own log lines")
 
 
 def build_config(args: argparse.Namespace) -> BrokerConfig:
-    """Merge --config FILE with the flags and validate; raises ConfigError."""
+    """Merge --config FILE with the flags and validate; raises ConfigError (or UsageError for a bad --override,
+    OSError for a --config file that cannot be read)."""
     props = read_properties(args.config) if args.config else {}
-    for dest, key in FLAG_KEYS.items():
+    keys = {_dest(flag): key for flag, (key, *_) in SETTING_FLAGS.items()} | METRICS_KEYS
+    for dest, key in keys.items():
         value = getattr(args, dest, None)
         if value is not None:
             props[key] = str(value)
-    if args.auto_create_topics:
-        props["auto.create.topics.enable"] = "true"
-    if args.consumers_see_unflushed:
-        props["log.consumers.see.unflushed"] = "true"
-    for item in getattr(args, "override", None) or []:
-        key, sep, value = item.partition("=")
-        if not sep or not key.strip():
-            raise ConfigError(f"--override {item!r}: expected KEY=VALUE")
-        props[key.strip()] = value.strip()
+    for flag, (key, *_) in SWITCH_FLAGS.items():
+        if getattr(args, _dest(flag)):
+            props[key] = "true"
+    overrides = cli.parse_key_values(getattr(args, "override", None), "--override", "min.insync.replicas=2")
+    props.update({key: value.strip() for key, value in overrides.items()})
     return BrokerConfig.from_properties(props)
 
 
 def run(args: argparse.Namespace) -> int:
-    try:
-        config = build_config(args)
-    except ConfigError as e:
-        print(f"ferry broker: error: {e}", file=sys.stderr)
-        return 2
-    logging.basicConfig(level=getattr(logging, args.log_level), stream=sys.stderr,
-                        format="%(asctime)s %(levelname)s [broker-" + str(config.broker_id) + "] %(name)s: %(message)s")
+    config = build_config(args)  # a bad setting: one line and exit 2 (ferry/cli_runner.py)
+    preflight(config)
+    cli.configure_logging(args, f"[broker-{config.broker_id}] %(name)s")
     log = logging.getLogger("ferry.broker")
     try:
         asyncio.run(KafkaServer(config).run())
     except KeyboardInterrupt:
         return 0
-    except Exception as e:
-        if _is_expected_failure(e):  # a clear one-line reason, no traceback
-            log.error("broker %d failed: %s", config.broker_id, str(e) or type(e).__name__)
-        else:
-            log.exception("broker %d failed", config.broker_id)
+    except Exception as e:  # with a valid config, a failure is the environment's (port taken, data dir locked or
+        # unwritable, disk full, ZooKeeper unreachable, id in use): one log line, exit 1; --log-level DEBUG: traceback
+        log.error("broker %d failed: %s", config.broker_id, " ".join((str(e) or type(e).__name__).split()))
+        log.debug("broker %d failed", config.broker_id, exc_info=True)
         return 1
     _exit_if_stuck(log)
     return 0
+
+
+def preflight(config: BrokerConfig) -> None:
+    """Before the broker's first log line: a data dir that cannot be made or written (a file on the way, a full
+    disk) and a ZooKeeper that does not answer are one error line (exit 1), not a start-up that logs and fails.
+    Nothing is created: the broker makes its data dir only once its id is known to be its own."""
+    cli.check_writable_dir(config.data_dir, "--data-dir")
+    with cli.zookeeper_logs_quiet():
+        client = zk_connect(ZkConnect.parse(config.zookeeper).hosts, timeout=config.zk_session_timeout_s)
+        client.stop()
+        client.close()
 
 
 def _exit_if_stuck(log: logging.Logger, grace_s: float = 2.0) -> None:
@@ -179,10 +164,3 @@ def _exit_if_stuck(log: logging.Logger, grace_s: float = 2.0) -> None:
         sys.stderr.flush()
         os._exit(0)
 
-
-def _is_expected_failure(e: BaseException) -> bool:
-    """Environment problems (port taken, data dir locked, ZooKeeper unreachable, id in use)."""
-    if isinstance(e, OSError):
-        return True
-    module = type(e).__module__
-    return module.startswith(("ferry.zk", "ferry.wire.record", "kazoo"))

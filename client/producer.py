@@ -28,6 +28,7 @@ from ferry.client.audit.counter import AuditCounter
 from ferry.client.audit.event import AUDIT_TOPIC
 from ferry.client.audit.publisher import AuditPublisher
 from ferry.client.bootstrap import discover
+from ferry.client.broker_metadata import list_topics
 from ferry.client.errors import ClientError, ProducerClosedError, UnknownTopicError
 from ferry.client.message import Message
 from ferry.client.rate_limited_log import rate_limited_logger
@@ -179,10 +180,7 @@ class Producer:
 
     def partitions_for(self, topic: str, timeout: float = 10.0) -> list[int]:
         """The topic's partitions from the brokers' metadata; UnknownTopicError if it does not exist."""
-        try:
-            md = self._rd.list_topics(topic, timeout=timeout)
-        except Exception as exc:  # KafkaException: no broker answered
-            raise ClientError(f"cannot reach the brokers at {self.bootstrap}: {exc}") from None
+        md = list_topics(self._rd, self.bootstrap, topic, timeout)  # BrokerUnavailableError: no broker answered
         t = md.topics.get(topic)
         if t is None or t.error is not None or not t.partitions:
             raise UnknownTopicError(f"topic {topic!r} does not exist (create it with `ferry topics create`)")

@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 
 from ferry.client.bootstrap import discover
+from ferry.client.broker_metadata import list_topics
 from ferry.client.errors import ClientError, UnknownTopicError
 from ferry.client.message import MessageAndMetadata
 from ferry.client.rate_limited_log import rate_limited_logger
@@ -61,7 +62,7 @@ class SimpleConsumer:
             finally:
                 zk.stop()
                 zk.close()
-        md = self._consumer.list_topics(timeout=self.timeout_s)
+        md = list_topics(self._consumer, self.bootstrap, None, self.timeout_s)
         return sorted(md.topics)
 
     def partitions(self, topic: str) -> list[int]:
@@ -78,7 +79,7 @@ class SimpleConsumer:
             finally:
                 zk.stop()
                 zk.close()
-        md = self._consumer.list_topics(topic, timeout=self.timeout_s)
+        md = list_topics(self._consumer, self.bootstrap, topic, self.timeout_s)
         t = md.topics.get(topic)
         if t is None or t.error is not None or not t.partitions:
             raise UnknownTopicError(f"topic {topic!r} does not exist at {self.bootstrap}")

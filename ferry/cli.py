@@ -1,8 +1,10 @@
 """The `ferry` console script: one entry point, each subcommand living in its component's package.
 
 Subcommands are imported lazily so that `ferry broker` never pays for importing PySpark or Airflow.
-Each command module exposes ``register(subparsers)`` which adds exactly one parser and sets
-``func`` (called with the parsed namespace; its return value is the exit code).
+Each command module exposes ``DESCRIPTION`` (its --help text; laid out by hand when it has line breaks),
+``add_arguments(parser)`` and ``run(args)`` (its return value is the exit code); the parser itself, with the
+summary below, is made here. Every command runs through cli_runner.run_command: a failure is one line on
+stderr, exit 2 for a usage error, 1 for a runtime one.
 """
 
 from __future__ import annotations
@@ -10,17 +12,19 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
+from types import ModuleType
 
+from ferry.cli_runner import USAGE, OneLineParser, run_command
 from ferry.schemas import console_formats
 
 # name -> (module, one-line summary). The spellings are a contract: scripts and playbooks depend on them.
 COMMANDS: dict[str, tuple[str, str]] = {
     "zookeeper": ("ferry.zk.cli", "run a local ZooKeeper server (Debian's zookeeper package)"),
     "broker": ("ferry.broker.cli", "run a broker"),
-    "topics": ("ferry.client.tools.topics_cmd", "create, list and describe topics"),
+    "topics": ("ferry.client.tools.topics_cmd", "create, list, describe, alter and reassign topics"),
     "produce": ("ferry.client.tools.produce_cmd", "console producer: publish lines from stdin"),
     "consume": ("ferry.client.tools.consume_cmd", "console consumer, optionally as a member of a group"),
-    "groups": ("ferry.client.tools.groups_cmd", "list, describe and reset consumer groups"),
+    "groups": ("ferry.client.tools.groups_cmd", "list, describe, reset and delete consumer groups"),
     "acls": ("ferry.client.tools.acls_cmd", "add, list and remove the brokers' ACLs (kafka-acls' spelling)"),
     "schemas": ("ferry.schemas.cli", "register, list and show Avro schemas"),
     "mirror": ("ferry.mirror.cli", "mirror a live cluster into the offline cluster"),
@@ -48,34 +52,51 @@ def _top_parser() -> argparse.ArgumentParser:
 def build_parser(name: str) -> argparse.ArgumentParser:
     """A parser holding just one subcommand (imported on demand)."""
     module_name, summary = COMMANDS[name]
-    parser = argparse.ArgumentParser(prog="ferry")
+    parser = OneLineParser(prog="ferry")
     sub = parser.add_subparsers(dest="command", required=True)
-    module = importlib.import_module(module_name)
-    module.register(sub)
+    command = _add_command(sub, name, summary, importlib.import_module(module_name))
     if name in ("produce", "consume"):  # the console tools' --value-format avro: the registry is a higher layer
         parser.set_defaults(value_formats=console_formats)
+    # how errors name the command: `ferry topics list`, `ferry mirror status`, but `ferry sql` for its default action
+    parser.set_defaults(default_action=command.get_default("action"))
     return parser
+
+
+def _add_command(sub: argparse._SubParsersAction, name: str, summary: str, module: ModuleType
+                 ) -> argparse.ArgumentParser:
+    """The command's parser, made the same way for every command from its module's parts."""
+    description: str = module.DESCRIPTION
+    command = sub.add_parser(name, help=summary, description=description,
+                             formatter_class=argparse.RawDescriptionHelpFormatter if "\n" in description
+                             else argparse.HelpFormatter, add_help=getattr(module, "ADD_HELP", True))
+    module.add_arguments(command)
+    command.set_defaults(func=module.run)
+    return command
+
+
+def _label(name: str, args: argparse.Namespace) -> str:
+    action = getattr(args, "action", None)
+    shown = isinstance(action, str) and action != args.default_action
+    return f"ferry {name} {action}" if shown else f"ferry {name}"
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or argv[0] in ("-h", "--help"):
         _top_parser().print_help()
-        return 0 if argv else 2
+        return 0 if argv else USAGE
     if argv[0] == "--version":
         argv[0] = "version"
     name = argv[0]
     if name not in COMMANDS:
-        _top_parser().print_usage(sys.stderr)
-        print(f"ferry: unknown command {name!r} (choose from {', '.join(COMMANDS)})", file=sys.stderr)
-        return 2
-    parser = build_parser(name)
-    args = parser.parse_args(argv)
-    try:
-        rc = args.func(args)
-    except KeyboardInterrupt:
-        return 130
-    return int(rc or 0)
+        print(f"ferry: error: unknown command {name!r} (choose from {', '.join(COMMANDS)})", file=sys.stderr)
+        return USAGE
+    args, extra = build_parser(name).parse_known_args(argv)
+    if extra:  # argparse would blame `ferry`; name the command whose flags these are not
+        print(f"{_label(name, args)}: error: unrecognized arguments: {' '.join(extra)} "
+              f"(see `{_label(name, args)} --help`)", file=sys.stderr)
+        return USAGE
+    return run_command(_label(name, args), args.func, args)
 
 
 if __name__ == "__main__":

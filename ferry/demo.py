@@ -14,7 +14,6 @@ import json
 import logging
 import shutil
 import socket
-import sys
 import time
 from contextlib import ExitStack
 from pathlib import Path
@@ -27,21 +26,23 @@ from ferry.demo_metastore import start_demo_metastore
 from ferry.demo_report import print_report
 from ferry.demo_steps import DemoCluster, DemoProgress
 from ferry.embedded import free_port
+from ferry.zk import cli_args as cli
 
 TOPICS = ("page_view", "click", "search")
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
-    p = subparsers.add_parser(
-        "demo", help="run the whole two-datacenter pipeline on this machine",
-        description="Start ZooKeeper (chroots /ferry/live and /ferry/offline), two live brokers (every live topic "
-                    "and _audit with replication factor 2, min.insync.replicas 1), one offline "
-                    "broker and a mirror as local processes; register Avro schemas; publish a realistic activity "
-                    "stream from simulated frontend hosts over the last hours; run the hourly Airflow DAG for "
-                    "those hours (PySpark into Parquet/Hive tables); print the audit, mirror lag and an analyst "
-                    "query. The tables' metastore is a PostgreSQL the demo starts under --dir when PostgreSQL is "
-                    "installed (so `ferry sql --state-dir DIR/warehouse-state` answers while it runs), else the "
-                    "embedded Derby. Everything listens on 127.0.0.1 and stops on exit or Ctrl-C.")
+DESCRIPTION = (
+    "Start ZooKeeper (chroots /ferry/live and /ferry/offline), two live brokers (every live topic "
+    "and _audit with replication factor 2, min.insync.replicas 1), one offline "
+    "broker and a mirror as local processes; register Avro schemas; publish a realistic activity "
+    "stream from simulated frontend hosts over the last hours; run the hourly Airflow DAG for "
+    "those hours (PySpark into Parquet/Hive tables); print the audit, mirror lag and an analyst "
+    "query. The tables' metastore is a PostgreSQL the demo starts under --dir when PostgreSQL is "
+    "installed (so `ferry sql --state-dir DIR/warehouse-state` answers while it runs), else the "
+    "embedded Derby. Everything listens on 127.0.0.1 and stops on exit or Ctrl-C.")
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--dir", default=".demo", type=Path,
                    help="directory for all data and logs (default: ./.demo); reused by a second run")
     p.add_argument("--clean", action="store_true", help="delete --dir first and start from nothing")
@@ -59,7 +60,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         "starting it again each time; the books must still be complete with 0 duplicates")
     p.add_argument("--dashboard-listen", default="127.0.0.1:8500", metavar="HOST:PORT",
                    help="with --keep-running: where `ferry dashboard` serves (default 127.0.0.1:8500; port 0: any)")
-    p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -67,9 +67,8 @@ def run(args: argparse.Namespace) -> int:
     if args.short:
         args.events, args.hours = min(args.events, 3000), min(args.hours, 2)
     if args.events < 1 or args.hours < 1 or args.hosts < 1 or args.partitions < 1 or args.chaos < 0:
-        print("ferry demo: --events, --hours, --hosts and --partitions must be positive (--chaos not negative)",
-              file=sys.stderr)
-        return 2
+        raise cli.UsageError("--events, --hours, --hosts and --partitions must be positive (--chaos not negative)")
+    parse_listen(args.dashboard_listen)  # a ValueError now (exit 2), not after the whole run
     root: Path = args.dir.resolve()
     if args.clean and root.exists():
         shutil.rmtree(root)

@@ -66,6 +66,8 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("version", help="versions (ferry, Python, Java, Spark, ZooKeeper) and the native parts")
-    p.set_defaults(func=run)
+DESCRIPTION = "Print the versions of ferry, Python, Java, Spark and ZooKeeper, and whether each native part is on."
+
+
+def add_arguments(_parser: argparse.ArgumentParser) -> None:
+    """No flags."""

@@ -24,13 +24,8 @@ from ferry.loaders.state_dir import state_dir
 from ferry.wire import native
 from ferry.wire.native import NativeRequiredError
 from ferry.zk import RegistryError
-from ferry.zk.cli_args import (
-    ENV_ZOOKEEPER,
-    add_metrics_argument,
-    add_zookeeper_argument,
-    metrics_listen,
-    quiet_zookeeper_logs,
-)
+from ferry.zk import cli_args as cli
+from ferry.zk.cli_args import UsageError
 
 DESCRIPTION = """\
 Load new messages of the offline cluster into hourly Hive tables (Parquet, partitioned by event dt/hr),
@@ -46,13 +41,15 @@ examples:
 """
 
 
+class LoadFailedError(RuntimeError):
+    """A load step that failed while running (exit 1), as opposed to bad flags (exit 2)."""
+
+
 def add_arguments(p: argparse.ArgumentParser, default_master: str | None = "local[2]") -> None:
-    add_zookeeper_argument(p, "the offline cluster's ZooKeeper")  # required: checked in config_from_args
+    cli.add_zookeeper_argument(p, "the offline cluster's ZooKeeper")  # required: checked in _run
     p.add_argument("--topics", required=True, metavar="T[,T...]|REGEX",
                    help="topics: a comma-separated list, one name, or a regular expression (whole name)")
-    p.add_argument("--state-dir", default=None, metavar="DIR",
-                   help="ledger, lock and (by default) the embedded Derby metastore (default: $FERRY_STATE_DIR, "
-                        "else ~/.local/state/ferry)")
+    cli.add_state_dir_argument(p, "ledger, lock and (by default) the embedded Derby metastore")
     p.add_argument("--warehouse", default=None, metavar="DIR|URI",
                    help="warehouse root: a directory or a Hadoop URI (hdfs://, s3a://); default STATE_DIR/warehouse")
     p.add_argument("--database", default="ferry", metavar="NAME", help="Hive database of the tables (default: ferry)")
@@ -62,7 +59,7 @@ def add_arguments(p: argparse.ArgumentParser, default_master: str | None = "loca
                    help="the Hive metastore: postgresql://USER[:PASSWORD]@HOST[:PORT]/DB (loads and analysts at "
                         "once), thrift://HOST:9083 (a metastore service) or derby:DIR; default $FERRY_METASTORE, "
                         "else the embedded Derby in STATE_DIR (one process at a time)")
-    p.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE", help="extra Spark setting")
+    cli.add_conf_argument(p)
     p.add_argument("--start", default="earliest", metavar="earliest|latest|TIME",
                    help="where partitions never loaded before start: earliest, latest or an ISO time")
     p.add_argument("--max-per-split", type=int, default=1_000_000, metavar="N",
@@ -71,14 +68,13 @@ def add_arguments(p: argparse.ArgumentParser, default_master: str | None = "loca
                    help="who writes Parquet: arrow = the executors with pyarrow (fast; local paths, and hdfs:// "
                         "or s3:// where pyarrow reaches them), spark = Spark's writer (any Hadoop URI); auto "
                         "(default) = arrow for a local warehouse, spark otherwise")
-    p.add_argument("--progress", action="store_true",
-                   help="a progress bar per topic (messages, rows/s, ETA) while the executors load; only on a terminal")
-    p.add_argument("--skip-lost-data", action="store_true",
-                   help="load what is left when committed offsets were deleted by retention (recorded)")
-    p.add_argument("--skip-bad-records", action="store_true",
-                   help="drop records that cannot be decoded instead of failing (they are counted and shown)")
-    p.add_argument("--no-audit", action="store_true",
-                   help="do not load _audit nor reconcile (warehouse counts are still published)")
+    cli.add_switches(p, {
+        "--progress": "a progress bar per topic (messages, rows/s, ETA) while the executors load; only on a terminal",
+        "--skip-lost-data": "load what is left when committed offsets were deleted by retention (recorded)",
+        "--skip-bad-records": "drop records that cannot be decoded instead of failing (they are counted and shown)",
+        "--no-audit": "do not load _audit nor reconcile (warehouse counts are still published)",
+        "--allow-source-change": "accept a ledger written against another ZooKeeper connect string",
+    })
     p.add_argument("--until-offsets", default=None, metavar="JSON",
                    help='cap end offsets, {"topic": {"0": 42}} (the DAG passes its plan here)')
     p.add_argument("--step", choices=("all", "plan", "load", "reconcile"), default="all",
@@ -86,27 +82,17 @@ def add_arguments(p: argparse.ArgumentParser, default_master: str | None = "loca
     p.add_argument("--hours", default="", metavar="HOURS", help="reconcile these hours too: YYYY-MM-DDTHH[,...] (UTC)")
     p.add_argument("--since", type=float, default=None, metavar="EPOCH_S",
                    help="reconcile: also every hour loaded by runs committed since this time (epoch seconds)")
-    p.add_argument("--live-zookeeper", dest="live_zookeepers", action="append", default=[],
-                   metavar="HOST:PORT/CHROOT",
-                   help="a live cluster whose producers' counts decide completeness (repeat for several live "
-                        "datacenters); while one is unreachable its hours are 'unknown', never complete")
+    cli.add_live_zookeeper_argument(p, "a live cluster whose producers' counts decide completeness (one per live "
+                                    "datacenter); while one is unreachable its hours are 'unknown', never complete",
+                                    dest="live_zookeepers")
     p.add_argument("--json", dest="json_out", default=None, metavar="FILE",
                    help="write the step's result as JSON to FILE (for the DAG; stdout stays for people)")
-    p.add_argument("--allow-source-change", action="store_true",
-                   help="accept a ledger written against another ZooKeeper connect string")
     p.add_argument("--metrics-file", metavar="PATH",
                    help="after each load run write Prometheus metrics (rows, bad records, failures per topic, "
                         "duration) to PATH for node_exporter's textfile collector; counters carry over across runs")
-    add_metrics_argument(p, "the run's metrics while it lasts")
+    cli.add_metrics_argument(p, "the run's metrics while it lasts")
     p.add_argument("--lock-timeout", type=float, default=1800.0, metavar="SECONDS",
                    help="seconds to wait for another load holding the state directory (default 1800)")
-
-
-def register(subparsers: argparse._SubParsersAction) -> None:
-    p = subparsers.add_parser("load", help="load offset ranges into the hourly warehouse tables (PySpark)",
-                              description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
-    add_arguments(p)
-    p.set_defaults(func=run)
 
 
 def build_parser(default_master: str | None = "local[2]") -> argparse.ArgumentParser:
@@ -123,20 +109,15 @@ def parse_hours(text: str) -> list[tuple[str, str]]:
         try:
             t = dt.datetime.strptime(item[:13], "%Y-%m-%dT%H")
         except ValueError:
-            raise SystemExit(f"ferry load: --hours {item!r}: expected YYYY-MM-DDTHH") from None
+            raise UsageError(f"--hours {item!r}: expected YYYY-MM-DDTHH") from None
         out.append((t.strftime("%Y-%m-%d"), t.strftime("%H")))
     return out
 
 
 def config_from_args(args: argparse.Namespace) -> LoadConfig:
-    conf = {}
-    for item in args.conf:
-        k, sep, v = item.partition("=")
-        if not sep:
-            raise SystemExit(f"ferry load: --conf {item!r}: expected KEY=VALUE")
-        conf[k] = v
+    conf = cli.parse_key_values(args.conf, "--conf", "spark.executor.memory=2g")
     if args.max_per_split <= 0:
-        raise SystemExit("ferry load: --max-per-split must be positive")
+        raise UsageError("--max-per-split must be positive")
     topics = args.topics
     if "," in topics:
         topics = [t.strip() for t in topics.split(",") if t.strip()]
@@ -153,22 +134,28 @@ def config_from_args(args: argparse.Namespace) -> LoadConfig:
 
 def run(args: argparse.Namespace) -> int:
     """Run the step; a load (or all) also records its metrics when --metrics-file/--metrics-listen ask."""
+    cli.quiet_zookeeper_logs()
+    cli.require_zookeeper(args)  # usage errors first: exit 2, and no metrics recorded for a run that never began
+    StartPosition.parse(args.start)
+    cfg = config_from_args(args)
+    hours = parse_hours(args.hours)
     if args.step in ("load", "all"):
         try:
             _say_native_parts()
         except NativeRequiredError as e:  # FERRY_REQUIRE_NATIVE=1 and a decoder not built: refuse before Spark
-            print(f"ferry load: {e}", file=sys.stderr)
-            return 1
+            raise RuntimeError(str(e)) from None
     metrics = None
-    if args.step in ("load", "all") and (args.metrics_file or metrics_listen(args)):
+    if args.step in ("load", "all") and (args.metrics_file or cli.metrics_listen(args)):
         metrics = LoadMetrics(args.metrics_file)
-        if listen := metrics_listen(args):
+        if listen := cli.metrics_listen(args):
             metrics.serve(*listen)
-    rc = _run(args, metrics)
-    if rc and metrics is not None:
-        topics = args.topics.split(",") if "," in args.topics else [args.topics]
-        metrics.failed([t.strip() for t in topics if t.strip()])
-    return rc
+    try:
+        _run(args, cfg, hours, metrics)
+    except BaseException:
+        if metrics is not None:
+            metrics.failed(cfg.topics if isinstance(cfg.topics, list) else [cfg.topics])
+        raise
+    return 0
 
 
 def _say_native_parts() -> None:
@@ -178,16 +165,9 @@ def _say_native_parts() -> None:
     print(f"ferry load: native parts: {native.describe()}", file=sys.stderr, flush=True)
 
 
-def _run(args: argparse.Namespace, metrics: LoadMetrics | None) -> int:
-    quiet_zookeeper_logs()
-    if not args.zookeeper:  # a usage error, exit 2 as argparse's own (the flag defaults to $FERRY_ZOOKEEPER)
-        print(f"ferry load: error: --zookeeper HOST:PORT/CHROOT is required (or set ${ENV_ZOOKEEPER})",
-              file=sys.stderr)
-        return 2
-
+def _run(args: argparse.Namespace, cfg: LoadConfig, hours: list[tuple[str, str]], metrics: LoadMetrics | None) -> None:
+    """The step; a failure is raised (ferry/cli_runner.py prints it in one line: exit 1 for a run that failed)."""
     try:
-        StartPosition.parse(args.start)
-        cfg = config_from_args(args)
         out: dict = {}
         if args.step == "plan":
             plan = steps.plan(cfg)
@@ -199,7 +179,7 @@ def _run(args: argparse.Namespace, metrics: LoadMetrics | None) -> int:
             _, result = steps.load(cfg)
             out = result.to_dict()
         elif args.step == "reconcile":
-            _, statuses = steps.reconcile(cfg, parse_hours(args.hours), since=args.since)
+            _, statuses = steps.reconcile(cfg, hours, since=args.since)
             _print_books(statuses)
             out = {"hours": [s.to_dict() for s in statuses]}
         else:
@@ -207,7 +187,7 @@ def _run(args: argparse.Namespace, metrics: LoadMetrics | None) -> int:
             job, result = steps.load(cfg)
             out = result.to_dict()
             if cfg.include_audit:
-                _, statuses = steps.reconcile(cfg, result.hours() + parse_hours(args.hours), since=started,
+                _, statuses = steps.reconcile(cfg, result.hours() + hours, since=started,
                                               spark=job.spark)
                 _print_books(statuses)
                 out["hours"] = [s.to_dict() for s in statuses]
@@ -216,21 +196,17 @@ def _run(args: argparse.Namespace, metrics: LoadMetrics | None) -> int:
             Path(args.json_out).write_text(json.dumps(out, indent=1, sort_keys=True))
         if metrics is not None:
             metrics.succeeded(out)
-        return 0
-    except (DataLossError, PlanError, BadRecordsError, LedgerError, ClusterOffsetsError, MetastoreError,
-            ValueError) as e:
-        print(f"ferry load: {e}", file=sys.stderr)
-        return 1
-    except RegistryError as e:  # the cluster's ZooKeeper: unreachable or a bad connect string
-        print(f"ferry load: {e}", file=sys.stderr)
-        return 2
+    except (DataLossError, PlanError, BadRecordsError, LedgerError, ClusterOffsetsError, MetastoreError, RegistryError,
+            OSError):
+        raise  # the run's own failures, each fit to show (a bad connect string: exit 2; the rest: exit 1)
+    except ValueError as e:  # found while running (a record, a schema), not in the flags: the run failed
+        raise LoadFailedError(str(e)) from e
     except Exception as e:  # Spark/Py4J failures carry the Python worker's error deep inside
         if os.environ.get("FERRY_DEBUG"):
             raise
-        print(f"ferry load: run failed ({type(e).__name__}): {_root_cause(e)}\n"
-              "Nothing uncommitted is visible; the next run cleans up (or re-applies a committed run). "
-              "FERRY_DEBUG=1 shows the traceback.", file=sys.stderr)
-        return 1
+        raise LoadFailedError(f"run failed ({type(e).__name__}): {_root_cause(e)}. Nothing uncommitted is visible; "
+                              "the next run cleans up (or re-applies a committed run); FERRY_DEBUG=1 shows the "
+                              "traceback") from e
 
 
 def _root_cause(e: BaseException) -> str:
@@ -254,7 +230,13 @@ def _print_books(statuses: list[HourStatus]) -> None:
 def main(argv: list[str] | None = None) -> int:
     """spark-submit entry point (same flags as ``ferry load``; the master comes from spark-submit)."""
     args = build_parser(default_master=None).parse_args(argv)
-    return run(args)
+    try:
+        return run(args)
+    except Exception as e:  # as `ferry load` fails (ferry/cli_runner.py): one line, 2 for usage, 1 at run time
+        if os.environ.get("FERRY_DEBUG"):
+            raise
+        print(f"load_job.py: error: {' '.join(str(e).split()) or type(e).__name__}", file=sys.stderr)
+        return 2 if isinstance(e, UsageError | ValueError) else 1
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@ stack trace; Java's own stack-trace lines are kept off the terminal (FERRY_DEBUG
 from __future__ import annotations
 
 import argparse
+import errno
 import os
 import signal
 import socket
@@ -23,7 +24,8 @@ from pathlib import Path
 from ferry.loaders.session import python_for_workers
 from ferry.loaders.sql_metastore import Metastore, MetastoreError, explain, parse, spark_home
 from ferry.loaders.state_dir import state_dir
-from ferry.zk.cli_args import parse_listen
+from ferry.zk import cli_args as cli
+from ferry.zk.cli_args import UsageError, parse_listen
 
 DESCRIPTION = """\
 Query the warehouse's hourly tables with Spark SQL, in a shell (no -e/-f), one statement (-e) or a file (-f);
@@ -41,9 +43,7 @@ THRIFT_SERVER = "org.apache.spark.sql.hive.thriftserver.HiveThriftServer2"
 _TRACE_PREFIXES = ("\tat ", "Caused by:", "\t... ", "\tSuppressed:")
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
-    p = subparsers.add_parser("sql", help="Spark SQL on the warehouse; `serve`: the Thrift JDBC/ODBC server",
-                              description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
+def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("action", nargs="?", choices=("shell", "serve"), default="shell",
                    help="shell (default): spark-sql; serve: the Thrift JDBC/ODBC server")
     what = p.add_mutually_exclusive_group()
@@ -51,17 +51,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     what.add_argument("-f", dest="file", metavar="FILE", help="run the statements of FILE and exit")
     p.add_argument("--listen", default="127.0.0.1:10000", metavar="HOST:PORT",
                    help="serve: where the Thrift server listens (default 127.0.0.1:10000)")
-    p.add_argument("--state-dir", default=None, metavar="DIR",
-                   help="the loads' state directory: its embedded Derby metastore and warehouse are the defaults "
-                        "(default: $FERRY_STATE_DIR, else ~/.local/state/ferry)")
+    cli.add_state_dir_argument(p, "the loads' state directory: its embedded Derby metastore and warehouse are the "
+                               "defaults")
     p.add_argument("--metastore", default=None, metavar="URL",
                    help="postgresql://USER[:PASSWORD]@HOST[:PORT]/DB, thrift://HOST:PORT or derby:DIR "
                         "(default $FERRY_METASTORE, else STATE_DIR's embedded Derby)")
     p.add_argument("--warehouse", default=None, metavar="DIR|URI", help="warehouse root (default STATE_DIR/warehouse)")
     p.add_argument("--database", default="ferry", metavar="NAME", help="current database (default ferry)")
     p.add_argument("--master", default="local[2]", metavar="MASTER", help="Spark master (default local[2])")
-    p.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE", help="extra Spark setting")
-    p.set_defaults(func=run)
+    cli.add_conf_argument(p)
 
 
 def settings(args: argparse.Namespace, state: Path, metastore: Metastore, scratch: Path) -> dict[str, str]:
@@ -84,11 +82,7 @@ def settings(args: argparse.Namespace, state: Path, metastore: Metastore, scratc
                      "appender.console.layout.pattern = %d{HH:mm:ss} %p %c{1}: %m%n%ex\n")
     java = conf.get("spark.driver.extraJavaOptions", "")
     conf["spark.driver.extraJavaOptions"] = f"{java} -Dlog4j.configurationFile=file:{log4j}".strip()
-    for item in args.conf:
-        k, sep, v = item.partition("=")
-        if not sep:
-            raise ValueError(f"--conf {item!r}: expected KEY=VALUE")
-        conf[k] = v
+    conf.update(cli.parse_key_values(args.conf, "--conf", "spark.driver.memory=2g"))
     return conf
 
 
@@ -118,32 +112,27 @@ def command(args: argparse.Namespace, properties: Path) -> list[str]:
 
 
 def run(args: argparse.Namespace) -> int:
+    """Failures before Spark starts are raised (ferry/cli_runner.py: one line; usage 2, runtime 1)."""
     if args.action == "serve" and (args.query is not None or args.file is not None):
-        print("ferry sql: serve takes no -e/-f", file=sys.stderr)
-        return 2
+        raise UsageError("serve takes no -e/-f")
+    if args.action == "serve":
+        parse_listen(args.listen, "--listen")  # ValueError: exit 2 before anything starts
     if args.file is not None and not Path(args.file).is_file():
-        print(f"ferry sql: -f {args.file}: no such file", file=sys.stderr)
-        return 2
+        raise FileNotFoundError(errno.ENOENT, "-f: no such file", args.file)
     state = state_dir(args.state_dir)
     if not state.is_dir() and not (args.metastore or os.environ.get("FERRY_METASTORE")):
-        print(f"ferry sql: no warehouse at {state} (no load has run with this state directory): give the loads' "
-              "--state-dir, or --metastore", file=sys.stderr)
-        return 1
-    try:
-        metastore = parse(args.metastore, str(state))
-        metastore.check()
-    except MetastoreError as e:
-        print(f"ferry sql: {e}", file=sys.stderr)
-        return 1
+        raise MetastoreError(f"no warehouse at {state} (no load has run with this state directory): give the loads' "
+                             "--state-dir, or --metastore")
+    metastore = parse(args.metastore, str(state))
+    if metastore.kind == "derby" and not Path(metastore.location).is_dir():  # spark-sql would make an empty one
+        raise MetastoreError(f"no warehouse in {state}: its metastore {metastore.location} does not exist yet; run a "
+                             "load first (`ferry load --state-dir`), or give the loads' --state-dir or --metastore")
+    metastore.check()
     python_for_workers()
     with tempfile.TemporaryDirectory(prefix="ferry-sql-") as tmp:
         scratch = Path(tmp)
-        try:
-            conf = settings(args, state, metastore, scratch)
-            cmd = command(args, write_properties(conf, scratch / "spark.properties"))
-        except ValueError as e:
-            print(f"ferry sql: {e}", file=sys.stderr)
-            return 2
+        conf = settings(args, state, metastore, scratch)
+        cmd = command(args, write_properties(conf, scratch / "spark.properties"))
         env = dict(os.environ, SPARK_HOME=str(spark_home()))
         env.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
         return _run_java(cmd, env, args, cwd=scratch)
@@ -190,7 +179,7 @@ def _run_java(cmd: list[str], env: dict[str, str], args: argparse.Namespace, cwd
             signal.signal(s, h)
     reader.join(5)
     if rc != 0 and (why := explain("".join(seen))):
-        print(f"ferry sql: {why}", file=sys.stderr)
+        print(f"ferry sql: error: {why}", file=sys.stderr)
     return 0 if rc in (0, -signal.SIGTERM, 143) and args.action == "serve" else (1 if rc else 0)
 
 

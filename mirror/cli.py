@@ -6,7 +6,6 @@ import argparse
 import json
 import logging
 import signal
-import sys
 import threading
 
 from ferry.mirror.mirror_limits import COALESCE_BYTES, MAX_IN_FLIGHT
@@ -18,8 +17,8 @@ from ferry.mirror.mirror_maker import (
     MirrorMaker,
 )
 from ferry.mirror.status import format_status, mirror_status
-from ferry.zk import RegistryError
-from ferry.zk.cli_args import add_metrics_argument, metrics_listen, quiet_zookeeper_logs
+from ferry.zk import cli_args as cli
+from ferry.zk.cli_args import UsageError
 
 DESCRIPTION = """\
 Mirror topics of a live cluster into the offline cluster (paper section 4).
@@ -73,9 +72,10 @@ def _status_parser(full: argparse.ArgumentParser) -> argparse.ArgumentParser:
     return p
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
-    p = subparsers.add_parser("mirror", help="mirror a live cluster into the offline cluster", add_help=False,
-                              description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
+ADD_HELP = False  # its own -h/--help (_Help): `ferry mirror status --help` shows the status flags
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("-h", "--help", action=_Help)
     p.add_argument("action", nargs="?", choices=["run", "status"], default="run",
                    help="'run' (the default) mirrors; 'status' prints lag and owners and exits")
@@ -97,7 +97,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         "roundrobin only once every member asks for it")
     p.add_argument("--consumer-id", metavar="ID",
                    help="this process's member id in the group (default: group_host-time-random)")
-    add_metrics_argument(p, "lag, throughput, errors, data lost")
+    cli.add_metrics_argument(p, "lag, throughput, errors, data lost")
     p.add_argument("--datacenter", metavar="NAME",
                    help="datacenter named in the mirror's audit events (default: the offline brokers')")
     p.add_argument("--commit-interval", type=float, default=1.0, metavar="SECONDS",
@@ -117,49 +117,33 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="replication factor of the topics created offline (MirrorMaker 2's replication.factor; "
                         "default: the smaller of 3 and the number of offline brokers registered when the topic "
                         "is created). With fewer offline brokers than N, creating is retried until they are up")
-    p.add_argument("--no-audit", action="store_true",
-                   help="do not publish the mirror tier's audit counts (they are on by default)")
-    p.add_argument("--no-schemas", action="store_true",
-                   help="do not copy the live schema registry into the offline one (copied by default: "
-                        "mirrored messages keep their live schema ids)")
-    p.add_argument("--json", action="store_true", help="status: print JSON instead of a table")
-    p.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"],
-                   help="log level (default INFO)")
-    p.set_defaults(func=run)
+    cli.add_switches(p, {
+        "--no-audit": "do not publish the mirror tier's audit counts (they are on by default)",
+        "--no-schemas": "do not copy the live schema registry into the offline one (copied by default: mirrored "
+                        "messages keep their live schema ids)",
+    })
+    cli.add_json_argument(p, "status: print JSON instead of a table")
+    cli.add_log_level_argument(p)
 
 
 def run(args: argparse.Namespace) -> int:
-    logging.basicConfig(level=getattr(logging, args.log_level),
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    logging.getLogger("kazoo").setLevel(logging.WARNING)  # session chatter; its warnings still show
+    cli.configure_logging(args)
+    cli.quiet_zookeeper_logs()  # until the mirror runs: a ZooKeeper that does not answer is one error line
     if args.action == "status":
         return _status(args)
     return _run(args)
 
 
 def _status(args: argparse.Namespace) -> int:
-    quiet_zookeeper_logs()
-    try:
-        status = mirror_status(args.source_zookeeper, args.target_zookeeper, args.group, args.include, args.exclude)
-    except RegistryError as e:  # a ZooKeeper unreachable or a bad connect string: the same exit 2 everywhere
-        print(f"ferry mirror status: {e}", file=sys.stderr)
-        return 2
-    except Exception as e:
-        print(f"ferry mirror status: {e}", file=sys.stderr)
-        return 1
+    status = mirror_status(args.source_zookeeper, args.target_zookeeper, args.group, args.include, args.exclude)
     print(json.dumps(status.to_dict(), indent=2) if args.json else format_status(status))
     return 0
 
 
 def _run(args: argparse.Namespace) -> int:
     if not args.include:
-        print("ferry mirror: --include REGEX is required to run a mirror", file=sys.stderr)
-        return 2
-    try:
-        listen = metrics_listen(args)  # served below, on any host (MirrorConfig.metrics_port binds loopback)
-    except ValueError as e:
-        print(f"ferry mirror: {e}", file=sys.stderr)
-        return 2
+        raise UsageError("--include REGEX is required to run a mirror")
+    listen = cli.metrics_listen(args)  # served below, on any host (MirrorConfig.metrics_port binds loopback)
     config = MirrorConfig(
         source_zookeeper=args.source_zookeeper, target_zookeeper=args.target_zookeeper, include=args.include,
         exclude=args.exclude, streams=args.streams, group=args.group, consumer_id=args.consumer_id,
@@ -168,11 +152,7 @@ def _run(args: argparse.Namespace) -> int:
         audit=not args.no_audit, schemas=not args.no_schemas, coalesce_bytes=args.coalesce_bytes,
         max_in_flight=args.max_in_flight,
         target_replication_factor=args.target_replication_factor)
-    try:
-        config.validate()
-    except ValueError as e:
-        print(f"ferry mirror: {e}", file=sys.stderr)
-        return 2
+    config.validate()
     stop = threading.Event()
 
     def on_signal(_signum, _frame) -> None:
@@ -185,10 +165,10 @@ def _run(args: argparse.Namespace) -> int:
         if listen is not None:
             mm.metrics.serve(listen[1], listen[0])
         mm.start()
-    except Exception as e:
-        logging.getLogger("ferry.mirror").error("cannot start the mirror: %s", e)
+    except BaseException:
         mm.stop()
-        return 1
+        raise  # one line from ferry/cli_runner.py: exit 1 (ZooKeeper or the offline cluster unreachable)
+    logging.getLogger("kazoo").setLevel(logging.WARNING)  # running: session chatter stays out, its warnings show
     try:
         while not stop.wait(1.0):
             pass

@@ -1,15 +1,15 @@
 """`ferry schemas register|list|show|compat|check`: the cluster's Avro schema registry.
 
 The registry lives in ZooKeeper under the cluster's chroot (``/schemas``), so these commands talk to
-ZooKeeper directly. Errors (including a refused, incompatible schema) go to stderr with exit status 2;
-``check`` answers "incompatible" with exit status 1.
+ZooKeeper directly. Errors go to stderr in one line (ferry/cli_runner.py): exit status 2 for bad input
+(including a refused, incompatible schema), 1 when ZooKeeper does not answer or the schema file cannot be
+read; ``check`` answers "incompatible" with exit status 1.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from pathlib import Path
 
@@ -17,25 +17,17 @@ from ferry.schemas.compatibility import LEVELS
 from ferry.schemas.errors import SchemaError
 from ferry.schemas.registry import SchemaRegistry
 from ferry.schemas.replication import replicate
-from ferry.zk import RegistryError
-from ferry.zk.cli_args import (
-    UsageError,
-    add_json_argument,
-    add_zookeeper_argument,
-    quiet_zookeeper_logs,
-    require_zookeeper,
-)
+from ferry.zk import cli_args as cli
+from ferry.zk.cli_args import UsageError
+
+DESCRIPTION = (
+    "The Avro schema registry of one cluster, kept in ZooKeeper under the cluster's chroot. "
+    "Schemas are registered under a subject (by convention the topic name); each distinct schema gets a "
+    "global id, which every message carries (magic byte 0 + 4-byte id + Avro body).")
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser(
-        "schemas",
-        help="register, list and show Avro schemas",
-        description="The Avro schema registry of one cluster, kept in ZooKeeper under the cluster's chroot. "
-        "Schemas are registered under a subject (by convention the topic name); each distinct schema gets a "
-        "global id, which every message carries (magic byte 0 + 4-byte id + Avro body).",
-    )
-    actions = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    actions = cli.add_actions(parser)
 
     reg = actions.add_parser(
         "register", help="register a schema under a subject",
@@ -48,7 +40,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
     lst = actions.add_parser("list", help="list subjects with their versions and latest id",
                              description="List every subject: versions, latest schema id, compatibility level.")
-    add_json_argument(lst)
+    cli.add_json_argument(lst)
 
     show = actions.add_parser(
         "show", help="print a subject's schema (latest or --version N) or the schema with --id N",
@@ -97,35 +89,24 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                        help="address to serve on (default 127.0.0.1:8081, the registry's usual port)")
 
     for sub in (reg, lst, show, compat, check, copy, serve):
-        add_zookeeper_argument(sub, "the cluster's ZooKeeper connect string, e.g. 127.0.0.1:2181/ferry/live",
-                               with_timeout=True)
-    parser.set_defaults(func=run)
+        cli.add_zookeeper_argument(sub, "the cluster's ZooKeeper connect string, e.g. 127.0.0.1:2181/ferry/live",
+                                   with_timeout=True)
 
 
 def run(args: argparse.Namespace) -> int:
-    quiet_zookeeper_logs()
-    try:
-        require_zookeeper(args)
-        _check_usage(args)
-        schema_text = _read_schema(args.schema_file) if getattr(args, "schema_file", None) else None
-        with _open_registry(args) as registry:
-            return _ACTIONS[args.action](registry, args, schema_text)
-    except BrokenPipeError:  # e.g. `ferry schemas show X | head`: not an error
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 0
-    except (UsageError, SchemaError, ValueError, OSError) as exc:
-        print(f"ferry schemas {args.action}: error: {exc}", file=sys.stderr)
-        return 2
+    cli.quiet_zookeeper_logs()
+    cli.require_zookeeper(args)
+    _check_usage(args)
+    schema_text = _read_schema(args.schema_file) if getattr(args, "schema_file", None) else None
+    with _open_registry(args) as registry:
+        return _ACTIONS[args.action](registry, args, schema_text)
 
 
 def _open_registry(args: argparse.Namespace) -> SchemaRegistry:
-    try:
-        if args.action == "copy":  # the source must exist: fail before creating anything at the target
-            SchemaRegistry(args.from_zookeeper, timeout=args.timeout, read_only=True).close()
-        writes = args.action in ("register", "copy", "serve") or (args.action == "compat" and (args.level or args.clear))
-        return SchemaRegistry(args.zookeeper, timeout=args.timeout, read_only=not writes)
-    except RegistryError as exc:
-        raise UsageError(str(exc)) from None
+    if args.action == "copy":  # the source must exist: fail before creating anything at the target
+        SchemaRegistry(args.from_zookeeper, timeout=args.timeout, read_only=True).close()
+    writes = args.action in ("register", "copy", "serve") or (args.action == "compat" and (args.level or args.clear))
+    return SchemaRegistry(args.zookeeper, timeout=args.timeout, read_only=not writes)
 
 
 def _check_usage(args: argparse.Namespace) -> None:
@@ -142,12 +123,8 @@ def _check_usage(args: argparse.Namespace) -> None:
 
 
 def _read_schema(path: Path) -> str:
-    if str(path) == "-":
-        return sys.stdin.read()
-    try:
-        return path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise UsageError(f"schema file {path} does not exist") from None
+    """The schema text; an OSError naming the file when it cannot be read (a runtime error: exit 1)."""
+    return sys.stdin.read() if str(path) == "-" else path.read_text(encoding="utf-8")
 
 
 def _register(registry: SchemaRegistry, args: argparse.Namespace, schema_text: str | None) -> int:
@@ -237,10 +214,7 @@ def _serve(registry: SchemaRegistry, args: argparse.Namespace, _schema: str | No
 
 
 def _copy(registry: SchemaRegistry, args: argparse.Namespace, _schema: str | None) -> int:
-    try:
-        source = SchemaRegistry(args.from_zookeeper, timeout=args.timeout, read_only=True)
-    except RegistryError as exc:
-        raise UsageError(str(exc)) from None
+    source = SchemaRegistry(args.from_zookeeper, timeout=args.timeout, read_only=True)
     try:
         result = replicate(source, registry)
     finally:

@@ -14,6 +14,7 @@ from ferry.zk.errors import (
     RegistryNotStartedError,
     TopicExistsError,
     UnknownTopicError,
+    ZooKeeperUnavailableError,
 )
 from ferry.zk.kazoo_client import connect
 from ferry.zk.zk_connect import ZkConnect
@@ -36,5 +37,6 @@ __all__ = [
     "TopicInfo",
     "UnknownTopicError",
     "ZkConnect",
+    "ZooKeeperUnavailableError",
     "connect",
 ]

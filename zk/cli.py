@@ -14,17 +14,17 @@ import socket
 import sys
 from pathlib import Path
 
-from ferry.zk.zookeeper_server import EmbeddedError, ZooKeeperServer
+from ferry.zk import cli_args as cli
+from ferry.zk.zookeeper_server import ZooKeeperServer
+
+DESCRIPTION = (
+    "Run a standalone ZooKeeper server (Debian's `zookeeper` package, needs java) in the "
+    "foreground. Writes DATA_DIR/zoo.cfg and keeps snapshots and logs in DATA_DIR/data. "
+    "Stop it with Ctrl-C or SIGTERM. Exit status 2 for a bad flag, 1 when it cannot start (port taken, "
+    "java or the package missing, DATA_DIR unwritable or full).")
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser(
-        "zookeeper",
-        help="run a local ZooKeeper server in the foreground",
-        description="Run a standalone ZooKeeper server (Debian's `zookeeper` package, needs java) in the "
-        "foreground. Writes DATA_DIR/zoo.cfg and keeps snapshots and logs in DATA_DIR/data. "
-        "Stop it with Ctrl-C or SIGTERM.",
-    )
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--port", type=int, default=2181, metavar="P", help="client port (default 2181)")
     parser.add_argument("--data-dir", required=True, metavar="D", type=Path,
                         help="directory for zoo.cfg and the data (created if missing; reused on restart)")
@@ -33,25 +33,21 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--heap-mb", type=int, default=256, metavar="MB", help="JVM heap size (default 256)")
     parser.add_argument("--tick-ms", type=int, default=2000, metavar="MS",
                         help="ZooKeeper tickTime; the minimum session timeout is 2 ticks (default 2000)")
-    parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    try:
-        if not 1 <= args.port <= 65535:
-            raise EmbeddedError(f"--port {args.port} is out of range 1-65535")
-        if args.heap_mb < 16 or args.tick_ms < 1:
-            raise EmbeddedError("--heap-mb must be at least 16 and --tick-ms at least 1")
-        _check_port_free(args.host, args.port)
-        data_dir = args.data_dir
-        if data_dir.exists() and not data_dir.is_dir():
-            raise EmbeddedError(f"--data-dir {data_dir} exists and is not a directory")
-        server = ZooKeeperServer(port=args.port, data_dir=data_dir, host=args.host, heap_mb=args.heap_mb,
-                                 tick_ms=args.tick_ms)
-        argv = server.argv()  # writes zoo.cfg; raises if java or the zookeeper package is missing
-    except (EmbeddedError, OSError) as exc:
-        print(f"ferry zookeeper: error: {exc}", file=sys.stderr)
-        return 2
+    """Failures are raised: ferry/cli_runner.py prints them in one line (UsageError: 2; the rest, at run time: 1)."""
+    if not 1 <= args.port <= 65535:
+        raise cli.UsageError(f"--port {args.port} is out of range 1-65535")
+    if args.heap_mb < 16 or args.tick_ms < 1:
+        raise cli.UsageError("--heap-mb must be at least 16 and --tick-ms at least 1")
+    data_dir = args.data_dir
+    if data_dir.exists() and not data_dir.is_dir():
+        raise cli.UsageError(f"--data-dir {data_dir} exists and is not a directory")
+    _check_port_free(args.host, args.port)
+    server = ZooKeeperServer(port=args.port, data_dir=data_dir, host=args.host, heap_mb=args.heap_mb,
+                             tick_ms=args.tick_ms)
+    argv = server.argv()  # writes zoo.cfg; raises if java or the zookeeper package is missing
     print(f"ferry zookeeper: serving {server.connect} with data in {server.data_dir}", flush=True)
     sys.stderr.flush()
     os.execvp(argv[0], argv)
@@ -64,4 +60,4 @@ def _check_port_free(host: str, port: int) -> None:
         try:
             s.bind((host, port))
         except OSError as exc:
-            raise EmbeddedError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+            raise OSError(exc.errno, f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None

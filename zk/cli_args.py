@@ -1,18 +1,33 @@
-"""What every `ferry` subcommand shares: the `--zookeeper` argument, its environment variable and the
-usage error. Set up here once so that every command spells and defaults it the same way."""
+"""What every `ferry` subcommand shares: the `--zookeeper` and `--bootstrap-server`
+arguments (and the environment variable), `--timeout`, `--json`, `--state-dir`, `--log-level`, KEY=VALUE lists,
+HOST:PORT addresses and the usage error. Set up here once so that every command spells and defaults them the
+same way; how a command fails is ferry/cli_runner.py's one rule."""
 
 from __future__ import annotations
 
 import argparse
+import errno
 import logging
 import os
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
 
 ENV_ZOOKEEPER = "FERRY_ZOOKEEPER"  # default for --zookeeper in every subcommand that takes it
 ZK_METAVAR = "HOST:PORT/CHROOT"
 
 
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
+
+
 class UsageError(Exception):
     """Bad command-line input found after argparse (reported like argparse does: exit 2)."""
+
+
+def add_actions(parser: argparse.ArgumentParser) -> argparse._SubParsersAction:
+    """The ACTION subcommands of a command with several (`ferry topics create|list|...`): ``args.action``."""
+    return parser.add_subparsers(dest="action", required=True, metavar="ACTION")
 
 
 def add_zookeeper_argument(parser: argparse.ArgumentParser | argparse._ArgumentGroup,
@@ -23,6 +38,45 @@ def add_zookeeper_argument(parser: argparse.ArgumentParser | argparse._ArgumentG
                         help=f"{what} (default: ${ENV_ZOOKEEPER})")
     if with_timeout:
         add_timeout_argument(parser, "ZooKeeper connect timeout", default=10.0, dest="timeout")
+
+
+def add_live_zookeeper_argument(parser: argparse.ArgumentParser | argparse._ArgumentGroup, what: str,
+                                dest: str = "live_zookeeper") -> None:
+    """`--live-zookeeper HOST:PORT/CHROOT`, repeatable (a list): the live clusters whose producers' counts decide
+    completeness (audit report, load, dashboard)."""
+    parser.add_argument("--live-zookeeper", dest=dest, metavar=ZK_METAVAR, action="append", default=[],
+                        help=f"{what} (repeatable)")
+
+
+def add_switches(parser: argparse.ArgumentParser | argparse._ArgumentGroup, switches: dict[str, str]) -> None:
+    """On/off flags, off unless given: flag -> help."""
+    for flag, what in switches.items():
+        parser.add_argument(flag, action="store_true", help=what)
+
+
+def add_cluster_arguments(parser: argparse.ArgumentParser | argparse._ArgumentGroup, zookeeper: str,
+                          bootstrap: str = "brokers to connect to instead of looking them up in ZooKeeper") -> None:
+    """A cluster found either way: `--zookeeper` (the brokers registered there) or `--bootstrap-server
+    HOST:PORT[,...]` (``args.bootstrap``; `--bootstrap` is the shorter spelling); require_cluster checks one."""
+    add_zookeeper_argument(parser, zookeeper)
+    parser.add_argument("--bootstrap-server", "--bootstrap", dest="bootstrap", metavar="HOST:PORT[,...]",
+                        help=bootstrap)
+
+
+def require_cluster(args: argparse.Namespace) -> None:
+    """A command that finds the brokers either way needs --zookeeper or --bootstrap-server."""
+    if not args.zookeeper and not args.bootstrap:
+        raise UsageError(f"give --zookeeper {ZK_METAVAR} (or set ${ENV_ZOOKEEPER}) or --bootstrap-server HOST:PORT")
+
+
+def require_registry(args: argparse.Namespace) -> None:
+    """`--value-format avro` needs the schema registry: in --zookeeper's cluster, through the formats ferry/cli.py
+    hands the console tools (``args.value_formats``; the registry is a higher layer than the tools)."""
+    if getattr(args, "value_formats", None) is None:
+        raise UsageError("--value-format avro is only available through the `ferry` command")
+    if not args.zookeeper:
+        raise UsageError(f"--value-format avro needs the schema registry: --zookeeper {ZK_METAVAR} "
+                         f"(or ${ENV_ZOOKEEPER})")
 
 
 def add_timeout_argument(parser: argparse.ArgumentParser | argparse._ArgumentGroup, what: str, *,
@@ -40,6 +94,42 @@ def add_json_argument(parser: argparse.ArgumentParser | argparse._ArgumentGroup,
     parser.add_argument("--json", action="store_true", help=what)
 
 
+def add_state_dir_argument(parser: argparse.ArgumentParser | argparse._ArgumentGroup, what: str) -> None:
+    """`--state-dir DIR`: the loads' state directory (None: loaders/state_dir.py's default)."""
+    parser.add_argument("--state-dir", default=None, metavar="DIR",
+                        help=f"{what} (default: $FERRY_STATE_DIR, else ~/.local/state/ferry)")
+
+
+def add_log_level_argument(parser: argparse.ArgumentParser | argparse._ArgumentGroup, what: str = "log level") -> None:
+    parser.add_argument("--log-level", default="INFO", choices=LOG_LEVELS, help=f"{what} (default INFO)")
+
+
+def configure_logging(args: argparse.Namespace, name: str = "%(name)s") -> None:
+    """A long-running command's log lines on stderr at --log-level, each naming the process (``name``)."""
+    logging.basicConfig(level=getattr(logging, args.log_level), stream=sys.stderr,
+                        format=f"%(asctime)s %(levelname)s {name}: %(message)s")
+
+
+def add_conf_argument(parser: argparse.ArgumentParser | argparse._ArgumentGroup, what: str = "extra Spark setting",
+                      flag: str = "--conf") -> None:
+    parser.add_argument(flag, action="append", default=[], metavar="KEY=VALUE", help=what)
+
+
+def parse_key_values(items: list[str] | None, flag: str, example: str = "KEY=VALUE") -> dict[str, str]:
+    """Repeated ``KEY=VALUE`` flags as a dict; UsageError naming ``flag`` for an item without '=' or a key given
+    twice (the value is kept as written)."""
+    out: dict[str, str] = {}
+    for item in items or []:
+        key, sep, value = item.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise UsageError(f"{flag} {item!r} must look like KEY=VALUE (e.g. {example})")
+        if key in out:
+            raise UsageError(f"{flag} {key} given twice")
+        out[key] = value
+    return out
+
+
 def require_zookeeper(args: argparse.Namespace) -> str:
     """The --zookeeper value, or a UsageError naming the flag and the variable."""
     if not args.zookeeper:
@@ -52,9 +142,36 @@ def quiet_zookeeper_logs() -> None:
     logging.getLogger("kazoo").setLevel(logging.ERROR)
 
 
+@contextmanager
+def zookeeper_logs_quiet() -> Iterator[None]:
+    """quiet_zookeeper_logs() for a while (a server's start-up checks), then kazoo's level as it was."""
+    kazoo = logging.getLogger("kazoo")
+    level = kazoo.level
+    quiet_zookeeper_logs()
+    try:
+        yield
+    finally:
+        kazoo.setLevel(level)
+
+
+def check_writable_dir(path: Path, flag: str) -> None:
+    """Raise the OSError that making or writing ``path`` would meet (a file on the way, no permission, no space
+    left), without creating anything: a server says so in one line before it starts."""
+    probe = path.absolute()
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    if not probe.is_dir():
+        raise NotADirectoryError(errno.ENOTDIR, f"{flag} {path}: not a directory", str(probe))
+    if not os.access(probe, os.W_OK):
+        raise PermissionError(errno.EACCES, f"{flag} {path}: permission denied", str(probe))
+    if os.statvfs(probe).f_bavail == 0:
+        raise OSError(errno.ENOSPC, f"{flag} {path}: no space left on device", str(probe))
+
+
 def parse_listen(text: str, what: str = "--metrics-listen") -> tuple[str, int]:
     """HOST:PORT (or just PORT: loopback) -> (host, port); ValueError naming ``what``. Loopback by default:
-    metrics say which topics exist and how busy they are, so reaching them from elsewhere is a choice."""
+    metrics say which topics exist and how busy they are, so reaching them from elsewhere is a choice.
+    An empty host (":PORT") means every interface."""
     host, sep, port = text.rpartition(":")
     if not sep:
         host, port = "127.0.0.1", text

@@ -9,6 +9,11 @@ class RegistryError(Exception):
     """Base class of the cluster-registry errors."""
 
 
+class ZooKeeperUnavailableError(RegistryError, ConnectionError):
+    """No session with ZooKeeper within the time allowed (nothing listens, or no quorum): a runtime failure,
+    not bad input, so a command exits 1 on it (ferry/cli_runner.py)."""
+
+
 class InvalidZkConnectError(RegistryError, ValueError):
     """A malformed ``host:port[,host:port]/chroot`` string."""
 

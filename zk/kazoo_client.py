@@ -20,7 +20,7 @@ from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.retry import KazooRetry
 from kazoo.security import OPEN_ACL_UNSAFE
 
-from ferry.zk.errors import RegistryError
+from ferry.zk.errors import RegistryError, ZooKeeperUnavailableError
 from ferry.zk.zk_connect import ZkConnect
 from ferry.zk.zk_credentials import ENV_CREDENTIALS, ZkCredentials, loose_file_mode
 
@@ -39,7 +39,7 @@ def _start(client: KazooClient, zk: ZkConnect, timeout: float) -> None:
         client.start(timeout=timeout)
     except KazooTimeoutError:
         client.close()
-        raise RegistryError(f"cannot connect to ZooKeeper at {zk.hosts} within {timeout:g} s") from None
+        raise ZooKeeperUnavailableError(f"cannot connect to ZooKeeper at {zk.hosts} within {timeout:g} s") from None
 
 
 def _secured(credentials: ZkCredentials | None) -> dict:

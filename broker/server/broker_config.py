@@ -305,11 +305,9 @@ KNOWN_KEYS = {
 
 
 def read_properties(path: str | Path) -> dict[str, str]:
-    """Parse a Java-style properties file (key=value or key: value; # and ! comments)."""
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except OSError as e:
-        raise ConfigError(f"cannot read config file {path}: {e.strerror or e}") from None
+    """Parse a Java-style properties file (key=value or key: value; # and ! comments). A file that cannot be
+    read raises its OSError (naming the file): a runtime failure, not a bad setting."""
+    text = Path(path).read_text(encoding="utf-8")
     props: dict[str, str] = {}
     for lineno, raw in enumerate(text.splitlines(), 1):
         line = raw.strip()

@@ -38,7 +38,6 @@ from ferry.wire.protocol.acl_types import (
     operation_named,
 )
 from ferry.wire.protocol.errors import error_name
-from ferry.zk import RegistryError
 from ferry.zk import connect as zk_connect
 from ferry.zk.acl_store import AclSnapshot, add_acls, read_all, remove_acls
 from ferry.zk.cli_args import UsageError, add_json_argument, add_zookeeper_argument, quiet_zookeeper_logs
@@ -58,11 +57,11 @@ PATTERN_TYPES = {"literal": PatternType.LITERAL, "prefixed": PatternType.PREFIXE
                  "match": PatternType.MATCH}
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser(
-        "acls", help="add, list and remove the brokers' ACLs (kafka-acls' spelling)",
-        description="The ACLs the brokers authorize requests with (authorizer.class.name=ferry), stored in "
-        "ZooKeeper as Kafka stores them. Each principal x operation x resource given is one ACL binding.")
+DESCRIPTION = ("The ACLs the brokers authorize requests with (authorizer.class.name=ferry), stored in ZooKeeper as "
+               "Kafka stores them. Each principal x operation x resource given is one ACL binding.")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     actions = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
     add = actions.add_parser("add", help="add ACLs", description="Add an ACL binding for every principal x "
                              "operation x resource given.")
@@ -100,29 +99,21 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                      help="kafka-acls' convenience: Read, Describe on the topics and Read on the --group")
     lst.add_argument("--principal", metavar="TYPE:NAME", help="only the ACLs of this principal")
     add_json_argument(lst)
-    for p in (add, lst, remove):
-        p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    """Errors are raised: ferry/cli_runner.py turns them into one line and the exit code."""
     quiet_zookeeper_logs()
-    try:
-        if not args.zookeeper and not args.bootstrap_server:
-            raise UsageError("--zookeeper HOST:PORT/CHROOT or --bootstrap-server HOST:PORT is required "
-                             "(or set $FERRY_ZOOKEEPER)")
-        store = _BrokerAcls(args.bootstrap_server, args.timeout) if args.bootstrap_server else \
-            _ZooKeeperAcls(args.zookeeper, args.timeout)
-        if args.action == "add":
-            return _add(args, store)
-        if args.action == "list":
-            return _list(args, store)
-        return _remove(args, store)
-    except UsageError as exc:
-        print(f"ferry acls {args.action}: error: {exc}", file=sys.stderr)
-        return 2
-    except (ClientError, RegistryError, OSError) as exc:
-        print(f"ferry acls {args.action}: error: {exc}", file=sys.stderr)
-        return 1
+    if not args.zookeeper and not args.bootstrap_server:
+        raise UsageError("--zookeeper HOST:PORT/CHROOT or --bootstrap-server HOST:PORT is required "
+                         "(or set $FERRY_ZOOKEEPER)")
+    store = _BrokerAcls(args.bootstrap_server, args.timeout) if args.bootstrap_server else \
+        _ZooKeeperAcls(args.zookeeper, args.timeout)
+    if args.action == "add":
+        return _add(args, store)
+    if args.action == "list":
+        return _list(args, store)
+    return _remove(args, store)
 
 
 # ---------------------------------------------------------------------------------------------- the actions

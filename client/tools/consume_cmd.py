@@ -3,41 +3,30 @@
 from __future__ import annotations
 
 import argparse
-import logging
-import os
 import sys
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 
-from confluent_kafka import KafkaException
-
+from ferry.client.broker_metadata import quiet_librdkafka
 from ferry.client.consumer_connector import ConsumerConnector
-from ferry.client.errors import BrokerUnavailableError, ClientError, UnknownTopicError
+from ferry.client.errors import BrokerUnavailableError, UnknownTopicError
 from ferry.client.message import MessageAndMetadata
 from ferry.client.simple_consumer import SimpleConsumer
-from ferry.zk import ClusterRegistry, RegistryError
-from ferry.zk.cli_args import (
-    ENV_ZOOKEEPER,
-    add_timeout_argument,
-    add_zookeeper_argument,
-    quiet_zookeeper_logs,
-)
+from ferry.zk import ClusterRegistry
+from ferry.zk import cli_args as cli
+from ferry.zk.cli_args import UsageError
 
-LIBRDKAFKA_LOG = "ferry.librdkafka"  # the logger SimpleConsumer hands librdkafka
+DESCRIPTION = (
+    "Print messages of a topic, one per line. Without --group it reads every partition "
+    "directly (no offsets are stored). With --group it joins that consumer group as one member: it gets "
+    "its share of the partitions (the paper's Algorithm 1, through ZooKeeper), starts at the group's "
+    "committed offsets and commits what it printed when it stops. Exit 2 on bad input (or a topic that "
+    "does not exist), 1 when no broker answers.")
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
-    p = subparsers.add_parser(
-        "consume", help="console consumer, optionally as a member of a group",
-        description="Print messages of a topic, one per line. Without --group it reads every partition "
-        "directly (no offsets are stored). With --group it joins that consumer group as one member: it gets "
-        "its share of the partitions (the paper's Algorithm 1, through ZooKeeper), starts at the group's "
-        "committed offsets and commits what it printed when it stops. Exit 2 on bad input (or a topic that "
-        "does not exist), 1 when no broker answers.")
+def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--topic", required=True, metavar="T", help="topic to read")
-    add_zookeeper_argument(p)
-    p.add_argument("--bootstrap-server", "--bootstrap", dest="bootstrap", metavar="HOST:PORT[,...]",
-                   help="without --group: brokers to read from instead of looking them up in ZooKeeper")
+    cli.add_cluster_arguments(p, "the cluster's ZooKeeper",
+                              "without --group: brokers to read from instead of looking them up in ZooKeeper")
     p.add_argument("--group", metavar="G", help="join consumer group G (offsets stored in ZooKeeper)")
     p.add_argument("--assignment-strategy", choices=["range", "roundrobin"], default="range",
                    help="how the group divides partitions: range (the paper's Algorithm 1, per topic) or "
@@ -51,22 +40,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="read_committed (default): only committed transactions' records, up to the last stable "
                    "offset; read_uncommitted: every record up to the high watermark, aborted ones too "
                    "(kafka-console-consumer's --isolation-level)")
-    add_timeout_argument(p, "stop after SECONDS without a message (default: wait for ever)")
+    cli.add_timeout_argument(p, "stop after SECONDS without a message (default: wait for ever)")
     p.add_argument("--value-format", choices=("raw", "avro"), default="raw",
                    help="raw (default): values as they are; avro: values in the registry's framing decoded with "
                    "the writer's schema from the registry (in --zookeeper's cluster) and printed as one JSON "
                    "object per line, like kafka-avro-console-consumer (bytes as base64)")
     p.add_argument("--print-offsets", action="store_true", help="prefix each line with 'partition<TAB>offset<TAB>'")
     p.add_argument("--print-keys", action="store_true", help="prefix each value with 'key<TAB>' (after offsets)")
-    p.set_defaults(func=run)
 
 
 Write = Callable[[MessageAndMetadata], None]
-
-
-def _fail(msg: str, rc: int = 2) -> int:
-    print(f"ferry consume: error: {msg}", file=sys.stderr)
-    return rc
 
 
 def _formatter(args: argparse.Namespace, decode: Callable[[bytes | None], bytes] | None = None) -> Write:
@@ -85,42 +68,28 @@ def _formatter(args: argparse.Namespace, decode: Callable[[bytes | None], bytes]
 
 
 def run(args: argparse.Namespace) -> int:
-    quiet_zookeeper_logs()
+    cli.quiet_zookeeper_logs()
     if args.max_messages is not None and args.max_messages < 1:
-        return _fail("--max-messages must be at least 1")
+        raise UsageError("--max-messages must be at least 1")
     if args.timeout_s is not None and args.timeout_s <= 0:
-        return _fail("--timeout-s must be positive")
+        raise UsageError("--timeout must be positive")
     if args.group and not args.zookeeper:
-        return _fail(f"--group needs --zookeeper HOST:PORT/CHROOT (or ${ENV_ZOOKEEPER})")
-    if not args.zookeeper and not args.bootstrap:
-        return _fail(f"give --zookeeper HOST:PORT/CHROOT (or set ${ENV_ZOOKEEPER}) or --bootstrap")
-    formats = getattr(args, "value_formats", None)  # ferry/cli.py hands in ferry.schemas.console_formats
-    if args.value_format == "avro" and formats is None:
-        return _fail("--value-format avro is only available through the `ferry` command")
-    if args.value_format == "avro" and not args.zookeeper:
-        return _fail(f"--value-format avro needs the schema registry: --zookeeper HOST:PORT/CHROOT (or ${ENV_ZOOKEEPER})")
+        raise UsageError(f"--group needs --zookeeper {cli.ZK_METAVAR} (or ${cli.ENV_ZOOKEEPER})")
+    cli.require_cluster(args)
+    if args.value_format == "avro":
+        cli.require_registry(args)
     n = 0
     registry = None
     try:
         decode = None
-        if args.value_format == "avro":
-            registry = formats.open_registry(args.zookeeper)
-            decode = formats.json_decoder(registry)
+        if args.value_format == "avro":  # ferry/cli.py hands in ferry.schemas.console_formats
+            registry = args.value_formats.open_registry(args.zookeeper)
+            decode = args.value_formats.json_decoder(registry)
         write = _formatter(args, decode)
         if args.group:
             n = _consume_group(args, write)
         else:
             n = _consume_direct(args, write)
-    except BrokerUnavailableError as exc:  # the brokers did not answer: a failure at run time, not bad input
-        return _fail(str(exc), rc=1)
-    except (ClientError, RegistryError, ValueError) as exc:
-        return _fail(str(exc))
-    except BrokenPipeError:  # `| head`: the reader is gone; not an error
-        try:
-            sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - silence the interpreter's final flush
-        except OSError:
-            pass
-        return 0
     finally:
         if registry is not None:
             registry.close()
@@ -132,30 +101,16 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-@contextmanager
-def _quiet_librdkafka() -> Iterator[None]:
-    """librdkafka logs each failed connect while the first metadata request waits; when no broker answers,
-    the one-line error says so already (later reconnects are logged as usual)."""
-    log = logging.getLogger(LIBRDKAFKA_LOG)
-    level = log.level
-    log.setLevel(logging.CRITICAL)
-    try:
-        yield
-    finally:
-        log.setLevel(level)
-
-
 def _consume_direct(args: argparse.Namespace, write: Write) -> int:
     n = 0
     with SimpleConsumer(args.bootstrap, None if args.bootstrap else args.zookeeper,
                         isolation_level=args.isolation_level) as consumer:
-        with _quiet_librdkafka():
-            try:
-                consumer.partitions(args.topic)  # UnknownTopicError before anything else
-            except KafkaException as exc:
+        try:
+            consumer.partitions(args.topic)  # UnknownTopicError (or BrokerUnavailableError) before anything else
+        except BrokerUnavailableError:
+            with quiet_librdkafka():
                 consumer.close()  # librdkafka hands over its queued connect failures when closed: quiet too
-                raise BrokerUnavailableError(f"cannot reach the brokers at {consumer.bootstrap}: "
-                                             f"{exc.args[0].str()}") from None
+            raise
         start = "earliest" if args.from_beginning else "latest"
         try:
             for m in consumer.read(args.topic, start, until_end=False, max_messages=args.max_messages,

@@ -20,25 +20,19 @@ from ferry.client.group_dirs import group_dir, validate_group
 from ferry.client.group_store import group_exists, read_members, read_offsets, write_offset
 from ferry.client.simple_consumer import SimpleConsumer
 from ferry.client.tools.consumer_group_service import KINDS, ConsumerGroupService
-from ferry.zk import RegistryError
+from ferry.zk import cli_args as cli
 from ferry.zk import connect as zk_connect
-from ferry.zk.cli_args import (
-    UsageError,
-    add_json_argument,
-    add_zookeeper_argument,
-    quiet_zookeeper_logs,
-    require_zookeeper,
-)
+from ferry.zk.cli_args import UsageError
+
+DESCRIPTION = (
+    "Two kinds of consumer groups: the paper's, coordinated through ZooKeeper by ferry's own "
+    "consumers (members under /consumers/<group>/ids, owners under .../owners, offsets under .../offsets), "
+    "and Kafka's group protocol, coordinated by a broker for any Kafka client (offsets under "
+    "/consumer_offsets/<group>). Each action handles both; --type zookeeper|kafka picks one.")
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser(
-        "groups", help="list, describe, reset and delete consumer groups",
-        description="Two kinds of consumer groups: the paper's, coordinated through ZooKeeper by ferry's own "
-        "consumers (members under /consumers/<group>/ids, owners under .../owners, offsets under .../offsets), "
-        "and Kafka's group protocol, coordinated by a broker for any Kafka client (offsets under "
-        "/consumer_offsets/<group>). Each action handles both; --type zookeeper|kafka picks one.")
-    actions = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    actions = cli.add_actions(parser)
     lst = actions.add_parser("list", help="list the groups", description="Print the cluster's consumer groups.")
     describe = actions.add_parser(
         "describe", help="members, and per partition: owner, committed offset, log end, lag",
@@ -74,31 +68,25 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--delete: no dry run).")
     delete.add_argument("--group", required=True, metavar="G", help="the group")
     for sub in (lst, describe, reset, delete):
-        add_zookeeper_argument(sub)
+        cli.add_zookeeper_argument(sub, with_timeout=True)
         sub.add_argument("--type", choices=KINDS, help="only this kind of group (default: both; reset and "
                          "delete need it when the id names a group of each kind)")
     for sub in (lst, describe):
-        add_json_argument(sub)
-    parser.set_defaults(func=run)
+        cli.add_json_argument(sub)
 
 
 def run(args: argparse.Namespace) -> int:
-    quiet_zookeeper_logs()
+    cli.quiet_zookeeper_logs()
+    cli.require_zookeeper(args)
+    if getattr(args, "group", None) == "":
+        raise UsageError("the group id is empty")
+    zk = zk_connect(args.zookeeper, timeout=args.timeout)
     try:
-        require_zookeeper(args)
-        if getattr(args, "group", None) == "":
-            raise UsageError("the group id is empty")
-        zk = zk_connect(args.zookeeper)
-        try:
-            service = ConsumerGroupService(zk, args.zookeeper)
-            return {"list": _list, "describe": _describe, "reset": _reset, "delete": _delete}[args.action](
-                service, args)
-        finally:
-            zk.stop()
-            zk.close()
-    except (UsageError, ClientError, RegistryError, ValueError) as exc:
-        print(f"ferry groups {args.action}: error: {exc}", file=sys.stderr)
-        return 2
+        service = ConsumerGroupService(zk, args.zookeeper)
+        return {"list": _list, "describe": _describe, "reset": _reset, "delete": _delete}[args.action](service, args)
+    finally:
+        zk.stop()
+        zk.close()
 
 
 def _list(service: ConsumerGroupService, args: argparse.Namespace) -> int:

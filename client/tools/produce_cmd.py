@@ -5,28 +5,29 @@ from __future__ import annotations
 import argparse
 import sys
 
+from ferry.client.broker_metadata import quiet_librdkafka
 from ferry.client.errors import ClientError
 from ferry.client.producer import Producer
-from ferry.zk import RegistryError
-from ferry.zk.cli_args import (
-    ENV_ZOOKEEPER,
-    add_timeout_argument,
-    add_zookeeper_argument,
-    quiet_zookeeper_logs,
-)
+from ferry.zk import cli_args as cli
+from ferry.zk.cli_args import UsageError
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
-    p = subparsers.add_parser(
-        "produce", help="console producer: publish lines from stdin",
-        description="Publish each line of stdin as one message (the trailing newline is not part of it). "
-        "Messages carry the current time as event time and the host in the ferry.host header, and are counted "
-        "in the audit (tier producer, published to _audit). Exit 0 when every line was acknowledged, "
-        "2 on bad input or a failed delivery (raw lines before a bad line are still sent; with --value-format "
-        "avro every line is validated first and nothing is sent when one is refused).")
-    p.add_argument("--bootstrap-server", "--bootstrap", dest="bootstrap", metavar="HOST:PORT[,...]",
-                   help="brokers to connect to (then --zookeeper is only the schema registry's, for avro)")
-    add_zookeeper_argument(p, "find the brokers (and the schema registry) in this cluster's ZooKeeper")
+class DeliveryError(RuntimeError):
+    """Messages the brokers did not acknowledge (a runtime failure: exit 1)."""
+
+
+DESCRIPTION = (
+    "Publish each line of stdin as one message (the trailing newline is not part of it). "
+    "Messages carry the current time as event time and the host in the ferry.host header, and are counted "
+    "in the audit (tier producer, published to _audit). Exit 0 when every line was acknowledged, "
+    "2 on bad input (raw lines before a bad line are still sent; with --value-format avro every line is "
+    "validated first and nothing is sent when one is refused), 1 when the brokers are unreachable or a "
+    "message was not delivered.")
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    cli.add_cluster_arguments(p, "find the brokers (and the schema registry) in this cluster's ZooKeeper",
+                              "brokers to connect to (then --zookeeper is only the schema registry's, for avro)")
     p.add_argument("--topic", required=True, metavar="T", help="topic to publish to (must exist)")
     p.add_argument("--key-separator", metavar="S",
                    help="split each line at the first S into key and value (a line without S is an error); "
@@ -49,7 +50,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--datacenter", metavar="NAME",
                    help="datacenter recorded in audit events (default: the brokers' datacenter)")
     p.add_argument("--no-audit", action="store_true", help="do not count messages or publish audit events")
-    add_timeout_argument(p, "wait at most SECONDS at the end for outstanding acknowledgements", default=60.0)
+    cli.add_timeout_argument(p, "wait at most SECONDS at the end for outstanding acknowledgements", default=60.0)
     p.add_argument("--value-format", choices=("raw", "avro"), default="raw",
                    help="raw (default): each line is the value as is; avro: each line is a JSON record, written "
                    "as Avro with the registry's framing (magic byte 0, schema id) under --schema-subject's latest "
@@ -58,56 +59,44 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--schema-subject", metavar="SUBJECT",
                    help="with --value-format avro: the registry subject whose latest schema the lines must match "
                    "(default: the topic name, ferry's subject for a topic's values)")
-    p.set_defaults(func=run)
-
-
-def _fail(msg: str) -> int:
-    print(f"ferry produce: error: {msg}", file=sys.stderr)
-    return 2
 
 
 def run(args: argparse.Namespace) -> int:
-    quiet_zookeeper_logs()
-    if not args.bootstrap and not args.zookeeper:
-        return _fail(f"give --bootstrap HOST:PORT or --zookeeper HOST:PORT/CHROOT (or set ${ENV_ZOOKEEPER})")
+    cli.quiet_zookeeper_logs()
+    cli.require_cluster(args)
     if args.key_separator is not None and args.key_separator == "":
-        return _fail("--key-separator must not be empty")
+        raise UsageError("--key-separator must not be empty")
     sep = args.key_separator.encode() if args.key_separator is not None else None
     partitioner = args.partitioner or ("key" if sep is not None else "random")
     idempotent = not args.no_idempotence and args.acks in ("all", "-1")
     avro_messages = None
     if args.value_format == "avro":
-        if not args.zookeeper:
-            return _fail(f"--value-format avro needs the schema registry: --zookeeper HOST:PORT/CHROOT "
-                         f"(or ${ENV_ZOOKEEPER})")
-        if getattr(args, "value_formats", None) is None:
-            return _fail("--value-format avro is only available through the `ferry` command")
+        cli.require_registry(args)
         try:
             avro_messages = _encode_stdin(args, sep)
         except ValueError as exc:
-            return _fail(f"{exc}; nothing was sent")
+            raise UsageError(f"{exc}; nothing was sent") from None
     elif args.schema_subject:
-        return _fail("--schema-subject needs --value-format avro")
+        raise UsageError("--schema-subject needs --value-format avro")
     errors: list[str] = []
 
     def on_error(err, _msg) -> None:
         if err is not None:
             errors.append(str(err))
 
-    try:
+    with quiet_librdkafka():  # connecting: when no broker answers, the one error line says so
         producer = Producer(args.bootstrap, None if args.bootstrap else args.zookeeper,
                             application=args.application, datacenter=args.datacenter, acks=args.acks,
                             linger_ms=args.linger_ms, batch_size=args.batch_size, compression=args.compression,
                             partitioner=partitioner, enable_idempotence=idempotent, audit=not args.no_audit)
-    except (ClientError, RegistryError, ValueError) as exc:
-        return _fail(str(exc))
+        try:
+            producer.partitions_for(args.topic)  # the topic exists and a broker answers, before reading stdin
+        except ClientError:
+            producer.close(0)  # librdkafka hands over its queued connect failures when closed: quiet too
+            raise
     sent = 0
     bad: str | None = None
     try:
-        try:
-            producer.partitions_for(args.topic)
-        except ClientError as exc:
-            return _fail(str(exc))
         send, topic = producer.send, args.topic
         for value, key in avro_messages or ():
             send(topic, value, key, on_delivery=on_error)
@@ -127,12 +116,12 @@ def run(args: argparse.Namespace) -> int:
     finally:
         left = producer.close(args.timeout_s)
     delivered = sent - len(errors) - left
-    print(f"ferry produce: {delivered} of {sent} message(s) acknowledged by {args.topic}", file=sys.stderr)
     if errors or left:
         first = f" (first error: {errors[0]})" if errors else ""
-        return _fail(f"{len(errors) + left} message(s) not delivered{first}")
+        raise DeliveryError(f"{len(errors) + left} of {sent} message(s) not delivered to {args.topic}{first}")
+    print(f"ferry produce: {delivered} of {sent} message(s) acknowledged by {args.topic}", file=sys.stderr)
     if bad:
-        return _fail(bad)
+        raise UsageError(bad)
     return 0
 
 

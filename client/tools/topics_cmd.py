@@ -3,7 +3,8 @@
 Topics live in the cluster registry (``/brokers/topics/<topic>`` under the cluster's chroot, with each
 partition's leader, leader epoch and ISR in ``partitions/<p>/state``), so this tool talks to ZooKeeper,
 not to a broker: it works while brokers are down, and brokers pick a new topic up through their watch.
-Errors go to stderr in one line with exit status 2. `elect-leaders` (elect_leaders_cmd.py) and `reassign` /
+Errors go to stderr in one line (ferry/cli_runner.py): exit status 2 for bad input, 1 when ZooKeeper does
+not answer. `elect-leaders` (elect_leaders_cmd.py) and `reassign` /
 `alter --replication-factor` (reassign_cmd.py) hand requests to the controller through ``/admin`` znodes.
 """
 
@@ -18,14 +19,8 @@ from ferry.client.tools import elect_leaders_cmd, reassign_cmd
 from ferry.client.tools.broker_description import describe_brokers, version_mismatch
 from ferry.client.tools.topic_description import describe_topics
 from ferry.wire.log_config import LogConfig
-from ferry.zk import ClusterRegistry, RegistryError, TopicExistsError, UnknownTopicError
-from ferry.zk.cli_args import (
-    UsageError,
-    add_json_argument,
-    add_zookeeper_argument,
-    quiet_zookeeper_logs,
-    require_zookeeper,
-)
+from ferry.zk import ClusterRegistry, TopicExistsError, UnknownTopicError
+from ferry.zk import cli_args as cli
 
 PLACEMENT = (
     "Replicas are spread over the live brokers as Kafka does: leaders round-robin from a broker picked by a "
@@ -33,14 +28,13 @@ PLACEMENT = (
 )
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser(
-        "topics",
-        help="create, list, describe and alter topics",
-        description="Manage the topics of one cluster. Topics are kept in ZooKeeper under the cluster's chroot. "
-        + PLACEMENT,
-    )
-    actions = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
+DESCRIPTION = (
+    "Manage the topics of one cluster. Topics are kept in ZooKeeper under the cluster's "
+    "chroot. " + PLACEMENT)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    actions = cli.add_actions(parser)
 
     create = actions.add_parser(
         "create", help="create a topic",
@@ -105,32 +99,35 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
     extra = elect_leaders_cmd.add_parsers(actions) + reassign_cmd.add_parsers(actions)
     for sub in (create, lst, describe, alter, *extra):
-        add_zookeeper_argument(sub, "the cluster's ZooKeeper connect string, e.g. 127.0.0.1:2181/ferry/live",
-                               with_timeout=True)
+        cli.add_zookeeper_argument(sub, "the cluster's ZooKeeper connect string, e.g. 127.0.0.1:2181/ferry/live",
+                                   with_timeout=True)
     for sub in (lst, describe):
-        add_json_argument(sub)
-    parser.set_defaults(func=run)
+        cli.add_json_argument(sub)
 
 
 def run(args: argparse.Namespace) -> int:
-    quiet_zookeeper_logs()
-    try:
-        require_zookeeper(args)
-        config = _parse_configs(getattr(args, "config", []))
-        read_only = args.action not in ("create", "alter")  # never create a mistyped chroot
-        with ClusterRegistry(args.zookeeper, timeout=args.timeout, create=not read_only) as registry:
-            return _ACTIONS[args.action](registry, args, config)
-    except (UsageError, RegistryError, ValueError) as exc:
-        print(f"ferry topics {args.action}: error: {exc}", file=sys.stderr)
-        return 2
+    cli.quiet_zookeeper_logs()
+    cli.require_zookeeper(args)
+    _check_usage(args)
+    config = _parse_configs(getattr(args, "config", []))
+    read_only = args.action not in ("create", "alter")  # never create a mistyped chroot
+    with ClusterRegistry(args.zookeeper, timeout=args.timeout, create=not read_only) as registry:
+        return _ACTIONS[args.action](registry, args, config)
+
+
+def _check_usage(args: argparse.Namespace) -> None:
+    """What the flags alone tell, before ZooKeeper is asked anything."""
+    if args.action == "create":
+        if args.replica_assignment is not None and (args.partitions is not None or args.replication_factor is not None):
+            raise cli.UsageError("--replica-assignment cannot be combined with --partitions or --replication-factor")
+        if args.replica_assignment is None and args.partitions is None:
+            raise cli.UsageError("--partitions N is required (or --replica-assignment)")
+    if args.action == "alter" and (args.partitions is None) == (args.replication_factor is None):
+        raise cli.UsageError("give one of --partitions N and --replication-factor R")
 
 
 def _create(registry: ClusterRegistry, args: argparse.Namespace, config: dict[str, str]) -> int:
     assignment = _parse_assignment(args.replica_assignment) if args.replica_assignment is not None else None
-    if assignment is not None and (args.partitions is not None or args.replication_factor is not None):
-        raise UsageError("--replica-assignment cannot be combined with --partitions or --replication-factor")
-    if assignment is None and args.partitions is None:
-        raise UsageError("--partitions N is required (or --replica-assignment)")
     try:
         if assignment is not None:
             info = registry.create_topic_with_assignment(args.name, assignment, config)
@@ -208,8 +205,6 @@ def _partition_line(topic: str, part: dict[str, Any]) -> str:
 
 
 def _alter(registry: ClusterRegistry, args: argparse.Namespace, config: dict[str, str]) -> int:
-    if (args.partitions is None) == (args.replication_factor is None):
-        raise UsageError("give one of --partitions N and --replication-factor R")
     if args.replication_factor is not None:
         return reassign_cmd.alter_replication_factor(registry, args, config)
     before = registry.topic(args.name)
@@ -224,14 +219,7 @@ _ACTIONS = {"create": _create, "list": _list, "describe": _describe, "alter": _a
 
 
 def _parse_configs(items: list[str]) -> dict[str, str]:
-    out: dict[str, str] = {}
-    for item in items or []:
-        key, sep, value = item.partition("=")
-        if not sep or not key.strip():
-            raise UsageError(f"--config {item!r} must look like KEY=VALUE (e.g. retention.ms=86400000)")
-        if key.strip() in out:
-            raise UsageError(f"--config {key.strip()} given twice")
-        out[key.strip()] = value
+    out = cli.parse_key_values(items, "--config", "retention.ms=86400000")
     LogConfig.from_topic_config(out)  # ValueError naming the setting: refused before anything is written
     return out
 
@@ -243,6 +231,6 @@ def _parse_assignment(text: str) -> dict[int, list[int]]:
         try:
             out[p] = [int(b) for b in entry.split(":")]
         except ValueError:
-            raise UsageError(f"--replica-assignment {text!r}: partition {p} ({entry!r}) must be broker ids "
+            raise cli.UsageError(f"--replica-assignment {text!r}: partition {p} ({entry!r}) must be broker ids "
                              "separated by ':' (e.g. 1:2,2:3)") from None
     return out

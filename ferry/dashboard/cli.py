@@ -3,30 +3,27 @@
 from __future__ import annotations
 
 import argparse
-import sys
 
 from ferry.dashboard.sources import Sources
-from ferry.zk.cli_args import add_zookeeper_argument, quiet_zookeeper_logs
+from ferry.zk import cli_args as cli
+
+DESCRIPTION = (
+    "Serve the completeness grid, flow, loads and clusters pages and their JSON endpoints "
+    "(docs/dashboard.md). Point --zookeeper at the offline cluster (all tiers' audit counts meet there) and "
+    "--live-zookeeper at each live cluster: the producers' counts as the live side knows them decide "
+    "completeness, exactly as in `ferry audit report`.")
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
-    p = subparsers.add_parser(
-        "dashboard", help="serve the pipeline's console in the browser",
-        description="Serve the completeness grid, flow, loads and clusters pages and their JSON endpoints "
-        "(docs/dashboard.md). Point --zookeeper at the offline cluster (all tiers' audit counts meet there) and "
-        "--live-zookeeper at each live cluster: the producers' counts as the live side knows them decide "
-        "completeness, exactly as in `ferry audit report`.")
-    add_zookeeper_argument(p, "ZooKeeper of the offline cluster")
-    p.add_argument("--live-zookeeper", metavar="HOST:PORT/CHROOT", action="append", default=[],
-                   help="a live cluster (repeatable): its producer counts, mirror lag and health")
-    p.add_argument("--state-dir", metavar="DIR", help="the loads' state directory (its ledger.json)")
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    cli.add_zookeeper_argument(p, "ZooKeeper of the offline cluster")
+    cli.add_live_zookeeper_argument(p, "a live cluster: its producer counts, mirror lag and health")
+    cli.add_state_dir_argument(p, "the loads' state directory (its ledger.json)")
     p.add_argument("--listen", metavar="HOST:PORT", default="127.0.0.1:8500",
                    help="where to serve (default 127.0.0.1:8500)")
     p.add_argument("--mirror-group", default="ferry-mirror", help="the mirror's group (default ferry-mirror)")
     p.add_argument("--prometheus-url", metavar="URL", help="link the pages to this Prometheus")
-    p.add_argument("--timeout-s", type=float, default=5.0, metavar="S",
-                   help="give up on a cluster read after S seconds (the page then says it is unreachable)")
-    p.set_defaults(func=run)
+    cli.add_timeout_argument(p, "give up on a cluster read after SECONDS (the page then says it is unreachable)",
+                             default=5.0)
 
 
 def parse_listen(text: str) -> tuple[str, int]:
@@ -42,15 +39,9 @@ def run(args: argparse.Namespace) -> int:
 
     from ferry.dashboard.app import create_app  # FastAPI's app: only when serving (above)
 
-    quiet_zookeeper_logs()
-    if not args.zookeeper:
-        print("ferry dashboard: give --zookeeper HOST:PORT/CHROOT of the offline cluster", file=sys.stderr)
-        return 2
-    try:
-        host, port = parse_listen(args.listen)
-    except ValueError as e:
-        print(f"ferry dashboard: {e}", file=sys.stderr)
-        return 2
+    cli.quiet_zookeeper_logs()
+    cli.require_zookeeper(args)
+    host, port = parse_listen(args.listen)  # ValueError: exit 2 (ferry/cli_runner.py)
     sources = Sources(args.zookeeper, args.live_zookeeper, args.state_dir, timeout_s=args.timeout_s,
                       mirror_group=args.mirror_group)
     if args.live_zookeeper:

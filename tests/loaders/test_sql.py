@@ -286,7 +286,7 @@ def test_a_locked_embedded_derby_gives_one_line(tmp_path: Path):
         assert (state / "metastore_db" / "dbex.lck").exists()
         proc = _ferry("sql", "--state-dir", str(state), "-e", "SELECT 1", timeout=60, env={"FERRY_METASTORE": ""})
         assert proc.returncode == 1
-        assert proc.stderr.startswith("ferry sql: the embedded metastore") and proc.stderr.count("\n") == 1, \
+        assert proc.stderr.startswith("ferry sql: error: the embedded metastore") and proc.stderr.count("\n") == 1, \
             proc.stderr
     finally:
         holder.kill()

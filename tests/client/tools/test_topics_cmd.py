@@ -97,14 +97,15 @@ def test_describe_shows_dead_leader_and_alter(cluster, capsys) -> None:
 
 
 def test_no_brokers_and_bad_zookeeper(zk_connect: str, zk_server, capsys) -> None:
-    assert main(["topics", "create", "t", "--partitions", "1", "--zookeeper", zk_connect]) == 2
+    # the cluster's state, not the flags: a runtime error (exit 1); bad values below are usage errors (exit 2)
+    assert main(["topics", "create", "t", "--partitions", "1", "--zookeeper", zk_connect]) == 1
     assert "no live brokers" in capsys.readouterr().err
     # read-only commands do not create a mistyped chroot
     assert main(["topics", "list", "--zookeeper", zk_server.connect + "/no/such/chroot"]) == 2
     assert "has no /no/such/chroot" in capsys.readouterr().err
     assert main(["topics", "list", "--zookeeper", "127.0.0.1:99999/x"]) == 2
     assert "out of range" in capsys.readouterr().err
-    assert main(["topics", "list", "--zookeeper", "127.0.0.1:1/x", "--timeout", "1"]) == 2
+    assert main(["topics", "list", "--zookeeper", "127.0.0.1:1/x", "--timeout", "1"]) == 1  # unreachable: runtime
     assert "cannot connect to ZooKeeper" in capsys.readouterr().err
 
 
