@@ -25,7 +25,9 @@ from ferry.wire import native
 from ferry.wire.native import NativeRequiredError
 from ferry.zk import RegistryError
 from ferry.zk import cli_args as cli
+from ferry.zk import connect as zk_connect
 from ferry.zk.cli_args import UsageError
+from ferry.zk.zk_connect import ZkConnect
 
 DESCRIPTION = """\
 Load new messages of the offline cluster into hourly Hive tables (Parquet, partitioned by event dt/hr),
@@ -140,6 +142,7 @@ def run(args: argparse.Namespace) -> int:
     cfg = config_from_args(args)
     hours = parse_hours(args.hours)
     if args.step in ("load", "all"):
+        _preflight(cfg)
         try:
             _say_native_parts()
         except NativeRequiredError as e:  # FERRY_REQUIRE_NATIVE=1 and a decoder not built: refuse before Spark
@@ -156,6 +159,16 @@ def run(args: argparse.Namespace) -> int:
             metrics.failed(cfg.topics if isinstance(cfg.topics, list) else [cfg.topics])
         raise
     return 0
+
+
+def _preflight(cfg: LoadConfig) -> None:
+    """Before the load's first line on stderr: a state dir that cannot be made or written and a ZooKeeper that
+    does not answer are one error line (exit 1), as for the broker. Nothing is created."""
+    cli.check_writable_dir(Path(cfg.state_dir), "--state-dir")
+    with cli.zookeeper_logs_quiet():
+        client = zk_connect(ZkConnect.parse(cfg.zookeeper).hosts, timeout=10.0)
+        client.stop()
+        client.close()
 
 
 def _say_native_parts() -> None:

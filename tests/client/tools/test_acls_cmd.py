@@ -110,9 +110,9 @@ def test_through_a_brokers_acl_apis(zk_server, tmp_path):
         rc, out, err = ferry("remove", "--topic", "clicks", "--cluster", "--bootstrap-server", secured.bootstrap)
         assert rc == 0 and out.count("Removed ACL") == 2, err
         assert stored(zk) == {}
-        # a broker without an authorizer says so (SECURITY_DISABLED): exit 1, one line
+        # a broker without an authorizer says so (SECURITY_DISABLED): a refusal of what was asked, exit 2, one line
         rc, out, err = ferry("list", "--bootstrap-server", plain.bootstrap)
-        assert rc == 1 and "SECURITY_DISABLED" in err and err.count("\n") == 1, err
+        assert rc == 2 and "SECURITY_DISABLED" in err and err.count("\n") == 1, err
     finally:
         secured.stop()
         plain.stop()
