@@ -19,8 +19,6 @@ from ferry.zk.cli_args import add_metrics_argument
 # flag dest -> Kafka-style property key (flags override the --config file).
 FLAG_KEYS: dict[str, str] = {
     "id": "broker.id",
-    "listen": "listeners",
-    "advertised": "advertised.listeners",
     "data_dir": "log.dirs",
     "zookeeper": "zookeeper.connect",
     "datacenter": "datacenter",
@@ -54,7 +52,8 @@ advertised.listeners, log.dirs, zookeeper.connect, datacenter, log.segment.bytes
 log.retention.ms, log.retention.hours, log.retention.bytes, log.flush.interval.messages,
 log.flush.interval.ms, message.max.bytes, socket.request.max.bytes, auto.create.topics.enable,
 num.partitions, log.consumers.see.unflushed, zookeeper.session.timeout.ms, connections.max.idle.ms,
-audit.topic.partitions, producer.id.expiration.ms, log.message.timestamp.type);
+audit.topic.partitions, producer.id.expiration.ms, log.message.timestamp.type, and the listener, TLS and
+SASL settings of docs/security.md);
 flags win over the file.
 A bad value stops the broker with a message naming the setting (exit code 2).
 """
@@ -65,6 +64,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                               formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--id", type=int, metavar="N", help="broker id, unique in the cluster (broker.id)")
     p.add_argument("--listen", metavar="HOST:PORT", help="address to accept clients on (listeners)")
+    p.add_argument("--listener", action="append", default=[], metavar="NAME://HOST:PORT",
+                   help="one more listener, e.g. SSL://127.0.0.1:9093 or SASL_SSL://0.0.0.0:9094 (repeatable; with "
+                        "--listen they add to it; a custom NAME needs listener.security.protocol.map: "
+                        "docs/security.md)")
     p.add_argument("--advertised", metavar="HOST:PORT",
                    help="address clients are told to connect to (advertised.listeners; default: --listen)")
     p.add_argument("--data-dir", metavar="DIR", help="directory holding the partition logs (log.dirs)")
@@ -120,6 +123,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def build_config(args: argparse.Namespace) -> BrokerConfig:
     """Merge --config FILE with the flags and validate; raises ConfigError."""
     props = read_properties(args.config) if args.config else {}
+    listeners = ([f"PLAINTEXT://{args.listen}"] if getattr(args, "listen", None) else []) + \
+        list(getattr(args, "listener", None) or [])
+    if listeners:
+        props["listeners"] = ",".join(listeners)
+    if getattr(args, "advertised", None):
+        adv = args.advertised
+        props["advertised.listeners"] = adv if "://" in adv else f"PLAINTEXT://{adv}"
     for dest, key in FLAG_KEYS.items():
         value = getattr(args, dest, None)
         if value is not None:

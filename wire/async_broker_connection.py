@@ -12,6 +12,7 @@ naming the broker; the next request connects again.
 from __future__ import annotations
 
 import asyncio
+import ssl
 import struct
 
 from ferry.wire.connection_errors import BrokerUnavailableError, unavailable
@@ -25,7 +26,9 @@ class AsyncBrokerConnection:
     """One TCP connection to one broker on an asyncio loop; one request at a time (callers may share it)."""
 
     def __init__(self, node_id: int, host: str, port: int, client_id: str,
-                 connect_timeout_s: float = 5.0) -> None:
+                 connect_timeout_s: float = 5.0, ssl_context: ssl.SSLContext | None = None) -> None:
+        """``ssl_context``: TLS to the broker (an SSL inter-broker listener), else plaintext."""
+        self.ssl_context = ssl_context
         self.node_id = node_id
         self.host = host
         self.port = port
@@ -57,7 +60,9 @@ class AsyncBrokerConnection:
             try:
                 if self._writer is None:
                     self._reader, self._writer = await asyncio.wait_for(
-                        asyncio.open_connection(self.host, self.port), self.connect_timeout_s)
+                        asyncio.open_connection(self.host, self.port, ssl=self.ssl_context,
+                                                server_hostname=self.host if self.ssl_context else None),
+                        self.connect_timeout_s)
                 return await asyncio.wait_for(self._exchange(api_key, api_version, body), timeout_s)
             except BrokerUnavailableError:
                 self.close()

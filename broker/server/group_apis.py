@@ -48,7 +48,7 @@ class GroupApis:
         version = request.api_version
         req = find_coordinator.parse_request(r, version)
         if req.key_type == find_coordinator.KEY_TYPE_TRANSACTION:
-            return self._transactions.find_transaction_coordinator(version, req.key)
+            return self._transactions.find_transaction_coordinator(version, req.key, request.session.listener_name)
         if req.key_type != find_coordinator.KEY_TYPE_GROUP:
             return find_coordinator.encode_response(version, ErrorCode.INVALID_REQUEST,
                                                     error_message=f"unknown coordinator key type {req.key_type}")
@@ -57,6 +57,7 @@ class GroupApis:
                                                     error_message="the group id is empty")
         coordinator = self._group_coordinator
         return coordinator_answer(version, coordinator.coordinator(req.key) if coordinator is not None else None,
+                                  request.session.listener_name,
                                   "no live broker is registered")
 
     # ------------------------------------------------------------------ JoinGroup / SyncGroup

@@ -34,20 +34,25 @@ class MetadataApis:
         cache_topics = self._metadata.topics
         missing = [] if req.topics is None else [t for t in req.topics if t not in cache_topics]
         if missing and self._auto_create and req.allow_auto_topic_creation:
-            return self._metadata_after_create(version, req, missing)
-        return self._metadata_body(version, req.topics)
+            return self._metadata_after_create(version, req, missing, request.session.listener_name)
+        return self._metadata_body(version, req.topics, request.session.listener_name)
 
     async def _metadata_after_create(self, version: int, req: metadata.MetadataRequest,
-                                     missing: list[str]) -> bytes:
+                                     missing: list[str], listener: str) -> bytes:
         await self._admin.auto_create(missing)
-        return self._metadata_body(version, req.topics, created=set(missing))
+        return self._metadata_body(version, req.topics, listener, created=set(missing))
 
-    def _metadata_body(self, version: int, names: list[str] | None, created: set[str] | frozenset = frozenset()
-                       ) -> bytes:
+    def _metadata_body(self, version: int, names: list[str] | None, listener: str,
+                       created: set[str] | frozenset = frozenset()) -> bytes:
+        """Brokers at their address on ``listener``, the one the client came in on (a broker without that
+        listener is left out, as Kafka does)."""
         live = self._metadata.brokers
         topics = self._metadata.topics
-        brokers = [metadata.BrokerMetadata(b.id, b.host, b.port, b.datacenter or None)
-                   for b in sorted(live.values(), key=lambda b: b.id)]
+        brokers = []
+        for b in sorted(live.values(), key=lambda b: b.id):
+            address = b.endpoint(listener)
+            if address is not None:
+                brokers.append(metadata.BrokerMetadata(b.id, address[0], address[1], b.datacenter or None))
         out: list[metadata.TopicMetadata] = []
         for name in (sorted(topics) if names is None else names):
             info = topics.get(name)

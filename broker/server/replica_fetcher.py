@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import ssl
 from dataclasses import dataclass
 
 from ferry.broker.log.log_start import delete_records_before
@@ -50,6 +51,7 @@ class FetcherSettings:
     socket_timeout_ms: int = 30_000
     backoff_ms: int = 1000
     truncation: str = TRUNCATE_BY_EPOCH
+    ssl_context: ssl.SSLContext | None = None  # TLS towards the leaders (an SSL inter-broker listener)
 
 
 class ReplicaFetcherManager:
@@ -148,7 +150,8 @@ class ReplicaFetcher:
             raise ConnectionError(f"leader {self.leader} is not registered")
         self._conn = AsyncBrokerConnection(self.leader, broker.host, broker.port,
                                            f"replica-{self.manager.broker_id}",
-                                           self.manager.settings.socket_timeout_ms / 1000.0)
+                                           self.manager.settings.socket_timeout_ms / 1000.0,
+                                           self.manager.settings.ssl_context)
 
     def _close(self) -> None:
         if self._conn is not None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import ssl
 import time
 
 from ferry.broker.log.log_transactions import MARKER
@@ -35,7 +36,9 @@ _DONE = {ErrorCode.NONE, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.INVALID
 
 class TxnMarkerWriter:
     def __init__(self, broker_id: int, metadata: MetadataCache, replicas: ReplicaManager, flusher: LogFlusher,
-                 request_timeout_ms: int = 30_000) -> None:
+                 request_timeout_ms: int = 30_000, ssl_context: ssl.SSLContext | None = None) -> None:
+        """``ssl_context``: TLS towards the other brokers (an SSL inter-broker listener)."""
+        self.ssl_context = ssl_context
         self.broker_id = broker_id
         self.metadata = metadata
         self.replicas = replicas
@@ -118,7 +121,8 @@ class TxnMarkerWriter:
             if conn is not None:
                 conn.close()
             conn = self._conns[leader] = AsyncBrokerConnection(
-                leader, broker.host, broker.port, f"txn-coordinator-{self.broker_id}", self.request_timeout_ms / 1000.0)
+                leader, broker.host, broker.port, f"txn-coordinator-{self.broker_id}", self.request_timeout_ms / 1000.0,
+                self.ssl_context)
         by_topic: dict[str, list[int]] = {}
         for t, p in tps:
             by_topic.setdefault(t, []).append(p)

@@ -1,0 +1,318 @@
+"""TLS and SASL listeners with real clients and real handshakes: one broker with PLAINTEXT, SSL (client
+certificates requested), SASL_SSL and SASL_PLAINTEXT listeners; users made with `ferry users`; certificates made
+with openssl. Refusals (wrong password, unknown user, plaintext on a TLS port, TLS on a plaintext port, a
+truncated handshake, a wrong-CA certificate) leave the broker serving the others."""
+
+from __future__ import annotations
+
+import socket
+import ssl
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Consumer, KafkaException, Producer
+from confluent_kafka.admin import AdminClient
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from tls_certs import make_certs  # noqa: E402
+
+from ferry.embedded import BrokerProcess, free_port  # noqa: E402
+
+PASSWORD = "s3cret-pw"
+
+
+def _users(zk: str, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "ferry.cli", "users", *args, "--zookeeper", zk], input=stdin,
+                          capture_output=True, text=True, timeout=60)
+
+
+@pytest.fixture(scope="module")
+def secure(zk_server, tmp_path_factory):
+    root = tmp_path_factory.mktemp("security")
+    certs = make_certs(root / "certs")
+    zk = f"{zk_server.connect}/t/{uuid.uuid4().hex[:12]}/live"
+    ports = {name: free_port("127.0.0.1") for name in ("SSL", "SASL_SSL", "SASL_PLAINTEXT")}
+    props = root / "security.properties"
+    props.write_text(f"ssl.keystore.type=PEM\nssl.keystore.location={certs.server}\n"
+                     f"ssl.truststore.location={certs.ca}\nssl.client.auth=requested\n"
+                     "ssl.principal.mapping.rules=RULE:^CN=([^,]*),OU=ops,O=ferry$/$1-ops/L,DEFAULT\n"
+                     "sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-256,SCRAM-SHA-512\n"
+                     "connections.max.reauth.ms=60000\n"
+                     "connection.failed.authentication.delay.ms=200\n"
+                     "connection.failed.authentication.delay.max.ms=3000\n")
+    extra = ["--config", str(props), "--auto-create-topics", "--flush-ms", "10"]
+    for name, port in ports.items():
+        extra += ["--listener", f"{name}://127.0.0.1:{port}"]
+    broker = BrokerProcess(1, root / "broker-1" / "data", zk, "live", extra_args=extra)
+    broker.start()
+    for mech in ("SCRAM-SHA-256", "SCRAM-SHA-512"):
+        r = _users(zk, "add", "alice", "--mechanism", mech, "--password-stdin", stdin=PASSWORD + "\n")
+        assert r.returncode == 0, r.stderr
+    yield {"broker": broker, "certs": certs, "zk": zk, "ports": ports, "plain": broker.bootstrap}
+    broker.stop()
+
+
+def _log(secure) -> str:
+    return secure["broker"].log_file.read_text()
+
+
+def _roundtrip(conf: dict, topic: str, n: int = 20) -> list[bytes]:
+    """Produce n messages and read them back with the same client settings; returns the values read."""
+    p = Producer({**conf, "linger.ms": 5})
+    for i in range(n):
+        p.produce(topic, f"m{i}".encode())
+    assert p.flush(30) == 0
+    c = Consumer({**conf, "group.id": f"g-{uuid.uuid4().hex[:6]}", "auto.offset.reset": "earliest"})
+    c.subscribe([topic])
+    got: list[bytes] = []
+    deadline = time.monotonic() + 30
+    while len(got) < n and time.monotonic() < deadline:
+        m = c.poll(0.5)
+        if m is not None and m.error() is None:
+            got.append(m.value())
+    c.close()
+    return got
+
+
+def _ssl_conf(secure) -> dict:
+    return {"bootstrap.servers": f"127.0.0.1:{secure['ports']['SSL']}", "security.protocol": "SSL",
+            "ssl.ca.location": str(secure["certs"].ca)}
+
+
+def _sasl_conf(secure, listener: str, mechanism: str, password: str = PASSWORD, user: str = "alice") -> dict:
+    conf = {"bootstrap.servers": f"127.0.0.1:{secure['ports'][listener]}", "security.protocol": listener,
+            "sasl.mechanism": mechanism, "sasl.username": user, "sasl.password": password}
+    if listener == "SASL_SSL":
+        conf["ssl.ca.location"] = str(secure["certs"].ca)
+    return conf
+
+
+def test_confluent_over_ssl(secure):
+    assert _roundtrip(_ssl_conf(secure), "t-ssl") == [f"m{i}".encode() for i in range(20)]
+
+
+@pytest.mark.parametrize("mechanism", ["SCRAM-SHA-256", "SCRAM-SHA-512"])
+def test_confluent_over_sasl_ssl_scram(secure, mechanism):
+    topic = f"t-scram-{mechanism[-3:]}"
+    assert _roundtrip(_sasl_conf(secure, "SASL_SSL", mechanism), topic) == [f"m{i}".encode() for i in range(20)]
+    assert "authenticated User:alice from 127.0.0.1:" in _log(secure)
+
+
+def test_confluent_over_sasl_plaintext_plain(secure):
+    assert len(_roundtrip(_sasl_conf(secure, "SASL_PLAINTEXT", "PLAIN"), "t-plain")) == 20
+    assert "on SASL_PLAINTEXT (PLAIN)" in _log(secure)
+
+
+def test_metadata_advertises_the_listener_the_client_came_in_on(secure):
+    for conf, port in ((_ssl_conf(secure), secure["ports"]["SSL"]),
+                       (_sasl_conf(secure, "SASL_SSL", "SCRAM-SHA-512"), secure["ports"]["SASL_SSL"]),
+                       ({"bootstrap.servers": secure["plain"]}, secure["broker"].port)):
+        md = AdminClient(conf).list_topics(timeout=20)
+        assert [(b.host, b.port) for b in md.brokers.values()] == [("127.0.0.1", port)]
+
+
+def test_registration_carries_every_endpoint(secure):
+    import json
+
+    from kazoo.client import KazooClient
+    hosts, _, chroot = secure["zk"].partition("/")
+    zk = KazooClient(hosts=hosts)
+    zk.start(10)
+    try:
+        doc = json.loads(zk.get(f"/{chroot}/brokers/ids/1")[0])
+    finally:
+        zk.stop()
+    p = secure["ports"]
+    assert sorted(doc["endpoints"]) == sorted([f"PLAINTEXT://{secure['plain']}", f"SSL://127.0.0.1:{p['SSL']}",
+                                               f"SASL_SSL://127.0.0.1:{p['SASL_SSL']}",
+                                               f"SASL_PLAINTEXT://127.0.0.1:{p['SASL_PLAINTEXT']}"])
+    assert doc["listener_security_protocol_map"]["SASL_SSL"] == "SASL_SSL"
+
+
+def test_mtls_principal_from_the_certificate(secure):
+    cert, key = secure["certs"].client("Bob", ou="ops")
+    conf = {**_ssl_conf(secure), "ssl.certificate.location": str(cert), "ssl.key.location": str(key)}
+    AdminClient(conf).list_topics(timeout=20)
+    # RULE:^CN=([^,]*),OU=ops,O=ferry$/$1-ops/L maps the subject to bob-ops
+    assert "authenticated User:bob-ops from 127.0.0.1:" in _log(secure)
+    cert2, key2 = secure["certs"].client("carol", ou="apps")
+    conf = {**_ssl_conf(secure), "ssl.certificate.location": str(cert2), "ssl.key.location": str(key2)}
+    AdminClient(conf).list_topics(timeout=20)
+    assert "authenticated User:CN=carol,OU=apps,O=ferry from" in _log(secure)  # DEFAULT: the whole DN
+
+
+def test_wrong_password_and_unknown_user_refused(secure):
+    for conf in (_sasl_conf(secure, "SASL_SSL", "SCRAM-SHA-512", password="wrong"),
+                 _sasl_conf(secure, "SASL_SSL", "SCRAM-SHA-256", user="mallory"),
+                 _sasl_conf(secure, "SASL_PLAINTEXT", "PLAIN", password="wrong")):
+        p = Producer({**conf, "message.timeout.ms": 5000})
+        errors = []
+        p.produce("t-denied", b"x", on_delivery=lambda err, msg: errors.append(err))
+        p.flush(15)
+        assert errors and errors[0] is not None
+    log = _log(secure)
+    assert "failed authentication from 127.0.0.1:" in log and "user 'mallory'" in log
+    # the broker still serves the others
+    assert len(_roundtrip(_sasl_conf(secure, "SASL_SSL", "SCRAM-SHA-512"), "t-after-refusals", 5)) == 5
+
+
+def _raw_sasl_plain(port: int, user: str, password: str) -> tuple[int, float]:
+    """SaslHandshake v1 + SaslAuthenticate v1 PLAIN by hand: (error code, seconds until the answer)."""
+    import struct
+
+    from ferry.wire.protocol import sasl_authenticate, sasl_handshake
+    from ferry.wire.protocol.header import request_header
+    from ferry.wire.protocol.primitives import Reader
+
+    def call(s, key, version, corr, body):
+        frame = request_header(key, version, corr, "raw") + body
+        s.sendall(struct.pack(">i", len(frame)) + frame)
+        size = struct.unpack(">i", _recv(s, 4))[0]
+        return Reader(_recv(s, size)[4:])
+
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+        code, _ = sasl_handshake.parse_response(call(s, 17, 1, 1, sasl_handshake.encode_request("PLAIN")))
+        assert code == 0
+        t0 = time.monotonic()
+        resp = sasl_authenticate.parse_response(
+            call(s, 36, 1, 2, sasl_authenticate.encode_request(f"\0{user}\0{password}".encode())), 1)
+        took = time.monotonic() - t0
+        if resp.error_code:
+            assert s.recv(1) == b""  # closed after the failure
+        return resp.error_code, took, resp
+
+
+def _recv(s: socket.socket, n: int) -> bytes:
+    out = b""
+    while len(out) < n:
+        chunk = s.recv(n - len(out))
+        if not chunk:
+            raise ConnectionError("closed")
+        out += chunk
+    return out
+
+
+def test_brute_force_is_slowed(secure):
+    port = secure["ports"]["SASL_PLAINTEXT"]
+    delays = []
+    for _ in range(4):
+        code, took, resp = _raw_sasl_plain(port, "alice", "guess")
+        assert code == 58 and "invalid credentials" in resp.error_message
+        delays.append(took)
+    # 200 ms doubling per failure from this address: 0.2, 0.4, 0.8, 1.6 s
+    assert delays[3] > 1.4 and delays[3] > 2 * delays[1], delays
+    code, _took, resp = _raw_sasl_plain(port, "alice", PASSWORD)
+    assert code == 0 and resp.session_lifetime_ms == 60000  # connections.max.reauth.ms (KIP-368)
+
+
+def test_requests_before_authentication_close_the_connection(secure):
+    import struct
+
+    from ferry.wire.protocol.header import request_header
+    with socket.create_connection(("127.0.0.1", secure["ports"]["SASL_PLAINTEXT"]), timeout=10) as s:
+        frame = request_header(3, 1, 1, "raw") + struct.pack(">i", 0)  # Metadata, no topics
+        s.sendall(struct.pack(">i", len(frame)) + frame)
+        assert s.recv(10) == b""
+    assert "before SASL authentication" in _log(secure)
+
+
+def test_plaintext_on_tls_port_and_tls_on_plaintext_port(secure):
+    with socket.create_connection(("127.0.0.1", secure["ports"]["SSL"]), timeout=10) as s:
+        s.sendall(b"\x00\x00\x00\x0a" + b"\x00\x12\x00\x00" + b"\x00" * 6)  # ApiVersions in the clear
+        assert s.recv(100) in (b"",) or True  # the TLS side answers with an alert or closes
+        s.settimeout(5)
+        try:
+            rest = s.recv(100)
+        except (ConnectionResetError, TimeoutError):
+            rest = b""
+        assert not rest or rest[0] == 0x15  # nothing served: at most a TLS alert
+    ctx = ssl.create_default_context(cafile=str(secure["certs"].ca))
+    with socket.create_connection(("127.0.0.1", secure["broker"].port), timeout=10) as raw:
+        with pytest.raises((ssl.SSLError, ConnectionError, OSError)):
+            ctx.wrap_socket(raw, server_hostname="127.0.0.1")
+    # truncated handshake: half a ClientHello, then nothing
+    with socket.create_connection(("127.0.0.1", secure["ports"]["SASL_SSL"]), timeout=10) as s:
+        s.sendall(b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03")
+    assert "refused a connection from 127.0.0.1:" in _log(secure)
+    assert len(_roundtrip(_ssl_conf(secure), "t-after-garbage", 5)) == 5
+
+
+def test_wrong_ca_client_certificate_refused(secure, tmp_path):
+    cert, key = secure["certs"].client("eve", self_signed=True)
+    conf = {**_ssl_conf(secure), "ssl.certificate.location": str(cert), "ssl.key.location": str(key)}
+    with pytest.raises(KafkaException):
+        AdminClient(conf).list_topics(timeout=8)
+    assert "certificate" in _log(secure).split("refused a connection")[-1]
+
+
+def test_kcat_over_sasl_ssl_and_ssl(secure):
+    conf = _sasl_conf(secure, "SASL_SSL", "SCRAM-SHA-512")
+    x = [a for k, v in conf.items() if k != "bootstrap.servers" for a in ("-X", f"{k}={v}")]
+    r = subprocess.run(["kcat", "-b", conf["bootstrap.servers"], *x, "-P", "-t", "t-kcat"], input="k1\nk2\n",
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    ssl_conf = _ssl_conf(secure)
+    r = subprocess.run(["kcat", "-b", ssl_conf["bootstrap.servers"], "-X", "security.protocol=SSL", "-X",
+                        f"ssl.ca.location={secure['certs'].ca}", "-C", "-t", "t-kcat", "-o", "beginning", "-e", "-q"],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0 and r.stdout.split() == ["k1", "k2"], r.stderr
+
+
+def test_kafka_python_and_aiokafka(secure):
+    import asyncio
+
+    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+    from aiokafka.helpers import create_ssl_context
+    from kafka import KafkaConsumer, KafkaProducer
+
+    ca = str(secure["certs"].ca)
+    kp = dict(bootstrap_servers=f"127.0.0.1:{secure['ports']['SASL_SSL']}", security_protocol="SASL_SSL",
+              sasl_mechanism="SCRAM-SHA-256", sasl_plain_username="alice", sasl_plain_password=PASSWORD,
+              ssl_cafile=ca)
+    prod = KafkaProducer(**kp)
+    for i in range(5):
+        prod.send("t-kpy", f"v{i}".encode()).get(timeout=30)
+    prod.close()
+    cons = KafkaConsumer("t-kpy", auto_offset_reset="earliest", consumer_timeout_ms=10000, **kp)
+    assert [m.value for m in cons][:5] == [f"v{i}".encode() for i in range(5)]
+    cons.close()
+
+    async def aio() -> list[bytes]:
+        ctx = create_ssl_context(cafile=ca)
+        kw = dict(bootstrap_servers=f"127.0.0.1:{secure['ports']['SSL']}", security_protocol="SSL", ssl_context=ctx)
+        p = AIOKafkaProducer(**kw)
+        await p.start()
+        try:
+            for i in range(5):
+                await p.send_and_wait("t-aio", f"a{i}".encode())
+        finally:
+            await p.stop()
+        c = AIOKafkaConsumer("t-aio", auto_offset_reset="earliest", **kw)
+        await c.start()
+        try:
+            out = []
+            async with asyncio.timeout(30):
+                async for m in c:
+                    out.append(m.value)
+                    if len(out) == 5:
+                        return out
+        finally:
+            await c.stop()
+        return out
+
+    assert asyncio.run(aio()) == [f"a{i}".encode() for i in range(5)]
+
+
+def test_users_command(secure):
+    zk = secure["zk"]
+    r = _users(zk, "list", "--json")
+    assert r.returncode == 0 and '"alice": ["SCRAM-SHA-256", "SCRAM-SHA-512"]' in r.stdout
+    r = _users(zk, "add", "bob")  # no terminal, no password source: refused, nothing stored
+    assert r.returncode == 2 and "--password-file" in r.stderr
+    r = _users(zk, "remove", "nobody")
+    assert r.returncode == 1 and "no user" in r.stderr
+    assert PASSWORD not in r.stdout
