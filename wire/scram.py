@@ -159,7 +159,9 @@ class ScramServer:
             raise ScramError("client-final is not UTF-8") from None
         without_proof, sep, proof_part = text.rpartition(",p=")
         attrs = _attributes(without_proof)
-        if not sep or attrs.get("r") != self._nonce:
+        # Kafka's server checks that the nonce *ends with* its own (librdkafka before 2.x sends the client nonce
+        # twice); the proof covers the messages as sent either way
+        if not sep or not attrs.get("r", "").endswith(self._nonce):
             raise ScramError("client-final: wrong nonce")
         if attrs.get("c") not in ("biws", "eSws"):  # base64 of "n,," / "y,,"
             raise ScramError("client-final: channel binding is not supported")

@@ -28,17 +28,13 @@ from ferry.broker.server.rate_limited_log import RateLimitedLog
 from ferry.broker.server.request_context import ANONYMOUS, Session
 from ferry.broker.server.request_result import CloseConnection
 from ferry.broker.server.sasl_authenticator import SaslAuthenticator
-from ferry.wire.protocol import sasl_authenticate, sasl_handshake
-from ferry.wire.protocol.api_keys import ApiKey
-from ferry.wire.protocol.errors import ErrorCode
-from ferry.wire.protocol.header import peek_header, read_request_header
+from ferry.broker.server.sasl_gate import SaslGate
+from ferry.broker.server.tls_send import send_file_tls, send_tls
 from ferry.wire.protocol.primitives import ProtocolError
 
 log = logging.getLogger(__name__)
 
 MAX_IN_FLIGHT = 128
-TLS_CHUNK = 256 * 1024  # record bytes read from the segment per TLS write (no sendfile through TLS)
-_BEFORE_AUTH = (ApiKey.API_VERSIONS, ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE)
 _SIZE = struct.Struct(">i")
 _PREFIX = struct.Struct(">ii")
 _CORRELATION = struct.Struct(">i")
@@ -76,15 +72,13 @@ class Connection:
         self._fast_produce_run = apis.produce.handle_run
         # The read buffer starts small and grows with the client's bursts; while the reader waits for data with
         # nothing buffered it holds no view of it, so the reaper can give a grown buffer back (release_idle_buffer).
-        self._auth = authenticator
-        self._expiry: asyncio.TimerHandle | None = None
-        if authenticator is not None:  # until authenticated, frames go to _handle_auth_frames (instance attribute)
-            self._handle_frames = self._handle_auth_frames  # type: ignore[method-assign]
-            authenticator.on_done = self._authentication_done
         if isinstance(sock, ssl.SSLSocket):  # the plaintext paths stay as they are: TLS replaces two methods
             self._send_bytes = self._send_bytes_tls  # type: ignore[method-assign]
             self._sendfile = self._sendfile_tls  # type: ignore[method-assign]
         self._in = ReadBuffer(sock, peer, pool, self._bad, self._handle_frames, self._has_room_for_more)
+        self._sasl = SaslGate(authenticator, self, self._in, self._bad)
+        if authenticator is not None:  # until authenticated the gate takes the frames (an instance attribute)
+            self._handle_frames = self._in.handle_frames = self._sasl.handle_frames  # type: ignore[method-assign]
         self._loop = asyncio.get_running_loop()
         # outbox: _Packed, or (correlation id, Future | list of parts, api key) for answers not plain bytes
         self._out: deque[_Packed | tuple[int, asyncio.Future | list, int]] = deque()
@@ -120,8 +114,7 @@ class Connection:
                     item[1].cancel()
             self._out.clear()
             self._in.unregister_reader()
-            if self._expiry is not None:
-                self._expiry.cancel()
+            self._sasl.close()
             self.sock.close()
 
     def idle_since(self, now: float) -> float:
@@ -151,8 +144,8 @@ class Connection:
                     frame = await self._in.receive_large_frame(need)
                     if frame is None:
                         return
-                    ok = self._dispatch(frame)
-                    self._flush_ready()
+                    ok = self.dispatch(frame)
+                    self.flush_ready()
                     if not ok:
                         return
                     continue
@@ -199,16 +192,16 @@ class Connection:
                     if not self._dispatch_run(run):
                         return -1
                     run = []
-                if not self._dispatch(frame):
+                if not self.dispatch(frame):
                     return -1
             if run and not self._dispatch_run(run):
                 return -1
             return need
         finally:
             if handled:
-                self._flush_ready()
+                self.flush_ready()
 
-    def _flush_ready(self) -> None:
+    def flush_ready(self) -> None:
         """Answer a burst of ready requests from the reader itself when the writer has nothing queued
         (saves waking the writer task: at one message per request that was a loop pass per request);
         whatever the socket does not take now, and anything not ready, goes to the writer."""
@@ -228,7 +221,7 @@ class Connection:
             del packed.buf[:n]
         self._has_output.set()
 
-    def _dispatch(self, frame: bytearray) -> bool:
+    def dispatch(self, frame: bytearray) -> bool:
         """Handle one request and queue its answer; False when the connection must close. Counts the request
         and its bytes per API key (the key is the frame's first two bytes; keys served are < 128)."""
         m = self._metrics
@@ -243,7 +236,7 @@ class Connection:
                     self._queue_fast(frame, result)
                     return True
             elif key == 17 or key == 36:  # SaslHandshake / SaslAuthenticate: re-authentication (KIP-368)
-                return self._dispatch_sasl(frame)
+                return self.dispatch_sasl(frame)
             correlation_id, result = self.apis.handle(frame, key != 0, self.session)
         except (CloseConnection, ProtocolError) as e:
             m.errors[key] += 1
@@ -273,8 +266,8 @@ class Connection:
         return True
 
     def _dispatch_run(self, run: list) -> bool:
-        """_dispatch of consecutive Produce requests: the answers ProduceFastPath.handle_run gives (one write for a
-        burst to one partition), and the first request it declines through _dispatch (the general path); then
+        """dispatch of consecutive Produce requests: the answers ProduceFastPath.handle_run gives (one write for a
+        burst to one partition), and the first request it declines through dispatch (the general path); then
         on with the rest. False when the connection must close."""
         m = self._metrics
         i, n = 0, len(run)
@@ -293,7 +286,7 @@ class Connection:
                 self._queue_fast(frame, result)
             i += len(results)
             if i < n:
-                if not self._dispatch(run[i]):
+                if not self.dispatch(run[i]):
                     return False
                 i += 1
         return True
@@ -314,94 +307,33 @@ class Connection:
         out.append((_CORRELATION.unpack_from(frame, 4)[0], asyncio.ensure_future(result), 0))
 
     # ------------------------------------------------------------------ authentication
-    def _handle_auth_frames(self) -> int:
-        """_handle_frames before SASL authentication: one frame at a time, only ApiVersions and the SASL
-        requests; anything else closes the connection."""
-        rb = self._in
-        if rb.woke == WOKE_CLOSE:
-            return -1
-        while rb.end - rb.start >= 4:
-            size = _SIZE.unpack_from(rb.buf, rb.start)[0]
-            if size <= 0 or size > self.max_request_bytes:
-                self._bad.warning("closing connection from %s: request size %d outside 1..%d before "
-                                  "authentication", self.peer, size, self.max_request_bytes)
-                return -1
-            if rb.end - rb.start - 4 < size:
-                return size + 4
-            frame = rb.buf[rb.start + 4:rb.start + 4 + size]
-            rb.start += 4 + size
-            key = frame[1] & 127 if len(frame) > 1 else 127
-            if len(frame) < 8 or frame[0] or key not in _BEFORE_AUTH:
-                self._bad.warning("closing connection from %s on %s: api key %d before SASL authentication",
-                                  self.peer, self.session.listener_name, key if len(frame) > 1 else -1)
-                return -1
-            ok = self._dispatch(frame) if key == ApiKey.API_VERSIONS else self._dispatch_sasl(frame)
-            self._flush_ready()
-            if not ok:
-                return -1
-            if self._auth is not None and self._auth.authenticated:  # go on with the frames after it
-                return self._handle_frames()
-        return 4
-
-    def _dispatch_sasl(self, frame: bytearray) -> bool:
-        """SaslHandshake / SaslAuthenticate: to the authenticator, or ILLEGAL_SASL_STATE on a listener
-        without SASL. False when the connection must close."""
+    def dispatch_sasl(self, frame: bytearray) -> bool:
+        """SaslHandshake / SaslAuthenticate (the SaslGate answers); False when the connection must close."""
         try:
-            key, version, correlation_id = peek_header(frame)
-            _header, r = read_request_header(frame)
-            if key == ApiKey.SASL_HANDSHAKE:
-                mechanism = sasl_handshake.parse_request(r, version)
-                if version != 1:  # v0's raw tokens are not served: every current client speaks v1
-                    raise CloseConnection(f"SaslHandshake v{version} (only v1 is served)")
-                if self._auth is None:
-                    result: object = sasl_handshake.encode_response(version, ErrorCode.ILLEGAL_SASL_STATE, [])
-                else:
-                    result = self._auth.handshake(version, mechanism)
-            else:
-                token = sasl_authenticate.parse_request(r, version)
-                if version > 1:
-                    raise CloseConnection(f"SaslAuthenticate v{version} (v0-1 are served)")
-                if self._auth is None:
-                    result = sasl_authenticate.encode_response(version, sasl_authenticate.SaslAuthenticateResponse(
-                        ErrorCode.ILLEGAL_SASL_STATE, f"no SASL on listener {self.session.listener_name}", b""))
-                else:
-                    result = self._auth.authenticate(version, token)
+            key, correlation_id, result = self._sasl.answer(frame)
         except (CloseConnection, ProtocolError) as e:
             self._bad.warning("closing connection from %s: %s", self.peer, e)
             return False
         self._metrics.requests[key] += 1
-        self._unanswered += 1
         if type(result) is bytes:
-            packed = _Packed()
-            packed.buf += _PREFIX.pack(len(result) + 4, correlation_id)
-            packed.buf += result
-            packed.count = 1
-            self._out.append(packed)
-        else:
-            self._out.append((correlation_id, asyncio.ensure_future(result), key))
-        if self._auth is not None and self._auth.failed and type(result) is bytes:
-            return False  # answered (unsupported mechanism, bad state), then closed
+            self.queue_framed(_PREFIX.pack(len(result) + 4, correlation_id) + result)
+            return not self._sasl.failed  # a refused handshake: answered, then closed
+        self._unanswered += 1
+        self._out.append((correlation_id, asyncio.ensure_future(result), key))
         return True
 
-    def _authentication_done(self, ok: bool, lifetime_ms: int) -> None:
-        """The authenticator's outcome (before its answer is sent): on success serve every request and close
-        the connection when the session expires; on failure close once the answer is out."""
-        if not ok:
-            self._in.request_close()
-            return
+    def queue_framed(self, buf: bytes) -> None:
+        packed = _Packed()
+        packed.buf += buf
+        packed.count = 1
+        self._unanswered += 1
+        self._out.append(packed)
+        self._has_output.set()
+
+    def serve_all(self) -> None:
         if "_handle_frames" in self.__dict__:
             del self._handle_frames  # the class's _handle_frames again
             self._in.handle_frames = self._handle_frames
-        if self._expiry is not None:
-            self._expiry.cancel()
-            self._expiry = None
-        if lifetime_ms > 0:
-            self._expiry = self._loop.call_later(lifetime_ms / 1000.0, self._session_expired)
-
-    def _session_expired(self) -> None:
-        log.info("closing connection from %s (%s): its session expired without re-authentication "
-                 "(connections.max.reauth.ms)", self.peer, self.session.principal)
-        self._in.request_close()
 
     # ------------------------------------------------------------------ writing
     async def _write_loop(self) -> None:
@@ -494,26 +426,10 @@ class Connection:
             count -= n
 
     async def _send_bytes_tls(self, data: bytes | bytearray, flags: int = 0) -> None:
-        """_send_bytes through TLS (no flags; OpenSSL takes the whole buffer or asks to be called again with it)."""
-        sock = self.sock
-        while True:
-            try:
-                sock.send(data)
-                return
-            except ssl.SSLWantWriteError:
-                await self._writable()
-            except ssl.SSLWantReadError:
-                await asyncio.sleep(0.001)
+        await send_tls(self.sock, data, self._writable)
 
     async def _sendfile_tls(self, in_fd: int, offset: int, count: int) -> None:
-        """Record bytes through TLS: read from the segment and encrypt (sendfile cannot go through TLS)."""
-        while count > 0:
-            chunk = os.pread(in_fd, min(count, TLS_CHUNK), offset)
-            if not chunk:
-                raise ConnectionError(f"segment file ended {count} bytes early at position {offset}")
-            await self._send_bytes_tls(chunk)
-            offset += len(chunk)
-            count -= len(chunk)
+        await send_file_tls(self.sock, in_fd, offset, count, self._writable)
 
     async def _writable(self) -> None:
         fut = self._loop.create_future()

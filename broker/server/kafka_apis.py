@@ -49,7 +49,7 @@ class KafkaApis:
                  flusher: LogFlusher, executor: Executor | None = None,
                  group_coordinator: GroupCoordinator | None = None,
                  transaction_coordinator: TransactionCoordinator | None = None) -> None:
-        self.request_metrics = RequestMetrics()  # counted by Connection._dispatch, read at scrape time
+        self.request_metrics = RequestMetrics()  # counted by Connection.dispatch, read at scrape time
         self.produce = ProduceApis(replicas, flusher)  # the connection takes the common Produce here directly
         self.request_metrics.produce_bytes = self.produce.topic_bytes
         fetch = FetchApis(replicas, purgatory, config.fetch_wait_max_ms, self.request_metrics.fetch_bytes)

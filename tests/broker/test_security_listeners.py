@@ -150,8 +150,8 @@ def test_wrong_password_and_unknown_user_refused(secure):
                  _sasl_conf(secure, "SASL_SSL", "SCRAM-SHA-256", user="mallory"),
                  _sasl_conf(secure, "SASL_PLAINTEXT", "PLAIN", password="wrong")):
         p = Producer({**conf, "message.timeout.ms": 5000})
-        errors = []
-        p.produce("t-denied", b"x", on_delivery=lambda err, msg: errors.append(err))
+        errors: list = []
+        p.produce("t-denied", b"x", on_delivery=lambda err, msg, errors=errors: errors.append(err))
         p.flush(15)
         assert errors and errors[0] is not None
     log = _log(secure)
@@ -160,8 +160,9 @@ def test_wrong_password_and_unknown_user_refused(secure):
     assert len(_roundtrip(_sasl_conf(secure, "SASL_SSL", "SCRAM-SHA-512"), "t-after-refusals", 5)) == 5
 
 
-def _raw_sasl_plain(port: int, user: str, password: str) -> tuple[int, float]:
-    """SaslHandshake v1 + SaslAuthenticate v1 PLAIN by hand: (error code, seconds until the answer)."""
+def _raw_sasl_plain(port: int, user: str, password: str, source: str = "127.0.0.1"):
+    """SaslHandshake v1 + SaslAuthenticate v1 PLAIN by hand from ``source``: (error code, seconds until the
+    answer, the answer)."""
     import struct
 
     from ferry.wire.protocol import sasl_authenticate, sasl_handshake
@@ -174,7 +175,7 @@ def _raw_sasl_plain(port: int, user: str, password: str) -> tuple[int, float]:
         size = struct.unpack(">i", _recv(s, 4))[0]
         return Reader(_recv(s, size)[4:])
 
-    with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+    with socket.create_connection(("127.0.0.1", port), timeout=10, source_address=(source, 0)) as s:
         code, _ = sasl_handshake.parse_response(call(s, 17, 1, 1, sasl_handshake.encode_request("PLAIN")))
         assert code == 0
         t0 = time.monotonic()
@@ -199,14 +200,40 @@ def _recv(s: socket.socket, n: int) -> bytes:
 def test_brute_force_is_slowed(secure):
     port = secure["ports"]["SASL_PLAINTEXT"]
     delays = []
-    for _ in range(4):
-        code, took, resp = _raw_sasl_plain(port, "alice", "guess")
+    for _ in range(4):  # from an address no other test uses: its own count of failures
+        code, took, resp = _raw_sasl_plain(port, "alice", "guess", source="127.0.0.2")
         assert code == 58 and "invalid credentials" in resp.error_message
         delays.append(took)
     # 200 ms doubling per failure from this address: 0.2, 0.4, 0.8, 1.6 s
-    assert delays[3] > 1.4 and delays[3] > 2 * delays[1], delays
-    code, _took, resp = _raw_sasl_plain(port, "alice", PASSWORD)
+    assert 0.15 < delays[0] < 0.6 and delays[3] > 1.4 and delays[3] > 2 * delays[1], delays
+    assert "failed authentication from 127.0.0.2:" in _log(secure)
+    code, _took, resp = _raw_sasl_plain(port, "alice", PASSWORD, source="127.0.0.3")
     assert code == 0 and resp.session_lifetime_ms == 60000  # connections.max.reauth.ms (KIP-368)
+
+
+def test_sasl_handshake_v0_raw_tokens(secure):
+    """A v0 handshake (clients before Kafka 1.0): the PLAIN token follows as a raw frame, answered raw."""
+    import struct
+
+    from ferry.wire.protocol import sasl_handshake
+    from ferry.wire.protocol.header import request_header
+    for password, ok in ((PASSWORD, True), ("wrong", False)):
+        with socket.create_connection(("127.0.0.1", secure["ports"]["SASL_PLAINTEXT"]), timeout=10,
+                                      source_address=("127.0.0.4", 0)) as s:
+            frame = request_header(17, 0, 7, "raw") + sasl_handshake.encode_request("PLAIN")
+            s.sendall(struct.pack(">i", len(frame)) + frame)
+            size = struct.unpack(">i", _recv(s, 4))[0]
+            assert _recv(s, size)[4:6] == b"\x00\x00"
+            token = f"\0alice\0{password}".encode()
+            s.sendall(struct.pack(">i", len(token)) + token)
+            if ok:
+                assert struct.unpack(">i", _recv(s, 4))[0] == 0  # an empty raw answer: authenticated
+                frame = request_header(18, 0, 8, "raw")  # ApiVersions now served
+                s.sendall(struct.pack(">i", len(frame)) + frame)
+                size = struct.unpack(">i", _recv(s, 4))[0]
+                assert _recv(s, size)[:4] == struct.pack(">i", 8)
+            else:
+                assert s.recv(4) == b""  # closed without an answer (v0)
 
 
 def test_requests_before_authentication_close_the_connection(secure):
@@ -221,24 +248,26 @@ def test_requests_before_authentication_close_the_connection(secure):
 
 
 def test_plaintext_on_tls_port_and_tls_on_plaintext_port(secure):
+    # ApiVersions in the clear on the TLS port: at most a TLS alert comes back, never a Kafka answer
     with socket.create_connection(("127.0.0.1", secure["ports"]["SSL"]), timeout=10) as s:
-        s.sendall(b"\x00\x00\x00\x0a" + b"\x00\x12\x00\x00" + b"\x00" * 6)  # ApiVersions in the clear
-        assert s.recv(100) in (b"",) or True  # the TLS side answers with an alert or closes
-        s.settimeout(5)
+        s.sendall(b"\x00\x00\x00\x0a" + b"\x00\x12\x00\x00" + b"\x00\x00\x00\x01" + b"\xff\xff")
         try:
-            rest = s.recv(100)
-        except (ConnectionResetError, TimeoutError):
-            rest = b""
-        assert not rest or rest[0] == 0x15  # nothing served: at most a TLS alert
+            answer = s.recv(100)
+        except ConnectionResetError:
+            answer = b""
+        assert not answer or answer[0] == 0x15, answer  # 0x15: a TLS alert record
+    # a TLS client on the plaintext port: the handshake fails
     ctx = ssl.create_default_context(cafile=str(secure["certs"].ca))
     with socket.create_connection(("127.0.0.1", secure["broker"].port), timeout=10) as raw:
         with pytest.raises((ssl.SSLError, ConnectionError, OSError)):
             ctx.wrap_socket(raw, server_hostname="127.0.0.1")
-    # truncated handshake: half a ClientHello, then nothing
+    # truncated handshake: half a ClientHello, then the client goes away
     with socket.create_connection(("127.0.0.1", secure["ports"]["SASL_SSL"]), timeout=10) as s:
         s.sendall(b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03")
+    time.sleep(0.5)
     assert "refused a connection from 127.0.0.1:" in _log(secure)
     assert len(_roundtrip(_ssl_conf(secure), "t-after-garbage", 5)) == 5
+    assert len(_roundtrip({"bootstrap.servers": secure["plain"]}, "t-after-garbage-plain", 5)) == 5
 
 
 def test_wrong_ca_client_certificate_refused(secure, tmp_path):
@@ -246,7 +275,7 @@ def test_wrong_ca_client_certificate_refused(secure, tmp_path):
     conf = {**_ssl_conf(secure), "ssl.certificate.location": str(cert), "ssl.key.location": str(key)}
     with pytest.raises(KafkaException):
         AdminClient(conf).list_topics(timeout=8)
-    assert "certificate" in _log(secure).split("refused a connection")[-1]
+    assert "CERTIFICATE_VERIFY_FAILED" in _log(secure).split("refused a connection")[-1]
 
 
 def test_kcat_over_sasl_ssl_and_ssl(secure):

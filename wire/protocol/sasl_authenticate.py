@@ -36,3 +36,7 @@ def parse_response(r: Reader, version: int) -> SaslAuthenticateResponse:
     code, message, token = r.int16(), r.nullable_string(), r.nullable_bytes()
     lifetime = r.int64() if version >= 1 else 0
     return SaslAuthenticateResponse(code, message, bytes(token or b""), lifetime)
+
+
+def parse_response_body(body: bytes, version: int) -> SaslAuthenticateResponse:
+    return parse_response(Reader(body), version)

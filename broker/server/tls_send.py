@@ -1,0 +1,35 @@
+"""Writing through TLS for a Connection: OpenSSL takes a whole buffer or asks to be called again with it
+(SSLWantWrite: wait until the socket is writable), and record bytes are read from the segment and encrypted,
+since sendfile cannot go through TLS (the cost is in bench/RESULTS.md)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import ssl
+from collections.abc import Awaitable, Callable
+
+TLS_CHUNK = 256 * 1024  # record bytes read from the segment per TLS write
+
+
+async def send_tls(sock: ssl.SSLSocket, data: bytes | bytearray | memoryview,
+                   writable: Callable[[], Awaitable[None]]) -> None:
+    while True:
+        try:
+            sock.send(data)
+            return
+        except ssl.SSLWantWriteError:
+            await writable()
+        except ssl.SSLWantReadError:  # a TLS 1.2 renegotiation: the peer must speak first
+            await asyncio.sleep(0.001)
+
+
+async def send_file_tls(sock: ssl.SSLSocket, in_fd: int, offset: int, count: int,
+                        writable: Callable[[], Awaitable[None]]) -> None:
+    while count > 0:
+        chunk = os.pread(in_fd, min(count, TLS_CHUNK), offset)
+        if not chunk:
+            raise ConnectionError(f"segment file ended {count} bytes early at position {offset}")
+        await send_tls(sock, chunk, writable)
+        offset += len(chunk)
+        count -= len(chunk)
