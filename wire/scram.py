@@ -111,7 +111,9 @@ class ScramServer:
     """The server side of one exchange: ``first()`` names the user, ``server_first()`` answers once the
     caller found the user's credential, ``final()`` checks the proof and returns server-final."""
 
-    def __init__(self, mechanism: str) -> None:
+    def __init__(self, mechanism: str, server_nonce: str = "") -> None:
+        """``server_nonce``: fixed only by tests (RFC 7677's example); random otherwise."""
+        self._server_nonce = server_nonce or secrets.token_urlsafe(24)
         self.mechanism = mechanism
         self._algo = _algo(mechanism)
         self.username = ""
@@ -139,7 +141,7 @@ class ScramServer:
         if authzid and _unescape_name(authzid.removeprefix("a=")) != self.username:
             raise ScramError("authorization id differs from the user name")
         self._client_first_bare = bare
-        self._nonce = attrs["r"] + secrets.token_urlsafe(24)
+        self._nonce = attrs["r"] + self._server_nonce
         return self.username
 
     def server_first(self, credential: ScramCredential) -> bytes:
@@ -183,11 +185,12 @@ class ScramServer:
 class ScramClient:
     """The client side: ``first()``, ``final(server_first)``, ``verify(server_final)``."""
 
-    def __init__(self, mechanism: str, username: str, password: str) -> None:
+    def __init__(self, mechanism: str, username: str, password: str, nonce: str = "") -> None:
+        """``nonce``: fixed only by tests; random otherwise."""
         self._algo = _algo(mechanism)
         self._username = username.replace("=", "=3D").replace(",", "=2C")
         self._password = password
-        self._nonce = secrets.token_urlsafe(24)
+        self._nonce = nonce or secrets.token_urlsafe(24)
         self._bare = f"n={self._username},r={self._nonce}"
         self._server_signature = b""
 

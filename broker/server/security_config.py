@@ -12,6 +12,8 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from ferry.broker.server.ssl_principal import PrincipalMapper
+
 PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 CLIENT_AUTH = ("none", "requested", "required")
@@ -123,6 +125,10 @@ class SecurityConfig:
         return cfg
 
     def _check(self) -> None:
+        try:
+            PrincipalMapper(self.ssl.principal_mapping_rules)
+        except ValueError as e:
+            raise SecurityConfigError(str(e)) from None
         if any(lst.uses_tls for lst in self.listeners) and not self.ssl.keystore_location:
             raise SecurityConfigError("ssl.keystore.location: required by an SSL or SASL_SSL listener")
         if self.ssl.client_auth != "none" and not self.ssl.truststore_location:
