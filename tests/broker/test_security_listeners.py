@@ -345,3 +345,30 @@ def test_users_command(secure):
     r = _users(zk, "remove", "nobody")
     assert r.returncode == 1 and "no user" in r.stderr
     assert PASSWORD not in r.stdout
+
+
+def _served_certificate_cn(port: int, ca: Path) -> str:
+    ctx = ssl.create_default_context(cafile=str(ca))
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as raw:
+        with ctx.wrap_socket(raw, server_hostname="127.0.0.1") as tls:
+            return dict(x[0] for x in tls.getpeercert()["subject"])["commonName"]
+
+
+def test_certificate_reloaded_without_restart(secure):
+    """Last in this module: it replaces the broker's certificate (same CA and addresses, a new subject)."""
+    from tls_certs import issue_server
+
+    certs, port = secure["certs"], secure["ports"]["SSL"]
+    assert _served_certificate_cn(port, certs.ca) == "server"
+    renewed = issue_server(certs.dir, "renewed")
+    renewed.replace(certs.server)  # atomically, as a renewal job would
+    deadline = time.monotonic() + 10
+    while _served_certificate_cn(port, certs.ca) != "renewed" and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert _served_certificate_cn(port, certs.ca) == "renewed"
+    assert "TLS certificate reloaded" in _log(secure)
+    # a broken file: the previous certificate goes on being served, and the broker says why
+    certs.server.write_text("not a certificate\n")
+    assert _served_certificate_cn(port, certs.ca) == "renewed"
+    assert "cannot be loaded" in _log(secure)
+    assert len(_roundtrip(_ssl_conf(secure), "t-after-reload", 5)) == 5
