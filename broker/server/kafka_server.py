@@ -178,8 +178,10 @@ class KafkaServer:
         self.transactions.start(loop)
         apis = KafkaApis(cfg, metadata, replicas, self.registry, producer_ids, purgatory, flusher, self._executor,
                          self.groups, self.transactions)
-        sasl = SaslServer(security.sasl, ScramCredentialStore(self.registry.client).get, self._executor) \
-            if any(spec.uses_sasl for spec in security.listeners) else None
+        sasl = None
+        if any(spec.uses_sasl for spec in security.listeners):  # credentials read per authentication (ZooKeeper)
+            sasl = SaslServer(security.sasl, lambda user, mechanism: ScramCredentialStore(self.registry.client).get(
+                user, mechanism), self._executor)
         mapper = PrincipalMapper(security.ssl.principal_mapping_rules)
         endpoints = []
         for spec, sock in self._bound:

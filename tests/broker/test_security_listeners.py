@@ -347,6 +347,52 @@ def test_users_command(secure):
     assert PASSWORD not in r.stdout
 
 
+def _rss_kb(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    raise AssertionError("no VmRSS")
+
+
+def test_garbage_and_fuzzed_sasl_frames_do_not_hurt(secure):
+    """Hundreds of connections of TLS garbage, random frames before authentication and random SASL tokens:
+    the broker stays up, its memory does not grow with them, and it serves a real client afterwards."""
+    import random
+    import struct
+
+    from ferry.wire.protocol import sasl_authenticate, sasl_handshake
+    from ferry.wire.protocol.header import request_header
+
+    rng = random.Random(38)
+    pid = secure["broker"].pid
+    ports = secure["ports"]
+    before = _rss_kb(pid)
+    for i in range(600):
+        kind = i % 3
+        port = ports["SSL"] if kind == 0 else ports["SASL_PLAINTEXT"]
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=5, source_address=("127.0.0.5", 0)) as s:
+                if kind == 0:  # TLS garbage, sometimes shaped like a record header
+                    head = b"\x16\x03\x03" if rng.random() < 0.5 else b""
+                    s.sendall(head + rng.randbytes(rng.randrange(1, 3000)))
+                elif kind == 1:  # a random frame before authentication
+                    body = rng.randbytes(rng.randrange(0, 200))
+                    s.sendall(struct.pack(">i", rng.choice([len(body), rng.randrange(-5, 1 << 30)])) + body)
+                else:  # a real handshake, then a random SCRAM token
+                    frame = request_header(17, 1, 1, "fuzz") + sasl_handshake.encode_request("SCRAM-SHA-256")
+                    token = rng.choice([rng.randbytes(rng.randrange(0, 300)), b"n,,n=alice,r=" + rng.randbytes(20)])
+                    frame2 = request_header(36, rng.choice([0, 1, 2]), 2, "fuzz") + \
+                        sasl_authenticate.encode_request(token)
+                    s.sendall(struct.pack(">i", len(frame)) + frame + struct.pack(">i", len(frame2)) + frame2)
+        except OSError:
+            pass  # refused or reset: what garbage deserves
+    time.sleep(4)  # the delayed failure answers run out (connection.failed.authentication.delay.max.ms=3000)
+    assert secure["broker"].running
+    assert _rss_kb(pid) - before < 40_000, (before, _rss_kb(pid))
+    assert len(_roundtrip(_sasl_conf(secure, "SASL_SSL", "SCRAM-SHA-256"), "t-after-fuzz", 5)) == 5
+    assert len(_roundtrip(_ssl_conf(secure), "t-after-fuzz-ssl", 5)) == 5
+
+
 def _served_certificate_cn(port: int, ca: Path) -> str:
     ctx = ssl.create_default_context(cafile=str(ca))
     with socket.create_connection(("127.0.0.1", port), timeout=10) as raw:
