@@ -4,6 +4,10 @@ alternating. Plaintext fetches go out with sendfile; TLS fetches read the segmen
 (broker/server/tls_send.py). Prints msg/s and CPU µs per message, broker and client:
 
     .venv/bin/python bench/ab_tls.py 1000000
+
+``plaintext`` as second argument runs the PLAINTEXT rows only, with no SSL listener: the A/B of the plaintext
+path against a checkout from before the listeners (put it first on PYTHONPATH and run from outside the worktree,
+see ab_message_sets.py).
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from ferry.embedded import BrokerProcess, ZooKeeperServer, free_port
 from ferry.zk.cluster_registry import ClusterRegistry
 
 N = int(sys.argv[1]) if len(sys.argv) > 1 else 1_000_000
+PLAINTEXT_ONLY = len(sys.argv) > 2 and sys.argv[2] == "plaintext"
 TICK = os.sysconf("SC_CLK_TCK")
 
 
@@ -89,8 +94,8 @@ def main() -> None:
     zk = ZooKeeperServer(data_dir=tmp / "zk").start()
     try:
         connect = f"{zk.connect}/ab"
-        b = BrokerProcess(1, tmp / "b1", connect, "live", extra_args=(
-            "--config", str(props), "--listener", f"SSL://127.0.0.1:{ssl_port}")).start()
+        extra = () if PLAINTEXT_ONLY else ("--config", str(props), "--listener", f"SSL://127.0.0.1:{ssl_port}")
+        b = BrokerProcess(1, tmp / "b1", connect, "live", extra_args=extra).start()
         try:
             with ClusterRegistry(connect) as reg:
                 for t in ("t", "p-PLAINTEXT", "p-SSL"):
@@ -99,6 +104,8 @@ def main() -> None:
             confs = {"PLAINTEXT": {"bootstrap.servers": b.bootstrap},
                      "SSL": {"bootstrap.servers": f"127.0.0.1:{ssl_port}", "security.protocol": "SSL",
                              "ssl.ca.location": str(ca)}}
+            if PLAINTEXT_ONLY:
+                del confs["SSL"]
             produce(confs["PLAINTEXT"], b.pid, "t")  # the topic every fetch round reads
             best: dict[str, tuple[float, float, float]] = {}
             for _ in range(3):

@@ -16,7 +16,6 @@ import asyncio
 import logging
 import os
 import socket
-import ssl
 import struct
 from collections import deque
 from collections.abc import Awaitable
@@ -27,9 +26,8 @@ from ferry.broker.server.memory_pool import MemoryPool
 from ferry.broker.server.rate_limited_log import RateLimitedLog
 from ferry.broker.server.request_context import ANONYMOUS, Session
 from ferry.broker.server.request_result import CloseConnection
-from ferry.broker.server.sasl_authenticator import SaslAuthenticator
-from ferry.broker.server.sasl_gate import SaslGate
-from ferry.broker.server.tls_send import send_file_tls, send_tls
+from ferry.broker.server.sasl_gate import SaslAuthenticator, SaslGate
+from ferry.broker.server.tls_send import is_tls, tls_writers
 from ferry.wire.protocol.primitives import ProtocolError
 
 log = logging.getLogger(__name__)
@@ -46,9 +44,9 @@ class _Packed:
 
     __slots__ = ("buf", "count")
 
-    def __init__(self) -> None:
-        self.buf = bytearray()
-        self.count = 0
+    def __init__(self, buf: bytes = b"", count: int = 0) -> None:
+        self.buf = bytearray(buf)
+        self.count = count
 
 
 class Connection:
@@ -57,9 +55,6 @@ class Connection:
     def __init__(self, sock: socket.socket, peer: str, apis: KafkaApis, max_request_bytes: int,
                  pool: MemoryPool | None = None, bad_requests: RateLimitedLog | None = None,
                  session: Session | None = None, authenticator: SaslAuthenticator | None = None) -> None:
-        """``sock``: a plain socket, or an ssl.SSLSocket whose handshake is done (TLS listeners: record bytes
-        are then read and written through TLS instead of sendfile); ``authenticator``: SASL listeners (only
-        ApiVersions and the SASL requests are served until it succeeds)."""
         self.sock = sock
         self.peer = peer
         self.session = session if session is not None else Session(ANONYMOUS, peer.rpartition(":")[0])
@@ -72,13 +67,10 @@ class Connection:
         self._fast_produce_run = apis.produce.handle_run
         # The read buffer starts small and grows with the client's bursts; while the reader waits for data with
         # nothing buffered it holds no view of it, so the reaper can give a grown buffer back (release_idle_buffer).
-        if isinstance(sock, ssl.SSLSocket):  # the plaintext paths stay as they are: TLS replaces two methods
-            self._send_bytes = self._send_bytes_tls  # type: ignore[method-assign]
-            self._sendfile = self._sendfile_tls  # type: ignore[method-assign]
         self._in = ReadBuffer(sock, peer, pool, self._bad, self._handle_frames, self._has_room_for_more)
-        self._sasl = SaslGate(authenticator, self, self._in, self._bad)
-        if authenticator is not None:  # until authenticated the gate takes the frames (an instance attribute)
-            self._handle_frames = self._in.handle_frames = self._sasl.handle_frames  # type: ignore[method-assign]
+        self._sasl = SaslGate(authenticator, self, self._in, self._bad)  # SASL listeners: first, authentication
+        if is_tls(sock):  # TLS listeners: sends and record bytes through TLS (tls_send.py); plaintext unchanged
+            self._send_bytes, self._sendfile = tls_writers(sock, self._writable)  # type: ignore[method-assign]
         self._loop = asyncio.get_running_loop()
         # outbox: _Packed, or (correlation id, Future | list of parts, api key) for answers not plain bytes
         self._out: deque[_Packed | tuple[int, asyncio.Future | list, int]] = deque()
@@ -134,7 +126,7 @@ class Connection:
     async def _read_loop(self) -> None:
         try:
             while True:
-                need = self._handle_frames()
+                need = self._in.handle_frames()  # the SaslGate's until authenticated
                 if need < 0:
                     return
                 if self._unanswered >= MAX_IN_FLIGHT:
@@ -235,9 +227,8 @@ class Connection:
                 if result is not None:
                     self._queue_fast(frame, result)
                     return True
-            elif key == 17 or key == 36:  # SaslHandshake / SaslAuthenticate: re-authentication (KIP-368)
-                return self.dispatch_sasl(frame)
-            correlation_id, result = self.apis.handle(frame, key != 0, self.session)
+            correlation_id, result = self._sasl.answer(frame) if key == 17 or key == 36 else \
+                self.apis.handle(frame, key != 0, self.session)
         except (CloseConnection, ProtocolError) as e:
             m.errors[key] += 1
             self._bad.warning("closing connection from %s: %s", self.peer, e)
@@ -306,34 +297,9 @@ class Connection:
             return
         out.append((_CORRELATION.unpack_from(frame, 4)[0], asyncio.ensure_future(result), 0))
 
-    # ------------------------------------------------------------------ authentication
-    def dispatch_sasl(self, frame: bytearray) -> bool:
-        """SaslHandshake / SaslAuthenticate (the SaslGate answers); False when the connection must close."""
-        try:
-            key, correlation_id, result = self._sasl.answer(frame)
-        except (CloseConnection, ProtocolError) as e:
-            self._bad.warning("closing connection from %s: %s", self.peer, e)
-            return False
-        self._metrics.requests[key] += 1
-        if type(result) is bytes:
-            self.queue_framed(_PREFIX.pack(len(result) + 4, correlation_id) + result)
-            return not self._sasl.failed  # a refused handshake: answered, then closed
+    def queue_framed(self, buf: bytes) -> None:  # an answer with its framing (SaslGate's raw tokens)
         self._unanswered += 1
-        self._out.append((correlation_id, asyncio.ensure_future(result), key))
-        return True
-
-    def queue_framed(self, buf: bytes) -> None:
-        packed = _Packed()
-        packed.buf += buf
-        packed.count = 1
-        self._unanswered += 1
-        self._out.append(packed)
-        self._has_output.set()
-
-    def serve_all(self) -> None:
-        if "_handle_frames" in self.__dict__:
-            del self._handle_frames  # the class's _handle_frames again
-            self._in.handle_frames = self._handle_frames
+        self._out.append(_Packed(buf, 1))
 
     # ------------------------------------------------------------------ writing
     async def _write_loop(self) -> None:
@@ -424,12 +390,6 @@ class Connection:
                 raise ConnectionError(f"segment file ended {count} bytes early at position {offset}")
             offset += n
             count -= n
-
-    async def _send_bytes_tls(self, data: bytes | bytearray, flags: int = 0) -> None:
-        await send_tls(self.sock, data, self._writable)
-
-    async def _sendfile_tls(self, in_fd: int, offset: int, count: int) -> None:
-        await send_file_tls(self.sock, in_fd, offset, count, self._writable)
 
     async def _writable(self) -> None:
         fut = self._loop.create_future()

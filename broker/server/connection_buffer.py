@@ -78,6 +78,8 @@ class ReadBuffer:
             try:
                 k = sock.recv_into(self._view[self.end:need] if exact else self._view[self.end:])
             except (BlockingIOError, ssl.SSLWantReadError):
+                if self.woke == WOKE_CLOSE:  # request_close() while the reader was busy
+                    return True
                 self._parked = self.end == 0
                 try:
                     await self._readable()

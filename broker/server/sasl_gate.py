@@ -35,18 +35,17 @@ class GateHost(Protocol):
     session: Session
     max_request_bytes: int
 
-    def dispatch(self, frame: bytearray) -> bool: ...  # a request through KafkaApis (ApiVersions)
-
-    def dispatch_sasl(self, frame: bytearray) -> bool: ...  # a SASL request, its answer queued in order
+    def dispatch(self, frame: bytearray) -> bool: ...  # handle a request, queue its answer (SASL ones: answer())
 
     def queue_framed(self, buf: bytes) -> None: ...  # an answer already framed (raw tokens)
 
     def flush_ready(self) -> None: ...
 
-    def serve_all(self) -> None: ...  # authenticated: every request from now on
-
 
 class SaslGate:
+    """With an authenticator it takes the read buffer's frames (``rb.handle_frames``) until authenticated, then
+    gives them back to the connection's handler."""
+
     def __init__(self, authenticator: SaslAuthenticator | None, host: GateHost, rb: ReadBuffer,
                  bad_requests: RateLimitedLog) -> None:
         self.auth = authenticator
@@ -57,8 +56,10 @@ class SaslGate:
         self._bad = bad_requests
         self._expiry: asyncio.TimerHandle | None = None
         self._raw_task: asyncio.Future | None = None
+        self._serve_all = rb.handle_frames  # the connection's own frame handler
         if authenticator is not None:
             authenticator.on_done = self._done
+            rb.handle_frames = self.handle_frames
 
     @property
     def failed(self) -> bool:
@@ -94,9 +95,9 @@ class SaslGate:
                 self._bad.warning("closing connection from %s on %s: api key %d before SASL authentication",
                                   host.peer, self.listener_name, key if len(frame) > 1 else -1)
                 return -1
-            ok = host.dispatch(frame) if key == ApiKey.API_VERSIONS else host.dispatch_sasl(frame)
+            ok = host.dispatch(frame)
             host.flush_ready()
-            if not ok:
+            if not ok or self.failed:
                 return -1
         return 4
 
@@ -110,6 +111,7 @@ class SaslGate:
                 self._rb.request_close()
                 return
             self.host.queue_framed(_SIZE.pack(len(reply)) + reply)
+            self.host.flush_ready()
         self._raw_task = asyncio.ensure_future(answer())
 
     def _done(self, ok: bool, lifetime_ms: int) -> None:
@@ -118,7 +120,7 @@ class SaslGate:
         if not ok:
             self._rb.request_close()
             return
-        self.host.serve_all()
+        self._rb.handle_frames = self._serve_all
         if self._expiry is not None:
             self._expiry.cancel()
             self._expiry = None
@@ -131,9 +133,16 @@ class SaslGate:
         self._rb.request_close()
 
     # ------------------------------------------------------------------ the SASL requests
-    def answer(self, frame: bytearray) -> tuple[int, int, bytes | Awaitable[bytes]]:
-        """(api key, correlation id, answer body or its awaitable); CloseConnection / ProtocolError on a
-        request that cannot be answered (the connection closes)."""
+    def answer(self, frame: bytearray) -> tuple[int, bytes | Awaitable[bytes]]:
+        """(correlation id, answer body or its awaitable) of a SaslHandshake or SaslAuthenticate (also when
+        re-authenticating); CloseConnection / ProtocolError on a request that cannot be answered. A refusal
+        answered at once (a mechanism not enabled, a wrong state) closes the connection once answered."""
+        out = self._answer(frame)
+        if self.failed and type(out[1]) is bytes:
+            self._rb.request_close()
+        return out
+
+    def _answer(self, frame: bytearray) -> tuple[int, bytes | Awaitable[bytes]]:
         key, version, correlation_id = peek_header(frame)
         _header, r = read_request_header(frame)
         auth = self.auth
@@ -142,18 +151,18 @@ class SaslGate:
             if version > 1:
                 raise CloseConnection(f"SaslHandshake v{version} (v0-1 are served)")
             if auth is None:
-                return key, correlation_id, sasl_handshake.encode_response(version, ErrorCode.ILLEGAL_SASL_STATE, [])
+                return correlation_id, sasl_handshake.encode_response(version, ErrorCode.ILLEGAL_SASL_STATE, [])
             body = auth.handshake(version, mechanism)
             self.raw = version == 0 and not auth.failed
-            return key, correlation_id, body
+            return correlation_id, body
         token = sasl_authenticate.parse_request(r, version)
         if version > 1:
             raise CloseConnection(f"SaslAuthenticate v{version} (v0-1 are served)")
         if auth is None:
-            return key, correlation_id, sasl_authenticate.encode_response(
+            return correlation_id, sasl_authenticate.encode_response(
                 version, sasl_authenticate.SaslAuthenticateResponse(
                     ErrorCode.ILLEGAL_SASL_STATE, f"no SASL on listener {self.listener_name}", b""))
-        return key, correlation_id, auth.authenticate(version, token)
+        return correlation_id, auth.authenticate(version, token)
 
     async def raw_answer(self, token: bytes) -> bytes:
         """A raw token's answer token (v0); CloseConnection when the exchange failed."""
