@@ -28,7 +28,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("users", help="add, list and remove SCRAM users (SASL credentials in ZooKeeper)",
                               description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="action", required=True)
-    add = sub.add_parser("add", help="add a user or change its password")
+    add = sub.add_parser("add", help="add a user or change its password", allow_abbrev=False)
     add.add_argument("name", help="the user name (its principal is User:NAME)")
     add.add_argument("--mechanism", action="append", choices=list(MECHANISMS),
                      help="SCRAM mechanism to store a credential for (repeatable; default SCRAM-SHA-512)")
