@@ -90,7 +90,8 @@ class SaslAuthenticator:
     # ------------------------------------------------------------------ SaslHandshake
     def handshake(self, version: int, mechanism: str) -> bytes:
         enabled = self.server.mechanisms
-        if self._mechanism:
+        if self._mechanism:  # a second handshake in one exchange: answered, then closed (as Kafka does)
+            self.failed = True
             return sasl_handshake.encode_response(version, ErrorCode.ILLEGAL_SASL_STATE, enabled)
         if mechanism not in enabled:
             self.failed = True

@@ -236,6 +236,32 @@ def test_sasl_handshake_v0_raw_tokens(secure):
                 assert s.recv(4) == b""  # closed without an answer (v0)
 
 
+def test_unsupported_mechanism_and_sasl_on_a_plaintext_listener(secure):
+    import struct
+
+    from ferry.wire.protocol import sasl_handshake
+    from ferry.wire.protocol.header import request_header
+    from ferry.wire.protocol.primitives import Reader
+
+    def handshake(port: int, mechanism: str) -> tuple[int, list[str], bytes]:
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+            frame = request_header(17, 1, 1, "raw") + sasl_handshake.encode_request(mechanism)
+            s.sendall(struct.pack(">i", len(frame)) + frame)
+            size = struct.unpack(">i", _recv(s, 4))[0]
+            code, mechanisms = sasl_handshake.parse_response(Reader(_recv(s, size)[4:]))
+            s.settimeout(5)
+            try:
+                after = s.recv(1)
+            except TimeoutError:
+                after = b"open"
+            return code, mechanisms, after
+
+    code, mechanisms, after = handshake(secure["ports"]["SASL_PLAINTEXT"], "GSSAPI")
+    assert code == 33 and mechanisms == ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"] and after == b""
+    code, mechanisms, after = handshake(secure["broker"].port, "PLAIN")  # no SASL on PLAINTEXT
+    assert code == 34 and after == b"open"
+
+
 def test_requests_before_authentication_close_the_connection(secure):
     import struct
 
@@ -334,6 +360,32 @@ def test_kafka_python_and_aiokafka(secure):
         return out
 
     assert asyncio.run(aio()) == [f"a{i}".encode() for i in range(5)]
+
+    async def aio_scram() -> None:
+        p = AIOKafkaProducer(bootstrap_servers=f"127.0.0.1:{secure['ports']['SASL_SSL']}",
+                             security_protocol="SASL_SSL", sasl_mechanism="SCRAM-SHA-512",
+                             sasl_plain_username="alice", sasl_plain_password=PASSWORD,
+                             ssl_context=create_ssl_context(cafile=ca))
+        await p.start()
+        try:
+            await p.send_and_wait("t-aio-scram", b"scram")
+        finally:
+            await p.stop()
+
+    asyncio.run(aio_scram())
+    # kafka-python with a client certificate (mTLS) and over SASL_PLAINTEXT with PLAIN
+    cert, key = secure["certs"].client("kpy", ou="ops")
+    prod = KafkaProducer(bootstrap_servers=f"127.0.0.1:{secure['ports']['SSL']}", security_protocol="SSL",
+                         ssl_cafile=ca, ssl_certfile=str(cert), ssl_keyfile=str(key))
+    prod.send("t-kpy-mtls", b"x").get(timeout=30)
+    prod.close()
+    prod = KafkaProducer(bootstrap_servers=f"127.0.0.1:{secure['ports']['SASL_PLAINTEXT']}",
+                         security_protocol="SASL_PLAINTEXT", sasl_mechanism="PLAIN", sasl_plain_username="alice",
+                         sasl_plain_password=PASSWORD)
+    prod.send("t-kpy-plain", b"x").get(timeout=30)
+    prod.close()
+    log = _log(secure)
+    assert "authenticated User:kpy-ops from" in log and "on SASL_SSL (SCRAM-SHA-512)" in log
 
 
 def test_users_command(secure):
