@@ -11,7 +11,6 @@ import asyncio
 import logging
 import signal
 import socket
-import ssl
 from concurrent.futures import ThreadPoolExecutor
 
 from ferry.broker.log.log_manager import LogManager
@@ -35,6 +34,7 @@ from ferry.broker.server.ssl_principal import PrincipalMapper
 from ferry.broker.server.topic_deletion import TopicDeletion
 from ferry.broker.server.transaction_coordinator import TransactionCoordinator, TxnSettings
 from ferry.broker.server.transaction_markers import TxnMarkerWriter
+from ferry.wire.sasl_login import ClientSecurity, SaslLogin
 from ferry.zk.cluster_registry import ClusterRegistry
 from ferry.zk.errors import TopicExistsError
 from ferry.zk.partition_state_watcher import PartitionStateWatcher
@@ -138,7 +138,7 @@ class KafkaServer:
         self.fetchers = ReplicaFetcherManager(cfg.broker_id, metadata, replicas, FetcherSettings(
             wait_max_ms=cfg.replica_fetch_wait_max_ms, min_bytes=cfg.replica_fetch_min_bytes,
             max_bytes=cfg.replica_fetch_max_bytes, socket_timeout_ms=cfg.replica_socket_timeout_ms,
-            truncation=cfg.replica_truncation, ssl_context=self._inter_broker_tls()))
+            truncation=cfg.replica_truncation, security=self._inter_broker_security()))
         replicas.request_timeout_ms = cfg.request_timeout_ms
         replicas.start(loop, purgatory, self.fetchers, lambda: self.registry.client, self._executor)
         # An IO error takes the data dir offline (log layer); this moves leadership away and brings it back.
@@ -173,7 +173,8 @@ class KafkaServer:
         # Transactions (docs/transactions.md): state per transactional id in ZooKeeper, markers to every leader.
         self.transactions = TransactionCoordinator(
             cfg.broker_id, metadata, lambda: self.registry.client, self._executor, producer_ids,
-            TxnMarkerWriter(cfg.broker_id, metadata, replicas, flusher, cfg.request_timeout_ms, self._inter_broker_tls()),
+            TxnMarkerWriter(cfg.broker_id, metadata, replicas, flusher, cfg.request_timeout_ms,
+                            self._inter_broker_security()),
             TxnSettings(cfg.transaction_max_timeout_ms, cfg.transaction_abort_timed_out_transaction_cleanup_interval_ms))
         self.transactions.start(loop)
         apis = KafkaApis(cfg, metadata, replicas, self.registry, producer_ids, purgatory, flusher, self._executor,
@@ -219,13 +220,16 @@ class KafkaServer:
                                                     requests=apis.request_metrics), cfg.metrics_host)
             log.info("metrics on %s:%d/metrics", cfg.metrics_host, cfg.metrics_port)
 
-    def _inter_broker_tls(self) -> ssl.SSLContext | None:
-        """TLS for this broker's connections to the others when the inter-broker listener is SSL."""
+    def _inter_broker_security(self) -> ClientSecurity:
+        """TLS and/or SASL for this broker's connections to the others, as the inter-broker listener asks: the
+        broker's own certificate, and the inter-broker SASL user (a super user once ACLs are on)."""
         security = self.config.security
         assert security is not None
-        if self.ssl_factory is None or not security.listener(security.inter_broker_listener).uses_tls:
-            return None
-        return self.ssl_factory.client_context()
+        inter = security.listener(security.inter_broker_listener)
+        tls = self.ssl_factory.client_context() if inter.uses_tls and self.ssl_factory is not None else None
+        sasl = SaslLogin(security.sasl.inter_broker_mechanism, security.sasl.inter_broker_username,
+                         security.sasl.inter_broker_password) if inter.uses_sasl else None
+        return ClientSecurity(tls, sasl)
 
     def _ensure_audit_topic(self) -> None:
         """Create the pipeline's `_audit` topic if no broker has yet, so audit counts have somewhere to go

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import ssl
 from dataclasses import dataclass
 
 from ferry.broker.log.log_start import delete_records_before
@@ -28,6 +27,7 @@ from ferry.wire.async_broker_connection import AsyncBrokerConnection
 from ferry.wire.protocol import fetch, offset_for_leader_epoch
 from ferry.wire.protocol.errors import ErrorCode
 from ferry.wire.record.record_batch import BATCH_HEADER_SIZE, read_header
+from ferry.wire.sasl_login import ClientSecurity
 
 log = logging.getLogger(__name__)
 
@@ -51,7 +51,7 @@ class FetcherSettings:
     socket_timeout_ms: int = 30_000
     backoff_ms: int = 1000
     truncation: str = TRUNCATE_BY_EPOCH
-    ssl_context: ssl.SSLContext | None = None  # TLS towards the leaders (an SSL inter-broker listener)
+    security: ClientSecurity | None = None  # TLS/SASL towards the leaders (a secured inter-broker listener)
 
 
 class ReplicaFetcherManager:
@@ -151,7 +151,7 @@ class ReplicaFetcher:
         self._conn = AsyncBrokerConnection(self.leader, broker.host, broker.port,
                                            f"replica-{self.manager.broker_id}",
                                            self.manager.settings.socket_timeout_ms / 1000.0,
-                                           self.manager.settings.ssl_context)
+                                           self.manager.settings.security)
 
     def _close(self) -> None:
         if self._conn is not None:

@@ -25,6 +25,7 @@ SECURITY_KEYS = {
     "ssl.truststore.location", "ssl.client.auth", "ssl.principal.mapping.rules", "ssl.enabled.protocols",
     "sasl.enabled.mechanisms", "sasl.mechanism.inter.broker.protocol", "connections.max.reauth.ms",
     "connection.failed.authentication.delay.ms", "connection.failed.authentication.delay.max.ms",
+    "inter.broker.sasl.username", "inter.broker.sasl.password",
 }
 
 
@@ -56,7 +57,7 @@ class Listener:
 @dataclass(frozen=True)
 class SslSettings:
     keystore_location: str = ""  # PEM: certificate chain + private key
-    key_password: str = ""
+    key_password: str = field(default="", repr=False)
     truststore_location: str = ""  # PEM: CA certificates (client certificates are checked against them)
     client_auth: str = "none"
     principal_mapping_rules: str = "DEFAULT"
@@ -67,6 +68,8 @@ class SslSettings:
 class SaslSettings:
     enabled_mechanisms: tuple[str, ...] = ("SCRAM-SHA-256", "SCRAM-SHA-512")
     inter_broker_mechanism: str = "SCRAM-SHA-512"
+    inter_broker_username: str = ""  # the user the brokers' own connections authenticate as
+    inter_broker_password: str = field(default="", repr=False)
     max_reauth_ms: int = 0  # connections.max.reauth.ms (KIP-368); 0: sessions never expire
     failed_delay_ms: int = 100  # connection.failed.authentication.delay.ms: the first failure's delay
     failed_delay_max_ms: int = 5_000  # the delay doubles per failure from one address up to this
@@ -135,9 +138,12 @@ class SecurityConfig:
             raise SecurityConfigError(f"ssl.truststore.location: required with ssl.client.auth="
                                       f"{self.ssl.client_auth}")
         inter = self.listener(self.inter_broker_listener)
-        if inter.uses_sasl:  # the brokers' own connections speak PLAINTEXT or SSL (mTLS) so far
-            raise SecurityConfigError(f"inter.broker.listener.name: {inter.name} is {inter.security_protocol}; "
-                                      "the inter-broker listener must be PLAINTEXT or SSL for now")
+        if inter.uses_sasl and not (self.sasl.inter_broker_username and self.sasl.inter_broker_password):
+            raise SecurityConfigError("inter.broker.sasl.username and inter.broker.sasl.password: required when "
+                                      f"the inter-broker listener {inter.name} is {inter.security_protocol}")
+        if inter.uses_sasl and self.sasl.inter_broker_mechanism not in self.sasl.enabled_mechanisms:
+            raise SecurityConfigError(f"sasl.mechanism.inter.broker.protocol: {self.sasl.inter_broker_mechanism} "
+                                      "is not in sasl.enabled.mechanisms")
 
 
 def parse_listeners(text: str, what: str, protocol_map: Mapping[str, str] | None = None) -> list[Listener]:
@@ -219,7 +225,8 @@ def _sasl_settings(p: Mapping[str, str]) -> SaslSettings:
             raise SecurityConfigError(f"{key}: expected an integer, got {text!r}") from None
         if ints[key] < 0:
             raise SecurityConfigError(f"{key}: must be 0 or more, got {text!r}")
-    return SaslSettings(mechanisms, inter, ints["connections.max.reauth.ms"],
+    return SaslSettings(mechanisms, inter, p.get("inter.broker.sasl.username", ""),
+                        p.get("inter.broker.sasl.password", ""), ints["connections.max.reauth.ms"],
                         ints["connection.failed.authentication.delay.ms"],
                         max(ints["connection.failed.authentication.delay.max.ms"],
                             ints["connection.failed.authentication.delay.ms"]))

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import ssl
 import time
 
 from ferry.broker.log.log_transactions import MARKER
@@ -24,6 +23,7 @@ from ferry.wire.async_broker_connection import AsyncBrokerConnection
 from ferry.wire.protocol import write_txn_markers
 from ferry.wire.protocol.errors import ErrorCode, error_code_of
 from ferry.wire.record.control_batch import build_marker
+from ferry.wire.sasl_login import ClientSecurity
 
 log = logging.getLogger(__name__)
 
@@ -36,9 +36,9 @@ _DONE = {ErrorCode.NONE, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.INVALID
 
 class TxnMarkerWriter:
     def __init__(self, broker_id: int, metadata: MetadataCache, replicas: ReplicaManager, flusher: LogFlusher,
-                 request_timeout_ms: int = 30_000, ssl_context: ssl.SSLContext | None = None) -> None:
-        """``ssl_context``: TLS towards the other brokers (an SSL inter-broker listener)."""
-        self.ssl_context = ssl_context
+                 request_timeout_ms: int = 30_000, security: ClientSecurity | None = None) -> None:
+        """``security``: TLS/SASL towards the other brokers (a secured inter-broker listener)."""
+        self.security = security
         self.broker_id = broker_id
         self.metadata = metadata
         self.replicas = replicas
@@ -122,7 +122,7 @@ class TxnMarkerWriter:
                 conn.close()
             conn = self._conns[leader] = AsyncBrokerConnection(
                 leader, broker.host, broker.port, f"txn-coordinator-{self.broker_id}", self.request_timeout_ms / 1000.0,
-                self.ssl_context)
+                self.security)
         by_topic: dict[str, list[int]] = {}
         for t, p in tps:
             by_topic.setdefault(t, []).append(p)

@@ -33,7 +33,9 @@ def test_listeners_map_and_advertised():
     ({"listeners": "PLAINTEXT://0.0.0.0:1"}, "advertised.listeners"),
     ({"listeners": "PLAINTEXT://h:1", "inter.broker.listener.name": "SSL"}, "inter.broker.listener.name"),
     ({"listeners": "PLAINTEXT://h:1,SASL_PLAINTEXT://h:2", "inter.broker.listener.name": "SASL_PLAINTEXT"},
-     "PLAINTEXT or SSL"),
+     "inter.broker.sasl.username"),
+    ({"listeners": "SASL_PLAINTEXT://h:2", "inter.broker.sasl.username": "b", "inter.broker.sasl.password": "p",
+      "sasl.enabled.mechanisms": "PLAIN"}, "sasl.mechanism.inter.broker.protocol"),
     ({"listeners": "PLAINTEXT://h:1", "sasl.enabled.mechanisms": "GSSAPI"}, "sasl.enabled.mechanisms"),
     ({"listeners": "PLAINTEXT://h:1", "ssl.client.auth": "maybe"}, "ssl.client.auth"),
     ({"listeners": "PLAINTEXT://h:1", "ssl.client.auth": "required"}, "ssl.truststore.location"),
@@ -77,3 +79,10 @@ def test_bad_mapping_rules(rules):
 def test_bad_mapping_rules_refused_at_configuration():
     with pytest.raises(SecurityConfigError, match="ssl.principal.mapping.rules"):
         SecurityConfig.from_properties({"listeners": "PLAINTEXT://h:1", "ssl.principal.mapping.rules": "RULE:x"})
+
+
+def test_secrets_stay_out_of_reprs():
+    cfg = SecurityConfig.from_properties({
+        "listeners": "SASL_SSL://127.0.0.1:1", "inter.broker.sasl.username": "broker",
+        "inter.broker.sasl.password": "hunter2", "ssl.keystore.location": "/k.pem", "ssl.key.password": "pass2"})
+    assert "hunter2" not in repr(cfg) and "pass2" not in repr(cfg) and "broker" in repr(cfg)

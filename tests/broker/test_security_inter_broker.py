@@ -67,6 +67,44 @@ def test_replication_over_ssl_inter_broker_listener(zk_server, tmp_path):
             b.stop()
 
 
+def test_replication_over_sasl_ssl_inter_broker_listener(zk_server, tmp_path):
+    """The brokers' own connections (replica fetchers) authenticate with SCRAM-SHA-512 as the user `broker`."""
+    certs = make_certs(tmp_path / "certs")
+    props = tmp_path / "broker.properties"
+    props.write_text(f"ssl.keystore.location={certs.server}\nssl.truststore.location={certs.ca}\n"
+                     "inter.broker.listener.name=SASL_SSL\ninter.broker.sasl.username=broker\n"
+                     "inter.broker.sasl.password=broker-pw\n")
+    zk = f"{zk_server.connect}/t/{uuid.uuid4().hex[:12]}/live"
+    r = subprocess.run([sys.executable, "-m", "ferry.cli", "users", "add", "broker", "--password-stdin",
+                        "--zookeeper", zk], input="broker-pw\n", capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    brokers = []
+    try:
+        for i in (1, 2):
+            brokers.append(_start(tmp_path, zk, i, props, [f"SASL_SSL://127.0.0.1:{free_port('127.0.0.1')}"]))
+        admin = AdminClient({"bootstrap.servers": brokers[0].bootstrap})
+        admin.create_topics([NewTopic("replicated", 2, replication_factor=2)])["replicated"].result(timeout=30)
+        p = Producer({"bootstrap.servers": brokers[0].bootstrap, "acks": "all"})
+        acked: list = []
+        for i in range(20):
+            p.produce("replicated", f"m{i}".encode(), partition=i % 2,
+                      on_delivery=lambda err, msg: acked.append(err))
+        assert p.flush(30) == 0 and acked == [None] * 20
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            md = admin.list_topics("replicated", timeout=10).topics["replicated"]
+            if all(len(pm.isrs) == 2 for pm in md.partitions.values()):
+                break
+            time.sleep(0.2)
+        assert all(len(pm.isrs) == 2 for pm in md.partitions.values()), md.partitions
+        logs = "".join(b.log_file.read_text() for b in brokers)
+        assert "authenticated User:broker from 127.0.0.1:" in logs and "on SASL_SSL (SCRAM-SHA-512)" in logs
+        assert "broker-pw" not in logs
+    finally:
+        for b in brokers:
+            b.stop()
+
+
 def _call(s: socket.socket, key: int, version: int, corr: int, body: bytes) -> Reader:
     frame = request_header(key, version, corr, "raw") + body
     s.sendall(struct.pack(">i", len(frame)) + frame)
