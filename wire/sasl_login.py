@@ -3,6 +3,7 @@ or SCRAM-SHA-256/512: what a broker's own connections to an SASL inter-broker li
 
 from __future__ import annotations
 
+import asyncio
 import ssl
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -59,6 +60,8 @@ async def sasl_login(exchange: Exchange, login: SaslLogin) -> None:
     client = ScramClient(login.mechanism, login.username, login.password)
     try:
         server_first = await step(client.first())
-        client.verify(await step(client.final(server_first)))
+        # PBKDF2 (4096 rounds or more) off the event loop: a broker's loop must not stall on a reconnect
+        final = await asyncio.to_thread(client.final, server_first)
+        client.verify(await step(final))
     except ScramError as e:
         raise SaslLoginError(f"SCRAM with the broker failed: {e}") from None
