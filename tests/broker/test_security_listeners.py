@@ -302,6 +302,12 @@ def test_wrong_ca_client_certificate_refused(secure, tmp_path):
     with pytest.raises(KafkaException):
         AdminClient(conf).list_topics(timeout=8)
     assert "CERTIFICATE_VERIFY_FAILED" in _log(secure).split("refused a connection")[-1]
+    cert, key = secure["certs"].client("old", expired=True)
+    conf = {**_ssl_conf(secure), "ssl.certificate.location": str(cert), "ssl.key.location": str(key)}
+    with pytest.raises(KafkaException):
+        AdminClient(conf).list_topics(timeout=8)
+    assert "CERTIFICATE_VERIFY_FAILED" in _log(secure).split("refused a connection")[-1]
+    assert "User:CN=old" not in _log(secure)
 
 
 def test_kcat_over_sasl_ssl_and_ssl(secure):

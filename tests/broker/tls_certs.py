@@ -21,8 +21,10 @@ class Certs:
     server_cert: Path
     server_key: Path
 
-    def client(self, cn: str, ou: str = "apps", self_signed: bool = False) -> tuple[Path, Path]:
-        """(certificate, key) of a client certificate with subject CN=<cn>,OU=<ou>,O=ferry."""
+    def client(self, cn: str, ou: str = "apps", self_signed: bool = False, expired: bool = False
+               ) -> tuple[Path, Path]:
+        """(certificate, key) of a client certificate with subject CN=<cn>,OU=<ou>,O=ferry (``expired``: its
+        validity ended yesterday)."""
         name = f"client-{cn}{'-self' if self_signed else ''}"
         subj = f"/O=ferry/OU={ou}/CN={cn}"
         d = self.dir
@@ -31,7 +33,7 @@ class Certs:
                  cwd=d)
         if not self_signed:
             _openssl("x509", "-req", "-in", f"{name}.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial",
-                     "-days", "2", "-out", f"{name}.pem", cwd=d)
+                     "-days", "-1" if expired else "2", "-out", f"{name}.pem", cwd=d)
         return d / f"{name}.pem", d / f"{name}.key"
 
 
