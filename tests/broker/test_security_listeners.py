@@ -95,6 +95,27 @@ def test_confluent_over_ssl(secure):
     assert _roundtrip(_ssl_conf(secure), "t-ssl") == [f"m{i}".encode() for i in range(20)]
 
 
+def test_large_requests_and_fetches_through_tls(secure):
+    """Produce requests of ~1 MB (received into their own buffer, through TLS) and fetches of several MB."""
+    import hashlib
+    values = [hashlib.sha256(str(i).encode()).digest() * 128 for i in range(600)]  # 4 KB each
+    p = Producer({**_ssl_conf(secure), "linger.ms": 200, "batch.size": 1_000_000})
+    for v in values:
+        p.produce("t-large", v)
+    assert p.flush(60) == 0
+    c = Consumer({**_sasl_conf(secure, "SASL_SSL", "SCRAM-SHA-512"), "group.id": "g-large",
+                  "auto.offset.reset": "earliest", "fetch.max.bytes": 8_000_000})
+    c.subscribe(["t-large"])
+    got: list[bytes] = []
+    deadline = time.monotonic() + 60
+    while len(got) < len(values) and time.monotonic() < deadline:
+        m = c.poll(0.5)
+        if m is not None and m.error() is None:
+            got.append(m.value())
+    c.close()
+    assert got == values
+
+
 @pytest.mark.parametrize("mechanism", ["SCRAM-SHA-256", "SCRAM-SHA-512"])
 def test_confluent_over_sasl_ssl_scram(secure, mechanism):
     topic = f"t-scram-{mechanism[-3:]}"
