@@ -1,4 +1,4 @@
-"""SASL on a connection (SaslHandshake v1 + SaslAuthenticate v0-1): PLAIN and SCRAM-SHA-256/512 against the SCRAM
+"""SASL on a connection (SaslHandshake v0-1 + SaslAuthenticate v0-2): PLAIN and SCRAM-SHA-256/512 against the SCRAM
 user store in ZooKeeper (zk/scram_credentials.py; PLAIN derives the stored key from the given password with the
 stored salt, so there is one store and never a password in it).
 

@@ -156,8 +156,8 @@ class SaslGate:
             self.raw = version == 0 and not auth.failed
             return correlation_id, body
         token = sasl_authenticate.parse_request(r, version)
-        if version > 1:
-            raise CloseConnection(f"SaslAuthenticate v{version} (v0-1 are served)")
+        if version > 2:
+            raise CloseConnection(f"SaslAuthenticate v{version} (v0-2 are served)")
         if auth is None:
             return correlation_id, sasl_authenticate.encode_response(
                 version, sasl_authenticate.SaslAuthenticateResponse(

@@ -232,6 +232,37 @@ def test_brute_force_is_slowed(secure):
     assert code == 0 and resp.session_lifetime_ms == 60000  # connections.max.reauth.ms (KIP-368)
 
 
+def test_sasl_authenticate_v2_flexible(secure):
+    """SaslAuthenticate v2 (request header v2, compact bytes, tagged fields), as Java clients send it."""
+    import struct
+
+    from ferry.wire.protocol import sasl_authenticate, sasl_handshake
+    from ferry.wire.protocol.header import request_header
+    from ferry.wire.protocol.primitives import Reader
+
+    def frame(key: int, version: int, corr: int, body: bytes) -> bytes:
+        f = request_header(key, version, corr, "java") + body
+        return struct.pack(">i", len(f)) + f
+
+    for password, code in ((PASSWORD, 0), ("nope", 58)):
+        with socket.create_connection(("127.0.0.1", secure["ports"]["SASL_PLAINTEXT"]), timeout=10,
+                                      source_address=("127.0.0.6", 0)) as s:
+            s.sendall(frame(17, 1, 1, sasl_handshake.encode_request("PLAIN")))
+            size = struct.unpack(">i", _recv(s, 4))[0]
+            assert sasl_handshake.parse_response(Reader(_recv(s, size)[4:]))[0] == 0
+            token = f"\0alice\0{password}".encode()
+            body = b"\x00" + bytes([len(token) + 1]) + token + b"\x00"  # header tags, compact bytes, tags
+            s.sendall(frame(36, 2, 2, body))
+            size = struct.unpack(">i", _recv(s, 4))[0]
+            answer = _recv(s, size)
+            assert answer[:4] == struct.pack(">i", 2)
+            resp = sasl_authenticate.parse_response(Reader(answer[4:]), 2)
+            assert resp.error_code == code
+            assert resp.session_lifetime_ms == (60000 if code == 0 else 0)
+            if code:
+                assert "invalid credentials" in resp.error_message
+
+
 def test_sasl_handshake_v0_raw_tokens(secure):
     """A v0 handshake (clients before Kafka 1.0): the PLAIN token follows as a raw frame, answered raw."""
     import struct

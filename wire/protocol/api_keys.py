@@ -64,7 +64,7 @@ ADVERTISED: dict[int, tuple[int, int]] = {
     ApiKey.DELETE_GROUPS: (0, 1),
     ApiKey.API_VERSIONS: (0, 2),
     ApiKey.SASL_HANDSHAKE: (0, 1),  # v0: raw tokens follow (broker/server/sasl_requests.py)
-    ApiKey.SASL_AUTHENTICATE: (0, 1),
+    ApiKey.SASL_AUTHENTICATE: (0, 2),
     ApiKey.CREATE_TOPICS: (0, 4),
     # admin (docs/broker.md)
     ApiKey.DELETE_TOPICS: (0, 3),
