@@ -13,7 +13,7 @@ import uuid
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Producer
+from confluent_kafka import KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -62,6 +62,21 @@ def test_replication_over_ssl_inter_broker_listener(zk_server, tmp_path):
         logs = "".join(b.log_file.read_text() for b in brokers)
         # the followers' fetches came over TLS with the broker certificate: its principal is logged
         assert "authenticated User:CN=server,O=ferry from 127.0.0.1:" in logs and "on SSL" in logs
+        # ssl.client.auth=required: a client without a certificate, or with a self-signed one, is refused
+        ssl_port = brokers[0].extra_args[brokers[0].extra_args.index("--listener") + 1].rsplit(":", 1)[1]
+        base = {"bootstrap.servers": f"127.0.0.1:{ssl_port}", "security.protocol": "SSL",
+                "ssl.ca.location": str(certs.ca)}
+        cert, key = certs.client("eve", self_signed=True)
+        for conf in (base, {**base, "ssl.certificate.location": str(cert), "ssl.key.location": str(key)}):
+            with pytest.raises(KafkaException):
+                AdminClient(conf).list_topics(timeout=6)
+        good, good_key = certs.client("app")
+        md = AdminClient({**base, "ssl.certificate.location": str(good), "ssl.key.location": str(good_key)}
+                         ).list_topics(timeout=20)
+        assert sorted(md.brokers) == [1, 2]
+        log1 = brokers[0].log_file.read_text()
+        assert "PEER_DID_NOT_RETURN_A_CERTIFICATE" in log1 or "peer did not return a certificate" in log1
+        assert "authenticated User:CN=app,OU=apps,O=ferry from" in log1
     finally:
         for b in brokers:
             b.stop()
