@@ -77,7 +77,8 @@ advertised.listeners, log.dirs, zookeeper.connect, datacenter, log.segment.bytes
 log.retention.ms, log.retention.hours, log.retention.bytes, log.flush.interval.messages,
 log.flush.interval.ms, message.max.bytes, socket.request.max.bytes, auto.create.topics.enable,
 num.partitions, log.consumers.see.unflushed, zookeeper.session.timeout.ms, connections.max.idle.ms,
-audit.topic.partitions, producer.id.expiration.ms, log.message.timestamp.type);
+audit.topic.partitions, producer.id.expiration.ms, log.message.timestamp.type, and the listener, TLS and
+SASL settings of docs/security.md);
 flags win over the file.
 A bad value stops the broker with a message naming the setting (exit code 2).
 """
@@ -88,6 +89,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     for flag, (key, metavar, what, *default) in SETTING_FLAGS.items():
         p.add_argument(flag, metavar=metavar, type=int if metavar in NUMBER_METAVARS else str,
                        help=f"{what} ({'; '.join([key, *default])})")
+    p.add_argument("--listener", action="append", default=[], metavar="NAME://HOST:PORT",
+                   help="one more listener, e.g. SSL://127.0.0.1:9093 or SASL_SSL://0.0.0.0:9094 (repeatable; with "
+                        "--listen they add to it; a custom NAME needs listener.security.protocol.map: "
+                        "docs/security.md)")
     for flag, (key, what, default) in SWITCH_FLAGS.items():
         p.add_argument(flag, action="store_true", default=None, help=f"{what} ({key}; {default})")
     cli.add_metrics_argument(p, "requests, bytes and errors per API, produce/fetch bytes per topic, under-replicated "
@@ -105,8 +110,16 @@ def build_config(args: argparse.Namespace) -> BrokerConfig:
     keys = {_dest(flag): key for flag, (key, *_) in SETTING_FLAGS.items()} | METRICS_KEYS
     for dest, key in keys.items():
         value = getattr(args, dest, None)
-        if value is not None:
+        if value is not None and dest not in ("listen", "advertised"):  # listeners: below
             props[key] = str(value)
+    # --listen is the PLAINTEXT listener it always was; --listener NAME://HOST:PORT adds more (docs/security.md)
+    listeners = ([f"PLAINTEXT://{args.listen}"] if getattr(args, "listen", None) else []) + \
+        list(getattr(args, "listener", None) or [])
+    if listeners:
+        props["listeners"] = ",".join(listeners)
+    if getattr(args, "advertised", None):
+        adv = args.advertised
+        props["advertised.listeners"] = adv if "://" in adv else f"PLAINTEXT://{adv}"
     for flag, (key, *_) in SWITCH_FLAGS.items():
         if getattr(args, _dest(flag)):
             props[key] = "true"

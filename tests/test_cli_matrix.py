@@ -78,6 +78,8 @@ def unreachable_zookeeper(p: Paths) -> list[Case]:
         ("groups reset", ("groups", "reset", "--group", "g", "--to-earliest", *z)),
         ("groups delete", ("groups", "delete", "--group", "g", *z)),
         ("acls list", ("acls", "list", *z)),
+        ("users list", ("users", "list", *z)),
+        ("users remove", ("users", "remove", "u", *z)),
         ("acls add", ("acls", "add", "--allow-principal", "User:a", "--operation", "Read", "--topic", "t", *z)),
         ("acls remove", ("acls", "remove", "--topic", "t", *z)),
         ("schemas list", ("schemas", "list", *z)),
@@ -128,6 +130,8 @@ def bad_arguments(p: Paths) -> list[Case]:
         ("consume", ("consume", "--topic", "t", "--max-messages", "0", *z)),
         ("groups", ("groups", "describe", *z)),
         ("groups reset", ("groups", "reset", "--group", "g", *z)),
+        ("users", ("users", "add", "u", "--password", "pw", *z)),
+        ("users iterations", ("users", "add", "u", "--password-stdin", "--iterations", "1", *z)),
         ("acls", ("acls", "add", "--allow-principal", "User:a", "--operation", "Fly", "--topic", "t", *z)),
         ("acls principal", ("acls", "add", "--allow-principal", "nobody", "--operation", "Read", "--topic", "t", *z)),
         ("schemas", ("schemas", "show", *z)),
@@ -159,6 +163,7 @@ def missing_files(p: Paths) -> list[Case]:
         ("topics reassign --generate", ("topics", "reassign", "--generate", "--topics-to-move-json-file", p.missing,
                                         "--broker-list", "1", *z)),
         ("sql -f", ("sql", "-f", p.missing)),
+        ("users add --password-file", ("users", "add", "u", "--password-file", p.missing, *z)),
         ("sql empty state dir", ("sql", "-e", "SELECT 1", "--state-dir", str(p.root / "empty-state"))),
     ]
     return [Case(f"missing file: {name}", argv, RUNTIME) for name, argv in cases]

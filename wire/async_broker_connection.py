@@ -17,6 +17,7 @@ import struct
 from ferry.wire.connection_errors import BrokerUnavailableError, unavailable
 from ferry.wire.protocol.header import Buffers
 from ferry.wire.request_writer import answer_problem, frame_request
+from ferry.wire.sasl_login import ClientSecurity, sasl_login
 
 _SIZE_CORR = struct.Struct(">ii")
 
@@ -25,7 +26,9 @@ class AsyncBrokerConnection:
     """One TCP connection to one broker on an asyncio loop; one request at a time (callers may share it)."""
 
     def __init__(self, node_id: int, host: str, port: int, client_id: str,
-                 connect_timeout_s: float = 5.0) -> None:
+                 connect_timeout_s: float = 5.0, security: ClientSecurity | None = None) -> None:
+        """``security``: TLS and/or SASL towards the broker (a secured inter-broker listener), else plaintext."""
+        self.security = security or ClientSecurity()
         self.node_id = node_id
         self.host = host
         self.port = port
@@ -56,8 +59,7 @@ class AsyncBrokerConnection:
         async with self._lock:
             try:
                 if self._writer is None:
-                    self._reader, self._writer = await asyncio.wait_for(
-                        asyncio.open_connection(self.host, self.port), self.connect_timeout_s)
+                    await asyncio.wait_for(self._connect(), self.connect_timeout_s)
                 return await asyncio.wait_for(self._exchange(api_key, api_version, body), timeout_s)
             except BrokerUnavailableError:
                 self.close()
@@ -65,6 +67,13 @@ class AsyncBrokerConnection:
             except (OSError, EOFError, TimeoutError) as e:  # IncompleteReadError is an EOFError
                 self.close()
                 raise unavailable(self.node_id, self.address, "request failed", e) from None
+
+    async def _connect(self) -> None:
+        tls = self.security.ssl_context
+        self._reader, self._writer = await asyncio.open_connection(
+            self.host, self.port, ssl=tls, server_hostname=self.host if tls else None)
+        if self.security.sasl is not None:
+            await sasl_login(lambda key, version, body: self._exchange(key, version, [body]), self.security.sasl)
 
     async def _exchange(self, api_key: int, api_version: int, body: Buffers) -> memoryview:
         reader, writer = self._reader, self._writer

@@ -18,7 +18,7 @@ from ferry.zk.errors import BrokerIdConflictError
 from ferry.zk.kazoo_client import TRANSIENT_ERRORS as _TRANSIENT
 from ferry.zk.registry_session import RegistrySession
 from ferry.zk.wakeable_thread import WakeableThread
-from ferry.zk.znodes import BrokerInfo, broker_path
+from ferry.zk.znodes import BrokerInfo, Endpoint, broker_path
 
 log = logging.getLogger("ferry.zk.cluster_registry")  # one logger for the registry's parts
 
@@ -59,7 +59,7 @@ class BrokerRegistration:
 
     def register(
         self, broker_id: int, host: str, port: int, datacenter: str = "", wait_for_stale: float | None = None,
-        ferry_version: str = "", native: str = "",
+        endpoints: tuple[Endpoint, ...] = (), ferry_version: str = "", native: str = "",
     ) -> BrokerInfo:
         """Create the ephemeral ``/brokers/ids/<id>``; it is re-created after a session expiry.
 
@@ -76,7 +76,7 @@ class BrokerRegistration:
             raise ValueError(f"broker port must be 1-65535, not {port!r}")
         if not host:
             raise ValueError("broker host must not be empty")
-        info = BrokerInfo(id=broker_id, host=host, port=port, datacenter=datacenter or "",
+        info = BrokerInfo(id=broker_id, host=host, port=port, datacenter=datacenter or "", endpoints=endpoints,
                           ferry_version=ferry_version, native=native)
         wait = self._session.timeout + 2.0 if wait_for_stale is None else wait_for_stale
         with self._lock:

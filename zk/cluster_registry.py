@@ -20,7 +20,7 @@ from ferry.zk.registry_reads import live_brokers
 from ferry.zk.registry_session import RegistrySession
 from ferry.zk.topic_admin import TopicAdmin
 from ferry.zk.zk_connect import ZkConnect
-from ferry.zk.znodes import BrokerInfo, PartitionState, TopicInfo, broker_path
+from ferry.zk.znodes import BrokerInfo, Endpoint, PartitionState, TopicInfo, broker_path
 
 
 class ClusterRegistry:
@@ -114,9 +114,11 @@ class ClusterRegistry:
     # ----------------------------------------------------------------- brokers (BrokerRegistration)
     def register_broker(
         self, broker_id: int, host: str, port: int, datacenter: str = "", wait_for_stale: float | None = None,
-        ferry_version: str = "", native: str = "",
+        endpoints: tuple[Endpoint, ...] = (), ferry_version: str = "", native: str = "",
     ) -> BrokerInfo:
-        return self.broker_registration.register(broker_id, host, port, datacenter, wait_for_stale,
+        """``endpoints``: every advertised listener (Kafka's endpoints list); host:port is the one older readers
+        use (the PLAINTEXT listener if there is one)."""
+        return self.broker_registration.register(broker_id, host, port, datacenter, wait_for_stale, endpoints,
                                                  ferry_version, native)
 
     def ensure_broker_id_free(self, broker_id: int, host: str, port: int,

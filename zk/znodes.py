@@ -1,10 +1,12 @@
 """What the registry's znodes hold, and their JSON encoding.
 
 Layout under a cluster's chroot (Kafka's, minus replication):
-``/brokers/ids/<id>`` (ephemeral) ``{"version":1,"host":..,"port":..,"datacenter":..,"timestamp":"<ms>"}``
-plus ferry's own ``"ferry_version"`` and ``"ferry_native"`` (the release and its native parts, e.g. "3/3 native":
-a mixed-version cluster shows in `ferry topics describe` and the dashboard); Kafka's fields keep Kafka's meaning
-(``version`` is the registration format's), so tools that read Kafka's registrations still read ours;
+``/brokers/ids/<id>`` (ephemeral) ``{"version":4,"host":..,"port":..,"datacenter":..,"timestamp":"<ms>",
+"endpoints":["PLAINTEXT://h:9092","SSL://h:9093"],"listener_security_protocol_map":{"PLAINTEXT":"PLAINTEXT",..}}``
+(Kafka's version 4 fields; a registration without endpoints is one PLAINTEXT listener at host:port), plus
+ferry's own ``"ferry_version"`` and ``"ferry_native"`` (the release and its native parts, e.g. "3/3 native": a
+mixed-version cluster shows in `ferry topics describe` and the dashboard); Kafka's fields keep Kafka's meaning,
+so tools that read Kafka's registrations still read ours;
 ``/brokers/topics/<topic>`` ``{"version":1,"partitions":{"0":[1],"1":[2]},"config":{"retention.ms":".."}}``
 where the first broker of each replica list is the partition's leader.
 """
@@ -29,11 +31,22 @@ def topic_path(name: str) -> str:
 
 
 @dataclass(frozen=True)
+class Endpoint:
+    """One advertised listener of a broker: clients that came in on ``listener`` are sent to host:port."""
+
+    listener: str
+    security_protocol: str
+    host: str
+    port: int
+
+
+@dataclass(frozen=True)
 class BrokerInfo:
     id: int
     host: str
     port: int
     datacenter: str = ""
+    endpoints: tuple[Endpoint, ...] = ()
     # What the broker runs ("" when its registration does not say: an older ferry, or another tool). Not part
     # of a broker's identity: two registrations of one broker at one address are the same broker.
     ferry_version: str = field(default="", compare=False)
@@ -43,9 +56,18 @@ class BrokerInfo:
     def address(self) -> str:
         return f"{self.host}:{self.port}"
 
+    def endpoint(self, listener: str) -> tuple[str, int] | None:
+        """(host, port) of the named listener; None when the broker has no such listener."""
+        for e in self.endpoints:
+            if e.listener == listener:
+                return e.host, e.port
+        if not self.endpoints and listener == "PLAINTEXT":
+            return self.host, self.port
+        return None
+
     def encode(self) -> bytes:
         doc = {
-            "version": 1,
+            "version": 4 if self.endpoints else 1,
             "host": self.host,
             "port": self.port,
             "datacenter": self.datacenter,
@@ -55,6 +77,9 @@ class BrokerInfo:
             doc["ferry_version"] = self.ferry_version
         if self.native:
             doc["ferry_native"] = self.native
+        if self.endpoints:
+            doc["endpoints"] = [_endpoint_text(e) for e in self.endpoints]
+            doc["listener_security_protocol_map"] = {e.listener: e.security_protocol for e in self.endpoints}
         return json.dumps(doc, sort_keys=True).encode()
 
     @classmethod
@@ -66,7 +91,28 @@ class BrokerInfo:
             raise ValueError(f"broker {broker_id} registration lacks host/port: {doc!r}")
         datacenter = doc.get("datacenter") or ""
         return cls(id=int(broker_id), host=host, port=port, datacenter=str(datacenter),
+                   endpoints=_decode_endpoints(broker_id, doc),
                    ferry_version=str(doc.get("ferry_version") or ""), native=str(doc.get("ferry_native") or ""))
+
+
+def _endpoint_text(e: Endpoint) -> str:
+    host = f"[{e.host}]" if ":" in e.host else e.host
+    return f"{e.listener}://{host}:{e.port}"
+
+
+def _decode_endpoints(broker_id: int, doc: dict) -> tuple[Endpoint, ...]:
+    texts = doc.get("endpoints") or []
+    protocols = doc.get("listener_security_protocol_map") or {}
+    if not isinstance(texts, list) or not isinstance(protocols, dict):
+        raise ValueError(f"broker {broker_id} registration has malformed endpoints: {doc!r}")
+    out = []
+    for text in texts:
+        name, sep, address = str(text).partition("://")
+        host, sep2, port = address.rpartition(":")
+        if not sep or not sep2 or not port.isdigit():
+            raise ValueError(f"broker {broker_id} registration has a malformed endpoint {text!r}")
+        out.append(Endpoint(name, str(protocols.get(name, name)), host.strip("[]"), int(port)))
+    return tuple(out)
 
 
 @dataclass(frozen=True)

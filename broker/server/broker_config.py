@@ -11,6 +11,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ferry.broker.server.security_config import (
+    SECURITY_KEYS,
+    Listener,
+    SecurityConfig,
+    SecurityConfigError,
+)
 from ferry.wire.log_config import BOOL_SETTINGS, BROKER_CONFIG_NAMES, LogConfig, parse_setting
 from ferry.zk.cli_args import parse_listen
 
@@ -75,6 +81,8 @@ class BrokerConfig:
     authorizer_class_name: str = ""
     super_users: tuple[str, ...] = ()
     allow_everyone_if_no_acl_found: bool = False
+    # listeners, TLS and SASL (docs/security.md); None: one PLAINTEXT listener on listen_host:listen_port
+    security: SecurityConfig | None = None
 
     def __post_init__(self) -> None:
         if self.broker_id < 0 or self.broker_id > 0x7FFFFFFF:
@@ -88,6 +96,10 @@ class BrokerConfig:
         if not self.advertised_port:
             object.__setattr__(self, "advertised_port", self.listen_port)
         _check_port("advertised.listeners", self.advertised_port, allow_zero=True)
+        if self.security is None:
+            object.__setattr__(self, "security", SecurityConfig((Listener(
+                "PLAINTEXT", "PLAINTEXT", self.listen_host, self.listen_port, self.advertised_host,
+                self.advertised_port),)))
         if self.max_request_bytes < 1024:
             raise ConfigError(f"socket.request.max.bytes: {self.max_request_bytes} is too small (minimum 1024)")
         if not 0 <= self.metrics_port < 65536:
@@ -186,10 +198,12 @@ class BrokerConfig:
                    if not p.get(k) and not (k == "log.dirs" and p.get("log.dir"))]
         if missing:
             raise ConfigError(f"missing required setting(s): {', '.join(missing)}")
-        host, port = parse_host_port(p["listeners"], "listeners")
-        adv_host, adv_port = ("", 0)
-        if p.get("advertised.listeners"):
-            adv_host, adv_port = parse_host_port(p["advertised.listeners"], "advertised.listeners")
+        try:
+            security = SecurityConfig.from_properties(p)
+        except SecurityConfigError as e:
+            raise ConfigError(str(e)) from None
+        first = security.listeners[0]  # the broker's primary address (logs, the id-holder probe)
+        host, port, adv_host, adv_port = first.host, first.port, first.advertised_host, first.advertised_port
         log_changes: dict[str, object] = {}
         for key, attr in BROKER_CONFIG_NAMES.items():
             if key in p:
@@ -223,6 +237,7 @@ class BrokerConfig:
                                                   p.get("log.retention.check.interval.ms", "300000")),
             connections_max_idle_ms=_positive("connections.max.idle.ms", p.get("connections.max.idle.ms", "600000")),
             audit_topic_partitions=_parse_int("audit.topic.partitions", p.get("audit.topic.partitions", "0")),
+            security=security,
             **_metrics_listen(p),
             **_replication_settings(p),
             **_authorizer_settings(p),
@@ -300,7 +315,7 @@ KNOWN_KEYS = {
     "broker.rack", "socket.request.max.bytes", "auto.create.topics.enable", "num.partitions",
     "zookeeper.session.timeout.ms", "log.retention.hours", "log.retention.check.interval.ms",
     "connections.max.idle.ms", "audit.topic.partitions", "replica.truncation", "metrics.port", "metrics.listen",
-    *BROKER_CONFIG_NAMES, *REPLICATION_KEYS, *AUTHORIZER_KEYS,
+    *BROKER_CONFIG_NAMES, *REPLICATION_KEYS, *AUTHORIZER_KEYS, *SECURITY_KEYS,
 }
 
 
@@ -321,24 +336,6 @@ def read_properties(path: str | Path) -> dict[str, str]:
             key = "datacenter"
         props[key] = value
     return props
-
-
-def parse_host_port(text: str, what: str) -> tuple[str, int]:
-    """'HOST:PORT' or 'PLAINTEXT://HOST:PORT' (one listener) -> (host, port)."""
-    value = text.strip()
-    if "://" in value:
-        scheme, _, value = value.partition("://")
-        if scheme.upper() != "PLAINTEXT":
-            raise ConfigError(f"{what}: only PLAINTEXT listeners are supported, got {text!r}")
-    if "," in value:
-        raise ConfigError(f"{what}: exactly one listener expected, got {text!r}")
-    host, sep, port_text = value.rpartition(":")
-    if not sep or not port_text.isdigit():
-        raise ConfigError(f"{what}: expected HOST:PORT, got {text!r}")
-    host = host.strip("[]")
-    port = int(port_text)
-    _check_port(what, port, allow_zero=True)
-    return host, port
 
 
 def _check_port(what: str, port: int, allow_zero: bool) -> None:

@@ -67,8 +67,10 @@ def broker_entries(cfg: BrokerConfig, synonyms: bool) -> list[ConfigEntry]:
     defaults = {f.name: f.default for f in dataclasses.fields(BrokerConfig) if f.default is not dataclasses.MISSING}
     rows: list[tuple[str, str, bool]] = [  # (name, value, is the default)
         ("broker.id", str(cfg.broker_id), False),
-        ("listeners", f"PLAINTEXT://{cfg.listen}", False),
-        ("advertised.listeners", f"PLAINTEXT://{cfg.advertised}", False),
+        ("listeners", ",".join(f"{lst.name}://{lst.host}:{lst.port}" for lst in cfg.security.listeners), False),
+        ("advertised.listeners", ",".join(f"{lst.name}://{lst.advertised_host}:{lst.advertised_port}"
+                                          for lst in cfg.security.listeners), False),
+        ("inter.broker.listener.name", cfg.security.inter_broker_listener, False),
         ("log.dirs", str(cfg.data_dir), False),
         ("zookeeper.connect", cfg.zookeeper, False),
         ("broker.rack", cfg.datacenter, False),

@@ -26,6 +26,8 @@ from ferry.broker.server.memory_pool import MemoryPool
 from ferry.broker.server.rate_limited_log import RateLimitedLog
 from ferry.broker.server.request_context import ANONYMOUS, Session
 from ferry.broker.server.request_result import CloseConnection
+from ferry.broker.server.sasl_gate import SaslAuthenticator, SaslGate
+from ferry.broker.server.tls_send import is_tls, tls_writers
 from ferry.wire.protocol.primitives import ProtocolError
 
 log = logging.getLogger(__name__)
@@ -42,9 +44,9 @@ class _Packed:
 
     __slots__ = ("buf", "count")
 
-    def __init__(self) -> None:
-        self.buf = bytearray()
-        self.count = 0
+    def __init__(self, buf: bytes = b"", count: int = 0) -> None:
+        self.buf = bytearray(buf)
+        self.count = count
 
 
 class Connection:
@@ -52,7 +54,7 @@ class Connection:
 
     def __init__(self, sock: socket.socket, peer: str, apis: KafkaApis, max_request_bytes: int,
                  pool: MemoryPool | None = None, bad_requests: RateLimitedLog | None = None,
-                 session: Session | None = None) -> None:
+                 session: Session | None = None, authenticator: SaslAuthenticator | None = None) -> None:
         self.sock = sock
         self.peer = peer
         self.session = session if session is not None else Session(ANONYMOUS, peer.rpartition(":")[0])
@@ -65,6 +67,9 @@ class Connection:
         # The read buffer starts small and grows with the client's bursts; while the reader waits for data with
         # nothing buffered it holds no view of it, so the reaper can give a grown buffer back (release_idle_buffer).
         self._in = ReadBuffer(sock, peer, pool, self._bad, self._handle_frames, self._has_room_for_more)
+        self._sasl = SaslGate(authenticator, self, self._in, self._bad)  # SASL listeners: first, authentication
+        if is_tls(sock):  # TLS listeners: sends and record bytes through TLS (tls_send.py); plaintext unchanged
+            self._send_bytes, self._sendfile = tls_writers(sock, self._writable)  # type: ignore[method-assign]
         self._loop = asyncio.get_running_loop()
         # outbox: _Packed, or (correlation id, Future | list of parts, api key) for answers not plain bytes
         self._out: deque[_Packed | tuple[int, asyncio.Future | list, int]] = deque()
@@ -100,6 +105,7 @@ class Connection:
                     item[1].cancel()
             self._out.clear()
             self._in.unregister_reader()
+            self._sasl.close()
             self.sock.close()
 
     def idle_since(self, now: float) -> float:
@@ -119,7 +125,7 @@ class Connection:
     async def _read_loop(self) -> None:
         try:
             while True:
-                need = self._handle_frames()
+                need = self._in.handle_frames()  # the SaslGate's until authenticated
                 if need < 0:
                     return
                 if self._unanswered >= MAX_IN_FLIGHT:
@@ -129,8 +135,8 @@ class Connection:
                     frame = await self._in.receive_large_frame(need)
                     if frame is None:
                         return
-                    ok = self._dispatch(frame)
-                    self._flush_ready()
+                    ok = self.dispatch(frame)
+                    self.flush_ready()
                     if not ok:
                         return
                     continue
@@ -177,16 +183,16 @@ class Connection:
                     if not self._dispatch_run(run):
                         return -1
                     run = []
-                if not self._dispatch(frame):
+                if not self.dispatch(frame):
                     return -1
             if run and not self._dispatch_run(run):
                 return -1
             return need
         finally:
             if handled:
-                self._flush_ready()
+                self.flush_ready()
 
-    def _flush_ready(self) -> None:
+    def flush_ready(self) -> None:
         """Answer a burst of ready requests from the reader itself when the writer has nothing queued
         (saves waking the writer task: at one message per request that was a loop pass per request);
         whatever the socket does not take now, and anything not ready, goes to the writer."""
@@ -206,7 +212,7 @@ class Connection:
             del packed.buf[:n]
         self._has_output.set()
 
-    def _dispatch(self, frame: bytearray) -> bool:
+    def dispatch(self, frame: bytearray) -> bool:
         """Handle one request and queue its answer; False when the connection must close. Counts the request
         and its bytes per API key (the key is the frame's first two bytes; keys served are < 128)."""
         m = self._metrics
@@ -220,7 +226,8 @@ class Connection:
                 if result is not None:
                     self._queue_fast(frame, result)
                     return True
-            correlation_id, result = self.apis.handle(frame, key != 0, self.session)
+            correlation_id, result = self._sasl.answer(frame) if key == 17 or key == 36 else \
+                self.apis.handle(frame, key != 0, self.session)
         except (CloseConnection, ProtocolError) as e:
             m.errors[key] += 1
             self._bad.warning("closing connection from %s: %s", self.peer, e)
@@ -249,8 +256,8 @@ class Connection:
         return True
 
     def _dispatch_run(self, run: list) -> bool:
-        """_dispatch of consecutive Produce requests: the answers ProduceFastPath.handle_run gives (one write for a
-        burst to one partition), and the first request it declines through _dispatch (the general path); then
+        """dispatch of consecutive Produce requests: the answers ProduceFastPath.handle_run gives (one write for a
+        burst to one partition), and the first request it declines through dispatch (the general path); then
         on with the rest. False when the connection must close."""
         m = self._metrics
         i, n = 0, len(run)
@@ -269,7 +276,7 @@ class Connection:
                 self._queue_fast(frame, result)
             i += len(results)
             if i < n:
-                if not self._dispatch(run[i]):
+                if not self.dispatch(run[i]):
                     return False
                 i += 1
         return True
@@ -288,6 +295,10 @@ class Connection:
             self._metrics.bytes_out[0] += len(result) - 8
             return
         out.append((_CORRELATION.unpack_from(frame, 4)[0], asyncio.ensure_future(result), 0))
+
+    def queue_framed(self, buf: bytes) -> None:  # an answer with its framing (SaslGate's raw tokens)
+        self._unanswered += 1
+        self._out.append(_Packed(buf, 1))
 
     # ------------------------------------------------------------------ writing
     async def _write_loop(self) -> None:

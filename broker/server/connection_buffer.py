@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import socket
+import ssl
 from collections.abc import Callable
 
 from ferry.broker.server.memory_pool import MemoryPool
@@ -38,7 +39,7 @@ class ReadBuffer:
         self._peer = peer
         self._pool = pool  # bounds the bytes of the large requests being received at once (memory_pool.py)
         self._bad = bad_requests
-        self._handle_frames = handle_frames  # the connection's: handle what is buffered; -1: close, else need
+        self.handle_frames = handle_frames  # the connection's: handle what is buffered; -1: close, else need
         self._has_room = has_room  # the connection's: fewer requests unanswered than it allows
         self._loop = asyncio.get_running_loop()
         self.buf = bytearray(IDLE_BUFFER)
@@ -53,6 +54,7 @@ class ReadBuffer:
         self._read_registered = False  # the socket is among the loop's readers
         self._bursts = 0
         self.last_received = self._loop.time()
+        self._tls = isinstance(sock, ssl.SSLSocket)
 
     async def fill(self, need: int) -> bool:
         """Receive until the buffer holds ``need`` bytes from the start of the next frame; False at EOF."""
@@ -75,7 +77,9 @@ class ReadBuffer:
         while self.end < need:
             try:
                 k = sock.recv_into(self._view[self.end:need] if exact else self._view[self.end:])
-            except BlockingIOError:
+            except (BlockingIOError, ssl.SSLWantReadError):
+                if self.woke == WOKE_CLOSE:  # request_close() while the reader was busy
+                    return True
                 self._parked = self.end == 0
                 try:
                     await self._readable()
@@ -149,7 +153,7 @@ class ReadBuffer:
             return
         try:
             k = self.sock.recv_into(self._view)
-        except (BlockingIOError, InterruptedError):
+        except (BlockingIOError, InterruptedError, ssl.SSLWantReadError):
             return
         except Exception:  # the reader's own recv meets the error again and handles it
             fut.set_result(None)
@@ -163,7 +167,7 @@ class ReadBuffer:
         if k == len(self.buf):  # a burst: the reader grows the buffer and takes it from here
             fut.set_result(None)
             return
-        need = self._handle_frames()
+        need = self.handle_frames()
         if need < 0:
             self.woke = WOKE_CLOSE
         elif self.start == self.end and need == 4 and self._has_room():
@@ -172,6 +176,13 @@ class ReadBuffer:
         else:
             self.woke = WOKE_DATA
         fut.set_result(None)
+
+    def request_close(self) -> None:
+        """Make the reader stop (it then closes the connection once the answers owed are out)."""
+        self.woke = WOKE_CLOSE
+        fut = self._read_waiter
+        if fut is not None and not fut.done():
+            fut.set_result(None)
 
     def unregister_reader(self) -> None:
         """Take the socket off the loop's readers (before closing it, or before asyncio's own sock_recv_into,
@@ -204,13 +215,26 @@ class ReadBuffer:
         self.start = self.end = 0
         loop, sock = self._loop, self.sock
         while got < size:
-            k = await loop.sock_recv_into(sock, mv[got:])
+            k = await (self._recv_tls(mv[got:]) if self._tls else loop.sock_recv_into(sock, mv[got:]))
             if k == 0:
                 self._bad.warning("connection from %s closed inside a %d-byte request", self._peer, size)
                 return None
             got += k
         self._exact = True
         return out
+
+    async def _recv_tls(self, view: memoryview) -> int:
+        """loop.sock_recv_into for a TLS socket (asyncio refuses SSLSockets there)."""
+        while True:
+            try:
+                return self.sock.recv_into(view)
+            except ssl.SSLWantReadError:
+                fut = self._loop.create_future()
+                self._loop.add_reader(self._fd, wake, fut)
+                try:
+                    await fut
+                finally:
+                    self._loop.remove_reader(self._fd)
 
 
 def wake(fut: asyncio.Future) -> None:

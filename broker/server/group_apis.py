@@ -61,7 +61,7 @@ class GroupApis:
             if self._authz.enabled and not self._authz.authorize(request, AclOperation.DESCRIBE,
                                                                  ResourceType.TRANSACTIONAL_ID, req.key):
                 return find_coordinator.encode_response(version, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
-            return self._transactions.find_transaction_coordinator(version, req.key)
+            return self._transactions.find_transaction_coordinator(version, req.key, request.session.listener_name)
         if req.key_type != find_coordinator.KEY_TYPE_GROUP:
             return find_coordinator.encode_response(version, ErrorCode.INVALID_REQUEST,
                                                     error_message=f"unknown coordinator key type {req.key_type}")
@@ -72,6 +72,7 @@ class GroupApis:
             return find_coordinator.encode_response(version, ErrorCode.GROUP_AUTHORIZATION_FAILED)
         coordinator = self._group_coordinator
         return coordinator_answer(version, coordinator.coordinator(req.key) if coordinator is not None else None,
+                                  request.session.listener_name,
                                   "no live broker is registered")
 
     # ------------------------------------------------------------------ JoinGroup / SyncGroup

@@ -52,7 +52,7 @@ class KafkaApis:
                  group_coordinator: GroupCoordinator | None = None,
                  transaction_coordinator: TransactionCoordinator | None = None,
                  authorizer: Authorizer | None = None) -> None:
-        self.request_metrics = RequestMetrics()  # counted by Connection._dispatch, read at scrape time
+        self.request_metrics = RequestMetrics()  # counted by Connection.dispatch, read at scrape time
         # ACLs (docs/acls.md): every handler family asks this one authorizer; without one it allows all at once
         authz = self.authorizer = authorizer if authorizer is not None else Authorizer()
         self.produce = ProduceApis(replicas, flusher, authz)  # the connection takes the common Produce here directly

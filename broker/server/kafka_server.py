@@ -8,7 +8,6 @@ unregisters, closes connections and flushes every log.
 from __future__ import annotations
 
 import asyncio
-import functools
 import logging
 import signal
 import socket
@@ -28,17 +27,23 @@ from ferry.broker.server.metadata_cache import MetadataCache
 from ferry.broker.server.producer_id_manager import ProducerIdManager
 from ferry.broker.server.replica_fetcher import FetcherSettings, ReplicaFetcherManager
 from ferry.broker.server.replica_manager import ReplicaManager
+from ferry.broker.server.sasl_authenticator import SaslServer
+from ferry.broker.server.security_config import Listener
 from ferry.broker.server.socket_server import SocketServer, bind_listener
+from ferry.broker.server.ssl_factory import SslFactory
+from ferry.broker.server.ssl_principal import PrincipalMapper
 from ferry.broker.server.topic_deletion import TopicDeletion
 from ferry.broker.server.transaction_coordinator import TransactionCoordinator, TxnSettings
 from ferry.broker.server.transaction_markers import TxnMarkerWriter
 from ferry.wire import native, release
+from ferry.wire.sasl_login import ClientSecurity, SaslLogin
 from ferry.zk.acl_store import AclCache
 from ferry.zk.cluster_registry import ClusterRegistry
 from ferry.zk.errors import TopicExistsError
 from ferry.zk.partition_state_watcher import PartitionStateWatcher
+from ferry.zk.scram_credentials import ScramCredentialStore
 from ferry.zk.topic_name import AUDIT_TOPIC
-from ferry.zk.znodes import BrokerInfo
+from ferry.zk.znodes import BrokerInfo, Endpoint
 
 log = logging.getLogger(__name__)
 
@@ -62,7 +67,10 @@ class KafkaServer:
         self.log_manager: LogManager | None = None
         self.registry: ClusterRegistry | None = None
         self.acl_cache: AclCache | None = None
-        self.socket_server: SocketServer | None = None
+        self.socket_server: SocketServer | None = None  # the first listener's
+        self.socket_servers: list[SocketServer] = []  # one per listener
+        self._bound: list[tuple[Listener, socket.socket]] = []
+        self.ssl_factory: SslFactory | None = None
         self.replicas: ReplicaManager | None = None
         self.registered = False  # /brokers/ids/<id> is ours: only then may a shutdown act as this id
         self._listener: socket.socket | None = None
@@ -97,16 +105,24 @@ class KafkaServer:
         first and the id checked against a live holder (refused at once) or a stale one (waited out) before the
         log directory is opened, a follower fetch is sent or a partition directory is made."""
         cfg = self.config
+        security = cfg.security
+        assert security is not None
         loop = asyncio.get_running_loop()
-        listener = bind_listener(cfg.listen_host, cfg.listen_port)
+        for spec in security.listeners:  # every port first: a taken one fails start-up before anything else
+            self._bound.append((spec, bind_listener(spec.host, spec.port)))
+        listener = self._bound[0][1]
         self._listener = listener
+        if any(spec.uses_tls for spec in security.listeners):
+            self.ssl_factory = SslFactory(security.ssl)  # a bad certificate or key fails start-up here
         log.info("broker %d starting: data dir %s, zookeeper %s, datacenter %s", cfg.broker_id, cfg.data_dir,
                  cfg.zookeeper, cfg.datacenter)
         self.registry = ClusterRegistry(cfg.zookeeper, timeout=cfg.zk_session_timeout_s)
         await loop.run_in_executor(self._executor, self.registry.start)
-        adv_port = cfg.advertised_port or listener.getsockname()[1]
+        inter_spec, inter_sock = next((spec, sock) for spec, sock in self._bound
+                                      if spec.name == security.inter_broker_listener)
         await loop.run_in_executor(self._executor, self.registry.ensure_broker_id_free, cfg.broker_id,
-                                   cfg.advertised_host, adv_port, _answers)
+                                   inter_spec.advertised_host,
+                                   inter_spec.advertised_port or inter_sock.getsockname()[1], _answers)
         cfg.data_dir.mkdir(parents=True, exist_ok=True)
         # Recovery scans segments: do it off the loop (nothing else runs yet, but signals stay responsive).
         self.log_manager = await loop.run_in_executor(
@@ -126,7 +142,7 @@ class KafkaServer:
         self.fetchers = ReplicaFetcherManager(cfg.broker_id, metadata, replicas, FetcherSettings(
             wait_max_ms=cfg.replica_fetch_wait_max_ms, min_bytes=cfg.replica_fetch_min_bytes,
             max_bytes=cfg.replica_fetch_max_bytes, socket_timeout_ms=cfg.replica_socket_timeout_ms,
-            truncation=cfg.replica_truncation))
+            truncation=cfg.replica_truncation, security=self._inter_broker_security()))
         replicas.request_timeout_ms = cfg.request_timeout_ms
         replicas.start(loop, purgatory, self.fetchers, lambda: self.registry.client, self._executor)
         # An IO error takes the data dir offline (log layer); this moves leadership away and brings it back.
@@ -161,24 +177,40 @@ class KafkaServer:
         # Transactions (docs/transactions.md): state per transactional id in ZooKeeper, markers to every leader.
         self.transactions = TransactionCoordinator(
             cfg.broker_id, metadata, lambda: self.registry.client, self._executor, producer_ids,
-            TxnMarkerWriter(cfg.broker_id, metadata, replicas, flusher, cfg.request_timeout_ms),
+            TxnMarkerWriter(cfg.broker_id, metadata, replicas, flusher, cfg.request_timeout_ms,
+                            self._inter_broker_security()),
             TxnSettings(cfg.transaction_max_timeout_ms, cfg.transaction_abort_timed_out_transaction_cleanup_interval_ms))
         self.transactions.start(loop)
         apis = KafkaApis(cfg, metadata, replicas, self.registry, producer_ids, purgatory, flusher, self._executor,
                          self.groups, self.transactions, await self._authorizer())
-        self.socket_server = SocketServer(cfg.listen_host, cfg.listen_port, apis, cfg.max_request_bytes,
-                                          max_idle_ms=cfg.connections_max_idle_ms,
-                                          queued_max_request_bytes=cfg.queued_max_request_bytes,
-                                          max_connections_per_ip=cfg.max_connections_per_ip,
-                                          listener=listener)
-        port = self.socket_server.bind()
-        self.socket_server.start()
-        log.info("broker %d listening on %s:%d (advertised %s:%d)", cfg.broker_id, cfg.listen_host, port,
-                 cfg.advertised_host, adv_port)
-        # What this broker runs goes into its registration: a mixed-version cluster shows in `ferry topics
+        sasl = None
+        if any(spec.uses_sasl for spec in security.listeners):  # credentials read per authentication (ZooKeeper)
+            sasl = SaslServer(security.sasl, lambda user, mechanism: ScramCredentialStore(self.registry.client).get(
+                user, mechanism), self._executor)
+        mapper = PrincipalMapper(security.ssl.principal_mapping_rules)
+        endpoints = []
+        for spec, sock in self._bound:
+            server = SocketServer(spec.host, spec.port, apis, cfg.max_request_bytes,
+                                  max_idle_ms=cfg.connections_max_idle_ms,
+                                  queued_max_request_bytes=cfg.queued_max_request_bytes,
+                                  max_connections_per_ip=cfg.max_connections_per_ip,
+                                  listener=sock, spec=spec, ssl_factory=self.ssl_factory, sasl=sasl,
+                                  principal_mapper=mapper)
+            port = server.bind()
+            server.start()
+            self.socket_servers.append(server)
+            endpoints.append(Endpoint(spec.name, spec.security_protocol, spec.advertised_host,
+                                      spec.advertised_port or port))
+            log.info("broker %d listening on %s://%s:%d (advertised %s:%d)", cfg.broker_id, spec.name, spec.host,
+                     port, spec.advertised_host, spec.advertised_port or port)
+        self.socket_server = self.socket_servers[0]
+        # host:port of the registration: the inter-broker listener's (the replica fetchers and the transaction
+        # markers of the other brokers connect there); clients get their listener's from Metadata
+        inter = next(e for e in endpoints if e.listener == security.inter_broker_listener)
+        # What this broker runs goes into its registration too: a mixed-version cluster shows in `ferry topics
         # describe` and on the dashboard (a rolling upgrade half done, or a host left behind).
-        await loop.run_in_executor(self._executor, functools.partial(
-            self.registry.register_broker, cfg.broker_id, cfg.advertised_host, adv_port, cfg.datacenter,
+        await loop.run_in_executor(self._executor, lambda: self.registry.register_broker(
+            cfg.broker_id, inter.host, inter.port, cfg.datacenter, endpoints=tuple(endpoints),
             ferry_version=release.ferry_version(), native=native.summary()))
         self.registered = True
         # Our own Metadata answers should name us as a live leader before clients are sent here.
@@ -207,6 +239,17 @@ class KafkaServer:
                  cfg.authorizer_class_name, sum(map(len, self.acl_cache.snapshot.acls.values())),
                  ";".join(cfg.super_users) or "(none)", str(cfg.allow_everyone_if_no_acl_found).lower())
         return Authorizer(self.acl_cache, cfg.super_users, cfg.allow_everyone_if_no_acl_found)
+
+    def _inter_broker_security(self) -> ClientSecurity:
+        """TLS and/or SASL for this broker's connections to the others, as the inter-broker listener asks: the
+        broker's own certificate, and the inter-broker SASL user (a super user once ACLs are on)."""
+        security = self.config.security
+        assert security is not None
+        inter = security.listener(security.inter_broker_listener)
+        tls = self.ssl_factory.client_context() if inter.uses_tls and self.ssl_factory is not None else None
+        sasl = SaslLogin(security.sasl.inter_broker_mechanism, security.sasl.inter_broker_username,
+                         security.sasl.inter_broker_password) if inter.uses_sasl else None
+        return ClientSecurity(tls, sasl)
 
     def _ensure_audit_topic(self) -> None:
         """Create the pipeline's `_audit` topic if no broker has yet, so audit counts have somewhere to go
@@ -284,10 +327,11 @@ class KafkaServer:
                                        self.config.zk_session_timeout_s)
             except Exception as e:
                 log.warning("unregistering from ZooKeeper failed: %s", str(e) or type(e).__name__)
-        if self.socket_server is not None:
-            await self.socket_server.stop()
-        elif self._listener is not None:
-            self._listener.close()
+        for server in self.socket_servers:
+            await server.stop()
+        if not self.socket_servers:
+            for _spec, sock in self._bound:
+                sock.close()
         if self.log_manager is not None:
             await loop.run_in_executor(self._executor, self.log_manager.shutdown)
             log.info("logs flushed and closed")

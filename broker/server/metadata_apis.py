@@ -47,8 +47,8 @@ class MetadataApis:
                 denied = set(denied) | (set(missing) - creatable)
                 missing = [t for t in missing if t in creatable]
             if missing:
-                return self._metadata_after_create(version, names, missing, denied)
-        return self._metadata_body(version, names, denied=denied)
+                return self._metadata_after_create(version, names, missing, denied, request.session.listener_name)
+        return self._metadata_body(version, names, request.session.listener_name, denied=denied)
 
     def _visible(self, request: RequestContext, names: list[str] | None) -> tuple[list[str], set[str]]:
         """Every topic asked for: the ones the principal may not Describe are answered TOPIC_AUTHORIZATION_FAILED;
@@ -63,16 +63,22 @@ class MetadataApis:
         return names, denied
 
     async def _metadata_after_create(self, version: int, names: list[str] | None, missing: list[str],
-                                     denied: frozenset[str] | set[str]) -> bytes:
+                                     denied: frozenset[str] | set[str], listener: str) -> bytes:
         await self._admin.auto_create(missing)
-        return self._metadata_body(version, names, created=set(missing), denied=denied)
+        return self._metadata_body(version, names, listener, created=set(missing), denied=denied)
 
-    def _metadata_body(self, version: int, names: list[str] | None, created: set[str] | frozenset = frozenset(),
+    def _metadata_body(self, version: int, names: list[str] | None, listener: str,
+                       created: set[str] | frozenset = frozenset(),
                        denied: frozenset[str] | set[str] = frozenset()) -> bytes:
+        """Brokers at their address on ``listener``, the one the client came in on (a broker without that
+        listener is left out, as Kafka does)."""
         live = self._metadata.brokers
         topics = self._metadata.topics
-        brokers = [metadata.BrokerMetadata(b.id, b.host, b.port, b.datacenter or None)
-                   for b in sorted(live.values(), key=lambda b: b.id)]
+        brokers = []
+        for b in sorted(live.values(), key=lambda b: b.id):
+            address = b.endpoint(listener)
+            if address is not None:
+                brokers.append(metadata.BrokerMetadata(b.id, address[0], address[1], b.datacenter or None))
         out: list[metadata.TopicMetadata] = []
         for name in (sorted(topics) if names is None else names):
             if name in denied:

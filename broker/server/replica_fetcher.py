@@ -27,6 +27,7 @@ from ferry.wire.async_broker_connection import AsyncBrokerConnection
 from ferry.wire.protocol import fetch, offset_for_leader_epoch
 from ferry.wire.protocol.errors import ErrorCode
 from ferry.wire.record.record_batch import BATCH_HEADER_SIZE, read_header
+from ferry.wire.sasl_login import ClientSecurity
 
 log = logging.getLogger(__name__)
 
@@ -50,6 +51,7 @@ class FetcherSettings:
     socket_timeout_ms: int = 30_000
     backoff_ms: int = 1000
     truncation: str = TRUNCATE_BY_EPOCH
+    security: ClientSecurity | None = None  # TLS/SASL towards the leaders (a secured inter-broker listener)
 
 
 class ReplicaFetcherManager:
@@ -148,7 +150,8 @@ class ReplicaFetcher:
             raise ConnectionError(f"leader {self.leader} is not registered")
         self._conn = AsyncBrokerConnection(self.leader, broker.host, broker.port,
                                            f"replica-{self.manager.broker_id}",
-                                           self.manager.settings.socket_timeout_ms / 1000.0)
+                                           self.manager.settings.socket_timeout_ms / 1000.0,
+                                           self.manager.settings.security)
 
     def _close(self) -> None:
         if self._conn is not None:

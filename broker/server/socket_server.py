@@ -1,4 +1,6 @@
-"""SocketServer: accepts connections on the listen address and runs one Connection per client.
+"""SocketServer: accepts connections on one listener and runs one Connection per client. On an SSL or SASL_SSL
+listener the TLS handshake comes first (tls_handshake.py); on a SASL listener the Connection gets an
+authenticator; the Session says which listener and protocol, and the certificate's principal on mTLS.
 
 Connections own their sockets outright (no asyncio transport in between), which lets the fetch path call
 `os.sendfile` on the socket and wait for writability itself.
@@ -14,6 +16,12 @@ from ferry.broker.server.connection import Connection
 from ferry.broker.server.kafka_apis import KafkaApis
 from ferry.broker.server.memory_pool import MemoryPool
 from ferry.broker.server.rate_limited_log import RateLimitedLog
+from ferry.broker.server.request_context import ANONYMOUS, Session
+from ferry.broker.server.sasl_authenticator import SaslServer
+from ferry.broker.server.security_config import Listener
+from ferry.broker.server.ssl_factory import SslFactory
+from ferry.broker.server.ssl_principal import PrincipalMapper
+from ferry.broker.server.tls_handshake import TlsRefused, certificate_principal, tls_accept
 
 log = logging.getLogger(__name__)
 
@@ -39,8 +47,20 @@ def bind_listener(host: str, port: int) -> socket.socket:
 class SocketServer:
     def __init__(self, host: str, port: int, apis: KafkaApis, max_request_bytes: int, backlog: int = 1024,
                  max_idle_ms: int = 600_000, queued_max_request_bytes: int = 0,
-                 max_connections_per_ip: int = 0, listener: socket.socket | None = None) -> None:
-        """``listener``: a socket bound beforehand (bind_listener), else bind() binds one; bind() listens."""
+                 max_connections_per_ip: int = 0, listener: socket.socket | None = None,
+                 spec: Listener | None = None, ssl_factory: SslFactory | None = None,
+                 sasl: SaslServer | None = None, principal_mapper: PrincipalMapper | None = None) -> None:
+        """``listener``: a socket bound beforehand (bind_listener), else bind() binds one; bind() listens.
+        ``spec``: the listener's name and protocol (default PLAINTEXT); ``ssl_factory`` for SSL/SASL_SSL,
+        ``sasl`` for SASL_PLAINTEXT/SASL_SSL."""
+        self.spec = spec or Listener("PLAINTEXT", "PLAINTEXT", host, port)
+        self.ssl_factory = ssl_factory if self.spec.uses_tls else None
+        self.sasl = sasl if self.spec.uses_sasl else None
+        self.principal_mapper = principal_mapper or PrincipalMapper()
+        if self.spec.uses_tls and ssl_factory is None:
+            raise ValueError(f"listener {self.spec.name}: TLS without an SslFactory")
+        if self.spec.uses_sasl and sasl is None:
+            raise ValueError(f"listener {self.spec.name}: SASL without a SaslServer")
         self.host = host
         self.port = listener.getsockname()[1] if listener is not None else port
         self.apis = apis
@@ -53,6 +73,8 @@ class SocketServer:
         self.max_connections_per_ip = max_connections_per_ip  # max.connections.per.ip (0: no limit)
         self.bad_requests = RateLimitedLog(logging.getLogger("ferry.broker.server.connection"))
         self.refused_connections = 0
+        self.refused_handshakes = 0
+        self._handshakes: set[asyncio.Task] = set()
         self._per_ip: dict[str, int] = {}
         self._accept_task: asyncio.Task | None = None
         self._reaper_task: asyncio.Task | None = None
@@ -95,21 +117,64 @@ class SocketServer:
             sock.setblocking(False)
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             peer = f"{ip}:{addr[1]}"
-            conn = Connection(sock, peer, self.apis, self.max_request_bytes, self.pool, self.bad_requests)
+            if self.ssl_factory is None and self.sasl is None:
+                self._serve(Connection(sock, peer, self.apis, self.max_request_bytes, self.pool, self.bad_requests,
+                                       self._session(ip)))
+                continue
             self._per_ip[ip] = self._per_ip.get(ip, 0) + 1
-            task = asyncio.create_task(conn.serve(), name=f"connection {peer}")
-            self._connections[task] = conn
-            task.add_done_callback(self._forget)
+            handshake = asyncio.create_task(self._secure(sock, peer, ip), name=f"handshake {peer}")
+            self._handshakes.add(handshake)
+            handshake.add_done_callback(self._handshakes.discard)
+
+    def _session(self, ip: str) -> Session:
+        return Session(ANONYMOUS, ip, self.spec.name, self.spec.security_protocol)
+
+    def _serve(self, conn: Connection, counted: bool = False) -> None:
+        ip = conn.peer.rpartition(":")[0]
+        if not counted:
+            self._per_ip[ip] = self._per_ip.get(ip, 0) + 1
+        task = asyncio.create_task(conn.serve(), name=f"connection {conn.peer}")
+        self._connections[task] = conn
+        task.add_done_callback(self._forget)
+
+    async def _secure(self, sock: socket.socket, peer: str, ip: str) -> None:
+        """TLS handshake (and the certificate's principal), then the Connection, with an authenticator on
+        SASL listeners. A refused handshake is logged (rate-limited) with the client's address."""
+        session = self._session(ip)
+        served = False
+        try:
+            if self.ssl_factory is not None:
+                try:
+                    sock = await tls_accept(sock, self.ssl_factory.context())
+                    principal = certificate_principal(sock, self.principal_mapper)
+                except TlsRefused as e:
+                    self.refused_handshakes += 1
+                    self.bad_requests.warning("refused a connection from %s on %s: %s", peer, self.spec.name, e)
+                    sock.close()
+                    return
+                if principal is not None and self.sasl is None:
+                    session.principal = principal
+                    log.info("authenticated %s from %s on %s (TLS client certificate)", principal, peer,
+                             self.spec.name)
+            auth = self.sasl.authenticator(session, peer) if self.sasl is not None else None
+            self._serve(Connection(sock, peer, self.apis, self.max_request_bytes, self.pool, self.bad_requests,
+                                   session, auth), counted=True)
+            served = True
+        finally:
+            if not served:
+                self._release(ip)
 
     def _forget(self, task: asyncio.Task) -> None:
         conn = self._connections.pop(task, None)
         if conn is not None:
-            ip = conn.peer.rpartition(":")[0]
-            left = self._per_ip.get(ip, 1) - 1
-            if left > 0:
-                self._per_ip[ip] = left
-            else:
-                self._per_ip.pop(ip, None)
+            self._release(conn.peer.rpartition(":")[0])
+
+    def _release(self, ip: str) -> None:
+        left = self._per_ip.get(ip, 1) - 1
+        if left > 0:
+            self._per_ip[ip] = left
+        else:
+            self._per_ip.pop(ip, None)
 
     async def _reap_idle(self) -> None:
         """Close connections idle longer than connections.max.idle.ms (Kafka's default: 10 minutes) with no
@@ -140,7 +205,7 @@ class SocketServer:
         if self._listener is not None:
             self._listener.close()
             self._listener = None
-        tasks = list(self._connections)
+        tasks = list(self._connections) + list(self._handshakes)
         for t in tasks:
             t.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)

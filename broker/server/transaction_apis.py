@@ -57,12 +57,12 @@ class TransactionApis:
         self._executor = executor
 
     # ------------------------------------------------------------------ FindCoordinator (key type 1)
-    def find_transaction_coordinator(self, version: int, txn_id: str) -> bytes:
+    def find_transaction_coordinator(self, version: int, txn_id: str, listener: str = "PLAINTEXT") -> bytes:
         tc = self._transaction_coordinator
         if not txn_id:
             return find_coordinator.encode_response(version, ErrorCode.INVALID_REQUEST,
                                                     error_message="the transactional id is empty")
-        return coordinator_answer(version, tc.coordinator(txn_id) if tc is not None else None,
+        return coordinator_answer(version, tc.coordinator(txn_id) if tc is not None else None, listener,
                                   "no transaction coordinator is available")
 
     # ------------------------------------------------------------------ InitProducerId
@@ -245,9 +245,13 @@ class TransactionApis:
         return init_producer_id.encode_response(version, ErrorCode.NONE, pid, 0)
 
 
-def coordinator_answer(version: int, node: BrokerInfo | None, unavailable: str) -> bytes:
-    """FindCoordinator's answer naming ``node``, or COORDINATOR_NOT_AVAILABLE saying ``unavailable``."""
-    if node is None:
+def coordinator_answer(version: int, node: BrokerInfo | None, listener: str, unavailable: str) -> bytes:
+    """FindCoordinator's answer naming ``node`` at its address on ``listener`` (the one the client came in
+    on), or COORDINATOR_NOT_AVAILABLE saying ``unavailable``."""
+    address = node.endpoint(listener) if node is not None else None
+    if node is not None and address is None:
+        unavailable = f"the coordinator (broker {node.id}) has no listener {listener}"
+    if node is None or address is None:
         return find_coordinator.encode_response(version, ErrorCode.COORDINATOR_NOT_AVAILABLE,
                                                 error_message=unavailable)
-    return find_coordinator.encode_response(version, ErrorCode.NONE, node.id, node.host, node.port)
+    return find_coordinator.encode_response(version, ErrorCode.NONE, node.id, address[0], address[1])

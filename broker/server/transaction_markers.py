@@ -23,6 +23,7 @@ from ferry.wire.async_broker_connection import AsyncBrokerConnection
 from ferry.wire.protocol import write_txn_markers
 from ferry.wire.protocol.errors import ErrorCode, error_code_of
 from ferry.wire.record.control_batch import build_marker
+from ferry.wire.sasl_login import ClientSecurity
 
 log = logging.getLogger(__name__)
 
@@ -35,7 +36,9 @@ _DONE = {ErrorCode.NONE, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.INVALID
 
 class TxnMarkerWriter:
     def __init__(self, broker_id: int, metadata: MetadataCache, replicas: ReplicaManager, flusher: LogFlusher,
-                 request_timeout_ms: int = 30_000) -> None:
+                 request_timeout_ms: int = 30_000, security: ClientSecurity | None = None) -> None:
+        """``security``: TLS/SASL towards the other brokers (a secured inter-broker listener)."""
+        self.security = security
         self.broker_id = broker_id
         self.metadata = metadata
         self.replicas = replicas
@@ -118,7 +121,8 @@ class TxnMarkerWriter:
             if conn is not None:
                 conn.close()
             conn = self._conns[leader] = AsyncBrokerConnection(
-                leader, broker.host, broker.port, f"txn-coordinator-{self.broker_id}", self.request_timeout_ms / 1000.0)
+                leader, broker.host, broker.port, f"txn-coordinator-{self.broker_id}", self.request_timeout_ms / 1000.0,
+                self.security)
         by_topic: dict[str, list[int]] = {}
         for t, p in tps:
             by_topic.setdefault(t, []).append(p)

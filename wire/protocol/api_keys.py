@@ -24,6 +24,7 @@ class ApiKey(IntEnum):
     SYNC_GROUP = 14
     DESCRIBE_GROUPS = 15
     LIST_GROUPS = 16
+    SASL_HANDSHAKE = 17  # SASL listeners (docs/security.md)
     API_VERSIONS = 18
     CREATE_TOPICS = 19
     DELETE_TOPICS = 20
@@ -41,6 +42,7 @@ class ApiKey(IntEnum):
     DESCRIBE_CONFIGS = 32
     ALTER_CONFIGS = 33
     DESCRIBE_LOG_DIRS = 35
+    SASL_AUTHENTICATE = 36
     CREATE_PARTITIONS = 37
     DELETE_GROUPS = 42
     INCREMENTAL_ALTER_CONFIGS = 44
@@ -64,6 +66,8 @@ ADVERTISED: dict[int, tuple[int, int]] = {
     ApiKey.LIST_GROUPS: (0, 2),
     ApiKey.DELETE_GROUPS: (0, 1),
     ApiKey.API_VERSIONS: (0, 2),
+    ApiKey.SASL_HANDSHAKE: (0, 1),  # v0: raw tokens follow (broker/server/sasl_requests.py)
+    ApiKey.SASL_AUTHENTICATE: (0, 2),
     ApiKey.CREATE_TOPICS: (0, 4),
     # admin (docs/broker.md)
     ApiKey.DELETE_TOPICS: (0, 3),

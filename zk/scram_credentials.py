@@ -1,0 +1,126 @@
+"""The SCRAM user store in ZooKeeper, in Kafka's layout: ``/config/users/<name>`` holds
+``{"version":1,"config":{"SCRAM-SHA-512":"salt=..,stored_key=..,server_key=..,iterations=4096"}}`` (one entry per
+mechanism). Never a password: ``ferry users`` writes salted credentials (wire/scram.py), brokers read them when a
+client authenticates (SCRAM, and PLAIN checked against the same credentials)."""
+
+from __future__ import annotations
+
+import json
+import re
+
+from kazoo.client import KazooClient
+from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
+
+from ferry.wire.scram import MECHANISMS, ScramCredential
+
+USERS_PATH = "/config/users"
+_NAME = re.compile(r"^[A-Za-z0-9._@-]{1,249}$")
+_ATTEMPTS = 20
+
+
+def user_path(name: str) -> str:
+    return f"{USERS_PATH}/{name}"
+
+
+def check_user_name(name: str) -> str:
+    """A user name usable as a znode and a principal (letters, digits, . _ @ -); ValueError otherwise."""
+    if not _NAME.match(name) or name in (".", ".."):
+        raise ValueError(f"user name {name!r}: use 1-249 letters, digits, '.', '_', '@' or '-'")
+    return name
+
+
+class ScramCredentialStore:
+    """Reads and writes the salted credentials of SCRAM users (a started, chrooted kazoo client)."""
+
+    def __init__(self, client: KazooClient) -> None:
+        self.client = client
+
+    def get(self, name: str, mechanism: str) -> ScramCredential | None:
+        """The user's credential for ``mechanism``; None for an unknown user or mechanism."""
+        try:
+            check_user_name(name)
+            data, _ = self.client.get(user_path(name))
+        except (NoNodeError, ValueError):
+            return None
+        text = _config(data).get(mechanism)
+        if not text:
+            return None
+        try:
+            return ScramCredential.decode(text)
+        except ValueError:
+            return None
+
+    def users(self) -> dict[str, list[str]]:
+        """user name -> the SCRAM mechanisms it has credentials for."""
+        try:
+            names = self.client.get_children(USERS_PATH)
+        except NoNodeError:
+            return {}
+        out: dict[str, list[str]] = {}
+        for name in sorted(names):
+            try:
+                data, _ = self.client.get(user_path(name))
+            except NoNodeError:
+                continue
+            mechanisms = sorted(m for m in _config(data) if m in MECHANISMS)
+            if mechanisms:
+                out[name] = mechanisms
+        return out
+
+    def set(self, name: str, mechanism: str, credential: ScramCredential) -> None:
+        """Add or replace the user's credential for ``mechanism`` (other config entries are kept)."""
+        check_user_name(name)
+        if mechanism not in MECHANISMS:
+            raise ValueError(f"unknown SCRAM mechanism {mechanism!r}")
+        self._change(name, lambda cfg: {**cfg, mechanism: credential.encode()}, create=True)
+
+    def remove(self, name: str, mechanism: str | None = None) -> bool:
+        """Remove one mechanism's credential (or all); the znode goes with its last entry. False if absent."""
+        check_user_name(name)
+        removed = []
+
+        def change(cfg: dict[str, str]) -> dict[str, str]:
+            gone = [m for m in cfg if m in MECHANISMS and (mechanism is None or m == mechanism)]
+            removed[:] = gone
+            return {k: v for k, v in cfg.items() if k not in gone}
+
+        self._change(name, change, create=False)
+        return bool(removed)
+
+    def _change(self, name: str, change, create: bool) -> None:
+        path = user_path(name)
+        for _ in range(_ATTEMPTS):
+            try:
+                data, stat = self.client.get(path)
+            except NoNodeError:
+                if not create:
+                    return
+                new = change({})
+                try:
+                    self.client.create(path, _encode(new), makepath=True)
+                    return
+                except NodeExistsError:
+                    continue
+            new = change(_config(data))
+            try:
+                if new:
+                    self.client.set(path, _encode(new), version=stat.version)
+                else:
+                    self.client.delete(path, version=stat.version)
+                return
+            except (BadVersionError, NoNodeError):
+                continue
+        raise RuntimeError(f"{path} kept changing; try again")
+
+
+def _config(data: bytes | None) -> dict[str, str]:
+    try:
+        doc = json.loads(data or b"{}")
+    except ValueError:
+        return {}
+    cfg = doc.get("config") if isinstance(doc, dict) else None
+    return {str(k): str(v) for k, v in cfg.items()} if isinstance(cfg, dict) else {}
+
+
+def _encode(config: dict[str, str]) -> bytes:
+    return json.dumps({"version": 1, "config": config}, sort_keys=True).encode()
