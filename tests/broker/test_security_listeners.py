@@ -453,7 +453,7 @@ def test_users_command(secure):
     r = _users(zk, "add", "bob")  # no terminal, no password source: refused, nothing stored
     assert r.returncode == 2 and "--password-file" in r.stderr
     r = _users(zk, "remove", "nobody")
-    assert r.returncode == 1 and "no user" in r.stderr
+    assert r.returncode == 2 and "no user" in r.stderr  # a name that does not exist: exit 2 (docs/cli.md)
     assert PASSWORD not in r.stdout
 
 

@@ -43,7 +43,7 @@ def test_describe_lists_each_brokers_version_and_warns_on_a_mismatch(cluster_fac
 
     # The registration keeps Kafka's fields (other tools read them) and adds ferry's own.
     doc = _registration(cluster.zk_connect, 1)
-    assert doc["version"] == 1 and doc["host"] == "127.0.0.1" and doc["port"] == cluster.brokers[1].port
+    assert doc["version"] == 4 and doc["host"] == "127.0.0.1" and doc["port"] == cluster.brokers[1].port
     assert doc["timestamp"].isdigit()
     assert doc["ferry_version"] == ours
     m = re.fullmatch(r"(\d+)/(\d+) native", doc["ferry_native"])  # FERRY_REQUIRE_NATIVE=1: every part on
