@@ -95,20 +95,16 @@ def encode_request(topics: Iterable[tuple[str, Sequence[tuple[int, RecordsArg]]]
 
 def parse_response(body: memoryview, version: int = REQUEST_VERSION) -> dict[str, list[PartitionProduceResult]]:
     """A Produce answer (after the correlation id): {topic: [PartitionProduceResult]}."""
-    r = Reader(body)
-    out: dict[str, list[PartitionProduceResult]] = {}
-    for _ in range(max(r.array_len(), 0)):
-        name = r.string()
-        results = out.setdefault(name, [])
-        for _ in range(max(r.array_len(), 0)):
-            partition, err, base = r.int32(), r.int16(), r.int64()
-            append_time = r.int64() if version >= 2 else -1
-            log_start = r.int64() if version >= 5 else -1
-            message = None
-            if version >= 8:
-                for _ in range(max(r.array_len(), 0)):  # record errors
-                    r.int32()
-                    r.nullable_string()
-                message = r.nullable_string()
-            results.append(PartitionProduceResult(partition, err, base, append_time, log_start, message))
-    return out
+    def partition(r: Reader) -> PartitionProduceResult:
+        partition, err, base = r.int32(), r.int16(), r.int64()
+        append_time = r.int64() if version >= 2 else -1
+        log_start = r.int64() if version >= 5 else -1
+        message = None
+        if version >= 8:
+            for _ in range(max(r.array_len(), 0)):  # record errors
+                r.int32()
+                r.nullable_string()
+            message = r.nullable_string()
+        return PartitionProduceResult(partition, err, base, append_time, log_start, message)
+
+    return Reader(body).topic_map(partition)
