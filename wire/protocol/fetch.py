@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ferry.wire.protocol.api_keys import ApiKey
+from ferry.wire.protocol.errors import ErrorCode
 from ferry.wire.protocol.header import Buffers
 from ferry.wire.protocol.primitives import Reader, Writer
 
@@ -71,7 +72,7 @@ def parse_request(r: Reader, version: int) -> FetchRequest:
 @dataclass(slots=True)
 class PartitionFetchResult:
     partition: int
-    error_code: int = 0
+    error_code: int = int(ErrorCode.NONE)
     high_watermark: int = -1
     last_stable_offset: int = -1
     log_start_offset: int = -1

@@ -14,14 +14,6 @@ from ferry.wire.protocol.api_keys import ApiKey
 from ferry.wire.protocol.primitives import Reader, Writer
 
 
-@dataclass(slots=True, frozen=True)
-class CommittedPartition:
-    partition: int
-    offset: int
-    leader_epoch: int = -1
-    metadata: str | None = None
-
-
 @dataclass(slots=True)
 class OffsetCommitRequest:
     """A member's (or, generation -1, an outside committer's) offsets for the group."""
@@ -31,6 +23,14 @@ class OffsetCommitRequest:
     member_id: str
     group_instance_id: str | None
     topics: list[tuple[str, list[CommittedPartition]]]
+
+
+@dataclass(slots=True, frozen=True)
+class CommittedPartition:
+    partition: int
+    offset: int
+    leader_epoch: int = -1
+    metadata: str | None = None
 
 
 def parse_request(r: Reader, version: int) -> OffsetCommitRequest:

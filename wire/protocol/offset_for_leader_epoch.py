@@ -97,9 +97,7 @@ def encode_request(topics: Iterable[tuple[str, Sequence[EpochRequestPartition]]]
             w.int32(p.current_leader_epoch)
         w.int32(p.leader_epoch)
 
-    w = Writer()
-    if version >= 3:
-        w.int32(replica_id)
+    w = Writer().int32(replica_id) if version >= 3 else Writer()
     return ApiKey.OFFSET_FOR_LEADER_EPOCH, version, [w.topic_array(list(topics), partition).buf]
 
 
