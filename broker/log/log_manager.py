@@ -162,15 +162,8 @@ class LogManager:
 
     @property
     def offline(self) -> bool:
+        """The directory failed (the reason and the count of offline directories are ``health``'s)."""
         return self.health.offline
-
-    @property
-    def offline_reason(self) -> str:
-        return self.health.offline_reason
-
-    @property
-    def offline_log_dirs(self) -> int:
-        return self.health.offline_log_dirs
 
     def add_dir_failure_listener(self, callback: DirFailureListener) -> None:
         self.health.add_dir_failure_listener(callback)
