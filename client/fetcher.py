@@ -31,12 +31,12 @@ class Fetcher:
                  max_chunk: int = 1000, overrides: dict[str, object] | None = None) -> None:
         if auto_offset_reset not in ("earliest", "latest"):
             raise ValueError(f"auto_offset_reset must be 'earliest' or 'latest', not {auto_offset_reset!r}")
+        self._overrides = dict(overrides or {})
         self.group = group
         self.client_id = client_id
         self._bootstrap = bootstrap
         self.auto_offset_reset = auto_offset_reset
         self.max_chunk = max_chunk
-        self._overrides = dict(overrides or {})
         self._consumer: Consumer | None = None
         self._cond = threading.Condition()
         self._gen = 0

@@ -72,12 +72,12 @@ class MirrorStream:
                  max_in_flight: int = MAX_IN_FLIGHT) -> None:
         if not 1 <= max_in_flight <= MAX_IN_FLIGHT:
             raise ValueError(f"max_in_flight must be 1..{MAX_IN_FLIGHT} (the offline broker dedupes that many)")
+        self.partitions: dict[TopicPartition, PartitionMirror] = {}
         self.index = index
         self.source = source
         self.target = target
         self.metrics = metrics
         self.audit = audit
-        self.partitions: dict[TopicPartition, PartitionMirror] = {}
         self.source_view = ClusterView(source, "live", index, metrics)
         self.target_view = ClusterView(target, "offline", index, metrics)
         self.session = StreamSession(index, source, target, metrics,

@@ -67,6 +67,17 @@ class AbstractIndex:
         """Enough entries wait in memory that they should be written before the segment's next batch."""
         return self.entries - self.written >= WRITE_BATCH
 
+    def _entries_problem(self, key: str) -> str | None:
+        """Why the entries cannot be trusted (a partial entry, keys not increasing), or None; the subclass's
+        sanity_check adds its own bound on the last entry."""
+        if self._file_size % self.entry_size:
+            return f"size {self._file_size} is not a multiple of {self.entry_size}"
+        if self.entries > 1:
+            first, last = self.entry(0)[0], self.entry(self.entries - 1)[0]
+            if last <= first:
+                return f"last {key} {last} is not after the first {first}"
+        return None
+
     def entry(self, i: int) -> tuple[int, ...]:
         j = i - self._mem_start
         if j >= 0:

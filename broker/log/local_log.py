@@ -59,7 +59,7 @@ class LocalLog:
     def update_config(self, config: LogConfig) -> None:
         self.config = config
         for s in self.segments:
-            s.index_interval_bytes = config.index_interval_bytes
+            s.indexes.index_interval_bytes = config.index_interval_bytes
 
     # -- writing -------------------------------------------------------------------------------------
 

@@ -230,7 +230,7 @@ class LogAppender:
             seg = local.segments[-1]
             now = self._clock()
             n = len(items)  # at most one index entry each: an index that could fill up mid-group rolls one by one
-            oi, ti = seg.offset_index, seg.time_index
+            oi, ti = seg.indexes.offset_index, seg.indexes.time_index
             if (seg.size + total > config.segment_bytes or oi.entries + n >= oi.max_entries
                     or ti.entries + n >= ti.max_entries or seg.should_roll(total, first + span - 1, now, config)):
                 return None

@@ -162,15 +162,8 @@ class LogManager:
 
     @property
     def offline(self) -> bool:
+        """The directory failed (the reason and the count of offline directories are ``health``'s)."""
         return self.health.offline
-
-    @property
-    def offline_reason(self) -> str:
-        return self.health.offline_reason
-
-    @property
-    def offline_log_dirs(self) -> int:
-        return self.health.offline_log_dirs
 
     def add_dir_failure_listener(self, callback: DirFailureListener) -> None:
         self.health.add_dir_failure_listener(callback)
@@ -314,38 +307,29 @@ class LogManager:
 
     def flush_pass(self) -> int:
         """Flush every log that needs it (flush.messages / flush.ms). Returns how many."""
-        n = 0
         now = self._clock()
         self.health.close_retired()
-        if self.offline:
-            return 0
-        for log in list(self._logs.values()):
-            try:
-                if log.needs_flush(now):
-                    log.flush()
-                    n += 1
-            except KafkaStorageError:
-                break  # the directory is offline (reported once)
-            except Exception:
-                logger.exception("flush of %s failed", log.name)
-        return n
+        return self._each_log("flush", lambda log: _flush_if_needed(log, now))
 
     def retention_pass(self) -> int:
         """Roll aged active segments, delete retained ones, forget long-idle producer ids. Returns segments
         deleted."""
-        deleted = 0
+        return self._each_log("retention", _retain)
+
+    def _each_log(self, task: str, run: Callable[[Log], int]) -> int:
+        """A background pass over every log, summing what ``run`` returns: it stops when the directory goes
+        offline (reported once); any other failure of one log is logged and the pass goes on."""
+        total = 0
         for log in list(self._logs.values()):
             if self.offline:
                 break
             try:
-                log.roll_if_needed()
-                deleted += log.delete_retained()
-                log.expire_producers()
+                total += run(log)
             except KafkaStorageError:
                 break  # the directory is offline (reported once)
             except Exception:
-                logger.exception("retention of %s failed", log.name)
-        return deleted
+                logger.exception("%s of %s failed", task, log.name)
+        return total
 
     def _tick_seconds(self) -> float:
         intervals = [log.config.flush_interval_ms for log in list(self._logs.values())]
@@ -393,3 +377,19 @@ class LogManager:
 
     def __exit__(self, *exc: object) -> None:
         self.shutdown()
+
+
+def _flush_if_needed(log: Log, now_ms: int) -> int:
+    """1 when the log was due a flush (flush.messages / flush.ms) and got it."""
+    if not log.needs_flush(now_ms):
+        return 0
+    log.flush()
+    return 1
+
+
+def _retain(log: Log) -> int:
+    """Retention of one log; returns the segments deleted."""
+    log.roll_if_needed()
+    deleted = log.delete_retained()
+    log.expire_producers()
+    return deleted

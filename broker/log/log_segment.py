@@ -19,7 +19,7 @@ from aiokafka.record._crecords.default_records import DefaultRecordBatch
 
 from ferry.broker.log import segment_recovery
 from ferry.broker.log.log_append import pwrite_all, write_batches
-from ferry.broker.log.offset_index import MAX_RELATIVE_OFFSET, OffsetIndex
+from ferry.broker.log.offset_index import MAX_RELATIVE_OFFSET
 from ferry.broker.log.segment_indexes import (
     DELETED_SUFFIX,
     INDEX_SUFFIX,
@@ -28,7 +28,6 @@ from ferry.broker.log.segment_indexes import (
     iter_headers,
     read_header,
 )
-from ferry.broker.log.time_index import TimeIndex
 from ferry.wire.log_config import LogConfig
 from ferry.wire.record.record_batch import (
     ATTRIBUTES_POS,
@@ -99,28 +98,10 @@ class LogSegment:
         self.closed = False
 
     @property
-    def offset_index(self) -> OffsetIndex:
-        return self.indexes.offset_index
-
-    @property
-    def time_index(self) -> TimeIndex:
-        return self.indexes.time_index
-
-    @property
     def max_timestamp(self) -> int:
+        """The largest batch timestamp in the segment (-1 if none): what time-based retention and
+        ListOffsets by timestamp look at. The rest of the index state is ``indexes``'."""
         return self.indexes.max_timestamp
-
-    @property
-    def offset_of_max_timestamp(self) -> int:
-        return self.indexes.offset_of_max_timestamp
-
-    @property
-    def index_interval_bytes(self) -> int:
-        return self.indexes.index_interval_bytes
-
-    @index_interval_bytes.setter
-    def index_interval_bytes(self, value: int) -> None:
-        self.indexes.index_interval_bytes = value
 
     # -- writing ---------------------------------------------------------------------------------
 

@@ -55,14 +55,9 @@ class OffsetIndex(AbstractIndex):
 
     def sanity_check(self, log_size: int) -> str | None:
         """A reason the index cannot be trusted, or None."""
-        if self._file_size % self.entry_size:
-            return f"size {self._file_size} is not a multiple of {self.entry_size}"
-        if self.entries == 0:
-            return None
-        first_rel, _ = self.entry(0)
-        last_rel, last_pos = self.entry(self.entries - 1)
-        if self.entries > 1 and last_rel <= first_rel:
-            return f"last entry offset {self.base_offset + last_rel} is not after the first"
-        if last_pos >= log_size:
-            return f"last entry position {last_pos} is beyond the log size {log_size}"
-        return None
+        problem = self._entries_problem("relative offset")
+        if problem is None and self.entries:
+            _, last_pos = self.entry(self.entries - 1)
+            if last_pos >= log_size:
+                problem = f"last entry position {last_pos} is beyond the log size {log_size}"
+        return problem

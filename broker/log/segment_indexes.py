@@ -113,9 +113,7 @@ class SegmentIndexes:
 
     def write_pending(self) -> None:
         """Write the entries waiting in memory (abstract_index.py)."""
-        self.offset_index.write_pending()
-        self.time_index.write_pending()
-        self.backlog = False
+        self._both("write_pending")
 
     def reset(self) -> None:
         """Empty, for a rebuild from the batches (recovery)."""
@@ -143,13 +141,15 @@ class SegmentIndexes:
         """Record the final largest timestamp and write every entry: the files hold exactly their entries."""
         if self.max_timestamp >= 0:
             self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
-        self.offset_index.trim()
-        self.time_index.trim()
-        self.backlog = False
+        self._both("trim")
 
     def flush(self) -> None:
-        self.offset_index.flush()
-        self.time_index.flush()
+        self._both("flush")
+
+    def _both(self, step: str) -> None:
+        """Run ``step`` (write_pending, trim or flush: each writes what waits in memory) on both indexes."""
+        for index in (self.offset_index, self.time_index):
+            getattr(index, step)()
         self.backlog = False
 
     def mark_deleted(self) -> None:

@@ -50,14 +50,10 @@ class TimeIndex(AbstractIndex):
         return ts, self.base_offset + rel
 
     def sanity_check(self, max_offset: int) -> str | None:
-        if self._file_size % self.entry_size:
-            return f"size {self._file_size} is not a multiple of {self.entry_size}"
-        if self.entries == 0:
-            return None
-        first_ts, first_rel = self.entry(0)
-        last_ts, last_rel = self.entry(self.entries - 1)
-        if self.entries > 1 and last_ts <= first_ts:
-            return f"last timestamp {last_ts} is not after the first {first_ts}"
-        if self.base_offset + last_rel > max_offset:
-            return f"last entry offset {self.base_offset + last_rel} is beyond the segment's last offset {max_offset}"
-        return None
+        """A reason the index cannot be trusted, or None."""
+        problem = self._entries_problem("timestamp")
+        if problem is None and self.entries:
+            last_offset = self.base_offset + self.entry(self.entries - 1)[1]
+            if last_offset > max_offset:
+                problem = f"last entry offset {last_offset} is beyond the segment's last offset {max_offset}"
+        return problem

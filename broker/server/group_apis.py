@@ -121,9 +121,8 @@ class GroupApis:
         if self._group_denied(request, req.group_id):
             return leave_group.encode_response(version, ErrorCode.GROUP_AUTHORIZATION_FAILED)
         coordinator = self._coordinator()
-        if coordinator is None:
-            return leave_group.encode_response(version, ErrorCode.COORDINATOR_NOT_AVAILABLE)
-        top, members = coordinator.leave(req.group_id, req.members)
+        top, members = (ErrorCode.COORDINATOR_NOT_AVAILABLE, []) if coordinator is None else \
+            coordinator.leave(req.group_id, req.members)
         if version < 3 and not top and members:
             top = members[0][2]  # v0-2: one member, its error is the answer's
         return leave_group.encode_response(version, top, members)

@@ -21,6 +21,7 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 from concurrent.futures import Executor
+from typing import TypeVar
 
 from kazoo.client import KazooClient
 
@@ -44,6 +45,8 @@ from ferry.wire.protocol.offset_commit import OffsetCommitRequest
 from ferry.wire.protocol.offset_fetch import FetchedOffset
 from ferry.zk import group_offsets
 from ferry.zk.znodes import BrokerInfo
+
+T = TypeVar("T")
 
 # GroupSettings and coordinator_for are defined with the state (group_coordinator_state.py); callers import
 # them from here
@@ -168,11 +171,8 @@ class GroupCoordinator:
             if group is not None and group.members:
                 out.append(self._summary(group))
                 continue
-            try:
-                ptype = await self._groups.run_in_executor(self.executor, group_offsets.group_protocol_type,
-                                                           self.zk_client(), gid)
-            except Exception as e:
-                log.warning("group %s: reading it from ZooKeeper failed: %s", gid, e or type(e).__name__)
+            ok, ptype = await self._in_zookeeper("reading it from", gid, group_offsets.group_protocol_type)
+            if not ok:
                 out.append(DescribedGroup(ErrorCode.COORDINATOR_NOT_AVAILABLE, gid, state=DEAD))
                 continue
             if ptype is None and group is None:
@@ -181,6 +181,15 @@ class GroupCoordinator:
                 out.append(DescribedGroup(ErrorCode.NONE, gid, state=EMPTY,
                                           protocol_type=(group.protocol_type if group else None) or ptype or ""))
         return out
+
+    async def _in_zookeeper(self, doing: str, gid: str, call: Callable[[KazooClient, str], T]) -> tuple[bool, T | None]:
+        """``call(zk, gid)`` off the event loop: (True, its result), or (False, None) when ZooKeeper failed
+        (logged; the group's answer is then COORDINATOR_NOT_AVAILABLE)."""
+        try:
+            return True, await self._groups.run_in_executor(self.executor, call, self.zk_client(), gid)
+        except Exception as e:
+            log.warning("group %s: %s ZooKeeper failed: %s", gid, doing, e or type(e).__name__)
+            return False, None
 
     @staticmethod
     def _summary(group: GroupMetadata) -> DescribedGroup:
@@ -204,11 +213,8 @@ class GroupCoordinator:
             if group is not None and (group.members or group.pending_members):
                 out.append((gid, ErrorCode.NON_EMPTY_GROUP))
                 continue
-            try:
-                deleted = await self._groups.run_in_executor(self.executor, group_offsets.delete_group,
-                                                             self.zk_client(), gid)
-            except Exception as e:
-                log.warning("group %s: deleting it from ZooKeeper failed: %s", gid, e or type(e).__name__)
+            ok, deleted = await self._in_zookeeper("deleting it from", gid, group_offsets.delete_group)
+            if not ok:
                 out.append((gid, ErrorCode.COORDINATOR_NOT_AVAILABLE))
                 continue
             if group is not None:

@@ -223,7 +223,7 @@ class KafkaServer:
         await loop.run_in_executor(self._executor, self.controller.start)
         if cfg.metrics_port:
             serve(cfg.metrics_port, BrokerCollector(cfg.broker_id, replicas, self.controller,
-                                                    offline_log_dirs=lambda: self.log_manager.offline_log_dirs,
+                                                    offline_log_dirs=lambda: self.log_manager.health.offline_log_dirs,
                                                     requests=apis.request_metrics), cfg.metrics_host)
             log.info("metrics on %s:%d/metrics", cfg.metrics_host, cfg.metrics_port)
 

@@ -35,6 +35,7 @@ from kazoo.exceptions import NodeExistsError, NoNodeError
 
 from ferry.broker.log.log_manager import LogManager
 from ferry.broker.server.replica_manager import ReplicaManager
+from ferry.broker.server.task_cancel import cancel_and_wait
 from ferry.zk.znodes import CONTROLLED_SHUTDOWN_PATH, PartitionState
 
 log = logging.getLogger(__name__)
@@ -90,12 +91,7 @@ class LogDirFailureHandler:
 
     async def stop(self) -> None:
         self._stopped = True  # a failure while the broker shuts down (closing the logs) starts nothing
-        if self._task is not None:
-            self._task.cancel()
-            try:
-                await self._task
-            except (asyncio.CancelledError, Exception):
-                pass
+        await cancel_and_wait([self._task])
 
     def _on_failure(self, data_dir: Path, reason: str) -> None:
         """LogManager's listener: runs in the thread that hit the error (a request's, the flusher's)."""

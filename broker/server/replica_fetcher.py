@@ -23,6 +23,7 @@ from ferry.broker.log.log_start import delete_records_before
 from ferry.broker.server.metadata_cache import MetadataCache
 from ferry.broker.server.partition import Partition
 from ferry.broker.server.replica_manager import ReplicaManager
+from ferry.broker.server.task_cancel import cancel_and_wait
 from ferry.wire.async_broker_connection import AsyncBrokerConnection
 from ferry.wire.protocol import fetch, offset_for_leader_epoch
 from ferry.wire.protocol.errors import ErrorCode
@@ -103,12 +104,7 @@ class ReplicaFetcher:
         self.task = asyncio.get_running_loop().create_task(self._run(), name=f"replica-fetcher-{self.leader}")
 
     async def stop(self) -> None:
-        if self.task is not None:
-            self.task.cancel()
-            try:
-                await self.task
-            except (asyncio.CancelledError, Exception):
-                pass
+        await cancel_and_wait([self.task])
         self._close()
 
     # ------------------------------------------------------------------ the loop

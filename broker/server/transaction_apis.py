@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Awaitable, Callable
 from concurrent.futures import Executor
 
 from ferry.broker.server.authorizer import Authorizer
@@ -122,28 +123,30 @@ class TransactionApis:
     def handle_add_offsets_to_txn(self, request: RequestContext, r: Reader) -> Result:
         version = request.api_version
         req = add_offsets_to_txn.parse_request(r, version)
-        tc = self._transaction_coordinator
-        if tc is None:
-            return add_offsets_to_txn.encode_response(version, ErrorCode.COORDINATOR_NOT_AVAILABLE)
         if self._txn_denied(request, req.transactional_id):
             return add_offsets_to_txn.encode_response(version, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
         if self._authz.enabled and not self._authz.authorize(request, AclOperation.READ, ResourceType.GROUP,
                                                              req.group_id):
             return add_offsets_to_txn.encode_response(version, ErrorCode.GROUP_AUTHORIZATION_FAILED)
-        return encode_after(tc.add_offsets(req.transactional_id, req.producer_id, req.producer_epoch, req.group_id,
-                                     version), lambda code: add_offsets_to_txn.encode_response(version, code))
+        return self._error_code_answer(version, lambda tc: tc.add_offsets(
+            req.transactional_id, req.producer_id, req.producer_epoch, req.group_id, version))
 
     # ------------------------------------------------------------------ EndTxn / WriteTxnMarkers
     def handle_end_txn(self, request: RequestContext, r: Reader) -> Result:
         version = request.api_version
         req = end_txn.parse_request(r, version)
+        if self._txn_denied(request, req.transactional_id):
+            return end_txn.encode_response(version, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+        return self._error_code_answer(version, lambda tc: tc.end_txn(
+            req.transactional_id, req.producer_id, req.producer_epoch, req.committed, version))
+
+    def _error_code_answer(self, version: int, decide: Callable[[TransactionCoordinator], Awaitable[int]]) -> Result:
+        """AddOffsetsToTxn's and EndTxn's answer (the same layout: an error code): the coordinator's decision,
+        COORDINATOR_NOT_AVAILABLE on a broker without one."""
         tc = self._transaction_coordinator
         if tc is None:
             return end_txn.encode_response(version, ErrorCode.COORDINATOR_NOT_AVAILABLE)
-        if self._txn_denied(request, req.transactional_id):
-            return end_txn.encode_response(version, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
-        return encode_after(tc.end_txn(req.transactional_id, req.producer_id, req.producer_epoch, req.committed, version),
-                      lambda code: end_txn.encode_response(version, code))
+        return encode_after(decide(tc), lambda code: end_txn.encode_response(version, code))
 
     def handle_write_txn_markers(self, request: RequestContext, r: Reader) -> Result:
         version = request.api_version

@@ -32,6 +32,7 @@ from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 from ferry.broker.server.group_coordinator_state import coordinator_for
 from ferry.broker.server.metadata_cache import MetadataCache
 from ferry.broker.server.producer_id_manager import ProducerIdManager
+from ferry.broker.server.task_cancel import cancel_and_wait
 from ferry.broker.server.transaction_markers import TxnMarkerWriter
 from ferry.broker.server.transaction_state import (
     COMPLETE_ABORT,
@@ -98,14 +99,7 @@ class TransactionCoordinator:
         self._task = loop.create_task(self._run())
 
     async def stop(self) -> None:
-        tasks = [t for t in (self._task, *self._completing.values()) if t is not None]
-        for t in tasks:
-            t.cancel()
-        for t in tasks:
-            try:
-                await t
-            except (asyncio.CancelledError, Exception):
-                pass
+        await cancel_and_wait([self._task, *self._completing.values()])
         await self.markers.close()
         self.loop = None
 

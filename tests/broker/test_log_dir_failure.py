@@ -87,7 +87,7 @@ def test_indexes_on_a_full_disk_give_a_storage_error_not_sigbus(fs: Path) -> Non
         fs = Path({str(fs)!r})
         log = Log(fs / "t-0", LogConfig(index_interval_bytes=0, max_index_bytes=1 << 20))
         seg = log.segments[-1]
-        while seg.offset_index.entries < 4096 // 8:  # the next entry starts the index's second page
+        while seg.indexes.offset_index.entries < 4096 // 8:  # the next entry starts the index's second page
             log.append(build_batch(1, value_size=10))
         before = log.log_end_offset
         fill(fs)
@@ -227,7 +227,7 @@ def test_log_manager_takes_the_dir_offline_once_and_brings_it_back(fs: Path, cap
     acked: list[int] = []
     filler = fill(fs)
     err = append_until_error(a, acked)
-    assert lm.offline and lm.offline_log_dirs == 1 and a.offline and b.offline
+    assert lm.offline and lm.health.offline_log_dirs == 1 and a.offline and b.offline
     assert "ENOSPC" in str(err) and len(events) == 1 and "ENOSPC" in events[0]
     for _ in range(5):  # more requests, background passes: still one line, one event
         for lg in (a, b):
@@ -245,7 +245,7 @@ def test_log_manager_takes_the_dir_offline_once_and_brings_it_back(fs: Path, cap
     assert lm.probe()
     end_a = a.log_end_offset
     assert lm.reopen() == 2
-    assert not lm.offline and lm.offline_log_dirs == 0
+    assert not lm.offline and lm.health.offline_log_dirs == 0
     a2, b2 = lm.get("a", 0), lm.get("b", 0)
     assert a2 is not a and a2.log_end_offset == end_a and b2.log_end_offset == 2
     assert on_disk(a2.dir) == acked
@@ -268,7 +268,7 @@ def test_a_failed_checkpoint_takes_the_dir_offline(tmp_path: Path, monkeypatch) 
 
     monkeypatch.setattr(log_manager, "write_checkpoint", no_space)
     lm.checkpoint_recovery_points()
-    assert lm.offline and lg.offline and "checkpoint" in lm.offline_reason
+    assert lm.offline and lg.offline and "checkpoint" in lm.health.offline_reason
     monkeypatch.undo()
     assert lm.probe() and lm.reopen() == 1 and lm.get("a", 0).log_end_offset == 2
     lm.shutdown()

@@ -292,7 +292,7 @@ def test_truncate_keeps_indexes_and_timestamps_right(tmp_path: Path, cfg: LogCon
     log.flush()
     log.truncate_to(61)  # batch 60..61 goes
     seg = log.segments[-1]
-    assert seg.max_timestamp == 1_000_000 + 29 * 10 and seg.offset_of_max_timestamp == 58
+    assert seg.max_timestamp == 1_000_000 + 29 * 10 and seg.indexes.offset_of_max_timestamp == 58
     assert log.offset_for_timestamp(1_000_000 + 200) == (40, 1_000_000 + 200)
     assert log.offset_for_timestamp(1_000_000 + 300) is None
     for i in range(10):

@@ -14,6 +14,8 @@ from ferry.wire.protocol.primitives import Reader, Writer
 
 @dataclass(slots=True)
 class AddPartitionsToTxnRequest:
+    """The partitions a transaction is about to write to, named before its first batch there."""
+
     transactional_id: str
     producer_id: int
     producer_epoch: int
@@ -24,7 +26,7 @@ def parse_request(r: Reader, version: int) -> AddPartitionsToTxnRequest:
     txn_id = r.string()
     pid = r.int64()
     epoch = r.int16()
-    topics = r.array(lambda r: (r.string(), r.int32_array()))
+    topics = r.topic_partition_ids()
     return AddPartitionsToTxnRequest(txn_id, pid, epoch, topics)
 
 
@@ -39,9 +41,7 @@ CLIENT_VERSION = 2
 
 def encode_request(txn_id: str, producer_id: int, producer_epoch: int,
                    topics: list[tuple[str, list[int]]]) -> tuple[int, int, Buffers]:
-    w = Writer().string(txn_id).int64(producer_id).int16(producer_epoch).array_len(len(topics))
-    for topic, parts in topics:
-        w.string(topic).int32_array(parts)
+    w = Writer().string(txn_id).int64(producer_id).int16(producer_epoch).topic_partition_ids(topics)
     return ApiKey.ADD_PARTITIONS_TO_TXN, CLIENT_VERSION, [w.buf]
 
 

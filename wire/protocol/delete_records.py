@@ -17,16 +17,16 @@ class DeleteRecordsRequest:
 
 
 def parse_request(r: Reader, version: int) -> DeleteRecordsRequest:
-    topics = r.array(lambda r: (r.string(), r.array(lambda r: (r.int32(), r.int64()))))
+    topics = r.topic_array(lambda r: (r.int32(), r.int64()))
     return DeleteRecordsRequest(topics, r.int32())
 
 
 def encode_response(version: int, topics: list[tuple[str, list[tuple[int, int, int]]]]) -> bytes:
     """``topics``: [(topic, [(partition, low_watermark, error_code)])]."""
     w = Writer().int32(0)  # throttle_time_ms
-    w.array_len(len(topics))
-    for name, parts in topics:
-        w.string(name).array_len(len(parts))
-        for p, low, code in parts:
-            w.int32(p).int64(low).int16(code)
-    return bytes(w.buf)
+    return bytes(w.topic_array(topics, _low_watermark).buf)
+
+
+def _low_watermark(w: Writer, result: tuple[int, int, int]) -> None:
+    partition, low_watermark, error_code = result
+    w.int32(partition).int64(low_watermark).int16(error_code)

@@ -21,9 +21,8 @@ class DescribeGroupsRequest:
 
 
 def parse_request(r: Reader, version: int) -> DescribeGroupsRequest:
-    groups = r.array(lambda r: r.string())
-    include = r.boolean() if version >= 3 else False
-    return DescribeGroupsRequest(groups, include)
+    groups = r.array(Reader.string)
+    return DescribeGroupsRequest(groups, version >= 3 and r.boolean())  # include_authorized_operations
 
 
 @dataclass(slots=True)

@@ -24,9 +24,10 @@ def encode_response(version: int, dirs: list[LogDirResult]) -> bytes:
     w = Writer().int32(0)  # throttle_time_ms
     w.array_len(len(dirs))
     for d in dirs:
-        w.int16(d.error_code).string(d.path).array_len(len(d.topics))
-        for name, parts in d.topics:
-            w.string(name).array_len(len(parts))
-            for p, size, lag in parts:
-                w.int32(p).int64(size).int64(lag).boolean(False)  # is_future_key
+        w.int16(d.error_code).string(d.path).topic_array(d.topics, _replica_size)
     return bytes(w.buf)
+
+
+def _replica_size(w: Writer, replica: tuple[int, int, int]) -> None:
+    partition, size, offset_lag = replica
+    w.int32(partition).int64(size).int64(offset_lag).boolean(False)  # is_future_key

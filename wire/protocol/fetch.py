@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ferry.wire.protocol.api_keys import ApiKey
+from ferry.wire.protocol.errors import ErrorCode
 from ferry.wire.protocol.header import Buffers
 from ferry.wire.protocol.primitives import Reader, Writer
 
@@ -61,9 +62,9 @@ def parse_request(r: Reader, version: int) -> FetchRequest:
         log_start = r.int64() if version >= 5 else -1
         return FetchPartition(p, offset, r.int32(), leader_epoch, log_start)
 
-    topics = r.array(lambda r: (r.string(), r.array(partition)))
+    topics = r.topic_array(partition)
     if version >= 7:
-        r.array(lambda r: (r.string(), r.int32_array()))  # forgotten topics: meaningless without sessions
+        r.topic_partition_ids()  # forgotten topics: meaningless without sessions
     rack = r.string() if version >= 11 else ""
     return FetchRequest(replica_id, max_wait, min_bytes, max_bytes, isolation, session_id, epoch, topics, rack)
 
@@ -71,7 +72,7 @@ def parse_request(r: Reader, version: int) -> FetchRequest:
 @dataclass(slots=True)
 class PartitionFetchResult:
     partition: int
-    error_code: int = 0
+    error_code: int = int(ErrorCode.NONE)
     high_watermark: int = -1
     last_stable_offset: int = -1
     log_start_offset: int = -1
@@ -151,27 +152,23 @@ class FetchResponse:
 
 def parse_response(body: memoryview, version: int = REQUEST_VERSION) -> FetchResponse:
     """A Fetch answer (after the correlation id); each partition's records are a memoryview into ``body``."""
+    def partition(r: Reader) -> PartitionFetchResult:
+        partition, err, hw = r.int32(), r.int16(), r.int64()
+        lso = r.int64() if version >= 4 else -1
+        log_start = r.int64() if version >= 5 else -1
+        aborted = r.nullable_array(_aborted_transaction) if version >= 4 else None
+        if version >= 11:
+            r.int32()  # preferred read replica
+        return PartitionFetchResult(partition, err, hw, lso, log_start, r.nullable_bytes(), aborted)
+
     r = Reader(body)
     r.int32()  # throttle
     error_code = 0
     if version >= 7:
         error_code = r.int16()
         r.int32()  # session id
-    topics: dict[str, list[PartitionFetchResult]] = {}
-    for _ in range(max(r.array_len(), 0)):
-        name = r.string()
-        results = topics.setdefault(name, [])
-        for _ in range(max(r.array_len(), 0)):
-            partition, err, hw = r.int32(), r.int16(), r.int64()
-            lso = r.int64() if version >= 4 else -1
-            log_start = r.int64() if version >= 5 else -1
-            aborted = None
-            if version >= 4:
-                n = r.array_len()
-                if n >= 0:
-                    aborted = [(r.int64(), r.int64()) for _ in range(n)]
-            if version >= 11:
-                r.int32()  # preferred read replica
-            records = r.nullable_bytes()
-            results.append(PartitionFetchResult(partition, err, hw, lso, log_start, records, aborted))
-    return FetchResponse(error_code, topics)
+    return FetchResponse(error_code, r.topic_map(partition))
+
+
+def _aborted_transaction(r: Reader) -> tuple[int, int]:
+    return r.int64(), r.int64()  # producer id, first offset

@@ -35,9 +35,15 @@ class IncrementalAlterConfigsRequest:
 
 
 def parse_request(r: Reader, version: int) -> IncrementalAlterConfigsRequest:
-    resources = r.array(lambda r: IncrementalAlterResource(
-        r.int8(), r.string(), r.array(lambda r: AlterableConfig(r.string(), r.int8(), r.nullable_string()))))
-    return IncrementalAlterConfigsRequest(resources, r.boolean())
+    return IncrementalAlterConfigsRequest(r.array(_resource), r.boolean())
+
+
+def _resource(r: Reader) -> IncrementalAlterResource:
+    return IncrementalAlterResource(r.int8(), r.string(), r.array(_config))
+
+
+def _config(r: Reader) -> AlterableConfig:
+    return AlterableConfig(r.string(), r.int8(), r.nullable_string())
 
 
 __all__ = ["OP_APPEND", "OP_DELETE", "OP_SET", "OP_SUBTRACT", "AlterableConfig", "IncrementalAlterConfigsRequest",

@@ -34,11 +34,13 @@ def parse_request(r: Reader, version: int) -> ListOffsetsRequest:
             r.int32()  # current_leader_epoch
         return p, r.int64()
 
-    return ListOffsetsRequest(replica_id, isolation, r.array(lambda r: (r.string(), r.array(partition))))
+    return ListOffsetsRequest(replica_id, isolation, r.topic_array(partition))
 
 
 @dataclass(slots=True)
 class PartitionOffsetResult:
+    """One partition's answer: the offset found for the asked timestamp, or an error."""
+
     partition: int
     error_code: int = 0
     timestamp: int = -1
@@ -46,17 +48,15 @@ class PartitionOffsetResult:
 
 
 def encode_response(version: int, topics: list[tuple[str, list[PartitionOffsetResult]]]) -> bytes:
+    def partition(w: Writer, p: PartitionOffsetResult) -> None:
+        w.int32(p.partition).int16(p.error_code).int64(p.timestamp).int64(p.offset)
+        if version >= 4:
+            w.int32(0 if p.offset >= 0 else -1)  # leader_epoch
+
     w = Writer()
     if version >= 2:
         w.int32(0)  # throttle_time_ms
-    w.array_len(len(topics))
-    for name, parts in topics:
-        w.string(name).array_len(len(parts))
-        for p in parts:
-            w.int32(p.partition).int16(p.error_code).int64(p.timestamp).int64(p.offset)
-            if version >= 4:
-                w.int32(0 if p.offset >= 0 else -1)  # leader_epoch
-    return bytes(w.buf)
+    return bytes(w.topic_array(topics, partition).buf)
 
 
 # ---------------------------------------------------------------------- client side
@@ -66,28 +66,25 @@ def encode_request(topics: Iterable[tuple[str, Sequence[tuple[int, int]]]], read
                    ) -> tuple[int, int, Buffers]:
     """ListOffsets v5: [(topic, [(partition, timestamp)])]; timestamp -2 earliest, -1 latest (read_committed:
     the last stable offset)."""
-    topics = list(topics)
     isolation = READ_COMMITTED if read_committed else READ_UNCOMMITTED
-    w = Writer().int32(CONSUMER_REPLICA_ID).int8(isolation).array_len(len(topics))
-    for name, partitions in topics:
-        w.string(name).array_len(len(partitions))
-        for partition, timestamp in partitions:
-            w.int32(partition).int32(-1).int64(timestamp)  # current_leader_epoch unknown
+    w = Writer().int32(CONSUMER_REPLICA_ID).int8(isolation).topic_array(list(topics), _request_partition)
     return ApiKey.LIST_OFFSETS, REQUEST_VERSION, [w.buf]
+
+
+def _request_partition(w: Writer, partition_timestamp: tuple[int, int]) -> None:
+    partition, timestamp = partition_timestamp
+    w.int32(partition).int32(-1).int64(timestamp)  # current_leader_epoch unknown
 
 
 def parse_response(body: memoryview, version: int = REQUEST_VERSION) -> dict[str, list[PartitionOffsetResult]]:
     """A ListOffsets answer (after the correlation id): {topic: [PartitionOffsetResult]}."""
+    def partition(r: Reader) -> PartitionOffsetResult:
+        result = PartitionOffsetResult(r.int32(), r.int16(), r.int64(), r.int64())
+        if version >= 4:
+            r.int32()  # leader epoch
+        return result
+
     r = Reader(body)
     if version >= 2:
         r.int32()  # throttle
-    out: dict[str, list[PartitionOffsetResult]] = {}
-    for _ in range(max(r.array_len(), 0)):
-        name = r.string()
-        results = out.setdefault(name, [])
-        for _ in range(max(r.array_len(), 0)):
-            partition, err, ts, offset = r.int32(), r.int16(), r.int64(), r.int64()
-            if version >= 4:
-                r.int32()  # leader epoch
-            results.append(PartitionOffsetResult(partition, err, ts, offset))
-    return out
+    return r.topic_map(partition)

@@ -14,21 +14,23 @@ from ferry.wire.protocol.api_keys import ApiKey
 from ferry.wire.protocol.primitives import Reader, Writer
 
 
+@dataclass(slots=True)
+class OffsetCommitRequest:
+    """A member's (or, generation -1, an outside committer's) offsets for the group."""
+
+    group_id: str
+    generation_id: int
+    member_id: str
+    group_instance_id: str | None
+    topics: list[tuple[str, list[CommittedPartition]]]
+
+
 @dataclass(slots=True, frozen=True)
 class CommittedPartition:
     partition: int
     offset: int
     leader_epoch: int = -1
     metadata: str | None = None
-
-
-@dataclass(slots=True)
-class OffsetCommitRequest:
-    group_id: str
-    generation_id: int
-    member_id: str
-    group_instance_id: str | None
-    topics: list[tuple[str, list[CommittedPartition]]]
 
 
 def parse_request(r: Reader, version: int) -> OffsetCommitRequest:
@@ -47,7 +49,7 @@ def parse_request(r: Reader, version: int) -> OffsetCommitRequest:
             r.int64()  # commit_timestamp
         return CommittedPartition(p, offset, epoch, r.nullable_string())
 
-    topics = r.array(lambda r: (r.string(), r.array(partition)))
+    topics = r.topic_array(partition)
     return OffsetCommitRequest(group_id, generation, member_id, instance_id, topics)
 
 
@@ -69,21 +71,15 @@ def encode_request(group_id: str, offsets: dict[tuple[str, int], int], generatio
     by_topic: dict[str, list[tuple[int, int]]] = {}
     for (topic, partition), offset in sorted(offsets.items()):
         by_topic.setdefault(topic, []).append((partition, offset))
-    w = Writer().string(group_id).int32(generation_id).string(member_id).int64(-1).array_len(len(by_topic))
-    for topic, parts in by_topic.items():
-        w.string(topic).array_len(len(parts))
-        for partition, offset in parts:
-            w.int32(partition).int64(offset).string("")
-    return ApiKey.OFFSET_COMMIT, CLIENT_VERSION, [w.buf]
+    w = Writer().string(group_id).int32(generation_id).string(member_id).int64(-1)
+    return ApiKey.OFFSET_COMMIT, CLIENT_VERSION, [w.topic_array(list(by_topic.items()), _commit_offset).buf]
+
+
+def _commit_offset(w: Writer, partition_offset: tuple[int, int]) -> None:
+    partition, offset = partition_offset
+    w.int32(partition).int64(offset).string("")  # no metadata
 
 
 def parse_response(body: memoryview | bytes) -> dict[tuple[str, int], int]:
     """{(topic, partition): error_code} of a v2 answer."""
-    r = Reader(body)
-    out: dict[tuple[str, int], int] = {}
-    for _ in range(max(r.array_len(), 0)):
-        topic = r.string()
-        for _ in range(max(r.array_len(), 0)):
-            p = r.int32()
-            out[(topic, p)] = r.int16()
-    return out
+    return Reader(body).partition_errors()

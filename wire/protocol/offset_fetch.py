@@ -35,17 +35,16 @@ class FetchedOffset:
 
 
 def encode_response(version: int, topics: list[tuple[str, list[FetchedOffset]]], error_code: int = 0) -> bytes:
+    def partition(w: Writer, p: FetchedOffset) -> None:
+        w.int32(p.partition).int64(p.offset)
+        if version >= 5:
+            w.int32(p.leader_epoch)
+        w.string(p.metadata).int16(p.error_code)
+
     w = Writer()
     if version >= 3:
         w.int32(0)  # throttle_time_ms
-    w.array_len(len(topics))
-    for name, parts in topics:
-        w.string(name).array_len(len(parts))
-        for p in parts:
-            w.int32(p.partition).int64(p.offset)
-            if version >= 5:
-                w.int32(p.leader_epoch)
-            w.string(p.metadata).int16(p.error_code)
+    w.topic_array(topics, partition)
     if version >= 2:
         w.int16(error_code)
     return bytes(w.buf)

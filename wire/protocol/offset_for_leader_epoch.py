@@ -64,24 +64,23 @@ def parse_request(r: Reader, version: int) -> OffsetForLeaderEpochRequest:
         current = r.int32() if version >= 2 else -1
         return EpochRequestPartition(p, r.int32(), current)
 
-    return OffsetForLeaderEpochRequest(r.array(lambda r: (r.string(), r.array(partition))), replica_id)
+    return OffsetForLeaderEpochRequest(r.topic_array(partition), replica_id)
 
 
 def encode_response(version: int, topics: list[tuple[str, list[EpochEndOffset]]], throttle_time_ms: int = 0
                     ) -> bytes:
     _check_version(version)
+
+    def partition(w: Writer, p: EpochEndOffset) -> None:
+        w.int16(p.error_code).int32(p.partition)
+        if version >= 1:
+            w.int32(p.leader_epoch)
+        w.int64(p.end_offset)
+
     w = Writer()
     if version >= 2:
         w.int32(throttle_time_ms)
-    w.array_len(len(topics))
-    for name, parts in topics:
-        w.string(name).array_len(len(parts))
-        for p in parts:
-            w.int16(p.error_code).int32(p.partition)
-            if version >= 1:
-                w.int32(p.leader_epoch)
-            w.int64(p.end_offset)
-    return bytes(w.buf)
+    return bytes(w.topic_array(topics, partition).buf)
 
 
 # ---------------------------------------------------------------------- client side
@@ -91,32 +90,26 @@ def encode_request(topics: Iterable[tuple[str, Sequence[EpochRequestPartition]]]
                    version: int = REQUEST_VERSION) -> tuple[int, int, Buffers]:
     """OffsetForLeaderEpoch ``version`` (v3: ``replica_id`` on the wire, a follower's broker id)."""
     _check_version(version)
-    topics = list(topics)
-    w = Writer()
-    if version >= 3:
-        w.int32(replica_id)
-    w.array_len(len(topics))
-    for name, parts in topics:
-        w.string(name).array_len(len(parts))
-        for p in parts:
-            w.int32(p.partition)
-            if version >= 2:
-                w.int32(p.current_leader_epoch)
-            w.int32(p.leader_epoch)
-    return ApiKey.OFFSET_FOR_LEADER_EPOCH, version, [w.buf]
+
+    def partition(w: Writer, p: EpochRequestPartition) -> None:
+        w.int32(p.partition)
+        if version >= 2:
+            w.int32(p.current_leader_epoch)
+        w.int32(p.leader_epoch)
+
+    w = Writer().int32(replica_id) if version >= 3 else Writer()
+    return ApiKey.OFFSET_FOR_LEADER_EPOCH, version, [w.topic_array(list(topics), partition).buf]
 
 
 def parse_response(body: bytes | bytearray | memoryview, version: int = REQUEST_VERSION
                    ) -> dict[str, list[EpochEndOffset]]:
     """An OffsetForLeaderEpoch answer (after the correlation id): {topic: [EpochEndOffset]}."""
+    def partition(r: Reader) -> EpochEndOffset:
+        error_code, partition = r.int16(), r.int32()
+        epoch = r.int32() if version >= 1 else UNDEFINED_EPOCH
+        return EpochEndOffset(partition, error_code, epoch, r.int64())
+
     r = Reader(body)
     if version >= 2:
         r.int32()  # throttle
-    out: dict[str, list[EpochEndOffset]] = {}
-    for _ in range(max(r.array_len(), 0)):
-        results = out.setdefault(r.string(), [])
-        for _ in range(max(r.array_len(), 0)):
-            error_code, partition = r.int16(), r.int32()
-            epoch = r.int32() if version >= 1 else UNDEFINED_EPOCH
-            results.append(EpochEndOffset(partition, error_code, epoch, r.int64()))
-    return out
+    return r.topic_map(partition)

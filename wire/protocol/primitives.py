@@ -8,7 +8,7 @@ copy. Writer builds into one bytearray. Both are deliberately small: per-request
 from __future__ import annotations
 
 import struct
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import TypeVar
 
 T = TypeVar("T")
@@ -58,15 +58,21 @@ class Reader:
     def int64(self) -> int:
         return _I64.unpack_from(self.buf, self._need(8))[0]
 
-    def nullable_string(self) -> str | None:
-        n = self.int16()
+    def _sized(self, n: int, what: str) -> memoryview | None:
+        """The n bytes after a length field, as a view; None for the null length -1."""
         if n < 0:
             if n != -1:
-                raise ProtocolError(f"bad string length {n}")
+                raise ProtocolError(f"bad {what} length {n}")
             return None
         p = self._need(n)
+        return self.buf[p:p + n]
+
+    def nullable_string(self) -> str | None:
+        b = self._sized(self.int16(), "string")
+        if b is None:
+            return None
         try:
-            return str(self.buf[p:p + n], "utf-8")
+            return str(b, "utf-8")
         except UnicodeDecodeError as e:
             raise ProtocolError(f"string is not UTF-8: {e}") from None
 
@@ -78,13 +84,7 @@ class Reader:
 
     def nullable_bytes(self) -> memoryview | None:
         """int32-length bytes as a view into the request (no copy)."""
-        n = self.int32()
-        if n < 0:
-            if n != -1:
-                raise ProtocolError(f"bad bytes length {n}")
-            return None
-        p = self._need(n)
-        return self.buf[p:p + n]
+        return self._sized(self.int32(), "bytes")
 
     def array_len(self) -> int:
         """An array's element count; -1 means null."""
@@ -95,10 +95,26 @@ class Reader:
 
     def partition_errors(self) -> dict[tuple[str, int], int]:
         """Writer.partition_errors read back: {(topic, partition): error code}."""
-        out = {}
-        for topic, parts in self.array(lambda r: (r.string(), r.array(lambda r: (r.int32(), r.int16())))):
-            for p, code in parts:
-                out[(topic, p)] = code
+        return {(topic, p): code for topic, parts in self.topic_array(_partition_error) for p, code in parts}
+
+    def topic_array(self, read_partition: Callable[[Reader], T]) -> list[tuple[str, list[T]]]:
+        """The array of topics, each a name and an array of partitions, that most requests carry:
+        [(topic, [read_partition(self)])]."""
+        n = self.array_len()
+        return [(self.string(), self.array(read_partition)) for _ in range(n)] if n > 0 else []
+
+    def topic_partition_ids(self) -> list[tuple[str, list[int]]]:
+        """[(topic, [partition])]: the topic array whose partitions are bare ids."""
+        return self.array(_topic_ids)
+
+    def topic_map(self, read_partition: Callable[[Reader], T]) -> dict[str, list[T]]:
+        """An answer's topic array as {topic: [read_partition(self)]} (a topic listed twice: one list);
+        a null array reads as empty."""
+        out: dict[str, list[T]] = {}
+        for _ in range(max(self.array_len(), 0)):
+            results = out.setdefault(self.string(), [])
+            for _ in range(max(self.array_len(), 0)):
+                results.append(read_partition(self))
         return out
 
     def array(self, read_item: Callable[[Reader], T]) -> list[T]:
@@ -196,13 +212,24 @@ class Writer:
     def partition_errors(self, topics: Iterable[tuple[str, Iterable[tuple[int, int]]]]) -> Writer:
         """[(topic, [(partition, error code)])]: the per-partition answer of OffsetCommit, AddPartitionsToTxn,
         TxnOffsetCommit and WriteTxnMarkers."""
-        topics = list(topics)
+        return self.topic_array([(topic, list(parts)) for topic, parts in topics], _write_partition_error)
+
+    def topic_partition_ids(self, topics: Sequence[tuple[str, Iterable[int]]]) -> Writer:
+        """[(topic, [partition])]: the topic array whose partitions are bare ids."""
         self.array_len(len(topics))
-        for topic, parts in topics:
-            parts = list(parts)
-            self.string(topic).array_len(len(parts))
-            for p, code in parts:
-                self.int32(p).int16(code)
+        for name, parts in topics:
+            self.string(name).int32_array(parts)
+        return self
+
+    def topic_array(self, topics: Sequence[tuple[str, Sequence[T]]],
+                    write_partition: Callable[[Writer, T], object]) -> Writer:
+        """The array of topics, each a name and an array of partitions, that most requests and answers carry;
+        ``write_partition(self, partition)`` writes one partition's fields."""
+        self.array_len(len(topics))
+        for name, parts in topics:
+            self.string(name).array_len(len(parts))
+            for p in parts:
+                write_partition(self, p)
         return self
 
     def raw(self, b: bytes | bytearray | memoryview) -> Writer:
@@ -213,3 +240,13 @@ class Writer:
         return bytes(self.buf)
 
 
+def _topic_ids(r: Reader) -> tuple[str, list[int]]:
+    return r.string(), r.int32_array()
+
+
+def _partition_error(r: Reader) -> tuple[int, int]:
+    return r.int32(), r.int16()
+
+
+def _write_partition_error(w: Writer, partition_error: tuple[int, int]) -> None:
+    w.int32(partition_error[0]).int16(partition_error[1])

@@ -11,10 +11,12 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from ferry.wire.protocol.api_keys import ApiKey
+from ferry.wire.protocol.errors import ErrorCode
 from ferry.wire.protocol.header import Buffers
 from ferry.wire.protocol.primitives import Reader, Writer
 
 REQUEST_VERSION = 8  # what clients send
+NO_TIMESTAMP = -1  # log_append_time of a CreateTime topic (RecordBatch.NO_TIMESTAMP)
 RecordsArg = bytes | bytearray | memoryview | list[bytes | bytearray | memoryview]
 
 
@@ -45,9 +47,9 @@ def parse_request(r: Reader, version: int) -> ProduceRequest:
 @dataclass(slots=True)
 class PartitionProduceResult:
     partition: int
-    error_code: int = 0
+    error_code: int = int(ErrorCode.NONE)
     base_offset: int = -1
-    log_append_time: int = -1
+    log_append_time: int = NO_TIMESTAMP
     log_start_offset: int = -1
     error_message: str | None = None
 
@@ -95,20 +97,16 @@ def encode_request(topics: Iterable[tuple[str, Sequence[tuple[int, RecordsArg]]]
 
 def parse_response(body: memoryview, version: int = REQUEST_VERSION) -> dict[str, list[PartitionProduceResult]]:
     """A Produce answer (after the correlation id): {topic: [PartitionProduceResult]}."""
-    r = Reader(body)
-    out: dict[str, list[PartitionProduceResult]] = {}
-    for _ in range(max(r.array_len(), 0)):
-        name = r.string()
-        results = out.setdefault(name, [])
-        for _ in range(max(r.array_len(), 0)):
-            partition, err, base = r.int32(), r.int16(), r.int64()
-            append_time = r.int64() if version >= 2 else -1
-            log_start = r.int64() if version >= 5 else -1
-            message = None
-            if version >= 8:
-                for _ in range(max(r.array_len(), 0)):  # record errors
-                    r.int32()
-                    r.nullable_string()
-                message = r.nullable_string()
-            results.append(PartitionProduceResult(partition, err, base, append_time, log_start, message))
-    return out
+    def partition(r: Reader) -> PartitionProduceResult:
+        partition, err, base = r.int32(), r.int16(), r.int64()
+        append_time = r.int64() if version >= 2 else NO_TIMESTAMP
+        log_start = r.int64() if version >= 5 else -1
+        message = None
+        if version >= 8:
+            for _ in range(max(r.array_len(), 0)):  # record errors
+                r.int32()
+                r.nullable_string()
+            message = r.nullable_string()
+        return PartitionProduceResult(partition, err, base, append_time, log_start, message)
+
+    return Reader(body).topic_map(partition)

@@ -37,7 +37,7 @@ def parse_request(r: Reader, version: int) -> TxnOffsetCommitRequest:
         leader_epoch = r.int32() if version >= 2 else -1
         return TxnOffset(p, offset, leader_epoch, r.nullable_string())
 
-    topics = r.array(lambda r: (r.string(), r.array(partition)))
+    topics = r.topic_array(partition)
     return TxnOffsetCommitRequest(txn_id, group, pid, epoch, topics)
 
 
@@ -53,12 +53,13 @@ CLIENT_VERSION = 2
 def encode_request(txn_id: str, group: str, producer_id: int, producer_epoch: int,
                    topics: list[tuple[str, list[tuple[int, int]]]]) -> tuple[int, int, Buffers]:
     """topics: [(topic, [(partition, offset)])]."""
-    w = Writer().string(txn_id).string(group).int64(producer_id).int16(producer_epoch).array_len(len(topics))
-    for topic, parts in topics:
-        w.string(topic).array_len(len(parts))
-        for p, offset in parts:
-            w.int32(p).int64(offset).int32(-1).string(None)
-    return ApiKey.TXN_OFFSET_COMMIT, CLIENT_VERSION, [w.buf]
+    w = Writer().string(txn_id).string(group).int64(producer_id).int16(producer_epoch)
+    return ApiKey.TXN_OFFSET_COMMIT, CLIENT_VERSION, [w.topic_array(topics, _txn_offset).buf]
+
+
+def _txn_offset(w: Writer, partition_offset: tuple[int, int]) -> None:
+    partition, offset = partition_offset
+    w.int32(partition).int64(offset).int32(-1).string(None)  # leader epoch unknown, no metadata
 
 
 def parse_response(body: memoryview | bytes) -> dict[tuple[str, int], int]:

@@ -25,7 +25,7 @@ class TxnMarker:
 def parse_request(r: Reader, version: int) -> list[TxnMarker]:
     def marker(r: Reader) -> TxnMarker:
         pid, epoch, committed = r.int64(), r.int16(), r.boolean()
-        topics = r.array(lambda r: (r.string(), r.int32_array()))
+        topics = r.topic_partition_ids()
         return TxnMarker(pid, epoch, committed, topics, r.int32())
 
     return r.array(marker)
@@ -45,9 +45,7 @@ def encode_response(version: int, results: list[tuple[int, list[tuple[str, list[
 def encode_request(markers: list[TxnMarker]) -> tuple[int, int, Buffers]:
     w = Writer().array_len(len(markers))
     for m in markers:
-        w.int64(m.producer_id).int16(m.producer_epoch).boolean(m.committed).array_len(len(m.topics))
-        for topic, parts in m.topics:
-            w.string(topic).int32_array(parts)
+        w.int64(m.producer_id).int16(m.producer_epoch).boolean(m.committed).topic_partition_ids(m.topics)
         w.int32(m.coordinator_epoch)
     return ApiKey.WRITE_TXN_MARKERS, VERSION, [w.buf]
 
@@ -58,8 +56,5 @@ def parse_response(body: memoryview | bytes) -> dict[int, dict[tuple[str, int], 
     out: dict[int, dict[tuple[str, int], int]] = {}
     for _ in range(max(r.array_len(), 0)):
         pid = r.int64()
-        codes = out.setdefault(pid, {})
-        for topic, parts in r.array(lambda r: (r.string(), r.array(lambda r: (r.int32(), r.int16())))):
-            for p, code in parts:
-                codes[(topic, p)] = code
+        out.setdefault(pid, {}).update(r.partition_errors())
     return out
