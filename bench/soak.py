@@ -117,7 +117,7 @@ class Soak:
                  "mirror": lambda: self.mirror.pid, "load": lambda: self.load.pid}
         for bid, b in brokers.items():
             roles[f"broker-{bid}"] = (lambda b=b: b.pid if b.running else None)
-        return RssSampler(roles, self.args.sample_s).start()
+        return RssSampler(roles, self.args.sample_s, jvm_roles=("zookeeper",)).start()
 
     # -- faults ---------------------------------------------------------------------------------------------
     def fault(self, kind: str) -> str:
@@ -230,14 +230,35 @@ class Soak:
         return out
 
 
+def _windows(series: list[tuple[float, int, int]], warmup: float, window: float) -> dict:
+    """First vs last window (after warm-up) of one process's samples: means in MB, growth, flat."""
+    late = [(t, kb) for t, _, kb in series if t >= warmup]
+    end = late[-1][0] if late else 0
+    first = [kb for t, kb in late if t < warmup + window]
+    last = [kb for t, kb in late if t > end - window]
+    if not first or not last:
+        return {"judged": False, "why": "too few samples"}
+    a, b = statistics.mean(first) / 1024, statistics.mean(last) / 1024
+    return {"first_window_mb": round(a, 1), "last_window_mb": round(b, 1), "growth": round(b / a - 1, 3),
+            "judged": True, "flat": b <= a * (1 + GROWTH_LIMIT)}
+
+
 def memory_verdict(samples: list[tuple[float, str, int, int]], t_start: float, warmup: float,
-                   window: float) -> dict[str, dict]:
+                   window: float, heap: list[tuple[float, str, int, int]] = ()) -> dict[str, dict]:
     """Per role: one series (never restarted) -> first vs last window after warm-up; several incarnations ->
-    each incarnation's peak in its first 60 s, first vs last; loads -> each run's peak (reported)."""
+    each incarnation's peak in its first 60 s, first vs last; loads -> each run's peak (reported). A JVM
+    (ZooKeeper) is judged by its live heap after a full collection; its RSS is reported beside it."""
     by_role: dict[str, list[tuple[float, int, int]]] = defaultdict(list)
     for t, role, pid, kb in samples:
         by_role[role].append((t - t_start, pid, kb))
+    heap_by_role: dict[str, list[tuple[float, int, int]]] = defaultdict(list)
+    for t, role, pid, kb in heap:
+        heap_by_role[role].append((t - t_start, pid, kb))
     out: dict[str, dict] = {}
+    for role, series in sorted(heap_by_role.items()):
+        rss = _windows(by_role.pop(role, []), warmup, window)
+        out[role] = {**_windows(series, warmup, window), "measure": "live heap after a full GC (jcmd)",
+                     "rss": {k: v for k, v in rss.items() if k.endswith("_mb") or k == "growth"}}
     for role, series in sorted(by_role.items()):
         pids = list(dict.fromkeys(p for _, p, _ in series))
         if role == "load":
@@ -246,16 +267,7 @@ def memory_verdict(samples: list[tuple[float, str, int, int]], t_start: float, w
                          "judged": False}
             continue
         if len(pids) == 1:
-            late = [(t, kb) for t, _, kb in series if t >= warmup]
-            end = late[-1][0] if late else 0
-            first = [kb for t, kb in late if t < warmup + window]
-            last = [kb for t, kb in late if t > end - window]
-            if not first or not last:
-                out[role] = {"judged": False, "why": "too few samples"}
-                continue
-            a, b = statistics.mean(first) / 1024, statistics.mean(last) / 1024
-            out[role] = {"first_window_mb": round(a, 1), "last_window_mb": round(b, 1),
-                         "growth": round(b / a - 1, 3), "judged": True, "flat": b <= a * (1 + GROWTH_LIMIT)}
+            out[role] = _windows(series, warmup, window)
             continue
         peaks = []
         for pid in pids:
@@ -299,7 +311,7 @@ def main() -> int:
             warehouse = soak.warehouse_check()
             span = time.monotonic() - t_start
             window = min(300.0, max((span - args.warmup) / 3, 60.0))
-            memory = memory_verdict(sampler.samples, t_start, args.warmup, window)
+            memory = memory_verdict(sampler.samples, t_start, args.warmup, window, sampler.heap)
         finally:
             if soak.load is not None:
                 soak.load.stop(60)

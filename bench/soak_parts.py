@@ -35,13 +35,40 @@ def tree_rss_kb(pid: int) -> int:
     return total
 
 
-class RssSampler:
-    """Every ``interval`` seconds, the RSS of each role's current process tree: (t, role, pid, KiB)."""
+def jvm_live_heap_kb(pid: int) -> int | None:
+    """The heap a JVM holds after a full collection (`jcmd GC.run`, then the used figures of every heap
+    space in `GC.heap_info`), in KiB: what a leak grows. A JVM's RSS is no such measure: it climbs towards
+    -Xmx as the collector commits heap it had reserved, and stays there."""
+    try:
+        subprocess.run(["jcmd", str(pid), "GC.run"], capture_output=True, timeout=30, check=True)
+        out = subprocess.run(["jcmd", str(pid), "GC.heap_info"], capture_output=True, text=True, timeout=30,
+                             check=True).stdout
+    except (subprocess.SubprocessError, OSError):
+        return None
+    used = 0
+    for line in out.splitlines():
+        words = line.replace(",", " ").split()
+        if not words or words[0] in ("Metaspace", "class") or "used" not in words:
+            continue
+        figure = words[words.index("used") + 1]
+        if figure.endswith("K"):
+            used += int(figure[:-1])
+    return used or None
 
-    def __init__(self, roles: dict[str, object], interval: float = 5.0) -> None:
+
+class RssSampler:
+    """Every ``interval`` seconds, the RSS of each role's current process tree: (t, role, pid, KiB); every
+    ``heap_every`` seconds, the live heap of the roles that are JVMs (``jvm_roles``)."""
+
+    def __init__(self, roles: dict[str, object], interval: float = 5.0, jvm_roles: tuple[str, ...] = (),
+                 heap_every: float = 60.0) -> None:
         self.roles = roles  # role -> callable returning the current pid or None
         self.interval = interval
+        self.jvm_roles = jvm_roles
+        self.heap_every = heap_every
         self.samples: list[tuple[float, str, int, int]] = []
+        self.heap: list[tuple[float, str, int, int]] = []
+        self._next_heap = 0.0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="rss-sampler", daemon=True)
 
@@ -58,6 +85,13 @@ class RssSampler:
                     rss = tree_rss_kb(pid)
                     if rss:
                         self.samples.append((now, role, pid, rss))
+            if now >= self._next_heap:
+                self._next_heap = now + self.heap_every
+                for role in self.jvm_roles:
+                    pid = self.roles[role]()
+                    used = jvm_live_heap_kb(pid) if pid else None
+                    if used:
+                        self.heap.append((time.monotonic(), role, pid, used))
 
     def stop(self) -> None:
         self._stop.set()
