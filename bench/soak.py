@@ -312,6 +312,8 @@ def main() -> int:
             span = time.monotonic() - t_start
             window = min(300.0, max((span - args.warmup) / 3, 60.0))
             memory = memory_verdict(sampler.samples, t_start, args.warmup, window, sampler.heap)
+            (args.dir / "memory-samples.json").write_text(json.dumps(
+                {"t_start": t_start, "rss_kb": sampler.samples, "live_heap_kb": sampler.heap}))
         finally:
             if soak.load is not None:
                 soak.load.stop(60)
