@@ -12,8 +12,10 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
 from ferry.wire.scram import MECHANISMS, ScramCredential
+from ferry.zk.zk_credentials import private_acl_of
 
 USERS_PATH = "/config/users"
+USERS_PARENT = "/config"
 _NAME = re.compile(r"^[A-Za-z0-9._@-]{1,249}$")
 _ATTEMPTS = 20
 
@@ -96,8 +98,9 @@ class ScramCredentialStore:
                 if not create:
                     return
                 new = change({})
-                try:
-                    self.client.create(path, _encode(new), makepath=True)
+                try:  # secrets: not even readable to others when ZooKeeper is secured (zk_credentials.py)
+                    self.client.ensure_path(USERS_PARENT)
+                    self.client.create(path, _encode(new), makepath=True, acl=private_acl_of(self.client))
                     return
                 except NodeExistsError:
                     continue

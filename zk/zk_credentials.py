@@ -18,6 +18,7 @@ import os
 import stat
 from dataclasses import dataclass
 
+from kazoo.client import KazooClient
 from kazoo.security import ACL, READ_ACL_UNSAFE, make_digest_acl
 
 from ferry.zk.errors import RegistryError
@@ -91,6 +92,13 @@ class ZkCredentials:
     def acl_for(self, path: str) -> list[ACL]:
         """The ACL a znode at ``path`` (relative to the cluster's chroot) should carry."""
         return self.private_acl() if is_sensitive(path) else self.default_acl()
+
+
+def private_acl_of(client: KazooClient) -> list[ACL] | None:
+    """The ACL for a secret znode made through ``client``: its secure default without the world's read (None when
+    the client is not secured: the znode stays open like the rest)."""
+    own = [acl for acl in (client.default_acl or ()) if acl.id.scheme != "world"]
+    return own or None
 
 
 def is_sensitive(path: str) -> bool:

@@ -14,8 +14,10 @@ from confluent_kafka import Consumer, Producer
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoAuthError
 
+from ferry.wire.scram import ScramCredential
 from ferry.zk.cluster_registry import ClusterRegistry
 from ferry.zk.kazoo_client import connect
+from ferry.zk.scram_credentials import ScramCredentialStore
 from ferry.zk.zk_acl_migration import secure_tree, unsecure_tree
 from ferry.zk.zk_credentials import ENV_CREDENTIALS, ZkCredentials, ZkCredentialsError
 
@@ -59,9 +61,8 @@ def test_secured_registry_is_read_only_to_others(secured: ZkCredentials, zk_conn
     with ClusterRegistry(zk_connect).start() as registry:
         registry.register_broker(1, "127.0.0.1", 9092, "live")
         registry.create_topic_with_assignment("events", {0: [1], 1: [1]})
-        registry.client.ensure_path("/config/users")
-        registry.client.create("/config/users/alice", b'{"version":1,"config":{}}',
-                               acl=secured.acl_for("/config/users/alice"))
+        ScramCredentialStore(registry.client).set(  # as `ferry users add` stores it
+            "alice", "SCRAM-SHA-512", ScramCredential.create("SCRAM-SHA-512", "alice-secret"))
     other = _anonymous(zk_connect)
     try:
         data, _ = other.get("/brokers/topics/events")  # the registry stays readable: tools and dashboards read it
@@ -74,6 +75,8 @@ def test_secured_registry_is_read_only_to_others(secured: ZkCredentials, zk_conn
             other.create("/brokers/topics/intruder", b"{}")
         with pytest.raises(NoAuthError):
             other.get("/config/users/alice")  # secrets: not even readable
+        with pytest.raises(NoAuthError):
+            other.get_children("/config/users")  # nor who the users are
     finally:
         other.stop()
         other.close()
