@@ -93,6 +93,7 @@ def add_arguments(p: argparse.ArgumentParser, default_master: str | None = "loca
                    help="after each load run write Prometheus metrics (rows, bad records, failures per topic, "
                         "duration) to PATH for node_exporter's textfile collector; counters carry over across runs")
     cli.add_metrics_argument(p, "the run's metrics while it lasts")
+    cli.add_http_security_arguments(p, "/metrics")
     p.add_argument("--lock-timeout", type=float, default=1800.0, metavar="SECONDS",
                    help="seconds to wait for another load holding the state directory (default 1800)")
 
@@ -151,7 +152,7 @@ def run(args: argparse.Namespace) -> int:
     if args.step in ("load", "all") and (args.metrics_file or cli.metrics_listen(args)):
         metrics = LoadMetrics(args.metrics_file)
         if listen := cli.metrics_listen(args):
-            metrics.serve(*listen)
+            metrics.serve(*listen, cli.http_security(args, cfg.zookeeper))
     try:
         _run(args, cfg, hours, metrics)
     except BaseException:

@@ -98,6 +98,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--consumer-id", metavar="ID",
                    help="this process's member id in the group (default: group_host-time-random)")
     cli.add_metrics_argument(p, "lag, throughput, errors, data lost")
+    cli.add_http_security_arguments(p, "/metrics")
     p.add_argument("--datacenter", metavar="NAME",
                    help="datacenter named in the mirror's audit events (default: the offline brokers')")
     p.add_argument("--commit-interval", type=float, default=1.0, metavar="SECONDS",
@@ -144,6 +145,7 @@ def _run(args: argparse.Namespace) -> int:
     if not args.include:
         raise UsageError("--include REGEX is required to run a mirror")
     listen = cli.metrics_listen(args)  # served below, on any host (MirrorConfig.metrics_port binds loopback)
+    security = cli.http_security(args, args.target_zookeeper)  # the offline cluster's users
     config = MirrorConfig(
         source_zookeeper=args.source_zookeeper, target_zookeeper=args.target_zookeeper, include=args.include,
         exclude=args.exclude, streams=args.streams, group=args.group, consumer_id=args.consumer_id,
@@ -163,7 +165,7 @@ def _run(args: argparse.Namespace) -> int:
     mm = MirrorMaker(config)
     try:
         if listen is not None:
-            mm.metrics.serve(listen[1], listen[0])
+            mm.metrics.serve(listen[1], listen[0], security)
         mm.start()
     except BaseException:
         mm.stop()

@@ -87,6 +87,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     serve.add_argument("--listen", default="127.0.0.1:8081", metavar="HOST:PORT",
                        help="address to serve on (default 127.0.0.1:8081, the registry's usual port)")
+    cli.add_http_security_arguments(serve, "the REST API", writers=True)
 
     for sub in (reg, lst, show, compat, check, copy, serve):
         cli.add_zookeeper_argument(sub, "the cluster's ZooKeeper connect string, e.g. 127.0.0.1:2181/ferry/live",
@@ -205,9 +206,11 @@ def _serve(registry: SchemaRegistry, args: argparse.Namespace, _schema: str | No
     host, sep, port = args.listen.rpartition(":")
     if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
         raise UsageError(f"--listen {args.listen!r} is not HOST:PORT")
-    print(f"ferry schemas serve: the registry's REST API on http://{host}:{port}/", file=sys.stderr, flush=True)
+    security = cli.http_security(args, args.zookeeper)
+    print(f"ferry schemas serve: the registry's REST API on {security.scheme}://{host}:{port}/", file=sys.stderr,
+          flush=True)
     try:
-        serve(registry, host, int(port))
+        serve(registry, host, int(port), security)
     except KeyboardInterrupt:
         pass
     return 0

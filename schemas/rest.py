@@ -306,6 +306,7 @@ def serve(registry: SchemaRegistry, host: str, port: int, security: HttpSecurity
 
     security = security or HttpSecurity()
     uvicorn.run(security.asgi(create_app(registry)), host=host, port=port, log_level="warning", access_log=False,
+                timeout_graceful_shutdown=5,  # a client keeping its connection alive does not hold a stop
                 **security.uvicorn_options())
 
 

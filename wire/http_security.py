@@ -79,6 +79,9 @@ class HttpSecurity:
     authenticator: Authenticator | None = None
     realm: str = "ferry"
     open_paths: frozenset[str] = frozenset()  # paths served without authentication (e.g. a health check)
+    # who may write (POST/PUT/DELETE) when authentication is on; None: every authenticated user (the schema
+    # registry's writers, as Confluent's registry restricts writes with its ACL plugin)
+    write_users: frozenset[str] | None = None
     delay: FailureDelay = field(default_factory=FailureDelay, compare=False)
 
     def __post_init__(self) -> None:
@@ -197,6 +200,14 @@ class _AsgiBasicAuth:
                                     (b"content-type", b"application/json")]})
             await send({"type": "http.response.body",
                         "body": b'{"error_code":401,"message":"Unauthorized"}'})
+            return
+        writers = self.security.write_users
+        if writers is not None and scope.get("method") in ("POST", "PUT", "DELETE") and user not in writers:
+            log.warning("HTTP %s %s refused: %s may not write", scope.get("method"), scope.get("path"), user)
+            await send({"type": "http.response.start", "status": 403,
+                        "headers": [(b"content-type", b"application/json")]})
+            await send({"type": "http.response.body",
+                        "body": b'{"error_code":40301,"message":"User is denied operation Write"}'})
             return
         scope.setdefault("state", {})["user"] = user
         await self.app(scope, receive, send)

@@ -14,6 +14,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from ferry.wire.http_security import HttpSecurity, HttpSecurityError
+from ferry.zk.scram_credentials import ScramAuthenticator
+
 ENV_ZOOKEEPER = "FERRY_ZOOKEEPER"  # default for --zookeeper in every subcommand that takes it
 ZK_METAVAR = "HOST:PORT/CHROOT"
 
@@ -199,3 +202,39 @@ def metrics_listen(args: argparse.Namespace) -> tuple[str, int] | None:
         return parse_listen(args.metrics_listen)
     port = getattr(args, "metrics_port", None)
     return None if port is None else ("127.0.0.1", port)
+
+
+def add_http_security_arguments(parser: argparse.ArgumentParser | argparse._ArgumentGroup, what: str, *,
+                                writers: bool = False) -> None:
+    """The one spelling of an HTTP surface's HTTPS and authentication (wire/http_security.py): `--https-certfile`,
+    `--https-keyfile`, `--https-cafile` + `--https-client-auth` (mTLS), `--http-auth scram` (basic authentication
+    against the cluster's SCRAM users, `ferry users`); with ``writers``, `--http-write-users`."""
+    group = parser.add_argument_group(f"HTTPS and authentication of {what} (docs/security.md)") \
+        if isinstance(parser, argparse.ArgumentParser) else parser
+    group.add_argument("--https-certfile", metavar="PEM", help="serve HTTPS with this certificate (chain)")
+    group.add_argument("--https-keyfile", metavar="PEM", help="its private key (default: in --https-certfile)")
+    group.add_argument("--https-cafile", metavar="PEM", help="CA that signs client certificates (mTLS)")
+    group.add_argument("--https-client-auth", choices=("none", "requested", "required"), default="none",
+                       help="ask clients for a certificate (default none)")
+    group.add_argument("--http-auth", choices=("none", "scram"), default="none",
+                       help="scram: HTTP basic authentication against the cluster's SCRAM users (default none)")
+    if writers:
+        group.add_argument("--http-write-users", metavar="USER[,USER]",
+                           help="with --http-auth: only these users may write (default: every authenticated one)")
+
+
+def http_security(args: argparse.Namespace, zookeeper: str | None) -> HttpSecurity:
+    """The HttpSecurity the flags of add_http_security_arguments describe; a bad combination is a usage error."""
+    authenticator = None
+    if getattr(args, "http_auth", "none") == "scram":
+        if not zookeeper:
+            raise UsageError("--http-auth scram needs the cluster's --zookeeper (the users live there)")
+        authenticator = ScramAuthenticator(zookeeper)
+    writers = getattr(args, "http_write_users", None)
+    try:
+        return HttpSecurity(certfile=args.https_certfile, keyfile=args.https_keyfile, cafile=args.https_cafile,
+                            client_auth=args.https_client_auth, authenticator=authenticator,
+                            write_users=frozenset(u.strip() for u in writers.split(",") if u.strip())
+                            if writers else None)
+    except HttpSecurityError as e:
+        raise UsageError(str(e)) from None

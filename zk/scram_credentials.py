@@ -5,13 +5,17 @@ client authenticates (SCRAM, and PLAIN checked against the same credentials)."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
+import threading
+import time
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
 from ferry.wire.scram import MECHANISMS, ScramCredential
+from ferry.zk.kazoo_client import connect
 from ferry.zk.zk_credentials import private_acl_of
 
 USERS_PATH = "/config/users"
@@ -127,3 +131,47 @@ def _config(data: bytes | None) -> dict[str, str]:
 
 def _encode(config: dict[str, str]) -> bytes:
     return json.dumps({"version": 1, "config": config}, sort_keys=True).encode()
+
+
+class ScramAuthenticator:
+    """Checks a user name and password against the cluster's SCRAM users (HTTP basic authentication of the
+    registry, the dashboard and /metrics: one user store for Kafka clients and browsers). A success is
+    remembered for a minute, so a page's many requests do not each derive a key."""
+
+    CACHE_S = 60.0
+
+    def __init__(self, zookeeper: str, timeout: float = 10.0) -> None:
+        self._zookeeper = zookeeper
+        self._timeout = timeout
+        self._client: KazooClient | None = None
+        self._ok: dict[tuple[str, bytes], float] = {}
+        self._lock = threading.Lock()
+
+    def _store(self) -> ScramCredentialStore:
+        with self._lock:
+            if self._client is None:
+                self._client = connect(self._zookeeper, timeout=self._timeout, create_chroot=False)
+            return ScramCredentialStore(self._client)
+
+    def authenticate(self, username: str, password: str) -> bool:
+        key = (username, hashlib.sha256(password.encode()).digest())
+        now = time.monotonic()
+        if self._ok.get(key, 0.0) > now:
+            return True
+        store = self._store()
+        for mechanism in ("SCRAM-SHA-512", "SCRAM-SHA-256"):
+            credential = store.get(username, mechanism)
+            if credential is not None and credential.matches(mechanism, password):
+                with self._lock:
+                    if len(self._ok) > 10_000:
+                        self._ok.clear()
+                    self._ok[key] = now + self.CACHE_S
+                return True
+        return False
+
+    def close(self) -> None:
+        with self._lock:
+            if self._client is not None:
+                self._client.stop()
+                self._client.close()
+                self._client = None

@@ -24,6 +24,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--prometheus-url", metavar="URL", help="link the pages to this Prometheus")
     cli.add_timeout_argument(p, "give up on a cluster read after SECONDS (the page then says it is unreachable)",
                              default=5.0)
+    cli.add_http_security_arguments(p, "the dashboard")
 
 
 def parse_listen(text: str) -> tuple[str, int]:
@@ -42,11 +43,13 @@ def run(args: argparse.Namespace) -> int:
     cli.quiet_zookeeper_logs()
     cli.require_zookeeper(args)
     host, port = parse_listen(args.listen)  # ValueError: exit 2 (ferry/cli_runner.py)
+    security = cli.http_security(args, args.zookeeper)
     sources = Sources(args.zookeeper, args.live_zookeeper, args.state_dir, timeout_s=args.timeout_s,
                       mirror_group=args.mirror_group)
     if args.live_zookeeper:
         sources.start_lag_sampler()
     app = create_app(sources, args.prometheus_url)
-    print(f"ferry dashboard: http://{host}:{port}/", flush=True)
-    uvicorn.run(app, host=host, port=port, log_level="warning")
+    print(f"ferry dashboard: {security.scheme}://{host}:{port}/", flush=True)
+    uvicorn.run(security.asgi(app), host=host, port=port, log_level="warning", timeout_graceful_shutdown=5,
+                **security.uvicorn_options())
     return 0
