@@ -96,7 +96,8 @@ class LoadResult:
                 "audit_events": self.audit_events,
                 "topics": [{"topic": t.topic, "table": t.table, "messages": t.messages, "rows": t.rows,
                             "bad": t.bad, "hours": [list(h) for h in t.hours]} for t in self.topics],
-                "plan": self.plan.to_dict() if self.plan else None, "executors": self.executors}
+                "plan": self.plan.to_dict() if self.plan else None, "executors": self.executors,
+                "stages": {k: round(v, 3) for k, v in self.stages.items()}}
 
 
 @dataclass
