@@ -4,7 +4,9 @@ Starts ZooKeeper and one broker (ferry.embedded), produces N page-view events (t
 topic, then runs `ferry load` as a child process, each time into a fresh state directory (ledger, Derby,
 warehouse) on the same events: ``local[2]``; a master with one worker (1 core, 1 GB); the same master once
 a second worker joined. Reports rows/s of the run's executor job (stage ``topics``), the run end to end
-(session start included), tasks, executor task time per row (CPU per row on an idle machine) and per task.
+(session start included), tasks, the splits' own CPU per row (thread time of fetch, parse, decode and
+write in the executors' Python workers) and the overhead per task (a task's run time beyond its split's own
+wall time: Python worker, scheduling, results).
 On one host the point is CPU per row and overhead per task, not speed-up.
 
     .venv/bin/python bench/bench_spark_cluster.py [--events 200000] [--max-per-split 25000] [--json FILE]
@@ -64,10 +66,17 @@ def load(zk: str, topic: str, master: str, work: Path, max_per_split: int) -> di
     ex = result["executors"]
     task_s = sum(e["task_seconds"] for e in ex)
     tasks = sum(e["tasks"] for e in ex)
+    # the splits' own CPU (thread time of fetch, parse, decode, write in the Python workers) and wall time
+    split = [t["stages"] for t in result["topics"]]
+    cpu_s = sum(st.get(k, 0.0) for st in split for k in ("fetch", "parse", "decode", "write"))
+    split_wall_s = sum(st.get("split_wall", 0.0) for st in split)
     return {"master": master, "rows": result["rows"], "wall_s": round(wall, 1), "topics_s": round(topics_s, 1),
             "rows_per_s_job": round(result["rows"] / topics_s), "rows_per_s_wall": round(result["rows"] / wall),
             "tasks": tasks, "task_s": round(task_s, 1),
             "task_us_per_row": round(task_s * 1e6 / result["rows"], 2) if task_s else None,
+            "split_cpu_us_per_row": round(cpu_s * 1e6 / result["rows"], 2),
+            "split_wall_s": round(split_wall_s, 1),
+            "overhead_per_task_s": round((task_s - split_wall_s) / tasks, 2) if tasks else None,
             "workers": sorted({e["worker"] for e in ex if e["tasks"]}),
             "executors": ex, "loadavg": os.getloadavg()[0]}
 

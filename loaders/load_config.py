@@ -95,7 +95,8 @@ class LoadResult:
         return {"run_id": self.run_id, "committed": self.committed, "rows": self.rows,
                 "audit_events": self.audit_events,
                 "topics": [{"topic": t.topic, "table": t.table, "messages": t.messages, "rows": t.rows,
-                            "bad": t.bad, "hours": [list(h) for h in t.hours]} for t in self.topics],
+                            "bad": t.bad, "hours": [list(h) for h in t.hours],
+                            "stages": {k: round(v, 3) for k, v in t.stages.items()}} for t in self.topics],
                 "plan": self.plan.to_dict() if self.plan else None, "executors": self.executors,
                 "stages": {k: round(v, 3) for k, v in self.stages.items()}}
 
