@@ -75,6 +75,9 @@ class LoadResult:
     committed: bool = False
     audit_events: int = 0
     stages: dict[str, float] = field(default_factory=dict)  # seconds: plan, begin, topics, commit, apply
+    # where the work ran (executor_report.ExecutorShare.to_dict): executor, worker, tasks, rows, rows/s;
+    # empty when the driver's UI is off (local mode)
+    executors: list[dict] = field(default_factory=list)
 
     @property
     def rows(self) -> int:
@@ -92,8 +95,10 @@ class LoadResult:
         return {"run_id": self.run_id, "committed": self.committed, "rows": self.rows,
                 "audit_events": self.audit_events,
                 "topics": [{"topic": t.topic, "table": t.table, "messages": t.messages, "rows": t.rows,
-                            "bad": t.bad, "hours": [list(h) for h in t.hours]} for t in self.topics],
-                "plan": self.plan.to_dict() if self.plan else None}
+                            "bad": t.bad, "hours": [list(h) for h in t.hours],
+                            "stages": {k: round(v, 3) for k, v in t.stages.items()}} for t in self.topics],
+                "plan": self.plan.to_dict() if self.plan else None, "executors": self.executors,
+                "stages": {k: round(v, 3) for k, v in self.stages.items()}}
 
 
 @dataclass

@@ -30,6 +30,7 @@ from ferry.loaders import native
 from ferry.loaders.cluster_offsets import ClusterOffsets
 from ferry.loaders.completeness import CompletenessBooks
 from ferry.loaders.datasource import register
+from ferry.loaders.executor_report import ExecutorReport
 from ferry.loaders.failed_run import note_failure
 from ferry.loaders.ledger import Ledger
 from ferry.loaders.load_config import LoadConfig, LoadResult, RunState, new_run_id
@@ -137,6 +138,7 @@ class LoadJob:
             for k, n in counts.items():
                 audit_counts[k] += n
         self._lap(result, "topics")
+        self.report_executors(result, loader, run_id)
         events = warehouse_events(run_id, audit_counts, datacenter=datacenter)
         record: dict[str, Any] = {
             "run_id": run_id,
@@ -159,6 +161,14 @@ class LoadJob:
         self.say(f"run time {total:.1f} s ({result.rows / max(total, 1e-6):,.0f} rows/s): "
                  + ", ".join(f"{k} {v:.1f} s" for k, v in result.stages.items()))
         return result
+
+    def report_executors(self, result: LoadResult, loader: TopicsLoader, run_id: str) -> None:
+        """Tasks and rows per executor (and its worker) of the run's Spark job, while the driver's UI is up."""
+        shares = ExecutorReport(self.spark).shares(loader.job_group(run_id), loader.split_rows)
+        result.executors = [s.to_dict() for s in shares]
+        if shares:
+            workers = sorted({s.worker for s in shares if s.tasks})
+            self.say(f"tasks ran on {len(workers)} worker(s):\n" + "\n".join("  " + s.describe() for s in shares))
 
     # ------------------------------------------------------------------------------------------- redo/undo
     def _applier(self) -> RunApplier:

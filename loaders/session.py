@@ -67,7 +67,9 @@ def build_session(state_dir: str | os.PathLike, *, master: str | None = "local[2
     settings = {
         "spark.sql.session.timeZone": "UTC",
         "spark.sql.warehouse.dir": warehouse or str(state / "warehouse"),
-        "spark.ui.enabled": "false",
+        # a cluster's driver keeps its UI: its REST API is where a load reads its tasks per executor
+        # (executor_report.py) and where ops watch it; local mode needs neither
+        "spark.ui.enabled": "false" if (master or "").startswith("local") else "true",
         "spark.ui.showConsoleProgress": "true" if sys.stderr.isatty() else "false",  # stage bars on a terminal
         "spark.sql.shuffle.partitions": "8",
         "spark.sql.sources.partitionOverwriteMode": "dynamic",

@@ -8,7 +8,8 @@ directories itself, ``<table root>/dt=D/hr=H/ferry_run=<run id>/part-<split>-<n>
 Spark only a few rows of statistics (``STATS_SCHEMA``): rows per (hour, 10-minute bucket, schema id), the
 number of records it could not load, the first of them (partition, offset, reason), and the CPU seconds
 it spent per stage (fetch, parse, decode, write, and "wait": wall time beyond them; "split_wall": the
-whole split; ``kind="time"``, µs in ``rows``, the stage in ``error``). One Spark job loads all topics of a run (a job costs ~1 s here).
+whole split; ``kind="time"``, µs in ``rows``, the stage in ``error``), and the split's own rows (``kind="split"``,
+its index in ``partition``: which executor wrote how many rows, executor_report.py). One Spark job loads all topics of a run (a job costs ~1 s here).
 
 Files are written under a hidden name and renamed when complete; a retried task writes the same names
 again (same ranges, same rows). Nothing here is visible: the job commits the run, then points the
@@ -39,6 +40,23 @@ STATS_SCHEMA = ("topic string, kind string, dt string, hr string, bucket long, s
                 "partition int, offset long, error string")
 ROW_GROUP_ROWS = 131_072  # rows buffered per file before a row group is written
 SAMPLES = 5  # bad records reported per split (the job names the first ones of the run)
+
+
+class SharedStorageError(RuntimeError):
+    """The driver does not see the rows the executors wrote: the warehouse is not one storage for all."""
+
+
+def rows_written(root: str, run_id: str, hours: list[tuple[str, str]]) -> int:
+    """Rows in the footers of the files ``run_id``'s splits wrote under a table's ``root``, as the driver sees
+    them: on a cluster, what a worker wrote to a directory that is not the shared mount is missing here."""
+    where, base = filesystem(root)
+    total = 0
+    for d, h in hours:
+        selector = fs.FileSelector(f"{base.rstrip('/')}/dt={d}/hr={h}/{VERSION_COLUMN}={run_id}", allow_not_found=True)
+        for info in where.get_file_info(selector):
+            if info.base_name.startswith("part-") and info.base_name.endswith(f"-{run_id}.parquet"):
+                total += pq.read_metadata(info.path, filesystem=where).num_rows
+    return total
 
 
 @dataclass
@@ -174,7 +192,7 @@ def load_split(batches: Iterator[pa.RecordBatch], split_index: int, topic: str, 
     elapsed = time.perf_counter() - wall
     stages["wait"] = max(0.0, elapsed - sum(stages.values()))  # the broker, or a busy CPU
     stages["split_wall"] = elapsed
-    yield _stats(topic, decoder, counts, bad, samples, stages)
+    yield _stats(topic, decoder, counts, bad, samples, stages, split_index)
 
 
 def _write_group(files: HourFiles, decoder: ValueDecoder, group, counts: dict) -> None:
@@ -195,9 +213,10 @@ def _write_group(files: HourFiles, decoder: ValueDecoder, group, counts: dict) -
         files.add(*decoder.labels(int(sorted_hours[lo])), table.take(pa.array(order[lo:hi])))
 
 
-def _stats(topic: str, decoder: ValueDecoder, counts: dict, bad: int, samples: list, stages: dict[str, float]
-           ) -> pa.RecordBatch:
+def _stats(topic: str, decoder: ValueDecoder, counts: dict, bad: int, samples: list, stages: dict[str, float],
+           split_index: int) -> pa.RecordBatch:
     rows: list[dict] = [{"kind": "time", "error": k, "rows": round(v * 1e6)} for k, v in stages.items()]
+    rows.append({"kind": "split", "partition": split_index, "rows": sum(counts.values())})
     for (bucket, sid), n in sorted(counts.items()):
         d, h = decoder.labels(bucket // 3_600_000)
         rows.append({"kind": "rows", "dt": d, "hr": h, "bucket": bucket, "schema_id": sid, "rows": n})

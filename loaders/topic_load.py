@@ -33,7 +33,7 @@ from ferry.loaders.load_config import BadRecordsError, Say, TopicResult
 from ferry.loaders.offsets import OffsetRange, split_ranges
 from ferry.loaders.planner import LoadPlan
 from ferry.loaders.progress import LoadProgress
-from ferry.loaders.split_load import SplitTarget, TopicTarget
+from ferry.loaders.split_load import SharedStorageError, SplitTarget, TopicTarget, rows_written
 from ferry.loaders.warehouse import Warehouse, hours_filter, ranges_filter
 from ferry.schemas.errors import SchemaError, UnknownSchemaError
 from ferry.schemas.registry import SchemaRegistry, subject_for_topic
@@ -130,6 +130,16 @@ class TopicLoad:
                                   "was committed; fix the data or re-run with --skip-bad-records")
         self.say(f"{self.topic}: SKIPPING {self.tr.bad} bad record(s) (--skip-bad-records), e.g. {where}")
 
+    def check_shared(self, rows: int, hours: list[tuple[str, str]]) -> None:
+        """The executors' files are where the driver will publish them (a worker without the shared mount
+        writes to its own disk): their footers hold every row the splits reported, before anything commits."""
+        seen = rows_written(self.warehouse.table_root(self.table), self.run_id, hours)
+        if seen != rows:
+            raise SharedStorageError(
+                f"{self.topic}: the executors wrote {rows} rows but the driver sees {seen} under "
+                f"{self.warehouse.table_root(self.table)}; is the warehouse mounted at the same path on every "
+                "worker? (nothing was committed)")
+
     def replaced_counts(self) -> dict[int, int]:
         """Rows already in the table that this run re-loads, per bucket (so the audit counts stay net)."""
         wh = self.warehouse
@@ -173,6 +183,7 @@ class TopicLoad:
         try:
             cols = self.data_columns(ids - {-1}, self.schemas)
             self.check_bad([(r.partition, r.offset, r.error) for r in stats if r.kind == "sample"])
+            self.check_shared(sum(counts.values()), sorted(hours))
         except BaseException:
             wh.remove_versions(self.table, self.run_id)
             raise
@@ -265,6 +276,12 @@ class TopicsLoader:
         self.spark, self.warehouse, self.source, self.say = spark, warehouse, source, say
         self.zookeeper, self.max_per_split, self.progress = zookeeper, max_per_split, progress
         self.skip_bad_records = skip_bad_records
+        self.split_rows: dict[int, int] = {}  # after an arrow load: rows written per split index (Spark task index)
+
+    @staticmethod
+    def job_group(run_id: str) -> str:
+        """The job group of a run's Spark job (progress bar, executor report)."""
+        return f"ferry-load-{run_id}"
 
     def load(self, run_id: str, plan: LoadPlan, tables: dict[str, str], bootstrap: str,
              loaded_to: dict[tuple[str, int], int], writer: str) -> list[TopicOutcome]:
@@ -298,7 +315,7 @@ class TopicsLoader:
             f"{load.topic} ({load.tr.messages}) -> {wh.qualified(load.table)}" for load in loads))
         splits = split_ranges(ranges, self.max_per_split or None)
         try:
-            with LoadProgress(self.spark, f"ferry-load-{run_id}", splits, enabled=self.progress):
+            with LoadProgress(self.spark, self.job_group(run_id), splits, enabled=self.progress):
                 stats = self.source(ranges, bootstrap).option("ferry.load", target.to_json()).load().collect()
         except BaseException:
             for load in loads:
@@ -310,4 +327,6 @@ class TopicsLoader:
         by_topic: dict[str, list[Row]] = defaultdict(list)
         for r in stats:
             by_topic[r.topic].append(r)
+            if r.kind == "split":
+                self.split_rows[int(r.partition)] = int(r.rows)
         return [load.finish_arrow(by_topic[load.topic], t0, t_read) for load in loads]
