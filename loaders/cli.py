@@ -143,11 +143,12 @@ def run(args: argparse.Namespace) -> int:
     cfg = config_from_args(args)
     hours = parse_hours(args.hours)
     if args.step in ("load", "all"):
-        _preflight(cfg)
-        try:
-            _say_native_parts()
+        try:  # loads batch_records and avro_columns (one warning when they are not built)
+            loader_native.available()
         except NativeRequiredError as e:  # FERRY_REQUIRE_NATIVE=1 and a decoder not built: refuse before Spark
             raise RuntimeError(str(e)) from None
+        _preflight(cfg)
+        _say_native_parts()
     metrics = None
     if args.step in ("load", "all") and (args.metrics_file or cli.metrics_listen(args)):
         metrics = LoadMetrics(args.metrics_file)
@@ -175,7 +176,6 @@ def _preflight(cfg: LoadConfig) -> None:
 def _say_native_parts() -> None:
     """The start-up line the broker and the mirror log too, for the decoders this load runs (on stderr: stdout
     carries the plan and the books). Spark's Python workers load the same installed ferry."""
-    loader_native.available()  # loads batch_records and avro_columns (one warning when they are not built)
     print(f"ferry load: native parts: {native.describe()}", file=sys.stderr, flush=True)
 
 

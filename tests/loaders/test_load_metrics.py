@@ -87,6 +87,6 @@ def test_a_required_native_part_missing_stops_the_load_before_spark(tmp_path):
     run = subprocess.run([sys.executable, "-c", NOT_BUILT, str(tmp_path / "state")], capture_output=True,
                          text=True, env=env, timeout=120)
     assert run.returncode == 1, run.stdout + run.stderr
-    assert run.stderr.startswith("ferry load: ferry's native part 'batch_records'"), run.stderr
+    assert run.stderr.startswith("ferry load: error: ferry's native part 'batch_records'"), run.stderr
     assert "Traceback" not in run.stderr and len(run.stderr.strip().splitlines()) == 1
     assert not (tmp_path / "state").exists()  # nothing left behind

@@ -32,10 +32,14 @@ def test_a_failed_load_leaves_nothing_in_the_working_directory(tmp_path: Path) -
     p = ferry("load", "--zookeeper", "127.0.0.1:1/x", "--topics", "t", cwd=work, home=home)
     assert p.returncode != 0 and "Traceback" not in p.stderr and "cannot connect to ZooKeeper" in p.stderr
     assert not any(work.iterdir()), sorted(x.name for x in work.iterdir())
-    # $FERRY_STATE_DIR decides where the state goes when --state-dir is not given
+    # $FERRY_STATE_DIR decides where the state goes when --state-dir is not given (checked before anything runs:
+    # one that cannot be made is named in the one line, and nothing is created anywhere)
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
     p = ferry("load", "--zookeeper", "127.0.0.1:1/x", "--topics", "t", cwd=work, home=home,
-              FERRY_STATE_DIR=str(state))
-    assert p.returncode != 0 and not any(work.iterdir()) and (state / "ledger.json").exists()
+              FERRY_STATE_DIR=str(blocker / "state"))
+    assert p.returncode == 1 and str(blocker / "state") in p.stderr and not any(work.iterdir()), p.stderr
+    assert not state.exists() and not home.exists() or not any(home.rglob("ledger.json"))
 
 
 def test_sql_on_an_empty_state_dir_is_one_line_without_spark(tmp_path: Path) -> None:
