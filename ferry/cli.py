@@ -21,6 +21,7 @@ from ferry.schemas import console_formats
 COMMANDS: dict[str, tuple[str, str]] = {
     "zookeeper": ("ferry.zk.cli", "run a local ZooKeeper server (Debian's zookeeper package)"),
     "broker": ("ferry.broker.cli", "run a broker"),
+    "zookeeper-acls": ("ferry.zk.zk_acls_cmd", "secure (or open) an existing cluster's znodes with ZooKeeper ACLs"),
     "users": ("ferry.zk.users_cmd", "add, list and remove SCRAM users (SASL credentials in ZooKeeper)"),
     "topics": ("ferry.client.tools.topics_cmd", "create, list, describe, alter and reassign topics"),
     "produce": ("ferry.client.tools.produce_cmd", "console producer: publish lines from stdin"),

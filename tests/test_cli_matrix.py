@@ -131,6 +131,8 @@ def bad_arguments(p: Paths) -> list[Case]:
         ("groups", ("groups", "describe", *z)),
         ("groups reset", ("groups", "reset", "--group", "g", *z)),
         ("users", ("users", "add", "u", "--password", "pw", *z)),
+        ("zookeeper-acls", ("zookeeper-acls", "lock", *z)),
+        ("zookeeper-acls no credentials", ("zookeeper-acls", "secure", *z)),
         ("users iterations", ("users", "add", "u", "--password-stdin", "--iterations", "1", *z)),
         ("acls", ("acls", "add", "--allow-principal", "User:a", "--operation", "Fly", "--topic", "t", *z)),
         ("acls principal", ("acls", "add", "--allow-principal", "nobody", "--operation", "Read", "--topic", "t", *z)),

@@ -4,6 +4,7 @@ is secured (and opened again) by the migration."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -144,6 +145,17 @@ def test_migration_secures_and_reopens_an_existing_tree(tmp_path: Path, zk_conne
         owner.set("/brokers/topics/old", owner.get("/brokers/topics/old")[0])  # the owner still may
         assert unsecure_tree(owner) >= 3
         other.set("/brokers/topics/old", other.get("/brokers/topics/old")[0])
+        # the same through the command, with the identity of $FERRY_ZOOKEEPER_CREDENTIALS
+        env = {**os.environ, ENV_CREDENTIALS: str(tmp_path / "zk-credentials")}
+        for action, writable in (("secure", False), ("unsecure", True)):
+            run = subprocess.run([sys.executable, "-m", "ferry.cli", "zookeeper-acls", action, "--zookeeper",
+                                  zk_connect], capture_output=True, text=True, timeout=60, env=env)
+            assert run.returncode == 0 and "znodes" in run.stdout, run.stderr
+            try:
+                other.set("/brokers/topics/old", other.get("/brokers/topics/old")[0])
+                assert writable, "secured, yet writable by a client without the credentials"
+            except NoAuthError:
+                assert not writable
     finally:
         for c in (owner, other):
             c.stop()
