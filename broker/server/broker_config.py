@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ferry.broker.server.metrics_http import METRICS_HTTP_KEYS, MetricsHttpSettings
 from ferry.broker.server.security_config import (
     SECURITY_KEYS,
     Listener,
@@ -47,6 +48,7 @@ class BrokerConfig:
     audit_topic_partitions: int = 0  # >0: create `_audit` with this many partitions at start-up if missing
     metrics_port: int = 0  # >0: serve Prometheus metrics on <metrics_host>:<port>/metrics
     metrics_host: str = "127.0.0.1"  # metrics.listen HOST:PORT sets both (loopback unless asked)
+    metrics_http: MetricsHttpSettings = MetricsHttpSettings()  # HTTPS and authentication of /metrics
     # replication (Kafka's names and defaults; min.insync.replicas and unclean.leader.election.enable are
     # the topics' defaults, so they live in `log` (LogConfig): see the properties below)
     default_replication_factor: int = 1  # auto-created topics, CreateTopics with -1, `_audit`
@@ -239,6 +241,7 @@ class BrokerConfig:
             audit_topic_partitions=_parse_int("audit.topic.partitions", p.get("audit.topic.partitions", "0")),
             security=security,
             **_metrics_listen(p),
+            metrics_http=_metrics_http(p),
             **_replication_settings(p),
             **_authorizer_settings(p),
         )
@@ -315,7 +318,7 @@ KNOWN_KEYS = {
     "broker.rack", "socket.request.max.bytes", "auto.create.topics.enable", "num.partitions",
     "zookeeper.session.timeout.ms", "log.retention.hours", "log.retention.check.interval.ms",
     "connections.max.idle.ms", "audit.topic.partitions", "replica.truncation", "metrics.port", "metrics.listen",
-    *BROKER_CONFIG_NAMES, *REPLICATION_KEYS, *AUTHORIZER_KEYS, *SECURITY_KEYS,
+    *METRICS_HTTP_KEYS, *BROKER_CONFIG_NAMES, *REPLICATION_KEYS, *AUTHORIZER_KEYS, *SECURITY_KEYS,
 }
 
 
@@ -364,6 +367,13 @@ def _positive(key: str, text: str) -> int:
     if value <= 0:
         raise ConfigError(f"{key} must be a positive number of milliseconds, got {text!r}")
     return value
+
+
+def _metrics_http(p: dict[str, str]) -> MetricsHttpSettings:
+    try:
+        return MetricsHttpSettings.from_properties(p)
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
 
 
 def _metrics_listen(p: dict[str, str]) -> dict[str, object]:

@@ -224,8 +224,10 @@ class KafkaServer:
         if cfg.metrics_port:
             serve(cfg.metrics_port, BrokerCollector(cfg.broker_id, replicas, self.controller,
                                                     offline_log_dirs=lambda: self.log_manager.health.offline_log_dirs,
-                                                    requests=apis.request_metrics), cfg.metrics_host)
-            log.info("metrics on %s:%d/metrics", cfg.metrics_host, cfg.metrics_port)
+                                                    requests=apis.request_metrics), cfg.metrics_host,
+                  cfg.metrics_http.security(cfg.zookeeper))
+            log.info("metrics on %s://%s:%d/metrics", "https" if cfg.metrics_http.certfile else "http",
+                     cfg.metrics_host, cfg.metrics_port)
 
     async def _authorizer(self) -> Authorizer:
         """ACLs (docs/acls.md): with authorizer.class.name set, every ACL is read before serving and followed
