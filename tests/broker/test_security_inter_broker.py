@@ -23,6 +23,7 @@ from ferry.embedded import BrokerProcess, free_port  # noqa: E402
 from ferry.wire.protocol import sasl_authenticate, sasl_handshake  # noqa: E402
 from ferry.wire.protocol.header import request_header  # noqa: E402
 from ferry.wire.protocol.primitives import Reader  # noqa: E402
+from tests.broker.raw_socket import recv_exactly  # noqa: E402
 
 
 def _start(root: Path, zk: str, broker_id: int, props: Path, listeners: list[str]) -> BrokerProcess:
@@ -44,22 +45,7 @@ def test_replication_over_ssl_inter_broker_listener(zk_server, tmp_path):
     try:
         for i in (1, 2):
             brokers.append(_start(tmp_path, zk, i, props, [f"SSL://127.0.0.1:{free_port('127.0.0.1')}"]))
-        admin = AdminClient({"bootstrap.servers": brokers[0].bootstrap})
-        admin.create_topics([NewTopic("replicated", 2, replication_factor=2)])["replicated"].result(timeout=30)
-        p = Producer({"bootstrap.servers": brokers[0].bootstrap, "acks": "all"})
-        acked: list = []
-        for i in range(50):
-            p.produce("replicated", f"m{i}".encode(), partition=i % 2,
-                      on_delivery=lambda err, msg: acked.append(err))
-        assert p.flush(30) == 0 and acked == [None] * 50
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            md = admin.list_topics("replicated", timeout=10).topics["replicated"]
-            if all(len(pm.isrs) == 2 for pm in md.partitions.values()):
-                break
-            time.sleep(0.2)
-        assert all(len(pm.isrs) == 2 for pm in md.partitions.values()), md.partitions
-        logs = "".join(b.log_file.read_text() for b in brokers)
+        logs = _replicated_in_sync(brokers, 50)
         # the followers' fetches came over TLS with the broker certificate: its principal is logged
         assert "authenticated User:CN=server,O=ferry from 127.0.0.1:" in logs and "on SSL" in logs
         # ssl.client.auth=required: a client without a certificate, or with a self-signed one, is refused
@@ -97,22 +83,7 @@ def test_replication_over_sasl_ssl_inter_broker_listener(zk_server, tmp_path):
     try:
         for i in (1, 2):
             brokers.append(_start(tmp_path, zk, i, props, [f"SASL_SSL://127.0.0.1:{free_port('127.0.0.1')}"]))
-        admin = AdminClient({"bootstrap.servers": brokers[0].bootstrap})
-        admin.create_topics([NewTopic("replicated", 2, replication_factor=2)])["replicated"].result(timeout=30)
-        p = Producer({"bootstrap.servers": brokers[0].bootstrap, "acks": "all"})
-        acked: list = []
-        for i in range(20):
-            p.produce("replicated", f"m{i}".encode(), partition=i % 2,
-                      on_delivery=lambda err, msg: acked.append(err))
-        assert p.flush(30) == 0 and acked == [None] * 20
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            md = admin.list_topics("replicated", timeout=10).topics["replicated"]
-            if all(len(pm.isrs) == 2 for pm in md.partitions.values()):
-                break
-            time.sleep(0.2)
-        assert all(len(pm.isrs) == 2 for pm in md.partitions.values()), md.partitions
-        logs = "".join(b.log_file.read_text() for b in brokers)
+        logs = _replicated_in_sync(brokers, 20)
         assert "authenticated User:broker from 127.0.0.1:" in logs and "on SASL_SSL (SCRAM-SHA-512)" in logs
         assert "broker-pw" not in logs
     finally:
@@ -123,18 +94,9 @@ def test_replication_over_sasl_ssl_inter_broker_listener(zk_server, tmp_path):
 def _call(s: socket.socket, key: int, version: int, corr: int, body: bytes) -> Reader:
     frame = request_header(key, version, corr, "raw") + body
     s.sendall(struct.pack(">i", len(frame)) + frame)
-    size = struct.unpack(">i", _recv(s, 4))[0]
-    return Reader(_recv(s, size)[4:])
+    size = struct.unpack(">i", recv_exactly(s, 4))[0]
+    return Reader(recv_exactly(s, size)[4:])
 
-
-def _recv(s: socket.socket, n: int) -> bytes:
-    out = b""
-    while len(out) < n:
-        chunk = s.recv(n - len(out))
-        if not chunk:
-            raise ConnectionError("closed")
-        out += chunk
-    return out
 
 
 @pytest.fixture
@@ -183,3 +145,23 @@ def test_client_reauthenticates_and_keeps_producing(reauth_broker):
     assert p.flush(30) == 0
     assert acked == [None] * i
     assert "re-authenticated User:alice from 127.0.0.1:" in b.log_file.read_text()
+
+
+def _replicated_in_sync(brokers: list[BrokerProcess], messages: int) -> str:
+    """A topic of 2 partitions on both brokers, ``messages`` produced with acks=all, both replicas in the ISR of
+    every partition (the followers fetched over the inter-broker listener); the brokers' logs."""
+    admin = AdminClient({"bootstrap.servers": brokers[0].bootstrap})
+    admin.create_topics([NewTopic("replicated", 2, replication_factor=2)])["replicated"].result(timeout=30)
+    p = Producer({"bootstrap.servers": brokers[0].bootstrap, "acks": "all"})
+    acked: list = []
+    for i in range(messages):
+        p.produce("replicated", f"m{i}".encode(), partition=i % 2, on_delivery=lambda err, msg: acked.append(err))
+    assert p.flush(30) == 0 and acked == [None] * messages
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        md = admin.list_topics("replicated", timeout=10).topics["replicated"]
+        if all(len(pm.isrs) == 2 for pm in md.partitions.values()):
+            break
+        time.sleep(0.2)
+    assert all(len(pm.isrs) == 2 for pm in md.partitions.values()), md.partitions
+    return "".join(b.log_file.read_text() for b in brokers)

@@ -21,6 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from tls_certs import make_certs  # noqa: E402
 
 from ferry.embedded import BrokerProcess, free_port  # noqa: E402
+from tests.broker.raw_socket import recv_exactly  # noqa: E402
 
 PASSWORD = "s3cret-pw"
 
@@ -193,8 +194,8 @@ def _raw_sasl_plain(port: int, user: str, password: str, source: str = "127.0.0.
     def call(s, key, version, corr, body):
         frame = request_header(key, version, corr, "raw") + body
         s.sendall(struct.pack(">i", len(frame)) + frame)
-        size = struct.unpack(">i", _recv(s, 4))[0]
-        return Reader(_recv(s, size)[4:])
+        size = struct.unpack(">i", recv_exactly(s, 4))[0]
+        return Reader(recv_exactly(s, size)[4:])
 
     with socket.create_connection(("127.0.0.1", port), timeout=10, source_address=(source, 0)) as s:
         code, _ = sasl_handshake.parse_response(call(s, 17, 1, 1, sasl_handshake.encode_request("PLAIN")))
@@ -207,15 +208,6 @@ def _raw_sasl_plain(port: int, user: str, password: str, source: str = "127.0.0.
             assert s.recv(1) == b""  # closed after the failure
         return resp.error_code, took, resp
 
-
-def _recv(s: socket.socket, n: int) -> bytes:
-    out = b""
-    while len(out) < n:
-        chunk = s.recv(n - len(out))
-        if not chunk:
-            raise ConnectionError("closed")
-        out += chunk
-    return out
 
 
 def test_brute_force_is_slowed(secure):
@@ -248,13 +240,13 @@ def test_sasl_authenticate_v2_flexible(secure):
         with socket.create_connection(("127.0.0.1", secure["ports"]["SASL_PLAINTEXT"]), timeout=10,
                                       source_address=("127.0.0.6", 0)) as s:
             s.sendall(frame(17, 1, 1, sasl_handshake.encode_request("PLAIN")))
-            size = struct.unpack(">i", _recv(s, 4))[0]
-            assert sasl_handshake.parse_response(Reader(_recv(s, size)[4:]))[0] == 0
+            size = struct.unpack(">i", recv_exactly(s, 4))[0]
+            assert sasl_handshake.parse_response(Reader(recv_exactly(s, size)[4:]))[0] == 0
             token = f"\0alice\0{password}".encode()
             body = b"\x00" + bytes([len(token) + 1]) + token + b"\x00"  # header tags, compact bytes, tags
             s.sendall(frame(36, 2, 2, body))
-            size = struct.unpack(">i", _recv(s, 4))[0]
-            answer = _recv(s, size)
+            size = struct.unpack(">i", recv_exactly(s, 4))[0]
+            answer = recv_exactly(s, size)
             assert answer[:4] == struct.pack(">i", 2)
             resp = sasl_authenticate.parse_response(Reader(answer[4:]), 2)
             assert resp.error_code == code
@@ -274,16 +266,16 @@ def test_sasl_handshake_v0_raw_tokens(secure):
                                       source_address=("127.0.0.4", 0)) as s:
             frame = request_header(17, 0, 7, "raw") + sasl_handshake.encode_request("PLAIN")
             s.sendall(struct.pack(">i", len(frame)) + frame)
-            size = struct.unpack(">i", _recv(s, 4))[0]
-            assert _recv(s, size)[4:6] == b"\x00\x00"
+            size = struct.unpack(">i", recv_exactly(s, 4))[0]
+            assert recv_exactly(s, size)[4:6] == b"\x00\x00"
             token = f"\0alice\0{password}".encode()
             s.sendall(struct.pack(">i", len(token)) + token)
             if ok:
-                assert struct.unpack(">i", _recv(s, 4))[0] == 0  # an empty raw answer: authenticated
+                assert struct.unpack(">i", recv_exactly(s, 4))[0] == 0  # an empty raw answer: authenticated
                 frame = request_header(18, 0, 8, "raw")  # ApiVersions now served
                 s.sendall(struct.pack(">i", len(frame)) + frame)
-                size = struct.unpack(">i", _recv(s, 4))[0]
-                assert _recv(s, size)[:4] == struct.pack(">i", 8)
+                size = struct.unpack(">i", recv_exactly(s, 4))[0]
+                assert recv_exactly(s, size)[:4] == struct.pack(">i", 8)
             else:
                 assert s.recv(4) == b""  # closed without an answer (v0)
 
@@ -299,8 +291,8 @@ def test_unsupported_mechanism_and_sasl_on_a_plaintext_listener(secure):
         with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
             frame = request_header(17, 1, 1, "raw") + sasl_handshake.encode_request(mechanism)
             s.sendall(struct.pack(">i", len(frame)) + frame)
-            size = struct.unpack(">i", _recv(s, 4))[0]
-            code, mechanisms = sasl_handshake.parse_response(Reader(_recv(s, size)[4:]))
+            size = struct.unpack(">i", recv_exactly(s, 4))[0]
+            code, mechanisms = sasl_handshake.parse_response(Reader(recv_exactly(s, size)[4:]))
             s.settimeout(5)
             try:
                 after = s.recv(1)

@@ -31,6 +31,16 @@ PAGE_VIEW = {
 }
 HOUR_MS = 3_600_000
 
+# rows and distinct (topic, partition, offset) of a table, in a separate Spark (exactly once checks)
+COUNT_SCRIPT = """
+import json, sys
+from ferry.loaders.session import build_session
+spark = build_session(sys.argv[1], master="local[1]")
+db, table = sys.argv[2], sys.argv[3]
+r = spark.sql(f"SELECT count(*) AS n, count(DISTINCT _topic, _partition, _offset) AS d FROM {db}.{table}").collect()[0]
+print("RESULT " + json.dumps({"rows": r.n, "distinct": r.d}))
+"""
+
 
 @dataclass
 class Offline:

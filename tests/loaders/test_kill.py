@@ -13,18 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.loaders.conftest import create_topic, past_hour, produce, spread
+from tests.loaders.conftest import COUNT_SCRIPT, create_topic, past_hour, produce, spread
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
-
-COUNT_SCRIPT = """
-import json, sys
-from ferry.loaders.session import build_session
-spark = build_session(sys.argv[1], master="local[1]")
-db, table = sys.argv[2], sys.argv[3]
-r = spark.sql(f"SELECT count(*) AS n, count(DISTINCT _topic, _partition, _offset) AS d FROM {db}.{table}").collect()[0]
-print("RESULT " + json.dumps({"rows": r.n, "distinct": r.d}))
-"""
 
 
 def _load_cmd(offline, topic: str, state: Path) -> list[str]:
