@@ -1,11 +1,12 @@
-"""`ferry dashboard --zookeeper OFFLINE_ZK [--live-zookeeper LIVE_ZK] [--state-dir DIR] --listen HOST:PORT`."""
+"""`ferry dashboard --zookeeper OFFLINE_ZK (--live-zookeeper LIVE_ZK ... | --offline-only) [--state-dir DIR]
+--listen HOST:PORT`."""
 
 from __future__ import annotations
 
 import argparse
 import sys
 
-from ferry.dashboard.sources import Sources
+from ferry.dashboard.sources import NoLiveClusterError, Sources
 from ferry.zk.cli_args import add_zookeeper_argument, quiet_zookeeper_logs
 
 
@@ -19,6 +20,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add_zookeeper_argument(p, "ZooKeeper of the offline cluster")
     p.add_argument("--live-zookeeper", metavar="HOST:PORT/CHROOT", action="append", default=[],
                    help="a live cluster (repeatable): its producer counts, mirror lag and health")
+    p.add_argument("--offline-only", action="store_true",
+                   help="no live cluster: judge completeness from the counts that reached the offline cluster "
+                        "alone (a stopped mirror then makes a partial hour look complete; every answer says so)")
     p.add_argument("--state-dir", metavar="DIR", help="the loads' state directory (its ledger.json)")
     p.add_argument("--listen", metavar="HOST:PORT", default="127.0.0.1:8500",
                    help="where to serve (default 127.0.0.1:8500)")
@@ -51,8 +55,12 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as e:
         print(f"ferry dashboard: {e}", file=sys.stderr)
         return 2
-    sources = Sources(args.zookeeper, args.live_zookeeper, args.state_dir, timeout_s=args.timeout_s,
-                      mirror_group=args.mirror_group)
+    try:
+        sources = Sources(args.zookeeper, args.live_zookeeper, args.state_dir, offline_only=args.offline_only,
+                          timeout_s=args.timeout_s, mirror_group=args.mirror_group)
+    except NoLiveClusterError as e:
+        print(f"ferry dashboard: {e}", file=sys.stderr)
+        return 2
     if args.live_zookeeper:
         sources.start_lag_sampler()
     app = create_app(sources, args.prometheus_url)
