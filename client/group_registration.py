@@ -51,6 +51,23 @@ def running_here(host: str, pid: int | None) -> bool:
     return True
 
 
+def refuse_if_held_here(zk: KazooClient, group: str, consumer_id: str) -> None:
+    """Before a process does anything as ``consumer_id``: MemberIdConflictError when another running process of
+    this host holds it (read only; :meth:`GroupRegistration.register` decides every other case)."""
+    try:
+        held, _ = zk.get(dirs.id_path(group, consumer_id))
+    except NoNodeError:
+        return
+    host, pid = holder_of(held)
+    if running_here(host, pid):
+        raise MemberIdConflictError(_held_message(group, consumer_id, host, pid))
+
+
+def _held_message(group: str, consumer_id: str, host: str, pid: int | None) -> str:
+    return (f"consumer id {consumer_id!r} is held in group {group!r} by a live member at "
+            f"{host}{f' (pid {pid})' if pid is not None else ''}; stop it or choose another id")
+
+
 class GroupRegistration:
     """Membership in the group: every member reads the others' registrations to divide the partitions, and a
     registration that vanishes (its session ended) makes them rebalance."""
@@ -82,9 +99,7 @@ class GroupRegistration:
                     return
                 host, pid = holder_of(held)
                 if running_here(host, pid) or time.monotonic() > deadline:
-                    raise MemberIdConflictError(
-                        f"consumer id {self.consumer_id!r} is held in group {self.group!r} by a live member at "
-                        f"{host}{f' (pid {pid})' if pid is not None else ''}; stop it or choose another id") from None
+                    raise MemberIdConflictError(_held_message(self.group, self.consumer_id, host, pid)) from None
                 time.sleep(0.2)
 
     def delete(self) -> None:

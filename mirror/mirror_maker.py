@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from ferry.client.audit.event import AUDIT_TOPIC, AuditEvent
 from ferry.client.consumer_connector import ConsumerConnector
 from ferry.client.errors import ClientError
+from ferry.client.group_registration import refuse_if_held_here
 from ferry.client.producer import Producer
 from ferry.client.subscription import STRATEGIES
 from ferry.client.topic_selection import TopicFilter
@@ -161,6 +162,8 @@ class MirrorMaker:
         for side, registry, zk in (("live", self.source, cfg.source_zookeeper),
                                    ("offline", self.target, cfg.target_zookeeper)):
             self._check_brokers_answer(side, registry, zk)
+        if cfg.consumer_id is not None:  # a member id another process here runs as: refused before anything else
+            refuse_if_held_here(self.source.client, cfg.group, cfg.consumer_id)
         if cfg.datacenter is None:
             dcs = {b.datacenter for b in self.target.brokers().values() if b.datacenter}
             self.datacenter = sorted(dcs)[0] if dcs else ""
