@@ -521,7 +521,7 @@ if mode == "produce":  # N Avro events of one past hour into a live topic, its p
         producer = Producer(zookeeper=zk, application="stopmid", audit_interval_s=1.0)
         for i in range(first, first + n):
             producer.send(topic, ser.serialize({"n": i}), None, timestamp_ms=hour + 1000 * i)
-        print(json.dumps({"undelivered": producer.close()}))
+        print("RESULT", json.dumps({"undelivered": producer.close()}))
 elif mode == "offline-count":  # wait until the offline copy of the topic holds N messages
     from confluent_kafka import Consumer, TopicPartition
     bootstrap, topic, n, deadline = args[0], args[1], int(args[2]), time.monotonic() + float(args[3])
@@ -534,7 +534,7 @@ elif mode == "offline-count":  # wait until the offline copy of the topic holds 
             break
         time.sleep(1)
     c.close()
-    print(json.dumps({"offline": total}))
+    print("RESULT", json.dumps({"offline": total}))
 else:  # chain: the deployed DAG's tasks, in order, on the deployed configuration (its live_zookeepers)
     from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
     import datetime as dt
@@ -561,8 +561,8 @@ else:  # chain: the deployed DAG's tasks, in order, on the deployed configuratio
     except AirflowFailException as e:
         checked = f"failed: {e}"
     table = f"{database}.{topic}"
-    print(json.dumps({"books": books, "publish": published, "check": checked,
-                      "published": Ledger(state_dir).published_hours(table)}))
+    print("RESULT", json.dumps({"books": books, "publish": published, "check": checked,
+                                "published": Ledger(state_dir).published_hours(table)}), flush=True)
 """
 
 
@@ -585,7 +585,9 @@ def test_deployed_dag_does_not_publish_an_hour_the_stopped_mirror_left_partial(d
                        timeout=timeout, check=False)
         out = (p.stdout + p.stderr).decode(errors="replace")
         assert p.returncode == 0, f"{args[0]}: rc={p.returncode}\n{out[-4000:]}"
-        return json.loads(p.stdout.decode().strip().splitlines()[-1])
+        results = [ln for ln in p.stdout.decode(errors="replace").splitlines() if ln.startswith("RESULT ")]
+        assert results, f"{args[0]}: no result line\n{out[-4000:]}"  # Spark and the load print lines of their own
+        return json.loads(results[-1].removeprefix("RESULT "))
 
     t0 = time.monotonic()
     assert on_loader("produce", LIVE_ZK, topic, "300", "0", str(hour_ms)) == {"undelivered": 0}
