@@ -93,6 +93,7 @@ def run_report(args: argparse.Namespace) -> int:
             h["hour"] = _hour_label(h["hour_start"])
             h["status"] = status
             h["complete"] = status == COMPLETE
+            h["completeness"] = doc["completeness"]  # what this hour was judged from
         print(json.dumps(doc, indent=2))
     else:
         _print_table(report, statuses, audit_log.invalid)

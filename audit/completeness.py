@@ -11,6 +11,10 @@ be read, no hour can be judged: its status is ``unknown``, never ``complete``.
 Statuses: ``complete`` (every bucket loaded == produced, and something was produced or a tier said the
 hour is empty), ``incomplete`` (something missing or duplicated), ``empty`` (no audit event at all for
 the hour), ``unknown`` (a live cluster's producer counts are unreachable).
+
+Each status also says what it was judged from: ``live`` (the live clusters' producer counts, the default) or
+``offline-only`` (only the counts that reached the offline cluster; a configuration must ask for it explicitly,
+and every report, table row and published hour so judged carries the mark).
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from ferry.audit.reconciler import HourBooks, reconcile
 from ferry.client.audit.event import AuditEvent
 
 COMPLETE, INCOMPLETE, EMPTY, UNKNOWN = "complete", "incomplete", "empty", "unknown"
+LIVE, OFFLINE_ONLY = "live", "offline-only"  # what an hour was judged from
 
 
 def hour_label(hour_ms: int) -> tuple[str, str]:
@@ -57,6 +62,7 @@ class HourStatus:
     complete: bool
     status: str  # complete | incomplete | empty | unknown
     unreachable: list[str] = field(default_factory=list)  # live clusters whose counts could not be read
+    completeness: str = LIVE  # judged from the live producers' counts, or offline-only
 
     @property
     def hour_ms(self) -> int:
@@ -67,6 +73,8 @@ class HourStatus:
 
     def describe(self) -> str:
         why = f"; live counts unreachable: {', '.join(self.unreachable)}" if self.unreachable else ""
+        if self.completeness == OFFLINE_ONLY:
+            why += "; judged from the offline counts only"
         return (f"{self.label()}: {self.status} (produced {self.produced}, mirrored {self.mirrored}, "
                 f"loaded {self.loaded}, missing {self.missing}, duplicates {self.duplicates}{why})")
 
@@ -75,9 +83,10 @@ class HourStatus:
 
 
 def books(events: Iterable[AuditEvent], topics: Iterable[str], hours: Iterable[tuple[str, str]], *,
-          unreachable: Sequence[str] = ()) -> list[HourStatus]:
+          unreachable: Sequence[str] = (), offline_only: bool = False) -> list[HourStatus]:
     """The books for each (topic, hour) asked for, from every event known (live and offline, merged by
-    guid by the reconciler)."""
+    guid by the reconciler); ``offline_only`` marks them judged without any live cluster's counts."""
+    source = OFFLINE_ONLY if offline_only else LIVE
     report = reconcile(events)
     out = []
     for topic in sorted(set(topics)):
@@ -85,8 +94,8 @@ def books(events: Iterable[AuditEvent], topics: Iterable[str], hours: Iterable[t
             hb = report.hour(topic, hour_ms_of(d, h))
             status = status_of(hb, unreachable)
             if hb is None:
-                out.append(HourStatus(topic, d, h, 0, 0, 0, 0, 0, False, status, list(unreachable)))
+                out.append(HourStatus(topic, d, h, 0, 0, 0, 0, 0, False, status, list(unreachable), source))
                 continue
             out.append(HourStatus(topic, d, h, hb.produced, hb.mirrored, hb.loaded, hb.missing, hb.duplicates,
-                                  status == COMPLETE, status, list(unreachable)))
+                                  status == COMPLETE, status, list(unreachable), source))
     return out

@@ -1,7 +1,18 @@
-"""GroupRegistration: a consumer's ephemeral node under ``/consumers/<g>/ids``, which carries its subscription."""
+"""GroupRegistration: a consumer's ephemeral node under ``/consumers/<g>/ids``, which carries its subscription
+and who holds it (host and process id), so that a second process started with the same member id is refused
+naming the holder, without ever acting as that member.
+
+A node of another session with our id is either a live holder (refused) or a killed process's session that has
+not expired yet (waited out: a restart after kill -9 keeps its member id). A holder on this host whose process
+still runs is known live at once; one elsewhere is known live only when its session outlasts the session
+timeout, so it is refused then.
+"""
 
 from __future__ import annotations
 
+import json
+import os
+import socket
 import time
 
 from kazoo.client import KazooClient
@@ -11,6 +22,50 @@ from ferry.client import group_dirs as dirs
 from ferry.client.errors import ClientError
 from ferry.client.partition_ownership import session_id
 from ferry.client.subscription import Subscription
+
+
+class MemberIdConflictError(ClientError):
+    """Another live process holds our member id in the group: this one must not join as it."""
+
+
+def holder_of(data: bytes) -> tuple[str, int | None]:
+    """(host, pid) a registration names; ("unknown host", None) for one written without them."""
+    try:
+        doc = json.loads(data or b"")
+        pid = doc.get("pid")
+        return str(doc.get("host") or "unknown host"), pid if isinstance(pid, int) else None
+    except (ValueError, AttributeError):
+        return "unknown host", None
+
+
+def running_here(host: str, pid: int | None) -> bool:
+    """Whether (host, pid) is another process of this machine that is running."""
+    if pid is None or host != socket.gethostname() or pid == os.getpid():
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # it exists, under another user
+        return True
+    return True
+
+
+def refuse_if_held_here(zk: KazooClient, group: str, consumer_id: str) -> None:
+    """Before a process does anything as ``consumer_id``: MemberIdConflictError when another running process of
+    this host holds it (read only; :meth:`GroupRegistration.register` decides every other case)."""
+    try:
+        held, _ = zk.get(dirs.id_path(group, consumer_id))
+    except NoNodeError:
+        return
+    host, pid = holder_of(held)
+    if running_here(host, pid):
+        raise MemberIdConflictError(_held_message(group, consumer_id, host, pid))
+
+
+def _held_message(group: str, consumer_id: str, host: str, pid: int | None) -> str:
+    return (f"consumer id {consumer_id!r} is held in group {group!r} by a live member at "
+            f"{host}{f' (pid {pid})' if pid is not None else ''}; stop it or choose another id")
 
 
 class GroupRegistration:
@@ -26,7 +81,9 @@ class GroupRegistration:
     def register(self, subscription: Subscription) -> None:
         """Create our ephemeral registration; a node of a dead earlier session with our id is waited out."""
         path = dirs.id_path(self.group, self.consumer_id)
-        data = subscription.encode()
+        doc = json.loads(subscription.encode())
+        doc.update(host=socket.gethostname(), pid=os.getpid())
+        data = json.dumps(doc, sort_keys=True).encode()
         deadline = time.monotonic() + self.session_timeout_s + 2.0
         while True:
             try:
@@ -34,15 +91,15 @@ class GroupRegistration:
                 return
             except NodeExistsError:
                 try:
-                    _, stat = self.zk.get(path)
+                    held, stat = self.zk.get(path)
                 except NoNodeError:
                     continue
                 if stat.ephemeralOwner == session_id(self.zk):
                     self.zk.set(path, data)
                     return
-                if time.monotonic() > deadline:
-                    raise ClientError(f"consumer id {self.consumer_id!r} is already registered in group "
-                                      f"{self.group!r} by another live session") from None
+                host, pid = holder_of(held)
+                if running_here(host, pid) or time.monotonic() > deadline:
+                    raise MemberIdConflictError(_held_message(self.group, self.consumer_id, host, pid)) from None
                 time.sleep(0.2)
 
     def delete(self) -> None:

@@ -331,7 +331,8 @@ def fresh_books(cfg: GroupConfig, hours: list[tuple[str, str]]) -> list[dict]:
     except Exception as e:  # the offline cluster is the one we load from: unreachable means unknown too
         log.warning("ferry: offline `_audit` unreadable: %s", e)
         events, live.unreachable = [], [*live.unreachable, cfg.zookeeper]
-    return [s.to_dict() for s in books(events + live.events, cfg.topics, hours, unreachable=live.unreachable)]
+    return [s.to_dict() for s in books(events + live.events, cfg.topics, hours, unreachable=live.unreachable,
+                                       offline_only=cfg.completeness == "offline-only")]
 
 
 def check_poke(cfg: GroupConfig, plan: dict) -> tuple[bool, str | None]:

@@ -3,6 +3,9 @@
 The producers' counts that decide are the live clusters' own (``LoadConfig.live_zookeepers``, read directly
 and merged by guid with ``ferry_audit``); :func:`ferry.audit.completeness.books` decides each status.
 ``revision`` counts how often an hour was published again with another row count (late data).
+``completeness`` says what the status was judged from: ``live`` (the live clusters' producer counts) or
+``offline-only`` (a load given no live cluster: only the counts that reached the offline cluster, which a
+stopped mirror holds back with the data, so such a "complete" is weaker and marked).
 
 Rows are derived (recomputed from ``ferry_audit`` whenever an hour is evaluated again, e.g. after late
 data), so the table is written with the same versioned-partition swap as the data tables but outside the
@@ -32,7 +35,7 @@ COMPLETENESS_COLUMNS = [
     ("topic", T.StringType()), ("hour_start", T.TimestampType()), ("produced", T.LongType()),
     ("mirrored", T.LongType()), ("loaded", T.LongType()), ("missing", T.LongType()), ("duplicates", T.LongType()),
     ("complete", T.BooleanType()), ("status", T.StringType()), ("evaluated_at", T.TimestampType()),
-    ("revision", T.IntegerType())]
+    ("revision", T.IntegerType()), ("completeness", T.StringType())]
 
 
 class CompletenessBooks:
@@ -59,7 +62,7 @@ class CompletenessBooks:
             live = read_live_counts(self.live_zookeepers, self.live_timeout_s)
             events.extend(live.events)
             unreachable = live.unreachable
-        statuses = books(events, topics, hours, unreachable=unreachable)
+        statuses = books(events, topics, hours, unreachable=unreachable, offline_only=not self.live_zookeepers)
         self.write(statuses)
         return statuses
 
@@ -97,7 +100,8 @@ class CompletenessBooks:
             return
         now = dt.datetime.now(dt.UTC)
         data = [(s.topic, dt.datetime.fromtimestamp(s.hour_ms / 1000, dt.UTC), s.produced, s.mirrored, s.loaded,
-                 s.missing, s.duplicates, s.complete, s.status, now, rev[(s.topic, s.dt, s.hr)], s.dt, s.hr)
+                 s.missing, s.duplicates, s.complete, s.status, now, rev[(s.topic, s.dt, s.hr)], s.completeness,
+                 s.dt, s.hr)
                 for s in statuses]
         df = self.spark.createDataFrame(data, wh.table_schema(COMPLETENESS_TABLE))
         topics = sorted({s.topic for s in statuses})
@@ -119,13 +123,14 @@ class CompletenessBooks:
         rows = (self.spark.table(wh.qualified(COMPLETENESS_TABLE))
                 .where(hours_filter({(s.dt, s.hr) for s in statuses})).where(F.col("topic").isin(topics))
                 .select("topic", "dt", "hr", "produced", "mirrored", "loaded", "missing", "duplicates", "complete",
-                        "status", "revision").collect())
+                        "status", "revision", "completeness").collect())
         have = sorted(_key(*r) for r in rows)
         want = sorted(_key(s.topic, s.dt, s.hr, s.produced, s.mirrored, s.loaded, s.missing, s.duplicates,
-                           s.complete, s.status, rev[(s.topic, s.dt, s.hr)]) for s in statuses)
+                           s.complete, s.status, rev[(s.topic, s.dt, s.hr)], s.completeness) for s in statuses)
         return have == want
 
 
-def _key(topic, d, h, produced, mirrored, loaded, missing, duplicates, complete, status, revision) -> tuple:
+def _key(topic, d, h, produced, mirrored, loaded, missing, duplicates, complete, status, revision,
+         completeness) -> tuple:
     return (topic, d, h, int(produced), int(mirrored), int(loaded), int(missing), int(duplicates), bool(complete),
-            status, int(revision or 0))
+            status, int(revision or 0), completeness or "")

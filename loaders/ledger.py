@@ -88,7 +88,7 @@ class Ledger:
                     break
                 except BlockingIOError:
                     if time.monotonic() >= deadline:
-                        raise LedgerError(f"another load holds {self.state_dir / self.LOCK} "
+                        raise LedgerError(f"another load holds {self.state_dir / self.LOCK}{_holder(fd)} "
                                           f"(waited {timeout:g} s)") from None
                     time.sleep(poll)
             os.ftruncate(fd, 0)
@@ -285,3 +285,12 @@ class Ledger:
         for (topic, p), off in offsets.items():
             state["offsets"].setdefault(topic, {})[str(p)] = int(off)
         self._write(state)
+
+
+def _holder(fd: int) -> str:
+    """" (pid N)" from the lock file, which its holder writes once it has the lock; "" if unreadable."""
+    try:
+        pid = os.pread(fd, 32, 0).decode().strip()
+    except (OSError, UnicodeDecodeError):
+        return ""
+    return f" (pid {pid})" if pid.isdigit() else ""

@@ -25,6 +25,8 @@ from dataclasses import dataclass
 
 from ferry.client.audit.event import AUDIT_TOPIC, AuditEvent
 from ferry.client.consumer_connector import ConsumerConnector
+from ferry.client.errors import ClientError
+from ferry.client.group_registration import refuse_if_held_here
 from ferry.client.producer import Producer
 from ferry.client.subscription import STRATEGIES
 from ferry.client.topic_selection import TopicFilter
@@ -123,6 +125,10 @@ def mirrored_include(include: str) -> str:
     return f"(?:{include})|{re.escape(AUDIT_TOPIC)}"
 
 
+class MirrorStartError(RuntimeError):
+    """The mirror cannot copy (a cluster's brokers do not answer): it stops before it joins the group."""
+
+
 class MirrorMaker:
     def __init__(self, config: MirrorConfig) -> None:
         config.validate()
@@ -152,6 +158,12 @@ class MirrorMaker:
         cfg = self.config
         self.source = ClusterRegistry(cfg.source_zookeeper).start()
         self.target = ClusterRegistry(cfg.target_zookeeper).start()
+        # a mirror that cannot copy must not join the group: joining makes the healthy members hand it partitions
+        for side, registry, zk in (("live", self.source, cfg.source_zookeeper),
+                                   ("offline", self.target, cfg.target_zookeeper)):
+            self._check_brokers_answer(side, registry, zk)
+        if cfg.consumer_id is not None:  # a member id another process here runs as: refused before anything else
+            refuse_if_held_here(self.source.client, cfg.group, cfg.consumer_id)
         if cfg.datacenter is None:
             dcs = {b.datacenter for b in self.target.brokers().values() if b.datacenter}
             self.datacenter = sorted(dcs)[0] if dcs else ""
@@ -228,6 +240,17 @@ class MirrorMaker:
 
     def owned_partitions(self) -> set[TopicPartition]:
         return self.fetcher.owned() if self.fetcher is not None else set()
+
+    def _check_brokers_answer(self, side: str, registry: ClusterRegistry, zk: str) -> None:
+        """Start-up: one metadata request to the cluster's registered brokers, before the group is joined."""
+        client = WireClient(self._brokers_of(registry), f"{self.config.application}-start", timeout_s=10.0)
+        try:
+            client.refresh_metadata([])
+        except ClientError as e:
+            raise MirrorStartError(f"the {side} cluster's brokers ({zk}) do not answer: {e}; "
+                                   f"not joining group {self.config.group!r}") from None
+        finally:
+            client.close()
 
     @staticmethod
     def _brokers_of(registry: ClusterRegistry) -> Callable[[], list[tuple[str, int]]]:

@@ -12,7 +12,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
-from ferry.audit.completeness import books, hour_label, status_of
+from ferry.audit.completeness import LIVE, OFFLINE_ONLY, books, hour_label, status_of
 from ferry.audit.reconciler import reconcile
 from ferry.client.audit.bucket import BUCKET_MS, HOUR_MS, hour_start
 from ferry.client.audit.event import AUDIT_TOPIC, AuditEvent
@@ -25,10 +25,12 @@ class AuditSnapshot:
     unreachable: list[str] = field(default_factory=list)  # live clusters whose producer counts are unknown
     error: str | None = None  # the offline cluster's `_audit` could not be read
     read_at: float = 0.0
+    completeness: str = LIVE  # offline-only: no live cluster's counts were asked for (said on every answer)
 
     def health(self) -> dict[str, Any]:
-        """What every books answer carries, so a page can say what it could not read."""
-        return {"error": self.error, "unreachable": self.unreachable, "read_at": self.read_at}
+        """What every books answer carries, so a page can say what it could not read and what it judged from."""
+        return {"error": self.error, "unreachable": self.unreachable, "read_at": self.read_at,
+                "completeness": self.completeness}
 
 
 def colour_of(status: str, duplicates: int, missing: int) -> str:
@@ -42,7 +44,8 @@ def grid(snap: AuditSnapshot, since_ms: int, until_ms: int) -> dict[str, Any]:
     """Topic x hour statuses over [since_ms, until_ms) (hour starts), decided by ``completeness.books``."""
     hours_ms = list(range(hour_start(since_ms), until_ms, HOUR_MS))
     topics = sorted({e.topic for e in snap.events if e.topic != AUDIT_TOPIC})
-    rows = books(snap.events, topics, [hour_label(h) for h in hours_ms], unreachable=snap.unreachable)
+    rows = books(snap.events, topics, [hour_label(h) for h in hours_ms], unreachable=snap.unreachable,
+                 offline_only=snap.completeness == OFFLINE_ONLY)
     cells: dict[str, dict[str, Any]] = defaultdict(dict)
     for r in rows:
         d = r.to_dict()

@@ -1,11 +1,13 @@
-"""`ferry dashboard --zookeeper OFFLINE_ZK [--live-zookeeper LIVE_ZK] [--state-dir DIR] --listen HOST:PORT`."""
+"""`ferry dashboard --zookeeper OFFLINE_ZK (--live-zookeeper LIVE_ZK ... | --offline-only) [--state-dir DIR]
+--listen HOST:PORT`."""
 
 from __future__ import annotations
 
 import argparse
 
-from ferry.dashboard.sources import Sources
+from ferry.dashboard.sources import NoLiveClusterError, Sources
 from ferry.zk import cli_args as cli
+from ferry.zk.cli_args import UsageError
 
 DESCRIPTION = (
     "Serve the completeness grid, flow, loads and clusters pages and their JSON endpoints "
@@ -17,6 +19,9 @@ DESCRIPTION = (
 def add_arguments(p: argparse.ArgumentParser) -> None:
     cli.add_zookeeper_argument(p, "ZooKeeper of the offline cluster")
     cli.add_live_zookeeper_argument(p, "a live cluster: its producer counts, mirror lag and health")
+    p.add_argument("--offline-only", action="store_true",
+                   help="no live cluster: judge completeness from the counts that reached the offline cluster "
+                        "alone (a stopped mirror then makes a partial hour look complete; every answer says so)")
     cli.add_state_dir_argument(p, "the loads' state directory (its ledger.json)")
     p.add_argument("--listen", metavar="HOST:PORT", default="127.0.0.1:8500",
                    help="where to serve (default 127.0.0.1:8500)")
@@ -44,8 +49,11 @@ def run(args: argparse.Namespace) -> int:
     cli.require_zookeeper(args)
     host, port = parse_listen(args.listen)  # ValueError: exit 2 (ferry/cli_runner.py)
     security = cli.http_security(args, args.zookeeper)
-    sources = Sources(args.zookeeper, args.live_zookeeper, args.state_dir, timeout_s=args.timeout_s,
-                      mirror_group=args.mirror_group)
+    try:
+        sources = Sources(args.zookeeper, args.live_zookeeper, args.state_dir, offline_only=args.offline_only,
+                          timeout_s=args.timeout_s, mirror_group=args.mirror_group)
+    except NoLiveClusterError as e:  # neither --live-zookeeper nor --offline-only (or both): a usage error
+        raise UsageError(str(e)) from None
     if args.live_zookeeper:
         sources.start_lag_sampler()
     app = create_app(sources, args.prometheus_url)

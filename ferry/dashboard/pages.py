@@ -60,9 +60,11 @@ def error_page(status: int, message: str) -> str:
 
 GRID_JS = """
 function healthMsgs(d){const m=[];if(d.error)m.push('audit unreadable: '+d.error);
-  (d.unreachable||[]).forEach(z=>m.push('live cluster '+z+' unreachable: its producer counts are unknown, every hour is unknown'));return m;}
-function cellTitle(c){return c.topic+' '+hourLabel(c.hour_start)+': '+c.status+'\\nproduced '+c.produced+', mirrored '+
-  c.mirrored+', loaded '+c.loaded+'\\nmissing '+c.missing+', duplicates '+c.duplicates;}
+  (d.unreachable||[]).forEach(z=>m.push('live cluster '+z+' unreachable: its producer counts are unknown, every hour is unknown'));
+  if(d.completeness=='offline-only')m.push('completeness: offline-only (started with --offline-only): hours are judged from the counts '+
+    'that reached the offline cluster alone; a stopped mirror makes a partial hour look complete');return m;}
+function cellTitle(c){return c.topic+' '+hourLabel(c.hour_start)+': '+c.status+(c.completeness=='offline-only'?' (offline-only)':'')+
+  '\\nproduced '+c.produced+', mirrored '+c.mirrored+', loaded '+c.loaded+'\\nmissing '+c.missing+', duplicates '+c.duplicates;}
 let chosen=null;
 async function drill(topic,hour){chosen=[topic,hour];const d=await getJSON('/api/completeness/'+encodeURIComponent(topic)+'/'+hour);
   const tiers=[...new Set(d.buckets.flatMap(b=>Object.keys(b.tiers)))].sort();

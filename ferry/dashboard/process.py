@@ -9,9 +9,11 @@ from ferry.embedded import ManagedProcess, spawn_ferry, wait_for_port
 
 
 def start_dashboard(log_file: Path, zookeeper: str, live_zookeepers: list[str], state_dir: Path | None,
-                    host: str, port: int, timeout_s: float = 30.0) -> ManagedProcess:
+                    host: str, port: int, timeout_s: float = 30.0, *, offline_only: bool = False) -> ManagedProcess:
     """Spawn the dashboard and wait until it listens; the caller stops it (``.stop()``)."""
     args = ["dashboard", "--zookeeper", zookeeper, "--listen", f"{host}:{port}"]
+    if offline_only:
+        args.append("--offline-only")
     for live in live_zookeepers:
         args += ["--live-zookeeper", live]
     if state_dir is not None:

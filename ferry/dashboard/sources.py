@@ -18,6 +18,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from ferry.audit.completeness import LIVE, OFFLINE_ONLY
 from ferry.audit.live import read_live_counts
 from ferry.audit.reader import read_audit_events
 from ferry.dashboard import books
@@ -31,13 +32,30 @@ T = TypeVar("T")
 MIRROR_GROUP = "ferry-mirror"
 
 
+class NoLiveClusterError(ValueError):
+    """The dashboard was given no live cluster and not told that offline counts alone may decide."""
+
+
+def completeness_source(live_zookeepers: list[str], offline_only: bool) -> str:
+    """What the grid judges from: the live producers' counts, unless offline-only is asked for explicitly (the
+    counts that travel through the mirror stop with the data when it stops: a partial hour would look whole)."""
+    if live_zookeepers and offline_only:
+        raise NoLiveClusterError("--offline-only with --live-zookeeper")
+    if not live_zookeepers and not offline_only:
+        raise NoLiveClusterError("no --live-zookeeper: completeness is judged from the live producers' counts; "
+                                 "name every live cluster, or pass --offline-only")
+    return OFFLINE_ONLY if offline_only else LIVE
+
+
 class Sources:
     """The dashboard's reads, each cached for ``ttl_s`` so that several pages polling at once cost one read."""
 
     def __init__(self, zookeeper: str, live_zookeepers: list[str] | None = None, state_dir: str | None = None,
-                 *, timeout_s: float = 5.0, ttl_s: float = 2.0, mirror_group: str = MIRROR_GROUP) -> None:
+                 *, offline_only: bool = False, timeout_s: float = 5.0, ttl_s: float = 2.0,
+                 mirror_group: str = MIRROR_GROUP) -> None:
         self.zookeeper = zookeeper
         self.live_zookeepers = list(live_zookeepers or [])
+        self.completeness = completeness_source(self.live_zookeepers, offline_only)
         self.state_dir = state_dir
         self.timeout_s = timeout_s
         self.ttl_s = ttl_s
@@ -65,7 +83,7 @@ class Sources:
         return self._cached("audit", self._read_audit)
 
     def _read_audit(self) -> AuditSnapshot:
-        snap = AuditSnapshot(read_at=time.time())
+        snap = AuditSnapshot(read_at=time.time(), completeness=self.completeness)
         try:
             snap.events = list(read_audit_events(self.zookeeper, None, timeout_s=self.timeout_s).events)
         except Exception as e:  # noqa: BLE001 - shown on the page, the app keeps serving

@@ -69,6 +69,7 @@ def test_report_balances_the_books(cluster_factory):
     assert r.returncode == 0, r.stderr
     doc = json.loads(r.stdout)
     assert doc["completeness"] == "offline-only"
+    assert {h["completeness"] for h in doc["hours"]} == {"offline-only"}  # every hour carries the mark
     books = {h["topic"]: h for h in doc["hours"]}
     assert set(books) == {"views", "clicks"}
     v, c = books["views"], books["clicks"]
@@ -125,7 +126,8 @@ def test_a_mirror_that_never_ran_shows_missing_with_the_live_cluster_read_too(cl
     alone = ferry("audit", "report", "--zookeeper", offline.zk_connect, "--offline-only", "--format", "json",
                   "--hours", "1")
     assert alone.returncode == 0, alone.stderr
-    assert [(h["produced"], h["loaded"]) for h in json.loads(alone.stdout)["hours"]] == [(3, 0)]
+    assert [(h["produced"], h["loaded"], h["completeness"]) for h in json.loads(alone.stdout)["hours"]] == \
+        [(3, 0, "offline-only")]
     both = ferry("audit", "report", "--zookeeper", offline.zk_connect, "--live-zookeeper", live.zk_connect,
                  "--format", "json", "--hours", "1", "--fail-incomplete")
     assert both.returncode == 1, both.stderr
@@ -133,7 +135,7 @@ def test_a_mirror_that_never_ran_shows_missing_with_the_live_cluster_read_too(cl
     (h,) = doc["hours"]
     assert (h["topic"], h["produced"], h["mirrored"], h["missing"], h["complete"]) == ("views", 15, 0, 15, False)
     assert doc["duplicate_events"] == 1
-    assert h["status"] == "incomplete" and doc["unreachable"] == []
+    assert h["status"] == "incomplete" and doc["unreachable"] == [] and h["completeness"] == "live"
 
     # the live cluster unreachable (its broker gone): the hour is unknown, never complete
     for b in live.brokers.values():

@@ -88,9 +88,9 @@ def test_live_counts_decide_completeness(airflow_db, cluster_factory, tmp_path):
         assert states["check_complete"] == "failed" and states[f"publish_{topic}"] == "skipped", states
         assert _asset_events(uri) == []
         spark = SparkSession.getActiveSession() or SparkSession._instantiatedSession
-        row = spark.sql(f"SELECT produced, loaded, missing, status FROM {database}.ferry_completeness "
+        row = spark.sql(f"SELECT produced, loaded, missing, status, completeness FROM {database}.ferry_completeness "
                         f"WHERE dt='{d}' AND hr='{h}'").collect()
-        assert [tuple(r) for r in row] == [(produced, a + b1, b2, "incomplete")]
+        assert [tuple(r) for r in row] == [(produced, a + b1, b2, "incomplete", "live")]
 
         # 2. mirror B back: the rerun loads the rest and publishes the hour once, complete
         mirrors[1] = MirrorProcess(tmp_path / "mirror-1b.log", lives[1].zk, offline.zk, include,

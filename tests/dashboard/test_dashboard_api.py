@@ -12,7 +12,7 @@ from fastapi.testclient import TestClient
 
 from ferry.client.audit.bucket import HOUR_MS, hour_start
 from ferry.dashboard.app import create_app
-from ferry.dashboard.sources import Sources
+from ferry.dashboard.sources import NoLiveClusterError, Sources
 from tests.dashboard.pipeline import BROKEN, TOPIC, start_pipeline
 from tests.mirror.mirror_harness import wait_for
 
@@ -108,6 +108,21 @@ def test_endpoints_over_a_real_pipeline(cluster_factory, tmp_path):
                  == "incomplete", 30, "the current hour to turn incomplete")
         cell = client.get("/api/completeness").json()["cells"][TOPIC][str(now_hour)]
         assert (cell["produced"], cell["missing"], cell["colour"]) == (7, 7, "incomplete")
+        assert client.get("/api/completeness").json()["completeness"] == "live" and cell["completeness"] == "live"
+
+        # started --offline-only, the same books come from the offline counts alone: the hour the stopped mirror
+        # holds back looks empty, not incomplete, and every answer says what it was judged from
+        alone = TestClient(create_app(Sources(pipe.offline_zk, [], str(pipe.state_dir), offline_only=True,
+                                              timeout_s=5, ttl_s=0)))
+        grid = alone.get("/api/completeness").json()
+        assert grid["completeness"] == "offline-only" and grid["unreachable"] == []
+        cells = grid["cells"][TOPIC]
+        assert (cells[str(pipe.past_hour)]["status"], cells[str(pipe.past_hour)]["completeness"]) == \
+            ("complete", "offline-only")
+        assert cells[str(now_hour)]["status"] == "empty"
+        assert alone.get(f"/api/completeness/{TOPIC}/{pipe.past_hour}").json()["completeness"] == "offline-only"
+        with pytest.raises(NoLiveClusterError, match="--offline-only"):
+            Sources(pipe.offline_zk, [], str(pipe.state_dir))  # neither: refused, never judged offline silently
 
         # the same judgements for Prometheus' alert rules (infra/ansible/prometheus)
         text = client.get("/metrics").text

@@ -4,6 +4,8 @@ and keeps serving while no cluster answers — the JSON says which one is unreac
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import urllib.error
 import urllib.request
 
@@ -43,3 +45,28 @@ def test_parse_listen():
             raise AssertionError(bad)
         except ValueError:
             pass
+
+
+def test_no_live_cluster_is_refused_unless_offline_only():
+    """Completeness from the live counts is the only default: no --live-zookeeper and no --offline-only is one
+    line and exit 2 before anything listens (the dashboard never silently judges from the offline counts)."""
+    def dashboard(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "ferry.cli", "dashboard", "--zookeeper", "127.0.0.1:1/x",
+                               "--listen", "127.0.0.1:1", *args], capture_output=True, text=True, timeout=60)
+
+    r = dashboard()
+    assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr
+    assert r.stderr.startswith("ferry dashboard: no --live-zookeeper") and "--offline-only" in r.stderr
+    r = dashboard("--offline-only", "--live-zookeeper", "127.0.0.1:1/live")
+    assert r.returncode == 2 and r.stderr.count("\n") == 1 and "--offline-only with --live-zookeeper" in r.stderr
+
+
+def test_offline_only_is_said_on_the_page(tmp_path):
+    port = free_port()
+    proc = start_dashboard(tmp_path / "dashboard.out", "127.0.0.1:1/offline", [], None, "127.0.0.1", port,
+                           offline_only=True)
+    try:
+        doc = json.loads(urllib.request.urlopen(f"http://127.0.0.1:{port}/api/completeness", timeout=30).read())
+        assert doc["completeness"] == "offline-only" and doc["error"]  # nothing listens: unreadable, and said
+    finally:
+        proc.stop()

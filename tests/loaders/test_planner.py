@@ -4,6 +4,7 @@ lost to retention (a broker restarted after its oldest segment was deleted), and
 from __future__ import annotations
 
 import json
+import os
 import threading
 import time
 from pathlib import Path
@@ -128,7 +129,7 @@ def test_ledger_commit_is_atomic_and_locked(tmp_path: Path) -> None:
     t.start()
     held.wait(5)
     try:
-        with pytest.raises(LedgerError, match="another load holds"):
+        with pytest.raises(LedgerError, match=rf"another load holds .*ledger.lock \(pid {os.getpid()}\)"):
             with Ledger(tmp_path).lock(timeout=0.3, poll=0.05):
                 pass
     finally:
