@@ -24,8 +24,9 @@ from ferry.client.partition_ownership import session_id
 from ferry.client.subscription import Subscription
 
 
-class MemberIdConflictError(ClientError):
-    """Another live process holds our member id in the group: this one must not join as it."""
+class MemberIdConflictError(ClientError, RuntimeError):
+    """Another live process holds our member id in the group: this one must not join as it (a runtime conflict,
+    exit 1, as a broker id held by another live broker)."""
 
 
 def holder_of(data: bytes) -> tuple[str, int | None]:

@@ -56,7 +56,7 @@ def test_no_live_cluster_is_refused_unless_offline_only():
 
     r = dashboard()
     assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr
-    assert r.stderr.startswith("ferry dashboard: no --live-zookeeper") and "--offline-only" in r.stderr
+    assert r.stderr.startswith("ferry dashboard: error: no --live-zookeeper") and "--offline-only" in r.stderr
     r = dashboard("--offline-only", "--live-zookeeper", "127.0.0.1:1/live")
     assert r.returncode == 2 and r.stderr.count("\n") == 1 and "--offline-only with --live-zookeeper" in r.stderr
 

@@ -23,7 +23,7 @@ class LedgerOnly(Sources):
     """No cluster (every read fails fast and is shown); the ledger of ``state_dir``."""
 
     def __init__(self, state_dir: str) -> None:
-        super().__init__("127.0.0.1:1/offline", [], state_dir, timeout_s=0.5, ttl_s=0)
+        super().__init__("127.0.0.1:1/offline", [], state_dir, offline_only=True, timeout_s=0.5, ttl_s=0)
 
     def audit(self) -> AuditSnapshot:
         return AuditSnapshot(read_at=time.time())
