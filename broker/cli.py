@@ -123,7 +123,8 @@ def build_config(args: argparse.Namespace) -> BrokerConfig:
     for flag, (key, *_) in SWITCH_FLAGS.items():
         if getattr(args, _dest(flag)):
             props[key] = "true"
-    overrides = cli.parse_key_values(getattr(args, "override", None), "--override", "min.insync.replicas=2")
+    overrides = cli.parse_key_values(getattr(args, "override", None), "--override", "min.insync.replicas=2",
+                                     last_wins=True)
     props.update({key: value.strip() for key, value in overrides.items()})
     return BrokerConfig.from_properties(props)
 

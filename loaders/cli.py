@@ -12,7 +12,7 @@ from pathlib import Path
 
 from ferry.audit.completeness import HourStatus
 from ferry.loaders import native as loader_native
-from ferry.loaders import steps
+from ferry.loaders import sql_metastore, steps
 from ferry.loaders.cluster_offsets import ClusterOffsetsError
 from ferry.loaders.ledger import LedgerError
 from ferry.loaders.load_config import BadRecordsError, LoadConfig
@@ -164,13 +164,17 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _preflight(cfg: LoadConfig) -> None:
-    """Before the load's first line on stderr: a state dir that cannot be made or written and a ZooKeeper that
-    does not answer are one error line (exit 1), as for the broker. Nothing is created."""
+    """Before the load's first line on stderr: a state dir that cannot be made or written, a ZooKeeper or a
+    metastore that does not answer are one error line (exit 1), as for the broker. Nothing is created in the
+    state dir (a PostgreSQL metastore gets its Hive schema here rather than later in the run)."""
     cli.check_writable_dir(Path(cfg.state_dir), "--state-dir")
     with cli.zookeeper_logs_quiet():
         client = zk_connect(ZkConnect.parse(cfg.zookeeper).hosts, timeout=10.0)
         client.stop()
         client.close()
+    metastore = sql_metastore.parse(cfg.metastore_uris, cfg.state_dir)
+    if metastore.kind != "derby":  # a server (the embedded Derby is checked once the load holds its lock)
+        metastore.check()  # MetastoreError: one line, exit 1
 
 
 def _say_native_parts() -> None:

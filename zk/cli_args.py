@@ -118,16 +118,18 @@ def add_conf_argument(parser: argparse.ArgumentParser | argparse._ArgumentGroup,
     parser.add_argument(flag, action="append", default=[], metavar="KEY=VALUE", help=what)
 
 
-def parse_key_values(items: list[str] | None, flag: str, example: str = "KEY=VALUE") -> dict[str, str]:
+def parse_key_values(items: list[str] | None, flag: str, example: str = "KEY=VALUE", *,
+                     last_wins: bool = False) -> dict[str, str]:
     """Repeated ``KEY=VALUE`` flags as a dict; UsageError naming ``flag`` for an item without '=' or a key given
-    twice (the value is kept as written)."""
+    twice (the value is kept as written). ``last_wins``: a key given again replaces the earlier value (as
+    kafka-server-start's --override does: a wrapper script adds to what it was given)."""
     out: dict[str, str] = {}
     for item in items or []:
         key, sep, value = item.partition("=")
         key = key.strip()
         if not sep or not key:
             raise UsageError(f"{flag} {item!r} must look like KEY=VALUE (e.g. {example})")
-        if key in out:
+        if key in out and not last_wins:
             raise UsageError(f"{flag} {key} given twice")
         out[key] = value
     return out
