@@ -18,6 +18,7 @@ import binascii
 import logging
 import os
 import ssl
+import sys
 import threading
 import time
 from collections.abc import Awaitable, Callable, Iterable, MutableMapping
@@ -215,6 +216,13 @@ class _AsgiBasicAuth:
 
 class _ThreadingServer(ThreadingMixIn, WSGIServer):
     daemon_threads = True
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """One log line for a client that failed (a TLS handshake refused, a connection cut), not socketserver's
+        traceback on stderr."""
+        error = sys.exc_info()[1]
+        log.warning("HTTP request from %s failed: %s", client_address[0] if client_address else "?",
+                    " ".join(str(error).split()) or type(error).__name__)
 
 
 class _QuietHandler(WSGIRequestHandler):

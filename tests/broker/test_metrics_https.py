@@ -11,7 +11,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from ferry.embedded import free_port
+from ferry.embedded import free_port, wait_for_port
 from tests.broker.tls_certs import make_certs
 
 
@@ -43,6 +43,7 @@ def test_broker_metrics_over_https_with_scram_users(cluster_factory, tmp_path: P
         "--override", "metrics.authentication=scram"))
     url = f"https://127.0.0.1:{port}/metrics"
     context = ssl.create_default_context(cafile=str(certs.ca))
+    wait_for_port("127.0.0.1", port, 60)  # /metrics comes up after the broker has registered
     assert _get(url, context) == 401
     assert _get(url, context, "prometheus:wrong") == 401
     assert _get(url, context, "prometheus:scrape-secret") == 200
