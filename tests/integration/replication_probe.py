@@ -128,12 +128,19 @@ def produce(args: argparse.Namespace) -> dict:
 
 
 def consume(args: argparse.Namespace) -> dict:
-    from confluent_kafka import Consumer, TopicPartition
+    from confluent_kafka import Consumer, KafkaException, TopicPartition
 
     c = Consumer({"bootstrap.servers": args.bootstrap, "group.id": f"probe-{time.time_ns()}",
                   "enable.auto.commit": False, "log_level": 3})
     try:
-        low, high = c.get_watermark_offsets(TopicPartition(args.topic, args.partition), timeout=10)
+        for attempt in range(6):  # just after a heal the broker handle may be torn down and remade: ask again
+            try:
+                low, high = c.get_watermark_offsets(TopicPartition(args.topic, args.partition), timeout=10)
+                break
+            except KafkaException:
+                if attempt == 5:
+                    raise
+                time.sleep(2)
         c.assign([TopicPartition(args.topic, args.partition, low)])
         records: list[list] = []
         pos = low
