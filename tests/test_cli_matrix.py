@@ -229,6 +229,7 @@ def run_case(case: Case, cwd: Path, home: Path) -> tuple[Case, subprocess.Comple
     return case, proc, sorted(x.name for x in cwd.iterdir())
 
 
+@pytest.mark.slow  # ~80 processes, most waiting out a ZooKeeper or broker timeout: ~100 s on 2 busy cores
 def test_every_command_fails_in_one_line_with_the_right_exit_code(paths: Paths, tmp_path: Path) -> None:
     cases = [*unreachable_zookeeper(paths), *unreachable_brokers(paths), *bad_arguments(paths),
              *missing_files(paths), *unwritable(paths), *full_disk(paths)]
