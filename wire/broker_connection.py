@@ -32,11 +32,19 @@ import socket
 import struct
 import time
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 from ferry.wire.connection_errors import BrokerUnavailableError, ClientError, unavailable
 from ferry.wire.protocol.header import Buffers
 from ferry.wire.request_writer import RequestWriter, answer_problem, frame_request, socket_ready
+from ferry.wire.sasl_login import (
+    PLAINTEXT,
+    ClientSecurity,
+    SaslLoginError,
+    sasl_login_blocking,
+)
+from ferry.wire.socket_reads import recv_exactly, reusable_buffer
+from ferry.wire.tls_socket import TlsSocket
 
 _SIZE_CORR = struct.Struct(">ii")
 READ_BUFFER_BYTES = 64 * 1024  # default read-ahead: small answers in one recv, little copied for large ones
@@ -47,13 +55,14 @@ class BrokerConnection:
 
     ``send_buffer_bytes`` / ``receive_buffer_bytes`` set the socket's SO_SNDBUF / SO_RCVBUF (None: the
     system's); ``read_buffer_bytes`` is the initial size of the buffer answers are read into (it grows
-    for ``next_answer`` of a larger answer).
+    for ``next_answer`` of a larger answer). ``security``: TLS (the socket wrapped after connecting) and/or SASL
+    (a login before the first request) towards a secured listener; plaintext pays nothing for it.
     """
 
     def __init__(self, node_id: int, host: str, port: int, client_id: str = "ferry",
                  timeout_s: float = 30.0, connect_timeout_s: float = 5.0, *,
                  send_buffer_bytes: int | None = None, receive_buffer_bytes: int | None = None,
-                 read_buffer_bytes: int = READ_BUFFER_BYTES) -> None:
+                 read_buffer_bytes: int = READ_BUFFER_BYTES, security: ClientSecurity = PLAINTEXT) -> None:
         self.node_id = node_id
         self.host = host
         self.port = port
@@ -62,7 +71,9 @@ class BrokerConnection:
         self.connect_timeout_s = connect_timeout_s
         self.send_buffer_bytes = send_buffer_bytes
         self.receive_buffer_bytes = receive_buffer_bytes
-        self._sock: socket.socket | None = None
+        self.security = security
+        self._sock: socket.socket | TlsSocket | None = None
+        self._tls: TlsSocket | None = None  # the socket when it is TLS: decrypted bytes may wait in it
         self._pending: deque[object] = deque()  # the caller's context per outstanding request, oldest first
         self._writer = RequestWriter(self._pending)
         self._write = self._writer.write  # bound once: called per request
@@ -130,8 +141,9 @@ class BrokerConnection:
         return not writer.queued
 
     # ------------------------------------------------------------------ connecting
-    def connect(self) -> socket.socket:
-        """Connect now if not connected (a send connects on first use); BrokerUnavailableError if it cannot."""
+    def connect(self) -> socket.socket | TlsSocket:
+        """Connect now if not connected (a send connects on first use); BrokerUnavailableError if it cannot,
+        AuthenticationError (SaslLoginError for SASL) if the broker will not let this client in."""
         if self._sock is None:
             try:
                 sock = socket.create_connection((self.host, self.port), timeout=self.connect_timeout_s)
@@ -143,13 +155,34 @@ class BrokerConnection:
                 sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, self.send_buffer_bytes)
             if self.receive_buffer_bytes:
                 sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, self.receive_buffer_bytes)
-            sock.settimeout(self.timeout_s)
-            self._sock = sock
-        return self._sock
+            if self.security.plaintext:
+                sock.settimeout(self.timeout_s)
+                self._sock = sock
+            else:
+                self._secure(sock)
+        return self._sock  # type: ignore[return-value]
+
+    def _secure(self, sock: socket.socket) -> None:
+        """The TLS handshake (under the connect timeout), then the SASL login, on a fresh connection."""
+        security = self.security
+        if security.ssl_context is not None:
+            sock = self._tls = TlsSocket.connect(sock, security.ssl_context, self.node_id, self.host, self.port)
+        sock.settimeout(self.timeout_s)
+        self._sock = sock
+        if security.sasl is not None:
+            # a request may already be framed with the next correlation id (connecting on first send): the
+            # login's requests take ids of their own, and the count goes back to where it was after it
+            corr = self._writer.correlation_id
+            try:
+                sasl_login_blocking(lambda key, version, body: self.request(key, version, [body]), security.sasl)
+            except SaslLoginError as e:
+                self.close()
+                raise SaslLoginError(f"broker {self.node_id} at {self.address}: {e}") from None
+            self._writer.correlation_id = corr
 
     def close(self) -> None:
         """Close the socket; outstanding requests and buffered answers are dropped."""
-        sock, self._sock = self._sock, None
+        sock, self._sock, self._tls = self._sock, None, None
         self._pending.clear()
         self._writer.clear()
         self._start = self._end = 0
@@ -192,13 +225,13 @@ class BrokerConnection:
             if wait is not None and self._end - self._start < 8:
                 wait()
             size = self._frame_size()
-            body = _buffer(into, size - 4)
+            body = reusable_buffer(into, size - 4)
             start = self._start + 8
             have = min(self._end - start, size - 4)
             body[:have] = self._view[start: start + have]
             self._start = start + have
             if have < size - 4:
-                _recv_into(sock, memoryview(body)[have:size - 4], wait)
+                recv_exactly(sock, memoryview(body)[have:size - 4], wait)
         except BrokerUnavailableError:
             raise
         except OSError as e:  # includes the socket timeout
@@ -263,7 +296,7 @@ class BrokerConnection:
         rounds of produce requests in flight) polls its pipelined requests with this."""
         if not self._pending or self._sock is None:
             return False
-        if self._end > self._start:
+        if self._end > self._start or (self._tls is not None and self._tls.pending()):
             return True
         if self._writer.queued and not self.push():
             return False
@@ -317,6 +350,8 @@ class BrokerConnection:
         lost."""
         sock = self._sock
         assert sock is not None
+        if self._tls is not None and self._tls.pending():
+            return  # decrypted bytes already wait: polling the socket would not see them
         deadline = 0.0
         while True:
             writers = {c._sock: c for c in push if c._sock is not None and c._writer.queued}
@@ -356,27 +391,3 @@ class BrokerConnection:
         if k == 0:
             raise ConnectionResetError("connection closed by the broker")
         self._end += k
-
-
-def _buffer(into: bytearray | None, n: int) -> bytearray:
-    """``into`` holding at least ``n`` bytes, or a new buffer (none given, or it is still viewed elsewhere)."""
-    if into is None:
-        return bytearray(n)
-    if len(into) < n:
-        try:
-            into.extend(bytes(n - len(into)))
-        except BufferError:  # a view of the last answer is still alive: leave that one alone
-            return bytearray(n)
-    return into
-
-
-def _recv_into(sock: socket.socket, view: memoryview, wait: Callable[[], None] | None = None) -> None:
-    """Fill ``view`` from the socket exactly (no read-ahead past the answer); ``wait`` before each recv."""
-    got, n = 0, len(view)
-    while got < n:
-        if wait is not None:
-            wait()
-        k = sock.recv_into(view[got:], n - got)
-        if k == 0:
-            raise ConnectionResetError("connection closed by the broker")
-        got += k
