@@ -8,16 +8,21 @@ import time
 from ferry.client.bootstrap import discover
 from ferry.client.errors import BrokerUnavailableError, UnknownPartitionError, UnknownTopicError, for_code
 from ferry.client.wire_client import WireClient
+from ferry.wire.client_config import ClientConfig
 from ferry.wire.protocol.errors import ErrorCode
 
 
-def connect_cluster(bootstrap: str | None, zookeeper: str | None, client_id: str, timeout_s: float) -> WireClient:
-    """A WireClient for ``bootstrap`` (host:port,...) or the live brokers registered in ``zookeeper``."""
+def connect_cluster(bootstrap: str | None, zookeeper: str | None, client_id: str, timeout_s: float,
+                    client_config: ClientConfig | None = None) -> WireClient:
+    """A WireClient for ``bootstrap`` (host:port,...) or the live brokers registered in ``zookeeper`` (their
+    listeners of ``client_config``'s security.protocol), secured as ``client_config`` says."""
+    client_config = client_config or ClientConfig.plaintext()
     if bootstrap is None:
         if zookeeper is None:
             raise ValueError("give bootstrap servers (host:port,...) or a ZooKeeper connect string")
-        bootstrap, _ = discover(zookeeper, timeout_s)
-    return WireClient(bootstrap, client_id=client_id, timeout_s=timeout_s, connect_timeout_s=min(timeout_s, 10.0))
+        bootstrap, _ = discover(zookeeper, timeout_s, client_config.security_protocol)
+    return WireClient(bootstrap, client_id=client_id, timeout_s=timeout_s, connect_timeout_s=min(timeout_s, 10.0),
+                      security=client_config.security())
 
 
 def partition_leader(cluster: WireClient, topic: str, partition: int,

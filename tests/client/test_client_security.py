@@ -14,9 +14,15 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from secure_cluster import add_user, start_secure_cluster  # noqa: E402
 
+from ferry.client.consumer_connector import ConsumerConnector  # noqa: E402
+from ferry.client.kafka_groups import KafkaGroups  # noqa: E402
+from ferry.client.message_set_consumer import MessageSetConsumer  # noqa: E402
+from ferry.client.producer import Producer  # noqa: E402
+from ferry.client.simple_consumer import SimpleConsumer  # noqa: E402
 from ferry.client.wire_client import WireClient  # noqa: E402
 from ferry.wire.client_config import ClientConfig, ClientConfigError  # noqa: E402
 from ferry.wire.sasl_login import AuthenticationError, SaslLoginError  # noqa: E402
+from ferry.zk import ClusterRegistry  # noqa: E402
 
 PASSWORD = "cl1ent-Secret-pw"
 
@@ -101,3 +107,37 @@ def test_config_sources_and_bad_files(tmp_path):
     path.write_text("security.protocol=SSL\nssl.ca.location=/nonexistent/ca.pem\n")
     with pytest.raises(ClientConfigError, match="cannot load the TLS files"):
         ClientConfig.from_file(path).security()
+
+
+def test_producer_and_consumer_connector_over_sasl_ssl(secured):
+    """The audited Producer and the ZooKeeper-coordinated ConsumerConnector find the brokers in ZooKeeper and
+    reach them on their SASL_SSL listeners; the message-set consumer and the simple consumer read the same."""
+    config = ClientConfig.from_file(secured.sasl_ssl_config("alice", PASSWORD))
+    with ClusterRegistry(secured.zk) as reg:
+        reg.create_topic("secure-events", 2, None, 1)
+        reg.create_topic("_audit", 1, None, 1)
+    values = [f"v{i}".encode() for i in range(60)]
+    with Producer(zookeeper=secured.zk, application="sec-app", client_config=config, audit_interval_s=1.0) as p:
+        assert p.bootstrap == secured.bootstrap("SASL_SSL")
+        for i, v in enumerate(values):
+            p.send("secure-events", v, partition=i % 2)
+        assert p.flush(30) == 0
+    connector = ConsumerConnector("secure-group", secured.zk, consumer_timeout_s=2.0, client_config=config)
+    try:
+        [stream] = connector.create_message_streams({"secure-events": 1})["secure-events"]
+        got = [m.value for m in stream]
+    finally:
+        connector.shutdown()
+    assert sorted(got) == sorted(values)
+    with SimpleConsumer(zookeeper=secured.zk, client_config=config) as c:
+        assert c.watermarks("secure-events", 0) == (0, 30)
+    consumer = MessageSetConsumer(None, "secure-events", 1, zookeeper=secured.zk, stop_at_end=True,
+                                  client_config=config)
+    try:
+        assert sum(1 for _ in consumer) == 30
+    finally:
+        consumer.close()
+    with ClusterRegistry(secured.zk) as reg:
+        brokers = reg.brokers()
+    with KafkaGroups(brokers, client_config=config) as groups:
+        assert groups._conn(1).connect() and groups._conn(1).address == secured.bootstrap("SASL_SSL")
