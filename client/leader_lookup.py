@@ -69,3 +69,17 @@ def _fresh_leader(cluster: WireClient, topic: str, partition: int) -> tuple[int,
     if node is None or addr is None:
         raise BrokerUnavailableError(f"{topic}[{partition}] has no leader right now")
     return node, addr[0], addr[1]
+
+
+def check_login(client_config: ClientConfig, bootstrap: str | None, zookeeper: str | None,
+                timeout_s: float = 10.0) -> None:
+    """For a secured client: one Metadata request through ferry's own connection, so that a refused login (a
+    wrong password, an untrusted certificate) is one line at once (AuthenticationError), where librdkafka
+    would retry until its timeout. Plaintext: nothing to check."""
+    if client_config.is_plaintext:
+        return
+    cluster = connect_cluster(bootstrap, zookeeper, "ferry-login-check", timeout_s, client_config)
+    try:
+        cluster.refresh_metadata([])
+    finally:
+        cluster.close()
