@@ -174,6 +174,9 @@ class ClientConfig:
     def redacted(self) -> dict[str, str]:
         return {k: ("[hidden]" if k in SECRET_KEYS else v) for k, v in self.properties.items()}
 
+    def __reduce__(self) -> tuple:  # picklable (a Spark task, a process pool): the mapping proxy is not
+        return (ClientConfig, (dict(self.properties), self.source))
+
     def __repr__(self) -> str:  # never a secret in a log line or a traceback
         return f"ClientConfig({self.source}: {self.redacted()})"
 

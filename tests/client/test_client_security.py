@@ -1,12 +1,16 @@
 """ferry's own clients on secured listeners (docs/security.md "Clients and tools"): the blocking BrokerConnection
 and WireClient over SASL_SSL (SCRAM) and SSL with a client certificate, configured from --command-config files
-(ClientConfig); a wrong password, an unknown CA and a bad file are refused in one line, the password never
-shown."""
+(ClientConfig); the audited Producer, the ConsumerConnector and the other consumers over SASL_SSL; `ferry produce`
+/ `ferry consume` through --command-config and $FERRY_CLIENT_CONFIG. A wrong password, an unknown CA and a bad
+file are refused in one line; the password shows up in no output, no error and no process list."""
 
 from __future__ import annotations
 
 import os
+import pickle
+import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -17,6 +21,7 @@ from secure_cluster import add_user, start_secure_cluster  # noqa: E402
 from ferry.client.consumer_connector import ConsumerConnector  # noqa: E402
 from ferry.client.kafka_groups import KafkaGroups  # noqa: E402
 from ferry.client.message_set_consumer import MessageSetConsumer  # noqa: E402
+from ferry.client.message_set_producer import MessageSetProducer  # noqa: E402
 from ferry.client.producer import Producer  # noqa: E402
 from ferry.client.simple_consumer import SimpleConsumer  # noqa: E402
 from ferry.client.wire_client import WireClient  # noqa: E402
@@ -32,6 +37,9 @@ def secured(zk_server, tmp_path_factory):
     cluster = start_secure_cluster(zk_server.connect, tmp_path_factory.mktemp("clientsec"))
     add_user(cluster.zk, "alice", PASSWORD)
     add_user(cluster.zk, "alice256", PASSWORD, "SCRAM-SHA-256")
+    with ClusterRegistry(cluster.zk) as reg:
+        for name, partitions in (("_audit", 1), ("cli-sasl", 2), ("cli-mtls", 1), ("cli-env", 1)):
+            reg.create_topic(name, partitions, None, 1)
     yield cluster
     cluster.stop()
 
@@ -85,6 +93,7 @@ def test_config_sources_and_bad_files(tmp_path):
     assert "pw=with=equals" not in repr(config) and "[hidden]" in repr(config)
     assert config.librdkafka()["sasl.username"] == "bob"
     assert ClientConfig.from_sources(None, {}).is_plaintext
+    assert pickle.loads(pickle.dumps(config)) == config
     again = tmp_path / "again.properties"
     config.write_private(again)
     assert os.stat(again).st_mode & 0o777 == 0o600 and ClientConfig.from_file(again).properties == config.properties
@@ -115,7 +124,6 @@ def test_producer_and_consumer_connector_over_sasl_ssl(secured):
     config = ClientConfig.from_file(secured.sasl_ssl_config("alice", PASSWORD))
     with ClusterRegistry(secured.zk) as reg:
         reg.create_topic("secure-events", 2, None, 1)
-        reg.create_topic("_audit", 1, None, 1)
     values = [f"v{i}".encode() for i in range(60)]
     with Producer(zookeeper=secured.zk, application="sec-app", client_config=config, audit_interval_s=1.0) as p:
         assert p.bootstrap == secured.bootstrap("SASL_SSL")
@@ -141,3 +149,110 @@ def test_producer_and_consumer_connector_over_sasl_ssl(secured):
         brokers = reg.brokers()
     with KafkaGroups(brokers, client_config=config) as groups:
         assert groups._conn(1).connect() and groups._conn(1).address == secured.bootstrap("SASL_SSL")
+
+
+
+def test_large_pipelined_sets_through_tls(secured):
+    """Message sets of about 1 MB, several in flight, produced and fetched over SSL with a client certificate:
+    requests written in pieces and answers read across many TLS records (the mirror's traffic)."""
+    config = ClientConfig.from_file(secured.mtls_config("frank"))
+    with ClusterRegistry(secured.zk) as reg:
+        reg.create_topic("tls-large", 1, None, 1)
+    values = [bytes([65 + i % 26]) * 1000 + str(i).encode() for i in range(4000)]
+    producer = MessageSetProducer(zookeeper=secured.zk, acks=-1, max_in_flight=4, client_config=config)
+    try:
+        for start in range(0, len(values), 1000):
+            producer.send("tls-large", 0, values[start:start + 1000])
+        producer.flush()
+    finally:
+        producer.close()
+    consumer = MessageSetConsumer(None, "tls-large", 0, zookeeper=secured.zk, stop_at_end=True,
+                                  max_bytes=3 << 20, client_config=config)
+    try:
+        assert [r.value for r in consumer] == values
+    finally:
+        consumer.close()
+
+# ---------------------------------------------------------------------------------- the console commands
+
+def ferry(*args: str, stdin: str | None = None, env: dict[str, str] | None = None, cwd: Path | None = None
+          ) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "ferry.cli", *args], input=stdin, capture_output=True, text=True,
+                          timeout=120, env={**os.environ, **(env or {})}, cwd=cwd)
+
+
+def _roundtrip(secured, topic: str, flags: list[str], env: dict[str, str] | None = None, group: bool = False
+               ) -> list[str]:
+    lines = [f"{topic}-{i}" for i in range(25)]
+    r = ferry("produce", "--zookeeper", secured.zk, "--topic", topic, *flags, stdin="\n".join(lines) + "\n",
+              env=env)
+    assert r.returncode == 0, r.stderr
+    assert "25 of 25 message(s) acknowledged" in r.stderr
+    read = ["--group", f"g-{topic}"] if group else []
+    r = ferry("consume", "--zookeeper", secured.zk, "--topic", topic, "--from-beginning", "--max-messages", "25",
+              "--timeout", "20", *read, *flags, env=env)
+    assert r.returncode == 0, r.stderr
+    assert sorted(r.stdout.split()) == sorted(lines)
+    return lines
+
+
+def test_round_trip_over_sasl_ssl_scram_512_with_command_config(secured):
+    config = secured.sasl_ssl_config("alice", PASSWORD)
+    _roundtrip(secured, "cli-sasl", ["--command-config", str(config)], group=True)
+    # Kafka's console tools' spellings work too
+    r = ferry("consume", "--bootstrap-server", secured.bootstrap("SASL_SSL"), "--topic", "cli-sasl",
+              "--from-beginning", "--max-messages", "25", "--timeout", "20", "--consumer.config", str(config))
+    assert r.returncode == 0, r.stderr
+    assert len(r.stdout.split()) == 25
+
+
+def test_round_trip_over_ssl_with_a_client_certificate(secured):
+    _roundtrip(secured, "cli-mtls", ["--command-config",
+                                     str(secured.mtls_config("erin"))])
+
+
+def test_round_trip_with_the_environment_variable(secured):
+    env = {"FERRY_CLIENT_CONFIG": str(secured.sasl_ssl_config("alice", PASSWORD))}
+    _roundtrip(secured, "cli-env", [], env=env)
+
+
+@pytest.mark.parametrize("command", ["produce", "consume"])
+def test_wrong_password_one_line_exit_1_password_never_shown(secured, tmp_path, command):
+    wrong = "Wr0ng-Password-xyz"
+    config = secured.sasl_ssl_config("alice", wrong)
+    r = ferry(command, "--zookeeper", secured.zk, "--topic", "cli-sasl", "--command-config", str(config),
+              "--timeout", "10", stdin="x\n", cwd=tmp_path)
+    assert r.returncode == 1, r.stderr
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"ferry {command}: error: ") and "Traceback" not in r.stderr
+    assert "SASL authentication as alice failed" in lines[0]
+    assert wrong not in r.stderr + r.stdout and list(tmp_path.iterdir()) == []
+
+
+def test_missing_config_file_is_a_usage_error(secured, tmp_path):
+    r = ferry("produce", "--zookeeper", secured.zk, "--topic", "cli-sasl", "--command-config",
+              str(tmp_path / "nope.properties"), stdin="x\n")
+    assert r.returncode == 2 and r.stderr.count("\n") == 1
+    assert "nope.properties" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_the_password_is_not_in_the_process_list(secured):
+    """A running console producer (waiting on stdin) shows its config file's name, never what is in it."""
+    config = secured.sasl_ssl_config("alice", PASSWORD)
+    proc = subprocess.Popen([sys.executable, "-m", "ferry.cli", "produce", "--zookeeper", secured.zk, "--topic",
+                             "cli-sasl", "--command-config", str(config)], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 30
+        listing = ""
+        while time.monotonic() < deadline and str(config) not in listing:
+            listing = subprocess.run(["ps", "-ww", "-eo", "args"], capture_output=True, text=True, timeout=10).stdout
+            time.sleep(0.2)
+        assert str(config) in listing and PASSWORD not in listing
+        out, err = proc.communicate("one\ntwo\n", timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+    assert proc.returncode == 0, err
+    assert PASSWORD not in err + out
