@@ -88,26 +88,26 @@ def sasl_conversation(login: SaslLogin) -> Conversation:
         raise SaslLoginError(f"SCRAM with the broker failed: {e}") from None
 
 
+def _advance(steps: Conversation, answer: memoryview | bytes | None) -> Step | None:
+    """The conversation's next step after ``answer`` (None to start); None once it is done."""
+    try:
+        return steps.send(answer)  # type: ignore[arg-type]
+    except StopIteration:
+        return None
+
+
 async def sasl_login(exchange: Exchange, login: SaslLogin) -> None:
     """Authenticate on a fresh connection from an event loop (the local work off the loop: a broker's loop must
     not stall on a reconnect); SaslLoginError if the broker refuses."""
     steps = sasl_conversation(login)
-    answer: memoryview | bytes | None = None
-    while True:
-        try:
-            step = steps.send(answer)  # type: ignore[arg-type]
-        except StopIteration:
-            return
-        answer = await asyncio.to_thread(step) if callable(step) else await exchange(*step)
+    step = _advance(steps, None)
+    while step is not None:
+        step = _advance(steps, await asyncio.to_thread(step) if callable(step) else await exchange(*step))
 
 
 def sasl_login_blocking(exchange: BlockingExchange, login: SaslLogin) -> None:
     """Authenticate on a fresh blocking connection; SaslLoginError if the broker refuses."""
     steps = sasl_conversation(login)
-    answer: memoryview | bytes | None = None
-    while True:
-        try:
-            step = steps.send(answer)  # type: ignore[arg-type]
-        except StopIteration:
-            return
-        answer = step() if callable(step) else exchange(*step)
+    step = _advance(steps, None)
+    while step is not None:
+        step = _advance(steps, step() if callable(step) else exchange(*step))
