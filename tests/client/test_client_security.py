@@ -6,6 +6,7 @@ file are refused in one line; the password shows up in no output, no error and n
 
 from __future__ import annotations
 
+import json
 import os
 import pickle
 import subprocess
@@ -199,6 +200,13 @@ def _roundtrip(secured, topic: str, flags: list[str], env: dict[str, str] | None
 def test_round_trip_over_sasl_ssl_scram_512_with_command_config(secured):
     config = secured.sasl_ssl_config("alice", PASSWORD)
     _roundtrip(secured, "cli-sasl", ["--command-config", str(config)], group=True)
+    # the group's log ends come from the brokers, through the same settings
+    r = ferry("groups", "describe", "--group", "g-cli-sasl", "--zookeeper", secured.zk, "--json",
+              "--command-config", str(config))
+    assert r.returncode == 0, r.stderr
+    rows = json.loads(r.stdout)["partitions"]
+    assert sorted(row["partition"] for row in rows) == [0, 1]
+    assert sum(row["log_end"] for row in rows) == 25 and all(row["lag"] == 0 for row in rows)
     # Kafka's console tools' spellings work too
     r = ferry("consume", "--bootstrap-server", secured.bootstrap("SASL_SSL"), "--topic", "cli-sasl",
               "--from-beginning", "--max-messages", "25", "--timeout", "20", "--consumer.config", str(config))
