@@ -150,6 +150,12 @@ def test_producer_and_consumer_connector_over_sasl_ssl(secured):
         brokers = reg.brokers()
     with KafkaGroups(brokers, client_config=config) as groups:
         assert groups._conn(1).connect() and groups._conn(1).address == secured.bootstrap("SASL_SSL")
+    # the producer's audit counts, read back by `ferry audit report` through the same settings
+    r = ferry("audit", "report", "--zookeeper", secured.zk, "--offline-only", "--hours", "0", "--json",
+              "--command-config", str(secured.sasl_ssl_config("alice", PASSWORD)))
+    assert r.returncode == 0, r.stderr
+    produced = sum(h["produced"] for h in json.loads(r.stdout)["hours"] if h["topic"] == "secure-events")
+    assert produced == len(values)
 
 
 
