@@ -6,6 +6,7 @@ is one line naming the cluster, exit 1."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import time
@@ -26,7 +27,9 @@ pytestmark = pytest.mark.slow
 
 LIVE_PW, OFFLINE_PW = "Live-mirror-pw-1", "Offline-mirror-pw-2"
 # ops on the loopback PLAINTEXT listener (the test's producer and its log reads) is the super user
-ADMIN = "authorizer.class.name=ferry\nsuper.users=User:ANONYMOUS\n"
+# (and `ops`, for the ACL admin check over SASL_SSL)
+ADMIN = "authorizer.class.name=ferry\nsuper.users=User:ANONYMOUS;User:ops\n"
+OPS_PW = "Ops-admin-pw-3"
 
 
 class Side:
@@ -43,6 +46,7 @@ def secured_pair(zk_server, tmp_path):
     try:
         add_user(live.zk, "mirror-live", LIVE_PW)
         add_user(offline.zk, "mirror-offline", OFFLINE_PW)
+        add_user(live.zk, "ops", OPS_PW)
         user = "User:mirror-live"
         grant(live.zk, binding(ResourceType.TOPIC, "*", AclOperation.READ, principal=user),
               binding(ResourceType.GROUP, "ferry-mirror", AclOperation.READ, principal=user))
@@ -94,6 +98,16 @@ def test_mirror_between_two_secured_clusters_with_separate_users(secured_pair, t
     for broker in (*live.brokers, *offline.brokers):
         text = broker.log_file.read_text(errors="replace")
         assert LIVE_PW not in text and OFFLINE_PW not in text
+    # `ferry acls` through a broker's ACL APIs over SASL_SSL: ops (a super user) reads them, the mirror's user may not
+    acls = ["acls", "list", "--json", "--bootstrap-server", live.bootstrap("SASL_SSL"), "--command-config"]
+    r = subprocess.run([sys.executable, "-m", "ferry.cli", *acls, str(live.sasl_ssl_config("ops", OPS_PW))],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert sorted((a["resourceType"], a["principal"]) for a in json.loads(r.stdout)) == [
+        ("Group", "User:mirror-live"), ("Topic", "User:mirror-live")]
+    r = subprocess.run([sys.executable, "-m", "ferry.cli", *acls, str(source)], capture_output=True, text=True,
+                       timeout=60)
+    assert r.returncode == 2 and "CLUSTER_AUTHORIZATION_FAILED" in r.stderr and r.stderr.count("\n") == 1, r.stderr
 
 
 @pytest.mark.parametrize("side", ["live", "offline"])
