@@ -1,28 +1,28 @@
 """BrokerConnection: the one Kafka connection to a broker. Every raw client request goes through it (WireClient's
 Metadata/ListOffsets/InitProducerId, the mirror's pipelined Fetch and Produce, the message-set producer and
-consumer); a broker's own requests to other brokers (replica fetches, transaction markers) go through its
-asyncio face, AsyncBrokerConnection (wire/async_broker_connection.py), which shares the framing.
+consumer); a broker's own requests to other brokers (replica fetches, transaction markers) go through its asyncio
+face, AsyncBrokerConnection (wire/async_broker_connection.py), which shares the framing.
 
-One blocking TCP connection to one broker, with pipelining: requests go out back to back and a broker
-answers a connection's requests strictly in order, so the correlation id of the oldest outstanding request
-follows from a counter; per request only the caller's ``context`` is kept. Two ways out and two ways in,
-so that the hot paths pay for no framing they do not need:
+One blocking TCP connection to one broker, with pipelining: requests go out back to back and a broker answers a
+connection's requests strictly in order, so the correlation id of the oldest outstanding request follows from a
+counter; per request only the caller's ``context`` is kept. Two ways out and two ways in, so that the hot paths pay
+for no framing they do not need:
 
-- ``send(api_key, version, body)`` encodes the request header; ``send_frame(parts, context)`` writes a
-  request the caller framed itself around ``correlation_id`` (the message-set clients' pre-encoded
-  templates). Both are one ``sendmsg`` of the parts: record bytes are referenced, never copied. With
-  ``wait=False`` what the socket does not take is queued and written later, in order (write-behind:
-  `RequestWriter`, wire/request_writer.py, the writing half of this class).
-- ``receive()`` returns the oldest answer's body in a buffer of its own (callers may keep views into it,
-  as the mirror does with fetched records; ``push``: other connections' queued requests are written while
-  it waits); ``next_answer()`` returns ``(context, body)`` as a view into
-  the connection's read buffer, valid until the next receive (the message-set clients parse in place).
-  Both read in bulk (one ``recv_into`` often brings several answers); an answer larger than what is
-  buffered is read by ``receive`` straight into its own buffer, so at most the read buffer is copied.
+- ``send(api_key, version, body)`` encodes the request header; ``send_frame(parts, context)`` writes a request the
+  caller framed itself around ``correlation_id`` (the message-set clients' pre-encoded templates). Both are one
+  ``sendmsg`` of the parts: record bytes are referenced, never copied. With ``wait=False`` what the socket does not
+  take is queued and written later, in order (write-behind: `RequestWriter`, wire/request_writer.py, the writing
+  half of this class).
+- ``receive()`` returns the oldest answer's body in a buffer of its own (callers may keep views into it, as the
+  mirror does with fetched records; ``push``: other connections' queued requests are written while it waits);
+  ``next_answer()`` returns ``(context, body)`` as a view into the connection's read buffer, valid until the next
+  receive (the message-set clients parse in place). Both read in bulk (one ``recv_into`` often brings several
+  answers); an answer larger than what is buffered is read by ``receive`` straight into its own buffer, so at most
+  the read buffer is copied.
 
 Any socket error or timeout closes the connection (the byte stream position is then unknown) and raises
-BrokerUnavailableError naming the broker; every outstanding request is lost and the caller retries. A
-closed connection connects again on the next send (callers that must not, check ``connected``).
+BrokerUnavailableError naming the broker; every outstanding request is lost and the caller retries. A closed
+connection connects again on the next send (callers that must not, check ``connected``).
 """
 
 from __future__ import annotations
@@ -74,6 +74,7 @@ class BrokerConnection:
         self.security = security
         self._sock: socket.socket | TlsSocket | None = None
         self._tls: TlsSocket | None = None  # the socket when it is TLS: decrypted bytes may wait in it
+        self._reauth_at = self._session_end = 0.0  # when to log in again (KIP-368 session lifetime); 0: never
         self._pending: deque[object] = deque()  # the caller's context per outstanding request, oldest first
         self._writer = RequestWriter(self._pending)
         self._write = self._writer.write  # bound once: called per request
@@ -122,6 +123,8 @@ class BrokerConnection:
         and other connections' ``receive(push=...)`` write later, and any blocking call on this connection
         first (so answers are never waited for before their requests are out). The parts must stay
         unchanged until then."""
+        if self._reauth_at and not self._pending and time.monotonic() >= self._reauth_at:
+            self._renew()
         sock = self._sock or self.connect()
         try:
             return self._write(sock, parts, context, nbytes, wait)
@@ -155,34 +158,38 @@ class BrokerConnection:
                 sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, self.send_buffer_bytes)
             if self.receive_buffer_bytes:
                 sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, self.receive_buffer_bytes)
-            if self.security.plaintext:
-                sock.settimeout(self.timeout_s)
-                self._sock = sock
-            else:
-                self._secure(sock)
+            self._open(sock)
         return self._sock  # type: ignore[return-value]
 
-    def _secure(self, sock: socket.socket) -> None:
-        """The TLS handshake (under the connect timeout), then the SASL login, on a fresh connection."""
-        security = self.security
-        if security.ssl_context is not None:
-            sock = self._tls = TlsSocket.connect(sock, security.ssl_context, self.node_id, self.host, self.port)
+    def _open(self, sock: socket.socket) -> None:
+        """A fresh connection made ready: with TLS its handshake (under the connect timeout), with SASL the login."""
+        if self.security.ssl_context is not None:
+            sock = self._tls = TlsSocket.connect(sock, self.security.ssl_context, self.node_id, self.host, self.port)
         sock.settimeout(self.timeout_s)
         self._sock = sock
-        if security.sasl is not None:
-            # a request may already be framed with the next correlation id (connecting on first send): the
-            # login's requests take ids of their own, and the count goes back to where it was after it
-            corr = self._writer.correlation_id
-            try:
-                sasl_login_blocking(lambda key, version, body: self.request(key, version, [body]), security.sasl)
-            except SaslLoginError as e:
-                self.close()
-                raise SaslLoginError(f"broker {self.node_id} at {self.address}: {e}") from None
-            self._writer.correlation_id = corr
+        if self.security.sasl is not None:
+            self._login()
+
+    def _login(self) -> None:
+        """SASL with nothing outstanding; correlation ids count on after it as before (a request may be framed)."""
+        corr, self._reauth_at = self._writer.correlation_id, 0.0
+        try:
+            lifetime = sasl_login_blocking(lambda k, v, body: self.request(k, v, [body]), self.security.sasl)
+        except SaslLoginError as e:
+            self.close()
+            raise SaslLoginError(f"broker {self.node_id} at {self.address}: {e}") from None
+        self._writer.correlation_id = corr
+        if lifetime > 0:  # as Kafka's clients: well before the end (85%), so a request in flight is not cut
+            now = time.monotonic()
+            self._reauth_at, self._session_end = now + lifetime * 0.85 / 1000, now + lifetime / 1000
+
+    def _renew(self) -> None:
+        """Past the re-login time, between requests: log in again, or reconnect if the broker ended the session."""
+        self._login() if time.monotonic() < self._session_end - 0.05 else self.close()
 
     def close(self) -> None:
         """Close the socket; outstanding requests and buffered answers are dropped."""
-        sock, self._sock, self._tls = self._sock, None, None
+        sock, self._sock, self._tls, self._reauth_at = self._sock, None, None, 0.0
         self._pending.clear()
         self._writer.clear()
         self._start = self._end = 0

@@ -23,7 +23,7 @@ Exchange = Callable[[int, int, bytes], Awaitable[memoryview]]  # (api key, versi
 BlockingExchange = Callable[[int, int, bytes], memoryview]
 Request = tuple[int, int, bytes]  # (api key, version, body)
 Step = Request | Callable[[], bytes]  # a request to send, or local work whose result is sent back in
-Conversation = Generator[Step, "memoryview | bytes", None]
+Conversation = Generator[Step, "memoryview | bytes", int]  # returns the session lifetime in ms (0: unbounded)
 
 
 class AuthenticationError(ConnectionError):
@@ -61,22 +61,27 @@ PLAINTEXT = ClientSecurity()
 
 
 def sasl_conversation(login: SaslLogin) -> Conversation:
-    """The login's steps (see the module's docstring); SaslLoginError if the broker refuses."""
+    """The login's steps (see the module's docstring); returns the session lifetime the broker gave
+    (SaslAuthenticate v1, KIP-368: log in again on the connection before it ends; 0: no limit). SaslLoginError if
+    the broker refuses."""
+    lifetime = 0
     r = Reader((yield (SASL_HANDSHAKE, 1, sasl_handshake.encode_request(login.mechanism))))
     code, enabled = sasl_handshake.parse_response(r)
     if code:
         raise SaslLoginError(f"SASL mechanism {login.mechanism} refused (error {code}; enabled: {', '.join(enabled)})")
 
     def step(token: bytes) -> Generator[Step, memoryview | bytes, bytes]:
+        nonlocal lifetime
         answer = yield (SASL_AUTHENTICATE, 1, sasl_authenticate.encode_request(token))
         resp = sasl_authenticate.parse_response(Reader(answer), 1)
         if resp.error_code:
             raise SaslLoginError(f"SASL authentication as {login.username} failed: {resp.error_message}")
+        lifetime = resp.session_lifetime_ms
         return resp.auth_bytes
 
     if login.mechanism == "PLAIN":
         yield from step(f"\0{login.username}\0{login.password}".encode())
-        return
+        return lifetime
     if login.mechanism not in MECHANISMS:
         raise SaslLoginError(f"SASL mechanism {login.mechanism} is not supported")
     client = ScramClient(login.mechanism, login.username, login.password)
@@ -86,28 +91,32 @@ def sasl_conversation(login: SaslLogin) -> Conversation:
         client.verify((yield from step(bytes(final))))
     except ScramError as e:
         raise SaslLoginError(f"SCRAM with the broker failed: {e}") from None
+    return lifetime
 
 
-def _advance(steps: Conversation, answer: memoryview | bytes | None) -> Step | None:
-    """The conversation's next step after ``answer`` (None to start); None once it is done."""
+def _advance(steps: Conversation, answer: memoryview | bytes | None) -> Step | int:
+    """The conversation's next step after ``answer`` (None to start); once it is done, its result (an int)."""
     try:
         return steps.send(answer)  # type: ignore[arg-type]
-    except StopIteration:
-        return None
+    except StopIteration as done:
+        return done.value or 0
 
 
-async def sasl_login(exchange: Exchange, login: SaslLogin) -> None:
-    """Authenticate on a fresh connection from an event loop (the local work off the loop: a broker's loop must
-    not stall on a reconnect); SaslLoginError if the broker refuses."""
+async def sasl_login(exchange: Exchange, login: SaslLogin) -> int:
+    """Authenticate on a connection from an event loop (the local work off the loop: a broker's loop must
+    not stall on a reconnect); the session lifetime in ms (0: none). SaslLoginError if the broker refuses."""
     steps = sasl_conversation(login)
     step = _advance(steps, None)
-    while step is not None:
+    while not isinstance(step, int):
         step = _advance(steps, await asyncio.to_thread(step) if callable(step) else await exchange(*step))
+    return step
 
 
-def sasl_login_blocking(exchange: BlockingExchange, login: SaslLogin) -> None:
-    """Authenticate on a fresh blocking connection; SaslLoginError if the broker refuses."""
+def sasl_login_blocking(exchange: BlockingExchange, login: SaslLogin) -> int:
+    """Authenticate on a blocking connection (first login or re-authentication); the session lifetime in ms
+    (0: none). SaslLoginError if the broker refuses."""
     steps = sasl_conversation(login)
     step = _advance(steps, None)
-    while step is not None:
+    while not isinstance(step, int):
         step = _advance(steps, step() if callable(step) else exchange(*step))
+    return step

@@ -180,6 +180,34 @@ def test_large_pipelined_sets_through_tls(secured):
     finally:
         consumer.close()
 
+
+def test_sessions_are_renewed_before_the_broker_ends_them(zk_server, tmp_path):
+    """connections.max.reauth.ms (KIP-368): a long-lived wire connection logs in again between requests before
+    its session runs out, so the broker never has to close it."""
+    cluster = start_secure_cluster(zk_server.connect, tmp_path / "reauth",
+                                   extra_props="connections.max.reauth.ms=3000\n")
+    try:
+        add_user(cluster.zk, "alice", PASSWORD)
+        client = WireClient(cluster.bootstrap("SASL_SSL"), "t", timeout_s=15,
+                            security=ClientConfig.from_file(cluster.sasl_ssl_config("alice", PASSWORD)).security())
+        try:
+            client.refresh_metadata([])
+            conn = client.connection(1)
+            deadline = time.monotonic() + 8.0
+            while time.monotonic() < deadline:  # several session lifetimes of requests on one connection
+                client.refresh_metadata([])
+                assert conn.connected
+                time.sleep(0.1)
+            time.sleep(3.5)  # idle past the session's end: the broker closed it; the next request connects again
+            client.refresh_metadata([])
+        finally:
+            client.close()
+        log = cluster.brokers[0].log_file.read_text()
+        assert log.count("re-authenticated User:alice") >= 2
+        assert log.count("expired without re-authentication") == 1  # the idle one, after the renewals
+    finally:
+        cluster.stop()
+
 # ---------------------------------------------------------------------------------- the console commands
 
 def ferry(*args: str, stdin: str | None = None, env: dict[str, str] | None = None, cwd: Path | None = None
