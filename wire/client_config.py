@@ -128,6 +128,10 @@ class ClientConfig:
         """A client context: TLS 1.2 or later, the broker checked against ssl.ca.location (else the system's
         CAs) and its name unless ssl.endpoint.identification.algorithm=none, a client certificate if given."""
         p = self.properties
+        unread = [k for k in ("ssl.keystore.location", "ssl.certificate.pem", "ssl.key.pem") if p.get(k)]
+        if unread and not p.get("ssl.certificate.location"):  # a certificate silently not presented: refuse
+            raise ClientConfigError(f"{self.source}: {unread[0]} is not read by ferry's own clients: give the "
+                                    "client certificate as PEM files (ssl.certificate.location, ssl.key.location)")
         ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
         ctx.minimum_version = ssl.TLSVersion.TLSv1_2
         try:

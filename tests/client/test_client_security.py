@@ -117,6 +117,9 @@ def test_config_sources_and_bad_files(tmp_path):
     path.write_text("security.protocol=SSL\nssl.ca.location=/nonexistent/ca.pem\n")
     with pytest.raises(ClientConfigError, match="cannot load the TLS files"):
         ClientConfig.from_file(path).security()
+    path.write_text("security.protocol=SSL\nssl.keystore.location=/etc/ferry/client.p12\n")
+    with pytest.raises(ClientConfigError, match="ssl.keystore.location is not read by ferry's own clients"):
+        ClientConfig.from_file(path).security()
 
 
 def test_producer_and_consumer_connector_over_sasl_ssl(secured):
