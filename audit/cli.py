@@ -43,6 +43,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                           "mirror then makes a partial hour look complete, so the report says so",
         "--fail-incomplete": "exit 1 if any hour shown is not complete (for scripts)",
     })
+    cli.add_client_config_argument(report, "the cluster's brokers")
+    cli.add_client_config_argument(report, "the live clusters' brokers (default: --command-config's)",
+                                   flag="--live-command-config", dest="live_command_config")
     report.add_argument("--topic", metavar="T", help="only this topic")
     report.add_argument("--hours", type=int, default=24, metavar="N",
                         help="only the last N hours of event time, the current one included (default 24; 0 = all)")
@@ -70,10 +73,12 @@ def run_report(args: argparse.Namespace) -> int:
                          "live cluster, or pass --offline-only")
     if args.live_zookeeper and args.offline_only:
         raise UsageError("--offline-only with --live-zookeeper")
+    config = cli.client_config(args)
+    live_config = cli.client_config(args, "live_command_config") if args.live_command_config else config
     audit_log = read_audit_events(args.zookeeper if not args.bootstrap else None, args.bootstrap,
-                                  timeout_s=args.timeout_s)
+                                  timeout_s=args.timeout_s, client_config=config)
     # the producers' counts as the live clusters know them decide; an unreachable one makes every hour unknown
-    live = read_live_counts(args.live_zookeeper, args.timeout_s)
+    live = read_live_counts(args.live_zookeeper, args.timeout_s, live_config)
     for zk in live.unreachable:
         print(f"ferry audit report: warning: the producer counts of live cluster {zk} are unreachable; "
               "every hour shows as unknown", file=sys.stderr)

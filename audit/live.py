@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from ferry.audit.reader import read_audit_events
 from ferry.audit.reconciler import PRODUCER
 from ferry.client.audit.event import AuditEvent
+from ferry.wire.client_config import ClientConfig
 
 log = logging.getLogger("ferry.audit.live")
 
@@ -25,12 +26,14 @@ class LiveCounts:
     invalid: int = 0
 
 
-def read_live_counts(live_zookeepers: Iterable[str], timeout_s: float = 10.0) -> LiveCounts:
-    """Producer-tier audit events of every live cluster; a failing cluster lands in ``unreachable``."""
+def read_live_counts(live_zookeepers: Iterable[str], timeout_s: float = 10.0,
+                     client_config: ClientConfig | None = None) -> LiveCounts:
+    """Producer-tier audit events of every live cluster (reached with ``client_config``'s TLS/SASL); a failing
+    cluster lands in ``unreachable``."""
     out = LiveCounts()
     for zk in live_zookeepers:
         try:
-            got = read_audit_events(zk, None, timeout_s=timeout_s)
+            got = read_audit_events(zk, None, timeout_s=timeout_s, client_config=client_config)
         except Exception as e:  # any failure to read means: not known, never "nothing was produced"
             log.warning("live producer counts of %s unreachable: %s: %s", zk, type(e).__name__, e)
             out.unreachable.append(zk)

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from ferry.client.audit.event import AUDIT_TOPIC, AuditEvent
 from ferry.client.errors import UnknownTopicError
 from ferry.client.simple_consumer import SimpleConsumer
+from ferry.wire.client_config import ClientConfig
 
 log = logging.getLogger("ferry.audit")
 
@@ -19,11 +20,12 @@ class AuditLog:
 
 
 def read_audit_events(zookeeper: str | None = None, bootstrap: str | None = None, *, topic: str = AUDIT_TOPIC,
-                      timeout_s: float = 10.0) -> AuditLog:
+                      timeout_s: float = 10.0, client_config: ClientConfig | None = None) -> AuditLog:
     """All events on `_audit` (an absent topic reads as no events). Raises ClientError if the cluster
-    cannot be reached."""
+    cannot be reached. ``client_config``: TLS/SASL towards its brokers."""
     out = AuditLog()
-    with SimpleConsumer(bootstrap, zookeeper, client_id="ferry-audit-reader", timeout_s=timeout_s) as consumer:
+    with SimpleConsumer(bootstrap, zookeeper, client_id="ferry-audit-reader", timeout_s=timeout_s,
+                        client_config=client_config) as consumer:
         try:
             messages = consumer.read(topic, "earliest", until_end=True, idle_timeout_s=timeout_s)
             for m in messages:

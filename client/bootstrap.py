@@ -28,12 +28,20 @@ def read_brokers(client) -> dict[int, BrokerInfo]:
     return out
 
 
-def bootstrap_string(brokers: dict[int, BrokerInfo]) -> str:
-    return ",".join(b.address for _, b in sorted(brokers.items()))
+def broker_addresses(brokers: dict[int, BrokerInfo], security_protocol: str = "PLAINTEXT") -> list[tuple[str, int]]:
+    """(host, port) of each broker's listener for ``security_protocol`` (brokers without one are left out)."""
+    found = (b.address_for(security_protocol) for _, b in sorted(brokers.items()))
+    return [a for a in found if a is not None]
 
 
-def discover(zookeeper: str, timeout: float = 10.0) -> tuple[str, dict[int, BrokerInfo]]:
-    """``(bootstrap.servers, brokers)`` of the cluster at ``host:port/chroot``; raises if none is live."""
+def bootstrap_string(brokers: dict[int, BrokerInfo], security_protocol: str = "PLAINTEXT") -> str:
+    return ",".join(f"{h}:{p}" for h, p in broker_addresses(brokers, security_protocol))
+
+
+def discover(zookeeper: str, timeout: float = 10.0, security_protocol: str = "PLAINTEXT"
+             ) -> tuple[str, dict[int, BrokerInfo]]:
+    """``(bootstrap.servers, brokers)`` of the cluster at ``host:port/chroot``, the addresses of the listeners
+    that speak ``security_protocol``; raises if none is live (or none has such a listener)."""
     zk = ZkConnect.parse(zookeeper)
     client = zk_connect(zk, timeout=timeout)
     try:
@@ -43,4 +51,7 @@ def discover(zookeeper: str, timeout: float = 10.0) -> tuple[str, dict[int, Brok
         client.close()
     if not brokers:
         raise NoBrokersAvailableError(f"no broker is registered in ZooKeeper at {zk} (under /brokers/ids)")
-    return bootstrap_string(brokers), brokers
+    bootstrap = bootstrap_string(brokers, security_protocol)
+    if not bootstrap:
+        raise NoBrokersAvailableError(f"no broker registered in ZooKeeper at {zk} has a {security_protocol} listener")
+    return bootstrap, brokers

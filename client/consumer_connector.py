@@ -40,6 +40,7 @@ from ferry.client.group_registration import GroupRegistration
 from ferry.client.kafka_stream import KafkaStream
 from ferry.client.partition_ownership import PartitionOwnership, RebalanceListener
 from ferry.client.subscription import STRATEGIES, Subscription
+from ferry.wire.client_config import ClientConfig
 from ferry.zk import ZkConnect
 from ferry.zk import connect as zk_connect
 from ferry.zk.znodes import BROKER_IDS_PATH, BROKER_TOPICS_PATH
@@ -61,7 +62,10 @@ class ConsumerConnector:
                  consumer_timeout_s: float | None = None, queued_max_chunks: int = 16,
                  rebalance_listener: RebalanceListener | None = None,
                  fetcher_overrides: dict[str, object] | None = None, fetcher: PartitionFetcher | None = None,
-                 assignment_strategy: str = "range") -> None:
+                 assignment_strategy: str = "range", client_config: ClientConfig | None = None) -> None:
+        """``client_config``: TLS/SASL (wire/client_config.py) towards the brokers found in ZooKeeper, which are
+        reached on their listeners of its security.protocol."""
+        self.client_config = client_config or ClientConfig.plaintext()
         self.group = dirs.validate_group(group)
         if assignment_strategy not in STRATEGIES:
             raise ValueError(f"assignment_strategy must be one of {', '.join(STRATEGIES)}, "
@@ -93,7 +97,8 @@ class ConsumerConnector:
         self.ownership = PartitionOwnership(self._zk, self.group, self.consumer_id, self.streams, rebalance_listener)
         # the fetcher: start_fetching(infos), stop_fetching(timeout), close(timeout); the mirror plugs in its own
         self._fetcher: PartitionFetcher = fetcher if fetcher is not None else Fetcher(
-            self.group, self.consumer_id, self._bootstrap, auto_offset_reset, overrides=fetcher_overrides)
+            self.group, self.consumer_id, self._bootstrap, auto_offset_reset, overrides=fetcher_overrides,
+            client_config=self.client_config)
         self.rebalance = ConsumerRebalance(
             self._zk, self.group, self.consumer_id, self.registration, self.ownership, self.streams, self._fetcher,
             auto_commit=auto_commit, max_retries=max_rebalance_retries, backoff_s=rebalance_backoff_s,
@@ -204,7 +209,8 @@ class ConsumerConnector:
     def _bootstrap(self) -> str:
         if not self._brokers_bootstrap:
             try:
-                self._brokers_bootstrap = bootstrap_string(read_brokers(self._zk))
+                self._brokers_bootstrap = bootstrap_string(read_brokers(self._zk),
+                                                          self.client_config.security_protocol)
             except KazooException as exc:
                 log.debug("reading brokers: %s", exc)
         return self._brokers_bootstrap

@@ -19,6 +19,7 @@ from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, KafkaError, 
 
 from ferry.client.partition_topic_info import PartitionTopicInfo
 from ferry.client.rate_limited_log import rate_limited_logger
+from ferry.wire.client_config import ClientConfig
 
 log = logging.getLogger("ferry.fetcher")
 rdlog = rate_limited_logger("ferry.librdkafka")
@@ -28,10 +29,12 @@ _RESOLVE_TIMEOUT_S = 3.0
 
 class Fetcher:
     def __init__(self, group: str, client_id: str, bootstrap: Callable[[], str], auto_offset_reset: str = "earliest",
-                 max_chunk: int = 1000, overrides: dict[str, object] | None = None) -> None:
+                 max_chunk: int = 1000, overrides: dict[str, object] | None = None,
+                 client_config: ClientConfig | None = None) -> None:
+        """``client_config``: TLS/SASL (librdkafka properties) for the consumer; ``overrides`` go on top."""
         if auto_offset_reset not in ("earliest", "latest"):
             raise ValueError(f"auto_offset_reset must be 'earliest' or 'latest', not {auto_offset_reset!r}")
-        self._overrides = dict(overrides or {})
+        self._overrides = {**(client_config or ClientConfig.plaintext()).librdkafka(), **(overrides or {})}
         self.group = group
         self.client_id = client_id
         self._bootstrap = bootstrap

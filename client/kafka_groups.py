@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 from ferry.client.errors import BrokerUnavailableError, ClientError, NoBrokersAvailableError, for_code
 from ferry.wire.broker_connection import BrokerConnection
+from ferry.wire.client_config import ClientConfig
 from ferry.wire.protocol import (
     consumer_protocol,
     delete_groups,
@@ -55,12 +56,16 @@ class KafkaGroups:
     """One connection per broker, opened on first use; close() (or a with block) closes them."""
 
     def __init__(self, brokers: Mapping[int, BrokerInfo], client_id: str = "ferry-groups",
-                 timeout_s: float = 10.0) -> None:
+                 timeout_s: float = 10.0, client_config: ClientConfig | None = None) -> None:
+        """``client_config``: TLS/SASL (wire/client_config.py); each broker is reached on its listener of that
+        security.protocol."""
         if not brokers:
             raise NoBrokersAvailableError("no live broker is registered")
         self.brokers = dict(brokers)
         self.client_id = client_id
         self.timeout_s = timeout_s
+        self.client_config = client_config or ClientConfig.plaintext()
+        self._security = self.client_config.security()
         self._conns: dict[int, BrokerConnection] = {}
 
     def __enter__(self) -> KafkaGroups:
@@ -77,8 +82,11 @@ class KafkaGroups:
     def _conn(self, node: int) -> BrokerConnection:
         conn = self._conns.get(node)
         if conn is None:
-            b = self.brokers[node]
-            conn = self._conns[node] = BrokerConnection(node, b.host, b.port, self.client_id, self.timeout_s)
+            address = self.brokers[node].address_for(self.client_config.security_protocol)
+            if address is None:
+                raise NoBrokersAvailableError(f"broker {node} has no {self.client_config.security_protocol} listener")
+            conn = self._conns[node] = BrokerConnection(node, *address, self.client_id, self.timeout_s,
+                                                        security=self._security)
         return conn
 
     def _request(self, node: int, request: tuple[int, int, list]) -> memoryview:

@@ -8,16 +8,21 @@ import time
 from ferry.client.bootstrap import discover
 from ferry.client.errors import BrokerUnavailableError, UnknownPartitionError, UnknownTopicError, for_code
 from ferry.client.wire_client import WireClient
+from ferry.wire.client_config import ClientConfig
 from ferry.wire.protocol.errors import ErrorCode
 
 
-def connect_cluster(bootstrap: str | None, zookeeper: str | None, client_id: str, timeout_s: float) -> WireClient:
-    """A WireClient for ``bootstrap`` (host:port,...) or the live brokers registered in ``zookeeper``."""
+def connect_cluster(bootstrap: str | None, zookeeper: str | None, client_id: str, timeout_s: float,
+                    client_config: ClientConfig | None = None) -> WireClient:
+    """A WireClient for ``bootstrap`` (host:port,...) or the live brokers registered in ``zookeeper`` (their
+    listeners of ``client_config``'s security.protocol), secured as ``client_config`` says."""
+    client_config = client_config or ClientConfig.plaintext()
     if bootstrap is None:
         if zookeeper is None:
             raise ValueError("give bootstrap servers (host:port,...) or a ZooKeeper connect string")
-        bootstrap, _ = discover(zookeeper, timeout_s)
-    return WireClient(bootstrap, client_id=client_id, timeout_s=timeout_s, connect_timeout_s=min(timeout_s, 10.0))
+        bootstrap, _ = discover(zookeeper, timeout_s, client_config.security_protocol)
+    return WireClient(bootstrap, client_id=client_id, timeout_s=timeout_s, connect_timeout_s=min(timeout_s, 10.0),
+                      security=client_config.security())
 
 
 def partition_leader(cluster: WireClient, topic: str, partition: int,
@@ -64,3 +69,17 @@ def _fresh_leader(cluster: WireClient, topic: str, partition: int) -> tuple[int,
     if node is None or addr is None:
         raise BrokerUnavailableError(f"{topic}[{partition}] has no leader right now")
     return node, addr[0], addr[1]
+
+
+def check_login(client_config: ClientConfig, bootstrap: str | None, zookeeper: str | None,
+                timeout_s: float = 10.0) -> None:
+    """For a secured client: one Metadata request through ferry's own connection, so that a refused login (a
+    wrong password, an untrusted certificate) is one line at once (AuthenticationError), where librdkafka
+    would retry until its timeout. Plaintext: nothing to check."""
+    if client_config.is_plaintext:
+        return
+    cluster = connect_cluster(bootstrap, zookeeper, "ferry-login-check", timeout_s, client_config)
+    try:
+        cluster.refresh_metadata([])
+    finally:
+        cluster.close()

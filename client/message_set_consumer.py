@@ -36,6 +36,7 @@ from ferry.client.errors import (  # noqa: F401 - FetchError and the others are 
 )
 from ferry.client.leader_lookup import connect_cluster, partition_leader
 from ferry.wire.broker_connection import BrokerConnection
+from ferry.wire.client_config import ClientConfig
 from ferry.wire.protocol.api_keys import ApiKey
 from ferry.wire.protocol.errors import ErrorCode
 from ferry.wire.record.read_committed import ReadCommitted
@@ -201,7 +202,7 @@ class MessageSetConsumer:
                  check_crcs: bool = True, stop_at_end: bool = False, idle_timeout_s: float | None = None,
                  max_fetch_bytes: int = 64 << 20, timeout_s: float = 30.0,
                  client_id: str = "ferry-message-set-consumer", metadata_wait_s: float = 5.0,
-                 read_committed: bool = False) -> None:
+                 read_committed: bool = False, client_config: ClientConfig | None = None) -> None:
         if max_bytes < BATCH_HEADER_SIZE:
             raise ValueError(f"max_bytes must be at least {BATCH_HEADER_SIZE}")
         self.topic, self.partition = topic, partition
@@ -211,14 +212,15 @@ class MessageSetConsumer:
         self.client_id = client_id
         self.read_committed = read_committed
         self.high_watermark = -1
-        self.cluster = connect_cluster(bootstrap, zookeeper, client_id, timeout_s)
+        self.cluster = connect_cluster(bootstrap, zookeeper, client_id, timeout_s, client_config)
         try:
             self.node, host, port = partition_leader(self.cluster, topic, partition, metadata_wait_s)
             self.position = self._resolve(offset)
             # an answer can exceed max_bytes (a first batch larger than it is sent whole): the read buffer
             # grows on demand
             self.conn = BrokerConnection(self.node, host, port, client_id, timeout_s, timeout_s,
-                                         receive_buffer_bytes=4 << 20, read_buffer_bytes=max(4 << 20, 4 * max_bytes))
+                                         receive_buffer_bytes=4 << 20, read_buffer_bytes=max(4 << 20, 4 * max_bytes),
+                                         security=self.cluster.security)
             self.conn.connect()
         except BaseException:
             self.cluster.close()

@@ -30,6 +30,7 @@ from ferry.client.errors import (
 from ferry.client.leader_lookup import connect_cluster, partition_leader  # noqa: F401 - also the consumer's
 from ferry.client.wire_client import LEADERSHIP_ERRORS
 from ferry.wire.broker_connection import BrokerConnection
+from ferry.wire.client_config import ClientConfig
 from ferry.wire.protocol import produce
 from ferry.wire.protocol.api_keys import ApiKey
 from ferry.wire.record.message_set_builder import MessageSetBuilder
@@ -79,7 +80,8 @@ class MessageSetProducer:
     def __init__(self, bootstrap: str | None = None, *, zookeeper: str | None = None, acks: int | str = 1,
                  max_in_flight: int = 16, timeout_s: float = 30.0, request_timeout_ms: int = 30_000,
                  client_id: str = "ferry-message-set-producer",
-                 on_ack: Callable[[Ack], object] | None = None, metadata_wait_s: float = 5.0) -> None:
+                 on_ack: Callable[[Ack], object] | None = None, metadata_wait_s: float = 5.0,
+                 client_config: ClientConfig | None = None) -> None:
         if acks == "all":
             acks = -1
         if acks == 0 or acks == "0":
@@ -96,7 +98,7 @@ class MessageSetProducer:
         self.client_id = client_id
         self.on_ack = on_ack
         self.metadata_wait_s = metadata_wait_s
-        self.cluster = connect_cluster(bootstrap, zookeeper, client_id, timeout_s)
+        self.cluster = connect_cluster(bootstrap, zookeeper, client_id, timeout_s, client_config)
         self.builder = MessageSetBuilder()
         self.last_offsets: dict[tuple[str, int], int] = {}
         self.acked = 0  # sets acknowledged
@@ -138,7 +140,7 @@ class MessageSetProducer:
             if conn is None or not conn.connected or conn.address != f"{host}:{port}":
                 conn = BrokerConnection(node, host, port, self.client_id, self.timeout_s, self.timeout_s,
                                         send_buffer_bytes=_SOCKET_SEND_BUFFER, receive_buffer_bytes=_RECV_BUFFER,
-                                        read_buffer_bytes=_RECV_BUFFER)
+                                        read_buffer_bytes=_RECV_BUFFER, security=self.cluster.security)
                 conn.connect()
                 self._conns[node] = conn
             middle = (_string(self.client_id) + b"\xff\xff" + struct.pack(">hi", self.acks, self.request_timeout_ms)

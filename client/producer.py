@@ -32,6 +32,7 @@ from ferry.client.broker_metadata import list_topics
 from ferry.client.errors import ClientError, ProducerClosedError, UnknownTopicError
 from ferry.client.message import Message
 from ferry.client.rate_limited_log import rate_limited_logger
+from ferry.wire.client_config import ClientConfig
 
 log = logging.getLogger("ferry.producer")
 rdlog = rate_limited_logger("ferry.librdkafka")
@@ -51,7 +52,11 @@ class Producer:
                  enable_idempotence: bool = True, retries: int | None = None, delivery_timeout_ms: int = 120_000,
                  queue_max_messages: int = 500_000, audit: bool = True, audit_tier: str = "producer",
                  audit_interval_s: float = 10.0, transactional_id: str | None = None,
-                 transaction_timeout_ms: int = 60_000, **overrides: object) -> None:
+                 transaction_timeout_ms: int = 60_000, client_config: ClientConfig | None = None,
+                 **overrides: object) -> None:
+        """``client_config``: TLS/SASL settings (librdkafka properties, wire/client_config.py) for a secured
+        listener; brokers found in ZooKeeper are then reached on the listener of its security.protocol."""
+        client_config = client_config or ClientConfig.plaintext()
         acks_value = ACKS.get(str(acks))
         if acks_value is None:
             raise ValueError(f"acks must be one of all, -1, 1, 0 (got {acks!r})")
@@ -68,7 +73,7 @@ class Producer:
         if audit and audit_interval_s <= 0:
             raise ValueError(f"audit_interval_s must be positive, not {audit_interval_s}")
         if bootstrap is None:
-            bootstrap, brokers = discover(zookeeper)
+            bootstrap, brokers = discover(zookeeper, security_protocol=client_config.security_protocol)
             if datacenter is None:
                 datacenter = next((b.datacenter for b in brokers.values() if b.datacenter), "")
         self.bootstrap = bootstrap
@@ -89,6 +94,7 @@ class Producer:
             "error_cb": _log_error,
             "logger": rdlog,  # librdkafka's own log lines go to Python logging (rate-limited), not to stderr
         }
+        config.update(client_config.librdkafka())
         if retries is not None:
             config["retries"] = retries
         if transactional_id is not None:
@@ -116,7 +122,8 @@ class Producer:
                 self._txn_counter = AuditCounter(audit_tier, application, datacenter or "", self.host)
                 self._count_cb = self._txn_counter.on_delivery
                 self._audit_producer = Producer(bootstrap, application=application, datacenter=datacenter,
-                                                audit=False, linger_ms=linger_ms, compression=compression)
+                                                audit=False, linger_ms=linger_ms, compression=compression,
+                                                client_config=client_config)
         self._closed = False
         self._stop_polling = threading.Event()
         self._poller = threading.Thread(target=self._poll_loop, name="ferry-producer-poll", daemon=True)

@@ -18,6 +18,7 @@ from ferry.client.errors import ClientError, UnknownTopicError
 from ferry.client.message import MessageAndMetadata
 from ferry.client.rate_limited_log import rate_limited_logger
 from ferry.client.wire_client import WireClient
+from ferry.wire.client_config import ClientConfig
 from ferry.wire.protocol.list_offsets import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 from ferry.zk import TopicInfo, ZkConnect
 from ferry.zk import connect as zk_connect
@@ -27,16 +28,18 @@ from ferry.zk.znodes import BROKER_TOPICS_PATH, topic_path
 class SimpleConsumer:
     def __init__(self, bootstrap: str | None = None, zookeeper: str | None = None, *,
                  client_id: str = "ferry-simple-consumer", timeout_s: float = 10.0,
-                 isolation_level: str = "read_committed") -> None:
+                 isolation_level: str = "read_committed", client_config: ClientConfig | None = None) -> None:
         """``isolation_level``: read_committed (librdkafka's default: no aborted or still open transaction's
-        records) or read_uncommitted (everything up to the high watermark)."""
+        records) or read_uncommitted (everything up to the high watermark). ``client_config``: TLS/SASL
+        (wire/client_config.py) for both the librdkafka consumer and the wire client's ListOffsets."""
+        self.client_config = client_config or ClientConfig.plaintext()
         if isolation_level not in ("read_committed", "read_uncommitted"):
             raise ValueError(f"isolation level must be read_committed or read_uncommitted, not {isolation_level!r}")
         if bootstrap is None and zookeeper is None:
             raise ValueError("give bootstrap servers (host:port,...) or a ZooKeeper connect string")
         self.zookeeper = ZkConnect.parse(zookeeper) if zookeeper else None
         if bootstrap is None:
-            bootstrap, _ = discover(str(self.zookeeper), timeout_s)
+            bootstrap, _ = discover(str(self.zookeeper), timeout_s, self.client_config.security_protocol)
         self.bootstrap = bootstrap
         self.timeout_s = timeout_s
         self._wire: WireClient | None = None
@@ -51,6 +54,7 @@ class SimpleConsumer:
             "isolation.level": isolation_level,
             "error_cb": lambda err: None,  # transient broker errors; real failures surface as exceptions
             "logger": rate_limited_logger("ferry.librdkafka"),
+            **self.client_config.librdkafka(),
         })
 
     # -- metadata and offsets -----------------------------------------------------------------------------
@@ -89,7 +93,8 @@ class SimpleConsumer:
         """The raw client's one ListOffsets path (shared with the loaders and the mirror)."""
         if self._wire is None:
             self._wire = WireClient(self.bootstrap, client_id="ferry-simple-consumer", timeout_s=self.timeout_s,
-                                    connect_timeout_s=min(self.timeout_s, 10.0))
+                                    connect_timeout_s=min(self.timeout_s, 10.0),
+                                    security=self.client_config.security())
         return self._wire
 
     def watermarks(self, topic: str, partition: int) -> tuple[int, int]:

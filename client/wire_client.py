@@ -18,6 +18,7 @@ from ferry.wire.protocol import init_producer_id, list_offsets, metadata
 from ferry.wire.protocol.errors import ErrorCode
 from ferry.wire.protocol.list_offsets import PartitionOffsetResult
 from ferry.wire.protocol.metadata import MetadataResponse
+from ferry.wire.sasl_login import PLAINTEXT, ClientSecurity
 
 log = logging.getLogger(__name__)
 
@@ -48,12 +49,14 @@ class WireClient:
 
     ``bootstrap`` is ``host:port,...`` or a callable returning addresses (e.g. the live brokers from
     the cluster's ZooKeeper registry, so that the client follows brokers that moved). Not thread-safe:
-    each thread of the mirror owns its clients.
+    each thread of the mirror owns its clients. ``security``: TLS/SASL on every connection (a secured listener:
+    the brokers' Metadata then advertises that listener's addresses).
     """
 
     def __init__(self, bootstrap: BootstrapSource, client_id: str = "ferry", timeout_s: float = 30.0,
-                 connect_timeout_s: float = 5.0) -> None:
+                 connect_timeout_s: float = 5.0, *, security: ClientSecurity = PLAINTEXT) -> None:
         self._bootstrap = bootstrap
+        self.security = security
         self.client_id = client_id
         self.timeout_s = timeout_s
         self.connect_timeout_s = connect_timeout_s
@@ -76,7 +79,7 @@ class WireClient:
             if addr is None:
                 raise BrokerUnavailableError(f"broker {node_id} is not in the cluster metadata")
             conn = BrokerConnection(node_id, addr[0], addr[1], self.client_id, self.timeout_s,
-                                    self.connect_timeout_s)
+                                    self.connect_timeout_s, security=self.security)
             self._connections[node_id] = conn
         return conn
 
@@ -106,7 +109,7 @@ class WireClient:
                     body = conn.request(*metadata.encode_request(topics))
                 else:
                     conn = BrokerConnection(-1, host, port, self.client_id, self.timeout_s,
-                                            self.connect_timeout_s)
+                                            self.connect_timeout_s, security=self.security)
                     try:
                         body = conn.request(*metadata.encode_request(topics))
                     finally:

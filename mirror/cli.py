@@ -17,6 +17,7 @@ from ferry.mirror.mirror_maker import (
     MirrorMaker,
 )
 from ferry.mirror.status import format_status, mirror_status
+from ferry.wire.client_config import ClientConfig
 from ferry.zk import cli_args as cli
 from ferry.zk.cli_args import UsageError
 
@@ -41,7 +42,8 @@ Mirror topics of a live cluster into the offline cluster (paper section 4).
 """
 
 
-STATUS_FLAGS = ("--source-zookeeper", "--target-zookeeper", "--include", "--exclude", "--group", "--json", "--log-level")
+STATUS_FLAGS = ("--source-zookeeper", "--target-zookeeper", "--source-config", "--target-config", "--include",
+                "--exclude", "--group", "--json", "--log-level")
 
 
 class _Help(argparse.Action):
@@ -83,6 +85,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="ZooKeeper of the live cluster (the consumer group and its offsets live here)")
     p.add_argument("--target-zookeeper", required=True, metavar="HOST:PORT/CHROOT",
                    help="ZooKeeper of the offline cluster (topics are created here)")
+    cli.add_client_config_argument(p, "the live cluster's brokers (the mirror's user there: Read on the topics "
+                                   "and the group)", flag="--source-config", dest="source_config")
+    cli.add_client_config_argument(p, "the offline cluster's brokers (the mirror's user there: Write and Create on "
+                                   "the topics)", flag="--target-config", dest="target_config")
     p.add_argument("--include", metavar="REGEX",
                    help="mirror topics whose whole name matches REGEX (required to run; for status: also "
                         "list matching partitions nobody committed yet)")
@@ -135,8 +141,15 @@ def run(args: argparse.Namespace) -> int:
     return _run(args)
 
 
+def _client_configs(args: argparse.Namespace) -> tuple[ClientConfig, ClientConfig]:
+    """Each side's client settings: its flag's file, else $FERRY_CLIENT_CONFIG, else plaintext."""
+    return cli.client_config(args, "source_config"), cli.client_config(args, "target_config")
+
+
 def _status(args: argparse.Namespace) -> int:
-    status = mirror_status(args.source_zookeeper, args.target_zookeeper, args.group, args.include, args.exclude)
+    source_client, target_client = _client_configs(args)
+    status = mirror_status(args.source_zookeeper, args.target_zookeeper, args.group, args.include, args.exclude,
+                           source_client=source_client, target_client=target_client)
     print(json.dumps(status.to_dict(), indent=2) if args.json else format_status(status))
     return 0
 
@@ -146,6 +159,7 @@ def _run(args: argparse.Namespace) -> int:
         raise UsageError("--include REGEX is required to run a mirror")
     listen = cli.metrics_listen(args)  # served below, on any host (MirrorConfig.metrics_port binds loopback)
     security = cli.http_security(args, args.target_zookeeper)  # the offline cluster's users
+    source_client, target_client = _client_configs(args)
     config = MirrorConfig(
         source_zookeeper=args.source_zookeeper, target_zookeeper=args.target_zookeeper, include=args.include,
         exclude=args.exclude, streams=args.streams, group=args.group, consumer_id=args.consumer_id,
@@ -153,7 +167,8 @@ def _run(args: argparse.Namespace) -> int:
         audit_interval_s=args.audit_interval, assignment_strategy=args.assignment_strategy,
         audit=not args.no_audit, schemas=not args.no_schemas, coalesce_bytes=args.coalesce_bytes,
         max_in_flight=args.max_in_flight,
-        target_replication_factor=args.target_replication_factor)
+        target_replication_factor=args.target_replication_factor, source_client=source_client,
+        target_client=target_client)
     config.validate()
     stop = threading.Event()
 

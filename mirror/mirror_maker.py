@@ -21,9 +21,10 @@ import socket
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ferry.client.audit.event import AUDIT_TOPIC, AuditEvent
+from ferry.client.bootstrap import bootstrap_string, broker_addresses
 from ferry.client.consumer_connector import ConsumerConnector
 from ferry.client.errors import ClientError
 from ferry.client.group_registration import refuse_if_held_here
@@ -41,6 +42,8 @@ from ferry.mirror.partition_mirror import PartitionProgress, TopicPartition
 from ferry.mirror.schema_sync import SchemaSync
 from ferry.mirror.topic_sync import TopicSync
 from ferry.wire import native
+from ferry.wire.client_config import ClientConfig
+from ferry.wire.sasl_login import AuthenticationError
 from ferry.zk.cluster_registry import ClusterRegistry
 
 log = logging.getLogger("ferry.mirror")
@@ -81,6 +84,10 @@ class MirrorConfig:
     # replication factor of the topics the mirror creates offline (MM2's replication.factor); None:
     # min(3, offline brokers registered when the topic is created) (topic_sync.py)
     target_replication_factor: int | None = None
+    # TLS/SASL towards each side's brokers (librdkafka properties: --source-config / --target-config), each with
+    # its own credentials: fetches, ListOffsets and metadata live, produces and the audit producer offline
+    source_client: ClientConfig = field(default_factory=ClientConfig.plaintext)
+    target_client: ClientConfig = field(default_factory=ClientConfig.plaintext)
 
     def validate(self) -> None:
         if self.streams < 1:
@@ -159,9 +166,9 @@ class MirrorMaker:
         self.source = ClusterRegistry(cfg.source_zookeeper).start()
         self.target = ClusterRegistry(cfg.target_zookeeper).start()
         # a mirror that cannot copy must not join the group: joining makes the healthy members hand it partitions
-        for side, registry, zk in (("live", self.source, cfg.source_zookeeper),
-                                   ("offline", self.target, cfg.target_zookeeper)):
-            self._check_brokers_answer(side, registry, zk)
+        for side, registry, zk, client in (("live", self.source, cfg.source_zookeeper, cfg.source_client),
+                                           ("offline", self.target, cfg.target_zookeeper, cfg.target_client)):
+            self._check_brokers_answer(side, registry, zk, client)
         if cfg.consumer_id is not None:  # a member id another process here runs as: refused before anything else
             refuse_if_held_here(self.source.client, cfg.group, cfg.consumer_id)
         if cfg.datacenter is None:
@@ -176,11 +183,13 @@ class MirrorMaker:
             self.schema_sync = SchemaSync(self.source, self.target).start()
         store = ZkCheckpoints(self.source.client, cfg.group)
         self.keeper = CheckpointKeeper(store, cfg.group, self._publish_events, self._event_fields, self.metrics.error)
+        live, offline = cfg.source_client.security(), cfg.target_client.security()
         self.streams = [
-            MirrorStream(i, WireClient(self._brokers_of(self.source), f"{cfg.application}-live-{i}",
-                                       timeout_s=cfg.live_timeout_s),
-                         WireClient(self._brokers_of(self.target), f"{cfg.application}-offline-{i}",
-                                    timeout_s=cfg.offline_timeout_s),
+            MirrorStream(i, WireClient(self._brokers_of(self.source, cfg.source_client), f"{cfg.application}-live-{i}",
+                                       timeout_s=cfg.live_timeout_s, security=live),
+                         WireClient(self._brokers_of(self.target, cfg.target_client),
+                                    f"{cfg.application}-offline-{i}", timeout_s=cfg.offline_timeout_s,
+                                    security=offline),
                          self.metrics, cfg.fetch_wait_ms, cfg.coalesce_bytes, checkpoints=store,
                          adopt=self.keeper.adopt, audit=cfg.audit,
                          max_in_flight=cfg.max_in_flight)
@@ -192,7 +201,8 @@ class MirrorMaker:
         self.connector = ConsumerConnector(cfg.group, cfg.source_zookeeper, consumer_id=cfg.consumer_id,
                                            auto_offset_reset="earliest", auto_commit=False,
                                            zk_session_timeout_s=cfg.zk_session_timeout_s, fetcher=self.fetcher,
-                                           assignment_strategy=cfg.assignment_strategy)
+                                           assignment_strategy=cfg.assignment_strategy,
+                                           client_config=cfg.source_client)
         self.connector.create_message_streams_by_filter(cfg.subscription_include, cfg.exclude, n=cfg.streams,
                                                         wait_s=wait_s)
         self._next_audit = time.monotonic() + cfg.audit_interval_s
@@ -241,11 +251,16 @@ class MirrorMaker:
     def owned_partitions(self) -> set[TopicPartition]:
         return self.fetcher.owned() if self.fetcher is not None else set()
 
-    def _check_brokers_answer(self, side: str, registry: ClusterRegistry, zk: str) -> None:
-        """Start-up: one metadata request to the cluster's registered brokers, before the group is joined."""
-        client = WireClient(self._brokers_of(registry), f"{self.config.application}-start", timeout_s=10.0)
+    def _check_brokers_answer(self, side: str, registry: ClusterRegistry, zk: str, config: ClientConfig) -> None:
+        """Start-up: one metadata request to the cluster's registered brokers (logged in as ``config`` says),
+        before the group is joined."""
+        client = WireClient(self._brokers_of(registry, config), f"{self.config.application}-start", timeout_s=10.0,
+                            security=config.security())
         try:
             client.refresh_metadata([])
+        except AuthenticationError as e:
+            raise MirrorStartError(f"the {side} cluster ({zk}) refused the mirror's login: {e}; "
+                                   f"not joining group {self.config.group!r}") from None
         except ClientError as e:
             raise MirrorStartError(f"the {side} cluster's brokers ({zk}) do not answer: {e}; "
                                    f"not joining group {self.config.group!r}") from None
@@ -253,9 +268,10 @@ class MirrorMaker:
             client.close()
 
     @staticmethod
-    def _brokers_of(registry: ClusterRegistry) -> Callable[[], list[tuple[str, int]]]:
+    def _brokers_of(registry: ClusterRegistry, config: ClientConfig) -> Callable[[], list[tuple[str, int]]]:
+        """The registered brokers' listeners of ``config``'s security.protocol, read again at each call."""
         def addresses() -> list[tuple[str, int]]:
-            return [(b.host, b.port) for b in registry.brokers().values()]
+            return broker_addresses(registry.brokers(), config.security_protocol)
         return addresses
 
     # ------------------------------------------------------------------ checkpoints
@@ -357,11 +373,11 @@ class MirrorMaker:
         brokers = self.target.brokers()
         if not brokers:
             return None
-        bootstrap = ",".join(b.address for b in brokers.values())
+        bootstrap = bootstrap_string(brokers, self.config.target_client.security_protocol)
         try:
             self._audit_producer = Producer(bootstrap, application=self.config.application,
                                             datacenter=self.datacenter, audit=False, linger_ms=50,
-                                            compression="lz4")
+                                            compression="lz4", client_config=self.config.target_client)
         except Exception as e:
             log.warning("cannot create the audit producer yet: %s", e)
             return None

@@ -8,11 +8,14 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
+from ferry.client.bootstrap import broker_addresses
 from ferry.client.group_store import read_members, read_offsets, read_owners
 from ferry.client.topic_selection import TopicFilter
 from ferry.client.wire_client import WireClient
 from ferry.mirror.mirror_maker import mirrored_include
+from ferry.wire.client_config import ClientConfig
 from ferry.wire.protocol.list_offsets import LATEST_TIMESTAMP
+from ferry.wire.sasl_login import AuthenticationError
 from ferry.zk.cluster_registry import ClusterRegistry
 
 
@@ -42,13 +45,19 @@ class MirrorStatus:
                 "partitions": [asdict(p) for p in self.partitions]}
 
 
-def _end_offsets(registry: ClusterRegistry, wanted: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
+def _end_offsets(registry: ClusterRegistry, wanted: list[tuple[str, int]], config: ClientConfig
+                 ) -> dict[tuple[str, int], int]:
+    """Log ends (ListOffsets latest) as ``config`` reaches the brokers; {} when they cannot tell, but a refused
+    login is raised (an unknown lag is not what a wrong password should look like)."""
     brokers = registry.brokers()
     if not brokers or not wanted:
         return {}
-    client = WireClient(lambda: [(b.host, b.port) for b in brokers.values()], "ferry-mirror-status", timeout_s=10)
+    client = WireClient(lambda: broker_addresses(brokers, config.security_protocol), "ferry-mirror-status", timeout_s=10,
+                        security=config.security())
     try:
         res = client.list_offsets({tp: LATEST_TIMESTAMP for tp in wanted})
+    except AuthenticationError:
+        raise
     except Exception:
         return {}
     finally:
@@ -57,7 +66,9 @@ def _end_offsets(registry: ClusterRegistry, wanted: list[tuple[str, int]]) -> di
 
 
 def mirror_status(source_zookeeper: str, target_zookeeper: str | None, group: str,
-                  include: str | None = None, exclude: str | None = None) -> MirrorStatus:
+                  include: str | None = None, exclude: str | None = None, *,
+                  source_client: ClientConfig | None = None, target_client: ClientConfig | None = None
+                  ) -> MirrorStatus:
     """The group's committed and owned partitions, less the topics ``exclude`` takes out; with ``include``,
     also the partitions the mirror would copy (its own filter) that nobody committed yet."""
     mirrored = TopicFilter(mirrored_include(include if include is not None else ""), exclude)
@@ -74,8 +85,9 @@ def mirror_status(source_zookeeper: str, target_zookeeper: str | None, group: st
                 if mirrored.matches(name):
                     keys.update((name, p) for p in info.partitions)
         wanted = sorted(keys)
-        live_end = _end_offsets(source, wanted)
-        offline_end = _end_offsets(target, wanted) if target is not None else {}
+        live_end = _end_offsets(source, wanted, source_client or ClientConfig.plaintext())
+        offline_end = _end_offsets(target, wanted, target_client or ClientConfig.plaintext()) \
+            if target is not None else {}
         rows = []
         for tp in wanted:
             end, committed = live_end.get(tp), offsets.get(tp)

@@ -36,6 +36,7 @@ class Case:
     argv: tuple[str, ...]
     rc: int
     stdin: str = ""
+    env: tuple[tuple[str, str], ...] = ()  # more environment variables
 
 
 @dataclass
@@ -52,6 +53,10 @@ class Paths:
     @property
     def a_dir(self) -> str:  # exists, but is no file: unreadable as one
         return str(self.root)
+
+    @property
+    def bad_client_config(self) -> str:  # a --command-config file with a value no client takes
+        return str(self.root / "bad-client.properties")
 
     @property
     def plan(self) -> str:
@@ -171,6 +176,32 @@ def missing_files(p: Paths) -> list[Case]:
     return [Case(f"missing file: {name}", argv, RUNTIME) for name, argv in cases]
 
 
+def client_configs(p: Paths) -> list[Case]:
+    """--command-config (and the mirror's --source-config/--target-config, $FERRY_CLIENT_CONFIG) naming a missing
+    file or one with a bad value: a usage error, before any connection is tried."""
+    z = ("--zookeeper", NO_ZK)
+    commands = [
+        ("produce", ("produce", "--topic", "t", *z), "--command-config"),
+        ("produce --producer.config", ("produce", "--topic", "t", *z), "--producer.config"),
+        ("consume", ("consume", "--topic", "t", *z), "--command-config"),
+        ("consume --group", ("consume", "--topic", "t", "--group", "g", *z), "--consumer.config"),
+        ("groups describe", ("groups", "describe", "--group", "g", *z), "--command-config"),
+        ("acls list", ("acls", "list", "--bootstrap-server", NO_BROKER), "--command-config"),
+        ("audit report", ("audit", "report", "--offline-only", *z), "--command-config"),
+        ("mirror run", ("mirror", "--source-zookeeper", NO_ZK, "--target-zookeeper", NO_ZK, "--include", ".*"),
+         "--source-config"),
+        ("mirror status", ("mirror", "status", "--source-zookeeper", NO_ZK, "--target-zookeeper", NO_ZK),
+         "--target-config"),
+    ]
+    cases = [Case(f"client config missing: {name}", (*argv, flag, p.missing), USAGE, stdin="x\n")
+             for name, argv, flag in commands]
+    cases += [Case(f"client config bad value: {name}", (*argv, flag, p.bad_client_config), USAGE, stdin="x\n")
+              for name, argv, flag in commands[:3]]
+    cases.append(Case("client config missing: $FERRY_CLIENT_CONFIG", ("consume", "--topic", "t", *z), USAGE,
+                      env=(("FERRY_CLIENT_CONFIG", p.missing),)))
+    return cases
+
+
 def unwritable(p: Paths) -> list[Case]:
     u = p.unwritable
     cases = [
@@ -202,6 +233,7 @@ def paths(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Paths]:
         {"topic": "t", "partition": 0, "replicas": [1]}]}))
     (root / "s.avsc").write_text(json.dumps({"type": "record", "name": "R", "fields": []}))
     (root / "empty-state").mkdir()
+    (root / "bad-client.properties").write_text("security.protocol=TLS\n")
     full = root / "full"
     full.mkdir()
     subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(full)], check=True, timeout=30)
@@ -222,17 +254,15 @@ def run_case(case: Case, cwd: Path, home: Path) -> tuple[Case, subprocess.Comple
     cwd.mkdir(parents=True)
     try:
         proc = subprocess.run([FERRY, *case.argv], cwd=cwd, input=case.stdin, capture_output=True, text=True,
-                              timeout=CASE_TIMEOUT_S, env={**env, "HOME": str(home)})
+                              timeout=CASE_TIMEOUT_S, env={**env, "HOME": str(home), **dict(case.env)})
     except subprocess.TimeoutExpired as e:
         err = e.stderr.decode(errors="replace") if isinstance(e.stderr, bytes) else (e.stderr or "")
         return case, err, sorted(x.name for x in cwd.iterdir())
     return case, proc, sorted(x.name for x in cwd.iterdir())
 
 
-@pytest.mark.slow  # ~80 processes, most waiting out a ZooKeeper or broker timeout: ~100 s on 2 busy cores
-def test_every_command_fails_in_one_line_with_the_right_exit_code(paths: Paths, tmp_path: Path) -> None:
-    cases = [*unreachable_zookeeper(paths), *unreachable_brokers(paths), *bad_arguments(paths),
-             *missing_files(paths), *unwritable(paths), *full_disk(paths)]
+def _problems(cases: list[Case], tmp_path: Path) -> list[str]:
+    """Run the cases in parallel; what each did wrong under the rule."""
     home = tmp_path / "home"
     home.mkdir()
     with ThreadPoolExecutor(max_workers=8) as pool:
@@ -254,15 +284,23 @@ def test_every_command_fails_in_one_line_with_the_right_exit_code(paths: Paths, 
             why.append(f"left {left} in the working directory")
         if why:
             problems.append(f"{case.name}: {', '.join(why)}: {' '.join(case.argv)}\n    " + "\n    ".join(lines[:6]))
-    assert not problems, f"{len(problems)} of {len(cases)} cases:\n" + "\n".join(problems)
     shutil.rmtree(home, ignore_errors=True)
     assert not (home / ".local").exists()
+    return problems
+
+
+@pytest.mark.slow  # ~90 processes, most waiting out a ZooKeeper or broker timeout: ~100 s on 2 busy cores
+def test_every_command_fails_in_one_line_with_the_right_exit_code(paths: Paths, tmp_path: Path) -> None:
+    cases = [*unreachable_zookeeper(paths), *unreachable_brokers(paths), *bad_arguments(paths),
+             *missing_files(paths), *client_configs(paths), *unwritable(paths), *full_disk(paths)]
+    problems = _problems(cases, tmp_path)
+    assert not problems, f"{len(problems)} of {len(cases)} cases:\n" + "\n".join(problems)
 
 
 def test_the_matrix_covers_every_command(paths: Paths) -> None:
     """A command added to `ferry` without its rows here would escape the rule's test."""
     cases = [*unreachable_zookeeper(paths), *unreachable_brokers(paths), *bad_arguments(paths),
-             *missing_files(paths), *unwritable(paths), *full_disk(paths)]
+             *missing_files(paths), *client_configs(paths), *unwritable(paths), *full_disk(paths)]
     assert set(COMMANDS) - {case.argv[0] for case in cases} == set()
 
 

@@ -1,28 +1,28 @@
 """BrokerConnection: the one Kafka connection to a broker. Every raw client request goes through it (WireClient's
 Metadata/ListOffsets/InitProducerId, the mirror's pipelined Fetch and Produce, the message-set producer and
-consumer); a broker's own requests to other brokers (replica fetches, transaction markers) go through its
-asyncio face, AsyncBrokerConnection (wire/async_broker_connection.py), which shares the framing.
+consumer); a broker's own requests to other brokers (replica fetches, transaction markers) go through its asyncio
+face, AsyncBrokerConnection (wire/async_broker_connection.py), which shares the framing.
 
-One blocking TCP connection to one broker, with pipelining: requests go out back to back and a broker
-answers a connection's requests strictly in order, so the correlation id of the oldest outstanding request
-follows from a counter; per request only the caller's ``context`` is kept. Two ways out and two ways in,
-so that the hot paths pay for no framing they do not need:
+One blocking TCP connection to one broker, with pipelining: requests go out back to back and a broker answers a
+connection's requests strictly in order, so the correlation id of the oldest outstanding request follows from a
+counter; per request only the caller's ``context`` is kept. Two ways out and two ways in, so that the hot paths pay
+for no framing they do not need:
 
-- ``send(api_key, version, body)`` encodes the request header; ``send_frame(parts, context)`` writes a
-  request the caller framed itself around ``correlation_id`` (the message-set clients' pre-encoded
-  templates). Both are one ``sendmsg`` of the parts: record bytes are referenced, never copied. With
-  ``wait=False`` what the socket does not take is queued and written later, in order (write-behind:
-  `RequestWriter`, wire/request_writer.py, the writing half of this class).
-- ``receive()`` returns the oldest answer's body in a buffer of its own (callers may keep views into it,
-  as the mirror does with fetched records; ``push``: other connections' queued requests are written while
-  it waits); ``next_answer()`` returns ``(context, body)`` as a view into
-  the connection's read buffer, valid until the next receive (the message-set clients parse in place).
-  Both read in bulk (one ``recv_into`` often brings several answers); an answer larger than what is
-  buffered is read by ``receive`` straight into its own buffer, so at most the read buffer is copied.
+- ``send(api_key, version, body)`` encodes the request header; ``send_frame(parts, context)`` writes a request the
+  caller framed itself around ``correlation_id`` (the message-set clients' pre-encoded templates). Both are one
+  ``sendmsg`` of the parts: record bytes are referenced, never copied. With ``wait=False`` what the socket does not
+  take is queued and written later, in order (write-behind: `RequestWriter`, wire/request_writer.py, the writing
+  half of this class).
+- ``receive()`` returns the oldest answer's body in a buffer of its own (callers may keep views into it, as the
+  mirror does with fetched records; ``push``: other connections' queued requests are written while it waits);
+  ``next_answer()`` returns ``(context, body)`` as a view into the connection's read buffer, valid until the next
+  receive (the message-set clients parse in place). Both read in bulk (one ``recv_into`` often brings several
+  answers); an answer larger than what is buffered is read by ``receive`` straight into its own buffer, so at most
+  the read buffer is copied.
 
 Any socket error or timeout closes the connection (the byte stream position is then unknown) and raises
-BrokerUnavailableError naming the broker; every outstanding request is lost and the caller retries. A
-closed connection connects again on the next send (callers that must not, check ``connected``).
+BrokerUnavailableError naming the broker; every outstanding request is lost and the caller retries. A closed
+connection connects again on the next send (callers that must not, check ``connected``).
 """
 
 from __future__ import annotations
@@ -32,11 +32,19 @@ import socket
 import struct
 import time
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 from ferry.wire.connection_errors import BrokerUnavailableError, ClientError, unavailable
 from ferry.wire.protocol.header import Buffers
 from ferry.wire.request_writer import RequestWriter, answer_problem, frame_request, socket_ready
+from ferry.wire.sasl_login import (
+    PLAINTEXT,
+    ClientSecurity,
+    SaslLoginError,
+    sasl_login_blocking,
+)
+from ferry.wire.socket_reads import recv_exactly, reusable_buffer
+from ferry.wire.tls_socket import TlsSocket
 
 _SIZE_CORR = struct.Struct(">ii")
 READ_BUFFER_BYTES = 64 * 1024  # default read-ahead: small answers in one recv, little copied for large ones
@@ -47,13 +55,14 @@ class BrokerConnection:
 
     ``send_buffer_bytes`` / ``receive_buffer_bytes`` set the socket's SO_SNDBUF / SO_RCVBUF (None: the
     system's); ``read_buffer_bytes`` is the initial size of the buffer answers are read into (it grows
-    for ``next_answer`` of a larger answer).
+    for ``next_answer`` of a larger answer). ``security``: TLS (the socket wrapped after connecting) and/or SASL
+    (a login before the first request) towards a secured listener; plaintext pays nothing for it.
     """
 
     def __init__(self, node_id: int, host: str, port: int, client_id: str = "ferry",
                  timeout_s: float = 30.0, connect_timeout_s: float = 5.0, *,
                  send_buffer_bytes: int | None = None, receive_buffer_bytes: int | None = None,
-                 read_buffer_bytes: int = READ_BUFFER_BYTES) -> None:
+                 read_buffer_bytes: int = READ_BUFFER_BYTES, security: ClientSecurity = PLAINTEXT) -> None:
         self.node_id = node_id
         self.host = host
         self.port = port
@@ -62,7 +71,10 @@ class BrokerConnection:
         self.connect_timeout_s = connect_timeout_s
         self.send_buffer_bytes = send_buffer_bytes
         self.receive_buffer_bytes = receive_buffer_bytes
-        self._sock: socket.socket | None = None
+        self.security = security
+        self._sock: socket.socket | TlsSocket | None = None
+        self._tls: TlsSocket | None = None  # the socket when it is TLS: decrypted bytes may wait in it
+        self._reauth_at = self._session_end = 0.0  # when to log in again (KIP-368 session lifetime); 0: never
         self._pending: deque[object] = deque()  # the caller's context per outstanding request, oldest first
         self._writer = RequestWriter(self._pending)
         self._write = self._writer.write  # bound once: called per request
@@ -111,6 +123,8 @@ class BrokerConnection:
         and other connections' ``receive(push=...)`` write later, and any blocking call on this connection
         first (so answers are never waited for before their requests are out). The parts must stay
         unchanged until then."""
+        if self._reauth_at and not self._pending and time.monotonic() >= self._reauth_at:
+            self._renew()
         sock = self._sock or self.connect()
         try:
             return self._write(sock, parts, context, nbytes, wait)
@@ -130,8 +144,9 @@ class BrokerConnection:
         return not writer.queued
 
     # ------------------------------------------------------------------ connecting
-    def connect(self) -> socket.socket:
-        """Connect now if not connected (a send connects on first use); BrokerUnavailableError if it cannot."""
+    def connect(self) -> socket.socket | TlsSocket:
+        """Connect now if not connected (a send connects on first use); BrokerUnavailableError if it cannot,
+        AuthenticationError (SaslLoginError for SASL) if the broker will not let this client in."""
         if self._sock is None:
             try:
                 sock = socket.create_connection((self.host, self.port), timeout=self.connect_timeout_s)
@@ -143,13 +158,38 @@ class BrokerConnection:
                 sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, self.send_buffer_bytes)
             if self.receive_buffer_bytes:
                 sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, self.receive_buffer_bytes)
-            sock.settimeout(self.timeout_s)
-            self._sock = sock
-        return self._sock
+            self._open(sock)
+        return self._sock  # type: ignore[return-value]
+
+    def _open(self, sock: socket.socket) -> None:
+        """A fresh connection made ready: with TLS its handshake (under the connect timeout), with SASL the login."""
+        if self.security.ssl_context is not None:
+            sock = self._tls = TlsSocket.connect(sock, self.security.ssl_context, self.node_id, self.host, self.port)
+        sock.settimeout(self.timeout_s)
+        self._sock = sock
+        if self.security.sasl is not None:
+            self._login()
+
+    def _login(self) -> None:
+        """SASL with nothing outstanding; correlation ids count on after it as before (a request may be framed)."""
+        corr, self._reauth_at = self._writer.correlation_id, 0.0
+        try:
+            lifetime = sasl_login_blocking(lambda k, v, body: self.request(k, v, [body]), self.security.sasl)
+        except SaslLoginError as e:
+            self.close()
+            raise SaslLoginError(f"broker {self.node_id} at {self.address}: {e}") from None
+        self._writer.correlation_id = corr
+        if lifetime > 0:  # as Kafka's clients: well before the end (85%), so a request in flight is not cut
+            now = time.monotonic()
+            self._reauth_at, self._session_end = now + lifetime * 0.85 / 1000, now + lifetime / 1000
+
+    def _renew(self) -> None:
+        """Past the re-login time, between requests: log in again, or reconnect if the broker ended the session."""
+        self._login() if time.monotonic() < self._session_end - 0.05 else self.close()
 
     def close(self) -> None:
         """Close the socket; outstanding requests and buffered answers are dropped."""
-        sock, self._sock = self._sock, None
+        sock, self._sock, self._tls, self._reauth_at = self._sock, None, None, 0.0
         self._pending.clear()
         self._writer.clear()
         self._start = self._end = 0
@@ -192,13 +232,13 @@ class BrokerConnection:
             if wait is not None and self._end - self._start < 8:
                 wait()
             size = self._frame_size()
-            body = _buffer(into, size - 4)
+            body = reusable_buffer(into, size - 4)
             start = self._start + 8
             have = min(self._end - start, size - 4)
             body[:have] = self._view[start: start + have]
             self._start = start + have
             if have < size - 4:
-                _recv_into(sock, memoryview(body)[have:size - 4], wait)
+                recv_exactly(sock, memoryview(body)[have:size - 4], wait)
         except BrokerUnavailableError:
             raise
         except OSError as e:  # includes the socket timeout
@@ -263,7 +303,7 @@ class BrokerConnection:
         rounds of produce requests in flight) polls its pipelined requests with this."""
         if not self._pending or self._sock is None:
             return False
-        if self._end > self._start:
+        if self._end > self._start or (self._tls is not None and self._tls.pending()):
             return True
         if self._writer.queued and not self.push():
             return False
@@ -317,6 +357,8 @@ class BrokerConnection:
         lost."""
         sock = self._sock
         assert sock is not None
+        if self._tls is not None and self._tls.pending():
+            return  # decrypted bytes already wait: polling the socket would not see them
         deadline = 0.0
         while True:
             writers = {c._sock: c for c in push if c._sock is not None and c._writer.queued}
@@ -356,27 +398,3 @@ class BrokerConnection:
         if k == 0:
             raise ConnectionResetError("connection closed by the broker")
         self._end += k
-
-
-def _buffer(into: bytearray | None, n: int) -> bytearray:
-    """``into`` holding at least ``n`` bytes, or a new buffer (none given, or it is still viewed elsewhere)."""
-    if into is None:
-        return bytearray(n)
-    if len(into) < n:
-        try:
-            into.extend(bytes(n - len(into)))
-        except BufferError:  # a view of the last answer is still alive: leave that one alone
-            return bytearray(n)
-    return into
-
-
-def _recv_into(sock: socket.socket, view: memoryview, wait: Callable[[], None] | None = None) -> None:
-    """Fill ``view`` from the socket exactly (no read-ahead past the answer); ``wait`` before each recv."""
-    got, n = 0, len(view)
-    while got < n:
-        if wait is not None:
-            wait()
-        k = sock.recv_into(view[got:], n - got)
-        if k == 0:
-            raise ConnectionResetError("connection closed by the broker")
-        got += k

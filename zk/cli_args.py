@@ -10,10 +10,11 @@ import errno
 import logging
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 
+from ferry.wire.client_config import ENV_CLIENT_CONFIG, ClientConfig, ClientConfigError
 from ferry.wire.http_security import HttpSecurity, HttpSecurityError
 from ferry.zk.scram_credentials import ScramAuthenticator
 
@@ -239,4 +240,25 @@ def http_security(args: argparse.Namespace, zookeeper: str | None) -> HttpSecuri
                             write_users=frozenset(u.strip() for u in writers.split(",") if u.strip())
                             if writers else None)
     except HttpSecurityError as e:
+        raise UsageError(str(e)) from None
+
+
+def add_client_config_argument(parser: argparse.ArgumentParser | argparse._ArgumentGroup,
+                               what: str = "the brokers", *, aliases: tuple[str, ...] = (),
+                               flag: str = "--command-config", dest: str = "command_config") -> None:
+    """`--command-config FILE` (Kafka's tools' spelling): librdkafka client properties (security.protocol,
+    sasl.*, ssl.*) for reaching ``what``; default $FERRY_CLIENT_CONFIG, else plaintext. Secrets stay in the file,
+    never on the command line. ``aliases``: other spellings (`--producer.config`)."""
+    parser.add_argument(flag, *aliases, dest=dest, metavar="FILE", default=None,
+                        help=f"client properties for {what}: security.protocol, sasl.*, ssl.* "
+                             f"(default: ${ENV_CLIENT_CONFIG}; docs/security.md)")
+
+
+def client_config(args: argparse.Namespace, dest: str = "command_config",
+                  environ: Mapping[str, str] | None = None) -> ClientConfig:
+    """The ClientConfig the flag (else $FERRY_CLIENT_CONFIG) names; a missing or bad file is a usage error
+    (one line naming it)."""
+    try:
+        return ClientConfig.from_sources(getattr(args, dest, None), os.environ if environ is None else environ)
+    except ClientConfigError as e:
         raise UsageError(str(e)) from None

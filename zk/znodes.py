@@ -65,6 +65,15 @@ class BrokerInfo:
             return self.host, self.port
         return None
 
+    def address_for(self, security_protocol: str) -> tuple[str, int] | None:
+        """(host, port) a client speaking ``security_protocol`` connects to (as Kafka's ZooKeeper-based clients
+        chose): the listener of that name, else the first of that protocol; None when the broker has none."""
+        found = self.endpoint(security_protocol)
+        if found is None:
+            found = next(((e.host, e.port) for e in self.endpoints if e.security_protocol == security_protocol),
+                         None)
+        return found
+
     def encode(self) -> bytes:
         doc = {
             "version": 4 if self.endpoints else 1,

@@ -19,6 +19,7 @@ from ferry.broker.server.security_config import (
     SecurityConfigError,
 )
 from ferry.wire.log_config import BOOL_SETTINGS, BROKER_CONFIG_NAMES, LogConfig, parse_setting
+from ferry.wire.properties_file import parse_properties
 from ferry.zk.cli_args import parse_listen
 
 DEFAULT_MAX_REQUEST_BYTES = 100 * 1024 * 1024
@@ -323,21 +324,14 @@ KNOWN_KEYS = {
 
 
 def read_properties(path: str | Path) -> dict[str, str]:
-    """Parse a Java-style properties file (key=value or key: value; # and ! comments). A file that cannot be
-    read raises its OSError (naming the file): a runtime failure, not a bad setting."""
-    text = Path(path).read_text(encoding="utf-8")
-    props: dict[str, str] = {}
-    for lineno, raw in enumerate(text.splitlines(), 1):
-        line = raw.strip()
-        if not line or line[0] in "#!":
-            continue
-        sep = min((i for i in (line.find("="), line.find(":")) if i >= 0), default=-1)
-        if sep <= 0:
-            raise ConfigError(f"{path}:{lineno}: expected key=value, got {raw!r}")
-        key, value = line[:sep].strip(), line[sep + 1:].strip()
-        if key == "broker.rack":
-            key = "datacenter"
-        props[key] = value
+    """Parse a Java-style properties file (wire/properties_file.py). A file that cannot be read raises its
+    OSError (naming the file): a runtime failure, not a bad setting."""
+    try:
+        props = parse_properties(Path(path).read_text(encoding="utf-8"), str(path))
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
+    if "broker.rack" in props:
+        props["datacenter"] = props.pop("broker.rack")
     return props
 
 

@@ -27,6 +27,7 @@ from ferry.wire.acl_binding import (
     check_binding,
 )
 from ferry.wire.broker_connection import BrokerConnection
+from ferry.wire.client_config import ClientConfig
 from ferry.wire.connection_errors import ClientError
 from ferry.wire.protocol import create_acls, delete_acls, describe_acls
 from ferry.wire.protocol.acl_types import (
@@ -40,7 +41,14 @@ from ferry.wire.protocol.acl_types import (
 from ferry.wire.protocol.errors import error_name
 from ferry.zk import connect as zk_connect
 from ferry.zk.acl_store import AclSnapshot, add_acls, read_all, remove_acls
-from ferry.zk.cli_args import UsageError, add_json_argument, add_zookeeper_argument, quiet_zookeeper_logs
+from ferry.zk.cli_args import (
+    UsageError,
+    add_client_config_argument,
+    add_json_argument,
+    add_zookeeper_argument,
+    client_config,
+    quiet_zookeeper_logs,
+)
 
 T = TypeVar("T")
 _O = AclOperation
@@ -73,6 +81,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         where = p.add_mutually_exclusive_group()
         add_zookeeper_argument(where, "write and read the ACL znodes directly")
         where.add_argument("--bootstrap-server", metavar="HOST:PORT", help="through a broker's ACL APIs instead")
+        add_client_config_argument(p, "--bootstrap-server's broker")
         p.add_argument("--topic", action="append", default=[], metavar="T", help="a topic (or * ; repeatable)")
         p.add_argument("--group", action="append", default=[], metavar="G", help="a consumer group (or *)")
         p.add_argument("--transactional-id", action="append", default=[], metavar="ID", help="a transactional id")
@@ -107,7 +116,7 @@ def run(args: argparse.Namespace) -> int:
     if not args.zookeeper and not args.bootstrap_server:
         raise UsageError("--zookeeper HOST:PORT/CHROOT or --bootstrap-server HOST:PORT is required "
                          "(or set $FERRY_ZOOKEEPER)")
-    store = _BrokerAcls(args.bootstrap_server, args.timeout) if args.bootstrap_server else \
+    store = _BrokerAcls(args.bootstrap_server, args.timeout, client_config(args)) if args.bootstrap_server else \
         _ZooKeeperAcls(args.zookeeper, args.timeout)
     if args.action == "add":
         return _add(args, store)
@@ -244,12 +253,12 @@ class _ZooKeeperAcls:
 class _BrokerAcls:
     """A broker's CreateAcls / DescribeAcls / DeleteAcls."""
 
-    def __init__(self, bootstrap: str, timeout: float) -> None:
+    def __init__(self, bootstrap: str, timeout: float, config: ClientConfig) -> None:
         host, sep, port = bootstrap.split(",")[0].strip().rpartition(":")
         if not sep or not port.isdigit():
             raise UsageError(f"--bootstrap-server {bootstrap!r}: expected HOST:PORT")
         self._conn = BrokerConnection(-1, host.strip("[]"), int(port), client_id="ferry-acls", timeout_s=timeout,
-                                      connect_timeout_s=timeout)
+                                      connect_timeout_s=timeout, security=config.security())
 
     def _request(self, encoded: tuple) -> memoryview:
         try:

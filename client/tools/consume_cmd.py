@@ -9,6 +9,7 @@ from collections.abc import Callable
 from ferry.client.broker_metadata import quiet_librdkafka
 from ferry.client.consumer_connector import ConsumerConnector
 from ferry.client.errors import BrokerUnavailableError, UnknownTopicError
+from ferry.client.leader_lookup import check_login
 from ferry.client.message import MessageAndMetadata
 from ferry.client.simple_consumer import SimpleConsumer
 from ferry.zk import ClusterRegistry
@@ -27,6 +28,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--topic", required=True, metavar="T", help="topic to read")
     cli.add_cluster_arguments(p, "the cluster's ZooKeeper",
                               "without --group: brokers to read from instead of looking them up in ZooKeeper")
+    cli.add_client_config_argument(p, aliases=("--consumer.config",))
     p.add_argument("--group", metavar="G", help="join consumer group G (offsets stored in ZooKeeper)")
     p.add_argument("--assignment-strategy", choices=["range", "roundrobin"], default="range",
                    help="how the group divides partitions: range (the paper's Algorithm 1, per topic) or "
@@ -78,6 +80,8 @@ def run(args: argparse.Namespace) -> int:
     cli.require_cluster(args)
     if args.value_format == "avro":
         cli.require_registry(args)
+    args.client_config = cli.client_config(args)
+    check_login(args.client_config, args.bootstrap, None if args.bootstrap else args.zookeeper)
     n = 0
     registry = None
     try:
@@ -104,7 +108,7 @@ def run(args: argparse.Namespace) -> int:
 def _consume_direct(args: argparse.Namespace, write: Write) -> int:
     n = 0
     with SimpleConsumer(args.bootstrap, None if args.bootstrap else args.zookeeper,
-                        isolation_level=args.isolation_level) as consumer:
+                        isolation_level=args.isolation_level, client_config=args.client_config) as consumer:
         try:
             consumer.partitions(args.topic)  # UnknownTopicError (or BrokerUnavailableError) before anything else
         except BrokerUnavailableError:
@@ -130,7 +134,8 @@ def _consume_group(args: argparse.Namespace, write: Write) -> int:
                                   auto_offset_reset="earliest" if args.from_beginning else "latest",
                                   consumer_timeout_s=args.timeout_s,
                                   assignment_strategy=args.assignment_strategy,
-                                  fetcher_overrides={"isolation.level": args.isolation_level})
+                                  fetcher_overrides={"isolation.level": args.isolation_level},
+                                  client_config=args.client_config)
     n = 0
     try:
         (stream,) = connector.create_message_streams({args.topic: 1})[args.topic]

@@ -20,6 +20,7 @@ from ferry.client.group_dirs import validate_group
 from ferry.client.group_store import group_exists, list_groups, read_members, read_offsets, read_owners
 from ferry.client.simple_consumer import SimpleConsumer
 from ferry.client.tools.kafka_group_admin import KafkaGroupAdmin
+from ferry.wire.client_config import ClientConfig
 from ferry.zk import TopicInfo
 from ferry.zk.znodes import BROKER_TOPICS_PATH, topic_path
 
@@ -29,11 +30,14 @@ KINDS = ("zookeeper", "kafka")
 class ConsumerGroupService:
     """The groups of the cluster behind ``zk`` (a started, chrooted client of ``zookeeper``)."""
 
-    def __init__(self, zk: KazooClient, zookeeper: str, client_id: str = "ferry-groups") -> None:
+    def __init__(self, zk: KazooClient, zookeeper: str, client_id: str = "ferry-groups", *,
+                 client_config: ClientConfig | None = None) -> None:
+        """``client_config``: TLS/SASL towards the brokers (wire/client_config.py)."""
         self.zk = zk
         self.zookeeper = zookeeper
         self.client_id = client_id
-        self.kafka = KafkaGroupAdmin(zk)
+        self.client_config = client_config or ClientConfig.plaintext()
+        self.kafka = KafkaGroupAdmin(zk, self.client_config)
 
     # -- the cluster's topics, as a group's partitions are counted
     def partitions(self, topic: str) -> list[int]:
@@ -51,7 +55,8 @@ class ConsumerGroupService:
         """Log end offsets; None where the brokers cannot tell (down, or no broker at all)."""
         out: dict[int, int | None] = dict.fromkeys(partitions)
         try:
-            with SimpleConsumer(zookeeper=self.zookeeper, client_id=self.client_id, timeout_s=5.0) as c:
+            with SimpleConsumer(zookeeper=self.zookeeper, client_id=self.client_id, timeout_s=5.0,
+                                client_config=self.client_config) as c:
                 for p in partitions:
                     try:
                         out[p] = c.watermarks(topic, p)[1]

@@ -69,6 +69,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     delete.add_argument("--group", required=True, metavar="G", help="the group")
     for sub in (lst, describe, reset, delete):
         cli.add_zookeeper_argument(sub, with_timeout=True)
+        cli.add_client_config_argument(sub, "the brokers (log ends, Kafka-protocol groups)")
         sub.add_argument("--type", choices=KINDS, help="only this kind of group (default: both; reset and "
                          "delete need it when the id names a group of each kind)")
     for sub in (lst, describe):
@@ -80,9 +81,10 @@ def run(args: argparse.Namespace) -> int:
     cli.require_zookeeper(args)
     if getattr(args, "group", None) == "":
         raise UsageError("the group id is empty")
+    args.client_config = cli.client_config(args)
     zk = zk_connect(args.zookeeper, timeout=args.timeout)
     try:
-        service = ConsumerGroupService(zk, args.zookeeper)
+        service = ConsumerGroupService(zk, args.zookeeper, client_config=args.client_config)
         return {"list": _list, "describe": _describe, "reset": _reset, "delete": _delete}[args.action](service, args)
     finally:
         zk.stop()
@@ -217,7 +219,8 @@ def _reset_plan(service: ConsumerGroupService, args: argparse.Namespace, topics:
             raise UsageError(f"--partitions {args.partitions!r} must be a comma-separated list of numbers") from None
     ts = _parse_datetime(args.to_datetime) if args.to_datetime else None
     plan: list[tuple[str, int, int | None, int, str]] = []
-    with SimpleConsumer(zookeeper=args.zookeeper, client_id="ferry-groups", timeout_s=10.0) as c:
+    with SimpleConsumer(zookeeper=args.zookeeper, client_id="ferry-groups", timeout_s=10.0,
+                        client_config=args.client_config) as c:
         for topic in topics:
             parts = service.partitions(topic)
             if not parts:

@@ -15,6 +15,7 @@ from kazoo.client import KazooClient
 from ferry.client.bootstrap import read_brokers
 from ferry.client.errors import ClientError
 from ferry.client.kafka_groups import KafkaGroupDescription, KafkaGroups
+from ferry.wire.client_config import ClientConfig
 from ferry.zk.cli_args import UsageError
 from ferry.zk.group_offsets import fetch_offsets, group_protocol_type
 from ferry.zk.group_offsets import list_groups as stored_groups
@@ -24,13 +25,14 @@ class KafkaGroupAdmin:
     """The Kafka-protocol groups of one cluster, found through its ZooKeeper (the live brokers, the stored
     offsets); each call opens the brokers' connections it needs and closes them."""
 
-    def __init__(self, zk: KazooClient) -> None:
+    def __init__(self, zk: KazooClient, client_config: ClientConfig | None = None) -> None:
         self.zk = zk
+        self.client_config = client_config or ClientConfig.plaintext()
 
     def _groups_client(self) -> KafkaGroups | None:
         """A KafkaGroups over the cluster's live brokers; None when no broker is registered."""
         brokers = read_brokers(self.zk)
-        return KafkaGroups(brokers) if brokers else None
+        return KafkaGroups(brokers, client_config=self.client_config) if brokers else None
 
     def list(self) -> dict[str, int | None]:
         """{group: members (None: no broker to ask)} of every Kafka-protocol group: those with committed

@@ -7,6 +7,7 @@ import sys
 
 from ferry.client.broker_metadata import quiet_librdkafka
 from ferry.client.errors import ClientError
+from ferry.client.leader_lookup import check_login
 from ferry.client.producer import Producer
 from ferry.zk import cli_args as cli
 from ferry.zk.cli_args import UsageError
@@ -28,6 +29,7 @@ DESCRIPTION = (
 def add_arguments(p: argparse.ArgumentParser) -> None:
     cli.add_cluster_arguments(p, "find the brokers (and the schema registry) in this cluster's ZooKeeper",
                               "brokers to connect to (then --zookeeper is only the schema registry's, for avro)")
+    cli.add_client_config_argument(p, aliases=("--producer.config",))
     p.add_argument("--topic", required=True, metavar="T", help="topic to publish to (must exist)")
     p.add_argument("--key-separator", metavar="S",
                    help="split each line at the first S into key and value (a line without S is an error); "
@@ -64,6 +66,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     cli.quiet_zookeeper_logs()
     cli.require_cluster(args)
+    client_config = cli.client_config(args)
     if args.key_separator is not None and args.key_separator == "":
         raise UsageError("--key-separator must not be empty")
     sep = args.key_separator.encode() if args.key_separator is not None else None
@@ -84,11 +87,13 @@ def run(args: argparse.Namespace) -> int:
         if err is not None:
             errors.append(str(err))
 
+    check_login(client_config, args.bootstrap, None if args.bootstrap else args.zookeeper)
     with quiet_librdkafka():  # connecting: when no broker answers, the one error line says so
         producer = Producer(args.bootstrap, None if args.bootstrap else args.zookeeper,
                             application=args.application, datacenter=args.datacenter, acks=args.acks,
                             linger_ms=args.linger_ms, batch_size=args.batch_size, compression=args.compression,
-                            partitioner=partitioner, enable_idempotence=idempotent, audit=not args.no_audit)
+                            partitioner=partitioner, enable_idempotence=idempotent, audit=not args.no_audit,
+                            client_config=client_config)
         try:
             producer.partitions_for(args.topic)  # the topic exists and a broker answers, before reading stdin
         except ClientError:
