@@ -258,7 +258,8 @@ class LogAppender:
         framing; transactional batches and markers accepted) but not against max.message.bytes (the leader
         accepted them) nor the producers' sequences (the leader checked them; the state is still kept, so that
         as leader this replica recognises retries). The first batch must start at log_end_offset and each next
-        batch where the previous one ended: OffsetMismatchError otherwise, with nothing written. A batch whose
+        batch where the previous one ended (at or after, on a compacted topic: the leader's cleaner leaves
+        holes): OffsetMismatchError otherwise, with nothing written. A batch whose
         partitionLeaderEpoch is newer than the epoch cache's latest starts that epoch in the cache. Flushed as
         produced data is.
         """
@@ -271,12 +272,13 @@ class LogAppender:
             status.check_open()
             end = self._offsets.end
             first = headers[0].base_offset
-            if first != end:
+            if first < end or (first > end and not self._local.config.compact):
                 raise OffsetMismatchError(
                     f"{status.name}: a replica append starts at offset {first}, the log ends at {end}")
             expected = first
             for h in headers:
-                if h.base_offset != expected:
+                # a compacted leader's log has holes where the cleaner removed records: offsets only grow
+                if h.base_offset < expected or (h.base_offset > expected and not self._local.config.compact):
                     raise OffsetMismatchError(
                         f"{status.name}: batch at offset {h.base_offset} does not follow the one ending at {expected}")
                 expected = h.next_offset

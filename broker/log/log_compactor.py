@@ -1,0 +1,237 @@
+"""Cleaning one log (Kafka's LogCleaner.Cleaner): keep the last record of every key, as Kafka does.
+
+One pass over a log whose cleanable range is [log start, end) (log_compaction.CleanableRange) and whose
+records below ``first_dirty`` were already cleaned:
+  1. the offset map: key -> offset of its last record in the dirty section [first_dirty, end) (control
+     batches and aborted transactions' records do not count);
+  2. the segments of the range, grouped up to segment.bytes, are each rewritten into one ``.cleaned``
+     segment keeping a record when no later record has its key. A tombstone (null value) is kept until it
+     was cleaned once and delete.retention.ms has passed since its batch's timestamp; records without a key
+     are dropped; aborted transactions' records are dropped; a transaction marker is kept while its
+     transaction still has records, then for delete.retention.ms like a tombstone (KIP-98's rules); a batch
+     left empty is dropped unless it is its producer's last (kept header-only: the producer's sequence state
+     reads the same after a restart). Offsets never change: a rewritten batch keeps baseOffset and
+     lastOffsetDelta (record_filter.rebuild_batch); where records went the log has holes;
+  3. each cleaned segment is swapped in under the log's lock (LogCompaction.swap, crash-safe).
+Reads and writes go through the cleaners' shared I/O throttle (log.cleaner.io.max.bytes.per.second).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from ferry.broker.log.log import Log
+from ferry.broker.log.log_compaction import CLEANED_SUFFIX, CleanableRange
+from ferry.broker.log.log_segment import LogSegment
+from ferry.broker.log.offset_index import MAX_RELATIVE_OFFSET
+from ferry.wire.log_config import LogConfig
+from ferry.wire.record.control_batch import ABORT, CONTROL_PREFIX, control_type
+from ferry.wire.record.read_committed import ReadCommitted
+from ferry.wire.record.record_batch import read_header
+from ferry.wire.record.record_filter import iter_records, rebuild_batch, records_section
+
+logger = logging.getLogger("ferry.log.cleaner")
+
+WRITE_CHUNK = 1 << 20  # cleaned batches are written this many bytes at a time
+
+
+class Throttler:
+    """The cleaners' shared I/O budget: ``acquire(n)`` sleeps so that bytes/second stay under the rate."""
+
+    def __init__(self, bytes_per_second: float, clock: Callable[[], float] = time.monotonic,
+                 sleep: Callable[[float], None] = time.sleep) -> None:
+        self.rate = bytes_per_second
+        self._clock = clock
+        self._sleep = sleep
+        self._start = clock()
+        self._bytes = 0.0
+
+    def acquire(self, n: int) -> None:
+        if self.rate == float("inf") or n <= 0:
+            return
+        self._bytes += n
+        now = self._clock()
+        ahead = self._bytes / self.rate - (now - self._start)
+        if ahead > 0:
+            self._sleep(ahead)
+        if now - self._start > 1.0:  # a fresh window each second: an idle spell is not credit for a burst
+            self._start, self._bytes = self._clock(), 0.0
+
+
+@dataclass
+class CleanerStats:
+    """What one clean read and wrote (the log line after each clean, the bench's MB/s)."""
+
+    bytes_read: int = 0
+    bytes_written: int = 0
+    records_read: int = 0
+    records_kept: int = 0
+    segments_swapped: int = 0
+    seconds: float = 0.0
+
+
+class LogCompactor:
+    """Cleans one log at a time (one per cleaner thread)."""
+
+    def __init__(self, throttler: Throttler, clock: Callable[[], int]) -> None:
+        self._throttler = throttler
+        self._clock = clock
+
+    def clean(self, log: Log, first_dirty: int) -> tuple[int, CleanerStats] | None:
+        """Clean ``log`` whose records below ``first_dirty`` are clean; returns (the new first dirty offset, the
+        stats), or None when nothing was cleanable or the log changed under the cleaner (retried later)."""
+        now = self._clock()
+        rng = log.compaction.cleanable_range(now)
+        if rng is None or first_dirty >= rng.end:
+            return None
+        t0 = time.monotonic()
+        stats = CleanerStats()
+        offset_map = self._offset_map(log, rng, first_dirty, stats)
+        config = log.config
+        txn = _TransactionsSeen(ReadCommitted(rng.aborted))
+        for group in group_segments(rng.segments, config):
+            cleaned = self._clean_group(log, group, rng, offset_map, first_dirty, now, txn, stats)
+            try:
+                swapped = log.compaction.swap(group, cleaned, txn.dropped_aborts)
+            except OSError as e:
+                raise log.status.storage_failure("log cleaner swap", e) from e
+            if not swapped:
+                logger.info("%s: the log changed while it was cleaned; cleaning it again later", log.name)
+                return None
+            txn.dropped_aborts = set()
+            stats.segments_swapped += len(group)
+        stats.seconds = time.monotonic() - t0
+        return rng.end, stats
+
+    # -- 1. the offset map -------------------------------------------------------------------------
+
+    def _offset_map(self, log: Log, rng: CleanableRange, first_dirty: int, stats: CleanerStats) -> dict[bytes, int]:
+        """key -> offset of its last record in [first_dirty, rng.end)."""
+        dirty = [s for s in rng.segments if s.next_offset > first_dirty]
+        if not dirty:
+            return {}
+        filt = ReadCommitted(log.aborted_transactions(dirty[0].base_offset, rng.end))
+        offsets: dict[bytes, int] = {}
+        for seg in dirty:
+            for pos, h in seg.iter_headers(0):
+                batch = os.pread(seg.fd, h.size, pos)
+                self._throttler.acquire(h.size)
+                stats.bytes_read += h.size
+                if filt.drops(h, batch) or h.last_offset < first_dirty:
+                    continue
+                base = h.base_offset
+                for r in iter_records(records_section(batch, h)):
+                    offset = base + r.offset_delta
+                    if r.key is not None and offset >= first_dirty:
+                        offsets[r.key] = offset
+        return offsets
+
+    # -- 2. rewriting a group of segments ------------------------------------------------------------
+
+    def _clean_group(self, log: Log, group: list[LogSegment], rng: CleanableRange, offset_map: dict[bytes, int],
+                     first_dirty: int, now: int, txn: _TransactionsSeen, stats: CleanerStats) -> LogSegment:
+        """The ``.cleaned`` segment holding what ``group`` keeps, flushed with its indexes."""
+        base = group[0].base_offset
+        stale = LogSegment(log.dir, base, log.config, now, CLEANED_SUFFIX)  # left by a clean that failed
+        stale.delete()
+        cleaned = LogSegment(log.dir, base, log.config, now, CLEANED_SUFFIX)
+        horizon = now - log.config.delete_retention_ms
+        try:
+            out: list[bytes] = []
+            headers = []
+            pending = 0
+            for seg in group:
+                for pos, h in seg.iter_headers(0):
+                    batch = os.pread(seg.fd, h.size, pos)
+                    stats.bytes_read += h.size
+                    expired = h.last_offset < first_dirty and h.max_timestamp < horizon
+                    kept = self._filter_batch(batch, h, offset_map, expired, rng, txn, stats)
+                    if kept is None:
+                        self._throttler.acquire(h.size)
+                        continue
+                    out.append(kept)
+                    headers.append(h if kept is batch else read_header(kept))
+                    pending += len(kept)
+                    self._throttler.acquire(h.size + len(kept))
+                    if pending >= WRITE_CHUNK:
+                        cleaned.append_raw(b"".join(out), headers)
+                        stats.bytes_written += pending
+                        out, headers, pending = [], [], 0
+            if out:
+                cleaned.append_raw(b"".join(out), headers)
+                stats.bytes_written += pending
+            cleaned.on_become_inactive()
+            cleaned.flush()
+        except BaseException:
+            cleaned.delete()
+            raise
+        return cleaned
+
+    def _filter_batch(self, batch: bytes, h, offset_map: dict[bytes, int], expired: bool, rng: CleanableRange,
+                      txn: _TransactionsSeen, stats: CleanerStats) -> bytes | None:
+        """What of the batch stays: itself, a rebuilt batch with fewer records, or None."""
+        if h.is_control:
+            return batch if txn.keep_marker(h, batch, expired) else None
+        stats.records_read += h.records_count
+        keep_empty = h.producer_id >= 0 and rng.last_offsets.get(h.producer_id) == h.last_offset
+        if txn.aborted(h, batch):
+            return rebuild_batch(batch, h, b"", []) if keep_empty else None
+        raw = records_section(batch, h)
+        base = h.base_offset
+        kept = []
+        for r in iter_records(raw):
+            if r.key is None or (r.tombstone and expired):
+                continue
+            latest = offset_map.get(r.key)
+            if latest is None or base + r.offset_delta >= latest:
+                kept.append(r)
+        stats.records_kept += len(kept)
+        if kept and h.is_transactional:
+            txn.has_records.add(h.producer_id)
+        if len(kept) == h.records_count:
+            return batch
+        if not kept and not keep_empty:
+            return None
+        return rebuild_batch(batch, h, raw, kept)
+
+
+class _TransactionsSeen:
+    """Transactions met while one clean walks the log in order: which are aborted (their data goes), which
+    kept records (their marker stays), which ABORT markers were dropped (their index entries go)."""
+
+    def __init__(self, filt: ReadCommitted) -> None:
+        self._filter = filt
+        self.has_records: set[int] = set()  # producers whose open transaction kept records so far
+        self.dropped_aborts: set[int] = set()
+
+    def aborted(self, h, batch: bytes) -> bool:
+        return self._filter.drops(h, batch)
+
+    def keep_marker(self, h, batch: bytes, expired: bool) -> bool:
+        self._filter.drops(h, batch)  # an ABORT marker ends its transaction's dropping
+        had_records = h.producer_id in self.has_records
+        self.has_records.discard(h.producer_id)
+        if had_records or not expired:
+            return True
+        if control_type(batch[:CONTROL_PREFIX]) == ABORT:
+            self.dropped_aborts.add(h.base_offset)
+        return False
+
+
+def group_segments(segments: list[LogSegment], config: LogConfig) -> list[list[LogSegment]]:
+    """Consecutive segments cleaned into one: together at most segment.bytes (they shrink, never grow), their
+    offsets within one index's reach of the first (Kafka's groupSegmentsBySize)."""
+    groups: list[list[LogSegment]] = []
+    for seg in segments:
+        if groups:
+            group = groups[-1]
+            size = sum(s.size for s in group) + seg.size
+            if size <= config.segment_bytes and seg.next_offset - 1 - group[0].base_offset <= MAX_RELATIVE_OFFSET:
+                group.append(seg)
+                continue
+        groups.append([seg])
+    return groups
