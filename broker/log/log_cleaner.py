@@ -13,12 +13,12 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from ferry.broker.log.log import Log, wall_clock_ms
-from ferry.broker.log.log_compactor import CleanerStats, LogCompactor, Throttler
+from ferry.broker.log.log_compactor import CleanAborted, CleanerStats, LogCompactor, Throttler
 from ferry.broker.log.offset_checkpoint import read_checkpoint, write_checkpoint
 from ferry.wire.record.errors import KafkaStorageError
 
@@ -38,6 +38,31 @@ class CleanerConfig:
     io_max_bytes_per_second: float = float("inf")
     backoff_ms: int = 15_000  # how long an idle cleaner thread sleeps before looking again
 
+    @classmethod
+    def from_properties(cls, p: Mapping[str, str]) -> CleanerConfig:
+        """From a broker's properties; ValueError naming the setting."""
+        out: dict[str, object] = {}
+        if "log.cleaner.enable" in p:
+            text = p["log.cleaner.enable"].strip().lower()
+            if text not in ("true", "false"):
+                raise ValueError(f"log.cleaner.enable: expected true or false, got {p['log.cleaner.enable']!r}")
+            out["enable"] = text == "true"
+        for key, attr, kind in (("log.cleaner.threads", "threads", int), ("log.cleaner.backoff.ms", "backoff_ms", int),
+                                ("log.cleaner.io.max.bytes.per.second", "io_max_bytes_per_second", float)):
+            if key in p:
+                try:
+                    value = kind(p[key])
+                except ValueError:
+                    raise ValueError(f"{key}: expected a number, got {p[key]!r}") from None
+                if value <= 0:
+                    raise ValueError(f"{key}: must be positive, got {p[key]!r}")
+                out[attr] = value
+        return cls(**out)  # type: ignore[arg-type]
+
+
+CLEANER_KEYS = ("log.cleaner.enable", "log.cleaner.threads", "log.cleaner.backoff.ms",
+                "log.cleaner.io.max.bytes.per.second")
+
 
 @dataclass(frozen=True)
 class CleanCandidate:
@@ -56,11 +81,11 @@ class LogCleaner:
         self._checkpoint_path = Path(data_dir) / CLEANER_CHECKPOINT_FILE
         self._logs = logs
         self._clock = clock
-        self._compactor = LogCompactor(Throttler(config.io_max_bytes_per_second), clock)
+        self._stop = threading.Event()
+        self._compactor = LogCompactor(Throttler(config.io_max_bytes_per_second), clock, self._stop.is_set)
         self._lock = threading.Lock()
         self._in_progress: set[Key] = set()
         self._first_dirty: dict[Key, int] = read_checkpoint(self._checkpoint_path)
-        self._stop = threading.Event()
         self._wake = threading.Event()
         self._threads: list[threading.Thread] = []
         self.cleans = 0  # completed cleans (tests and metrics)
@@ -126,6 +151,8 @@ class LogCleaner:
             return False
         try:
             result = self._compactor.clean(c.log, c.first_dirty)
+        except CleanAborted:
+            result = None
         except Exception:
             logger.exception("cleaning %s failed; it will be tried again", c.log.name)
             result = None

@@ -39,6 +39,10 @@ logger = logging.getLogger("ferry.log.cleaner")
 WRITE_CHUNK = 1 << 20  # cleaned batches are written this many bytes at a time
 
 
+class CleanAborted(Exception):
+    """The cleaner stopped in the middle of a clean (nothing of the unfinished group was swapped in)."""
+
+
 class Throttler:
     """The cleaners' shared I/O budget: ``acquire(n)`` sleeps so that bytes/second stay under the rate."""
 
@@ -77,9 +81,10 @@ class CleanerStats:
 class LogCompactor:
     """Cleans one log at a time (one per cleaner thread)."""
 
-    def __init__(self, throttler: Throttler, clock: Callable[[], int]) -> None:
+    def __init__(self, throttler: Throttler, clock: Callable[[], int], stopped: Callable[[], bool] = lambda: False) -> None:
         self._throttler = throttler
         self._clock = clock
+        self._stopped = stopped  # the broker is shutting down: give up between segments
 
     def clean(self, log: Log, first_dirty: int) -> tuple[int, CleanerStats] | None:
         """Clean ``log`` whose records below ``first_dirty`` are clean; returns (the new first dirty offset, the
@@ -145,6 +150,8 @@ class LogCompactor:
             headers = []
             pending = 0
             for seg in group:
+                if self._stopped():
+                    raise CleanAborted(f"{log.name}: the cleaner is stopping")
                 for pos, h in seg.iter_headers(0):
                     batch = os.pread(seg.fd, h.size, pos)
                     stats.bytes_read += h.size
