@@ -51,12 +51,13 @@ class LogConfig:
 
     @property
     def compact(self) -> bool:
-        return "compact" in self.cleanup_policy.split(",")
+        """Whether the cleaner compacts the log (a string compare: append_batch asks on every produce)."""
+        return self.cleanup_policy != "delete"  # canonical spellings only (__post_init__)
 
     @property
     def delete(self) -> bool:
         """Whether retention (time and size) deletes old segments."""
-        return "delete" in self.cleanup_policy.split(",")
+        return self.cleanup_policy != "compact"
 
     @property
     def compression_level(self) -> int | None:
@@ -77,7 +78,7 @@ class LogConfig:
                     raise ValueError(f"{name}: expected true or false, got {value!r}")
                 continue
             if f.name == "cleanup_policy":
-                parse_cleanup_policy(name, value)
+                object.__setattr__(self, f.name, parse_cleanup_policy(name, value))  # "delete,compact" too
                 continue
             if f.name == "min_cleanable_dirty_ratio":
                 if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:

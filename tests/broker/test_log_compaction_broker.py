@@ -152,6 +152,7 @@ def test_kill_9_mid_swap_loses_nothing_and_the_next_clean_finishes(cluster_facto
     assert not [n for n in names if n.endswith((".cleaned", ".swap", ".swap-end"))], names
 
 
+@pytest.mark.slow  # ~20 s; the log-level replica test (test_log_compaction.py) runs in the fast tier
 def test_a_follower_cleans_its_own_copy_and_converges(cluster_factory) -> None:
     cluster = cluster_factory(2, extra_args=BROKER_ARGS)
     with ClusterRegistry(cluster.zk_connect) as reg:
