@@ -18,7 +18,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ferry.broker.log.log import Log, wall_clock_ms
-from ferry.broker.log.log_compactor import CleanAborted, CleanerStats, LogCompactor, Throttler
+from ferry.broker.log.log_compactor import (
+    DEFAULT_MAP_BYTES,
+    CleanAborted,
+    CleanerStats,
+    LogCompactor,
+    Throttler,
+)
 from ferry.broker.log.offset_checkpoint import read_checkpoint, write_checkpoint
 from ferry.wire.record.errors import KafkaStorageError
 
@@ -31,12 +37,13 @@ Key = tuple[str, int]
 @dataclass(frozen=True)
 class CleanerConfig:
     """The broker's cleaner settings (Kafka's names: log.cleaner.enable, log.cleaner.threads,
-    log.cleaner.io.max.bytes.per.second, log.cleaner.backoff.ms)."""
+    log.cleaner.io.max.bytes.per.second, log.cleaner.backoff.ms, log.cleaner.dedupe.buffer.size)."""
 
     enable: bool = True
     threads: int = 1
     io_max_bytes_per_second: float = float("inf")
     backoff_ms: int = 15_000  # how long an idle cleaner thread sleeps before looking again
+    dedupe_buffer_size: int = DEFAULT_MAP_BYTES  # the offset maps' memory, shared by the threads
 
     @classmethod
     def from_properties(cls, p: Mapping[str, str]) -> CleanerConfig:
@@ -48,7 +55,8 @@ class CleanerConfig:
                 raise ValueError(f"log.cleaner.enable: expected true or false, got {p['log.cleaner.enable']!r}")
             out["enable"] = text == "true"
         for key, attr, kind in (("log.cleaner.threads", "threads", int), ("log.cleaner.backoff.ms", "backoff_ms", int),
-                                ("log.cleaner.io.max.bytes.per.second", "io_max_bytes_per_second", float)):
+                                ("log.cleaner.io.max.bytes.per.second", "io_max_bytes_per_second", float),
+                                ("log.cleaner.dedupe.buffer.size", "dedupe_buffer_size", int)):
             if key in p:
                 try:
                     value = kind(p[key])
@@ -61,7 +69,7 @@ class CleanerConfig:
 
 
 CLEANER_KEYS = ("log.cleaner.enable", "log.cleaner.threads", "log.cleaner.backoff.ms",
-                "log.cleaner.io.max.bytes.per.second")
+                "log.cleaner.io.max.bytes.per.second", "log.cleaner.dedupe.buffer.size")
 
 
 @dataclass(frozen=True)
@@ -82,7 +90,8 @@ class LogCleaner:
         self._logs = logs
         self._clock = clock
         self._stop = threading.Event()
-        self._compactor = LogCompactor(Throttler(config.io_max_bytes_per_second), clock, self._stop.is_set)
+        self._compactor = LogCompactor(Throttler(config.io_max_bytes_per_second), clock, self._stop.is_set,
+                                       config.dedupe_buffer_size // config.threads)
         self._lock = threading.Lock()
         self._in_progress: set[Key] = set()
         self._first_dirty: dict[Key, int] = read_checkpoint(self._checkpoint_path)

@@ -37,6 +37,8 @@ from ferry.wire.record.record_filter import iter_records, rebuild_batch, records
 logger = logging.getLogger("ferry.log.cleaner")
 
 WRITE_CHUNK = 1 << 20  # cleaned batches are written this many bytes at a time
+DEFAULT_MAP_BYTES = 128 * 1024 * 1024  # Kafka's log.cleaner.dedupe.buffer.size
+MAP_ENTRY_BYTES = 100  # what one key of the offset map costs besides its bytes (dict slot, bytes and int objects)
 
 
 class CleanAborted(Exception):
@@ -81,10 +83,12 @@ class CleanerStats:
 class LogCompactor:
     """Cleans one log at a time (one per cleaner thread)."""
 
-    def __init__(self, throttler: Throttler, clock: Callable[[], int], stopped: Callable[[], bool] = lambda: False) -> None:
+    def __init__(self, throttler: Throttler, clock: Callable[[], int], stopped: Callable[[], bool] = lambda: False,
+                 map_bytes: int = DEFAULT_MAP_BYTES) -> None:
         self._throttler = throttler
         self._clock = clock
         self._stopped = stopped  # the broker is shutting down: give up between segments
+        self._map_bytes = map_bytes  # the offset map's memory (log.cleaner.dedupe.buffer.size / threads)
 
     def clean(self, log: Log, first_dirty: int) -> tuple[int, CleanerStats] | None:
         """Clean ``log`` whose records below ``first_dirty`` are clean; returns (the new first dirty offset, the
@@ -95,10 +99,10 @@ class LogCompactor:
             return None
         t0 = time.monotonic()
         stats = CleanerStats()
-        offset_map = self._offset_map(log, rng, first_dirty, stats)
+        offset_map, end = self._offset_map(log, rng, first_dirty, stats)
         config = log.config
         txn = _TransactionsSeen(ReadCommitted(rng.aborted))
-        for group in group_segments(rng.segments, config):
+        for group in group_segments([s for s in rng.segments if s.base_offset < end], config):
             cleaned = self._clean_group(log, group, rng, offset_map, first_dirty, now, txn, stats)
             try:
                 swapped = log.compaction.swap(group, cleaned, txn.dropped_aborts)
@@ -110,18 +114,26 @@ class LogCompactor:
             txn.dropped_aborts = set()
             stats.segments_swapped += len(group)
         stats.seconds = time.monotonic() - t0
-        return rng.end, stats
+        return end, stats
 
     # -- 1. the offset map -------------------------------------------------------------------------
 
-    def _offset_map(self, log: Log, rng: CleanableRange, first_dirty: int, stats: CleanerStats) -> dict[bytes, int]:
-        """key -> offset of its last record in [first_dirty, rng.end)."""
+    def _offset_map(self, log: Log, rng: CleanableRange, first_dirty: int,
+                    stats: CleanerStats) -> tuple[dict[bytes, int], int]:
+        """(key -> offset of its last record in [first_dirty, end), end): ``end`` is the cleanable end, or the end
+        of the segment after which the map outgrew its memory (at least one dirty segment is always mapped; the
+        rest stays dirty for the next clean, as Kafka's cleaner does)."""
         dirty = [s for s in rng.segments if s.next_offset > first_dirty]
         if not dirty:
-            return {}
+            return {}, rng.end
         filt = ReadCommitted(log.aborted_transactions(dirty[0].base_offset, rng.end))
         offsets: dict[bytes, int] = {}
+        used = 0
         for seg in dirty:
+            if used > self._map_bytes:
+                logger.info("%s: the offset map is full after %d keys; cleaning up to offset %d this time", log.name,
+                            len(offsets), seg.base_offset)
+                return offsets, seg.base_offset
             for pos, h in seg.iter_headers(0):
                 batch = os.pread(seg.fd, h.size, pos)
                 self._throttler.acquire(h.size)
@@ -132,8 +144,10 @@ class LogCompactor:
                 for r in iter_records(records_section(batch, h)):
                     offset = base + r.offset_delta
                     if r.key is not None and offset >= first_dirty:
+                        if r.key not in offsets:
+                            used += len(r.key) + MAP_ENTRY_BYTES
                         offsets[r.key] = offset
-        return offsets
+        return offsets, rng.end
 
     # -- 2. rewriting a group of segments ------------------------------------------------------------
 

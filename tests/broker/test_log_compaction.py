@@ -319,3 +319,72 @@ def test_cleanup_policy_config_names() -> None:
                         ("min.cleanable.dirty.ratio", "x"), ("delete.retention.ms", "-1")):
         with pytest.raises(ValueError, match=name):
             LogConfig.from_topic_config({name: value})
+
+
+def test_a_full_offset_map_cleans_part_of_the_log_and_the_next_clean_the_rest(tmp_path: Path) -> None:
+    log = Log(tmp_path / "t-0", LogConfig(**COMPACT))
+    written = write_keys(log, 20_000, 2_000)
+    finish_segment(log)
+    segments = len(log.segments) - 1
+    assert segments >= 4
+    # room for about one segment's keys: each clean maps at least one dirty segment and stops after the first
+    # segment that fills the map
+    cleaner = LogCleaner(CleanerConfig(dedupe_buffer_size=2_000 * 100), tmp_path, lambda: {("t", 0): log})
+    first_ends = []
+    for _ in range(segments + 2):
+        if not cleaner.clean_once():
+            break
+        first_ends.append(cleaner.first_dirty_offset(("t", 0), log))
+    assert len(first_ends) >= 2 and first_ends == sorted(first_ends)
+    assert first_ends[-1] == log.segments[-1].base_offset
+    records = read_log(log)
+    assert len(records) == 2_000
+    assert {k: v for _, k, v in records} == latest_per_key(written)
+
+
+def test_the_io_throttle_holds_the_cleaner_to_its_rate(tmp_path: Path) -> None:
+    log = Log(tmp_path / "t-0", LogConfig(**COMPACT))
+    write_keys(log, 20_000, 100)
+    finish_segment(log)
+    size = log.size_in_bytes
+    rate = size  # one log's worth per second: the two passes read it twice, so at least ~1.5 s
+    cleaner = LogCleaner(CleanerConfig(io_max_bytes_per_second=rate), tmp_path, lambda: {("t", 0): log})
+    t0 = time.monotonic()
+    assert cleaner.clean_once()
+    elapsed = time.monotonic() - t0
+    stats = cleaner.last_stats
+    assert stats is not None and stats.bytes_read >= 2 * size * 0.9
+    assert elapsed >= 1.4, elapsed
+
+
+def test_cleaner_settings_from_broker_properties() -> None:
+    from ferry.broker.log.log_cleaner import CleanerConfig as C
+    c = C.from_properties({"log.cleaner.enable": "false", "log.cleaner.threads": "2",
+                           "log.cleaner.io.max.bytes.per.second": "1e6", "log.cleaner.backoff.ms": "100",
+                           "log.cleaner.dedupe.buffer.size": "1000000"})
+    assert (c.enable, c.threads, c.io_max_bytes_per_second, c.backoff_ms, c.dedupe_buffer_size) == (
+        False, 2, 1e6, 100, 1_000_000)
+    for key, value in (("log.cleaner.threads", "0"), ("log.cleaner.enable", "maybe"),
+                       ("log.cleaner.io.max.bytes.per.second", "fast")):
+        with pytest.raises(ValueError, match=key):
+            C.from_properties({key: value})
+
+
+def test_cleaner_threads_start_clean_and_stop(tmp_path: Path) -> None:
+    log = Log(tmp_path / "t-0", LogConfig(**COMPACT))
+    write_keys(log, 5_000, 50)
+    finish_segment(log)
+    off = LogCleaner(CleanerConfig(enable=False), tmp_path, lambda: {("t", 0): log})
+    off.start()
+    time.sleep(0.3)
+    assert off.cleans == 0
+    cleaner = LogCleaner(CleanerConfig(threads=2, backoff_ms=50), tmp_path, lambda: {("t", 0): log})
+    cleaner.start()
+    try:
+        deadline = time.monotonic() + 30
+        while cleaner.cleans == 0 and time.monotonic() < deadline:
+            time.sleep(0.05)
+    finally:
+        cleaner.stop()
+    assert cleaner.cleans == 1
+    assert len(read_log(log)) == 50
