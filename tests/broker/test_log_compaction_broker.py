@@ -203,3 +203,32 @@ def test_a_record_without_a_key_is_refused_on_a_compacted_topic(cluster_factory)
     assert reports[0] is not None and reports[0].code() == KafkaError.INVALID_RECORD, reports
     assert reports[1] is None
     assert [(k, v) for _, k, v in read_from_zero(cluster.bootstrap, "keyed")] == [(b"k", b"with key")]
+
+
+def test_admin_client_switches_compaction_on_live(cluster_factory) -> None:
+    from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource
+
+    cluster = cluster_factory(1, extra_args=BROKER_ARGS)
+    with ClusterRegistry(cluster.zk_connect) as reg:
+        reg.create_topic("switch", 1, {k: v for k, v in TOPIC_CONFIG.items() if k != "cleanup.policy"})
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    latest = produce_keyed(cluster.bootstrap, "switch", 3_000, 10)
+
+    def policy() -> str:
+        (_, fut), = admin.describe_configs([ConfigResource("topic", "switch")], request_timeout=60).items()
+        return fut.result(90)["cleanup.policy"].value
+
+    def alter(op: AlterConfigOpType, value: str) -> None:
+        res = ConfigResource("topic", "switch", incremental_configs=[
+            ConfigEntry("cleanup.policy", value, incremental_operation=op)])
+        for fut in admin.incremental_alter_configs([res], request_timeout=60).values():
+            fut.result(90)
+
+    assert policy() == "delete"
+    time.sleep(3)  # segment.ms passes: a delete-policy topic keeps everything (no retention yet)
+    assert len(read_from_zero(cluster.bootstrap, "switch")) == 3_000
+    alter(AlterConfigOpType.APPEND, "compact")  # Kafka's list operation, in its order: delete -> delete,compact
+    assert policy() == "delete,compact"
+    check_latest(wait_cleaned(cluster.bootstrap, "switch", 10), latest)
+    alter(AlterConfigOpType.SUBTRACT, "delete")
+    assert policy() == "compact"
