@@ -51,7 +51,6 @@ class CleanableRange:
     segments: list[LogSegment]  # the segments below ``end``, in order
     end: int
     aborted: list[tuple[int, int]]  # (producer id, first offset) of the aborted transactions below ``end``
-    last_offsets: dict[int, int]  # producer id -> offset of its last batch in the log (such batches are kept)
 
     @property
     def size(self) -> int:
@@ -89,10 +88,7 @@ class LogCompaction:
             if not chosen:
                 return None
             end = segments[len(chosen)].base_offset
-            producers = self._producers
-            aborted = producers.aborted_between(offsets.start, end)
-            last_offsets = {pid: e.batches[-1].last_offset for pid, e in producers.producers.items() if e.batches}
-            return CleanableRange(chosen, end, aborted, last_offsets)
+            return CleanableRange(chosen, end, self._producers.aborted_between(offsets.start, end))
 
     def swap(self, old: list[LogSegment], cleaned: LogSegment, dropped_aborts: set[int]) -> bool:
         """Replace ``old`` (consecutive segments of the log) by ``cleaned`` (complete, fsynced, ``.cleaned``);

@@ -9,9 +9,11 @@ records below ``first_dirty`` were already cleaned:
      was cleaned once and delete.retention.ms has passed since its batch's timestamp; records without a key
      are dropped; aborted transactions' records are dropped; a transaction marker is kept while its
      transaction still has records, then for delete.retention.ms like a tombstone (KIP-98's rules); a batch
-     left empty is dropped unless it is its producer's last (kept header-only: the producer's sequence state
-     reads the same after a restart). Offsets never change: a rewritten batch keeps baseOffset and
-     lastOffsetDelta (record_filter.rebuild_batch); where records went the log has holes;
+     left empty is dropped. Kafka keeps a producer's last batch header-only instead, so that its sequence
+     state survives a rebuild from the log; ferry rebuilds producer state from its snapshot (written at the
+     log end, above anything cleanable), and an empty batch is something followers, the mirror and some
+     clients refuse. Offsets never change: a rewritten batch keeps baseOffset and lastOffsetDelta
+     (record_filter.rebuild_batch); where records went the log has holes;
   3. each cleaned segment is swapped in under the log's lock (LogCompaction.swap, crash-safe).
 Reads and writes go through the cleaners' shared I/O throttle (log.cleaner.io.max.bytes.per.second).
 """
@@ -31,7 +33,7 @@ from ferry.broker.log.offset_index import MAX_RELATIVE_OFFSET
 from ferry.wire.log_config import LogConfig
 from ferry.wire.record.control_batch import ABORT, CONTROL_PREFIX, control_type
 from ferry.wire.record.read_committed import ReadCommitted
-from ferry.wire.record.record_batch import read_header
+from ferry.wire.record.record_batch import RecordBatchHeader, read_header
 from ferry.wire.record.record_filter import iter_records, rebuild_batch, records_section
 
 logger = logging.getLogger("ferry.log.cleaner")
@@ -103,7 +105,7 @@ class LogCompactor:
         config = log.config
         txn = _TransactionsSeen(ReadCommitted(rng.aborted))
         for group in group_segments([s for s in rng.segments if s.base_offset < end], config):
-            cleaned = self._clean_group(log, group, rng, offset_map, first_dirty, now, txn, stats)
+            cleaned = self._clean_group(log, group, offset_map, first_dirty, now, txn, stats)
             try:
                 swapped = log.compaction.swap(group, cleaned, txn.dropped_aborts)
             except OSError as e:
@@ -151,8 +153,8 @@ class LogCompactor:
 
     # -- 2. rewriting a group of segments ------------------------------------------------------------
 
-    def _clean_group(self, log: Log, group: list[LogSegment], rng: CleanableRange, offset_map: dict[bytes, int],
-                     first_dirty: int, now: int, txn: _TransactionsSeen, stats: CleanerStats) -> LogSegment:
+    def _clean_group(self, log: Log, group: list[LogSegment], offset_map: dict[bytes, int], first_dirty: int,
+                     now: int, txn: _TransactionsSeen, stats: CleanerStats) -> LogSegment:
         """The ``.cleaned`` segment holding what ``group`` keeps, flushed with its indexes."""
         base = group[0].base_offset
         stale = LogSegment(log.dir, base, log.config, now, CLEANED_SUFFIX)  # left by a clean that failed
@@ -170,7 +172,7 @@ class LogCompactor:
                     batch = os.pread(seg.fd, h.size, pos)
                     stats.bytes_read += h.size
                     expired = h.last_offset < first_dirty and h.max_timestamp < horizon
-                    kept = self._filter_batch(batch, h, offset_map, expired, rng, txn, stats)
+                    kept = self._filter_batch(batch, h, offset_map, expired, txn, stats)
                     if kept is None:
                         self._throttler.acquire(h.size)
                         continue
@@ -192,15 +194,14 @@ class LogCompactor:
             raise
         return cleaned
 
-    def _filter_batch(self, batch: bytes, h, offset_map: dict[bytes, int], expired: bool, rng: CleanableRange,
+    def _filter_batch(self, batch: bytes, h: RecordBatchHeader, offset_map: dict[bytes, int], expired: bool,
                       txn: _TransactionsSeen, stats: CleanerStats) -> bytes | None:
         """What of the batch stays: itself, a rebuilt batch with fewer records, or None."""
         if h.is_control:
             return batch if txn.keep_marker(h, batch, expired) else None
         stats.records_read += h.records_count
-        keep_empty = h.producer_id >= 0 and rng.last_offsets.get(h.producer_id) == h.last_offset
         if txn.aborted(h, batch):
-            return rebuild_batch(batch, h, b"", []) if keep_empty else None
+            return None
         raw = records_section(batch, h)
         base = h.base_offset
         kept = []
@@ -215,7 +216,7 @@ class LogCompactor:
             txn.has_records.add(h.producer_id)
         if len(kept) == h.records_count:
             return batch
-        if not kept and not keep_empty:
+        if not kept:
             return None
         return rebuild_batch(batch, h, raw, kept)
 
@@ -229,10 +230,10 @@ class _TransactionsSeen:
         self.has_records: set[int] = set()  # producers whose open transaction kept records so far
         self.dropped_aborts: set[int] = set()
 
-    def aborted(self, h, batch: bytes) -> bool:
+    def aborted(self, h: RecordBatchHeader, batch: bytes) -> bool:
         return self._filter.drops(h, batch)
 
-    def keep_marker(self, h, batch: bytes, expired: bool) -> bool:
+    def keep_marker(self, h: RecordBatchHeader, batch: bytes, expired: bool) -> bool:
         self._filter.drops(h, batch)  # an ABORT marker ends its transaction's dropping
         had_records = h.producer_id in self.has_records
         self.has_records.discard(h.producer_id)

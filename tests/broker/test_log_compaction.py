@@ -388,3 +388,21 @@ def test_cleaner_threads_start_clean_and_stop(tmp_path: Path) -> None:
         cleaner.stop()
     assert cleaner.cleans == 1
     assert len(read_log(log)) == 50
+
+
+def test_idempotent_producer_state_survives_cleaning_and_a_restart(tmp_path: Path) -> None:
+    log = Log(tmp_path / "t-0", LogConfig(**COMPACT))
+    batches = [keyed_batch([(b"same", f"v{i}".encode())], producer_id=5, producer_epoch=0, base_sequence=i)
+               for i in range(300)]
+    for b in batches:
+        log.append(b)
+    finish_segment(log)
+    assert cleaner_for(log).clean_once()
+    assert [(o, v) for o, _, v in read_log(log)] == [(299, b"v299")]  # 299 batches emptied and dropped
+    log.close()
+    reopened = Log(tmp_path / "t-0", LogConfig(**COMPACT))
+    again = reopened.append(batches[-1])  # a retry of the last batch: recognised, not written twice
+    assert again.duplicate and again.first_offset == 299
+    nxt = reopened.append(keyed_batch([(b"same", b"v300")], producer_id=5, producer_epoch=0, base_sequence=300))
+    assert (nxt.first_offset, nxt.duplicate) == (300, False)
+    reopened.close()
