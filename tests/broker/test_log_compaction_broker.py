@@ -121,6 +121,27 @@ def run_key_heavy(cluster_factory, n: int, keys: int, tombstones: int) -> None:
     check_latest(records, latest)
     assert sum(v is None for _, _, v in records) == tombstones  # unexpired tombstones are still there
     assert records[-1][0] == n + tombstones - 1  # the offsets are the originals
+    assert read_with_kafka_python(cluster.bootstrap, "profiles", records[-1][0] + 1) == records  # holes too
+
+
+def read_with_kafka_python(bootstrap: str, topic: str, end: int) -> list[tuple[int, bytes, bytes | None]]:
+    """kafka-python's consumer from offset 0 up to ``end`` (another client's reading of the holes)."""
+    from kafka import KafkaConsumer
+    from kafka import TopicPartition as KTopicPartition
+
+    c = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, consumer_timeout_ms=10_000)
+    try:
+        tp = KTopicPartition(topic, 0)
+        c.assign([tp])
+        c.seek(tp, 0)
+        out = []
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and (not out or out[-1][0] < end - 1):
+            for records in c.poll(timeout_ms=1000).values():
+                out.extend((r.offset, r.key, r.value) for r in records)
+        return out
+    finally:
+        c.close()
 
 
 def test_key_heavy_topic_cleans_to_the_latest_per_key_while_consumers_read(cluster_factory) -> None:
