@@ -18,14 +18,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ferry.broker.log.log import Log, wall_clock_ms
-from ferry.broker.log.log_compactor import (
-    DEFAULT_MAP_BYTES,
-    CleanAborted,
-    CleanerStats,
-    LogCompactor,
-    Throttler,
-)
+from ferry.broker.log.log_compactor import DEFAULT_MAP_BYTES, CleanAborted, CleanerStats, LogCompactor
 from ferry.broker.log.offset_checkpoint import read_checkpoint, write_checkpoint
+from ferry.broker.log.throttler import Throttler
 from ferry.wire.record.errors import KafkaStorageError
 
 logger = logging.getLogger("ferry.log.cleaner")

@@ -30,6 +30,7 @@ from ferry.broker.log.log import Log
 from ferry.broker.log.log_compaction import CLEANED_SUFFIX, CleanableRange
 from ferry.broker.log.log_segment import LogSegment
 from ferry.broker.log.offset_index import MAX_RELATIVE_OFFSET
+from ferry.broker.log.throttler import Throttler
 from ferry.wire.log_config import LogConfig
 from ferry.wire.record.control_batch import ABORT, CONTROL_PREFIX, control_type
 from ferry.wire.record.read_committed import ReadCommitted
@@ -45,29 +46,6 @@ MAP_ENTRY_BYTES = 100  # what one key of the offset map costs besides its bytes 
 
 class CleanAborted(Exception):
     """The cleaner stopped in the middle of a clean (nothing of the unfinished group was swapped in)."""
-
-
-class Throttler:
-    """The cleaners' shared I/O budget: ``acquire(n)`` sleeps so that bytes/second stay under the rate."""
-
-    def __init__(self, bytes_per_second: float, clock: Callable[[], float] = time.monotonic,
-                 sleep: Callable[[float], None] = time.sleep) -> None:
-        self.rate = bytes_per_second
-        self._clock = clock
-        self._sleep = sleep
-        self._start = clock()
-        self._bytes = 0.0
-
-    def acquire(self, n: int) -> None:
-        if self.rate == float("inf") or n <= 0:
-            return
-        self._bytes += n
-        now = self._clock()
-        ahead = self._bytes / self.rate - (now - self._start)
-        if ahead > 0:
-            self._sleep(ahead)
-        if now - self._start > 1.0:  # a fresh window each second: an idle spell is not credit for a burst
-            self._start, self._bytes = self._clock(), 0.0
 
 
 @dataclass
