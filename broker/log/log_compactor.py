@@ -26,6 +26,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from aiokafka.record._crecords.default_records import DefaultRecordBatch as CRecordBatch
+
 from ferry.broker.log.log import Log
 from ferry.broker.log.log_compaction import CLEANED_SUFFIX, CleanableRange
 from ferry.broker.log.log_segment import LogSegment
@@ -120,13 +122,12 @@ class LogCompactor:
                 stats.bytes_read += h.size
                 if filt.drops(h, batch) or h.last_offset < first_dirty:
                     continue
-                base = h.base_offset
-                for r in iter_records(records_section(batch, h)):
-                    offset = base + r.offset_delta
-                    if r.key is not None and offset >= first_dirty:
-                        if r.key not in offsets:
-                            used += len(r.key) + MAP_ENTRY_BYTES
-                        offsets[r.key] = offset
+                for r in CRecordBatch(batch):  # aiokafka's C reader: ~9x a Python walk of the varints
+                    key, offset = r.key, r.offset
+                    if key is not None and offset >= first_dirty:
+                        if key not in offsets:
+                            used += len(key) + MAP_ENTRY_BYTES
+                        offsets[key] = offset
         return offsets, rng.end
 
     # -- 2. rewriting a group of segments ------------------------------------------------------------
@@ -180,23 +181,24 @@ class LogCompactor:
         stats.records_read += h.records_count
         if txn.aborted(h, batch):
             return None
-        raw = records_section(batch, h)
-        base = h.base_offset
-        kept = []
-        for r in iter_records(raw):
-            if r.key is None or (r.tombstone and expired):
+        keep = []  # decided with the C reader; only a batch that loses some records is walked for their bytes
+        for r in CRecordBatch(batch):
+            key = r.key
+            if key is None or (expired and r.value is None):
+                keep.append(False)
                 continue
-            latest = offset_map.get(r.key)
-            if latest is None or base + r.offset_delta >= latest:
-                kept.append(r)
-        stats.records_kept += len(kept)
-        if kept and h.is_transactional:
+            latest = offset_map.get(key)
+            keep.append(latest is None or r.offset >= latest)
+        n = sum(keep)
+        stats.records_kept += n
+        if n and h.is_transactional:
             txn.has_records.add(h.producer_id)
-        if len(kept) == h.records_count:
+        if n == h.records_count:
             return batch
-        if not kept:
+        if not n:
             return None
-        return rebuild_batch(batch, h, raw, kept)
+        raw = records_section(batch, h)
+        return rebuild_batch(batch, h, raw, [r for r, k in zip(iter_records(raw), keep, strict=True) if k])
 
 
 class _TransactionsSeen:
