@@ -129,7 +129,14 @@ class LogCleaner:
         """The dirtiest log no other thread is cleaning, marked in progress."""
         now = self._clock()
         best: CleanCandidate | None = None
-        for key, log in list(self._logs().items()):
+        logs = self._logs()
+        with self._lock:  # a deleted log's checkpoint goes at once: a topic created again starts dirty
+            gone = [k for k in self._first_dirty if k not in logs and k not in self._in_progress]
+            for k in gone:
+                del self._first_dirty[k]
+        if gone:
+            self._write_checkpoint()
+        for key, log in list(logs.items()):
             with self._lock:
                 if key in self._in_progress:
                     continue

@@ -406,3 +406,21 @@ def test_idempotent_producer_state_survives_cleaning_and_a_restart(tmp_path: Pat
     nxt = reopened.append(keyed_batch([(b"same", b"v300")], producer_id=5, producer_epoch=0, base_sequence=300))
     assert (nxt.first_offset, nxt.duplicate) == (300, False)
     reopened.close()
+
+
+def test_a_deleted_logs_checkpoint_goes_so_a_new_log_of_that_name_starts_dirty(tmp_path: Path) -> None:
+    logs = {("t", 0): Log(tmp_path / "t-0", LogConfig(**COMPACT))}
+    write_keys(logs[("t", 0)], 2_000, 10)
+    finish_segment(logs[("t", 0)])
+    cleaner = LogCleaner(CleanerConfig(), tmp_path, lambda: dict(logs))
+    assert cleaner.clean_once()
+    assert "t 0" in (tmp_path / CLEANER_CHECKPOINT_FILE).read_text()
+    logs.pop(("t", 0)).close()
+    assert not cleaner.clean_once()
+    assert "t 0" not in (tmp_path / CLEANER_CHECKPOINT_FILE).read_text()
+    fresh = logs[("t", 0)] = Log(tmp_path / "t-0-new", LogConfig(**COMPACT))
+    written = write_keys(fresh, 500, 10)
+    finish_segment(fresh)
+    assert cleaner.first_dirty_offset(("t", 0), fresh) == 0
+    assert cleaner.clean_once()
+    assert {k: v for _, k, v in read_log(fresh)} == latest_per_key(written)
