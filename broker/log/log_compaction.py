@@ -34,8 +34,20 @@ logger = logging.getLogger("ferry.log")
 CLEANED_SUFFIX = ".cleaned"
 SWAP_SUFFIX = ".swap"
 SWAP_END_SUFFIX = ".swap-end"
-# Seconds to wait mid-swap (after step 1) so a test can kill the broker there; never set in production.
+# "SECONDS" (or "swap:SECONDS"): wait that long mid-swap (after step 1); "cleaned:SECONDS": before step 1, the
+# ``.cleaned`` files complete. For tests that kill the process there; never set in production.
 SWAP_DELAY_ENV = "FERRY_TEST_CLEANER_SWAP_DELAY_S"
+
+
+def _test_pause(stage: str, name: str) -> None:
+    """Sleep if SWAP_DELAY_ENV asks for a pause at ``stage`` (tests only)."""
+    value = os.environ.get(SWAP_DELAY_ENV, "")
+    if not value:
+        return
+    where, _, seconds = value.rpartition(":")
+    if (where or "swap") == stage and float(seconds) > 0:
+        logger.warning("%s: cleaner pausing %s s at the %s stage (%s is set)", name, seconds, stage, SWAP_DELAY_ENV)
+        time.sleep(float(seconds))
 
 
 def swap_end_path(directory: Path, base_offset: int) -> Path:
@@ -96,6 +108,7 @@ class LogCompaction:
         index). False (``cleaned`` deleted, nothing changed) when the log moved on meanwhile: ``old`` is no
         longer in it (retention, truncation, deletion). OSError: the caller takes the log offline."""
         local = self._local
+        _test_pause("cleaned", local.name)
         with self._lock:
             segments = local.segments
             try:
@@ -111,10 +124,7 @@ class LogCompaction:
             atomic_write(sidecar, f"{end}\n".encode())
             cleaned.rename_suffix(SWAP_SUFFIX)
             fsync_dir(local.dir)
-            delay = float(os.environ.get(SWAP_DELAY_ENV, "0") or 0)
-            if delay > 0:
-                logger.warning("%s: cleaner pausing %.1f s mid-swap (%s is set)", local.name, delay, SWAP_DELAY_ENV)
-                time.sleep(delay)
+            _test_pause("swap", local.name)
             now = self._clock()
             local.segments = segments[:i] + [cleaned] + segments[i + len(old) :]
             local.bases = [s.base_offset for s in local.segments]

@@ -262,7 +262,7 @@ def test_kill_9_mid_clean_leaves_a_readable_log_and_the_next_clean_finishes(tmp_
     tail = write_keys(log, 30, 300, start=20_000)
     written += tail
     log.close()
-    env = dict(os.environ, **{SWAP_DELAY_ENV: "30"}, PYTHONPATH=os.pathsep.join(sys.path))
+    env = dict(os.environ, **{SWAP_DELAY_ENV: f"{stage}:30"}, PYTHONPATH=os.pathsep.join(sys.path))
     proc = subprocess.Popen([sys.executable, "-c", _CRASH_SCRIPT, str(tmp_path / "t-0")], env=env,
                             stdout=subprocess.PIPE, text=True)
     try:
@@ -270,7 +270,7 @@ def test_kill_9_mid_clean_leaves_a_readable_log_and_the_next_clean_finishes(tmp_
         deadline = time.monotonic() + 60
         while not any(p.name.endswith(want) for p in (tmp_path / "t-0").iterdir()):
             assert proc.poll() is None and time.monotonic() < deadline, "the cleaner never got there"
-            time.sleep(0.001 if stage == "cleaned" else 0.02)
+            time.sleep(0.02)
     finally:
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=30)
