@@ -108,7 +108,7 @@ class Log:
         self.expire_producers = retention.expire_producers
         self.delete_records_before = retention.delete_records_before
         self.restore_log_start = retention.restore_log_start
-        self.truncate_to = truncation.truncate_to
+        self.truncate_to = self.compaction.after_truncation(truncation.truncate_to)
         self.truncate_fully_and_start_at = truncation.truncate_fully_and_start_at
         self.aborted_transactions = self._transactions.aborted_transactions
         self.append_marker = self._transactions.append_marker

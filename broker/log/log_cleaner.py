@@ -100,6 +100,9 @@ class LogCleaner:
     def first_dirty_offset(self, key: Key, log: Log) -> int:
         """Where ``log``'s dirty part starts: its checkpoint, or the log start when that is outside the log."""
         offset = self._first_dirty.get(key, log.log_start_offset)
+        truncated = log.compaction.truncated_to
+        if truncated is not None:
+            offset = min(offset, truncated)
         if not log.log_start_offset <= offset <= log.log_end_offset:
             return log.log_start_offset
         return offset
@@ -173,6 +176,7 @@ class LogCleaner:
         if result is None:
             return False
         end, stats = result
+        c.log.compaction.truncated_to = None  # what a truncation made dirty again was cleaned just now
         with self._lock:
             self._first_dirty[c.key] = end
             self.cleans += 1

@@ -102,6 +102,20 @@ class LogCompaction:
             end = segments[len(chosen)].base_offset
             return CleanableRange(chosen, end, self._producers.aborted_between(offsets.start, end))
 
+    def after_truncation(self, truncate_to: Callable[[int], bool]) -> Callable[[int], bool]:
+        """``truncate_to`` that also remembers how low the log was cut: a truncation below the cleaner's
+        checkpoint (an unclean leader election) makes what grows there again dirty (``truncated_to``)."""
+
+        def truncate(offset: int) -> bool:
+            removed = truncate_to(offset)
+            if removed:
+                low = self.truncated_to
+                self.truncated_to = offset if low is None else min(low, offset)
+            return removed
+
+        self.truncated_to: int | None = None
+        return truncate
+
     def swap(self, old: list[LogSegment], cleaned: LogSegment, dropped_aborts: set[int]) -> bool:
         """Replace ``old`` (consecutive segments of the log) by ``cleaned`` (complete, fsynced, ``.cleaned``);
         ``dropped_aborts``: offsets of ABORT markers the cleaner removed (their transactions leave the aborted

@@ -424,3 +424,24 @@ def test_a_deleted_logs_checkpoint_goes_so_a_new_log_of_that_name_starts_dirty(t
     assert cleaner.first_dirty_offset(("t", 0), fresh) == 0
     assert cleaner.clean_once()
     assert {k: v for _, k, v in read_log(fresh)} == latest_per_key(written)
+
+
+def test_a_truncation_below_the_checkpoint_makes_the_regrown_part_dirty(tmp_path: Path) -> None:
+    log = Log(tmp_path / "t-0", LogConfig(**COMPACT))
+    write_keys(log, 2_000, 10)
+    finish_segment(log)
+    cleaner = cleaner_for(log)
+    assert cleaner.clean_once()
+    assert cleaner.first_dirty_offset(("t", 0), log) == 2_000
+    write_keys(log, 500, 10, start=2_000)
+    finish_segment(log)
+    assert log.truncate_to(1_990)  # an unclean election: the log is cut below the cleaner's checkpoint
+    assert log.log_end_offset == 1_990
+    # what grows again below the old checkpoint (1990-1999) repeats one key: it must be cleaned too
+    regrown = [(b"dup", f"d{i}".encode()) for i in range(10)] + [(b"other", f"o{i}".encode()) for i in range(500)]
+    for b in range(0, len(regrown), 10):
+        log.append(keyed_batch(regrown[b:b + 10]))
+    finish_segment(log)
+    assert cleaner.first_dirty_offset(("t", 0), log) == 1_990
+    assert cleaner.clean_once()
+    assert [(k, v) for _, k, v in read_log(log)] == [(b"dup", b"d9"), (b"other", b"o499")]
