@@ -81,6 +81,7 @@ class LogCompaction:
         self._lock = lock
         self._clock = clock
         self._lso = last_stable_offset
+        self.truncated_to: int | None = None  # the lowest cut since the last clean (after_truncation)
 
     def cleanable_range(self, now_ms: int | None = None) -> CleanableRange | None:
         """The segments the cleaner may rewrite now (None: none, or the log is closed or offline)."""
@@ -113,7 +114,6 @@ class LogCompaction:
                 self.truncated_to = offset if low is None else min(low, offset)
             return removed
 
-        self.truncated_to: int | None = None
         return truncate
 
     def swap(self, old: list[LogSegment], cleaned: LogSegment, dropped_aborts: set[int]) -> bool:
