@@ -1,8 +1,9 @@
 """Per-partition log settings, with Kafka's topic-config names.
 
 Topic configs arrive as strings (from ZooKeeper or CreateTopics); ``from_topic_config`` parses
-the names the log understands and ignores the others (cleanup.policy, ... belong to other layers
-or are not implemented) so a client's usual topic configs are accepted. The two per-topic replication
+the names the log understands and ignores the others (they belong to other layers or are not
+implemented) so a client's usual topic configs are accepted. ``cleanup.policy`` and the compaction
+settings (Kafka's names) are the log cleaner's (broker/log/log_cleaner.py). The two per-topic replication
 settings (``min.insync.replicas``, ``unclean.leader.election.enable``) live here too, as in Kafka's
 LogConfig: the broker's settings of the same names are their defaults, a topic's config overrides them.
 """
@@ -41,6 +42,22 @@ class LogConfig:
     # replication (the broker's defaults are its own settings of the same names)
     min_insync_replicas: int = 1  # acks=-1 needs at least this many replicas in the ISR
     unclean_leader_election_enable: bool = False  # may a replica outside the ISR become leader (losing data)
+    # compaction (broker/log/log_cleaner.py; Kafka's names and defaults)
+    cleanup_policy: str = "delete"  # delete, compact, or compact,delete (both)
+    min_cleanable_dirty_ratio: float = 0.5  # a log is cleaned once this share of its cleanable bytes is dirty
+    min_compaction_lag_ms: int = 0  # a record stays uncompacted at least this long
+    max_compaction_lag_ms: int = (1 << 63) - 1  # a dirty record is compacted within this long, whatever the ratio
+    delete_retention_ms: int = DAY_MS  # how long a tombstone (and a transaction marker) outlives its cleaning
+
+    @property
+    def compact(self) -> bool:
+        """Whether the cleaner compacts the log (a string compare: append_batch asks on every produce)."""
+        return self.cleanup_policy != "delete"  # canonical spellings only (__post_init__)
+
+    @property
+    def delete(self) -> bool:
+        """Whether retention (time and size) deletes old segments."""
+        return self.cleanup_policy != "compact"
 
     @property
     def compression_level(self) -> int | None:
@@ -59,6 +76,13 @@ class LogConfig:
             if f.type in ("bool", bool):
                 if not isinstance(value, bool):
                     raise ValueError(f"{name}: expected true or false, got {value!r}")
+                continue
+            if f.name == "cleanup_policy":
+                object.__setattr__(self, f.name, parse_cleanup_policy(name, value))  # "delete,compact" too
+                continue
+            if f.name == "min_cleanable_dirty_ratio":
+                if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
+                    raise ValueError(f"{name}: {value!r} is out of range (must be between 0 and 1)")
                 continue
             if isinstance(value, bool) or not isinstance(value, int):
                 raise ValueError(f"{name}: expected an integer, got {value!r}")
@@ -109,6 +133,11 @@ LOG_SETTINGS: tuple[tuple[str, str | None, str], ...] = (
     ("compression_zstd_level", "compression.zstd.level", "compression.zstd.level"),
     ("min_insync_replicas", "min.insync.replicas", "min.insync.replicas"),
     ("unclean_leader_election_enable", "unclean.leader.election.enable", "unclean.leader.election.enable"),
+    ("cleanup_policy", "cleanup.policy", "log.cleanup.policy"),
+    ("min_cleanable_dirty_ratio", "min.cleanable.dirty.ratio", "log.cleaner.min.cleanable.ratio"),
+    ("min_compaction_lag_ms", "min.compaction.lag.ms", "log.cleaner.min.compaction.lag.ms"),
+    ("max_compaction_lag_ms", "max.compaction.lag.ms", "log.cleaner.max.compaction.lag.ms"),
+    ("delete_retention_ms", "delete.retention.ms", "log.cleaner.delete.retention.ms"),
 )
 # Kafka topic-config name -> LogConfig attribute.
 TOPIC_CONFIG_NAMES: dict[str, str] = {topic: attr for attr, topic, _ in LOG_SETTINGS if topic is not None}
@@ -127,7 +156,18 @@ def parse_timestamp_type(name: str, text: str) -> bool:
     return value
 
 
-def parse_setting(attr: str, name: str, raw: str) -> int | bool:
+CLEANUP_POLICIES = ("delete", "compact")
+
+
+def parse_cleanup_policy(name: str, text: str) -> str:
+    """cleanup.policy: delete, compact or both (comma-separated, Kafka's list form); the canonical spelling."""
+    parts = [p.strip() for p in str(text).split(",") if p.strip()]
+    if not parts or any(p not in CLEANUP_POLICIES for p in parts):
+        raise ValueError(f"{name}: expected delete, compact or compact,delete, got {text!r}")
+    return ",".join(p for p in ("compact", "delete") if p in parts)
+
+
+def parse_setting(attr: str, name: str, raw: str) -> int | bool | float | str:
     """The value of LogConfig attribute ``attr`` from its config string; ValueError naming the setting ``name``."""
     text = raw.strip()
     if attr in BOOL_SETTINGS:
@@ -138,6 +178,13 @@ def parse_setting(attr: str, name: str, raw: str) -> int | bool:
         return parse_timestamp_type(name, text)
     if attr == "compression":
         return parse_compression_type(name, text)
+    if attr == "cleanup_policy":
+        return parse_cleanup_policy(name, text)
+    if attr == "min_cleanable_dirty_ratio":
+        try:
+            return float(text)
+        except ValueError:
+            raise ValueError(f"{name}: expected a number between 0 and 1, got {raw!r}") from None
     try:
         return int(text)
     except ValueError:
@@ -161,5 +208,8 @@ _BOUNDS: dict[str, tuple[int, int | None]] = {
     "producer_id_expiration_ms": (1, None),
     "compression": (PRODUCER, max(Codec)),
     "min_insync_replicas": (1, None),
+    "min_compaction_lag_ms": (0, None),
+    "max_compaction_lag_ms": (1, None),
+    "delete_retention_ms": (0, None),
     **{f"compression_{c.name.lower()}_level": LEVELS[c][:2] for c in LEVELS},
 }

@@ -138,6 +138,10 @@ class LocalLog:
         if n:
             self.retire_first(n, now)
 
+    def retire(self, doomed: list[LogSegment], now: int) -> None:
+        """Retire segments already taken out of ``segments`` (the cleaner's swap replaced them)."""
+        self._retire(doomed, now)
+
     def _retire(self, doomed: list[LogSegment], now: int) -> None:
         """Rename now (an OSError propagates: the caller takes the log offline), close and delete later."""
         self._pending_deletes.extend((now + self.config.file_delete_delay_ms, seg) for seg in doomed)

@@ -3,8 +3,9 @@
 ``Log`` is the coordinator (Kafka 3.x's UnifiedLog): it opens the log (log_recovery.py) and hands each duty to
 the collaborator that owns it: LocalLog (the segment files), LogOffsets (start, end, flushed, replication high
 watermark), LogAppender (every append), LogDurability (when and how data becomes durable), LogRetention (where
-the log starts), LogTruncation (cutting its tail), LogTransactions (LSO, aborted transactions, markers) and
-LogStatus (closed or offline). Consumers see only flushed data unless the config says otherwise.
+the log starts), LogTruncation (cutting its tail), LogTransactions (LSO, aborted transactions, markers),
+LogCompaction (what the cleaner may rewrite, and its swap) and LogStatus (closed or offline). Consumers see
+only flushed data unless the config says otherwise.
 
 The hot methods (append, append_batch, append_batches, append_as_follower, flush) are the collaborators' bound
 methods, set once per log: a produce request pays no extra call for the coordinator.
@@ -20,6 +21,7 @@ from pathlib import Path
 
 from ferry.broker.log.local_log import FetchSlice, LocalLog
 from ferry.broker.log.log_appender import LogAppender
+from ferry.broker.log.log_compaction import LogCompaction
 from ferry.broker.log.log_flush import LogDurability
 from ferry.broker.log.log_offline import IoFailureHook, LogStatus
 from ferry.broker.log.log_offsets import LogOffsets
@@ -92,6 +94,9 @@ class Log:
         retention = LogRetention(local, offsets, state, epochs, self.status, lock, now_ms)
         truncation = LogTruncation(self.status, flush_lock, lock, local, offsets, durability, epochs, state, now_ms)
         self._transactions = LogTransactions(state, offsets, lock, appender.append, now_ms)
+        transactions = self._transactions
+        self.compaction = LogCompaction(local, offsets, state, self.status, lock, now_ms,
+                                        lambda: transactions.last_stable_offset)
         self.append = appender.append
         self.append_batch = appender.append_batch
         self.append_batches = appender.append_batches
@@ -103,7 +108,7 @@ class Log:
         self.expire_producers = retention.expire_producers
         self.delete_records_before = retention.delete_records_before
         self.restore_log_start = retention.restore_log_start
-        self.truncate_to = truncation.truncate_to
+        self.truncate_to = self.compaction.after_truncation(truncation.truncate_to)
         self.truncate_fully_and_start_at = truncation.truncate_fully_and_start_at
         self.aborted_transactions = self._transactions.aborted_transactions
         self.append_marker = self._transactions.append_marker

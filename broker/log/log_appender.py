@@ -35,6 +35,7 @@ from ferry.wire.record.record_batch import (
     RecordBatchHeader,
     validate_batches,
 )
+from ferry.wire.record.record_filter import first_keyless_record
 
 Buffer = bytes | bytearray | memoryview
 _new = tuple.__new__
@@ -109,7 +110,7 @@ class LogAppender:
         config = self._local.config
         size = h.batch_length + LOG_OVERHEAD
         if (size > config.max_message_bytes or size > config.segment_bytes or config.compression != PRODUCER
-                or config.log_append_time):
+                or config.log_append_time or config.compact):
             return self.append(memoryview(buf)[pos:pos + size], leader_epoch)
         return self._append(buf, pos, [h], size, h.last_offset_delta + 1, h.records_count, h.producer_id >= 0,
                             leader_epoch, IN_PLACE)
@@ -170,10 +171,13 @@ class LogAppender:
     @staticmethod
     def _validated(mv: memoryview, config: LogConfig, allow: int = 0) -> tuple[memoryview, list[RecordBatchHeader]]:
         """The payload as it will be written (converted to the topic's codec if it has one; never a marker)
-        and its headers."""
+        and its headers. A compacted topic refuses records without a key (InvalidRecordError)."""
         if len(mv) > config.segment_bytes:
             raise RecordTooLargeError(f"record set of {len(mv)} bytes exceeds segment.bytes {config.segment_bytes}")
         headers = validate_batches(mv, config.max_message_bytes, allow)
+        if config.compact and not allow & CONTROL_MASK and first_keyless_record(mv, headers) is not None:
+            # Kafka's rule (and message): the cleaner keeps records by key, one without a key has no place
+            raise InvalidRecordError("Compacted topic cannot accept message without key")
         if config.compression != PRODUCER and not allow & CONTROL_MASK:
             converted = recompress_batches(mv, headers, config.compression, config.compression_level,
                                            config.max_message_bytes)
@@ -210,7 +214,7 @@ class LogAppender:
         local = self._local
         config = local.config
         limit = min(config.max_message_bytes, config.segment_bytes)
-        if config.compression != PRODUCER or config.log_append_time:
+        if config.compression != PRODUCER or config.log_append_time or config.compact:
             return None
         total = span = count = 0
         for _, _, h in items:
@@ -258,7 +262,8 @@ class LogAppender:
         framing; transactional batches and markers accepted) but not against max.message.bytes (the leader
         accepted them) nor the producers' sequences (the leader checked them; the state is still kept, so that
         as leader this replica recognises retries). The first batch must start at log_end_offset and each next
-        batch where the previous one ended: OffsetMismatchError otherwise, with nothing written. A batch whose
+        batch where the previous one ended (at or after, on a compacted topic: the leader's cleaner leaves
+        holes): OffsetMismatchError otherwise, with nothing written. A batch whose
         partitionLeaderEpoch is newer than the epoch cache's latest starts that epoch in the cache. Flushed as
         produced data is.
         """
@@ -271,12 +276,13 @@ class LogAppender:
             status.check_open()
             end = self._offsets.end
             first = headers[0].base_offset
-            if first != end:
+            if first < end or (first > end and not self._local.config.compact):
                 raise OffsetMismatchError(
                     f"{status.name}: a replica append starts at offset {first}, the log ends at {end}")
             expected = first
             for h in headers:
-                if h.base_offset != expected:
+                # a compacted leader's log has holes where the cleaner removed records: offsets only grow
+                if h.base_offset < expected or (h.base_offset > expected and not self._local.config.compact):
                     raise OffsetMismatchError(
                         f"{status.name}: batch at offset {h.base_offset} does not follow the one ending at {expected}")
                 expected = h.next_offset

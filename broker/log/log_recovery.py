@@ -8,6 +8,7 @@ import os
 from pathlib import Path
 
 from ferry.broker.log.leader_epoch_cache import EpochEntry, LeaderEpochCheckpointError, LeaderEpochFileCache
+from ferry.broker.log.log_compaction import complete_swaps
 from ferry.broker.log.log_segment import (
     DELETED_SUFFIX,
     INDEX_SUFFIX,
@@ -52,6 +53,7 @@ def load_segments(directory: Path, config: LogConfig, now: int,
     deleted. A new log has nothing to verify or make durable yet: its directory is fsynced by the first flush
     (a broker creating thousands of partitions then pays no fsync per partition up front)."""
     name = directory.name
+    complete_swaps(directory)  # a cleaner's swap that a crash interrupted (log_compaction.py)
     bases = _segment_bases(directory, name)
     if not bases:
         new = LogSegment(directory, 0, config, now)

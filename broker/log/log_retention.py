@@ -73,6 +73,8 @@ class LogRetention:
     def _retained_count(self, now: int) -> int:
         """How many of the oldest segments retention deletes now."""
         config = self._local.config
+        if not config.delete:
+            return 0  # cleanup.policy=compact: the cleaner, not retention, removes records
         segments = self._local.segments
         candidates = segments[:-1]
         doomed: list[LogSegment] = []

@@ -79,16 +79,17 @@ class LogSegment:
     """One segment file: batches written at its end, found again through its indexes (SegmentIndexes), checked
     when it is opened again (segment_recovery.py)."""
 
-    def __init__(self, directory: Path, base_offset: int, config: LogConfig, now_ms: int) -> None:
+    def __init__(self, directory: Path, base_offset: int, config: LogConfig, now_ms: int, suffix: str = "") -> None:
+        """``suffix``: files named ``<base>.log<suffix>`` ... (the cleaner writes ``.cleaned`` segments)."""
         self.directory = Path(directory)
         self.base_offset = base_offset
         name = segment_name(base_offset)
-        self.log_path = self.directory / (name + LOG_SUFFIX)
+        self.log_path = self.directory / (name + LOG_SUFFIX + suffix)
         self.fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
             self.size = os.fstat(self.fd).st_size
             self.indexes = SegmentIndexes(self.directory, name, base_offset, config.max_index_bytes,
-                                          config.index_interval_bytes)
+                                          config.index_interval_bytes, suffix)
         except BaseException:
             os.close(self.fd)
             raise
@@ -164,10 +165,11 @@ class LogSegment:
         self.size, self.next_offset = self.indexes.appended(headers, start, first, None)
         return self.next_offset
 
-    def append_raw(self, buf: memoryview, headers: list[RecordBatchHeader]) -> int:
-        """Write batches byte for byte as they are (a follower's copy of its leader's batches: offsets,
-        leader epochs and timestamps already set). Returns the next offset."""
-        self.size, self.next_offset = self.indexes.appended(headers, self._write([buf]), headers[0].base_offset, None)
+    def append_raw(self, buf: memoryview | bytes, headers: list[RecordBatchHeader]) -> int:
+        """Write batches byte for byte as they are (a follower's copy of its leader's batches, the cleaner's
+        output: offsets, leader epochs and timestamps already set, gaps between batches allowed where
+        compaction removed records). Returns the next offset."""
+        self.size, self.next_offset = self.indexes.appended(headers, self._write([buf]), None, None)
         return self.next_offset
 
     def _write(self, pieces: list) -> int:
@@ -311,6 +313,15 @@ class LogSegment:
         return h.base_offset, h.max_timestamp
 
     # -- lifecycle -------------------------------------------------------------------------------
+
+    def rename_suffix(self, suffix: str) -> None:
+        """Rename the files to their plain names plus ``suffix`` (the cleaner: ``.cleaned`` -> ``.swap`` -> "");
+        indexes first, the log file last: a log file with the suffix means its indexes have it too."""
+        name = segment_name(self.base_offset)
+        self.indexes.rename(self.directory, name, suffix)
+        path = self.directory / (name + LOG_SUFFIX + suffix)
+        os.rename(self.log_path, path)
+        self.log_path = path
 
     def mark_deleted(self) -> None:
         """Rename the files to ``*.deleted``; the fd stays open so in-flight sendfiles finish."""

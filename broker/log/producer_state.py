@@ -191,6 +191,12 @@ class ProducerStateManager:
         if i:
             del self.aborted[:i]
 
+    def forget_aborted(self, marker_offsets: set[int]) -> None:
+        """Drop the aborted transactions whose ABORT marker the cleaner removed with all their data: a reader
+        would otherwise wait for a marker that is gone and drop that producer's later transactions."""
+        self.aborted = [t for t in self.aborted if t[0] not in marker_offsets]
+        self.updates += 1
+
     def expire(self, now_ms: int, expiration_ms: int) -> int:
         """Forget producers that have not appended for ``expiration_ms`` (Kafka's producer.id.expiration.ms),
         so the state does not grow with every producer session ever seen. A forgotten producer that comes

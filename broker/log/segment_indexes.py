@@ -56,24 +56,28 @@ class SegmentIndexes:
     next batch (a full disk then fails that append with nothing of it written)."""
 
     def __init__(self, directory: Path, name: str, base_offset: int, max_index_bytes: int,
-                 index_interval_bytes: int) -> None:
+                 index_interval_bytes: int, suffix: str = "") -> None:
         self.base_offset = base_offset
-        self.offset_index = OffsetIndex(directory / (name + INDEX_SUFFIX), base_offset, max_index_bytes)
-        self.time_index = TimeIndex(directory / (name + TIME_INDEX_SUFFIX), base_offset, max_index_bytes)
+        self.offset_index = OffsetIndex(directory / (name + INDEX_SUFFIX + suffix), base_offset, max_index_bytes)
+        self.time_index = TimeIndex(directory / (name + TIME_INDEX_SUFFIX + suffix), base_offset, max_index_bytes)
         self.index_interval_bytes = index_interval_bytes
         self.max_timestamp = -1
         self.offset_of_max_timestamp = base_offset
         self.bytes_since_last_index_entry = 0
         self.backlog = False
 
-    def appended(self, headers: list[RecordBatchHeader], position: int, first_offset: int,
+    def appended(self, headers: list[RecordBatchHeader], position: int, first_offset: int | None,
                  append_time: int | None) -> tuple[int, int]:
         """Account for batches just written at ``position`` with offsets from ``first_offset`` (each batch's
-        maxTimestamp, or ``append_time`` for LogAppendTime). Returns (the end position, the next offset)."""
-        offset = first_offset
+        maxTimestamp, or ``append_time`` for LogAppendTime); ``first_offset`` None: the batches carry their
+        offsets already, possibly with gaps between them (a replica of a compacted log, the cleaner's output).
+        Returns (the end position, the next offset)."""
+        offset = headers[0].base_offset if first_offset is None else first_offset
         pos = position
         interval = self.index_interval_bytes
         for h in headers:
+            if first_offset is None:
+                offset = h.base_offset
             size = h.batch_length + LOG_OVERHEAD
             max_ts = h.max_timestamp if append_time is None else append_time
             if max_ts > self.max_timestamp:
@@ -155,6 +159,11 @@ class SegmentIndexes:
     def mark_deleted(self) -> None:
         for index in (self.offset_index, self.time_index):
             index.rename(index.path.with_name(index.path.name + DELETED_SUFFIX))
+
+    def rename(self, directory: Path, name: str, suffix: str) -> None:
+        """Both files to ``<name>.index<suffix>`` and ``<name>.timeindex<suffix>`` (the cleaner's swap)."""
+        self.offset_index.rename(directory / (name + INDEX_SUFFIX + suffix))
+        self.time_index.rename(directory / (name + TIME_INDEX_SUFFIX + suffix))
 
     def close(self) -> None:
         self.offset_index.close()

@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ferry.broker.log.log_cleaner import CLEANER_KEYS, CleanerConfig
 from ferry.broker.server.metrics_http import METRICS_HTTP_KEYS, MetricsHttpSettings
 from ferry.broker.server.security_config import (
     SECURITY_KEYS,
@@ -40,6 +41,7 @@ class BrokerConfig:
     advertised_host: str = ""
     advertised_port: int = 0
     log: LogConfig = field(default_factory=LogConfig)
+    cleaner: CleanerConfig = field(default_factory=CleanerConfig)  # log.cleaner.* (broker/log/log_cleaner.py)
     max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES
     auto_create_topics: bool = False
     num_partitions: int = 1
@@ -217,6 +219,10 @@ class BrokerConfig:
             log_config = dataclasses.replace(LogConfig(), **log_changes)
         except ValueError as e:
             raise ConfigError(f"log settings: {e}") from None
+        try:
+            cleaner = CleanerConfig.from_properties(p)
+        except ValueError as e:
+            raise ConfigError(str(e)) from None
         data_dir = p.get("log.dirs") or p["log.dir"]
         if "," in data_dir:
             raise ConfigError(f"log.dirs: one directory only, got {data_dir!r}")
@@ -230,6 +236,7 @@ class BrokerConfig:
             advertised_host=adv_host,
             advertised_port=adv_port,
             log=log_config,
+            cleaner=cleaner,
             max_request_bytes=_parse_int("socket.request.max.bytes",
                                          p.get("socket.request.max.bytes", str(DEFAULT_MAX_REQUEST_BYTES))),
             auto_create_topics=_parse_bool("auto.create.topics.enable", p.get("auto.create.topics.enable", "false")),
@@ -319,7 +326,7 @@ KNOWN_KEYS = {
     "broker.rack", "socket.request.max.bytes", "auto.create.topics.enable", "num.partitions",
     "zookeeper.session.timeout.ms", "log.retention.hours", "log.retention.check.interval.ms",
     "connections.max.idle.ms", "audit.topic.partitions", "replica.truncation", "metrics.port", "metrics.listen",
-    *METRICS_HTTP_KEYS, *BROKER_CONFIG_NAMES, *REPLICATION_KEYS, *AUTHORIZER_KEYS, *SECURITY_KEYS,
+    *METRICS_HTTP_KEYS, *CLEANER_KEYS, *BROKER_CONFIG_NAMES, *REPLICATION_KEYS, *AUTHORIZER_KEYS, *SECURITY_KEYS,
 }
 
 

@@ -25,7 +25,7 @@ from ferry.wire.protocol import alter_configs, describe_configs, incremental_alt
 from ferry.wire.protocol.acl_types import AclOperation, ResourceType
 from ferry.wire.protocol.describe_configs import RESOURCE_BROKER, RESOURCE_TOPIC, ConfigResult
 from ferry.wire.protocol.errors import ErrorCode
-from ferry.wire.protocol.incremental_alter_configs import OP_DELETE, OP_SET
+from ferry.wire.protocol.incremental_alter_configs import OP_APPEND, OP_DELETE, OP_SET
 from ferry.wire.protocol.primitives import Reader
 from ferry.zk.cluster_registry import ClusterRegistry
 from ferry.zk.errors import InvalidConfigError, UnknownTopicError
@@ -159,6 +159,9 @@ class ConfigApis:
         return alter_configs.encode_response(version, results)
 
 
+LIST_SETTINGS = {"cleanup.policy": "delete"}  # list-valued topic settings and Kafka's default for APPEND/SUBTRACT
+
+
 def _incremental(configs: list[incremental_alter_configs.AlterableConfig]) -> Callable[[dict], dict]:
     """IncrementalAlterConfigs' operations as a change of the current config (ValueError refuses it)."""
 
@@ -171,9 +174,17 @@ def _incremental(configs: list[incremental_alter_configs.AlterableConfig]) -> Ca
                 new[c.name] = c.value
             elif c.op == OP_DELETE:
                 new.pop(c.name, None)
-            else:  # APPEND / SUBTRACT: for list-valued settings, and ferry has none
-                raise ValueError(f"{c.name}: operation {c.op} (APPEND/SUBTRACT) applies to list-valued settings; "
-                                 "ferry's topic settings are single values (use SET or DELETE)")
+            elif c.name in LIST_SETTINGS:  # APPEND / SUBTRACT on a list (Kafka: from the topic's value or the default)
+                current = [p for p in new.get(c.name, LIST_SETTINGS[c.name]).split(",") if p.strip()]
+                items = [p.strip() for p in (c.value or "").split(",") if p.strip()]
+                if c.op == OP_APPEND:
+                    current += [p for p in items if p not in current]
+                else:
+                    current = [p for p in current if p.strip() not in items]
+                new[c.name] = ",".join(current)
+            else:  # APPEND / SUBTRACT: for list-valued settings only
+                raise ValueError(f"{c.name}: operation {c.op} (APPEND/SUBTRACT) applies to list-valued settings "
+                                 f"({', '.join(LIST_SETTINGS)}); use SET or DELETE")
         return new
 
     return change

@@ -25,7 +25,7 @@ from ferry.wire.record.compression import COMPRESSION_NAMES
 _BROKER_KEY_OF = {attr: broker for attr, _, broker in LOG_SETTINGS}  # LogConfig attribute -> broker setting
 _LOG_DEFAULTS = LogConfig()
 # Kafka's topic settings that ferry does not implement but clients look for, with the only value ferry has.
-FIXED_TOPIC_SETTINGS = {"cleanup.policy": "delete"}
+FIXED_TOPIC_SETTINGS: dict[str, str] = {}
 
 
 def render(attr: str, value: object) -> str:

@@ -13,6 +13,7 @@ import signal
 import socket
 from concurrent.futures import ThreadPoolExecutor
 
+from ferry.broker.log.log_cleaner import LogCleaner
 from ferry.broker.log.log_manager import LogManager
 from ferry.broker.server.authorizer import Authorizer
 from ferry.broker.server.broker_config import BrokerConfig
@@ -65,6 +66,7 @@ class KafkaServer:
     def __init__(self, config: BrokerConfig) -> None:
         self.config = config
         self.log_manager: LogManager | None = None
+        self.log_cleaner: LogCleaner | None = None
         self.registry: ClusterRegistry | None = None
         self.acl_cache: AclCache | None = None
         self.socket_server: SocketServer | None = None  # the first listener's
@@ -166,6 +168,9 @@ class KafkaServer:
         if not await loop.run_in_executor(self._executor, metadata.topics_seen.wait, METADATA_WAIT_S):
             log.warning("no topic snapshot from ZooKeeper after %.0fs; serving anyway", METADATA_WAIT_S)
         self.log_manager.start_background()
+        # Compacted topics: the cleaner's threads rewrite their logs (broker/log/log_cleaner.py).
+        self.log_cleaner = LogCleaner(cfg.cleaner, cfg.data_dir, self.log_manager.all_logs)
+        self.log_cleaner.start()
 
         producer_ids = ProducerIdManager(lambda: self.registry.client, cfg.broker_id)
         flusher = LogFlusher(loop, self._executor)
@@ -334,6 +339,8 @@ class KafkaServer:
         if not self.socket_servers:
             for _spec, sock in self._bound:
                 sock.close()
+        if self.log_cleaner is not None:  # before the logs close: a clean in progress ends its group first
+            await loop.run_in_executor(self._executor, self.log_cleaner.stop)
         if self.log_manager is not None:
             await loop.run_in_executor(self._executor, self.log_manager.shutdown)
             log.info("logs flushed and closed")

@@ -224,11 +224,13 @@ class ReplicaFetcher:
         rm = self.manager.replicas
         s = self.manager.settings
         by_topic: dict[str, list[fetch.FetchPartition]] = {}
+        asked: dict[TopicPartition, int] = {}  # the offset each partition was fetched from
         for tp in tps:
             part = rm.partitions.get(tp)
             if part is None:
                 continue
             lg = part.log
+            asked[tp] = lg.log_end_offset
             by_topic.setdefault(tp[0], []).append(fetch.FetchPartition(
                 tp[1], lg.log_end_offset, s.max_bytes, self.partitions[tp].leader_epoch, lg.log_start_offset))
         if not by_topic:
@@ -254,7 +256,10 @@ class ReplicaFetcher:
                     whole = _whole_batches(records)
                     if whole:
                         first = read_header(whole, 0).base_offset
-                        if first != lg.log_end_offset:
+                        end = lg.log_end_offset
+                        # a compacted leader's log has holes: its answer may start after the offset asked for
+                        gap = first > end == asked.get(tp) and lg.config.compact
+                        if first != end and not gap:
                             continue  # truncated meanwhile: the next fetch asks again from our end
                         lg.append_as_follower(whole)
                 lg.set_replication_hw(min(res.high_watermark, lg.log_end_offset))
