@@ -86,7 +86,7 @@ class GroupApis:
         if coordinator is None:
             return join_group.encode_response(version, join_group.JoinGroupResponse(
                 ErrorCode.COORDINATOR_NOT_AVAILABLE, member_id=req.member_id))
-        result = coordinator.join(req, version, request.client_id or "", "")
+        result = coordinator.join(req, version, request.client_id or "", "/" + request.session.client_host)  # as Kafka shows it
         if isinstance(result, asyncio.Future):
             return _answer_later(result, lambda res: join_group.encode_response(version, res))
         return join_group.encode_response(version, result)
