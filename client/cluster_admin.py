@@ -145,12 +145,15 @@ class ClusterAdmin:
                    f"CreatePartitions {name}")
 
     # ------------------------------------------------------------------ configs
-    def describe_configs(self, entity_type: str, name: str) -> list[ConfigEntry]:
-        """Every config of the topic or broker, sorted by name (DescribeConfigs; ``source`` says which are set)."""
+    def describe_configs(self, entity_type: str, name: str) -> list[dict[str, Any]]:
+        """Every config of the topic or broker by name: ``{"name", "value", "source", "sensitive", "read_only"}``,
+        ``source`` as Kafka names it (DYNAMIC_TOPIC_CONFIG: set on the topic; DEFAULT_CONFIG, ...)."""
         res = ConfigResource(ENTITY_TYPES[entity_type], name)
         entries = self._wait(self._admin.describe_configs([res], **self._opts())[res],
                              f"DescribeConfigs of {entity_type[:-1]} {name}")
-        return sorted(entries.values(), key=lambda e: e.name)
+        return [{"name": e.name, "value": None if e.is_sensitive else e.value, "source": _source_name(e.source),
+                 "sensitive": bool(e.is_sensitive), "read_only": bool(e.is_read_only)}
+                for e in sorted(entries.values(), key=lambda e: e.name)]
 
     def alter_configs(self, entity_type: str, name: str, add: dict[str, str], delete: list[str]) -> None:
         """IncrementalAlterConfigs: set ``add``, remove ``delete`` (back to the default), nothing else touched."""
@@ -206,6 +209,13 @@ class ClusterAdmin:
             except (KafkaException, TimeoutError):
                 out[(tp.topic, tp.partition)] = None
         return out
+
+
+def _source_name(source: int) -> str:
+    try:
+        return ConfigSource(source).name
+    except ValueError:
+        return "UNKNOWN_CONFIG"
 
 
 def _state_name(state: Any) -> str:
