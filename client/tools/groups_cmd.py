@@ -15,6 +15,7 @@ import json
 import sys
 from typing import Any
 
+from ferry.client.cluster_admin import ClusterAdmin
 from ferry.client.errors import ClientError
 from ferry.client.group_dirs import group_dir, validate_group
 from ferry.client.group_store import group_exists, read_members, read_offsets, write_offset
@@ -69,21 +70,32 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     delete.add_argument("--group", required=True, metavar="G", help="the group")
     for sub in (lst, describe, reset, delete):
         cli.add_zookeeper_argument(sub, with_timeout=True)
+        cli.add_bootstrap_argument(sub, "a broker of the cluster: the brokers' groups through ListGroups, "
+                                   "DescribeGroups, OffsetFetch/OffsetCommit and DeleteGroups (no ZooKeeper groups)")
         sub.add_argument("--type", choices=KINDS, help="only this kind of group (default: both; reset and "
                          "delete need it when the id names a group of each kind)")
     for sub in (lst, describe):
         cli.add_json_argument(sub)
+    lst.add_argument("--state", action="store_true", help="with each group, its state (Stable, Empty, "
+                     "PreparingRebalance, CompletingRebalance, Dead; ZooKeeper groups: their member count)")
 
 
 def run(args: argparse.Namespace) -> int:
     cli.quiet_zookeeper_logs()
-    cli.require_zookeeper(args)
+    cli.require_one_cluster(args)
     if getattr(args, "group", None) == "":
         raise UsageError("the group id is empty")
+    if args.bootstrap:  # the brokers' groups alone (Kafka 4's way); the paper's groups live in ZooKeeper
+        if args.type == "zookeeper":
+            raise UsageError("ZooKeeper groups live in ZooKeeper: give --zookeeper HOST:PORT/CHROOT")
+        args.type = "kafka"
+        admin = ClusterAdmin(args.bootstrap, settings=getattr(args, "client_settings", None) or {},
+                             timeout_s=args.timeout)
+        return _ACTIONS[args.action](ConsumerGroupService(None, None, admin=admin), args)
     zk = zk_connect(args.zookeeper, timeout=args.timeout)
     try:
         service = ConsumerGroupService(zk, args.zookeeper)
-        return {"list": _list, "describe": _describe, "reset": _reset, "delete": _delete}[args.action](service, args)
+        return _ACTIONS[args.action](service, args)
     finally:
         zk.stop()
         zk.close()
@@ -92,13 +104,21 @@ def run(args: argparse.Namespace) -> int:
 def _list(service: ConsumerGroupService, args: argparse.Namespace) -> int:
     rows: list[dict[str, Any]] = []
     if args.type != "kafka":
-        rows += [{"group": g, "type": "zookeeper", "members": len(read_members(service.zk, g))}
+        rows += [{"group": g, "type": "zookeeper", "members": len(read_members(service.zk, g)), "state": None}
                  for g in service.zookeeper_groups()]
     if args.type != "zookeeper":
-        rows += [{"group": g, "type": "kafka", "members": n} for g, n in service.kafka.list().items()]
+        states = service.kafka.states() if args.state or args.json else {}
+        rows += [{"group": g, "type": "kafka", "members": n, "state": states.get(g, "Empty")}
+                 for g, n in service.kafka.list().items()]
     rows.sort(key=lambda r: (r["group"], r["type"]))
     if args.json:
         print(json.dumps(rows))
+    elif args.state:  # kafka-consumer-groups --list --state
+        width = max([len("GROUP"), *(len(r["group"]) for r in rows)])
+        print(f"{'GROUP':<{width}}  STATE")
+        for r in rows:
+            state = r["state"] or f"({r['members']} member(s), ZooKeeper group)"
+            print(f"{r['group']:<{width}}  {state}")
     else:
         for g in sorted({r["group"] for r in rows}):
             print(g)
@@ -144,7 +164,7 @@ def _print_kafka_group(doc: dict[str, Any]) -> None:
         print(f"\t({doc['note']})")
     for m in doc["members"]:
         parts = ", ".join(f"{a['topic']}-{a['partition']}" for a in m["assignment"]) or "-"
-        print(f"\tMember: {m['id']}\tClient: {m['client_id']}\tPartitions: {parts}")
+        print(f"\tMember: {m['id']}\tClient: {m['client_id']}\tHost: {m['host'] or '-'}\tPartitions: {parts}")
     _print_table(doc["partitions"])
 
 
@@ -217,7 +237,8 @@ def _reset_plan(service: ConsumerGroupService, args: argparse.Namespace, topics:
             raise UsageError(f"--partitions {args.partitions!r} must be a comma-separated list of numbers") from None
     ts = _parse_datetime(args.to_datetime) if args.to_datetime else None
     plan: list[tuple[str, int, int | None, int, str]] = []
-    with SimpleConsumer(zookeeper=args.zookeeper, client_id="ferry-groups", timeout_s=10.0) as c:
+    with SimpleConsumer(bootstrap=args.bootstrap, zookeeper=args.zookeeper, client_id="ferry-groups",
+                        timeout_s=10.0) as c:
         for topic in topics:
             parts = service.partitions(topic)
             if not parts:
@@ -260,3 +281,6 @@ def _delete(service: ConsumerGroupService, args: argparse.Namespace) -> int:
         zk.delete(group_dir(args.group), recursive=True)
     print(f"Deleted {kind} group {args.group}.", file=sys.stderr)
     return 0
+
+
+_ACTIONS = {"list": _list, "describe": _describe, "reset": _reset, "delete": _delete}

@@ -49,6 +49,20 @@ class KafkaGroupAdmin:
                     out[g] = None
         return out
 
+    def states(self) -> dict[str, str]:
+        """{group: state} of the groups the coordinators know (ListGroups v0-2 tells no state: DescribeGroups)."""
+        client = self._groups_client()
+        if client is None:
+            return {}
+        with client:
+            out = {}
+            for g in client.list():
+                try:
+                    out[g] = client.describe(g).state
+                except ClientError:
+                    continue
+            return out
+
     def describe(self, group: str) -> KafkaGroupDescription | None:
         """The coordinator's view of the group (None when no broker can be asked)."""
         client = self._groups_client()
