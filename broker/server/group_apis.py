@@ -21,6 +21,7 @@ from ferry.broker.server.request_context import RequestContext
 from ferry.broker.server.request_result import Result, encode_after
 from ferry.broker.server.transaction_apis import TransactionApis, coordinator_answer
 from ferry.wire.protocol import (
+    consumer_group_heartbeat,
     delete_groups,
     describe_groups,
     find_coordinator,
@@ -177,19 +178,25 @@ class GroupApis:
         return encode_after(result, lambda res: _offset_fetch_body(version, *res))
 
     # ------------------------------------------------------------------ ListGroups / DescribeGroups / DeleteGroups
+    def handle_consumer_group_heartbeat(self, request: RequestContext, r: Reader) -> Result:
+        """KIP-848's consumer protocol is not served: the client is told at once (consumer_group_heartbeat.py)."""
+        return consumer_group_heartbeat.encode_error_response(ErrorCode.UNSUPPORTED_VERSION)
+
     def handle_list_groups(self, request: RequestContext, r: Reader) -> Result:
         version = request.api_version
-        list_groups.parse_request(r, version)
+        states = list_groups.parse_request(r, version)
         coordinator = self._coordinator()
         if coordinator is None:
             return list_groups.encode_response(version, ErrorCode.COORDINATOR_NOT_AVAILABLE, [])
         authz = self._authz
         if not authz.enabled or authz.authorize_cluster(request, AclOperation.DESCRIBE, log_denial=False):
-            return encode_after(coordinator.list_groups(), lambda res: list_groups.encode_response(version, *res))
+            return encode_after(coordinator.list_groups(),
+                                lambda res: list_groups.encode_response(version, *res, states))
 
-        def visible(res: tuple[int, list[tuple[str, str]]]) -> bytes:  # without Describe on the cluster: filtered
-            allowed = set(authz.allowed_names(request, AclOperation.DESCRIBE, ResourceType.GROUP, [g for g, _ in res[1]]))
-            return list_groups.encode_response(version, res[0], [(g, t) for g, t in res[1] if g in allowed])
+        def visible(res: tuple[int, list[tuple[str, str, str]]]) -> bytes:  # without Describe on the cluster: filtered
+            names = [g[0] for g in res[1]]
+            allowed = set(authz.allowed_names(request, AclOperation.DESCRIBE, ResourceType.GROUP, names))
+            return list_groups.encode_response(version, res[0], [g for g in res[1] if g[0] in allowed], states)
 
         return encode_after(coordinator.list_groups(), visible)
 

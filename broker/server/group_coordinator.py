@@ -139,21 +139,22 @@ class GroupCoordinator:
                 self._groups.unload(group, ErrorCode.NOT_COORDINATOR)
 
     # ------------------------------------------------------------------ ListGroups / DescribeGroups / DeleteGroups
-    async def list_groups(self) -> tuple[int, list[tuple[str, str]]]:
-        """(error, [(group, protocol type)]) of the groups this broker coordinates: those with members here
-        and those with committed offsets in ZooKeeper."""
+    async def list_groups(self) -> tuple[int, list[tuple[str, str, str]]]:
+        """(error, [(group, protocol type, state)]) of the groups this broker coordinates: those it holds
+        (with their state: Stable, PreparingRebalance, ...) and those with committed offsets in ZooKeeper only
+        (Empty, as Kafka lists a group it loaded from its offsets)."""
         if not self._groups.serving or self.broker_id not in self.metadata.brokers:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE, []
-        out = {g.group_id: g.protocol_type or "" for g in self._groups.groups.values() if not g.is_(DEAD)}
+        out = {g.group_id: (g.protocol_type or "", g.state) for g in self._groups.groups.values() if not g.is_(DEAD)}
         try:
             stored = await self._groups.run_in_executor(self.executor, self._stored_groups)
         except Exception as e:
             log.warning("listing groups in ZooKeeper failed: %s", e or type(e).__name__)
-            return ErrorCode.COORDINATOR_NOT_AVAILABLE, sorted(out.items())
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE, [(g, *v) for g, v in sorted(out.items())]
         for gid, ptype in stored.items():
             if gid not in out and self._groups.coordinated_here(gid):
-                out[gid] = ptype
-        return ErrorCode.NONE, sorted(out.items())
+                out[gid] = (ptype, EMPTY)
+        return ErrorCode.NONE, [(g, *v) for g, v in sorted(out.items())]
 
     def _stored_groups(self) -> dict[str, str]:
         client = self.zk_client()

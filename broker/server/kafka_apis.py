@@ -94,6 +94,7 @@ class KafkaApis:
             ApiKey.LIST_GROUPS: groups.handle_list_groups,
             ApiKey.DESCRIBE_GROUPS: groups.handle_describe_groups,
             ApiKey.DELETE_GROUPS: groups.handle_delete_groups,
+            ApiKey.CONSUMER_GROUP_HEARTBEAT: groups.handle_consumer_group_heartbeat,
             # producer ids and transactions
             ApiKey.INIT_PRODUCER_ID: txn.handle_init_producer_id,
             ApiKey.ADD_PARTITIONS_TO_TXN: txn.handle_add_partitions_to_txn,

@@ -74,6 +74,22 @@ def _same_after_roundtrip(cls, ours: bytes, version: int):
     return decoded
 
 
+def _flexible_roundtrip(cls, ours: bytes, version: int):
+    """_same_after_roundtrip for a flexible answer: response header v1's tagged fields, then compact fields."""
+    assert ours[0] == 0, "a flexible answer starts with response header v1's empty tagged fields"
+    decode = cls._struct.compiled_decode_from(version, compact=True, tagged=True, data_class=cls[None])
+    decoded, end = decode(memoryview(ours), 1)
+    assert end == len(ours), f"{cls.__name__} v{version}: {len(ours) - end} bytes left over"
+    decoded._header = None
+    assert b"\0" + bytes(decoded.encode(version=version)) == ours, f"{cls.__name__} v{version} re-encodes differently"
+    return decoded
+
+
+def _flexible_body(req, version: int) -> Reader:
+    """A flexible request's body after header v2's client id: its (empty) tagged fields, then the fields."""
+    return Reader(b"\0" + bytes(req.encode(version=version)))
+
+
 def _body(req, version: int) -> Reader:
     return Reader(bytes(req.encode(version=version)))
 
@@ -186,12 +202,24 @@ def test_offset_fetch(version):
         [(0, 42, "meta"), (3, -1, "")]
 
 
+@pytest.mark.parametrize("version", (3, 4))
+def test_list_groups_flexible_with_states(version):
+    """v3 is flexible; v4 lists each group's state and filters by the states asked for (KIP-518)."""
+    kwargs = {"states_filter": ["stable"]} if version >= 4 else {}
+    states = list_groups.parse_request(_flexible_body(ListGroupsRequest(version=version, **kwargs), version), version)
+    assert states == (frozenset({"stable"}) if version >= 4 else None)
+    groups = [("a", "consumer", "Stable"), ("b", "consumer", "Empty")]
+    d = _flexible_roundtrip(ListGroupsResponse, list_groups.encode_response(version, 0, groups, states), version)
+    want = [("a", "consumer", "Stable")] if version >= 4 else [("a", "consumer", ""), ("b", "consumer", "")]
+    assert [(g.group_id, g.protocol_type, getattr(g, "group_state", None)) for g in d.groups] == want
+
+
 @pytest.mark.parametrize("version", range(0, 5))
 def test_list_describe_delete_groups(version):
     if version <= 2:
         list_groups.parse_request(_body(ListGroupsRequest(version=version), version), version)
-        d = _same_after_roundtrip(ListGroupsResponse, list_groups.encode_response(version, 0, [("g", "consumer")]),
-                                  version)
+        d = _same_after_roundtrip(ListGroupsResponse, list_groups.encode_response(
+            version, 0, [("g", "consumer", "Stable")]), version)
         assert [(g.group_id, g.protocol_type) for g in d.groups] == [("g", "consumer")]
     if version <= 1:
         r = _body(DeleteGroupsRequest(version=version, groups_names=["a", "b"]), version)

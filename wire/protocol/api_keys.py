@@ -46,6 +46,7 @@ class ApiKey(IntEnum):
     CREATE_PARTITIONS = 37
     DELETE_GROUPS = 42
     INCREMENTAL_ALTER_CONFIGS = 44
+    CONSUMER_GROUP_HEARTBEAT = 68  # KIP-848: answered UNSUPPORTED_VERSION (consumer_group_heartbeat.py)
 
 
 # api key -> (min, max) advertised in ApiVersions.
@@ -54,7 +55,7 @@ ADVERTISED: dict[int, tuple[int, int]] = {
     ApiKey.FETCH: (4, 11),
     ApiKey.LIST_OFFSETS: (1, 5),
     ApiKey.METADATA: (0, 8),
-    # the group coordinator (docs/groups.md): every non-flexible version
+    # the group coordinator (docs/groups.md): every non-flexible version (ListGroups: and the flexible ones)
     ApiKey.OFFSET_COMMIT: (0, 7),
     ApiKey.OFFSET_FETCH: (0, 5),
     ApiKey.FIND_COORDINATOR: (0, 2),
@@ -63,8 +64,11 @@ ADVERTISED: dict[int, tuple[int, int]] = {
     ApiKey.LEAVE_GROUP: (0, 3),
     ApiKey.SYNC_GROUP: (0, 3),
     ApiKey.DESCRIBE_GROUPS: (0, 4),
-    ApiKey.LIST_GROUPS: (0, 2),
+    ApiKey.LIST_GROUPS: (0, 4),  # v3+: flexible; v4: states (KIP-518)
     ApiKey.DELETE_GROUPS: (0, 1),
+    # KIP-848's protocol: every request refused at once, with what to set (a key not advertised leaves
+    # librdkafka's group.protocol=consumer retrying silently)
+    ApiKey.CONSUMER_GROUP_HEARTBEAT: (0, 1),  # v1 (the regex field) is what librdkafka asks for
     ApiKey.API_VERSIONS: (0, 2),
     ApiKey.SASL_HANDSHAKE: (0, 1),  # v0: raw tokens follow (broker/server/sasl_requests.py)
     ApiKey.SASL_AUTHENTICATE: (0, 2),
