@@ -216,6 +216,28 @@ def delete_group(client: KazooClient, group: str) -> bool:
     raise GroupOffsetsError(f"deleting group {group!r}: commits kept arriving; stop its members first")
 
 
+def delete_offsets(client: KazooClient, group: str, partitions: Iterable[TopicPartition]) -> bool:
+    """Remove the group's committed offsets of ``partitions`` (OffsetDelete), and a topic's znode left empty;
+    False when the group has no znode (nothing committed)."""
+    gpath = group_path(group)
+    if client.exists(gpath) is None:
+        return False
+    topics = set()
+    for topic, p in partitions:
+        topics.add(topic)
+        try:
+            client.delete(partition_offset_path(group, topic, p))
+        except NoNodeError:
+            pass
+    for topic in topics:
+        try:
+            if not client.get_children(f"{gpath}/{topic}"):
+                client.delete(f"{gpath}/{topic}")
+        except (NoNodeError, NotEmptyError):
+            pass  # gone already, or a commit came in meanwhile
+    return True
+
+
 def delete_topic_offsets(client: KazooClient, topic: str) -> int:
     """Remove every group's offsets of a deleted topic (Kafka does the same); returns how many groups had some."""
     n = 0

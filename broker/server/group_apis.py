@@ -30,6 +30,7 @@ from ferry.wire.protocol import (
     leave_group,
     list_groups,
     offset_commit,
+    offset_delete,
     offset_fetch,
     sync_group,
 )
@@ -236,6 +237,25 @@ class GroupApis:
             return delete_groups.encode_response(version, refused)
         return encode_after(coordinator.delete_groups(allowed),
                             lambda res: delete_groups.encode_response(version, list(res) + refused))
+
+    def handle_offset_delete(self, request: RequestContext, r: Reader) -> Result:
+        """OffsetDelete (KIP-496): Delete on the group, and Read on each topic (as Kafka authorizes it)."""
+        version = request.api_version
+        req = offset_delete.parse_request(r, version)
+        coordinator = self._coordinator()
+        if coordinator is None:
+            return offset_delete.encode_response(version, ErrorCode.COORDINATOR_NOT_AVAILABLE, [])
+        if self._group_denied(request, req.group_id, AclOperation.DELETE):
+            return offset_delete.encode_response(version, ErrorCode.GROUP_AUTHORIZATION_FAILED, [])
+        authz = self._authz
+        readable = set(authz.allowed_names(request, AclOperation.READ, ResourceType.TOPIC, [t for t, _ in req.topics])
+                       ) if authz.enabled else {t for t, _ in req.topics}
+        refused = [(t, [(p, ErrorCode.TOPIC_AUTHORIZATION_FAILED) for p in ps]) for t, ps in req.topics
+                   if t not in readable]
+        allowed = [(t, ps) for t, ps in req.topics if t in readable]
+        return encode_after(coordinator.delete_offsets(req.group_id, allowed),
+                            lambda res: offset_delete.encode_response(version, res[0], list(res[1]) + refused
+                                                                      if res[0] == ErrorCode.NONE else []))
 
     def _coordinator(self) -> GroupCoordinator | None:
         return self._group_coordinator

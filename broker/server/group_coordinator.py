@@ -38,6 +38,7 @@ from ferry.broker.server.group_coordinator_state import (
     coordinator_for,
 )
 from ferry.broker.server.metadata_cache import MetadataCache
+from ferry.wire.protocol.consumer_protocol import parse_subscription
 from ferry.wire.protocol.describe_groups import DescribedGroup, DescribedMember
 from ferry.wire.protocol.errors import ErrorCode
 from ferry.wire.protocol.join_group import JoinGroupRequest
@@ -203,6 +204,32 @@ class GroupCoordinator:
         return DescribedGroup(ErrorCode.NONE, group.group_id, group.state, group.protocol_type or "", protocol,
                               members)
 
+    async def delete_offsets(self, gid: str, topics: list[tuple[str, list[int]]]
+                             ) -> tuple[int, list[tuple[str, list[tuple[int, int]]]]]:
+        """OffsetDelete (KIP-496): (the group's error, per partition its error). Kafka's rule: a group with members
+        keeps the offsets of the topics its members subscribe to (GROUP_SUBSCRIBED_TO_TOPIC), a group of another
+        protocol than "consumer" with members keeps all (NON_EMPTY_GROUP)."""
+        code = self.validate_group(gid)
+        if code:
+            return code, []
+        group = self._groups.get(gid)
+        subscribed: set[str] = set()
+        if group is not None and group.members:
+            if group.protocol_type != "consumer":
+                return ErrorCode.NON_EMPTY_GROUP, []
+            subscribed = _subscribed_topics(group)
+        wanted = [(t, p) for t, ps in topics for p in ps if t not in subscribed]
+        ok, found = await self._in_zookeeper("deleting offsets in", gid,
+                                             lambda zk, g: group_offsets.delete_offsets(zk, g, wanted))
+        if not ok:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE, []
+        if not found and group is None:
+            return ErrorCode.GROUP_ID_NOT_FOUND, []
+        if wanted:
+            log.info("group %s: committed offsets of %d partition(s) deleted", gid, len(wanted))
+        return ErrorCode.NONE, [(t, [(p, ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC if t in subscribed else ErrorCode.NONE)
+                                     for p in ps]) for t, ps in topics]
+
     async def delete_groups(self, group_ids: list[str]) -> list[tuple[str, int]]:
         out = []
         for gid in group_ids:
@@ -226,3 +253,15 @@ class GroupCoordinator:
             else:
                 out.append((gid, ErrorCode.GROUP_ID_NOT_FOUND))
         return out
+
+
+def _subscribed_topics(group: GroupMetadata) -> set[str]:
+    """Every topic any member's subscription names (all its protocols: the group may not have chosen one yet)."""
+    out: set[str] = set()
+    for m in group.members.values():
+        for _name, metadata in m.protocols:
+            try:
+                out.update(parse_subscription(bytes(metadata)))
+            except ValueError:
+                continue
+    return out

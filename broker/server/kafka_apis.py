@@ -94,6 +94,7 @@ class KafkaApis:
             ApiKey.LIST_GROUPS: groups.handle_list_groups,
             ApiKey.DESCRIBE_GROUPS: groups.handle_describe_groups,
             ApiKey.DELETE_GROUPS: groups.handle_delete_groups,
+            ApiKey.OFFSET_DELETE: groups.handle_offset_delete,
             ApiKey.CONSUMER_GROUP_HEARTBEAT: groups.handle_consumer_group_heartbeat,
             # producer ids and transactions
             ApiKey.INIT_PRODUCER_ID: txn.handle_init_producer_id,

@@ -45,6 +45,7 @@ class ApiKey(IntEnum):
     SASL_AUTHENTICATE = 36
     CREATE_PARTITIONS = 37
     DELETE_GROUPS = 42
+    OFFSET_DELETE = 47
     INCREMENTAL_ALTER_CONFIGS = 44
     CONSUMER_GROUP_HEARTBEAT = 68  # KIP-848: answered UNSUPPORTED_VERSION (consumer_group_heartbeat.py)
 
@@ -66,6 +67,7 @@ ADVERTISED: dict[int, tuple[int, int]] = {
     ApiKey.DESCRIBE_GROUPS: (0, 4),
     ApiKey.LIST_GROUPS: (0, 4),  # v3+: flexible; v4: states (KIP-518)
     ApiKey.DELETE_GROUPS: (0, 1),
+    ApiKey.OFFSET_DELETE: (0, 0),  # KIP-496
     # KIP-848's protocol: every request refused at once, with what to set (a key not advertised leaves
     # librdkafka's group.protocol=consumer retrying silently)
     ApiKey.CONSUMER_GROUP_HEARTBEAT: (0, 1),  # v1 (the regex field) is what librdkafka asks for
