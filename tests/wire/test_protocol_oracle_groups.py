@@ -63,6 +63,7 @@ from ferry.wire.protocol import (
     sync_group,
 )
 from ferry.wire.protocol.primitives import Reader
+from tests.wire.flexible_oracle import flexible_body, flexible_roundtrip
 
 
 def _same_after_roundtrip(cls, ours: bytes, version: int):
@@ -72,22 +73,6 @@ def _same_after_roundtrip(cls, ours: bytes, version: int):
     decoded._header = None
     assert bytes(decoded.encode(version=version)) == ours, f"{cls.__name__} v{version} re-encodes differently"
     return decoded
-
-
-def _flexible_roundtrip(cls, ours: bytes, version: int):
-    """_same_after_roundtrip for a flexible answer: response header v1's tagged fields, then compact fields."""
-    assert ours[0] == 0, "a flexible answer starts with response header v1's empty tagged fields"
-    decode = cls._struct.compiled_decode_from(version, compact=True, tagged=True, data_class=cls[None])
-    decoded, end = decode(memoryview(ours), 1)
-    assert end == len(ours), f"{cls.__name__} v{version}: {len(ours) - end} bytes left over"
-    decoded._header = None
-    assert b"\0" + bytes(decoded.encode(version=version)) == ours, f"{cls.__name__} v{version} re-encodes differently"
-    return decoded
-
-
-def _flexible_body(req, version: int) -> Reader:
-    """A flexible request's body after header v2's client id: its (empty) tagged fields, then the fields."""
-    return Reader(b"\0" + bytes(req.encode(version=version)))
 
 
 def _body(req, version: int) -> Reader:
@@ -206,10 +191,10 @@ def test_offset_fetch(version):
 def test_list_groups_flexible_with_states(version):
     """v3 is flexible; v4 lists each group's state and filters by the states asked for (KIP-518)."""
     kwargs = {"states_filter": ["stable"]} if version >= 4 else {}
-    states = list_groups.parse_request(_flexible_body(ListGroupsRequest(version=version, **kwargs), version), version)
+    states = list_groups.parse_request(flexible_body(ListGroupsRequest(version=version, **kwargs), version), version)
     assert states == (frozenset({"stable"}) if version >= 4 else None)
     groups = [("a", "consumer", "Stable"), ("b", "consumer", "Empty")]
-    d = _flexible_roundtrip(ListGroupsResponse, list_groups.encode_response(version, 0, groups, states), version)
+    d = flexible_roundtrip(ListGroupsResponse, list_groups.encode_response(version, 0, groups, states), version)
     want = [("a", "consumer", "Stable")] if version >= 4 else [("a", "consumer", ""), ("b", "consumer", "")]
     assert [(g.group_id, g.protocol_type, getattr(g, "group_state", None)) for g in d.groups] == want
 

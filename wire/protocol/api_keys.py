@@ -54,7 +54,7 @@ class ApiKey(IntEnum):
 ADVERTISED: dict[int, tuple[int, int]] = {
     ApiKey.PRODUCE: (0, 8),
     ApiKey.FETCH: (4, 11),
-    ApiKey.LIST_OFFSETS: (1, 5),
+    ApiKey.LIST_OFFSETS: (1, 7),  # v6+: flexible; v7: MAX_TIMESTAMP (-3)
     ApiKey.METADATA: (0, 8),
     # the group coordinator (docs/groups.md): every non-flexible version (ListGroups: and the flexible ones)
     ApiKey.OFFSET_COMMIT: (0, 7),
