@@ -167,6 +167,10 @@ class ClusterAdmin:
     def list_groups(self) -> dict[str, str]:
         """{group: state} of every group the brokers coordinate (ListGroups)."""
         listed = self._wait(self._admin.list_consumer_groups(**self._opts()), "ListGroups")
+        if listed.errors:  # a broker that did not answer: the listing would be partial (or empty)
+            first = listed.errors[0]
+            raise _error(first if isinstance(first, KafkaException) else KafkaException(first),
+                         f"ListGroups at {self.bootstrap}")
         return {g.group_id: _state_name(g.state) for g in listed.valid}
 
     def describe_group(self, group: str) -> KafkaGroupDescription:
