@@ -129,7 +129,8 @@ class ClusterAdmin:
                      assignment: dict[int, list[int]] | None, config: dict[str, str]) -> None:
         """CreateTopics; without a replication factor the brokers' default.replication.factor applies (-1)."""
         if assignment is not None:
-            topic = NewTopic(name, replica_assignment=[assignment[p] for p in sorted(assignment)], config=config)
+            replicas = [assignment[p] for p in sorted(assignment)]  # librdkafka wants the count with them
+            topic = NewTopic(name, len(replicas), replica_assignment=replicas, config=config)
         else:
             topic = NewTopic(name, partitions if partitions is not None else -1,
                              replication_factor if replication_factor is not None else -1, config=config)

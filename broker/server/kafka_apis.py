@@ -16,6 +16,7 @@ from ferry.broker.server.admin_apis import AdminApis
 from ferry.broker.server.authorizer import Authorizer
 from ferry.broker.server.broker_config import BrokerConfig
 from ferry.broker.server.config_apis import ConfigApis
+from ferry.broker.server.election_apis import ElectionApis
 from ferry.broker.server.fetch_apis import FetchApis
 from ferry.broker.server.fetch_purgatory import FetchPurgatory
 from ferry.broker.server.group_apis import GroupApis
@@ -62,6 +63,7 @@ class KafkaApis:
         meta = MetadataApis(config, metadata_cache, admin, authz)
         topics = TopicAdminApis(config, metadata_cache, registry, replicas, executor, authz)
         configs = ConfigApis(config, registry, executor, authz)
+        elections = ElectionApis(metadata_cache, registry, executor, authz)
         replication = ReplicationApis(replicas, authz)
         txn = TransactionApis(transaction_coordinator, group_coordinator, producer_ids, metadata_cache, registry,
                               executor, authz)
@@ -79,6 +81,7 @@ class KafkaApis:
             ApiKey.DELETE_TOPICS: topics.handle_delete_topics,
             ApiKey.CREATE_PARTITIONS: topics.handle_create_partitions,
             ApiKey.DELETE_RECORDS: topics.handle_delete_records,
+            ApiKey.ELECT_LEADERS: elections.handle_elect_leaders,
             ApiKey.DESCRIBE_LOG_DIRS: topics.handle_describe_log_dirs,
             ApiKey.DESCRIBE_CONFIGS: configs.handle_describe_configs,
             ApiKey.INCREMENTAL_ALTER_CONFIGS: configs.handle_incremental_alter_configs,

@@ -45,6 +45,7 @@ class ApiKey(IntEnum):
     SASL_AUTHENTICATE = 36
     CREATE_PARTITIONS = 37
     DELETE_GROUPS = 42
+    ELECT_LEADERS = 43
     OFFSET_DELETE = 47
     INCREMENTAL_ALTER_CONFIGS = 44
     CONSUMER_GROUP_HEARTBEAT = 68  # KIP-848: answered UNSUPPORTED_VERSION (consumer_group_heartbeat.py)
@@ -82,6 +83,7 @@ ADVERTISED: dict[int, tuple[int, int]] = {
     ApiKey.ALTER_CONFIGS: (0, 1),
     ApiKey.DESCRIBE_LOG_DIRS: (0, 1),
     ApiKey.CREATE_PARTITIONS: (0, 1),
+    ApiKey.ELECT_LEADERS: (0, 1),  # preferred elections through the controller (v2 is flexible)
     ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 0),
     ApiKey.INIT_PRODUCER_ID: (0, 1),
     ApiKey.OFFSET_FOR_LEADER_EPOCH: (0, 3),

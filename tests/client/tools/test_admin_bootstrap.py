@@ -62,6 +62,10 @@ def test_topics_create_describe_alter_delete_over_bootstrap(cluster):
     assert r.returncode == 2 and "does not exist" in r.stderr
     r = ferry("topics", "delete", "bt", *b)
     assert r.returncode == 2 and "Unknown topic" in r.stderr
+    r = ferry("topics", "create", "ra", "--replica-assignment", "2:1,1:2", *b)
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(ferry("topics", "describe", "ra", "--json", *b).stdout)
+    assert [p["replicas"] for p in doc["partitions"]] == [[2, 1], [1, 2]]
     r = ferry("topics", "reassign", "--verify", "--reassignment-json-file", "x.json", *b)
     assert r.returncode == 2 and "--zookeeper" in r.stderr
 
