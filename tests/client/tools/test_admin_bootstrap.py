@@ -1,7 +1,8 @@
 """`ferry topics|configs|groups` with `--bootstrap-server` alone (no ZooKeeper on the command line), against two
 real ferry brokers: what each action does is checked with a client nobody here wrote (confluent-kafka's
 AdminClient, kafka-python's consumer), and the answers come back as Kafka's tools print them, with Kafka's exit
-codes (2 for a refused request, 1 for a cluster that does not answer)."""
+codes (2 for a refused request, 1 for a cluster that does not answer). The APIs themselves, each with several
+clients: tests/broker/test_admin_clients.py and test_admin_protocol_gaps.py."""
 
 from __future__ import annotations
 
@@ -10,7 +11,6 @@ import time
 import uuid
 
 import pytest
-from confluent_kafka import Consumer, KafkaError
 from confluent_kafka.admin import AdminClient, ConfigResource
 from kafka import KafkaConsumer, KafkaProducer
 
@@ -145,19 +145,3 @@ def test_groups_over_bootstrap_state_host_reset_delete(cluster):
     assert r.returncode == 2 and "does not exist" in r.stderr
     r = ferry("groups", "list", "--type", "zookeeper", *b)
     assert r.returncode == 2 and "--zookeeper" in r.stderr
-
-
-def test_new_consumer_protocol_is_refused_at_once(cluster):
-    """librdkafka with group.protocol=consumer (KIP-848) gets a fatal error within seconds, not a silent loop."""
-    c = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "g848", "group.protocol": "consumer"})
-    c.subscribe(["gt"])
-    error = None
-    deadline = time.monotonic() + 15
-    try:
-        while error is None and time.monotonic() < deadline:
-            m = c.poll(0.5)
-            if m is not None and m.error():
-                error = m.error()
-    finally:
-        c.close()
-    assert error is not None and error.code() == KafkaError._FATAL and "ConsumerGroupHeartbeat" in error.str()
