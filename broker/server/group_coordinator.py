@@ -37,8 +37,8 @@ from ferry.broker.server.group_coordinator_state import (
     JoinResult,
     coordinator_for,
 )
+from ferry.broker.server.group_offset_expiry import OffsetExpiry
 from ferry.broker.server.metadata_cache import MetadataCache
-from ferry.wire.protocol.consumer_protocol import parse_subscription
 from ferry.wire.protocol.describe_groups import DescribedGroup, DescribedMember
 from ferry.wire.protocol.errors import ErrorCode
 from ferry.wire.protocol.join_group import JoinGroupRequest
@@ -72,6 +72,7 @@ class GroupCoordinator:
         self._liveness = MemberLiveness(self._groups, self._after_departure)
         self._rebalancer = GroupRebalancer(self._groups, self.settings, self._liveness)
         self._offsets = GroupOffsetStore(self._groups, self.settings, zk_client, executor, self._liveness)
+        self._expiry = OffsetExpiry(self._groups, self.settings, zk_client, executor)
 
     @property
     def groups(self) -> dict[str, GroupMetadata]:
@@ -80,10 +81,12 @@ class GroupCoordinator:
 
     def start(self, loop: asyncio.AbstractEventLoop) -> None:
         self._groups.start(loop)
+        self._expiry.start(loop)
         self.metadata.add_brokers_listener(self._on_brokers_threadsafe)
 
     def stop(self) -> None:
         """Shutting down: every group's waiting requests are answered NOT_COORDINATOR (members look again)."""
+        self._expiry.stop()
         for group in list(self._groups.groups.values()):
             self._groups.unload(group, ErrorCode.NOT_COORDINATOR)
         self._groups.stop()
@@ -110,6 +113,10 @@ class GroupCoordinator:
     def fetch(self, group_id: str, topics: list[tuple[str, list[int]]] | None
               ) -> OffsetFetchResult | Awaitable[OffsetFetchResult]:
         return self._offsets.fetch(group_id, topics)
+
+    async def expire_offsets(self, now_ms: int | None = None) -> int:
+        """One pass of offset expiry now (it also runs every offsets.retention.check.interval.ms)."""
+        return await self._expiry.sweep(now_ms)
 
     def _after_departure(self, group: GroupMetadata, why: str | None) -> None:
         """MemberLiveness saw members go: the rebalancer decides (constructed after it, hence this hop)."""
@@ -217,7 +224,7 @@ class GroupCoordinator:
         if group is not None and group.members:
             if group.protocol_type != "consumer":
                 return ErrorCode.NON_EMPTY_GROUP, []
-            subscribed = _subscribed_topics(group)
+            subscribed = group.subscribed_topics()
         wanted = [(t, p) for t, ps in topics for p in ps if t not in subscribed]
         ok, found = await self._in_zookeeper("deleting offsets in", gid,
                                              lambda zk, g: group_offsets.delete_offsets(zk, g, wanted))
@@ -254,14 +261,3 @@ class GroupCoordinator:
                 out.append((gid, ErrorCode.GROUP_ID_NOT_FOUND))
         return out
 
-
-def _subscribed_topics(group: GroupMetadata) -> set[str]:
-    """Every topic any member's subscription names (all its protocols: the group may not have chosen one yet)."""
-    out: set[str] = set()
-    for m in group.members.values():
-        for _name, metadata in m.protocols:
-            try:
-                out.update(parse_subscription(bytes(metadata)))
-            except ValueError:
-                continue
-    return out
