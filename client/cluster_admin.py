@@ -14,7 +14,13 @@ from collections.abc import Mapping
 from concurrent.futures import Future
 from typing import Any
 
-from confluent_kafka import ConsumerGroupTopicPartitions, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import (
+    ConsumerGroupTopicPartitions,
+    ElectionType,
+    KafkaError,
+    KafkaException,
+    TopicPartition,
+)
 from confluent_kafka.admin import (
     AdminClient,
     AlterConfigOpType,
@@ -144,6 +150,15 @@ class ClusterAdmin:
     def create_partitions(self, name: str, total: int) -> None:
         self._wait(self._admin.create_partitions([NewPartitions(name, total)], **self._opts())[name],
                    f"CreatePartitions {name}")
+
+    def elect_preferred_leaders(self, partitions: list[tuple[str, int]] | None) -> dict[tuple[str, int], Any]:
+        """ElectLeaders (preferred): {(topic, partition): None when elected, else librdkafka's KafkaError (e.g.
+        ELECTION_NOT_NEEDED: its preferred replica leads already)}; ``partitions`` None: every partition."""
+        tps = None if partitions is None else [TopicPartition(t, p) for t, p in partitions]
+        # no timeout keywords: confluent-kafka 2.16's elect_leaders refuses them (its argument parsing is broken)
+        got = self._wait(self._admin.elect_leaders(ElectionType.PREFERRED, tps), "ElectLeaders")
+        return {(tp.topic, tp.partition): err.args[0] if isinstance(err, KafkaException) else err
+                for tp, err in got.items()}
 
     # ------------------------------------------------------------------ configs
     def describe_configs(self, entity_type: str, name: str) -> list[dict[str, Any]]:

@@ -18,7 +18,7 @@ from ferry.client.tools.topic_description import filter_partitions, print_topics
 from ferry.wire.protocol.errors import ErrorCode
 from ferry.zk.cli_args import UsageError
 
-ZOOKEEPER_ONLY = ("reassign", "elect-leaders")
+ZOOKEEPER_ONLY = ("reassign",)
 
 
 def open_admin(args: argparse.Namespace) -> ClusterAdmin:
@@ -54,6 +54,8 @@ def run(args: argparse.Namespace, config: dict[str, str], assignment: dict[int, 
         admin.create_partitions(args.name, args.partitions)
         print(f"Topic {args.name}: {len(before['partitions'])} -> {args.partitions} partitions.")
         return 0
+    if args.action == "elect-leaders":
+        return _elect_leaders(admin, args)
     raise UsageError(f"{args.action} is not available with --bootstrap-server")
 
 
@@ -68,3 +70,34 @@ def _create(admin: ClusterAdmin, args: argparse.Namespace, config: dict[str, str
         return 0
     print(f"Created topic {args.name}.")
     return 0
+
+
+def _elect_leaders(admin: ClusterAdmin, args: argparse.Namespace) -> int:
+    """kafka-leader-election --election-type preferred: one line per outcome; exit 1 when a partition could not
+    be moved (its preferred replica is out of the ISR, or the controller did not act in time)."""
+    if args.partition is not None and args.topic is None:
+        raise UsageError("--partition goes with --topic")
+    partitions = None
+    if args.topic is not None:
+        doc = admin.describe_topics([args.topic])[0]
+        known = [p["partition"] for p in doc["partitions"]]
+        if args.partition is not None and args.partition not in known:
+            raise UsageError(f"topic {args.topic!r} has no partition {args.partition}")
+        partitions = [(args.topic, p) for p in known if args.partition is None or p == args.partition]
+    admin.timeout_s = max(admin.timeout_s, args.election_timeout)
+    results = admin.elect_preferred_leaders(partitions)
+    elected = [tp for tp, err in sorted(results.items()) if err is None]
+    already = [tp for tp, err in sorted(results.items()) if err is not None and err.name() == "ELECTION_NOT_NEEDED"]
+    failed = {tp: err for tp, err in sorted(results.items()) if err is not None and tp not in already}
+    if elected:
+        print(f"Successfully completed leader election (PREFERRED) for partitions {_names(elected)}")
+    if already:
+        print(f"Valid replica already elected for partitions {_names(already)}")
+    for (t, p), err in failed.items():
+        print(f"Error completing leader election (PREFERRED) for partition: {t}-{p}: {err.name()} ({err.str()})",
+              file=sys.stderr)
+    return 1 if failed else 0
+
+
+def _names(partitions: list[tuple[str, int]]) -> str:
+    return ", ".join(f"{t}-{p}" for t, p in partitions)

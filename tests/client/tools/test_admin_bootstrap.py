@@ -46,6 +46,8 @@ def test_topics_create_describe_alter_delete_over_bootstrap(cluster):
     doc = json.loads(ferry("topics", "describe", "bt", "--json", *b).stdout)
     assert all(sorted(p["replicas"]) == [1, 2] and p["alive"] for p in doc["partitions"])
 
+    r = ferry("topics", "elect-leaders", "--topic", "bt", *b)  # ElectLeaders: each is led by its first replica
+    assert (r.returncode, r.stdout) == (0, "Valid replica already elected for partitions bt-0, bt-1\n"), r.stderr
     r = ferry("topics", "alter", "bt", "--partitions", "3", *b)
     assert (r.returncode, r.stdout) == (0, "Topic bt: 2 -> 3 partitions.\n"), r.stderr
     md = AdminClient({"bootstrap.servers": cluster.bootstrap}).list_topics(timeout=10)
