@@ -32,6 +32,7 @@ from ferry.broker.server.request_context import ANONYMOUS, RequestContext, Sessi
 from ferry.broker.server.request_metrics import RequestMetrics
 from ferry.broker.server.request_result import CloseConnection, Handler, Result
 from ferry.broker.server.topic_admin_apis import TopicAdminApis
+from ferry.broker.server.transaction_admin_apis import TransactionAdminApis
 from ferry.broker.server.transaction_apis import TransactionApis
 from ferry.broker.server.transaction_coordinator import TransactionCoordinator
 from ferry.wire.protocol import api_versions
@@ -68,6 +69,7 @@ class KafkaApis:
         txn = TransactionApis(transaction_coordinator, group_coordinator, producer_ids, metadata_cache, registry,
                               executor, authz)
         groups = GroupApis(group_coordinator, txn, authz)
+        txn_admin = TransactionAdminApis(transaction_coordinator, replicas, executor, authz)
         acls = AclApis(authz, lambda: registry.client, executor)
         self._handlers: dict[int, Handler] = {
             ApiKey.PRODUCE: self.produce.handle_produce,
@@ -106,6 +108,9 @@ class KafkaApis:
             ApiKey.END_TXN: txn.handle_end_txn,
             ApiKey.WRITE_TXN_MARKERS: txn.handle_write_txn_markers,
             ApiKey.TXN_OFFSET_COMMIT: txn.handle_txn_offset_commit,
+            ApiKey.LIST_TRANSACTIONS: txn_admin.handle_list_transactions,
+            ApiKey.DESCRIBE_TRANSACTIONS: txn_admin.handle_describe_transactions,
+            ApiKey.DESCRIBE_PRODUCERS: txn_admin.handle_describe_producers,
             # ACLs
             ApiKey.DESCRIBE_ACLS: acls.handle_describe_acls,
             ApiKey.CREATE_ACLS: acls.handle_create_acls,

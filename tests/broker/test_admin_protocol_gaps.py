@@ -16,7 +16,12 @@ from confluent_kafka import TopicPartition as CTopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
 from kafka import KafkaConsumer, TopicPartition
 from kafka.admin import KafkaAdminClient
-from kafka.errors import GroupIdNotFoundError, GroupSubscribedToTopicError, NoError
+from kafka.errors import (
+    GroupIdNotFoundError,
+    GroupSubscribedToTopicError,
+    NoError,
+    TransactionalIdNotFoundError,
+)
 from kafka.structs import OffsetAndMetadata
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
@@ -155,6 +160,38 @@ def test_new_consumer_protocol_fails_at_once(cluster):
         c.close()
     assert error is not None and error.code() == KafkaError._FATAL and "ConsumerGroupHeartbeat" in error.str()
     assert time.monotonic() - started < 10
+
+
+def test_transactions_and_producers_described(cluster):
+    """ListTransactions, DescribeTransactions, DescribeProducers (KIP-664) through kafka-python's admin client,
+    about a confluent-kafka transactional producer with a transaction open, then committed."""
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    create(admin, NewTopic("txd", 1, 1))
+    p = Producer({"bootstrap.servers": cluster.bootstrap, "transactional.id": "txd-1"})
+    p.init_transactions(30)
+    p.begin_transaction()
+    p.produce("txd", b"x", partition=0)
+    p.flush(10)
+    k = KafkaAdminClient(bootstrap_servers=cluster.bootstrap, request_timeout_ms=30_000)
+    try:
+        listed = {t.transactional_id: t for ts in k.list_transactions().values() for t in ts}
+        assert listed["txd-1"].state.value == "Ongoing"
+        d = k.describe_transactions(["txd-1"])["txd-1"]
+        assert (d.state.value, d.topic_partitions, d.producer_id) == ("Ongoing", {TopicPartition("txd", 0)},
+                                                                    listed["txd-1"].producer_id)
+        with pytest.raises(TransactionalIdNotFoundError):
+            k.describe_transactions(["nobody"])
+        active = k.describe_producers([TopicPartition("txd", 0)])[TopicPartition("txd", 0)].active_producers
+        assert [(a.producer_id, a.last_sequence, a.current_transaction_start_offset) for a in active] == [
+            (d.producer_id, 0, 0)]
+        p.commit_transaction(30)
+        done = {t.transactional_id for ts in k.list_transactions(state_filters=["CompleteCommit"]).values()
+                for t in ts}
+        assert "txd-1" in done
+        active = k.describe_producers([TopicPartition("txd", 0)])[TopicPartition("txd", 0)].active_producers
+        assert [a.current_transaction_start_offset for a in active] == [-1]
+    finally:
+        k.close()
 
 
 def test_elect_leaders_moves_leadership_back_to_the_preferred_replica(cluster):

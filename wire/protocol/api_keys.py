@@ -48,6 +48,9 @@ class ApiKey(IntEnum):
     ELECT_LEADERS = 43
     OFFSET_DELETE = 47
     INCREMENTAL_ALTER_CONFIGS = 44
+    DESCRIBE_PRODUCERS = 61  # KIP-664 (transaction_admin_apis.py)
+    DESCRIBE_TRANSACTIONS = 65
+    LIST_TRANSACTIONS = 66
     CONSUMER_GROUP_HEARTBEAT = 68  # KIP-848: answered UNSUPPORTED_VERSION (consumer_group_heartbeat.py)
 
 
@@ -93,6 +96,10 @@ ADVERTISED: dict[int, tuple[int, int]] = {
     ApiKey.END_TXN: (0, 2),
     ApiKey.WRITE_TXN_MARKERS: (0, 0),
     ApiKey.TXN_OFFSET_COMMIT: (0, 2),
+    # operators' view of transactions and producers (KIP-664): flexible v0
+    ApiKey.DESCRIBE_PRODUCERS: (0, 0),
+    ApiKey.DESCRIBE_TRANSACTIONS: (0, 0),
+    ApiKey.LIST_TRANSACTIONS: (0, 0),
     # ACLs (docs/acls.md): every non-flexible version (v1: prefixed patterns)
     ApiKey.DESCRIBE_ACLS: (0, 1),
     ApiKey.CREATE_ACLS: (0, 1),

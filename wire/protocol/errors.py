@@ -86,6 +86,7 @@ class ErrorCode(IntEnum):
     GROUP_SUBSCRIBED_TO_TOPIC = 86
     INVALID_RECORD = 87
     PRODUCER_FENCED = 90  # KIP-588: a newer producer with the same transactional.id took over
+    TRANSACTIONAL_ID_NOT_FOUND = 105  # DescribeTransactions of an id the coordinator does not know
 
 
 def error_name(code: int) -> str:
