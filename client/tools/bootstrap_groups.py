@@ -7,7 +7,7 @@ from __future__ import annotations
 from ferry.client.cluster_admin import ClusterAdmin
 from ferry.client.errors import ClientError
 from ferry.client.kafka_groups import KafkaGroupDescription
-from ferry.zk.cli_args import UsageError
+from ferry.client.tools.kafka_group_admin import refuse_with_members
 
 
 class BootstrapGroups:
@@ -44,12 +44,7 @@ class BootstrapGroups:
 
     def check_no_members(self, group: str) -> None:
         """A reset is refused while the group has members (the coordinator would refuse the commit anyway)."""
-        d = self.describe(group)
-        if d.members:
-            ids = ", ".join(m.member_id for m in d.members)
-            raise UsageError(f"group {group!r} has {len(d.members)} live member(s) ({ids}) in state {d.state}; "
-                             "stop them first (the coordinator refuses offsets from outside while a group has "
-                             "members)")
+        refuse_with_members(self.describe(group))
 
     def write_offsets(self, group: str, new: dict[tuple[str, int], int]) -> None:
         self.admin.commit(group, new)

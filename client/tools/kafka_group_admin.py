@@ -90,11 +90,7 @@ class KafkaGroupAdmin:
         d = self.describe(group)
         if d is None:
             raise UsageError("no live broker to reset a Kafka-protocol group through")
-        if d.members:
-            ids = ", ".join(m.member_id for m in d.members)
-            raise UsageError(f"group {group!r} has {len(d.members)} live member(s) ({ids}) in state {d.state}; "
-                             "stop them first (the coordinator refuses offsets from outside while a group has "
-                             "members)")
+        refuse_with_members(d)
 
     def write_offsets(self, group: str, new: dict[tuple[str, int], int]) -> None:
         client = self._groups_client()
@@ -109,3 +105,13 @@ class KafkaGroupAdmin:
             raise UsageError("no live broker to delete a Kafka-protocol group through")
         with client:
             client.delete(group)
+
+
+def refuse_with_members(d: KafkaGroupDescription) -> None:
+    """UsageError for a reset of a group that has members: the coordinator would refuse the commit anyway (and the
+    members would overwrite it at their next commit). Shared by the ZooKeeper and the bootstrap paths."""
+    if d.members:
+        ids = ", ".join(m.member_id for m in d.members)
+        raise UsageError(f"group {d.group!r} has {len(d.members)} live member(s) ({ids}) in state {d.state}; "
+                         "stop them first (the coordinator refuses offsets from outside while a group has "
+                         "members)")
