@@ -29,7 +29,8 @@ DESCRIPTION = (
     "Two kinds of consumer groups: the paper's, coordinated through ZooKeeper by ferry's own "
     "consumers (members under /consumers/<group>/ids, owners under .../owners, offsets under .../offsets), "
     "and Kafka's group protocol, coordinated by a broker for any Kafka client (offsets under "
-    "/consumer_offsets/<group>). Each action handles both; --type zookeeper|kafka picks one.")
+    "/consumer_offsets/<group>). Each action handles both; --type zookeeper|kafka picks one. With --bootstrap-server "
+    "instead of --zookeeper, the brokers' groups through their APIs alone.")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -31,7 +31,8 @@ PLACEMENT = (
 
 DESCRIPTION = (
     "Manage the topics of one cluster. Topics are kept in ZooKeeper under the cluster's "
-    "chroot. " + PLACEMENT)
+    "chroot: give --zookeeper, or --bootstrap-server to go through the brokers' admin APIs alone (Kafka 4's way; "
+    "reassign needs ZooKeeper). " + PLACEMENT)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
