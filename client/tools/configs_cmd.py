@@ -15,7 +15,8 @@ from __future__ import annotations
 import argparse
 import json
 
-from ferry.client.cluster_admin import ENTITY_TYPES, ClusterAdmin
+from ferry.client.cluster_admin import ENTITY_TYPES
+from ferry.client.tools.bootstrap_admin import open_admin
 from ferry.wire.log_config import LogConfig
 from ferry.zk import cli_args as cli
 from ferry.zk import connect as zk_connect
@@ -69,8 +70,7 @@ def run(args: argparse.Namespace) -> int:
         LogConfig.from_topic_config(add)  # a bad value is refused here, naming the setting, before any request
     if args.zookeeper:
         return _over_zookeeper(args, entity_type, name, add, delete)
-    admin = ClusterAdmin(args.bootstrap, settings=getattr(args, "client_settings", None) or {},
-                         timeout_s=args.timeout)
+    admin = open_admin(args)
     label = f"{entity_type[:-1]} {name}"
     if args.alter:
         admin.alter_configs(entity_type, name, add, delete)

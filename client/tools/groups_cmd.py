@@ -15,11 +15,11 @@ import json
 import sys
 from typing import Any
 
-from ferry.client.cluster_admin import ClusterAdmin
 from ferry.client.errors import ClientError
 from ferry.client.group_dirs import group_dir, validate_group
 from ferry.client.group_store import group_exists, read_members, read_offsets, write_offset
 from ferry.client.simple_consumer import SimpleConsumer
+from ferry.client.tools.bootstrap_admin import open_admin
 from ferry.client.tools.consumer_group_service import KINDS, ConsumerGroupService
 from ferry.zk import cli_args as cli
 from ferry.zk import connect as zk_connect
@@ -90,9 +90,7 @@ def run(args: argparse.Namespace) -> int:
         if args.type == "zookeeper":
             raise UsageError("ZooKeeper groups live in ZooKeeper: give --zookeeper HOST:PORT/CHROOT")
         args.type = "kafka"
-        admin = ClusterAdmin(args.bootstrap, settings=getattr(args, "client_settings", None) or {},
-                             timeout_s=args.timeout)
-        return _ACTIONS[args.action](ConsumerGroupService(None, None, admin=admin), args)
+        return _ACTIONS[args.action](ConsumerGroupService(None, None, admin=open_admin(args)), args)
     zk = zk_connect(args.zookeeper, timeout=args.timeout)
     try:
         service = ConsumerGroupService(zk, args.zookeeper)

@@ -14,18 +14,12 @@ import sys
 
 from ferry.client.cluster_admin import ClusterAdmin
 from ferry.client.errors import KafkaResponseError
+from ferry.client.tools.bootstrap_admin import open_admin
 from ferry.client.tools.topic_description import filter_partitions, print_topics
 from ferry.wire.protocol.errors import ErrorCode
 from ferry.zk.cli_args import UsageError
 
 ZOOKEEPER_ONLY = ("reassign",)
-
-
-def open_admin(args: argparse.Namespace) -> ClusterAdmin:
-    """The admin client of --bootstrap-server. Client settings (TLS, SASL) from `--command-config FILE` join here,
-    as the settings dict, once that flag exists on the command (zk/cli_args.py)."""
-    return ClusterAdmin(args.bootstrap, settings=getattr(args, "client_settings", None) or {},
-                        timeout_s=args.timeout)
 
 
 def run(args: argparse.Namespace, config: dict[str, str], assignment: dict[int, list[int]] | None) -> int:
