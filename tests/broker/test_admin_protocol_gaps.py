@@ -7,11 +7,12 @@ from __future__ import annotations
 
 import asyncio
 import time
+import uuid
 
 import pytest
 from aiokafka import AIOKafkaConsumer
 from aiokafka import TopicPartition as ATopicPartition
-from confluent_kafka import Consumer, KafkaError, Producer
+from confluent_kafka import Consumer, ConsumerGroupState, ElectionType, KafkaError, Producer
 from confluent_kafka import TopicPartition as CTopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
 from kafka import KafkaConsumer, TopicPartition
@@ -24,14 +25,13 @@ from kafka.errors import (
 )
 from kafka.structs import OffsetAndMetadata
 
+from tests.conftest import Cluster
+
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
 
 
 @pytest.fixture(scope="module")
 def cluster(zk_server, tmp_path_factory):
-    import uuid
-
-    from tests.conftest import Cluster
     c = Cluster(tmp_path_factory.mktemp("gaps"), f"{zk_server.connect}/t/{uuid.uuid4().hex[:12]}/live", "live")
     for _ in range(2):
         c.add_broker(extra_args=("--override", "group.initial.rebalance.delay.ms=0", "--override",
@@ -140,7 +140,6 @@ def test_group_states_and_member_hosts(cluster):
         k.close()
     listed = {g.group_id: g.state.name for g in admin.list_consumer_groups().result(20).valid}
     assert listed["gs-idle"] == "EMPTY"
-    from confluent_kafka import ConsumerGroupState
     only_empty = admin.list_consumer_groups(states={ConsumerGroupState.EMPTY}).result(20).valid
     assert "gs-idle" in {g.group_id for g in only_empty} and all(g.state.name == "EMPTY" for g in only_empty)
 
@@ -214,7 +213,6 @@ def test_elect_leaders_moves_leadership_back_to_the_preferred_replica(cluster):
     wait_for("broker 1 back in the ISR", lambda: sorted(partition_md(admin, "el").isrs) == [1, 2])
     assert partition_md(admin, "el").leader == 2  # no automatic rebalance here
 
-    from confluent_kafka import ElectionType
     got = admin.elect_leaders(ElectionType.PREFERRED, [CTopicPartition("el", 0)]).result(60)
     assert {(tp.topic, tp.partition): err for tp, err in got.items()} == {("el", 0): None}
     wait_for("broker 1 leads again", lambda: partition_md(admin, "el").leader == 1, timeout=10)
