@@ -76,6 +76,8 @@ def unreachable_zookeeper(p: Paths) -> list[Case]:
         ("topics list", ("topics", "list", *z)),
         ("topics describe", ("topics", "describe", *z)),
         ("topics alter", ("topics", "alter", "t", "--partitions", "2", *z)),
+        ("topics delete", ("topics", "delete", "t", *z)),
+        ("configs describe", ("configs", "--topic", "t", "--describe", *z)),
         ("topics elect-leaders", ("topics", "elect-leaders", "--all-topic-partitions", *z)),
         ("topics reassign", ("topics", "reassign", "--verify", "--reassignment-json-file", p.plan, *z)),
         ("groups list", ("groups", "list", *z)),
@@ -110,6 +112,11 @@ def unreachable_zookeeper(p: Paths) -> list[Case]:
 def unreachable_brokers(p: Paths) -> list[Case]:
     b = ("--bootstrap-server", NO_BROKER, "--timeout", "2")
     return [Case("no broker: produce", ("produce", "--topic", "t", *b), RUNTIME, stdin="x\n"),
+            Case("no broker: topics describe", ("topics", "describe", *b), RUNTIME),
+            Case("no broker: topics delete", ("topics", "delete", "t", *b), RUNTIME),
+            Case("no broker: configs", ("configs", "--entity-type", "topics", "--entity-name", "t", "--describe",
+                                        *b), RUNTIME),
+            Case("no broker: groups list", ("groups", "list", *b), RUNTIME),
             Case("no broker: consume", ("consume", "--topic", "t", *b), RUNTIME),
             Case("no broker: audit report", ("audit", "report", "--offline-only", *b), RUNTIME)]
 
@@ -134,6 +141,10 @@ def bad_arguments(p: Paths) -> list[Case]:
         ("produce no cluster", ("produce", "--topic", "t")),
         ("consume", ("consume", "--topic", "t", "--max-messages", "0", *z)),
         ("groups", ("groups", "describe", *z)),
+        ("groups both ways", ("groups", "list", *z, "--bootstrap-server", NO_BROKER)),
+        ("configs", ("configs", "--describe", *z)),
+        ("configs quotas", ("configs", "--entity-type", "clients", "--entity-name", "c", "--describe", *z)),
+        ("configs alter nothing", ("configs", "--topic", "t", "--alter", *z)),
         ("groups reset", ("groups", "reset", "--group", "g", *z)),
         ("users", ("users", "add", "u", "--password", "pw", *z)),
         ("zookeeper-acls", ("zookeeper-acls", "lock", *z)),

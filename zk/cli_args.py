@@ -67,6 +67,26 @@ def add_cluster_arguments(parser: argparse.ArgumentParser | argparse._ArgumentGr
                         help=bootstrap)
 
 
+def add_bootstrap_argument(parser: argparse.ArgumentParser | argparse._ArgumentGroup,
+                           what: str = "a broker of the cluster: talk to the brokers' admin APIs instead of "
+                           "ZooKeeper") -> None:
+    """`--bootstrap-server HOST:PORT[,...]` (``args.bootstrap``) of a command that also takes `--zookeeper`: the
+    admin tools work with either, as Kafka's did before 4.0 (`--bootstrap-server` alone is Kafka 4's way). The
+    client settings that go with it (`--command-config FILE`) are added next to it by the command."""
+    parser.add_argument("--bootstrap-server", "--bootstrap", dest="bootstrap", metavar="HOST:PORT[,...]", help=what)
+
+
+def require_one_cluster(args: argparse.Namespace) -> None:
+    """Exactly one of --bootstrap-server and --zookeeper ($FERRY_ZOOKEEPER only counts without the other)."""
+    if args.bootstrap and args.zookeeper and args.zookeeper != os.environ.get(ENV_ZOOKEEPER):
+        raise UsageError("give --bootstrap-server or --zookeeper, not both")
+    if args.bootstrap:
+        args.zookeeper = None
+        return
+    if not args.zookeeper:
+        raise UsageError(f"give --bootstrap-server HOST:PORT or --zookeeper {ZK_METAVAR} (or set ${ENV_ZOOKEEPER})")
+
+
 def require_cluster(args: argparse.Namespace) -> None:
     """A command that finds the brokers either way needs --zookeeper or --bootstrap-server."""
     if not args.zookeeper and not args.bootstrap:

@@ -21,12 +21,12 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from urllib.parse import quote, unquote
 
 from kazoo.client import KazooClient
-from kazoo.exceptions import NodeExistsError, NoNodeError, NotEmptyError
+from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, NotEmptyError
 
 from ferry.zk.errors import RegistryError
 
@@ -214,6 +214,65 @@ def delete_group(client: KazooClient, group: str) -> bool:
         except NotEmptyError:
             continue  # a commit added a child meanwhile
     raise GroupOffsetsError(f"deleting group {group!r}: commits kept arriving; stop its members first")
+
+
+def delete_offsets(client: KazooClient, group: str, partitions: Iterable[TopicPartition]) -> bool:
+    """Remove the group's committed offsets of ``partitions`` (OffsetDelete), and a topic's znode left empty;
+    False when the group has no znode (nothing committed)."""
+    gpath = group_path(group)
+    if client.exists(gpath) is None:
+        return False
+    topics = set()
+    for topic, p in partitions:
+        topics.add(topic)
+        try:
+            client.delete(partition_offset_path(group, topic, p))
+        except NoNodeError:
+            pass
+    for topic in topics:
+        try:
+            if not client.get_children(f"{gpath}/{topic}"):
+                client.delete(f"{gpath}/{topic}")
+        except (NoNodeError, NotEmptyError):
+            pass  # gone already, or a commit came in meanwhile
+    return True
+
+
+def expire_offsets(client: KazooClient, group: str, expired: Callable[[TopicPartition, CommittedOffset], bool],
+                   drop_group: bool) -> tuple[int, bool]:
+    """Remove the group's offsets for which ``expired`` holds (offsets.retention.minutes), each only if unchanged
+    since read (a commit meanwhile wins), and with ``drop_group`` the group's znode once nothing is left.
+    Returns (offsets removed, group removed)."""
+    gpath = group_path(group)
+    removed = 0
+    for topic in _children(client, gpath):
+        for part in _children(client, f"{gpath}/{topic}"):
+            path = f"{gpath}/{topic}/{part}"
+            try:
+                data, stat = client.get(path)
+                committed = CommittedOffset.decode(data, path)
+            except NoNodeError:
+                continue
+            except ValueError:
+                continue  # not ours to judge: left for a person
+            if part.isdigit() and expired((topic, int(part)), committed):
+                try:
+                    client.delete(path, version=stat.version)
+                    removed += 1
+                except (NoNodeError, BadVersionError):
+                    continue
+        try:
+            if not client.get_children(f"{gpath}/{topic}"):
+                client.delete(f"{gpath}/{topic}")
+        except (NoNodeError, NotEmptyError):
+            pass
+    if not drop_group:
+        return removed, False
+    try:
+        client.delete(gpath)
+        return removed, True
+    except (NoNodeError, NotEmptyError):
+        return removed, False
 
 
 def delete_topic_offsets(client: KazooClient, topic: str) -> int:

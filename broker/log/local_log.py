@@ -121,6 +121,17 @@ class LocalLog:
                 return seg.find_timestamp(timestamp_ms, bound)
         return None
 
+    def max_timestamp_offset(self, bound: int) -> tuple[int, int] | None:
+        """(base offset, max timestamp) of the batch holding the largest timestamp below ``bound`` (the first such
+        batch on a tie), from each segment's kept maximum: ListOffsets' MAX_TIMESTAMP (-3, KIP-734)."""
+        best: tuple[int, int] | None = None
+        for seg in self.segments:
+            if seg.base_offset >= bound:
+                break
+            if seg.max_timestamp >= 0 and (best is None or seg.max_timestamp > best[1]):
+                best = seg.find_timestamp(seg.max_timestamp, bound) or best
+        return best
+
     # -- removing ------------------------------------------------------------------------------------
 
     def retire_first(self, n: int, now: int) -> None:

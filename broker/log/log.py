@@ -247,6 +247,14 @@ class Log:
             bound = offsets.high_watermark if upper_bound is None else min(upper_bound, offsets.end)
             return self.local.offset_for_timestamp(timestamp_ms, bound)
 
+    def max_timestamp_offset(self, upper_bound: int | None = None) -> tuple[int, int] | None:
+        """(base offset, timestamp) of the batch with the largest timestamp below ``upper_bound`` (default: the
+        high watermark), or None for an empty log."""
+        with self._lock:
+            offsets = self.offsets
+            bound = offsets.high_watermark if upper_bound is None else min(upper_bound, offsets.end)
+            return self.local.max_timestamp_offset(bound)
+
     # -- durability ------------------------------------------------------------------------------
 
     def maybe_flush(self) -> bool:

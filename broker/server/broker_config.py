@@ -74,6 +74,8 @@ class BrokerConfig:
     group_max_session_timeout_ms: int = 1_800_000
     group_initial_rebalance_delay_ms: int = 3_000  # a new group waits this long for more members to join
     offset_metadata_max_bytes: int = 4_096
+    offsets_retention_minutes: int = 7 * 24 * 60  # an empty group's offsets expire after this (KIP-211)
+    offsets_retention_check_interval_ms: int = 600_000
     # resource limits (docs/scale.md): no single client or request can take the broker past them
     queued_max_request_bytes: int = 256 * 1024 * 1024  # bytes of large requests being received at once (pool)
     max_connections_per_ip: int = 0  # connections from one client address (0: no limit, Kafka's default)
@@ -136,6 +138,8 @@ class BrokerConfig:
             ("group.min.session.timeout.ms", self.group_min_session_timeout_ms, 1),
             ("group.initial.rebalance.delay.ms", self.group_initial_rebalance_delay_ms, 0),
             ("offset.metadata.max.bytes", self.offset_metadata_max_bytes, 0),
+            ("offsets.retention.minutes", self.offsets_retention_minutes, 1),
+            ("offsets.retention.check.interval.ms", self.offsets_retention_check_interval_ms, 1),
             ("queued.max.request.bytes", self.queued_max_request_bytes, 0),
             ("max.connections.per.ip", self.max_connections_per_ip, 0),
             ("fetch.wait.max.ms", self.fetch_wait_max_ms, 0),
@@ -283,6 +287,8 @@ REPLICATION_KEYS: dict[str, str] = {
     "group.max.session.timeout.ms": "group_max_session_timeout_ms",
     "group.initial.rebalance.delay.ms": "group_initial_rebalance_delay_ms",
     "offset.metadata.max.bytes": "offset_metadata_max_bytes",
+    "offsets.retention.minutes": "offsets_retention_minutes",
+    "offsets.retention.check.interval.ms": "offsets_retention_check_interval_ms",
     "queued.max.request.bytes": "queued_max_request_bytes",
     "max.connections.per.ip": "max_connections_per_ip",
     "fetch.wait.max.ms": "fetch_wait_max_ms",

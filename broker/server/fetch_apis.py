@@ -203,8 +203,12 @@ class FetchApis:
                         res.offset = lg.log_start_offset
                     elif ts == list_offsets.LATEST_TIMESTAMP:
                         res.offset = end
+                    elif ts == list_offsets.MAX_TIMESTAMP and version >= list_offsets.MAX_TIMESTAMP_VERSION:
+                        found = lg.max_timestamp_offset(end)
+                        if found is not None:
+                            res.offset, res.timestamp = found
                     elif ts < 0:
-                        res.error_code = ErrorCode.INVALID_REQUEST  # -3 (max timestamp) needs v7
+                        res.error_code = ErrorCode.INVALID_REQUEST  # -3 (max timestamp) before v7, or unknown
                     else:
                         found = lg.offset_for_timestamp(ts, end)
                         if found is not None and found[0] < end:

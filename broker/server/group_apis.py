@@ -21,6 +21,7 @@ from ferry.broker.server.request_context import RequestContext
 from ferry.broker.server.request_result import Result, encode_after
 from ferry.broker.server.transaction_apis import TransactionApis, coordinator_answer
 from ferry.wire.protocol import (
+    consumer_group_heartbeat,
     delete_groups,
     describe_groups,
     find_coordinator,
@@ -29,6 +30,7 @@ from ferry.wire.protocol import (
     leave_group,
     list_groups,
     offset_commit,
+    offset_delete,
     offset_fetch,
     sync_group,
 )
@@ -86,7 +88,7 @@ class GroupApis:
         if coordinator is None:
             return join_group.encode_response(version, join_group.JoinGroupResponse(
                 ErrorCode.COORDINATOR_NOT_AVAILABLE, member_id=req.member_id))
-        result = coordinator.join(req, version, request.client_id or "", "")
+        result = coordinator.join(req, version, request.client_id or "", "/" + request.session.client_host)  # as Kafka shows it
         if isinstance(result, asyncio.Future):
             return _answer_later(result, lambda res: join_group.encode_response(version, res))
         return join_group.encode_response(version, result)
@@ -177,19 +179,25 @@ class GroupApis:
         return encode_after(result, lambda res: _offset_fetch_body(version, *res))
 
     # ------------------------------------------------------------------ ListGroups / DescribeGroups / DeleteGroups
+    def handle_consumer_group_heartbeat(self, request: RequestContext, r: Reader) -> Result:
+        """KIP-848's consumer protocol is not served: the client is told at once (consumer_group_heartbeat.py)."""
+        return consumer_group_heartbeat.encode_error_response(ErrorCode.UNSUPPORTED_VERSION)
+
     def handle_list_groups(self, request: RequestContext, r: Reader) -> Result:
         version = request.api_version
-        list_groups.parse_request(r, version)
+        states = list_groups.parse_request(r, version)
         coordinator = self._coordinator()
         if coordinator is None:
             return list_groups.encode_response(version, ErrorCode.COORDINATOR_NOT_AVAILABLE, [])
         authz = self._authz
         if not authz.enabled or authz.authorize_cluster(request, AclOperation.DESCRIBE, log_denial=False):
-            return encode_after(coordinator.list_groups(), lambda res: list_groups.encode_response(version, *res))
+            return encode_after(coordinator.list_groups(),
+                                lambda res: list_groups.encode_response(version, *res, states))
 
-        def visible(res: tuple[int, list[tuple[str, str]]]) -> bytes:  # without Describe on the cluster: filtered
-            allowed = set(authz.allowed_names(request, AclOperation.DESCRIBE, ResourceType.GROUP, [g for g, _ in res[1]]))
-            return list_groups.encode_response(version, res[0], [(g, t) for g, t in res[1] if g in allowed])
+        def visible(res: tuple[int, list[tuple[str, str, str]]]) -> bytes:  # without Describe on the cluster: filtered
+            names = [g[0] for g in res[1]]
+            allowed = set(authz.allowed_names(request, AclOperation.DESCRIBE, ResourceType.GROUP, names))
+            return list_groups.encode_response(version, res[0], [g for g in res[1] if g[0] in allowed], states)
 
         return encode_after(coordinator.list_groups(), visible)
 
@@ -229,6 +237,25 @@ class GroupApis:
             return delete_groups.encode_response(version, refused)
         return encode_after(coordinator.delete_groups(allowed),
                             lambda res: delete_groups.encode_response(version, list(res) + refused))
+
+    def handle_offset_delete(self, request: RequestContext, r: Reader) -> Result:
+        """OffsetDelete (KIP-496): Delete on the group, and Read on each topic (as Kafka authorizes it)."""
+        version = request.api_version
+        req = offset_delete.parse_request(r, version)
+        coordinator = self._coordinator()
+        if coordinator is None:
+            return offset_delete.encode_response(version, ErrorCode.COORDINATOR_NOT_AVAILABLE, [])
+        if self._group_denied(request, req.group_id, AclOperation.DELETE):
+            return offset_delete.encode_response(version, ErrorCode.GROUP_AUTHORIZATION_FAILED, [])
+        authz = self._authz
+        readable = set(authz.allowed_names(request, AclOperation.READ, ResourceType.TOPIC, [t for t, _ in req.topics])
+                       ) if authz.enabled else {t for t, _ in req.topics}
+        refused = [(t, [(p, ErrorCode.TOPIC_AUTHORIZATION_FAILED) for p in ps]) for t, ps in req.topics
+                   if t not in readable]
+        allowed = [(t, ps) for t, ps in req.topics if t in readable]
+        return encode_after(coordinator.delete_offsets(req.group_id, allowed),
+                            lambda res: offset_delete.encode_response(version, res[0], list(res[1]) + refused
+                                                                      if res[0] == ErrorCode.NONE else []))
 
     def _coordinator(self) -> GroupCoordinator | None:
         return self._group_coordinator

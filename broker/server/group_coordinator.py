@@ -37,6 +37,7 @@ from ferry.broker.server.group_coordinator_state import (
     JoinResult,
     coordinator_for,
 )
+from ferry.broker.server.group_offset_expiry import OffsetExpiry
 from ferry.broker.server.metadata_cache import MetadataCache
 from ferry.wire.protocol.describe_groups import DescribedGroup, DescribedMember
 from ferry.wire.protocol.errors import ErrorCode
@@ -71,6 +72,7 @@ class GroupCoordinator:
         self._liveness = MemberLiveness(self._groups, self._after_departure)
         self._rebalancer = GroupRebalancer(self._groups, self.settings, self._liveness)
         self._offsets = GroupOffsetStore(self._groups, self.settings, zk_client, executor, self._liveness)
+        self._expiry = OffsetExpiry(self._groups, self.settings, zk_client, executor)
 
     @property
     def groups(self) -> dict[str, GroupMetadata]:
@@ -79,10 +81,12 @@ class GroupCoordinator:
 
     def start(self, loop: asyncio.AbstractEventLoop) -> None:
         self._groups.start(loop)
+        self._expiry.start(loop)
         self.metadata.add_brokers_listener(self._on_brokers_threadsafe)
 
     def stop(self) -> None:
         """Shutting down: every group's waiting requests are answered NOT_COORDINATOR (members look again)."""
+        self._expiry.stop()
         for group in list(self._groups.groups.values()):
             self._groups.unload(group, ErrorCode.NOT_COORDINATOR)
         self._groups.stop()
@@ -109,6 +113,10 @@ class GroupCoordinator:
     def fetch(self, group_id: str, topics: list[tuple[str, list[int]]] | None
               ) -> OffsetFetchResult | Awaitable[OffsetFetchResult]:
         return self._offsets.fetch(group_id, topics)
+
+    async def expire_offsets(self, now_ms: int | None = None) -> int:
+        """One pass of offset expiry now (it also runs every offsets.retention.check.interval.ms)."""
+        return await self._expiry.sweep(now_ms)
 
     def _after_departure(self, group: GroupMetadata, why: str | None) -> None:
         """MemberLiveness saw members go: the rebalancer decides (constructed after it, hence this hop)."""
@@ -139,21 +147,22 @@ class GroupCoordinator:
                 self._groups.unload(group, ErrorCode.NOT_COORDINATOR)
 
     # ------------------------------------------------------------------ ListGroups / DescribeGroups / DeleteGroups
-    async def list_groups(self) -> tuple[int, list[tuple[str, str]]]:
-        """(error, [(group, protocol type)]) of the groups this broker coordinates: those with members here
-        and those with committed offsets in ZooKeeper."""
+    async def list_groups(self) -> tuple[int, list[tuple[str, str, str]]]:
+        """(error, [(group, protocol type, state)]) of the groups this broker coordinates: those it holds
+        (with their state: Stable, PreparingRebalance, ...) and those with committed offsets in ZooKeeper only
+        (Empty, as Kafka lists a group it loaded from its offsets)."""
         if not self._groups.serving or self.broker_id not in self.metadata.brokers:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE, []
-        out = {g.group_id: g.protocol_type or "" for g in self._groups.groups.values() if not g.is_(DEAD)}
+        out = {g.group_id: (g.protocol_type or "", g.state) for g in self._groups.groups.values() if not g.is_(DEAD)}
         try:
             stored = await self._groups.run_in_executor(self.executor, self._stored_groups)
         except Exception as e:
             log.warning("listing groups in ZooKeeper failed: %s", e or type(e).__name__)
-            return ErrorCode.COORDINATOR_NOT_AVAILABLE, sorted(out.items())
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE, [(g, *v) for g, v in sorted(out.items())]
         for gid, ptype in stored.items():
             if gid not in out and self._groups.coordinated_here(gid):
-                out[gid] = ptype
-        return ErrorCode.NONE, sorted(out.items())
+                out[gid] = (ptype, EMPTY)
+        return ErrorCode.NONE, [(g, *v) for g, v in sorted(out.items())]
 
     def _stored_groups(self) -> dict[str, str]:
         client = self.zk_client()
@@ -202,6 +211,32 @@ class GroupCoordinator:
         return DescribedGroup(ErrorCode.NONE, group.group_id, group.state, group.protocol_type or "", protocol,
                               members)
 
+    async def delete_offsets(self, gid: str, topics: list[tuple[str, list[int]]]
+                             ) -> tuple[int, list[tuple[str, list[tuple[int, int]]]]]:
+        """OffsetDelete (KIP-496): (the group's error, per partition its error). Kafka's rule: a group with members
+        keeps the offsets of the topics its members subscribe to (GROUP_SUBSCRIBED_TO_TOPIC), a group of another
+        protocol than "consumer" with members keeps all (NON_EMPTY_GROUP)."""
+        code = self.validate_group(gid)
+        if code:
+            return code, []
+        group = self._groups.get(gid)
+        subscribed: set[str] = set()
+        if group is not None and group.members:
+            if group.protocol_type != "consumer":
+                return ErrorCode.NON_EMPTY_GROUP, []
+            subscribed = group.subscribed_topics()
+        wanted = [(t, p) for t, ps in topics for p in ps if t not in subscribed]
+        ok, found = await self._in_zookeeper("deleting offsets in", gid,
+                                             lambda zk, g: group_offsets.delete_offsets(zk, g, wanted))
+        if not ok:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE, []
+        if not found and group is None:
+            return ErrorCode.GROUP_ID_NOT_FOUND, []
+        if wanted:
+            log.info("group %s: committed offsets of %d partition(s) deleted", gid, len(wanted))
+        return ErrorCode.NONE, [(t, [(p, ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC if t in subscribed else ErrorCode.NONE)
+                                     for p in ps]) for t, ps in topics]
+
     async def delete_groups(self, group_ids: list[str]) -> list[tuple[str, int]]:
         out = []
         for gid in group_ids:
@@ -225,3 +260,4 @@ class GroupCoordinator:
             else:
                 out.append((gid, ErrorCode.GROUP_ID_NOT_FOUND))
         return out
+

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import TypeVar
 
 from ferry.broker.server.metadata_cache import MetadataCache
+from ferry.wire.protocol.consumer_protocol import parse_subscription
 from ferry.wire.protocol.errors import ErrorCode
 from ferry.wire.protocol.join_group import JoinGroupResponse
 
@@ -47,6 +48,8 @@ class GroupSettings:
     max_session_timeout_ms: int = 1_800_000
     initial_rebalance_delay_ms: int = 3_000
     max_metadata_bytes: int = 4_096  # offset.metadata.max.bytes
+    offsets_retention_ms: int = 7 * 24 * 3600_000  # offsets.retention.minutes (Kafka's default: 7 days)
+    offsets_retention_check_interval_ms: int = 600_000  # offsets.retention.check.interval.ms
 
 
 def coordinator_for(group_id: str, broker_ids: Iterable[int]) -> int | None:
@@ -118,6 +121,15 @@ class GroupMetadata:
 
     def is_(self, state: str) -> bool:
         return self.state == state
+
+    def subscribed_topics(self) -> set[str]:
+        """Every topic a member's subscription names (all its protocols: the group may not have chosen one yet);
+        what OffsetDelete and offset expiry leave alone while the group has members."""
+        out: set[str] = set()
+        for m in self.members.values():
+            for _name, metadata in m.protocols:
+                out.update(parse_subscription(bytes(metadata)))
+        return out
 
     def member_error(self, member_id: str, instance_id: str | None) -> int:
         """UNKNOWN_MEMBER_ID / FENCED_INSTANCE_ID for a member this group does not know (as it is now)."""

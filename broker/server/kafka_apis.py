@@ -16,6 +16,7 @@ from ferry.broker.server.admin_apis import AdminApis
 from ferry.broker.server.authorizer import Authorizer
 from ferry.broker.server.broker_config import BrokerConfig
 from ferry.broker.server.config_apis import ConfigApis
+from ferry.broker.server.election_apis import ElectionApis
 from ferry.broker.server.fetch_apis import FetchApis
 from ferry.broker.server.fetch_purgatory import FetchPurgatory
 from ferry.broker.server.group_apis import GroupApis
@@ -31,6 +32,7 @@ from ferry.broker.server.request_context import ANONYMOUS, RequestContext, Sessi
 from ferry.broker.server.request_metrics import RequestMetrics
 from ferry.broker.server.request_result import CloseConnection, Handler, Result
 from ferry.broker.server.topic_admin_apis import TopicAdminApis
+from ferry.broker.server.transaction_admin_apis import TransactionAdminApis
 from ferry.broker.server.transaction_apis import TransactionApis
 from ferry.broker.server.transaction_coordinator import TransactionCoordinator
 from ferry.wire.protocol import api_versions
@@ -62,10 +64,12 @@ class KafkaApis:
         meta = MetadataApis(config, metadata_cache, admin, authz)
         topics = TopicAdminApis(config, metadata_cache, registry, replicas, executor, authz)
         configs = ConfigApis(config, registry, executor, authz)
+        elections = ElectionApis(metadata_cache, registry, executor, authz)
         replication = ReplicationApis(replicas, authz)
         txn = TransactionApis(transaction_coordinator, group_coordinator, producer_ids, metadata_cache, registry,
                               executor, authz)
         groups = GroupApis(group_coordinator, txn, authz)
+        txn_admin = TransactionAdminApis(transaction_coordinator, replicas, executor, authz)
         acls = AclApis(authz, lambda: registry.client, executor)
         self._handlers: dict[int, Handler] = {
             ApiKey.PRODUCE: self.produce.handle_produce,
@@ -79,6 +83,7 @@ class KafkaApis:
             ApiKey.DELETE_TOPICS: topics.handle_delete_topics,
             ApiKey.CREATE_PARTITIONS: topics.handle_create_partitions,
             ApiKey.DELETE_RECORDS: topics.handle_delete_records,
+            ApiKey.ELECT_LEADERS: elections.handle_elect_leaders,
             ApiKey.DESCRIBE_LOG_DIRS: topics.handle_describe_log_dirs,
             ApiKey.DESCRIBE_CONFIGS: configs.handle_describe_configs,
             ApiKey.INCREMENTAL_ALTER_CONFIGS: configs.handle_incremental_alter_configs,
@@ -94,6 +99,8 @@ class KafkaApis:
             ApiKey.LIST_GROUPS: groups.handle_list_groups,
             ApiKey.DESCRIBE_GROUPS: groups.handle_describe_groups,
             ApiKey.DELETE_GROUPS: groups.handle_delete_groups,
+            ApiKey.OFFSET_DELETE: groups.handle_offset_delete,
+            ApiKey.CONSUMER_GROUP_HEARTBEAT: groups.handle_consumer_group_heartbeat,
             # producer ids and transactions
             ApiKey.INIT_PRODUCER_ID: txn.handle_init_producer_id,
             ApiKey.ADD_PARTITIONS_TO_TXN: txn.handle_add_partitions_to_txn,
@@ -101,6 +108,9 @@ class KafkaApis:
             ApiKey.END_TXN: txn.handle_end_txn,
             ApiKey.WRITE_TXN_MARKERS: txn.handle_write_txn_markers,
             ApiKey.TXN_OFFSET_COMMIT: txn.handle_txn_offset_commit,
+            ApiKey.LIST_TRANSACTIONS: txn_admin.handle_list_transactions,
+            ApiKey.DESCRIBE_TRANSACTIONS: txn_admin.handle_describe_transactions,
+            ApiKey.DESCRIBE_PRODUCERS: txn_admin.handle_describe_producers,
             # ACLs
             ApiKey.DESCRIBE_ACLS: acls.handle_describe_acls,
             ApiKey.CREATE_ACLS: acls.handle_create_acls,

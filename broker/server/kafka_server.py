@@ -177,7 +177,9 @@ class KafkaServer:
         # Consumer groups (Kafka's protocol): membership here in memory, committed offsets in ZooKeeper.
         self.groups = GroupCoordinator(cfg.broker_id, metadata, lambda: self.registry.client, self._executor,
                                        GroupSettings(cfg.group_min_session_timeout_ms, cfg.group_max_session_timeout_ms,
-                                                     cfg.group_initial_rebalance_delay_ms, cfg.offset_metadata_max_bytes))
+                                                     cfg.group_initial_rebalance_delay_ms, cfg.offset_metadata_max_bytes,
+                                                     cfg.offsets_retention_minutes * 60_000,
+                                                     cfg.offsets_retention_check_interval_ms))
         self.groups.start(loop)
         # Transactions (docs/transactions.md): state per transactional id in ZooKeeper, markers to every leader.
         self.transactions = TransactionCoordinator(

@@ -15,10 +15,12 @@ from typing import Any
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 
+from ferry.client.cluster_admin import ClusterAdmin
 from ferry.client.errors import ClientError
 from ferry.client.group_dirs import validate_group
 from ferry.client.group_store import group_exists, list_groups, read_members, read_offsets, read_owners
 from ferry.client.simple_consumer import SimpleConsumer
+from ferry.client.tools.bootstrap_groups import BootstrapGroups
 from ferry.client.tools.kafka_group_admin import KafkaGroupAdmin
 from ferry.wire.client_config import ClientConfig
 from ferry.zk import TopicInfo
@@ -28,20 +30,27 @@ KINDS = ("zookeeper", "kafka")
 
 
 class ConsumerGroupService:
-    """The groups of the cluster behind ``zk`` (a started, chrooted client of ``zookeeper``)."""
+    """The groups of the cluster behind ``zk`` (a started, chrooted client of ``zookeeper``), or, with ``admin``
+    and no ZooKeeper, the brokers' groups of the cluster ``admin`` talks to (`--bootstrap-server`: topics and
+    log ends from the brokers, and no ZooKeeper groups)."""
 
-    def __init__(self, zk: KazooClient, zookeeper: str, client_id: str = "ferry-groups", *,
-                 client_config: ClientConfig | None = None) -> None:
+    def __init__(self, zk: KazooClient | None, zookeeper: str | None, client_id: str = "ferry-groups",
+                 admin: ClusterAdmin | None = None, *, client_config: ClientConfig | None = None) -> None:
         """``client_config``: TLS/SASL towards the brokers (wire/client_config.py)."""
         self.zk = zk
         self.zookeeper = zookeeper
         self.client_id = client_id
+        self.admin = admin
         self.client_config = client_config or ClientConfig.plaintext()
-        self.kafka = KafkaGroupAdmin(zk, self.client_config)
+        self.kafka: KafkaGroupAdmin | BootstrapGroups = BootstrapGroups(admin) if admin is not None \
+            else KafkaGroupAdmin(zk, self.client_config)
 
     # -- the cluster's topics, as a group's partitions are counted
     def partitions(self, topic: str) -> list[int]:
         """The topic's partitions ([] when it does not exist or cannot be read)."""
+        if self.admin is not None:
+            t = self.admin.metadata(topic).topics.get(topic)
+            return sorted(t.partitions) if t is not None and t.error is None else []
         try:
             data, _ = self.zk.get(topic_path(topic))
         except NoNodeError:
@@ -53,6 +62,8 @@ class ConsumerGroupService:
 
     def log_ends(self, topic: str, partitions: list[int]) -> dict[int, int | None]:
         """Log end offsets; None where the brokers cannot tell (down, or no broker at all)."""
+        if self.admin is not None:
+            return {p: end for (_, p), end in self.admin.log_ends([(topic, p) for p in partitions]).items()}
         out: dict[int, int | None] = dict.fromkeys(partitions)
         try:
             with SimpleConsumer(zookeeper=self.zookeeper, client_id=self.client_id, timeout_s=5.0,
@@ -68,12 +79,13 @@ class ConsumerGroupService:
 
     # -- which groups
     def zookeeper_groups(self) -> list[str]:
-        return list_groups(self.zk)
+        return list_groups(self.zk) if self.zk is not None else []
 
     def kinds(self, group: str, only: str | None = None) -> list[str]:
         """The kinds of group the id names (restricted to ``only`` when given)."""
         out = []
-        if only != "kafka" and "/" not in group and group_exists(self.zk, validate_group(group)):
+        if only != "kafka" and self.zk is not None and "/" not in group and group_exists(self.zk,
+                                                                                          validate_group(group)):
             out.append("zookeeper")
         if only != "zookeeper" and self.kafka.exists(group):
             out.append("kafka")

@@ -15,14 +15,12 @@ not in the ISR, or the controller did not act in time), or a request is pending 
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 
-from kazoo.exceptions import NodeExistsError, NoNodeError
-
 from ferry.zk import ClusterRegistry, UnknownTopicError
 from ferry.zk.cli_args import UsageError
+from ferry.zk.preferred_election import election_pending, pending_partitions, request_preferred_election
 from ferry.zk.znodes import NO_LEADER, PREFERRED_ELECTION_PATH, PartitionState
 
 TopicPartition = tuple[str, int]
@@ -61,16 +59,10 @@ def elect_leaders(registry: ClusterRegistry, args: argparse.Namespace, _config: 
         print("Every selected partition is led by its preferred replica; no election needed.")
         return 0
     client = registry.client
-    if client.exists(PREFERRED_ELECTION_PATH) is not None:
-        return _pending(registry)
-    doc = {"version": 1, "partitions": [{"topic": t, "partition": p} for t, p in wanted]}
-    client.ensure_path(PREFERRED_ELECTION_PATH.rsplit("/", 1)[0])
-    try:
-        client.create(PREFERRED_ELECTION_PATH, json.dumps(doc).encode())
-    except NodeExistsError:
+    if not request_preferred_election(client, wanted):
         return _pending(registry)
     deadline = time.monotonic() + args.election_timeout
-    while client.exists(PREFERRED_ELECTION_PATH) is not None:
+    while election_pending(client):
         if time.monotonic() >= deadline:
             print(f"ferry topics elect-leaders: the controller did not take the request within "
                   f"{args.election_timeout:g} s (is a broker running as controller? `ferry topics describe` shows "
@@ -166,12 +158,8 @@ def _name(leader: int) -> str:
 
 
 def _pending(registry: ClusterRegistry) -> int:
-    try:
-        data, _ = registry.client.get(PREFERRED_ELECTION_PATH)
-        doc = json.loads(data or b"{}")
-        names = ",".join(f"{i['topic']}-{i['partition']}" for i in doc.get("partitions", []))
-    except (NoNodeError, ValueError, KeyError, TypeError, AttributeError):
-        names = "unreadable"
+    pending = pending_partitions(registry.client)
+    names = "unreadable" if pending is None else ",".join(f"{t}-{p}" for t, p in pending)
     print(f"ferry topics elect-leaders: refused: a preferred replica election is pending already "
           f"({PREFERRED_ELECTION_PATH}: {names or 'no partitions'}); the controller has not taken it yet "
           "(is a controller running?). Try again once it is gone.", file=sys.stderr)

@@ -19,6 +19,7 @@ from ferry.client.errors import ClientError
 from ferry.client.group_dirs import group_dir, validate_group
 from ferry.client.group_store import group_exists, read_members, read_offsets, write_offset
 from ferry.client.simple_consumer import SimpleConsumer
+from ferry.client.tools.bootstrap_admin import open_admin
 from ferry.client.tools.consumer_group_service import KINDS, ConsumerGroupService
 from ferry.zk import cli_args as cli
 from ferry.zk import connect as zk_connect
@@ -28,7 +29,8 @@ DESCRIPTION = (
     "Two kinds of consumer groups: the paper's, coordinated through ZooKeeper by ferry's own "
     "consumers (members under /consumers/<group>/ids, owners under .../owners, offsets under .../offsets), "
     "and Kafka's group protocol, coordinated by a broker for any Kafka client (offsets under "
-    "/consumer_offsets/<group>). Each action handles both; --type zookeeper|kafka picks one.")
+    "/consumer_offsets/<group>). Each action handles both; --type zookeeper|kafka picks one. With --bootstrap-server "
+    "instead of --zookeeper, the brokers' groups through their APIs alone.")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -69,23 +71,33 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     delete.add_argument("--group", required=True, metavar="G", help="the group")
     for sub in (lst, describe, reset, delete):
         cli.add_zookeeper_argument(sub, with_timeout=True)
+        cli.add_bootstrap_argument(sub, "a broker of the cluster: the brokers' groups through ListGroups, "
+                                   "DescribeGroups, OffsetFetch/OffsetCommit and DeleteGroups (no ZooKeeper groups)")
         cli.add_client_config_argument(sub, "the brokers (log ends, Kafka-protocol groups)")
         sub.add_argument("--type", choices=KINDS, help="only this kind of group (default: both; reset and "
                          "delete need it when the id names a group of each kind)")
     for sub in (lst, describe):
         cli.add_json_argument(sub)
+    lst.add_argument("--state", action="store_true", help="with each group, its state (Stable, Empty, "
+                     "PreparingRebalance, CompletingRebalance, Dead; ZooKeeper groups: their member count)")
 
 
 def run(args: argparse.Namespace) -> int:
     cli.quiet_zookeeper_logs()
-    cli.require_zookeeper(args)
+    cli.require_one_cluster(args)
     if getattr(args, "group", None) == "":
         raise UsageError("the group id is empty")
     args.client_config = cli.client_config(args)
+    if args.bootstrap:  # the brokers' groups alone (Kafka 4's way); the paper's groups live in ZooKeeper
+        if args.type == "zookeeper":
+            raise UsageError("ZooKeeper groups live in ZooKeeper: give --zookeeper HOST:PORT/CHROOT")
+        args.type = "kafka"
+        return _ACTIONS[args.action](ConsumerGroupService(None, None, admin=open_admin(args),
+                                                          client_config=args.client_config), args)
     zk = zk_connect(args.zookeeper, timeout=args.timeout)
     try:
         service = ConsumerGroupService(zk, args.zookeeper, client_config=args.client_config)
-        return {"list": _list, "describe": _describe, "reset": _reset, "delete": _delete}[args.action](service, args)
+        return _ACTIONS[args.action](service, args)
     finally:
         zk.stop()
         zk.close()
@@ -94,13 +106,21 @@ def run(args: argparse.Namespace) -> int:
 def _list(service: ConsumerGroupService, args: argparse.Namespace) -> int:
     rows: list[dict[str, Any]] = []
     if args.type != "kafka":
-        rows += [{"group": g, "type": "zookeeper", "members": len(read_members(service.zk, g))}
+        rows += [{"group": g, "type": "zookeeper", "members": len(read_members(service.zk, g)), "state": None}
                  for g in service.zookeeper_groups()]
     if args.type != "zookeeper":
-        rows += [{"group": g, "type": "kafka", "members": n} for g, n in service.kafka.list().items()]
+        states = service.kafka.states() if args.state or args.json else {}
+        rows += [{"group": g, "type": "kafka", "members": n, "state": states.get(g, "Empty")}
+                 for g, n in service.kafka.list().items()]
     rows.sort(key=lambda r: (r["group"], r["type"]))
     if args.json:
         print(json.dumps(rows))
+    elif args.state:  # kafka-consumer-groups --list --state
+        width = max([len("GROUP"), *(len(r["group"]) for r in rows)])
+        print(f"{'GROUP':<{width}}  STATE")
+        for r in rows:
+            state = r["state"] or f"({r['members']} member(s), ZooKeeper group)"
+            print(f"{r['group']:<{width}}  {state}")
     else:
         for g in sorted({r["group"] for r in rows}):
             print(g)
@@ -146,7 +166,7 @@ def _print_kafka_group(doc: dict[str, Any]) -> None:
         print(f"\t({doc['note']})")
     for m in doc["members"]:
         parts = ", ".join(f"{a['topic']}-{a['partition']}" for a in m["assignment"]) or "-"
-        print(f"\tMember: {m['id']}\tClient: {m['client_id']}\tPartitions: {parts}")
+        print(f"\tMember: {m['id']}\tClient: {m['client_id']}\tHost: {m['host'] or '-'}\tPartitions: {parts}")
     _print_table(doc["partitions"])
 
 
@@ -219,8 +239,8 @@ def _reset_plan(service: ConsumerGroupService, args: argparse.Namespace, topics:
             raise UsageError(f"--partitions {args.partitions!r} must be a comma-separated list of numbers") from None
     ts = _parse_datetime(args.to_datetime) if args.to_datetime else None
     plan: list[tuple[str, int, int | None, int, str]] = []
-    with SimpleConsumer(zookeeper=args.zookeeper, client_id="ferry-groups", timeout_s=10.0,
-                        client_config=args.client_config) as c:
+    with SimpleConsumer(bootstrap=args.bootstrap, zookeeper=args.zookeeper, client_id="ferry-groups",
+                        timeout_s=10.0, client_config=args.client_config) as c:
         for topic in topics:
             parts = service.partitions(topic)
             if not parts:
@@ -263,3 +283,6 @@ def _delete(service: ConsumerGroupService, args: argparse.Namespace) -> int:
         zk.delete(group_dir(args.group), recursive=True)
     print(f"Deleted {kind} group {args.group}.", file=sys.stderr)
     return 0
+
+
+_ACTIONS = {"list": _list, "describe": _describe, "reset": _reset, "delete": _delete}

@@ -51,6 +51,20 @@ class KafkaGroupAdmin:
                     out[g] = None
         return out
 
+    def states(self) -> dict[str, str]:
+        """{group: state} of the groups the coordinators know (ListGroups v0-2 tells no state: DescribeGroups)."""
+        client = self._groups_client()
+        if client is None:
+            return {}
+        with client:
+            out = {}
+            for g in client.list():
+                try:
+                    out[g] = client.describe(g).state
+                except ClientError:
+                    continue
+            return out
+
     def describe(self, group: str) -> KafkaGroupDescription | None:
         """The coordinator's view of the group (None when no broker can be asked)."""
         client = self._groups_client()
@@ -78,11 +92,7 @@ class KafkaGroupAdmin:
         d = self.describe(group)
         if d is None:
             raise UsageError("no live broker to reset a Kafka-protocol group through")
-        if d.members:
-            ids = ", ".join(m.member_id for m in d.members)
-            raise UsageError(f"group {group!r} has {len(d.members)} live member(s) ({ids}) in state {d.state}; "
-                             "stop them first (the coordinator refuses offsets from outside while a group has "
-                             "members)")
+        refuse_with_members(d)
 
     def write_offsets(self, group: str, new: dict[tuple[str, int], int]) -> None:
         client = self._groups_client()
@@ -97,3 +107,13 @@ class KafkaGroupAdmin:
             raise UsageError("no live broker to delete a Kafka-protocol group through")
         with client:
             client.delete(group)
+
+
+def refuse_with_members(d: KafkaGroupDescription) -> None:
+    """UsageError for a reset of a group that has members: the coordinator would refuse the commit anyway (and the
+    members would overwrite it at their next commit). Shared by the ZooKeeper and the bootstrap paths."""
+    if d.members:
+        ids = ", ".join(m.member_id for m in d.members)
+        raise UsageError(f"group {d.group!r} has {len(d.members)} live member(s) ({ids}) in state {d.state}; "
+                         "stop them first (the coordinator refuses offsets from outside while a group has "
+                         "members)")

@@ -7,6 +7,7 @@ registered) read from the cluster registry, so the console and the page never di
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from ferry.zk import ClusterRegistry, UnknownTopicError
@@ -51,3 +52,44 @@ def describe_topics(registry: ClusterRegistry, topics: dict[str, TopicInfo] | No
         except UnknownTopicError:
             continue
     return docs
+
+
+def filter_partitions(docs: list[dict[str, Any]], under_replicated: bool, unavailable: bool) -> bool:
+    """kafka-topics' --under-replicated-partitions / --unavailable-partitions: keep only those partitions in
+    ``docs``; True when a filter applies."""
+    if not (under_replicated or unavailable):
+        return False
+    for doc in docs:
+        doc["partitions"] = [p for p in doc["partitions"] if (under_replicated and p["under_replicated"])
+                             or (unavailable and not p["alive"])]
+    return True
+
+
+def print_topics(docs: list[dict[str, Any]], *, filtered: bool, as_json: bool, one: bool) -> None:
+    """`ferry topics describe`'s listing, the same whether the cluster was read from ZooKeeper or its brokers:
+    kafka-topics' topic line (left out by the filtered listings) and partition lines, or JSON (one topic: its
+    document)."""
+    if as_json:
+        print(json.dumps(docs[0] if one else docs, indent=2))
+        return
+    for doc in docs:
+        if not filtered:
+            config = ",".join(f"{k}={v}" for k, v in sorted(doc["config"].items())) or "-"
+            print(f"Topic: {doc['topic']}\tPartitionCount: {len(doc['partitions'])}\t"
+                  f"ReplicationFactor: {doc['replication_factor']}\tConfig: {config}")
+        for part in doc["partitions"]:
+            print(partition_line(doc["topic"], part))
+
+
+def partition_line(topic: str, part: dict[str, Any]) -> str:
+    """kafka-topics' partition line, then the leader's address and liveness."""
+    leader = "none" if part["leader"] is None else part["leader"]
+    replicas = ",".join(map(str, part["replicas"]))
+    isr = ",".join(map(str, part["isr"]))
+    if part["leader"] is None:
+        where, alive = "none", "NO (no leader)"
+    else:
+        where = part["broker"] or "unknown"
+        alive = "yes" if part["alive"] else "NO (broker not registered)"
+    return (f"\tTopic: {topic}\tPartition: {part['partition']}\tLeader: {leader}\tReplicas: {replicas}\tIsr: {isr}"
+            f"\tBroker: {where}\tAlive: {alive}")

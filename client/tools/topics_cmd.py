@@ -1,4 +1,5 @@
-"""`ferry topics create|list|describe|alter|elect-leaders|reassign`: topics of one cluster, straight from ZooKeeper.
+"""`ferry topics create|list|describe|alter|delete|elect-leaders|reassign`: topics of one cluster, straight from
+ZooKeeper, or with `--bootstrap-server` through the brokers' admin APIs (topics_bootstrap.py).
 
 Topics live in the cluster registry (``/brokers/topics/<topic>`` under the cluster's chroot, with each
 partition's leader, leader epoch and ISR in ``partitions/<p>/state``), so this tool talks to ZooKeeper,
@@ -13,14 +14,14 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any
 
-from ferry.client.tools import elect_leaders_cmd, reassign_cmd
+from ferry.client.tools import elect_leaders_cmd, reassign_cmd, topics_bootstrap
 from ferry.client.tools.broker_description import describe_brokers, version_mismatch
-from ferry.client.tools.topic_description import describe_topics
+from ferry.client.tools.topic_description import describe_topics, filter_partitions, print_topics
 from ferry.wire.log_config import LogConfig
 from ferry.zk import ClusterRegistry, TopicExistsError, UnknownTopicError
 from ferry.zk import cli_args as cli
+from ferry.zk.group_offsets import delete_topic_offsets
 
 PLACEMENT = (
     "Replicas are spread over the live brokers as Kafka does: leaders round-robin from a broker picked by a "
@@ -30,7 +31,8 @@ PLACEMENT = (
 
 DESCRIPTION = (
     "Manage the topics of one cluster. Topics are kept in ZooKeeper under the cluster's "
-    "chroot. " + PLACEMENT)
+    "chroot: give --zookeeper, or --bootstrap-server to go through the brokers' admin APIs alone (Kafka 4's way; "
+    "reassign needs ZooKeeper). " + PLACEMENT)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -97,19 +99,29 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     alter.add_argument("--execute", action="store_true",
                        help="with --replication-factor: start the reassignment (default: print the plan only)")
 
+    delete = actions.add_parser(
+        "delete", help="delete topics",
+        description="Delete topics: their partitions' logs are removed from every broker, their committed offsets "
+        "go with them (kafka-topics --delete). No dry run.")
+    delete.add_argument("names", metavar="NAME", nargs="+", help="the topics")
     extra = elect_leaders_cmd.add_parsers(actions) + reassign_cmd.add_parsers(actions)
-    for sub in (create, lst, describe, alter, *extra):
+    for sub in (create, lst, describe, alter, delete, *extra):
         cli.add_zookeeper_argument(sub, "the cluster's ZooKeeper connect string, e.g. 127.0.0.1:2181/ferry/live",
                                    with_timeout=True)
+        cli.add_bootstrap_argument(sub)
+        cli.add_client_config_argument(sub, "the brokers (with --bootstrap-server)")
     for sub in (lst, describe):
         cli.add_json_argument(sub)
 
 
 def run(args: argparse.Namespace) -> int:
     cli.quiet_zookeeper_logs()
-    cli.require_zookeeper(args)
+    cli.require_one_cluster(args)
     _check_usage(args)
     config = _parse_configs(getattr(args, "config", []))
+    if args.bootstrap:  # Kafka 4's way: the brokers' admin APIs alone
+        assignment = getattr(args, "replica_assignment", None)
+        return topics_bootstrap.run(args, config, _parse_assignment(assignment) if assignment else None)
     read_only = args.action not in ("create", "alter")  # never create a mistyped chroot
     with ClusterRegistry(args.zookeeper, timeout=args.timeout, create=not read_only) as registry:
         return _ACTIONS[args.action](registry, args, config)
@@ -124,6 +136,16 @@ def _check_usage(args: argparse.Namespace) -> None:
             raise cli.UsageError("--partitions N is required (or --replica-assignment)")
     if args.action == "alter" and (args.partitions is None) == (args.replication_factor is None):
         raise cli.UsageError("give one of --partitions N and --replication-factor R")
+
+
+def _delete(registry: ClusterRegistry, args: argparse.Namespace, _config: dict[str, str]) -> int:
+    for name in args.names:
+        if registry.topic(name) is None:
+            raise UnknownTopicError(f"topic {name!r} does not exist")
+    for name in args.names:
+        registry.delete_topic(name)
+        delete_topic_offsets(registry.client, name)  # as DeleteTopics does: the groups' offsets go with it
+    return 0
 
 
 def _create(registry: ClusterRegistry, args: argparse.Namespace, config: dict[str, str]) -> int:
@@ -165,43 +187,16 @@ def _describe(registry: ClusterRegistry, args: argparse.Namespace, _config: dict
     docs = describe_topics(registry, topics, brokers)
     if args.name and not docs:
         raise UnknownTopicError(f"topic {args.name!r} does not exist")
-    filtered = args.under_replicated or args.unavailable
-    if filtered:
-        for doc in docs:
-            doc["partitions"] = [p for p in doc["partitions"] if (args.under_replicated and p["under_replicated"])
-                                 or (args.unavailable and not p["alive"])]
+    filtered = filter_partitions(docs, args.under_replicated, args.unavailable)
     mismatch = version_mismatch(brokers)
     if mismatch:  # on stderr: the listing on stdout keeps kafka-topics' shape for scripts
         print(f"ferry topics describe: warning: {mismatch}", file=sys.stderr)
-    if args.json:
-        print(json.dumps(docs if not args.name else docs[0], indent=2))
-        return 0
-    for doc in docs:
-        if not filtered:  # kafka-topics prints only the partition lines of the filtered listings
-            config = ",".join(f"{k}={v}" for k, v in sorted(doc["config"].items())) or "-"
-            print(f"Topic: {doc['topic']}\tPartitionCount: {len(doc['partitions'])}\t"
-                  f"ReplicationFactor: {doc['replication_factor']}\tConfig: {config}")
-        for part in doc["partitions"]:
-            print(_partition_line(doc["topic"], part))
-    if not filtered:  # then the cluster's live brokers and what each runs
+    print_topics(docs, filtered=filtered, as_json=args.json, one=bool(args.name))
+    if not filtered and not args.json:  # then the cluster's live brokers and what each runs
         for b in describe_brokers(brokers):
             print(f"BrokerId: {b['id']}\tAddress: {b['address']}\tDatacenter: {b['datacenter'] or '-'}"
                   f"\tVersion: {b['ferry_version']}\tNative: {b['native']}")
     return 0
-
-
-def _partition_line(topic: str, part: dict[str, Any]) -> str:
-    """kafka-topics' partition line, then the leader's address and liveness."""
-    leader = "none" if part["leader"] is None else part["leader"]
-    replicas = ",".join(map(str, part["replicas"]))
-    isr = ",".join(map(str, part["isr"]))
-    if part["leader"] is None:
-        where, alive = "none", "NO (no leader)"
-    else:
-        where = part["broker"] or "unknown"
-        alive = "yes" if part["alive"] else "NO (broker not registered)"
-    return (f"\tTopic: {topic}\tPartition: {part['partition']}\tLeader: {leader}\tReplicas: {replicas}\tIsr: {isr}"
-            f"\tBroker: {where}\tAlive: {alive}")
 
 
 def _alter(registry: ClusterRegistry, args: argparse.Namespace, config: dict[str, str]) -> int:
@@ -214,7 +209,7 @@ def _alter(registry: ClusterRegistry, args: argparse.Namespace, config: dict[str
     return 0
 
 
-_ACTIONS = {"create": _create, "list": _list, "describe": _describe, "alter": _alter,
+_ACTIONS = {"create": _create, "list": _list, "describe": _describe, "alter": _alter, "delete": _delete,
             "elect-leaders": elect_leaders_cmd.elect_leaders, "reassign": reassign_cmd.reassign}
 
 

@@ -248,7 +248,7 @@ def test_offsets_commit_fetch_and_group_admin(zk):
         assert await coord.delete_groups(["solo", "never"]) == [("solo", E.NON_EMPTY_GROUP),
                                                                 ("never", E.GROUP_ID_NOT_FOUND)]
         code, groups = await coord.list_groups()
-        assert code == E.NONE and ("solo", "consumer") in groups
+        assert code == E.NONE and ("solo", "consumer", "CompletingRebalance") in groups
         described = await coord.describe_groups(["solo", "never"])
         assert [(d.group_id, d.state) for d in described] == [("solo", "CompletingRebalance"), ("never", "Dead")]
         coord.leave("solo", [(a.member_id, None)])
@@ -270,3 +270,34 @@ def test_initial_delay_gathers_members_into_one_generation(zk):
         assert a.generation_id == b.generation_id == 1 and len(a.members) + len(b.members) == 2
 
     run(zk, body, delay_ms=200)
+
+
+def test_committed_offsets_expire_as_kafkas_do(zk):
+    """offsets.retention.minutes (KIP-211): an empty group's offsets go once the retention has passed since it was
+    seen empty (and since their commit), then the group itself; a group with members keeps the offsets of the
+    topics they subscribe to and loses those of other topics."""
+    from ferry.wire.protocol.primitives import Writer
+    from ferry.zk.group_offsets import fetch_offsets, now_ms
+
+    subscription = Writer().int16(0).array_len(1).string("t").bytes_(None).getvalue()
+
+    async def body(coord: GroupCoordinator) -> None:
+        retention = coord.settings.offsets_retention_ms
+        coord.metadata.topics["u"] = TopicInfo.from_assignment("u", {0: (1,)})
+        for group in ("idle", "live"):
+            standalone = OffsetCommitRequest(group, -1, "", None, [("t", [CommittedPartition(0, 7)]),
+                                                                   ("u", [CommittedPartition(0, 3)])])
+            assert all(c == E.NONE for _, ps in await resolve(coord.commit(standalone)) for _, c in ps)
+        a = await join(coord, join_req(group="live", protocols=[("range", subscription)]))
+        await sync(coord, a.member_id, a.generation_id, {a.member_id: b""}, group="live")
+        start = now_ms() + 5  # after every commit above
+        assert await coord.expire_offsets(start) == 0  # "idle" is seen empty from now on
+        assert await coord.expire_offsets(start + retention - 1) == 1  # only "live"'s offset of u
+        assert set(fetch_offsets(zk, "live")) == {("t", 0)}
+        assert set(fetch_offsets(zk, "idle")) == {("t", 0), ("u", 0)}
+        assert await coord.expire_offsets(start + retention) == 2
+        assert zk.exists(group_path("idle")) is None
+        code, groups = await coord.list_groups()
+        assert code == E.NONE and [g[0] for g in groups] == ["live"]
+
+    run(zk, body)

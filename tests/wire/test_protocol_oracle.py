@@ -33,6 +33,7 @@ from ferry.wire.protocol import (
 )
 from ferry.wire.protocol.api_keys import ADVERTISED
 from ferry.wire.protocol.primitives import Reader
+from tests.wire.flexible_oracle import flexible_body, flexible_roundtrip
 
 
 def _same_after_roundtrip(cls, ours: bytes, version: int):
@@ -118,6 +119,20 @@ def test_fetch_response_parts_leave_a_hole_for_sendfile():
     assert parts[1] is sl and fetch.parts_size(parts) == sum(len(p) for p in parts if p is not sl) + 100
     flat = b"".join(p.data if p is sl else p for p in parts)
     assert bytes(FetchResponse.decode(flat, version=11).responses[0].partitions[0].records) == sl.data
+
+
+@pytest.mark.parametrize("version", (6, 7))
+def test_list_offsets_flexible(version):
+    """v6 is flexible; v7 may ask for MAX_TIMESTAMP (-3)."""
+    req = ListOffsetsRequest(version=version, replica_id=-1, isolation_level=1, topics=[
+        ListOffsetsRequest.ListOffsetsTopic(name="t", partitions=[
+            ListOffsetsRequest.ListOffsetsTopic.ListOffsetsPartition(partition_index=2, current_leader_epoch=-1,
+                                                                     timestamp=-3)])])
+    parsed = list_offsets.parse_request(flexible_body(req, version), version)
+    assert (parsed.replica_id, parsed.isolation_level, parsed.topics) == (-1, 1, [("t", [(2, -3)])])
+    ours = list_offsets.encode_response(version, [("t", [list_offsets.PartitionOffsetResult(2, 0, 1234, 99)])])
+    p = flexible_roundtrip(ListOffsetsResponse, ours, version).topics[0].partitions[0]
+    assert (p.partition_index, p.error_code, p.timestamp, p.offset) == (2, 0, 1234, 99)
 
 
 @pytest.mark.parametrize("version", range(1, 6))

@@ -63,6 +63,7 @@ from ferry.wire.protocol import (
     sync_group,
 )
 from ferry.wire.protocol.primitives import Reader
+from tests.wire.flexible_oracle import flexible_body, flexible_roundtrip
 
 
 def _same_after_roundtrip(cls, ours: bytes, version: int):
@@ -186,12 +187,24 @@ def test_offset_fetch(version):
         [(0, 42, "meta"), (3, -1, "")]
 
 
+@pytest.mark.parametrize("version", (3, 4))
+def test_list_groups_flexible_with_states(version):
+    """v3 is flexible; v4 lists each group's state and filters by the states asked for (KIP-518)."""
+    kwargs = {"states_filter": ["stable"]} if version >= 4 else {}
+    states = list_groups.parse_request(flexible_body(ListGroupsRequest(version=version, **kwargs), version), version)
+    assert states == (frozenset({"stable"}) if version >= 4 else None)
+    groups = [("a", "consumer", "Stable"), ("b", "consumer", "Empty")]
+    d = flexible_roundtrip(ListGroupsResponse, list_groups.encode_response(version, 0, groups, states), version)
+    want = [("a", "consumer", "Stable")] if version >= 4 else [("a", "consumer", ""), ("b", "consumer", "")]
+    assert [(g.group_id, g.protocol_type, getattr(g, "group_state", None)) for g in d.groups] == want
+
+
 @pytest.mark.parametrize("version", range(0, 5))
 def test_list_describe_delete_groups(version):
     if version <= 2:
         list_groups.parse_request(_body(ListGroupsRequest(version=version), version), version)
-        d = _same_after_roundtrip(ListGroupsResponse, list_groups.encode_response(version, 0, [("g", "consumer")]),
-                                  version)
+        d = _same_after_roundtrip(ListGroupsResponse, list_groups.encode_response(
+            version, 0, [("g", "consumer", "Stable")]), version)
         assert [(g.group_id, g.protocol_type) for g in d.groups] == [("g", "consumer")]
     if version <= 1:
         r = _body(DeleteGroupsRequest(version=version, groups_names=["a", "b"]), version)

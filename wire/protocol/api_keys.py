@@ -45,16 +45,22 @@ class ApiKey(IntEnum):
     SASL_AUTHENTICATE = 36
     CREATE_PARTITIONS = 37
     DELETE_GROUPS = 42
+    ELECT_LEADERS = 43
+    OFFSET_DELETE = 47
     INCREMENTAL_ALTER_CONFIGS = 44
+    DESCRIBE_PRODUCERS = 61  # KIP-664 (transaction_admin_apis.py)
+    DESCRIBE_TRANSACTIONS = 65
+    LIST_TRANSACTIONS = 66
+    CONSUMER_GROUP_HEARTBEAT = 68  # KIP-848: answered UNSUPPORTED_VERSION (consumer_group_heartbeat.py)
 
 
 # api key -> (min, max) advertised in ApiVersions.
 ADVERTISED: dict[int, tuple[int, int]] = {
     ApiKey.PRODUCE: (0, 8),
     ApiKey.FETCH: (4, 11),
-    ApiKey.LIST_OFFSETS: (1, 5),
+    ApiKey.LIST_OFFSETS: (1, 7),  # v6+: flexible; v7: MAX_TIMESTAMP (-3)
     ApiKey.METADATA: (0, 8),
-    # the group coordinator (docs/groups.md): every non-flexible version
+    # the group coordinator (docs/groups.md): every non-flexible version (ListGroups: and the flexible ones)
     ApiKey.OFFSET_COMMIT: (0, 7),
     ApiKey.OFFSET_FETCH: (0, 5),
     ApiKey.FIND_COORDINATOR: (0, 2),
@@ -63,8 +69,12 @@ ADVERTISED: dict[int, tuple[int, int]] = {
     ApiKey.LEAVE_GROUP: (0, 3),
     ApiKey.SYNC_GROUP: (0, 3),
     ApiKey.DESCRIBE_GROUPS: (0, 4),
-    ApiKey.LIST_GROUPS: (0, 2),
+    ApiKey.LIST_GROUPS: (0, 4),  # v3+: flexible; v4: states (KIP-518)
     ApiKey.DELETE_GROUPS: (0, 1),
+    ApiKey.OFFSET_DELETE: (0, 0),  # KIP-496
+    # KIP-848's protocol: every request refused at once, with what to set (a key not advertised leaves
+    # librdkafka's group.protocol=consumer retrying silently)
+    ApiKey.CONSUMER_GROUP_HEARTBEAT: (0, 1),  # v1 (the regex field) is what librdkafka asks for
     ApiKey.API_VERSIONS: (0, 2),
     ApiKey.SASL_HANDSHAKE: (0, 1),  # v0: raw tokens follow (broker/server/sasl_requests.py)
     ApiKey.SASL_AUTHENTICATE: (0, 2),
@@ -76,6 +86,7 @@ ADVERTISED: dict[int, tuple[int, int]] = {
     ApiKey.ALTER_CONFIGS: (0, 1),
     ApiKey.DESCRIBE_LOG_DIRS: (0, 1),
     ApiKey.CREATE_PARTITIONS: (0, 1),
+    ApiKey.ELECT_LEADERS: (0, 1),  # preferred elections through the controller (v2 is flexible)
     ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 0),
     ApiKey.INIT_PRODUCER_ID: (0, 1),
     ApiKey.OFFSET_FOR_LEADER_EPOCH: (0, 3),
@@ -85,6 +96,10 @@ ADVERTISED: dict[int, tuple[int, int]] = {
     ApiKey.END_TXN: (0, 2),
     ApiKey.WRITE_TXN_MARKERS: (0, 0),
     ApiKey.TXN_OFFSET_COMMIT: (0, 2),
+    # operators' view of transactions and producers (KIP-664): flexible v0
+    ApiKey.DESCRIBE_PRODUCERS: (0, 0),
+    ApiKey.DESCRIBE_TRANSACTIONS: (0, 0),
+    ApiKey.LIST_TRANSACTIONS: (0, 0),
     # ACLs (docs/acls.md): every non-flexible version (v1: prefixed patterns)
     ApiKey.DESCRIBE_ACLS: (0, 1),
     ApiKey.CREATE_ACLS: (0, 1),

@@ -81,9 +81,12 @@ class ErrorCode(IntEnum):
     PREFERRED_LEADER_NOT_AVAILABLE = 80
     GROUP_MAX_SIZE_REACHED = 81
     FENCED_INSTANCE_ID = 82
+    ELIGIBLE_LEADERS_NOT_AVAILABLE = 83
+    ELECTION_NOT_NEEDED = 84
     GROUP_SUBSCRIBED_TO_TOPIC = 86
     INVALID_RECORD = 87
     PRODUCER_FENCED = 90  # KIP-588: a newer producer with the same transactional.id took over
+    TRANSACTIONAL_ID_NOT_FOUND = 105  # DescribeTransactions of an id the coordinator does not know
 
 
 def error_name(code: int) -> str:

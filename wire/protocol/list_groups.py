@@ -1,26 +1,52 @@
-"""ListGroups (key 16), versions 0-2 (v3+ is flexible; v4's state filter comes with it).
+"""ListGroups (key 16), versions 0-4: v3 is flexible, v4 (KIP-518) filters by state and lists each group's state
+(Stable, PreparingRebalance, CompletingRebalance, Empty), which admin clients show.
 
 Each broker lists the groups it coordinates; admin clients ask every broker and merge the answers."""
 
 from __future__ import annotations
 
+from ferry.wire.protocol import flexible
 from ferry.wire.protocol.api_keys import ApiKey
 from ferry.wire.protocol.primitives import Reader, Writer
 
-
-def parse_request(r: Reader, version: int) -> None:
-    return None  # no fields before v4
+FLEXIBLE = 3
 
 
-def encode_response(version: int, error_code: int, groups: list[tuple[str, str]]) -> bytes:
-    """``groups``: [(group_id, protocol_type)]."""
-    w = Writer()
-    if version >= 1:
-        w.int32(0)  # throttle_time_ms
-    w.int16(error_code).array_len(len(groups))
-    for group_id, protocol_type in groups:
-        w.string(group_id).string(protocol_type)
-    return bytes(w.buf)
+def parse_request(r: Reader, version: int) -> frozenset[str] | None:
+    """The states asked for (v4; None or empty: every group)."""
+    if version < FLEXIBLE:
+        return None
+    flexible.request_body(r)
+    states = flexible.compact_array(r, flexible.compact_string) if version >= 4 else None
+    flexible.skip_tagged_fields(r)
+    return frozenset(states) if states else None
+
+
+def encode_response(version: int, error_code: int, groups: list[tuple[str, str, str]],
+                    states: frozenset[str] | None = None) -> bytes:
+    """``groups``: [(group_id, protocol_type, state)]; ``states``: v4's filter (case-insensitive, as Kafka)."""
+    if states:
+        wanted = {s.lower() for s in states}
+        groups = [g for g in groups if g[2].lower() in wanted]
+    if version < FLEXIBLE:
+        w = Writer()
+        if version >= 1:
+            w.int32(0)  # throttle_time_ms
+        w.int16(error_code).array_len(len(groups))
+        for group_id, protocol_type, _state in groups:
+            w.string(group_id).string(protocol_type)
+        return bytes(w.buf)
+
+    def group(w: Writer, g: tuple[str, str, str]) -> None:
+        flexible.put_compact_string(w, g[0])
+        flexible.put_compact_string(w, g[1])
+        if version >= 4:
+            flexible.put_compact_string(w, g[2])
+        flexible.put_tagged_fields(w)
+
+    w = flexible.response_writer().int32(0).int16(error_code)
+    flexible.put_compact_array(w, groups, group)
+    return bytes(flexible.put_tagged_fields(w).buf)
 
 
 # ---------------------------------------------------------------------- client side

@@ -1,11 +1,13 @@
-"""ListOffsets (key 2), versions 1-5: timestamp -2 = earliest, -1 = latest, otherwise the first offset whose
-batch has a timestamp at or after it. The client side (`encode_request`, `parse_response`) speaks v5."""
+"""ListOffsets (key 2), versions 1-7: timestamp -2 = earliest, -1 = latest, -3 (v7, KIP-734) = the batch with the
+largest timestamp, otherwise the first offset whose batch has a timestamp at or after it. v6+ is flexible. The
+client side (`encode_request`, `parse_response`) speaks v5."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from ferry.wire.protocol import flexible
 from ferry.wire.protocol.api_keys import ApiKey
 from ferry.wire.protocol.fetch import CONSUMER_REPLICA_ID, READ_COMMITTED, READ_UNCOMMITTED
 from ferry.wire.protocol.header import Buffers
@@ -15,6 +17,9 @@ REQUEST_VERSION = 5  # what clients send
 
 EARLIEST_TIMESTAMP = -2
 LATEST_TIMESTAMP = -1
+MAX_TIMESTAMP = -3
+MAX_TIMESTAMP_VERSION = 7
+FLEXIBLE = 6
 
 
 @dataclass(slots=True)
@@ -25,6 +30,8 @@ class ListOffsetsRequest:
 
 
 def parse_request(r: Reader, version: int) -> ListOffsetsRequest:
+    if version >= FLEXIBLE:
+        return _parse_flexible(flexible.request_body(r))
     replica_id = r.int32()
     isolation = r.int8() if version >= 2 else 0
 
@@ -35,6 +42,27 @@ def parse_request(r: Reader, version: int) -> ListOffsetsRequest:
         return p, r.int64()
 
     return ListOffsetsRequest(replica_id, isolation, r.topic_array(partition))
+
+
+def _parse_flexible(r: Reader) -> ListOffsetsRequest:
+    replica_id, isolation = r.int32(), r.int8()
+
+    def partition(r: Reader) -> tuple[int, int]:
+        p = r.int32()
+        r.int32()  # current_leader_epoch
+        ts = r.int64()
+        flexible.skip_tagged_fields(r)
+        return p, ts
+
+    def topic(r: Reader) -> tuple[str, list[tuple[int, int]]]:
+        name = flexible.compact_string(r)
+        parts = flexible.compact_array(r, partition) or []
+        flexible.skip_tagged_fields(r)
+        return name, parts
+
+    topics = flexible.compact_array(r, topic) or []
+    flexible.skip_tagged_fields(r)
+    return ListOffsetsRequest(replica_id, isolation, topics)
 
 
 @dataclass(slots=True)
@@ -53,6 +81,18 @@ def encode_response(version: int, topics: list[tuple[str, list[PartitionOffsetRe
         if version >= 4:
             w.int32(0 if p.offset >= 0 else -1)  # leader_epoch
 
+    if version >= FLEXIBLE:
+        def flexible_partition(w: Writer, p: PartitionOffsetResult) -> None:
+            partition(w, p)
+            flexible.put_tagged_fields(w)
+
+        def topic(w: Writer, t: tuple[str, list[PartitionOffsetResult]]) -> None:
+            flexible.put_compact_string(w, t[0])
+            flexible.put_compact_array(w, t[1], flexible_partition)
+            flexible.put_tagged_fields(w)
+
+        w = flexible.response_writer().int32(0)  # throttle_time_ms
+        return bytes(flexible.put_tagged_fields(flexible.put_compact_array(w, topics, topic)).buf)
     w = Writer()
     if version >= 2:
         w.int32(0)  # throttle_time_ms

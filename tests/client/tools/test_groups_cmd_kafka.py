@@ -47,7 +47,7 @@ def test_kafka_groups_listed_described_reset_and_deleted(cluster_factory):
         assert len(got) == 10
         r = ferry("groups", "list", "--zookeeper", zk, "--json")
         assert r.returncode == 0, r.stderr
-        assert {"group": "kg", "type": "kafka", "members": 1} in json.loads(r.stdout)
+        assert {"group": "kg", "type": "kafka", "members": 1, "state": "Stable"} in json.loads(r.stdout)
         r = ferry("groups", "describe", "--group", "kg", "--zookeeper", zk, "--json")
         assert r.returncode == 0, r.stderr
         doc = json.loads(r.stdout)

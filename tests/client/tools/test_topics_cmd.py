@@ -226,3 +226,31 @@ def test_legacy_topic_without_partition_states(cluster, capsys) -> None:
     b1.client.create("/brokers/topics/old", json.dumps({"version": 1, "partitions": {"0": [1]}}).encode())
     assert main(["topics", "describe", "old", "--zookeeper", zk]) == 0
     assert capsys.readouterr().out.splitlines()[1] == _line("old", 0, "none", [1], [], "Broker: none\tAlive: NO (no leader)")
+
+
+def test_configs_and_delete_over_zookeeper(cluster) -> None:
+    """`ferry configs --zookeeper` reads and writes a topic's config in its znode; `ferry topics delete
+    --zookeeper` removes the topic and the groups' offsets of it (as DeleteTopics does)."""
+    from ferry.zk.group_offsets import CommittedOffset, commit_offsets, fetch_offsets
+
+    zk, b1, _ = cluster
+    assert ferry("topics", "create", "cz", "--partitions", "1", "--zookeeper", zk)[0] == 0
+    rc, out, err = ferry("configs", "--zookeeper", zk, "--topic", "cz", "--alter", "--add-config",
+                         "retention.ms=5000,segment.bytes=1048576")
+    assert (rc, out) == (0, "Completed updating config for topic cz.\n"), err
+    assert b1.topic("cz").config == {"retention.ms": "5000", "segment.bytes": "1048576"}
+    assert ferry("configs", "--zookeeper", zk, "--topic", "cz", "--alter", "--delete-config", "segment.bytes")[0] == 0
+    rc, out, err = ferry("configs", "--zookeeper", zk, "--entity-type", "topics", "--entity-name", "cz", "--describe")
+    assert out.splitlines() == ["Dynamic configs for topic cz are:",
+                                "  retention.ms=5000 sensitive=false synonyms={DYNAMIC_TOPIC_CONFIG:retention.ms=5000}"]
+    for argv in (("--topic", "cz", "--alter", "--add-config", "retention.ms=x"), ("--broker", "1", "--describe"),
+                 ("--topic", "nope", "--describe")):
+        rc, out, err = ferry("configs", "--zookeeper", zk, *argv)
+        assert rc == 2 and len(err.splitlines()) == 1, (argv, err)
+
+    commit_offsets(b1.client, "g", {("cz", 0): CommittedOffset(3)})
+    rc, out, err = ferry("topics", "delete", "cz", "--zookeeper", zk)
+    assert (rc, out) == (0, ""), err
+    assert b1.topic("cz") is None and fetch_offsets(b1.client, "g") == {}
+    rc, out, err = ferry("topics", "delete", "cz", "--zookeeper", zk)
+    assert rc == 2 and "does not exist" in err
