@@ -8,6 +8,7 @@ import logging
 import signal
 import threading
 
+from ferry.mirror.link_cmd import LINK_ACTIONS, run_link
 from ferry.mirror.mirror_limits import COALESCE_BYTES, MAX_IN_FLIGHT
 from ferry.mirror.mirror_maker import (
     ASSIGNMENT_STRATEGIES,
@@ -38,6 +39,13 @@ Mirror topics of a live cluster into the offline cluster (paper section 4).
 
   ferry mirror status --source-zookeeper ZK --target-zookeeper ZK [--group NAME]
       prints per partition: live end offset, committed offset, lag, offline end offset and owner.
+
+  ferry mirror link create NAME --zookeeper OFFLINE_ZK --source-zookeeper LIVE_ZK --include REGEX
+                    [--exclude REGEX] [--source-config FILE]
+  ferry mirror link list|describe NAME|pause NAME|resume NAME|delete NAME --zookeeper OFFLINE_ZK
+      the embedded mirror (no process to run): a link stored in the offline cluster's ZooKeeper makes
+      the leader of each offline partition pull its live partition itself, exactly once; `describe`
+      shows per partition the live end, the live offset copied to, the lag, the leader and its state.
 """
 
 
@@ -77,12 +85,24 @@ ADD_HELP = False  # its own -h/--help (_Help): `ferry mirror status --help` show
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("-h", "--help", action=_Help)
-    p.add_argument("action", nargs="?", choices=["run", "status"], default="run",
-                   help="'run' (the default) mirrors; 'status' prints lag and owners and exits")
-    p.add_argument("--source-zookeeper", required=True, metavar="HOST:PORT/CHROOT",
-                   help="ZooKeeper of the live cluster (the consumer group and its offsets live here)")
-    p.add_argument("--target-zookeeper", required=True, metavar="HOST:PORT/CHROOT",
-                   help="ZooKeeper of the offline cluster (topics are created here)")
+    p.add_argument("action", nargs="?", choices=["run", "status", "link"], default="run",
+                   help="'run' (the default) mirrors; 'status' prints lag and owners and exits; 'link' manages "
+                        "the embedded mirror's links (`ferry mirror link create|list|describe|pause|resume|delete "
+                        "[NAME] --zookeeper OFFLINE_ZK`)")
+    p.add_argument("link_action", nargs="?", choices=LINK_ACTIONS, metavar="LINK_ACTION",
+                   help=f"with 'link': {'|'.join(LINK_ACTIONS)}")
+    p.add_argument("name", nargs="?", metavar="NAME", help="with 'link': the link's name")
+    p.add_argument("--source-zookeeper", metavar="HOST:PORT/CHROOT",
+                   help="ZooKeeper of the live cluster (the consumer group and its offsets live here; for `link "
+                        "create`: the live cluster the link pulls from); required to run and for status")
+    p.add_argument("--target-zookeeper", metavar="HOST:PORT/CHROOT",
+                   help="ZooKeeper of the offline cluster (topics are created here); required to run and for "
+                        "status")
+    p.add_argument("--zookeeper", metavar="HOST:PORT/CHROOT",
+                   help="`ferry mirror link`: ZooKeeper of the offline cluster, where the links are stored")
+    p.add_argument("--source-config", metavar="FILE",
+                   help="`ferry mirror link create`: librdkafka properties for the offline brokers' connections "
+                        "to the live brokers (security.protocol, sasl.*, ssl.*), read on the offline brokers")
     p.add_argument("--include", metavar="REGEX",
                    help="mirror topics whose whole name matches REGEX (required to run; for status: also "
                         "list matching partitions nobody committed yet)")
@@ -130,6 +150,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     cli.configure_logging(args)
     cli.quiet_zookeeper_logs()  # until the mirror runs: a ZooKeeper that does not answer is one error line
+    if args.action == "link":
+        return run_link(args)
+    if args.link_action is not None or args.name is not None:
+        raise UsageError(f"unexpected argument {args.link_action or args.name!r} (only `ferry mirror link` takes "
+                         "an action and a NAME)")
+    for flag in ("source_zookeeper", "target_zookeeper"):
+        if not getattr(args, flag):
+            raise UsageError(f"--{flag.replace('_', '-')} HOST:PORT/CHROOT is required for `ferry mirror "
+                             f"{args.action}`")
     if args.action == "status":
         return _status(args)
     return _run(args)
