@@ -1,0 +1,82 @@
+"""EmbeddedMirror: the mirror links an offline broker runs (the paper's embedded consumers; docs/mirror.md).
+
+A broker plugin (broker/server/broker_plugin.py) composed into `ferry broker` (ferry/broker_cmd.py). Every
+second it reads the offline cluster's links (``/mirror/links``, zk/mirror_links.py) and brings its LinkRunners
+in line: a new link starts, a deleted one stops (its copiers first), a changed one restarts, a paused one keeps
+its runner but stops its copiers. With no link stored it costs one ZooKeeper read a second.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from ferry.broker.server.broker_plugin import BrokerServices
+from ferry.mirror.embedded_link import LinkRunner
+from ferry.zk.mirror_links import MirrorLink, MirrorLinkStore
+
+log = logging.getLogger("ferry.mirror.embedded")
+
+PASS_INTERVAL_S = 1.0
+
+
+class EmbeddedMirror:
+    def __init__(self, pass_interval_s: float = PASS_INTERVAL_S) -> None:
+        self.pass_interval_s = pass_interval_s
+        self.runners: dict[str, LinkRunner] = {}
+        self.services: BrokerServices | None = None
+        self._task: asyncio.Task | None = None
+
+    async def start(self, services: BrokerServices) -> None:
+        self.services = services
+        self._task = services.loop.create_task(self._run(), name="embedded-mirror")
+
+    async def stop(self) -> None:
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            try:
+                await task
+            except (asyncio.CancelledError, Exception):
+                pass
+        for runner in list(self.runners.values()):
+            await runner.stop()
+        self.runners.clear()
+
+    async def _run(self) -> None:
+        failures = 0
+        while True:
+            try:
+                await self.run_pass()
+                failures = 0
+            except asyncio.CancelledError:
+                raise
+            except Exception as e:
+                failures += 1
+                if failures in (1, 10) or failures % 100 == 0:
+                    log.warning("embedded mirror: pass failed (%d times in a row; retrying): %s", failures,
+                                " ".join((str(e) or type(e).__name__).split()))
+            await asyncio.sleep(self.pass_interval_s)
+
+    def _links(self) -> dict[str, MirrorLink]:
+        assert self.services is not None
+        return {link.name: link for link in MirrorLinkStore(self.services.registry.client).all()}
+
+    async def run_pass(self) -> None:
+        services = self.services
+        assert services is not None
+        links = await services.loop.run_in_executor(services.executor, self._links)
+        for name, runner in list(self.runners.items()):
+            link = links.get(name)
+            if link is None or not runner.same_source(link):
+                del self.runners[name]
+                await runner.stop()
+        for name, link in sorted(links.items()):
+            runner = self.runners.get(name)
+            if runner is None:
+                runner = LinkRunner(link, services)
+                if not await runner.start():
+                    continue
+                self.runners[name] = runner
+                link = runner.link  # with its producer id
+            await runner.reconcile(link)
