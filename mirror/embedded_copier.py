@@ -148,8 +148,8 @@ class PartitionCopier:
     async def _run(self) -> None:
         tp = f"{self.topic}-{self.partition}"
         position = await self.run_blocking(copy_position, self.part.log, self.producer_id)
-        log.info("mirror link %s: %s: leader (epoch %d) copies from live offset %s", self.link_name, tp,
-                 self.epoch, position if position is not None else "the live log start")
+        log.info("mirror link %s: %s: leader (epoch %d) copies from %s", self.link_name, tp, self.epoch,
+                 f"live offset {position}" if position is not None else "the live log start")
         self.progress.copied_to = position if position is not None else -1
         failures = 0
         while self.leads:

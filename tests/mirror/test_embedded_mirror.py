@@ -9,7 +9,9 @@ import sys
 import time
 
 import pytest
-from mirror_harness import clusters_with_topics, produce, read_log, wait_for, wait_partitions
+from mirror_harness import SteadyProducer, clusters_with_topics, produce, read_log, wait_for, wait_partitions
+
+from ferry.zk.cluster_registry import ClusterRegistry
 
 pytestmark = pytest.mark.slow
 
@@ -79,3 +81,42 @@ def test_pause_resume_delete(cluster_factory) -> None:
     assert sum(len(r) for r in read_log(offline.bootstrap, {"clicks": 2}).values()) == 600
     gone = link(offline, "describe", "dc1")
     assert gone.returncode == 2 and gone.stderr.count("\n") == 1 and "no mirror link 'dc1'" in gone.stderr
+
+
+def _leader(offline, topic: str, partition: int) -> int:
+    with ClusterRegistry(offline.zk_connect) as reg:
+        state = reg.partition_states(topic).get(partition)
+    return state.leader if state is not None else -1
+
+
+def test_offline_leader_killed_during_a_stream_copies_exactly_once(cluster_factory) -> None:
+    """kill -9 of the offline leader, three times, while live is produced to: the new leader resumes where its
+    replicated log says the copy ends; the restarted broker truncates to it. 0 missing, 0 duplicates, in order."""
+    live = cluster_factory(1, "live")
+    offline = cluster_factory(2, "offline", extra_args=("--zk-session-timeout-ms", "6000"))
+    with ClusterRegistry(live.zk_connect) as reg:
+        reg.create_topic("events", 2)
+    wait_partitions(live.bootstrap, "events", 2)
+    assert link(offline, "create", "dc1", "--source-zookeeper", live.zk_connect, "--include", "events"
+                ).returncode == 0
+    wait_partitions(offline.bootstrap, "events", 2, timeout=60)
+    with ClusterRegistry(offline.zk_connect) as reg:
+        assert all(len(r) == 2 for r in reg.topic("events").replicas.values())  # RF 2: the copy is replicated
+    steady = SteadyProducer(live.bootstrap, {"events": 2}, rate=1500).start()
+    try:
+        for round_ in range(3):
+            time.sleep(3)
+            victim = _leader(offline, "events", round_ % 2)
+            assert victim in offline.brokers, f"no offline leader of events-{round_ % 2}"
+            offline.brokers[victim].kill()
+            wait_for(lambda v=victim, p=round_ % 2: _leader(offline, "events", p) not in (v, -1), 60,
+                     "a new offline leader")
+            time.sleep(2)  # the new leader copies alone for a while
+            offline.brokers[victim].start(timeout=60)
+        sent = steady.stop()
+    finally:
+        steady.close()
+    wait_for(lambda: copied(live, offline, {"events": 2}), 120, "the offline copy after three kills")
+    rows = read_log(offline.bootstrap, {"events": 2})
+    assert sum(len(r) for r in rows.values()) == sent
+    assert all(len(set(r)) == len(r) for r in rows.values())
