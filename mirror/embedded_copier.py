@@ -22,7 +22,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from ferry.broker.log.log import Log
@@ -37,7 +37,7 @@ from ferry.wire.protocol import fetch, list_offsets
 from ferry.wire.protocol.errors import ErrorCode
 from ferry.wire.record.errors import KafkaStorageError, RecordTooLargeError
 from ferry.wire.record.read_committed import ReadCommitted
-from ferry.wire.record.record_batch import BATCH_HEADER_SIZE, read_header
+from ferry.wire.record.record_batch import BATCH_HEADER_SIZE, RecordBatchHeader, read_header
 
 log = logging.getLogger("ferry.mirror.embedded")
 
@@ -58,25 +58,32 @@ def copy_position(lg: Log, producer_id: int) -> int | None:
     if entry is not None and entry.batches:
         b = entry.batches[-1]
         return live_offset_of(entry.epoch, b.first_seq) + (b.last_offset - b.first_offset) + 1
-    position, offset = None, lg.log_start_offset
-    end = lg.log_end_offset
+    position = None
+    for h, _batch in link_batches(lg, producer_id, lg.log_start_offset, lg.log_end_offset):
+        position = live_offset_of(h.producer_epoch, h.base_sequence) + h.last_offset_delta + 1
+    return position
+
+
+def link_batches(lg: Log, producer_id: int, start: int, end: int) -> Iterator[tuple[RecordBatchHeader, memoryview]]:
+    """The link's data batches in ``lg`` between offsets ``start`` and ``end`` (batch boundaries), read from the
+    files in chunks. Blocking: run it off the event loop."""
+    offset = max(start, lg.log_start_offset)
     while offset < end:
         chunk = lg.read(offset, SCAN_CHUNK_BYTES, upper_bound=end)
         if chunk is None:
-            break
+            return
         data = memoryview(chunk.read_bytes())
         pos = 0
         while len(data) - pos >= BATCH_HEADER_SIZE:
             h = read_header(data, pos)
             if pos + h.size > len(data):
                 break
-            if h.producer_id == producer_id and not h.is_control:
-                position = live_offset_of(h.producer_epoch, h.base_sequence) + h.last_offset_delta + 1
+            if h.producer_id == producer_id and not h.is_control and h.base_offset >= start:
+                yield h, data[pos:pos + h.size]
             offset = h.next_offset
             pos += h.size
         if pos == 0:
-            break  # a batch larger than the chunk: cannot happen below message.max.bytes; stop rather than spin
-    return position
+            return  # a batch larger than the chunk: cannot happen below message.max.bytes; stop rather than spin
 
 
 @dataclass

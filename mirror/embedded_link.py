@@ -15,11 +15,14 @@ import time
 
 from ferry.broker.server.broker_plugin import BrokerServices
 from ferry.client.topic_selection import TopicFilter
+from ferry.mirror.audit_sender import AuditEventSender
+from ferry.mirror.embedded_audit import APPLICATION, LinkAuditor
 from ferry.mirror.embedded_copier import PartitionCopier, copy_position
 from ferry.mirror.link_progress import PAUSED, remove_progress, write_progress
 from ferry.mirror.topic_sync import TopicSync
 from ferry.zk.cluster_registry import ClusterRegistry
 from ferry.zk.mirror_links import RUNNING, MirrorLink, MirrorLinkStore
+from ferry.zk.topic_name import AUDIT_TOPIC
 
 log = logging.getLogger("ferry.mirror.embedded")
 
@@ -35,6 +38,7 @@ class LinkRunner:
         self.live: ClusterRegistry | None = None
         self.topic_sync: TopicSync | None = None
         self.copiers: dict[TopicPartition, PartitionCopier] = {}
+        self.auditor: LinkAuditor | None = None
         self._reported_at = 0.0
         self._paused_reported: set[TopicPartition] = set()
 
@@ -67,8 +71,14 @@ class LinkRunner:
             await self._blocking(live.stop)
             return False
         self.live = live
-        self.topic_sync = TopicSync(live, self.services.registry, self.filter.matches)
+        # the offline `_audit` too: the mirror tier's counts go there
+        self.topic_sync = TopicSync(live, self.services.registry, self.filter.matches, always=(AUDIT_TOPIC,))
         await self._blocking(self.topic_sync.start)
+        registry = self.services.registry
+        sender = AuditEventSender(lambda: ",".join(b.address for b in registry.brokers().values()), APPLICATION,
+                                  self.services.config.datacenter)
+        self.auditor = LinkAuditor(link.name, link.producer_id, lambda: registry.client, sender,
+                                   self.services.config.datacenter).start()
         log.info("mirror link %s: running from %s (include %r%s), producer id %d", link.name,
                  link.source_zookeeper, link.include, f", exclude {link.exclude!r}" if link.exclude else "",
                  link.producer_id)
@@ -107,6 +117,8 @@ class LinkRunner:
                     self.copiers[tp] = PartitionCopier(
                         link.name, link.producer_id, part, replicas, self.leader_of, self._blocking,
                         f"ferry-embedded-mirror-{self.services.config.broker_id}").start()
+        if self.auditor is not None:
+            self.auditor.partitions = {tp: c.part for tp, c in self.copiers.items()}
         await self._report(led, running)
 
     async def _report(self, led: dict, running: bool) -> None:
@@ -141,6 +153,8 @@ class LinkRunner:
             await copier.stop()
         if self.topic_sync is not None:
             await self._blocking(self.topic_sync.stop)
+        if self.auditor is not None:
+            await self._blocking(self.auditor.stop)
         if self.live is not None:
             await self._blocking(self.live.stop)
         client = self.services.registry.client

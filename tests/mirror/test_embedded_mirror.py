@@ -9,7 +9,15 @@ import sys
 import time
 
 import pytest
-from mirror_harness import SteadyProducer, clusters_with_topics, produce, read_log, wait_for, wait_partitions
+from mirror_harness import (
+    SteadyProducer,
+    audit_counts,
+    clusters_with_topics,
+    produce,
+    read_log,
+    wait_for,
+    wait_partitions,
+)
 
 from ferry.zk.cluster_registry import ClusterRegistry
 
@@ -34,7 +42,7 @@ def copied(live, offline, topics: dict[str, int]) -> bool:
 
 def test_link_copies_live_topics_identically_in_order(cluster_factory) -> None:
     live, offline = clusters_with_topics(cluster_factory, {"page-views": 3, "secret": 1})
-    produce(live.bootstrap, "page-views", 3, 3000, ts_step_ms=400)
+    expected = produce(live.bootstrap, "page-views", 3, 3000, ts_step_ms=400)
     produce(live.bootstrap, "secret", 1, 10)
     out = link(offline, "create", "dc1", "--source-zookeeper", live.zk_connect, "--include", ".*",
                "--exclude", "secret")
@@ -42,8 +50,9 @@ def test_link_copies_live_topics_identically_in_order(cluster_factory) -> None:
     wait_partitions(offline.bootstrap, "page-views", 3, timeout=60)
     wait_for(lambda: copied(live, offline, {"page-views": 3}), 90, "the offline copy of page-views")
     # more data while the link runs: copied too, in order, nothing twice
-    produce(live.bootstrap, "page-views", 3, 1500, start=3000, compression="zstd")
+    expected += produce(live.bootstrap, "page-views", 3, 1500, start=3000, compression="zstd")
     wait_for(lambda: copied(live, offline, {"page-views": 3}), 90, "the second batch of page-views")
+    wait_for(lambda: audit_counts(offline.bootstrap, "mirror") == expected, 60, "the mirror tier's audit counts")
     rows = read_log(offline.bootstrap, {"page-views": 3})
     assert sum(len(r) for r in rows.values()) == 4500
     assert all(len(set(r)) == len(r) for r in rows.values())
@@ -120,3 +129,6 @@ def test_offline_leader_killed_during_a_stream_copies_exactly_once(cluster_facto
     rows = read_log(offline.bootstrap, {"events": 2})
     assert sum(len(r) for r in rows.values()) == sent
     assert all(len(set(r)) == len(r) for r in rows.values())
+    # the books: the mirror tier's counts, published by whichever leader held each range, equal the producer's
+    wait_for(lambda: audit_counts(offline.bootstrap, "mirror") == steady.counts, 60,
+             "the mirror tier's audit counts to match the producer's")
