@@ -77,7 +77,7 @@ def _new_link(args: argparse.Namespace) -> MirrorLink:
     if args.source_config:
         path = Path(args.source_config).resolve()
         if not path.is_file():
-            raise UsageError(f"--source-config {args.source_config}: no such file")
+            raise FileNotFoundError(f"--source-config {args.source_config}: no such file")
         source_config = str(path)
     return MirrorLink(args.name, args.source_zookeeper, args.include, args.exclude, source_config).validate()
 
