@@ -8,7 +8,7 @@ import logging
 import signal
 import threading
 
-from ferry.mirror.link_cmd import LINK_ACTIONS, run_link
+from ferry.mirror.link_cmd import LINK_ACTIONS, format_links, links_status, run_link
 from ferry.mirror.mirror_limits import COALESCE_BYTES, MAX_IN_FLIGHT
 from ferry.mirror.mirror_maker import (
     ASSIGNMENT_STRATEGIES,
@@ -37,8 +37,10 @@ Mirror topics of a live cluster into the offline cluster (paper section 4).
       `_audit` is always mirrored (unless excluded), and the mirror publishes its own audit counts (tier
       "mirror", each message once) to the offline `_audit`.
 
-  ferry mirror status --source-zookeeper ZK --target-zookeeper ZK [--group NAME]
-      prints per partition: live end offset, committed offset, lag, offline end offset and owner.
+  ferry mirror status [--source-zookeeper ZK] --target-zookeeper ZK [--group NAME]
+      prints per partition: live end offset, committed offset, lag, offline end offset and owner (the
+      standalone mirror group, with --source-zookeeper), and the offline cluster's mirror links (the
+      embedded mirror) with each partition's live end, copied-to offset, lag, leader and state.
 
   ferry mirror link create NAME --zookeeper OFFLINE_ZK --source-zookeeper LIVE_ZK --include REGEX
                     [--exclude REGEX] [--source-config FILE]
@@ -49,7 +51,7 @@ Mirror topics of a live cluster into the offline cluster (paper section 4).
 """
 
 
-STATUS_FLAGS = ("--source-zookeeper", "--target-zookeeper", "--include", "--exclude", "--group", "--json", "--log-level")
+STATUS_FLAGS = ("--source-zookeeper", "--target-zookeeper", "--zookeeper", "--include", "--exclude", "--group", "--json", "--log-level")
 
 
 class _Help(argparse.Action):
@@ -155,18 +157,33 @@ def run(args: argparse.Namespace) -> int:
     if args.link_action is not None or args.name is not None:
         raise UsageError(f"unexpected argument {args.link_action or args.name!r} (only `ferry mirror link` takes "
                          "an action and a NAME)")
-    for flag in ("source_zookeeper", "target_zookeeper"):
-        if not getattr(args, flag):
-            raise UsageError(f"--{flag.replace('_', '-')} HOST:PORT/CHROOT is required for `ferry mirror "
-                             f"{args.action}`")
     if args.action == "status":
         return _status(args)
+    for flag in ("source_zookeeper", "target_zookeeper"):
+        if not getattr(args, flag):
+            raise UsageError(f"--{flag.replace('_', '-')} HOST:PORT/CHROOT is required to run a mirror")
     return _run(args)
 
 
 def _status(args: argparse.Namespace) -> int:
-    status = mirror_status(args.source_zookeeper, args.target_zookeeper, args.group, args.include, args.exclude)
-    print(json.dumps(status.to_dict(), indent=2) if args.json else format_status(status))
+    """The standalone mirror group's status (with --source-zookeeper) and the offline cluster's mirror links
+    (the embedded mirror), one report for both kinds."""
+    offline = args.target_zookeeper or args.zookeeper
+    if not offline:
+        raise UsageError("--target-zookeeper HOST:PORT/CHROOT (the offline cluster's) is required for "
+                         "`ferry mirror status`")
+    if args.target_zookeeper and args.zookeeper and args.target_zookeeper != args.zookeeper:
+        raise UsageError("--zookeeper and --target-zookeeper name two different offline clusters")
+    status = mirror_status(args.source_zookeeper, offline, args.group, args.include, args.exclude) \
+        if args.source_zookeeper else None
+    links = links_status(offline)
+    if args.json:
+        print(json.dumps({**(status.to_dict() if status is not None else {}), "links": links}, indent=2))
+        return 0
+    if status is not None:
+        print(format_status(status))
+    if links or status is None:
+        print(("\nembedded mirror:\n" if status is not None else "") + format_links(links))
     return 0
 
 

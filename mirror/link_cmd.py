@@ -68,6 +68,25 @@ def run_link(args: argparse.Namespace) -> int:
     return 0
 
 
+def links_status(offline_zookeeper: str) -> list[dict]:
+    """Every link of the offline cluster with its partitions' last reports (`ferry mirror status`)."""
+    client = zk_connect(ZkConnect.parse(offline_zookeeper), timeout=10.0, create_chroot=False)
+    try:
+        return [{**_doc(lk), "partitions": read_progress(client, lk.name)} for lk in MirrorLinkStore(client).all()]
+    finally:
+        client.stop()
+        client.close()
+
+
+def format_links(links: list[dict]) -> str:
+    """`ferry mirror status`'s section on the embedded mirror: each link as `describe` shows it."""
+    if not links:
+        return "no mirror links in the offline cluster"
+    return "\n".join(_describe(MirrorLink(d["name"], d["source_zookeeper"], d["include"], d["exclude"],
+                                          d["source_config"], d["state"], d["producer_id"]), d["partitions"])
+                     for d in links)
+
+
 def _new_link(args: argparse.Namespace) -> MirrorLink:
     if not args.source_zookeeper:
         raise UsageError("--source-zookeeper HOST:PORT/CHROOT (the live cluster's) is required to create a link")

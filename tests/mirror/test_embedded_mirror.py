@@ -64,6 +64,16 @@ def test_link_copies_live_topics_identically_in_order(cluster_factory) -> None:
     wait_for(lambda: len(progress(offline, "dc1")) == 3 and all(
         p["copied_to"] == p["live_end"] == 1500 and p["state"] == "copying" for p in progress(offline, "dc1")),
         30, "describe to show the copy at the live end")
+    # `ferry mirror status` reports the embedded mirror the same way, from the offline cluster alone
+    status = subprocess.run([sys.executable, "-m", "ferry.cli", "mirror", "status", "--target-zookeeper",
+                             offline.zk_connect], capture_output=True, text=True, timeout=60)
+    assert status.returncode == 0, status.stderr
+    assert "link dc1: running" in status.stdout
+    assert sum(1 for line in status.stdout.splitlines() if line.split()[:1] == ["page-views"]) == 3
+    as_json = subprocess.run([sys.executable, "-m", "ferry.cli", "mirror", "status", "--target-zookeeper",
+                              offline.zk_connect, "--json"], capture_output=True, text=True, timeout=60)
+    (only,) = json.loads(as_json.stdout)["links"]
+    assert only["name"] == "dc1" and {p["partition"] for p in only["partitions"]} == {0, 1, 2}
 
 
 def test_pause_resume_delete(cluster_factory) -> None:
