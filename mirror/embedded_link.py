@@ -19,6 +19,7 @@ from ferry.mirror.audit_sender import AuditEventSender
 from ferry.mirror.embedded_audit import APPLICATION, LinkAuditor
 from ferry.mirror.embedded_copier import PartitionCopier, copy_position
 from ferry.mirror.link_progress import PAUSED, remove_progress, write_progress
+from ferry.mirror.schema_sync import SchemaSync
 from ferry.mirror.topic_sync import TopicSync
 from ferry.zk.cluster_registry import ClusterRegistry
 from ferry.zk.mirror_links import RUNNING, MirrorLink, MirrorLinkStore
@@ -39,6 +40,7 @@ class LinkRunner:
         self.topic_sync: TopicSync | None = None
         self.copiers: dict[TopicPartition, PartitionCopier] = {}
         self.auditor: LinkAuditor | None = None
+        self.schema_sync: SchemaSync | None = None
         self._reported_at = 0.0
         self._paused_reported: set[TopicPartition] = set()
 
@@ -75,6 +77,8 @@ class LinkRunner:
         self.topic_sync = TopicSync(live, self.services.registry, self.filter.matches, always=(AUDIT_TOPIC,))
         await self._blocking(self.topic_sync.start)
         registry = self.services.registry
+        # mirrored Avro payloads keep their live schema ids: the offline registry must know them (ids preserved)
+        self.schema_sync = await self._blocking(SchemaSync(live, registry).start)
         sender = AuditEventSender(lambda: ",".join(b.address for b in registry.brokers().values()), APPLICATION,
                                   self.services.config.datacenter)
         self.auditor = LinkAuditor(link.name, link.producer_id, lambda: registry.client, sender,
@@ -155,6 +159,8 @@ class LinkRunner:
             await self._blocking(self.topic_sync.stop)
         if self.auditor is not None:
             await self._blocking(self.auditor.stop)
+        if self.schema_sync is not None:
+            await self._blocking(self.schema_sync.stop)
         if self.live is not None:
             await self._blocking(self.live.stop)
         client = self.services.registry.client

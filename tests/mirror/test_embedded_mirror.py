@@ -19,6 +19,7 @@ from mirror_harness import (
     wait_partitions,
 )
 
+from ferry.schemas.registry import SchemaRegistry
 from ferry.zk.cluster_registry import ClusterRegistry
 
 pytestmark = pytest.mark.slow
@@ -44,6 +45,9 @@ def test_link_copies_live_topics_identically_in_order(cluster_factory) -> None:
     live, offline = clusters_with_topics(cluster_factory, {"page-views": 3, "secret": 1})
     expected = produce(live.bootstrap, "page-views", 3, 3000, ts_step_ms=400)
     produce(live.bootstrap, "secret", 1, 10)
+    schema = '{"type":"record","name":"View","fields":[{"name":"url","type":"string"}]}'
+    with SchemaRegistry(live.zk_connect) as live_schemas:
+        schema_id = live_schemas.register("page-views", schema)
     out = link(offline, "create", "dc1", "--source-zookeeper", live.zk_connect, "--include", ".*",
                "--exclude", "secret")
     assert out.returncode == 0, out.stderr
@@ -56,6 +60,9 @@ def test_link_copies_live_topics_identically_in_order(cluster_factory) -> None:
     rows = read_log(offline.bootstrap, {"page-views": 3})
     assert sum(len(r) for r in rows.values()) == 4500
     assert all(len(set(r)) == len(r) for r in rows.values())
+    # the live schema registry is copied with its ids (mirrored payloads carry them)
+    with SchemaRegistry(offline.zk_connect) as offline_schemas:
+        wait_for(lambda: offline_schemas.id_of(schema) == schema_id, 30, "the schema offline, same id")
     # an excluded topic is not created offline
     listed = subprocess.run([sys.executable, "-m", "ferry.cli", "topics", "list", "--zookeeper",
                              offline.zk_connect], capture_output=True, text=True, timeout=60)
