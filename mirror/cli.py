@@ -96,12 +96,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("name", nargs="?", metavar="NAME", help="with 'link': the link's name")
     p.add_argument("--source-zookeeper", metavar="HOST:PORT/CHROOT",
                    help="ZooKeeper of the live cluster (the consumer group and its offsets live here; for `link "
-                        "create`: the live cluster the link pulls from); required to run and for status")
+                        "create`: the live cluster the link pulls from); required to run; for status: the "
+                        "standalone group's lag (without it, status shows the mirror links only)")
     p.add_argument("--target-zookeeper", metavar="HOST:PORT/CHROOT",
-                   help="ZooKeeper of the offline cluster (topics are created here); required to run and for "
-                        "status")
+                   help="ZooKeeper of the offline cluster (topics are created here; the mirror links are read "
+                        "here for status); required to run and for status")
     p.add_argument("--zookeeper", metavar="HOST:PORT/CHROOT",
-                   help="`ferry mirror link`: ZooKeeper of the offline cluster, where the links are stored")
+                   help="`ferry mirror link` (and status): ZooKeeper of the offline cluster, where the links are "
+                        "stored")
     p.add_argument("--source-config", metavar="FILE",
                    help="`ferry mirror link create`: librdkafka properties for the offline brokers' connections "
                         "to the live brokers (security.protocol, sasl.*, ssl.*), read on the offline brokers")

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from ferry.broker.log.log import Log
 from ferry.broker.server.partition import Partition
 from ferry.broker.server.replica_manager import ReplicaManager
+from ferry.broker.server.task_cancel import cancel_and_wait
 from ferry.mirror.batch_rewrite import CorruptBatchError, forward_batches, live_offset_of
 from ferry.mirror.link_progress import COPYING, FAILED, WAITING
 from ferry.mirror.partition_mirror import backoff
@@ -139,12 +140,7 @@ class PartitionCopier:
 
     async def stop(self) -> None:
         task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            try:
-                await task
-            except (asyncio.CancelledError, Exception):
-                pass
+        await cancel_and_wait([task])
         self._close()
 
     def _close(self) -> None:

@@ -12,6 +12,7 @@ import asyncio
 import logging
 
 from ferry.broker.server.broker_plugin import BrokerServices
+from ferry.broker.server.task_cancel import cancel_and_wait
 from ferry.mirror.embedded_link import LinkRunner
 from ferry.zk.mirror_links import MirrorLink, MirrorLinkStore
 
@@ -33,12 +34,7 @@ class EmbeddedMirror:
 
     async def stop(self) -> None:
         task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            try:
-                await task
-            except (asyncio.CancelledError, Exception):
-                pass
+        await cancel_and_wait([task])
         for runner in list(self.runners.values()):
             await runner.stop()
         self.runners.clear()
