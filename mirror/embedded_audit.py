@@ -3,7 +3,8 @@
 The standalone mirror's rule (checkpoint_keeper.py), kept with the offline log as the source: per offline
 partition a small znode (``/mirror/link_audit/<link>/<topic>-<partition>``, offline ZooKeeper) says up to which
 offline offset the link's batches are counted and published, and which range is being published. The leader
-declares a range up to the partition's high watermark (committed: no leader change takes it back), counts the
+declares a range up to the partition's high watermark (committed and flushed: no leader change or restart
+takes it back), counts the
 link's batches in it from its own log (audit_tally.count_batch, the standalone mirror's counting), sends the
 events under guids derived from the range, and only then moves the mark past it. A leader that finds a
 declared range (its own after a failed send, or its predecessor's after a kill -9) counts the same range again
@@ -86,7 +87,7 @@ class LinkAuditor:
         """Publish what is committed and not yet counted; True when nothing is left pending."""
         mark, version = self._read(tp, part.log.log_start_offset)
         if mark["publishing"] is None:
-            end = part.replication_hw
+            end = min(part.replication_hw, part.log.high_watermark)  # replicated and flushed: never taken back
             if end <= mark["audited"]:
                 return True
             counts = count_range(part.log, self.producer_id, mark["audited"], end)
