@@ -149,3 +149,32 @@ def test_offline_leader_killed_during_a_stream_copies_exactly_once(cluster_facto
     # the books: the mirror tier's counts, published by whichever leader held each range, equal the producer's
     wait_for(lambda: audit_counts(offline.bootstrap, "mirror") == steady.counts, 60,
              "the mirror tier's audit counts to match the producer's")
+
+
+def test_live_leader_killed_and_back_the_copy_follows_it(cluster_factory) -> None:
+    """The live leader of the copied partitions killed with -9 during a stream (live RF 2): the offline leaders
+    look the new live leader up and go on from their own logs' end; nothing missing, nothing twice."""
+    live = cluster_factory(2, "live", extra_args=("--zk-session-timeout-ms", "6000"))
+    offline = cluster_factory(1, "offline")
+    with ClusterRegistry(live.zk_connect) as reg:
+        reg.create_topic("events", 2, replication_factor=2)
+    wait_partitions(live.bootstrap, "events", 2)
+    assert link(offline, "create", "dc1", "--source-zookeeper", live.zk_connect, "--include", "events"
+                ).returncode == 0
+    wait_partitions(offline.bootstrap, "events", 2, timeout=60)
+    steady = SteadyProducer(live.bootstrap, {"events": 2}, rate=1000).start()
+    try:
+        time.sleep(3)
+        victim = _leader(live, "events", 0)
+        live.brokers[victim].kill()
+        wait_for(lambda: _leader(live, "events", 0) not in (victim, -1), 60, "a new live leader")
+        time.sleep(3)
+        live.brokers[victim].start(timeout=60)
+        time.sleep(2)
+        sent = steady.stop()
+    finally:
+        steady.close()
+    wait_for(lambda: copied(live, offline, {"events": 2}), 120, "the offline copy after the live leader's kill")
+    rows = read_log(offline.bootstrap, {"events": 2})
+    assert sum(len(r) for r in rows.values()) == sent
+    assert all(len(set(r)) == len(r) for r in rows.values())
