@@ -10,11 +10,15 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Iterator
+
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.metrics_core import Metric
 
 from ferry.broker.server.broker_plugin import BrokerServices
 from ferry.broker.server.task_cancel import cancel_and_wait
 from ferry.mirror.embedded_link import LinkRunner
-from ferry.zk.mirror_links import MirrorLink, MirrorLinkStore
+from ferry.zk.mirror_links import PAUSED, MirrorLink, MirrorLinkStore
 
 log = logging.getLogger("ferry.mirror.embedded")
 
@@ -38,6 +42,35 @@ class EmbeddedMirror:
         for runner in list(self.runners.values()):
             await runner.stop()
         self.runners.clear()
+
+    def collect(self) -> Iterator[Metric]:
+        """Per link and partition led here: live end, copied to, lag, messages, data lost, state (read from
+        the copiers at scrape time; nothing is counted on the copy path)."""
+        labels = ["link", "topic", "partition"]
+        live_end = GaugeMetricFamily("ferry_mirror_link_live_end", "live last stable offset at the last fetch",
+                                     labels=labels)
+        copied = GaugeMetricFamily("ferry_mirror_link_copied_to", "live offset the copy reached", labels=labels)
+        lag = GaugeMetricFamily("ferry_mirror_link_lag_messages", "live end minus copied-to", labels=labels)
+        messages = CounterMetricFamily("ferry_mirror_link_messages", "records appended by this leader's copier",
+                                       labels=labels)
+        lost = CounterMetricFamily("ferry_mirror_link_data_lost_messages",
+                                   "live offsets deleted by live retention before they were copied; must stay 0",
+                                   labels=labels)
+        state = GaugeMetricFamily("ferry_mirror_link_state", "1 for the copier's state", labels=[*labels, "state"])
+        paused = GaugeMetricFamily("ferry_mirror_link_paused", "1 while the link is paused", labels=["link"])
+        for name, runner in list(self.runners.items()):
+            paused.add_metric([name], 1 if runner.link.state == PAUSED else 0)
+            for (topic, p), copier in list(runner.copiers.items()):
+                key = [name, topic, str(p)]
+                pr = copier.progress
+                live_end.add_metric(key, pr.live_end)
+                copied.add_metric(key, pr.copied_to)
+                if pr.live_end >= 0 and pr.copied_to >= 0:
+                    lag.add_metric(key, max(pr.live_end - pr.copied_to, 0))
+                messages.add_metric(key, pr.messages)
+                lost.add_metric(key, pr.data_lost)
+                state.add_metric([*key, pr.state], 1)
+        yield from (live_end, copied, lag, messages, lost, state, paused)
 
     async def _run(self) -> None:
         failures = 0

@@ -10,9 +10,12 @@ work go to ``executor``).
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterator
 from concurrent.futures import Executor
 from dataclasses import dataclass
 from typing import Protocol
+
+from prometheus_client.metrics_core import Metric
 
 from ferry.broker.server.broker_config import BrokerConfig
 from ferry.broker.server.producer_id_manager import ProducerIdManager
@@ -36,3 +39,6 @@ class BrokerPlugin(Protocol):
 
     async def stop(self) -> None:
         """Called first at shutdown, before replication stops and the logs close."""
+
+    def collect(self) -> Iterator[Metric]:
+        """The plugin's Prometheus metrics, served on the broker's /metrics (read at scrape time)."""

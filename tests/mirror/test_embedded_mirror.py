@@ -7,6 +7,7 @@ import json
 import subprocess
 import sys
 import time
+import urllib.request
 
 import pytest
 from mirror_harness import (
@@ -19,6 +20,7 @@ from mirror_harness import (
     wait_partitions,
 )
 
+from ferry.embedded import free_port
 from ferry.schemas.registry import SchemaRegistry
 from ferry.zk.cluster_registry import ClusterRegistry
 
@@ -83,17 +85,36 @@ def test_link_copies_live_topics_identically_in_order(cluster_factory) -> None:
     assert only["name"] == "dc1" and {p["partition"] for p in only["partitions"]} == {0, 1, 2}
 
 
+def metrics(port: int) -> dict[str, float]:
+    """The offline broker's /metrics of the links: {sample with labels: value}."""
+    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
+    return {line.rpartition(" ")[0]: float(line.rpartition(" ")[2]) for line in text.splitlines()
+            if line.startswith("ferry_mirror_link_")}
+
+
 def test_pause_resume_delete(cluster_factory) -> None:
-    live, offline = clusters_with_topics(cluster_factory, {"clicks": 2})
+    port = free_port()
+    live = cluster_factory(1, "live")
+    offline = cluster_factory(1, "offline", extra_args=("--metrics-listen", f"127.0.0.1:{port}"))
+    with ClusterRegistry(live.zk_connect) as reg:
+        reg.create_topic("clicks", 2)
+    wait_partitions(live.bootstrap, "clicks", 2)
     produce(live.bootstrap, "clicks", 2, 400)
     assert link(offline, "create", "dc1", "--source-zookeeper", live.zk_connect, "--include", "clicks"
                 ).returncode == 0
     wait_partitions(offline.bootstrap, "clicks", 2, timeout=60)
     wait_for(lambda: copied(live, offline, {"clicks": 2}), 90, "the first copy")
+    # the broker's /metrics show each partition's copy (what the dashboard and the alert rules read)
+    sample = 'ferry_mirror_link_{}{{link="dc1",partition="{}",topic="clicks"}}'
+    wait_for(lambda: all(metrics(port).get(sample.format("copied_to", p)) == 200.0 and
+                         metrics(port).get(sample.format("lag_messages", p)) == 0.0 for p in (0, 1)), 30,
+             "the link's metrics at the live end")
+    assert metrics(port)['ferry_mirror_link_paused{link="dc1"}'] == 0.0
     out = link(offline, "pause", "dc1")
     assert out.returncode == 0 and "paused" in out.stdout, out.stderr
     wait_for(lambda: all(p["state"] == "paused" for p in progress(offline, "dc1")) and progress(offline, "dc1"),
              30, "the leaders to report the link paused")
+    assert metrics(port)['ferry_mirror_link_paused{link="dc1"}'] == 1.0
     produce(live.bootstrap, "clicks", 2, 200, start=400)
     time.sleep(4)  # paused: nothing more arrives (the leaders get several passes and fetch rounds to misbehave)
     assert sum(len(r) for r in read_log(offline.bootstrap, {"clicks": 2}).values()) == 400
