@@ -53,9 +53,10 @@ class LinkRunner:
     async def _blocking(self, fn, *args):  # noqa: ANN001, ANN202 - run_in_executor's own shape
         return await self.services.loop.run_in_executor(self.services.executor, fn, *args)
 
-    async def start(self) -> bool:
+    async def start(self, attempt: int = 1) -> bool:
         """Connect to the live ZooKeeper, make sure the link has its producer id, start the topic sync. False:
-        not now (the live ZooKeeper does not answer): the host tries again at its next pass."""
+        not now (the live ZooKeeper does not answer): the host tries again at its next pass (``attempt``: how
+        many times in a row it tried, for a log line now and then rather than one a pass)."""
         link = self.link
         if link.producer_id < 0:
             pid = await self.services.producer_ids.next_id()
@@ -68,25 +69,38 @@ class LinkRunner:
         try:
             await self._blocking(live.start)
         except Exception as e:
-            log.warning("mirror link %s: the live ZooKeeper %s does not answer (%s); retrying", link.name,
-                        link.source_zookeeper, " ".join((str(e) or type(e).__name__).split()))
+            if attempt in (1, 10) or attempt % 100 == 0:
+                log.warning("mirror link %s: the live ZooKeeper %s does not answer (%s; %d times in a row); "
+                            "retrying", link.name, link.source_zookeeper,
+                            " ".join((str(e) or type(e).__name__).split()), attempt)
             await self._blocking(live.stop)
             return False
         self.live = live
+        try:
+            await self._start_syncs(link)
+        except Exception as e:  # e.g. the live ZooKeeper refuses a write of the schema copy's watch path
+            log.warning("mirror link %s: cannot start (%s); retrying", link.name,
+                        " ".join((str(e) or type(e).__name__).split()))
+            await self.stop()
+            return False
+        log.info("mirror link %s: running from %s (include %r%s), producer id %d", link.name,
+                 link.source_zookeeper, link.include, f", exclude {link.exclude!r}" if link.exclude else "",
+                 link.producer_id)
+        return True
+
+    async def _start_syncs(self, link: MirrorLink) -> None:
+        """What runs beside the copiers: the topic and schema copies, the audit publisher."""
+        live, registry = self.live, self.services.registry
+        assert live is not None
         # the offline `_audit` too: the mirror tier's counts go there
-        self.topic_sync = TopicSync(live, self.services.registry, self.filter.matches, always=(AUDIT_TOPIC,))
+        self.topic_sync = TopicSync(live, registry, self.filter.matches, always=(AUDIT_TOPIC,))
         await self._blocking(self.topic_sync.start)
-        registry = self.services.registry
         # mirrored Avro payloads keep their live schema ids: the offline registry must know them (ids preserved)
         self.schema_sync = await self._blocking(SchemaSync(live, registry).start)
         sender = AuditEventSender(lambda: ",".join(b.address for b in registry.brokers().values()), APPLICATION,
                                   self.services.config.datacenter)
         self.auditor = LinkAuditor(link.name, link.producer_id, lambda: registry.client, sender,
                                    self.services.config.datacenter).start()
-        log.info("mirror link %s: running from %s (include %r%s), producer id %d", link.name,
-                 link.source_zookeeper, link.include, f", exclude {link.exclude!r}" if link.exclude else "",
-                 link.producer_id)
-        return True
 
     async def leader_of(self, topic: str, partition: int) -> tuple[int, str, int] | None:
         """(node, host, port) of the live leader of ``topic``-``partition``, read from the live ZooKeeper."""

@@ -18,6 +18,7 @@ from prometheus_client.metrics_core import Metric
 from ferry.broker.server.broker_plugin import BrokerServices
 from ferry.broker.server.task_cancel import cancel_and_wait
 from ferry.mirror.embedded_link import LinkRunner
+from ferry.mirror.partition_mirror import backoff
 from ferry.zk.mirror_links import PAUSED, MirrorLink, MirrorLinkStore
 
 log = logging.getLogger("ferry.mirror.embedded")
@@ -29,6 +30,7 @@ class EmbeddedMirror:
     def __init__(self, pass_interval_s: float = PASS_INTERVAL_S) -> None:
         self.pass_interval_s = pass_interval_s
         self.runners: dict[str, LinkRunner] = {}
+        self._start_failures: dict[str, tuple[int, float]] = {}  # link -> (failed starts in a row, next try)
         self.services: BrokerServices | None = None
         self._task: asyncio.Task | None = None
 
@@ -95,6 +97,8 @@ class EmbeddedMirror:
         services = self.services
         assert services is not None
         links = await services.loop.run_in_executor(services.executor, self._links)
+        for name in set(self._start_failures) - set(links):
+            del self._start_failures[name]
         for name, runner in list(self.runners.items()):
             link = links.get(name)
             if link is None or not runner.same_source(link):
@@ -103,9 +107,14 @@ class EmbeddedMirror:
         for name, link in sorted(links.items()):
             runner = self.runners.get(name)
             if runner is None:
+                failures, next_try = self._start_failures.get(name, (0, 0.0))
+                if services.loop.time() < next_try:
+                    continue  # backing off: an unreachable live side holds a broker thread for its connect timeout
                 runner = LinkRunner(link, services)
-                if not await runner.start():
+                if not await runner.start(failures + 1):
+                    self._start_failures[name] = (failures + 1, services.loop.time() + backoff(failures + 1))
                     continue
+                self._start_failures.pop(name, None)
                 self.runners[name] = runner
                 link = runner.link  # with its producer id
             await runner.reconcile(link)
