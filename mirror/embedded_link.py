@@ -47,8 +47,9 @@ class LinkRunner:
     def same_source(self, link: MirrorLink) -> bool:
         """Whether ``link`` is still what this runner copies (else it is stopped and started anew)."""
         old = self.link
-        return (old.source_zookeeper, old.include, old.exclude, old.source_config, old.producer_id) == \
-            (link.source_zookeeper, link.include, link.exclude, link.source_config, link.producer_id)
+        same_id = old.producer_id == link.producer_id or link.producer_id < 0 or old.producer_id < 0
+        return same_id and (old.source_zookeeper, old.include, old.exclude, old.source_config) == \
+            (link.source_zookeeper, link.include, link.exclude, link.source_config)
 
     async def _blocking(self, fn, *args):  # noqa: ANN001, ANN202 - run_in_executor's own shape
         return await self.services.loop.run_in_executor(self.services.executor, fn, *args)

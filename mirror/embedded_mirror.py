@@ -31,6 +31,7 @@ class EmbeddedMirror:
         self.pass_interval_s = pass_interval_s
         self.runners: dict[str, LinkRunner] = {}
         self._start_failures: dict[str, tuple[int, float]] = {}  # link -> (failed starts in a row, next try)
+        self._starting: dict[str, asyncio.Task] = {}  # link -> its runner's start, under way
         self.services: BrokerServices | None = None
         self._task: asyncio.Task | None = None
 
@@ -40,7 +41,8 @@ class EmbeddedMirror:
 
     async def stop(self) -> None:
         task, self._task = self._task, None
-        await cancel_and_wait([task])
+        await cancel_and_wait([task, *self._starting.values()])
+        self._starting.clear()
         for runner in list(self.runners.values()):
             await runner.stop()
         self.runners.clear()
@@ -93,12 +95,58 @@ class EmbeddedMirror:
         assert self.services is not None
         return {link.name: link for link in MirrorLinkStore(self.services.registry.client).all()}
 
+    async def _started(self, name: str, link: MirrorLink) -> LinkRunner | None:
+        """The link's runner once its start (a task of its own: a live ZooKeeper that does not answer takes its
+        connect timeout, and the other links' passes go on meanwhile) succeeded; None until then."""
+        services = self.services
+        assert services is not None
+        starting = self._starting.get(name)
+        if starting is not None:
+            if not starting.done():
+                return None
+            del self._starting[name]
+            if starting.cancelled() or starting.exception() is not None:
+                log.warning("mirror link %s: start failed: %s", name, "cancelled" if starting.cancelled()
+                            else " ".join((str(starting.exception()) or type(starting.exception()).__name__).split()))
+                self._failed_start(name)
+                return None
+            runner, ok = starting.result()
+            if ok and runner.same_source(link):
+                self._start_failures.pop(name, None)
+                self.runners[name] = runner
+                return runner
+            if ok:  # the link changed while it started: start it anew
+                await runner.stop()
+            else:
+                self._failed_start(name)
+            return None
+        failures, next_try = self._start_failures.get(name, (0, 0.0))
+        if services.loop.time() >= next_try:
+            runner = LinkRunner(link, services)
+
+            async def start() -> tuple[LinkRunner, bool]:
+                return runner, await runner.start(failures + 1)
+
+            self._starting[name] = services.loop.create_task(start(), name=f"mirror-link-{name}-start")
+        return None
+
+    def _failed_start(self, name: str) -> None:
+        assert self.services is not None
+        failures = self._start_failures.get(name, (0, 0.0))[0] + 1
+        self._start_failures[name] = (failures, self.services.loop.time() + backoff(failures))
+
     async def run_pass(self) -> None:
         services = self.services
         assert services is not None
         links = await services.loop.run_in_executor(services.executor, self._links)
         for name in set(self._start_failures) - set(links):
             del self._start_failures[name]
+        for name in set(self._starting) - set(links):  # deleted while starting: stop it once its start ends
+            task = self._starting[name]
+            if task.done():
+                del self._starting[name]
+                if not task.cancelled() and task.exception() is None:
+                    await task.result()[0].stop()
         for name, runner in list(self.runners.items()):
             link = links.get(name)
             if link is None or not runner.same_source(link):
@@ -107,14 +155,8 @@ class EmbeddedMirror:
         for name, link in sorted(links.items()):
             runner = self.runners.get(name)
             if runner is None:
-                failures, next_try = self._start_failures.get(name, (0, 0.0))
-                if services.loop.time() < next_try:
-                    continue  # backing off: an unreachable live side holds a broker thread for its connect timeout
-                runner = LinkRunner(link, services)
-                if not await runner.start(failures + 1):
-                    self._start_failures[name] = (failures + 1, services.loop.time() + backoff(failures + 1))
+                runner = await self._started(name, link)
+                if runner is None:
                     continue
-                self._start_failures.pop(name, None)
-                self.runners[name] = runner
                 link = runner.link  # with its producer id
             await runner.reconcile(link)

@@ -127,6 +127,7 @@ def test_pause_resume_delete(cluster_factory) -> None:
     listed = link(offline, "list")
     assert listed.returncode == 0 and listed.stdout.startswith("dc1\trunning\t"), listed.stdout
     assert link(offline, "delete", "dc1").returncode == 0
+    wait_for(lambda: 'ferry_mirror_link_paused{link="dc1"}' not in metrics(port), 30, "the broker to stop the link")
     produce(live.bootstrap, "clicks", 2, 100, start=600)
     time.sleep(4)
     assert sum(len(r) for r in read_log(offline.bootstrap, {"clicks": 2}).values()) == 600
