@@ -115,6 +115,7 @@ class PartitionCopier:
         self.progress = CopyProgress()
         self._conn: AsyncBrokerConnection | None = None
         self._task: asyncio.Task | None = None
+        self._fresh = False
 
     @property
     def topic(self) -> str:
@@ -154,6 +155,7 @@ class PartitionCopier:
         log.info("mirror link %s: %s: leader (epoch %d) copies from %s", self.link_name, tp, self.epoch,
                  f"live offset {position}" if position is not None else "the live log start")
         self.progress.copied_to = position if position is not None else -1
+        self._fresh = position is None  # nothing copied yet: the live log start is where the copy begins
         failures = 0
         while self.leads:
             if not self.part.enough_replicas():
@@ -217,6 +219,7 @@ class PartitionCopier:
             except KafkaStorageError:
                 return position  # the log dir went offline: leadership moves (log_dir_failure.py)
             self.progress.messages += out.messages
+            self._fresh = False
         self._set_state(COPYING)
         self.progress.copied_to = out.next_offset
         return out.next_offset
@@ -225,6 +228,10 @@ class PartitionCopier:
         """The live log no longer (or not yet) has ``position``: ask where it starts and ends."""
         start = await self._list_offset(fetch_earliest=True)
         end = await self._list_offset(fetch_earliest=False)
+        if self._fresh:
+            log.info("mirror link %s: %s-%d: the live log starts at %d", self.link_name, self.topic, self.partition,
+                     start)
+            return start
         if position < start:
             lost = start - position
             self.progress.data_lost += lost
