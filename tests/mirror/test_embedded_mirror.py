@@ -204,3 +204,31 @@ def test_live_leader_killed_and_back_the_copy_follows_it(cluster_factory) -> Non
     rows = read_log(offline.bootstrap, {"events": 2})
     assert sum(len(r) for r in rows.values()) == sent
     assert all(len(set(r)) == len(r) for r in rows.values())
+
+
+def test_two_live_datacenters_feed_one_offline_topic(cluster_factory) -> None:
+    """One link per live datacenter into the same offline topic: each link's batches carry its own producer
+    id, so each has its own copy position; the offline partition holds both datacenters' messages, each once
+    and in its datacenter's order."""
+    east, west = cluster_factory(1, "live"), cluster_factory(1, "live")
+    offline = cluster_factory(1, "offline")
+    for dc in (east, west):
+        with ClusterRegistry(dc.zk_connect) as reg:
+            reg.create_topic("events", 1)
+        wait_partitions(dc.bootstrap, "events", 1)
+    produce(east.bootstrap, "events", 1, 500, tag="east-")
+    produce(west.bootstrap, "events", 1, 300, tag="west-")
+    for name, dc in (("east", east), ("west", west)):
+        assert link(offline, "create", name, "--source-zookeeper", dc.zk_connect, "--include", "events"
+                    ).returncode == 0
+    wait_partitions(offline.bootstrap, "events", 1, timeout=60)
+    produce(east.bootstrap, "events", 1, 200, start=500, tag="east-")
+    want = {tag: read_log(dc.bootstrap, {"events": 1})[("events", 0)] for tag, dc in (("east-", east), ("west-", west))}
+
+    def split() -> dict[str, list]:
+        rows = read_log(offline.bootstrap, {"events": 1}, timeout=20)[("events", 0)]
+        return {tag: [r for r in rows if r[1].startswith(tag.encode())] for tag in want}
+
+    wait_for(lambda: split() == want, 90, "both datacenters' messages offline, each once and in order")
+    assert sum(len(v) for v in want.values()) == 1000
+    assert len(read_log(offline.bootstrap, {"events": 1})[("events", 0)]) == 1000
