@@ -12,6 +12,7 @@ import threading
 import time
 
 from ferry.broker.server.broker_config import BrokerConfig, read_properties
+from ferry.broker.server.broker_plugin import BrokerPlugin
 from ferry.broker.server.kafka_server import KafkaServer
 from ferry.wire.protocol.api_keys import ADVERTISED, ApiKey
 from ferry.zk import ZkConnect
@@ -129,13 +130,14 @@ def build_config(args: argparse.Namespace) -> BrokerConfig:
     return BrokerConfig.from_properties(props)
 
 
-def run(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace, plugins: tuple[BrokerPlugin, ...] = ()) -> int:
+    """``plugins``: components the broker embeds (ferry/broker_cmd.py composes the embedded mirror in)."""
     config = build_config(args)  # a bad setting: one line and exit 2 (ferry/cli_runner.py)
     preflight(config)
     cli.configure_logging(args, f"[broker-{config.broker_id}] %(name)s")
     log = logging.getLogger("ferry.broker")
     try:
-        asyncio.run(KafkaServer(config).run())
+        asyncio.run(KafkaServer(config, plugins).run())
     except KeyboardInterrupt:
         return 0
     except Exception as e:  # with a valid config, a failure is the environment's (port taken, data dir locked or

@@ -20,7 +20,7 @@ from ferry.schemas import console_formats
 # name -> (module, one-line summary). The spellings are a contract: scripts and playbooks depend on them.
 COMMANDS: dict[str, tuple[str, str]] = {
     "zookeeper": ("ferry.zk.cli", "run a local ZooKeeper server (Debian's zookeeper package)"),
-    "broker": ("ferry.broker.cli", "run a broker"),
+    "broker": ("ferry.broker_cmd", "run a broker (and the mirror links stored in its cluster)"),
     "zookeeper-acls": ("ferry.zk.zk_acls_cmd", "secure (or open) an existing cluster's znodes with ZooKeeper ACLs"),
     "users": ("ferry.zk.users_cmd", "add, list and remove SCRAM users (SASL credentials in ZooKeeper)"),
     "topics": ("ferry.client.tools.topics_cmd", "create, list, describe, alter and reassign topics"),

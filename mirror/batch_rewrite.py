@@ -102,10 +102,24 @@ class ForwardedBatches:
     messages: int = 0  # records forwarded (sum of recordsCount)
     skipped_batches: int = 0  # below the wanted offset, control, or empty
     truncated: bool = False  # the bytes ended inside a batch (a fetch size limit cut it)
+    # the embedded mirror: each batch's epoch and sequence spell its live base offset (source_position), so the
+    # offline log itself says where the copy of the live partition ends
+    source_positions: bool = False
 
     @property
     def empty(self) -> bool:
         return not self.headers
+
+
+def source_position(live_offset: int) -> tuple[int, int]:
+    """(producer epoch, base sequence) that spell ``live_offset`` on an embedded mirror's batch: the offset's
+    high bits in the epoch, its low 31 in the sequence (2^46 offsets: Kafka's epoch is a non-negative int16)."""
+    return live_offset // SEQUENCE_MODULUS, live_offset % SEQUENCE_MODULUS
+
+
+def live_offset_of(producer_epoch: int, base_sequence: int) -> int:
+    """The live base offset an embedded mirror's batch was copied from (source_position's inverse)."""
+    return producer_epoch * SEQUENCE_MODULUS + base_sequence
 
 
 def next_sequence(sequence: int, header: RecordBatchHeader) -> int:
@@ -121,6 +135,7 @@ def forward_batches(
     sequence: int,
     coalesce_bytes: int = 0,
     committed: ReadCommitted | None = None,
+    source_positions: bool = False,
 ) -> ForwardedBatches:
     """Rewrite the batches of ``data`` at or after ``fetch_offset`` for the mirror's producer.
 
@@ -131,9 +146,13 @@ def forward_batches(
     consecutive batches become one batch of at most about that many bytes (see the module docstring).
     ``committed``: the read_committed filter of the Fetch answer (aborted transactions' batches are passed
     over like control batches: they carry no units, tail_sync.walk_live applies the same rule).
+    ``source_positions``: the embedded mirror's stamping (ForwardedBatches.source_positions; no coalescing).
     """
     mv = data if isinstance(data, memoryview) else memoryview(data)
-    out = ForwardedBatches(records=bytearray(), next_offset=fetch_offset, next_sequence=sequence)
+    out = ForwardedBatches(records=bytearray(), next_offset=fetch_offset, next_sequence=sequence,
+                           source_positions=source_positions)
+    if source_positions:
+        coalesce_bytes = 0  # a re-built batch would have no one live base offset
     pos = 0
     if _scan is not None and (committed is None or not committed.aborts):
         # the uncompressed runs' CRCs are checked as they are concatenated (_emit_run), not in the scan
@@ -228,7 +247,11 @@ def _emit(out: ForwardedBatches, batch: memoryview, h: RecordBatchHeader, resume
     _I64.pack_into(records, start + _BASE_OFFSET_POS, 0)
     _I32.pack_into(records, start + _LEADER_EPOCH_POS, NO_PARTITION_LEADER_EPOCH)
     _I16.pack_into(records, start + ATTRIBUTES_POS, h.attributes & ~TRANSACTIONAL_MASK)
-    _PRODUCER.pack_into(records, start + _PRODUCER_ID_POS, producer_id, producer_epoch, out.next_sequence)
+    if out.source_positions:
+        producer_epoch, sequence = source_position(h.base_offset)
+    else:
+        sequence = out.next_sequence
+    _PRODUCER.pack_into(records, start + _PRODUCER_ID_POS, producer_id, producer_epoch, sequence)
     _U32.pack_into(records, start + CRC_POS,
                    crc32c.crc32c(memoryview(records)[start + ATTRIBUTES_POS:start + size], 0, 0))
     out.headers.append(h)

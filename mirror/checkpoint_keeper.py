@@ -185,8 +185,13 @@ class CheckpointKeeper:
         publication of the range (after a crash or takeover) repeats the guid and is counted once."""
         assert ck.publishing is not None
         a, b = ck.publishing
-        name = f"{self.group}/{tp[0]}/{tp[1]}/{ck.epoch}/{a}-{b}/{bucket}"
-        return AuditEvent(uuid.uuid5(GUID_NAMESPACE, name).hex, tp[0], "mirror", bucket, bucket + BUCKET_MS, n,
-                          fields.get("host", ""), fields.get("datacenter", ""), fields.get("application", ""),
-                          now_ms)
+        return range_event(f"{self.group}/{tp[0]}/{tp[1]}/{ck.epoch}/{a}-{b}/{bucket}", tp[0], bucket, n, now_ms,
+                           fields)
+
+
+def range_event(range_name: str, topic: str, bucket: int, n: int, now_ms: int, fields: dict) -> AuditEvent:
+    """The mirror tier's event for one bucket of one declared range, its guid derived from ``range_name`` (which
+    names the range and the bucket) alone: both mirror kinds publish a range's events this way."""
+    return AuditEvent(uuid.uuid5(GUID_NAMESPACE, range_name).hex, topic, "mirror", bucket, bucket + BUCKET_MS, n,
+                      fields.get("host", ""), fields.get("datacenter", ""), fields.get("application", ""), now_ms)
 

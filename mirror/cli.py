@@ -8,6 +8,7 @@ import logging
 import signal
 import threading
 
+from ferry.mirror.link_cmd import LINK_ACTIONS, format_links, links_status, run_link
 from ferry.mirror.mirror_limits import COALESCE_BYTES, MAX_IN_FLIGHT
 from ferry.mirror.mirror_maker import (
     ASSIGNMENT_STRATEGIES,
@@ -37,13 +38,22 @@ Mirror topics of a live cluster into the offline cluster (paper section 4).
       `_audit` is always mirrored (unless excluded), and the mirror publishes its own audit counts (tier
       "mirror", each message once) to the offline `_audit`.
 
-  ferry mirror status --source-zookeeper ZK --target-zookeeper ZK [--group NAME]
-      prints per partition: live end offset, committed offset, lag, offline end offset and owner.
+  ferry mirror status [--source-zookeeper ZK] --target-zookeeper ZK [--group NAME]
+      prints per partition: live end offset, committed offset, lag, offline end offset and owner (the
+      standalone mirror group, with --source-zookeeper), and the offline cluster's mirror links (the
+      embedded mirror) with each partition's live end, copied-to offset, lag, leader and state.
+
+  ferry mirror link create NAME --zookeeper OFFLINE_ZK --source-zookeeper LIVE_ZK --include REGEX
+                    [--exclude REGEX] [--source-config FILE]
+  ferry mirror link list|describe NAME|pause NAME|resume NAME|delete NAME --zookeeper OFFLINE_ZK
+      the embedded mirror (no process to run): a link stored in the offline cluster's ZooKeeper makes
+      the leader of each offline partition pull its live partition itself, exactly once; `describe`
+      shows per partition the live end, the live offset copied to, the lag, the leader and its state.
 """
 
 
-STATUS_FLAGS = ("--source-zookeeper", "--target-zookeeper", "--source-config", "--target-config", "--include",
-                "--exclude", "--group", "--json", "--log-level")
+STATUS_FLAGS = ("--source-zookeeper", "--target-zookeeper", "--zookeeper", "--source-config", "--target-config",
+                "--include", "--exclude", "--group", "--json", "--log-level")
 
 
 class _Help(argparse.Action):
@@ -79,14 +89,26 @@ ADD_HELP = False  # its own -h/--help (_Help): `ferry mirror status --help` show
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("-h", "--help", action=_Help)
-    p.add_argument("action", nargs="?", choices=["run", "status"], default="run",
-                   help="'run' (the default) mirrors; 'status' prints lag and owners and exits")
-    p.add_argument("--source-zookeeper", required=True, metavar="HOST:PORT/CHROOT",
-                   help="ZooKeeper of the live cluster (the consumer group and its offsets live here)")
-    p.add_argument("--target-zookeeper", required=True, metavar="HOST:PORT/CHROOT",
-                   help="ZooKeeper of the offline cluster (topics are created here)")
+    p.add_argument("action", nargs="?", choices=["run", "status", "link"], default="run",
+                   help="'run' (the default) mirrors; 'status' prints lag and owners and exits; 'link' manages "
+                        "the embedded mirror's links (`ferry mirror link create|list|describe|pause|resume|delete "
+                        "[NAME] --zookeeper OFFLINE_ZK`)")
+    p.add_argument("link_action", nargs="?", choices=LINK_ACTIONS, metavar="LINK_ACTION",
+                   help=f"with 'link': {'|'.join(LINK_ACTIONS)}")
+    p.add_argument("name", nargs="?", metavar="NAME", help="with 'link': the link's name")
+    p.add_argument("--source-zookeeper", metavar="HOST:PORT/CHROOT",
+                   help="ZooKeeper of the live cluster (the consumer group and its offsets live here; for `link "
+                        "create`: the live cluster the link pulls from); required to run; for status: the "
+                        "standalone group's lag (without it, status shows the mirror links only)")
+    p.add_argument("--target-zookeeper", metavar="HOST:PORT/CHROOT",
+                   help="ZooKeeper of the offline cluster (topics are created here; the mirror links are read "
+                        "here for status); required to run and for status")
+    p.add_argument("--zookeeper", metavar="HOST:PORT/CHROOT",
+                   help="`ferry mirror link` (and status): ZooKeeper of the offline cluster, where the links are "
+                        "stored")
     cli.add_client_config_argument(p, "the live cluster's brokers (the mirror's user there: Read on the topics "
-                                   "and the group)", flag="--source-config", dest="source_config")
+                                   "and the group; for `link create`: stored in the link and read on the offline "
+                                   "brokers)", flag="--source-config", dest="source_config")
     cli.add_client_config_argument(p, "the offline cluster's brokers (the mirror's user there: Write and Create on "
                                    "the topics)", flag="--target-config", dest="target_config")
     p.add_argument("--include", metavar="REGEX",
@@ -136,8 +158,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     cli.configure_logging(args)
     cli.quiet_zookeeper_logs()  # until the mirror runs: a ZooKeeper that does not answer is one error line
+    if args.action == "link":
+        return run_link(args)
+    if args.link_action is not None or args.name is not None:
+        raise UsageError(f"unexpected argument {args.link_action or args.name!r} (only `ferry mirror link` takes "
+                         "an action and a NAME)")
     if args.action == "status":
         return _status(args)
+    for flag in ("source_zookeeper", "target_zookeeper"):
+        if not getattr(args, flag):
+            raise UsageError(f"--{flag.replace('_', '-')} HOST:PORT/CHROOT is required to run a mirror")
     return _run(args)
 
 
@@ -147,10 +177,26 @@ def _client_configs(args: argparse.Namespace) -> tuple[ClientConfig, ClientConfi
 
 
 def _status(args: argparse.Namespace) -> int:
+    """The standalone mirror group's status (with --source-zookeeper) and the offline cluster's mirror links
+    (the embedded mirror), one report for both kinds."""
+    offline = args.target_zookeeper or args.zookeeper
+    if not offline:
+        raise UsageError("--target-zookeeper HOST:PORT/CHROOT (the offline cluster's) is required for "
+                         "`ferry mirror status`")
+    if args.target_zookeeper and args.zookeeper and args.target_zookeeper != args.zookeeper:
+        raise UsageError("--zookeeper and --target-zookeeper name two different offline clusters")
     source_client, target_client = _client_configs(args)
-    status = mirror_status(args.source_zookeeper, args.target_zookeeper, args.group, args.include, args.exclude,
-                           source_client=source_client, target_client=target_client)
-    print(json.dumps(status.to_dict(), indent=2) if args.json else format_status(status))
+    status = mirror_status(args.source_zookeeper, offline, args.group, args.include, args.exclude,
+                           source_client=source_client, target_client=target_client) \
+        if args.source_zookeeper else None
+    links = links_status(offline)
+    if args.json:
+        print(json.dumps({**(status.to_dict() if status is not None else {}), "links": links}, indent=2))
+        return 0
+    if status is not None:
+        print(format_status(status))
+    if links or status is None:
+        print(("\nembedded mirror:\n" if status is not None else "") + format_links(links))
     return 0
 
 

@@ -23,15 +23,15 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from ferry.client.audit.event import AUDIT_TOPIC, AuditEvent
+from ferry.client.audit.event import AUDIT_TOPIC
 from ferry.client.bootstrap import bootstrap_string, broker_addresses
 from ferry.client.consumer_connector import ConsumerConnector
 from ferry.client.errors import ClientError
 from ferry.client.group_registration import refuse_if_held_here
-from ferry.client.producer import Producer
 from ferry.client.subscription import STRATEGIES
 from ferry.client.topic_selection import TopicFilter
 from ferry.client.wire_client import WireClient
+from ferry.mirror.audit_sender import AuditEventSender
 from ferry.mirror.checkpoint import ZkCheckpoints
 from ferry.mirror.checkpoint_keeper import CheckpointKeeper
 from ferry.mirror.metrics import MirrorMetrics
@@ -150,10 +150,7 @@ class MirrorMaker:
         self.connector: ConsumerConnector | None = None
         self.keeper: CheckpointKeeper | None = None
         self.datacenter = config.datacenter or ""
-        self._audit_producer: Producer | None = None
-        self._events_lock = threading.Lock()
-        self._events_in_flight: set[str] = set()  # guids sent, not answered yet
-        self._events_delivered: set[str] = set()  # guids acknowledged (of the ranges still being published)
+        self.audit_sender: AuditEventSender | None = None  # made once the datacenter is known (start)
         self._commit_lock = threading.Lock()  # progress taken from the streams is applied before a release
         self._next_audit = 0.0
         self._stop = threading.Event()
@@ -182,7 +179,10 @@ class MirrorMaker:
         if cfg.schemas:
             self.schema_sync = SchemaSync(self.source, self.target).start()
         store = ZkCheckpoints(self.source.client, cfg.group)
-        self.keeper = CheckpointKeeper(store, cfg.group, self._publish_events, self._event_fields, self.metrics.error)
+        self.audit_sender = AuditEventSender(self._offline_bootstrap, cfg.application, self.datacenter,
+                                             client_config=cfg.target_client)
+        self.keeper = CheckpointKeeper(store, cfg.group, self.audit_sender.send, self._event_fields,
+                                       self.metrics.error)
         live, offline = cfg.source_client.security(), cfg.target_client.security()
         self.streams = [
             MirrorStream(i, WireClient(self._brokers_of(self.source, cfg.source_client), f"{cfg.application}-live-{i}",
@@ -225,8 +225,8 @@ class MirrorMaker:
             self.connector.shutdown()  # -> fetcher.stop_fetching -> last checkpoints, then release ownership
         for s in self.streams:
             s.stop()
-        if self._audit_producer is not None:
-            self._audit_producer.close()
+        if self.audit_sender is not None:
+            self.audit_sender.close()
         if self.topic_sync is not None:
             self.topic_sync.stop()
         if self.schema_sync is not None:
@@ -332,53 +332,6 @@ class MirrorMaker:
     def _event_fields(self) -> dict:
         return {"host": socket.gethostname(), "datacenter": self.datacenter, "application": self.config.application}
 
-    def _publish_events(self, events: list[AuditEvent], timeout: float = 15.0) -> bool:
-        """Send the mirror tier's events to the offline `_audit`; True once all are acknowledged. An event
-        still in flight from an earlier call is not sent again (so an offline outage does not pile copies up
-        in the producer's queue); one acknowledged before is not sent again either."""
-        producer = self._ensure_audit_producer()
-        if producer is None:
-            return False
-        wanted = {e.guid for e in events}
-        with self._events_lock:  # forget the events no longer asked for (their ranges are published)
-            self._events_delivered &= wanted
-            self._events_in_flight &= wanted
-
-        try:
-            for e in events:
-                with self._events_lock:
-                    if e.guid in self._events_delivered or e.guid in self._events_in_flight:
-                        continue
-                    self._events_in_flight.add(e.guid)
-                producer.send(AUDIT_TOPIC, e.to_json(), e.topic.encode(), on_delivery=self._delivery(e.guid))
-        except Exception as e:
-            log.warning("audit publish failed: %s", e)
-            return False
-        producer.flush(timeout)
-        with self._events_lock:
-            return wanted <= self._events_delivered
-
-    def _delivery(self, guid: str):
-        def done(err, _msg) -> None:
-            with self._events_lock:
-                self._events_in_flight.discard(guid)
-                if err is None:
-                    self._events_delivered.add(guid)
-        return done
-
-    def _ensure_audit_producer(self) -> Producer | None:
-        if self._audit_producer is not None:
-            return self._audit_producer
+    def _offline_bootstrap(self) -> str:
         assert self.target is not None
-        brokers = self.target.brokers()
-        if not brokers:
-            return None
-        bootstrap = bootstrap_string(brokers, self.config.target_client.security_protocol)
-        try:
-            self._audit_producer = Producer(bootstrap, application=self.config.application,
-                                            datacenter=self.datacenter, audit=False, linger_ms=50,
-                                            compression="lz4", client_config=self.config.target_client)
-        except Exception as e:
-            log.warning("cannot create the audit producer yet: %s", e)
-            return None
-        return self._audit_producer
+        return bootstrap_string(self.target.brokers(), self.config.target_client.security_protocol)

@@ -64,7 +64,8 @@ class LogAppender:
 
     # -- a leader's append -----------------------------------------------------------------------------
 
-    def append(self, records: Buffer, leader_epoch: int = -1, allow: int = 0) -> AppendInfo:
+    def append(self, records: Buffer, leader_epoch: int = -1, allow: int = 0, check_sequences: bool = True
+               ) -> AppendInfo:
         """Validate, sequence-check, assign offsets and write one produce payload.
 
         ``leader_epoch`` >= 0 (a replicated partition's leader): every batch is written with it as
@@ -74,6 +75,9 @@ class LogAppender:
         nothing is written then. KafkaStorageError when the directory fails (or failed before): the
         bytes of a failed write are cut off and the log is offline (log_offline.py). ``allow``: the
         transactional/control attribute bits accepted (a transactional produce, a marker).
+        ``check_sequences`` False: the embedded mirror's batches, whose epoch and sequence spell the live offset
+        they were copied from (gaps where the live log has markers or aborted data); a repeat of one of the
+        producer's last batches is still answered as a duplicate, nothing is refused for a gap.
         """
         mv = records if isinstance(records, memoryview) else memoryview(records)
         if mv.format != "B" or mv.ndim != 1:
@@ -100,7 +104,7 @@ class LogAppender:
                 if h.producer_id >= 0:
                     idempotent = True
         return self._append(mv, 0, headers, len(mv), span, count, idempotent, leader_epoch,
-                            STAMPED if config.log_append_time else PAYLOAD)
+                            STAMPED if config.log_append_time else PAYLOAD, check_sequences)
 
     def append_batch(self, buf: Buffer, pos: int, h: RecordBatchHeader, leader_epoch: int = -1) -> AppendInfo:
         """append() of the one batch at ``pos`` in ``buf`` whose header ``h`` produce_parse read and checked
@@ -116,7 +120,7 @@ class LogAppender:
                             leader_epoch, IN_PLACE)
 
     def _append(self, buf: Buffer, pos: int, headers: list[RecordBatchHeader], size: int, span: int, count: int,
-                idempotent: bool, leader_epoch: int, mode: int) -> AppendInfo:
+                idempotent: bool, leader_epoch: int, mode: int, check_sequences: bool = True) -> AppendInfo:
         """The append core: ``headers`` (validated) of the batches from ``pos`` in ``buf`` (``size`` bytes,
         ``span`` offsets, ``count`` records) written at the log end as ``mode`` says, unless they repeat an append
         already made."""
@@ -134,7 +138,8 @@ class LogAppender:
                 dup = state.find_duplicate(headers)
                 if dup is not None:
                     return AppendInfo(dup.first_offset, dup.last_offset, duplicate=True)
-                state.check(headers)
+                if check_sequences:
+                    state.check(headers)
             local = self._local
             config = local.config
             first = self._offsets.end

@@ -8,20 +8,30 @@ pays nothing for metrics. Served on the broker's own loopback port (``metrics.po
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, Protocol
 
 from prometheus_client import CollectorRegistry, make_wsgi_app
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
 
 from ferry.wire import native
 from ferry.wire.http_security import HttpSecurity, serve_wsgi
 
 
+class MetricsSource(Protocol):
+    """Anything in the broker with metrics of its own (a BrokerPlugin: the embedded mirror)."""
+
+    def collect(self) -> Iterator[Metric]: ...
+
+
 class BrokerCollector(Collector):
     def __init__(self, broker_id: int, replicas: Any, controller: Any,
-                 offline_log_dirs: Callable[[], int] = lambda: 0, requests: Any = None) -> None:
+                 offline_log_dirs: Callable[[], int] = lambda: 0, requests: Any = None,
+                 extra: tuple[MetricsSource, ...] = ()) -> None:
+        """``extra``: the metrics of components embedded in the broker (the embedded mirror's links)."""
         self.broker_id = str(broker_id)
+        self.extra = extra
         self.replicas = replicas
         self.controller = controller
         self.offline_log_dirs = offline_log_dirs
@@ -66,6 +76,8 @@ class BrokerCollector(Collector):
                         offline)
             yield counter("ferry_controller_leader_elections", "leader elections written by this controller",
                           c.elections)
+        for collector in self.extra:
+            yield from collector.collect()
 
 
 def serve(port: int, collector: BrokerCollector, host: str = "127.0.0.1",

@@ -18,6 +18,7 @@ from ferry.broker.log.log_manager import LogManager
 from ferry.broker.server.authorizer import Authorizer
 from ferry.broker.server.broker_config import BrokerConfig
 from ferry.broker.server.broker_metrics import BrokerCollector, serve
+from ferry.broker.server.broker_plugin import BrokerPlugin, BrokerServices
 from ferry.broker.server.controller import KafkaController
 from ferry.broker.server.fetch_purgatory import FetchPurgatory
 from ferry.broker.server.group_coordinator import GroupCoordinator, GroupSettings
@@ -63,8 +64,10 @@ def _answers(holder: BrokerInfo) -> bool:
 
 
 class KafkaServer:
-    def __init__(self, config: BrokerConfig) -> None:
+    def __init__(self, config: BrokerConfig, plugins: tuple[BrokerPlugin, ...] = ()) -> None:
+        """``plugins``: components embedded in the broker (the embedded mirror), composed in by `ferry broker`."""
         self.config = config
+        self.plugins = plugins
         self.log_manager: LogManager | None = None
         self.log_cleaner: LogCleaner | None = None
         self.registry: ClusterRegistry | None = None
@@ -228,10 +231,14 @@ class KafkaServer:
         if cfg.audit_topic_partitions > 0 and AUDIT_TOPIC not in metadata.topics:
             await loop.run_in_executor(self._executor, self._ensure_audit_topic)
         await loop.run_in_executor(self._executor, self.controller.start)
+        services = BrokerServices(cfg, loop, self._executor, self.registry, replicas, producer_ids)
+        for plugin in self.plugins:
+            await plugin.start(services)
         if cfg.metrics_port:
             serve(cfg.metrics_port, BrokerCollector(cfg.broker_id, replicas, self.controller,
                                                     offline_log_dirs=lambda: self.log_manager.health.offline_log_dirs,
-                                                    requests=apis.request_metrics), cfg.metrics_host,
+                                                    requests=apis.request_metrics, extra=self.plugins),
+                  cfg.metrics_host,
                   cfg.metrics_http.security(cfg.zookeeper))
             log.info("metrics on %s://%s:%d/metrics", "https" if cfg.metrics_http.certfile else "http",
                      cfg.metrics_host, cfg.metrics_port)
@@ -306,6 +313,11 @@ class KafkaServer:
 
     async def shutdown(self) -> None:
         loop = asyncio.get_running_loop()
+        for plugin in self.plugins:
+            try:
+                await plugin.stop()
+            except Exception:
+                log.exception("stopping %s failed", type(plugin).__name__)
         if self.socket_server is not None:
             try:
                 await self.controlled_shutdown()

@@ -275,10 +275,12 @@ class ReplicaManager:
         return sum(1 for part in self.partitions.values() if part.is_leader and len(part.isr) < len(part.replicas))
 
     # ------------------------------------------------------------------ produce
-    def append(self, part: Partition, records: bytes | bytearray | memoryview, allow: int = 0) -> AppendInfo:
+    def append(self, part: Partition, records: bytes | bytearray | memoryview, allow: int = 0,
+               check_sequences: bool = True) -> AppendInfo:
         """Append as leader. ``allow``: transactional/control attribute bits accepted (a transactional produce, a
-        marker). This, append_batch and append_batches are every leader append (produce, markers)."""
-        info = part.append(records, allow)
+        marker); ``check_sequences`` False: the embedded mirror's copy (Log.append). This, append_batch and
+        append_batches are every leader append (produce, markers, the embedded mirror)."""
+        info = part.append(records, allow, check_sequences)
         self._appended(part)
         return info
 

@@ -1,0 +1,132 @@
+"""The embedded mirror's backlog copy against a bare MessageSetConsumer and the standalone mirror, in one run
+(issue 39's first bar, measured on a first slice).
+
+ZooKeeper, one live and one offline `ferry broker` (the offline one runs the embedded mirror). Backlog:
+``--messages`` 200-byte messages in sets of 50 over ``--partitions`` partitions (bench_mirror_pipeline.py's
+fill). Each round: the MessageSetConsumer reads the whole live topic in a process of its own (lean, then
+checking CRCs); a new mirror link copies the whole topic into the offline cluster (clock from the first copied
+message visible offline to the last: the offline high watermark); then the standalone `ferry mirror`
+(MirrorMaker, in this process) copies it once more. Each copy appends behind the earlier rounds' copies in the
+same offline topic. Machine CPU per message covers every process (both brokers, the mirror, the kernel).
+
+    .venv/bin/python bench/bench_embedded_mirror.py [--messages 2000000] [--rounds 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from bench_mirror_pipeline import (  # noqa: E402
+    end_offsets,
+    fill,
+    live_end,
+    machine_cpu,
+    machine_line,
+    mirror_copy,
+    read_phase,
+    settle,
+)
+
+from ferry.client.wire_client import WireClient  # noqa: E402
+from ferry.embedded import BrokerProcess, ZooKeeperServer  # noqa: E402
+from ferry.zk.cluster_registry import ClusterRegistry  # noqa: E402
+
+
+def link(offline_zk: str, *args: str) -> None:
+    subprocess.run([sys.executable, "-m", "ferry.cli", "mirror", "link", *args, "--zookeeper", offline_zk],
+                   check=True, capture_output=True, timeout=60)
+
+
+def embedded_copy(live: BrokerProcess, offline: BrokerProcess, live_zk: str, offline_zk: str, topic: str,
+                  partitions: int) -> tuple[int, float, float]:
+    """(messages timed, seconds, machine CPU seconds) of one link copying the whole live topic."""
+    total = live_end(live, topic, partitions)
+    watch = WireClient(offline.bootstrap, client_id="bench-watch")
+    name = f"bench-{uuid.uuid4().hex[:8]}"
+    try:
+        base = end_offsets(watch, topic, partitions) if _has_topic(offline_zk, topic) else 0
+        link(offline_zk, "create", name, "--source-zookeeper", live_zk, "--include", topic)
+        t0 = m0 = None
+        first = base
+        deadline = time.monotonic() + 600
+        while time.monotonic() < deadline:
+            got = end_offsets(watch, topic, partitions) if t0 is not None or _has_topic(offline_zk, topic) else 0
+            if t0 is None and got > base:
+                t0, m0, first = time.perf_counter(), machine_cpu(), got
+            if got >= base + total:
+                return base + total - first, time.perf_counter() - t0, machine_cpu() - m0
+            time.sleep(0.02)
+        raise RuntimeError("the link did not finish in 600 s")
+    finally:
+        link(offline_zk, "delete", name)
+        watch.close()
+
+
+def _has_topic(zk: str, topic: str) -> bool:
+    with ClusterRegistry(zk) as reg:
+        return reg.topic(topic) is not None
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--messages", type=int, default=2_000_000)
+    ap.add_argument("--partitions", type=int, default=4)
+    ap.add_argument("--rounds", type=int, default=3)
+    args = ap.parse_args()
+    tmp = Path(tempfile.mkdtemp(prefix="ferry-bench-embedded-"))
+    zk = ZooKeeperServer(data_dir=tmp / "zk").start()
+    brokers: list[BrokerProcess] = []
+    ratios: dict[str, list[float]] = {"embedded/lean": [], "embedded/checking": [], "standalone/lean": [],
+                                      "embedded/standalone": []}
+    cpu_ratio: list[float] = []
+    try:
+        live_zk, offline_zk = f"{zk.connect}/b/live", f"{zk.connect}/b/offline"
+        live = BrokerProcess(1, tmp / "live", live_zk, "live").start()
+        offline = BrokerProcess(1, tmp / "offline", offline_zk, "offline").start()
+        brokers += [live, offline]
+        with ClusterRegistry(live_zk) as reg:
+            reg.create_topic("backlog", args.partitions)
+        time.sleep(1.0)
+        fill(live.bootstrap, "backlog", args.messages, args.partitions)
+        time.sleep(1.0)
+        for rnd in range(args.rounds):
+            rates = {check: read_phase(live.bootstrap, "backlog", args.partitions, check, f"round {rnd}")
+                     for check in (False, True)}
+            settle()
+            n, secs, busy = embedded_copy(live, offline, live_zk, offline_zk, "backlog", args.partitions)
+            emb = n / secs
+            print(f"round {rnd}: embedded mirror (link) {n:,} msgs {emb:,.0f} msg/s -> {emb / rates[False]:.2f}x of "
+                  f"the lean reader, {emb / rates[True]:.2f}x of the checking one; {machine_line(busy, secs, n)}",
+                  flush=True)
+            settle()
+            sn, _acked, _committed_s, _cpu, sbusy = mirror_copy(live, offline, live_zk, offline_zk, "backlog",
+                                                                args.partitions, 1)
+            st = sn / _acked
+            print(f"round {rnd}: standalone mirror {sn:,} msgs {st:,.0f} msg/s -> {st / rates[False]:.2f}x of the "
+                  f"lean reader; {machine_line(sbusy, _acked, sn)}", flush=True)
+            ratios["embedded/lean"].append(emb / rates[False])
+            ratios["embedded/checking"].append(emb / rates[True])
+            ratios["standalone/lean"].append(st / rates[False])
+            ratios["embedded/standalone"].append(emb / st)
+            cpu_ratio.append((busy / n) / (sbusy / sn))
+        print("medians: " + ", ".join(f"{k} {statistics.median(v):.2f}x" for k, v in ratios.items())
+              + f"; machine CPU per message, embedded/standalone {statistics.median(cpu_ratio):.2f}", flush=True)
+    finally:
+        for b in brokers:
+            b.stop()
+        zk.stop()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

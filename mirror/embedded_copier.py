@@ -1,0 +1,265 @@
+"""PartitionCopier: the leader of one offline partition pulling its live partition (the embedded mirror).
+
+The paper's offline cluster "runs a set of embedded consumers that pull data from the Kafka instances in the
+live datacenters": here the broker that leads an offline partition fetches the live partition itself
+(read_committed, up to the live last stable offset), checks and re-stamps the batches with the standalone
+mirror's walk (batch_rewrite.forward_batches: CRC-32C of every batch, control batches and aborted
+transactions passed over, keys/values/headers/timestamps/codec unchanged) and appends them to its own log as
+leader; ordinary replication carries them to the followers (ISR, min.insync.replicas, high watermark).
+
+**Where the copy ends is in the offline log itself.** Every copied batch carries the link's producer id, and
+its producer epoch and base sequence spell the live base offset it was copied from
+(batch_rewrite.source_position). The partition's producer state, rebuilt from the log on every replica and
+replicated with it, therefore names the last live batch copied: a new leader (after a kill -9, a leadership
+move, a restart) resumes right after it, with no gap and no duplicate, whatever the old leader had appended
+beyond what the new one has (the followers truncate to the new leader's log). When the producer state no
+longer knows the link's producer (``producer.id.expiration.ms`` without a copied batch), the log is scanned
+for the link's last batch instead.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+from ferry.broker.log.log import Log
+from ferry.broker.server.partition import Partition
+from ferry.broker.server.replica_manager import ReplicaManager
+from ferry.broker.server.task_cancel import cancel_and_wait
+from ferry.mirror.batch_rewrite import CorruptBatchError, forward_batches, live_offset_of
+from ferry.mirror.link_progress import COPYING, FAILED, WAITING
+from ferry.mirror.partition_mirror import backoff
+from ferry.wire.async_broker_connection import AsyncBrokerConnection
+from ferry.wire.connection_errors import BrokerUnavailableError
+from ferry.wire.protocol import fetch, list_offsets
+from ferry.wire.protocol.errors import ErrorCode
+from ferry.wire.record.errors import KafkaStorageError, RecordTooLargeError
+from ferry.wire.record.read_committed import ReadCommitted
+from ferry.wire.record.record_batch import BATCH_HEADER_SIZE, RecordBatchHeader, read_header
+
+log = logging.getLogger("ferry.mirror.embedded")
+
+FETCH_MAX_BYTES = 8 << 20  # per live partition and fetch
+FETCH_WAIT_MS = 500  # long poll when the live partition has nothing new
+FETCH_TIMEOUT_S = 30.0
+SCAN_CHUNK_BYTES = 4 << 20
+
+LeaderLookup = Callable[[str, int], "asyncio.Future[tuple[int, str, int] | None]"]
+
+
+def copy_position(lg: Log, producer_id: int) -> int | None:
+    """The live offset after the last batch the link copied into ``lg``, or None (nothing copied yet).
+
+    From the producer state (rebuilt from the log on every replica) when it knows the link's producer, else by
+    scanning the log for the link's last batch (the state expired it). Blocking: run it off the event loop."""
+    entry = lg.producer_state.producers.get(producer_id)
+    if entry is not None and entry.batches:
+        b = entry.batches[-1]
+        return live_offset_of(entry.epoch, b.first_seq) + (b.last_offset - b.first_offset) + 1
+    position = None
+    for h, _batch in link_batches(lg, producer_id, lg.log_start_offset, lg.log_end_offset):
+        position = live_offset_of(h.producer_epoch, h.base_sequence) + h.last_offset_delta + 1
+    return position
+
+
+def link_batches(lg: Log, producer_id: int, start: int, end: int) -> Iterator[tuple[RecordBatchHeader, memoryview]]:
+    """The link's data batches in ``lg`` between offsets ``start`` and ``end`` (batch boundaries), read from the
+    files in chunks. Blocking: run it off the event loop."""
+    offset = max(start, lg.log_start_offset)
+    while offset < end:
+        chunk = lg.read(offset, SCAN_CHUNK_BYTES, upper_bound=end)
+        if chunk is None:
+            return
+        data = memoryview(chunk.read_bytes())
+        pos = 0
+        while len(data) - pos >= BATCH_HEADER_SIZE:
+            h = read_header(data, pos)
+            if pos + h.size > len(data):
+                break
+            if h.producer_id == producer_id and not h.is_control and h.base_offset >= start:
+                yield h, data[pos:pos + h.size]
+            offset = h.next_offset
+            pos += h.size
+        if pos == 0:
+            return  # a batch larger than the chunk: cannot happen below message.max.bytes; stop rather than spin
+
+
+@dataclass
+class CopyProgress:
+    """What the copier last saw and did (reported to ZooKeeper by the link, shown by `describe`)."""
+
+    live_end: int = -1  # the live last stable offset at the last fetch
+    copied_to: int = -1  # the live offset the copy reached (the next to fetch)
+    state: str = WAITING
+    error: str | None = None
+    messages: int = 0  # records appended by this copier
+    data_lost: int = 0  # live offsets deleted by live retention before they were copied
+
+
+class PartitionCopier:
+    """One offline partition led here, pulling one live partition of one link (one asyncio task)."""
+
+    def __init__(self, link_name: str, producer_id: int, part: Partition, replicas: ReplicaManager,
+                 leader_of: LeaderLookup, run_blocking: Callable, client_id: str) -> None:
+        self.link_name = link_name
+        self.producer_id = producer_id
+        self.part = part
+        self.replicas = replicas
+        self.leader_of = leader_of  # (topic, partition) -> (node id, host, port) of the live leader, or None
+        self.run_blocking = run_blocking  # loop.run_in_executor(executor, fn, *args)
+        self.client_id = client_id
+        self.epoch = part.leader_epoch
+        self.progress = CopyProgress()
+        self._conn: AsyncBrokerConnection | None = None
+        self._task: asyncio.Task | None = None
+        self._fresh = False
+
+    @property
+    def topic(self) -> str:
+        return self.part.topic
+
+    @property
+    def partition(self) -> int:
+        return self.part.partition
+
+    @property
+    def leads(self) -> bool:
+        """Still the leader of the epoch this copier started in (else a new copier takes over)."""
+        part = self.part
+        return part.is_leader and part.leader_epoch == self.epoch and not part.log.offline
+
+    def start(self) -> PartitionCopier:
+        self._task = asyncio.get_running_loop().create_task(self._run(), name=f"mirror-{self.topic}-{self.partition}")
+        return self
+
+    @property
+    def done(self) -> bool:
+        return self._task is not None and self._task.done()
+
+    async def stop(self) -> None:
+        task, self._task = self._task, None
+        await cancel_and_wait([task])
+        self._close()
+
+    def _close(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+        self._conn = None
+
+    async def _run(self) -> None:
+        tp = f"{self.topic}-{self.partition}"
+        position = await self.run_blocking(copy_position, self.part.log, self.producer_id)
+        log.info("mirror link %s: %s: leader (epoch %d) copies from %s", self.link_name, tp, self.epoch,
+                 f"live offset {position}" if position is not None else "the live log start")
+        self.progress.copied_to = position if position is not None else -1
+        self._fresh = position is None  # nothing copied yet: the live log start is where the copy begins
+        failures = 0
+        while self.leads:
+            if not self.part.enough_replicas():
+                self._set_state(WAITING, f"ISR {list(self.part.isr)} below min.insync.replicas {self.part.min_isr}")
+                await asyncio.sleep(0.5)
+                continue
+            try:
+                position = await self._round(position if position is not None else 0)
+                failures = 0
+            except asyncio.CancelledError:
+                raise
+            except Exception as e:  # every failure is retried: the live side down, moved, cut off
+                failures += 1
+                self._close()
+                self._set_state(FAILED if isinstance(e, CorruptBatchError | RecordTooLargeError) else WAITING,
+                                " ".join((str(e) or type(e).__name__).split()))
+                if failures in (1, 10) or failures % 100 == 0:
+                    log.warning("mirror link %s: %s: %s (%d times in a row; retrying)", self.link_name, tp,
+                                self.progress.error, failures)
+                await asyncio.sleep(backoff(failures))
+        log.info("mirror link %s: %s: no longer the leader of epoch %d; copy stopped at live offset %s",
+                 self.link_name, tp, self.epoch, position)
+
+    def _set_state(self, state: str, error: str | None = None) -> None:
+        self.progress.state, self.progress.error = state, error
+
+    async def _round(self, position: int) -> int:
+        """One fetch from the live leader and the append of what it brought; the live offset to fetch next."""
+        if self._conn is None:
+            leader = await self.leader_of(self.topic, self.partition)
+            if leader is None:
+                raise BrokerUnavailableError(f"live {self.topic}-{self.partition} has no leader")
+            node, host, port = leader
+            self._conn = AsyncBrokerConnection(node, host, port, self.client_id)
+        request = fetch.encode_request([(self.topic, [fetch.FetchPartition(self.partition, position, FETCH_MAX_BYTES)])],
+                                       FETCH_WAIT_MS, 1, FETCH_MAX_BYTES, isolation_level=fetch.READ_COMMITTED)
+        body = await self._conn.request(*request, FETCH_TIMEOUT_S)
+        answer = fetch.parse_response(body)
+        results = answer.topics.get(self.topic) or []
+        res = next((r for r in results if r.partition == self.partition), None)
+        if res is None:
+            raise BrokerUnavailableError(f"live answer without {self.topic}-{self.partition}")
+        if res.error_code == ErrorCode.OFFSET_OUT_OF_RANGE:
+            return await self._out_of_range(position)
+        if res.error_code:
+            self._close()  # the leader moved (or the topic is not there yet): look it up again
+            raise BrokerUnavailableError(f"live {self.topic}-{self.partition}: {ErrorCode(res.error_code).name}")
+        self.progress.live_end = res.last_stable_offset
+        records = res.records
+        if records is None or len(records) < BATCH_HEADER_SIZE:
+            self._set_state(COPYING)
+            self.progress.copied_to = position
+            return position
+        out = forward_batches(records, position, self.producer_id, 0, 0,
+                              committed=ReadCommitted(res.aborted_transactions), source_positions=True)
+        if out.records:
+            if not self.leads:  # the fetch was out while leadership moved: the new leader copies it
+                return position
+            try:
+                self.replicas.append(self.part, out.records, check_sequences=False)
+            except KafkaStorageError:
+                return position  # the log dir went offline: leadership moves (log_dir_failure.py)
+            self.progress.messages += out.messages
+            self._fresh = False
+        self._set_state(COPYING)
+        self.progress.copied_to = out.next_offset
+        return out.next_offset
+
+    async def _out_of_range(self, position: int) -> int:
+        """The live log no longer (or not yet) has ``position``: ask where it starts and ends."""
+        start = await self._list_offset(fetch_earliest=True)
+        end = await self._list_offset(fetch_earliest=False)
+        if self._fresh:
+            log.info("mirror link %s: %s-%d: the live log starts at %d", self.link_name, self.topic, self.partition,
+                     start)
+            return start
+        if position < start:
+            lost = start - position
+            self.progress.data_lost += lost
+            log.error("mirror link %s: %s-%d: DATA LOST: live offsets [%d, %d) were deleted by live retention "
+                      "before they were copied (%d offsets); copying goes on from %d", self.link_name, self.topic,
+                      self.partition, position, start, lost, start)
+            return start
+        log.error("mirror link %s: %s-%d: live offset %d is beyond the live end %d (the live topic was re-created?);"
+                  " copying goes on from the live log start %d", self.link_name, self.topic, self.partition,
+                  position, end, start)
+        return start
+
+    async def _list_offset(self, fetch_earliest: bool) -> int:
+        assert self._conn is not None
+        ts = list_offsets.EARLIEST_TIMESTAMP if fetch_earliest else list_offsets.LATEST_TIMESTAMP
+        body = await self._conn.request(*list_offsets.encode_request([(self.topic, [(self.partition, ts)])],
+                                                                     read_committed=True), FETCH_TIMEOUT_S)
+        res = next((r for r in list_offsets.parse_response(body).get(self.topic, []) if r.partition == self.partition),
+                   None)
+        if res is None or res.error_code:
+            self._close()
+            raise BrokerUnavailableError(f"live {self.topic}-{self.partition}: ListOffsets "
+                                         f"{ErrorCode(res.error_code).name if res else 'answered nothing'}")
+        return res.offset
+
+    def report(self, broker_id: int) -> dict:
+        p = self.progress
+        return {"link": self.link_name, "topic": self.topic, "partition": self.partition, "broker": broker_id,
+                "leader_epoch": self.epoch, "live_end": p.live_end, "copied_to": p.copied_to,
+                "offline_end": self.part.log.log_end_offset, "state": p.state, "error": p.error,
+                "messages": p.messages, "data_lost": p.data_lost, "updated_ms": int(time.time() * 1000)}

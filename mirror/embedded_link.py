@@ -1,0 +1,191 @@
+"""LinkRunner: one mirror link as one offline broker runs it.
+
+It holds the link's view of the live cluster (its ZooKeeper: topics, partition leaders, brokers), keeps the
+offline topics a superset of the live ones the link selects (the standalone mirror's TopicSync: every offline
+broker races to create them, "already exists" is success), and runs a PartitionCopier for each offline
+partition of a selected topic that this broker leads, while the link is running. Leadership is the offline
+cluster's: a copier lives exactly as long as its leader epoch here, and the next leader (here or elsewhere)
+starts its own from where the offline log says the copy ends.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from ferry.broker.server.broker_plugin import BrokerServices
+from ferry.client.topic_selection import TopicFilter
+from ferry.mirror.audit_sender import AuditEventSender
+from ferry.mirror.embedded_audit import APPLICATION, LinkAuditor
+from ferry.mirror.embedded_copier import PartitionCopier, copy_position
+from ferry.mirror.link_progress import PAUSED, remove_progress, write_progress
+from ferry.mirror.schema_sync import SchemaSync
+from ferry.mirror.topic_sync import TopicSync
+from ferry.zk.cluster_registry import ClusterRegistry
+from ferry.zk.mirror_links import RUNNING, MirrorLink, MirrorLinkStore
+from ferry.zk.topic_name import AUDIT_TOPIC
+
+log = logging.getLogger("ferry.mirror.embedded")
+
+REPORT_INTERVAL_S = 2.0
+TopicPartition = tuple[str, int]
+
+
+class LinkRunner:
+    def __init__(self, link: MirrorLink, services: BrokerServices) -> None:
+        self.link = link
+        self.services = services
+        self.filter = TopicFilter(link.include, link.exclude)
+        self.live: ClusterRegistry | None = None
+        self.topic_sync: TopicSync | None = None
+        self.copiers: dict[TopicPartition, PartitionCopier] = {}
+        self.auditor: LinkAuditor | None = None
+        self.schema_sync: SchemaSync | None = None
+        self._reported_at = 0.0
+        self._paused_reported: set[TopicPartition] = set()
+
+    def same_source(self, link: MirrorLink) -> bool:
+        """Whether ``link`` is still what this runner copies (else it is stopped and started anew)."""
+        old = self.link
+        same_id = old.producer_id == link.producer_id or link.producer_id < 0 or old.producer_id < 0
+        return same_id and (old.source_zookeeper, old.include, old.exclude, old.source_config) == \
+            (link.source_zookeeper, link.include, link.exclude, link.source_config)
+
+    async def _blocking(self, fn, *args):  # noqa: ANN001, ANN202 - run_in_executor's own shape
+        return await self.services.loop.run_in_executor(self.services.executor, fn, *args)
+
+    async def start(self, attempt: int = 1) -> bool:
+        """Connect to the live ZooKeeper, make sure the link has its producer id, start the topic sync. False:
+        not now (the live ZooKeeper does not answer): the host tries again at its next pass (``attempt``: how
+        many times in a row it tried, for a log line now and then rather than one a pass)."""
+        link = self.link
+        if link.producer_id < 0:
+            pid = await self.services.producer_ids.next_id()
+            self.link = link = await self._blocking(
+                MirrorLinkStore(self.services.registry.client).set_producer_id_if_unset, link.name, pid)
+        if link.source_config:
+            log.warning("mirror link %s: --source-config %s is stored but not applied yet: the live brokers are "
+                        "reached over PLAINTEXT", link.name, link.source_config)
+        live = ClusterRegistry(link.source_zookeeper, timeout=10.0, create=False)
+        try:
+            await self._blocking(live.start)
+        except Exception as e:
+            if attempt in (1, 10) or attempt % 100 == 0:
+                log.warning("mirror link %s: the live ZooKeeper %s does not answer (%s; %d times in a row); "
+                            "retrying", link.name, link.source_zookeeper,
+                            " ".join((str(e) or type(e).__name__).split()), attempt)
+            await self._blocking(live.stop)
+            return False
+        self.live = live
+        try:
+            await self._start_syncs(link)
+        except Exception as e:  # e.g. the live ZooKeeper refuses a write of the schema copy's watch path
+            log.warning("mirror link %s: cannot start (%s); retrying", link.name,
+                        " ".join((str(e) or type(e).__name__).split()))
+            await self.stop()
+            return False
+        log.info("mirror link %s: running from %s (include %r%s), producer id %d", link.name,
+                 link.source_zookeeper, link.include, f", exclude {link.exclude!r}" if link.exclude else "",
+                 link.producer_id)
+        return True
+
+    async def _start_syncs(self, link: MirrorLink) -> None:
+        """What runs beside the copiers: the topic and schema copies, the audit publisher."""
+        live, registry = self.live, self.services.registry
+        assert live is not None
+        # the offline `_audit` too: the mirror tier's counts go there
+        self.topic_sync = TopicSync(live, registry, self.filter.matches, always=(AUDIT_TOPIC,))
+        await self._blocking(self.topic_sync.start)
+        # mirrored Avro payloads keep their live schema ids: the offline registry must know them (ids preserved)
+        self.schema_sync = await self._blocking(SchemaSync(live, registry).start)
+        sender = AuditEventSender(lambda: ",".join(b.address for b in registry.brokers().values()), APPLICATION,
+                                  self.services.config.datacenter)
+        self.auditor = LinkAuditor(link.name, link.producer_id, lambda: registry.client, sender,
+                                   self.services.config.datacenter).start()
+
+    async def leader_of(self, topic: str, partition: int) -> tuple[int, str, int] | None:
+        """(node, host, port) of the live leader of ``topic``-``partition``, read from the live ZooKeeper."""
+        live = self.live
+        if live is None:
+            return None
+
+        def lookup() -> tuple[int, str, int] | None:
+            state = live.partition_states(topic).get(partition)
+            if state is None or state.leader < 0:
+                return None
+            broker = live.broker(state.leader)
+            return (state.leader, broker.host, broker.port) if broker is not None else None
+
+        return await self._blocking(lookup)
+
+    async def reconcile(self, link: MirrorLink) -> None:
+        """Run a copier for each selected partition led here while the link runs; stop the others."""
+        self.link = link
+        replicas = self.services.replicas
+        running = link.state == RUNNING
+        led = {tp: part for tp, part in list(replicas.partitions.items())
+               if part.is_leader and not part.log.offline and self.filter.matches(tp[0])}
+        for tp, copier in list(self.copiers.items()):
+            if not running or tp not in led or not copier.leads or copier.done:
+                del self.copiers[tp]
+                await copier.stop()
+        if running:
+            self._paused_reported.clear()
+            for tp, part in led.items():
+                if tp not in self.copiers:
+                    self.copiers[tp] = PartitionCopier(
+                        link.name, link.producer_id, part, replicas, self.leader_of, self._blocking,
+                        f"ferry-embedded-mirror-{self.services.config.broker_id}").start()
+        if self.auditor is not None:
+            self.auditor.partitions = {tp: c.part for tp, c in self.copiers.items()}
+        await self._report(led, running)
+
+    async def _report(self, led: dict, running: bool) -> None:
+        now = time.monotonic()
+        if now - self._reported_at < REPORT_INTERVAL_S:
+            return
+        self._reported_at = now
+        broker_id = self.services.config.broker_id
+        reports = [c.report(broker_id) for c in self.copiers.values()]
+        if not running:
+            for tp, part in led.items():
+                position = await self._blocking(copy_position, part.log, self.link.producer_id)
+                reports.append({"link": self.link.name, "topic": tp[0], "partition": tp[1], "broker": broker_id,
+                                "leader_epoch": part.leader_epoch, "live_end": -1,
+                                "copied_to": -1 if position is None else position,
+                                "offline_end": part.log.log_end_offset, "state": PAUSED, "error": None,
+                                "messages": 0, "data_lost": 0, "updated_ms": int(time.time() * 1000)})
+        client = self.services.registry.client
+
+        def write() -> None:
+            for r in reports:
+                write_progress(client, self.link.name, r)
+
+        try:
+            await self._blocking(write)
+        except Exception as e:  # progress is for operators: never fatal to the copy
+            log.debug("mirror link %s: progress not written: %s", self.link.name, e)
+
+    async def stop(self) -> None:
+        copiers, self.copiers = list(self.copiers.values()), {}
+        for copier in copiers:
+            await copier.stop()
+        if self.topic_sync is not None:
+            await self._blocking(self.topic_sync.stop)
+        if self.auditor is not None:
+            await self._blocking(self.auditor.stop)
+        if self.schema_sync is not None:
+            await self._blocking(self.schema_sync.stop)
+        if self.live is not None:
+            await self._blocking(self.live.stop)
+        client = self.services.registry.client
+
+        def clear() -> None:
+            for c in copiers:
+                remove_progress(client, self.link.name, c.topic, c.partition)
+
+        try:
+            await self._blocking(clear)
+        except Exception:
+            pass
+        log.info("mirror link %s: stopped on this broker", self.link.name)

@@ -1,0 +1,162 @@
+"""EmbeddedMirror: the mirror links an offline broker runs (the paper's embedded consumers; docs/mirror.md).
+
+A broker plugin (broker/server/broker_plugin.py) composed into `ferry broker` (ferry/broker_cmd.py). Every
+second it reads the offline cluster's links (``/mirror/links``, zk/mirror_links.py) and brings its LinkRunners
+in line: a new link starts, a deleted one stops (its copiers first), a changed one restarts, a paused one keeps
+its runner but stops its copiers. With no link stored it costs one ZooKeeper read a second.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Iterator
+
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.metrics_core import Metric
+
+from ferry.broker.server.broker_plugin import BrokerServices
+from ferry.broker.server.task_cancel import cancel_and_wait
+from ferry.mirror.embedded_link import LinkRunner
+from ferry.mirror.partition_mirror import backoff
+from ferry.zk.mirror_links import PAUSED, MirrorLink, MirrorLinkStore
+
+log = logging.getLogger("ferry.mirror.embedded")
+
+PASS_INTERVAL_S = 1.0
+
+
+class EmbeddedMirror:
+    def __init__(self, pass_interval_s: float = PASS_INTERVAL_S) -> None:
+        self.pass_interval_s = pass_interval_s
+        self.runners: dict[str, LinkRunner] = {}
+        self._start_failures: dict[str, tuple[int, float]] = {}  # link -> (failed starts in a row, next try)
+        self._starting: dict[str, asyncio.Task] = {}  # link -> its runner's start, under way
+        self.services: BrokerServices | None = None
+        self._task: asyncio.Task | None = None
+
+    async def start(self, services: BrokerServices) -> None:
+        self.services = services
+        self._task = services.loop.create_task(self._run(), name="embedded-mirror")
+
+    async def stop(self) -> None:
+        task, self._task = self._task, None
+        await cancel_and_wait([task, *self._starting.values()])
+        self._starting.clear()
+        for runner in list(self.runners.values()):
+            await runner.stop()
+        self.runners.clear()
+
+    def collect(self) -> Iterator[Metric]:
+        """Per link and partition led here: live end, copied to, lag, messages, data lost, state (read from
+        the copiers at scrape time; nothing is counted on the copy path)."""
+        labels = ["link", "topic", "partition"]
+        live_end = GaugeMetricFamily("ferry_mirror_link_live_end", "live last stable offset at the last fetch",
+                                     labels=labels)
+        copied = GaugeMetricFamily("ferry_mirror_link_copied_to", "live offset the copy reached", labels=labels)
+        lag = GaugeMetricFamily("ferry_mirror_link_lag_messages", "live end minus copied-to", labels=labels)
+        messages = CounterMetricFamily("ferry_mirror_link_messages", "records appended by this leader's copier",
+                                       labels=labels)
+        lost = CounterMetricFamily("ferry_mirror_link_data_lost_messages",
+                                   "live offsets deleted by live retention before they were copied; must stay 0",
+                                   labels=labels)
+        state = GaugeMetricFamily("ferry_mirror_link_state", "1 for the copier's state", labels=[*labels, "state"])
+        paused = GaugeMetricFamily("ferry_mirror_link_paused", "1 while the link is paused", labels=["link"])
+        for name, runner in list(self.runners.items()):
+            paused.add_metric([name], 1 if runner.link.state == PAUSED else 0)
+            for (topic, p), copier in list(runner.copiers.items()):
+                key = [name, topic, str(p)]
+                pr = copier.progress
+                live_end.add_metric(key, pr.live_end)
+                copied.add_metric(key, pr.copied_to)
+                if pr.live_end >= 0 and pr.copied_to >= 0:
+                    lag.add_metric(key, max(pr.live_end - pr.copied_to, 0))
+                messages.add_metric(key, pr.messages)
+                lost.add_metric(key, pr.data_lost)
+                state.add_metric([*key, pr.state], 1)
+        yield from (live_end, copied, lag, messages, lost, state, paused)
+
+    async def _run(self) -> None:
+        failures = 0
+        while True:
+            try:
+                await self.run_pass()
+                failures = 0
+            except asyncio.CancelledError:
+                raise
+            except Exception as e:
+                failures += 1
+                if failures in (1, 10) or failures % 100 == 0:
+                    log.warning("embedded mirror: pass failed (%d times in a row; retrying): %s", failures,
+                                " ".join((str(e) or type(e).__name__).split()))
+            await asyncio.sleep(self.pass_interval_s)
+
+    def _links(self) -> dict[str, MirrorLink]:
+        assert self.services is not None
+        return {link.name: link for link in MirrorLinkStore(self.services.registry.client).all()}
+
+    async def _started(self, name: str, link: MirrorLink) -> LinkRunner | None:
+        """The link's runner once its start (a task of its own: a live ZooKeeper that does not answer takes its
+        connect timeout, and the other links' passes go on meanwhile) succeeded; None until then."""
+        services = self.services
+        assert services is not None
+        starting = self._starting.get(name)
+        if starting is not None:
+            if not starting.done():
+                return None
+            del self._starting[name]
+            if starting.cancelled() or starting.exception() is not None:
+                log.warning("mirror link %s: start failed: %s", name, "cancelled" if starting.cancelled()
+                            else " ".join((str(starting.exception()) or type(starting.exception()).__name__).split()))
+                self._failed_start(name)
+                return None
+            runner, ok = starting.result()
+            if ok and runner.same_source(link):
+                self._start_failures.pop(name, None)
+                self.runners[name] = runner
+                return runner
+            if ok:  # the link changed while it started: start it anew
+                await runner.stop()
+            else:
+                self._failed_start(name)
+            return None
+        failures, next_try = self._start_failures.get(name, (0, 0.0))
+        if services.loop.time() >= next_try:
+            runner = LinkRunner(link, services)
+
+            async def start() -> tuple[LinkRunner, bool]:
+                return runner, await runner.start(failures + 1)
+
+            self._starting[name] = services.loop.create_task(start(), name=f"mirror-link-{name}-start")
+        return None
+
+    def _failed_start(self, name: str) -> None:
+        assert self.services is not None
+        failures = self._start_failures.get(name, (0, 0.0))[0] + 1
+        self._start_failures[name] = (failures, self.services.loop.time() + backoff(failures))
+
+    async def run_pass(self) -> None:
+        services = self.services
+        assert services is not None
+        links = await services.loop.run_in_executor(services.executor, self._links)
+        for name in set(self._start_failures) - set(links):
+            del self._start_failures[name]
+        for name in set(self._starting) - set(links):  # deleted while starting: stop it once its start ends
+            task = self._starting[name]
+            if task.done():
+                del self._starting[name]
+                if not task.cancelled() and task.exception() is None:
+                    await task.result()[0].stop()
+        for name, runner in list(self.runners.items()):
+            link = links.get(name)
+            if link is None or not runner.same_source(link):
+                del self.runners[name]
+                await runner.stop()
+        for name, link in sorted(links.items()):
+            runner = self.runners.get(name)
+            if runner is None:
+                runner = await self._started(name, link)
+                if runner is None:
+                    continue
+                link = runner.link  # with its producer id
+            await runner.reconcile(link)

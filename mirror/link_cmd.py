@@ -1,0 +1,127 @@
+"""`ferry mirror link create|list|describe|pause|resume|delete`: the embedded mirror's links (docs/mirror.md).
+
+A link lives in the offline cluster's ZooKeeper (`--zookeeper OFFLINE_ZK`, zk/mirror_links.py); the offline
+brokers watch it and their partition leaders pull from the live cluster (mirror/embedded_link.py). Nothing here
+talks to a broker: the commands only read and write the link's znode, and `describe` the progress the leaders
+report next to it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from ferry.mirror.link_progress import read_progress
+from ferry.zk import connect as zk_connect
+from ferry.zk.cli_args import UsageError
+from ferry.zk.mirror_links import PAUSED, RUNNING, MirrorLink, MirrorLinkStore
+from ferry.zk.zk_connect import ZkConnect
+
+LINK_ACTIONS = ("create", "list", "describe", "pause", "resume", "delete")
+
+
+def run_link(args: argparse.Namespace) -> int:
+    """One link action; raises UsageError (exit 2) for bad input, the store's errors otherwise."""
+    action = args.link_action
+    if action is None:
+        raise UsageError(f"`ferry mirror link` needs an action: {'|'.join(LINK_ACTIONS)}")
+    if not args.zookeeper:
+        raise UsageError("--zookeeper HOST:PORT/CHROOT (the offline cluster's) is required for `ferry mirror link`")
+    if action != "list" and not args.name:
+        raise UsageError(f"`ferry mirror link {action}` needs the link's NAME")
+    if action == "create":
+        link = _new_link(args)  # checked before connecting: a bad flag is exit 2 without ZooKeeper
+    # a chroot nobody registered under is a typo, not a cluster: refused, nothing created there
+    client = zk_connect(ZkConnect.parse(args.zookeeper), timeout=10.0, create_chroot=False)
+    try:
+        store = MirrorLinkStore(client)
+        if action == "create":
+            store.create(link)
+            print(f"created mirror link {link.name}: {link.source_zookeeper} include {link.include!r}"
+                  + (f" exclude {link.exclude!r}" if link.exclude else ""))
+        elif action == "list":
+            links = store.all()
+            if args.json:
+                print(json.dumps([_doc(lk) for lk in links], indent=2))
+            else:
+                for lk in links:
+                    print(f"{lk.name}\t{lk.state}\t{lk.source_zookeeper}\t{lk.include}"
+                          + (f"\texclude {lk.exclude}" if lk.exclude else ""))
+        elif action == "describe":
+            link, _ = store.get(args.name)
+            progress = read_progress(client, link.name)
+            if args.json:
+                print(json.dumps({**_doc(link), "partitions": progress}, indent=2))
+            else:
+                print(_describe(link, progress))
+        elif action in ("pause", "resume"):
+            store.get(args.name)  # UnknownLinkError first
+            store.update(args.name, state=PAUSED if action == "pause" else RUNNING)
+            print(f"mirror link {args.name}: {PAUSED if action == 'pause' else RUNNING}")
+        else:
+            store.delete(args.name)
+            print(f"deleted mirror link {args.name}")
+    finally:
+        client.stop()
+        client.close()
+    return 0
+
+
+def links_status(offline_zookeeper: str) -> list[dict]:
+    """Every link of the offline cluster with its partitions' last reports (`ferry mirror status`)."""
+    client = zk_connect(ZkConnect.parse(offline_zookeeper), timeout=10.0, create_chroot=False)
+    try:
+        return [{**_doc(lk), "partitions": read_progress(client, lk.name)} for lk in MirrorLinkStore(client).all()]
+    finally:
+        client.stop()
+        client.close()
+
+
+def format_links(links: list[dict]) -> str:
+    """`ferry mirror status`'s section on the embedded mirror: each link as `describe` shows it."""
+    if not links:
+        return "no mirror links in the offline cluster"
+    return "\n".join(_describe(MirrorLink(d["name"], d["source_zookeeper"], d["include"], d["exclude"],
+                                          d["source_config"], d["state"], d["producer_id"]), d["partitions"])
+                     for d in links)
+
+
+def _new_link(args: argparse.Namespace) -> MirrorLink:
+    if not args.source_zookeeper:
+        raise UsageError("--source-zookeeper HOST:PORT/CHROOT (the live cluster's) is required to create a link")
+    if not args.include:
+        raise UsageError("--include REGEX is required to create a link")
+    source_config = None
+    if args.source_config:
+        path = Path(args.source_config).resolve()
+        if not path.is_file():
+            raise FileNotFoundError(f"--source-config {args.source_config}: no such file")
+        source_config = str(path)
+    return MirrorLink(args.name, args.source_zookeeper, args.include, args.exclude, source_config).validate()
+
+
+def _doc(link: MirrorLink) -> dict:
+    return {"name": link.name, "state": link.state, "source_zookeeper": link.source_zookeeper,
+            "include": link.include, "exclude": link.exclude, "source_config": link.source_config,
+            "producer_id": link.producer_id}
+
+
+def _describe(link: MirrorLink, progress: list[dict]) -> str:
+    lines = [f"link {link.name}: {link.state}", f"  source zookeeper  {link.source_zookeeper}",
+             f"  include           {link.include}"]
+    if link.exclude:
+        lines.append(f"  exclude           {link.exclude}")
+    if link.source_config:
+        lines.append(f"  source config     {link.source_config}")
+    lines.append(f"  producer id       {link.producer_id if link.producer_id >= 0 else '(not yet allocated)'}")
+    if not progress:
+        lines.append("  no partition copied yet")
+        return "\n".join(lines)
+    lines.append(f"  {'TOPIC':<24}{'PART':>5}{'LIVE END':>12}{'COPIED TO':>12}{'LAG':>10}  {'LEADER':>6}  STATE")
+    for p in progress:
+        lag = p["live_end"] - p["copied_to"] if p["live_end"] >= 0 and p["copied_to"] >= 0 else -1
+        lines.append(f"  {p['topic']:<24}{p['partition']:>5}{p['live_end']:>12}{p['copied_to']:>12}"
+                     f"{lag if lag >= 0 else '-':>10}  {p['broker']:>6}  {p['state']}"
+                     + (f" ({p['error']})" if p.get("error") else ""))
+    return "\n".join(lines)
