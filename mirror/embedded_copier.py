@@ -39,6 +39,7 @@ from ferry.wire.protocol.errors import ErrorCode
 from ferry.wire.record.errors import KafkaStorageError, RecordTooLargeError
 from ferry.wire.record.read_committed import ReadCommitted
 from ferry.wire.record.record_batch import BATCH_HEADER_SIZE, RecordBatchHeader, read_header
+from ferry.wire.sasl_login import PLAINTEXT, AuthenticationError, ClientSecurity
 
 log = logging.getLogger("ferry.mirror.embedded")
 
@@ -46,6 +47,15 @@ FETCH_MAX_BYTES = 8 << 20  # per live partition and fetch
 FETCH_WAIT_MS = 500  # long poll when the live partition has nothing new
 FETCH_TIMEOUT_S = 30.0
 SCAN_CHUNK_BYTES = 4 << 20
+
+# what the live cluster answers when the link's user may not read: the link's settings must change, not the live side
+REFUSED = frozenset({ErrorCode.TOPIC_AUTHORIZATION_FAILED, ErrorCode.CLUSTER_AUTHORIZATION_FAILED})
+
+
+class LinkSettingsError(Exception):
+    """The link's settings cannot reach the live cluster (no listener of its security.protocol, a refused
+    login or read): the link is failed until they change; one line, never a secret."""
+
 
 LeaderLookup = Callable[[str, int], "asyncio.Future[tuple[int, str, int] | None]"]
 
@@ -103,7 +113,8 @@ class PartitionCopier:
     """One offline partition led here, pulling one live partition of one link (one asyncio task)."""
 
     def __init__(self, link_name: str, producer_id: int, part: Partition, replicas: ReplicaManager,
-                 leader_of: LeaderLookup, run_blocking: Callable, client_id: str) -> None:
+                 leader_of: LeaderLookup, run_blocking: Callable, client_id: str,
+                 security: ClientSecurity = PLAINTEXT) -> None:
         self.link_name = link_name
         self.producer_id = producer_id
         self.part = part
@@ -111,6 +122,8 @@ class PartitionCopier:
         self.leader_of = leader_of  # (topic, partition) -> (node id, host, port) of the live leader, or None
         self.run_blocking = run_blocking  # loop.run_in_executor(executor, fn, *args)
         self.client_id = client_id
+        self.security = security  # the link's --source-config: TLS and SASL towards the live brokers
+        self.link_error: str | None = None  # why the link's settings fail here (LinkSettingsError), if they do
         self.epoch = part.leader_epoch
         self.progress = CopyProgress()
         self._conn: AsyncBrokerConnection | None = None
@@ -165,13 +178,18 @@ class PartitionCopier:
             try:
                 position = await self._round(position if position is not None else 0)
                 failures = 0
+                self.link_error = None
             except asyncio.CancelledError:
                 raise
             except Exception as e:  # every failure is retried: the live side down, moved, cut off
                 failures += 1
                 self._close()
-                self._set_state(FAILED if isinstance(e, CorruptBatchError | RecordTooLargeError) else WAITING,
-                                " ".join((str(e) or type(e).__name__).split()))
+                if isinstance(e, AuthenticationError):
+                    e = LinkSettingsError(f"the live cluster refused the link's login: {e}")
+                reason = " ".join((str(e) or type(e).__name__).split())
+                self.link_error = reason if isinstance(e, LinkSettingsError) else None
+                self._set_state(FAILED if isinstance(e, CorruptBatchError | RecordTooLargeError | LinkSettingsError)
+                                else WAITING, reason)
                 if failures in (1, 10) or failures % 100 == 0:
                     log.warning("mirror link %s: %s: %s (%d times in a row; retrying)", self.link_name, tp,
                                 self.progress.error, failures)
@@ -189,7 +207,7 @@ class PartitionCopier:
             if leader is None:
                 raise BrokerUnavailableError(f"live {self.topic}-{self.partition} has no leader")
             node, host, port = leader
-            self._conn = AsyncBrokerConnection(node, host, port, self.client_id)
+            self._conn = AsyncBrokerConnection(node, host, port, self.client_id, security=self.security)
         request = fetch.encode_request([(self.topic, [fetch.FetchPartition(self.partition, position, FETCH_MAX_BYTES)])],
                                        FETCH_WAIT_MS, 1, FETCH_MAX_BYTES, isolation_level=fetch.READ_COMMITTED)
         body = await self._conn.request(*request, FETCH_TIMEOUT_S)
@@ -200,6 +218,8 @@ class PartitionCopier:
             raise BrokerUnavailableError(f"live answer without {self.topic}-{self.partition}")
         if res.error_code == ErrorCode.OFFSET_OUT_OF_RANGE:
             return await self._out_of_range(position)
+        if res.error_code in REFUSED:
+            raise LinkSettingsError(f"live {self.topic}-{self.partition}: {ErrorCode(res.error_code).name}")
         if res.error_code:
             self._close()  # the leader moved (or the topic is not there yet): look it up again
             raise BrokerUnavailableError(f"live {self.topic}-{self.partition}: {ErrorCode(res.error_code).name}")
@@ -251,6 +271,8 @@ class PartitionCopier:
                                                                      read_committed=True), FETCH_TIMEOUT_S)
         res = next((r for r in list_offsets.parse_response(body).get(self.topic, []) if r.partition == self.partition),
                    None)
+        if res is not None and res.error_code in REFUSED:
+            raise LinkSettingsError(f"live {self.topic}-{self.partition}: ListOffsets {ErrorCode(res.error_code).name}")
         if res is None or res.error_code:
             self._close()
             raise BrokerUnavailableError(f"live {self.topic}-{self.partition}: ListOffsets "

@@ -6,6 +6,11 @@ broker races to create them, "already exists" is success), and runs a PartitionC
 partition of a selected topic that this broker leads, while the link is running. Leadership is the offline
 cluster's: a copier lives exactly as long as its leader epoch here, and the next leader (here or elsewhere)
 starts its own from where the offline log says the copy ends.
+
+The link's --source-config (librdkafka properties, read on each broker when the link starts there) says how the
+copiers reach the live brokers: the listener of its security.protocol, TLS and SASL on every live connection.
+A file missing or bad here, or settings the live cluster refuses, make the link "failed: <reason>" on this broker
+(link_progress.write_failure): the start is retried with back-off (reading the file again), the broker goes on.
 """
 
 from __future__ import annotations
@@ -17,10 +22,12 @@ from ferry.broker.server.broker_plugin import BrokerServices
 from ferry.client.topic_selection import TopicFilter
 from ferry.mirror.audit_sender import AuditEventSender
 from ferry.mirror.embedded_audit import APPLICATION, LinkAuditor
-from ferry.mirror.embedded_copier import PartitionCopier, copy_position
-from ferry.mirror.link_progress import PAUSED, remove_progress, write_progress
+from ferry.mirror.embedded_copier import LinkSettingsError, PartitionCopier, copy_position
+from ferry.mirror.link_progress import PAUSED, clear_failure, remove_progress, write_failure, write_progress
 from ferry.mirror.schema_sync import SchemaSync
 from ferry.mirror.topic_sync import TopicSync
+from ferry.wire.client_config import ClientConfig, ClientConfigError
+from ferry.wire.sasl_login import PLAINTEXT, ClientSecurity
 from ferry.zk.cluster_registry import ClusterRegistry
 from ferry.zk.mirror_links import RUNNING, MirrorLink, MirrorLinkStore
 from ferry.zk.topic_name import AUDIT_TOPIC
@@ -43,6 +50,9 @@ class LinkRunner:
         self.schema_sync: SchemaSync | None = None
         self._reported_at = 0.0
         self._paused_reported: set[TopicPartition] = set()
+        self.client_config = ClientConfig.plaintext()
+        self.security: ClientSecurity = PLAINTEXT
+        self._failure: str | None = ""  # the failure this broker last reported for the link ("": not known yet)
 
     def same_source(self, link: MirrorLink) -> bool:
         """Whether ``link`` is still what this runner copies (else it is stopped and started anew)."""
@@ -64,8 +74,13 @@ class LinkRunner:
             self.link = link = await self._blocking(
                 MirrorLinkStore(self.services.registry.client).set_producer_id_if_unset, link.name, pid)
         if link.source_config:
-            log.warning("mirror link %s: --source-config %s is stored but not applied yet: the live brokers are "
-                        "reached over PLAINTEXT", link.name, link.source_config)
+            try:
+                self.client_config, self.security = await self._blocking(_load_settings, link.source_config)
+            except ClientConfigError as e:  # one line naming the file, never a secret
+                if attempt in (1, 10) or attempt % 100 == 0:
+                    log.warning("mirror link %s: failed: %s (%d times in a row; retrying)", link.name, e, attempt)
+                await self._report_failure(str(e))
+                return False
         live = ClusterRegistry(link.source_zookeeper, timeout=10.0, create=False)
         try:
             await self._blocking(live.start)
@@ -114,7 +129,15 @@ class LinkRunner:
             if state is None or state.leader < 0:
                 return None
             broker = live.broker(state.leader)
-            return (state.leader, broker.host, broker.port) if broker is not None else None
+            if broker is None:
+                return None
+            address = broker.address_for(protocol)
+            if address is None:
+                raise LinkSettingsError(f"live broker {state.leader} has no {protocol} listener "
+                                        f"(security.protocol of {self.link.source_config})")
+            return (state.leader, *address)
+
+        protocol = self.client_config.security_protocol
 
         return await self._blocking(lookup)
 
@@ -135,7 +158,7 @@ class LinkRunner:
                 if tp not in self.copiers:
                     self.copiers[tp] = PartitionCopier(
                         link.name, link.producer_id, part, replicas, self.leader_of, self._blocking,
-                        f"ferry-embedded-mirror-{self.services.config.broker_id}").start()
+                        f"ferry-embedded-mirror-{self.services.config.broker_id}", self.security).start()
         if self.auditor is not None:
             self.auditor.partitions = {tp: c.part for tp, c in self.copiers.items()}
         await self._report(led, running)
@@ -146,6 +169,7 @@ class LinkRunner:
             return
         self._reported_at = now
         broker_id = self.services.config.broker_id
+        await self._report_failure(next((c.link_error for c in self.copiers.values() if c.link_error), None))
         reports = [c.report(broker_id) for c in self.copiers.values()]
         if not running:
             for tp, part in led.items():
@@ -165,6 +189,20 @@ class LinkRunner:
             await self._blocking(write)
         except Exception as e:  # progress is for operators: never fatal to the copy
             log.debug("mirror link %s: progress not written: %s", self.link.name, e)
+
+    async def _report_failure(self, reason: str | None) -> None:
+        """Say in the offline ZooKeeper that this broker cannot run the link (or no longer: None), on a change."""
+        if reason == self._failure:
+            return
+        client, broker_id, name = self.services.registry.client, self.services.config.broker_id, self.link.name
+        try:
+            if reason is None:
+                await self._blocking(clear_failure, client, name, broker_id)
+            else:
+                await self._blocking(write_failure, client, name, broker_id, reason)
+            self._failure = reason
+        except Exception as e:  # for operators: never fatal to the link
+            log.debug("mirror link %s: failure state not written: %s", name, e)
 
     async def stop(self) -> None:
         copiers, self.copiers = list(self.copiers.values()), {}
@@ -188,4 +226,12 @@ class LinkRunner:
             await self._blocking(clear)
         except Exception:
             pass
+        if self._failure:
+            await self._report_failure(None)
         log.info("mirror link %s: stopped on this broker", self.link.name)
+
+
+def _load_settings(path: str) -> tuple[ClientConfig, ClientSecurity]:
+    """The link's client settings and the TLS/SASL they make; ClientConfigError (one line) when they cannot."""
+    config = ClientConfig.from_file(path)
+    return config, config.security()

@@ -18,6 +18,7 @@ from prometheus_client.metrics_core import Metric
 from ferry.broker.server.broker_plugin import BrokerServices
 from ferry.broker.server.task_cancel import cancel_and_wait
 from ferry.mirror.embedded_link import LinkRunner
+from ferry.mirror.link_progress import clear_failure
 from ferry.mirror.partition_mirror import backoff
 from ferry.zk.mirror_links import PAUSED, MirrorLink, MirrorLinkStore
 
@@ -139,8 +140,10 @@ class EmbeddedMirror:
         services = self.services
         assert services is not None
         links = await services.loop.run_in_executor(services.executor, self._links)
-        for name in set(self._start_failures) - set(links):
+        for name in set(self._start_failures) - set(links):  # deleted while it could not start
             del self._start_failures[name]
+            await services.loop.run_in_executor(services.executor, clear_failure, services.registry.client, name,
+                                                services.config.broker_id)
         for name in set(self._starting) - set(links):  # deleted while starting: stop it once its start ends
             task = self._starting[name]
             if task.done():

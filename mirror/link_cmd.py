@@ -12,7 +12,9 @@ import argparse
 import json
 from pathlib import Path
 
-from ferry.mirror.link_progress import read_progress
+from kazoo.client import KazooClient
+
+from ferry.mirror.link_progress import link_state, read_failures, read_progress
 from ferry.zk import connect as zk_connect
 from ferry.zk.cli_args import UsageError
 from ferry.zk.mirror_links import PAUSED, RUNNING, MirrorLink, MirrorLinkStore
@@ -50,11 +52,8 @@ def run_link(args: argparse.Namespace) -> int:
                           + (f"\texclude {lk.exclude}" if lk.exclude else ""))
         elif action == "describe":
             link, _ = store.get(args.name)
-            progress = read_progress(client, link.name)
-            if args.json:
-                print(json.dumps({**_doc(link), "partitions": progress}, indent=2))
-            else:
-                print(_describe(link, progress))
+            doc = _status(client, link)
+            print(json.dumps(doc, indent=2) if args.json else _describe(doc))
         elif action in ("pause", "resume"):
             store.get(args.name)  # UnknownLinkError first
             store.update(args.name, state=PAUSED if action == "pause" else RUNNING)
@@ -72,7 +71,7 @@ def links_status(offline_zookeeper: str) -> list[dict]:
     """Every link of the offline cluster with its partitions' last reports (`ferry mirror status`)."""
     client = zk_connect(ZkConnect.parse(offline_zookeeper), timeout=10.0, create_chroot=False)
     try:
-        return [{**_doc(lk), "partitions": read_progress(client, lk.name)} for lk in MirrorLinkStore(client).all()]
+        return [_status(client, lk) for lk in MirrorLinkStore(client).all()]
     finally:
         client.stop()
         client.close()
@@ -82,9 +81,7 @@ def format_links(links: list[dict]) -> str:
     """`ferry mirror status`'s section on the embedded mirror: each link as `describe` shows it."""
     if not links:
         return "no mirror links in the offline cluster"
-    return "\n".join(_describe(MirrorLink(d["name"], d["source_zookeeper"], d["include"], d["exclude"],
-                                          d["source_config"], d["state"], d["producer_id"]), d["partitions"])
-                     for d in links)
+    return "\n".join(_describe(d) for d in links)
 
 
 def _new_link(args: argparse.Namespace) -> MirrorLink:
@@ -107,14 +104,26 @@ def _doc(link: MirrorLink) -> dict:
             "producer_id": link.producer_id}
 
 
-def _describe(link: MirrorLink, progress: list[dict]) -> str:
-    lines = [f"link {link.name}: {link.state}", f"  source zookeeper  {link.source_zookeeper}",
-             f"  include           {link.include}"]
-    if link.exclude:
-        lines.append(f"  exclude           {link.exclude}")
-    if link.source_config:
-        lines.append(f"  source config     {link.source_config}")
-    lines.append(f"  producer id       {link.producer_id if link.producer_id >= 0 else '(not yet allocated)'}")
+def _status(client: KazooClient, link: MirrorLink) -> dict:
+    """The link as stored, its state as the brokers report it ("failed: <reason>" while one cannot run it:
+    ``failures`` names them) and its partitions' last reports."""
+    failures = read_failures(client, link.name)
+    return {**_doc(link), "state": link_state(link.state, failures), "failures": failures,
+            "partitions": read_progress(client, link.name)}
+
+
+def _describe(doc: dict) -> str:
+    lines = [f"link {doc['name']}: {doc['state']}", f"  source zookeeper  {doc['source_zookeeper']}",
+             f"  include           {doc['include']}"]
+    if doc["exclude"]:
+        lines.append(f"  exclude           {doc['exclude']}")
+    if doc["source_config"]:
+        lines.append(f"  source config     {doc['source_config']}")
+    for f in doc.get("failures", ()):
+        lines.append(f"  broker {f['broker']:<10} failed: {f['error']}")
+    pid = doc["producer_id"]
+    lines.append(f"  producer id       {pid if pid >= 0 else '(not yet allocated)'}")
+    progress = doc["partitions"]
     if not progress:
         lines.append("  no partition copied yet")
         return "\n".join(lines)

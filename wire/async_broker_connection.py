@@ -12,12 +12,13 @@ naming the broker; the next request connects again.
 from __future__ import annotations
 
 import asyncio
+import ssl
 import struct
 
 from ferry.wire.connection_errors import BrokerUnavailableError, unavailable
 from ferry.wire.protocol.header import Buffers
 from ferry.wire.request_writer import answer_problem, frame_request
-from ferry.wire.sasl_login import ClientSecurity, sasl_login
+from ferry.wire.sasl_login import AuthenticationError, ClientSecurity, sasl_login
 
 _SIZE_CORR = struct.Struct(">ii")
 
@@ -55,15 +56,19 @@ class AsyncBrokerConnection:
     async def request(self, api_key: int, api_version: int, body: Buffers, timeout_s: float) -> memoryview:
         """Send one request and return its answer's body (after the correlation id), connecting first if
         needed; BrokerUnavailableError (the connection closed) if the broker does not answer in
-        ``timeout_s``."""
+        ``timeout_s``, AuthenticationError (SaslLoginError for SASL) if it will not let this client in."""
         async with self._lock:
             try:
                 if self._writer is None:
                     await asyncio.wait_for(self._connect(), self.connect_timeout_s)
                 return await asyncio.wait_for(self._exchange(api_key, api_version, body), timeout_s)
-            except BrokerUnavailableError:
+            except (BrokerUnavailableError, AuthenticationError):  # the login refused: retrying the same cannot help
                 self.close()
                 raise
+            except ssl.SSLError as e:  # the broker's certificate refused, or ours
+                self.close()
+                raise AuthenticationError(f"TLS handshake with broker {self.node_id} at {self.address} failed: "
+                                          f"{e.reason or e}") from None
             except (OSError, EOFError, TimeoutError) as e:  # IncompleteReadError is an EOFError
                 self.close()
                 raise unavailable(self.node_id, self.address, "request failed", e) from None
