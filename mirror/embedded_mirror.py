@@ -136,20 +136,27 @@ class EmbeddedMirror:
         failures = self._start_failures.get(name, (0, 0.0))[0] + 1
         self._start_failures[name] = (failures, self.services.loop.time() + backoff(failures))
 
+    async def _clear_failure(self, name: str) -> None:
+        """A deleted link's failure, if a start of it here reported one, goes with it."""
+        services = self.services
+        assert services is not None
+        await services.loop.run_in_executor(services.executor, clear_failure, services.registry.client, name,
+                                            services.config.broker_id)
+
     async def run_pass(self) -> None:
         services = self.services
         assert services is not None
         links = await services.loop.run_in_executor(services.executor, self._links)
         for name in set(self._start_failures) - set(links):  # deleted while it could not start
             del self._start_failures[name]
-            await services.loop.run_in_executor(services.executor, clear_failure, services.registry.client, name,
-                                                services.config.broker_id)
+            await self._clear_failure(name)
         for name in set(self._starting) - set(links):  # deleted while starting: stop it once its start ends
             task = self._starting[name]
             if task.done():
                 del self._starting[name]
                 if not task.cancelled() and task.exception() is None:
                     await task.result()[0].stop()
+                await self._clear_failure(name)
         for name, runner in list(self.runners.items()):
             link = links.get(name)
             if link is None or not runner.same_source(link):
