@@ -16,6 +16,7 @@ A file missing or bad here, or settings the live cluster refuses, make the link 
 from __future__ import annotations
 
 import logging
+import os
 import time
 
 from ferry.broker.server.broker_plugin import BrokerServices
@@ -52,6 +53,7 @@ class LinkRunner:
         self._paused_reported: set[TopicPartition] = set()
         self.client_config = ClientConfig.plaintext()
         self.security: ClientSecurity = PLAINTEXT
+        self._settings_stamp: tuple[int, int] | None = None  # the --source-config file as read: (mtime ns, size)
         self._failure: str | None = ""  # the failure this broker last reported for the link ("": not known yet)
 
     def same_source(self, link: MirrorLink) -> bool:
@@ -60,6 +62,12 @@ class LinkRunner:
         same_id = old.producer_id == link.producer_id or link.producer_id < 0 or old.producer_id < 0
         return same_id and (old.source_zookeeper, old.include, old.exclude, old.source_config) == \
             (link.source_zookeeper, link.include, link.exclude, link.source_config)
+
+    def settings_changed(self) -> bool:
+        """Whether the --source-config file changed since this runner read it (a fixed password, a renewed
+        certificate): the host then starts the link anew, reading it again. Blocking (a stat)."""
+        return self.link.source_config is not None and self._settings_stamp is not None and \
+            _stamp(self.link.source_config) != self._settings_stamp
 
     async def _blocking(self, fn, *args):  # noqa: ANN001, ANN202 - run_in_executor's own shape
         return await self.services.loop.run_in_executor(self.services.executor, fn, *args)
@@ -75,6 +83,7 @@ class LinkRunner:
                 MirrorLinkStore(self.services.registry.client).set_producer_id_if_unset, link.name, pid)
         if link.source_config:
             try:
+                self._settings_stamp = await self._blocking(_stamp, link.source_config)
                 self.client_config, self.security = await self._blocking(_load_settings, link.source_config)
             except ClientConfigError as e:  # one line naming the file, never a secret
                 if attempt in (1, 10) or attempt % 100 == 0:
@@ -235,3 +244,11 @@ def _load_settings(path: str) -> tuple[ClientConfig, ClientSecurity]:
     """The link's client settings and the TLS/SASL they make; ClientConfigError (one line) when they cannot."""
     config = ClientConfig.from_file(path)
     return config, config.security()
+
+
+def _stamp(path: str) -> tuple[int, int] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_mtime_ns, st.st_size

@@ -2,8 +2,9 @@
 
 A broker plugin (broker/server/broker_plugin.py) composed into `ferry broker` (ferry/broker_cmd.py). Every
 second it reads the offline cluster's links (``/mirror/links``, zk/mirror_links.py) and brings its LinkRunners
-in line: a new link starts, a deleted one stops (its copiers first), a changed one restarts, a paused one keeps
-its runner but stops its copiers. With no link stored it costs one ZooKeeper read a second.
+in line: a new link starts, a deleted one stops (its copiers first), a changed one (or one whose --source-config
+file changed) restarts, a paused one keeps its runner but stops its copiers. With no link stored it costs one
+ZooKeeper read a second.
 """
 
 from __future__ import annotations
@@ -159,7 +160,8 @@ class EmbeddedMirror:
                 await self._clear_failure(name)
         for name, runner in list(self.runners.items()):
             link = links.get(name)
-            if link is None or not runner.same_source(link):
+            if link is None or not runner.same_source(link) or \
+                    await services.loop.run_in_executor(services.executor, runner.settings_changed):
                 del self.runners[name]
                 await runner.stop()
         for name, link in sorted(links.items()):

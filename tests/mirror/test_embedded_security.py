@@ -2,7 +2,7 @@
 --source-config makes the offline leaders fetch over the live brokers' SASL_SSL listener as the mirror's user (Read
 on the topics only) and copy exactly; a wrong password or a config file gone from the broker makes the link
 "failed: <one line>" in `describe` and `status`, the broker goes on copying its other links, and the password
-appears in no log, znode or status."""
+appears in no log, znode or status; once the file is fixed the link runs."""
 
 from __future__ import annotations
 
@@ -112,6 +112,13 @@ def test_link_with_source_config_copies_from_a_sasl_ssl_live_cluster(zk_server, 
         assert "refused the link's login" in zk_text  # the failure is reported in the offline ZooKeeper
         assert PW not in zk_text and WRONG not in zk_text
 
+        # the password fixed in the file: the brokers read it again and the link runs (copying the live data once
+        # more, as a second datacenter would: its own producer id)
+        live.write_config("wrong.properties", {"security.protocol": "SASL_SSL", "sasl.mechanism": "SCRAM-SHA-512",
+                                               "sasl.username": "mirror-live", "sasl.password": PW,
+                                               "ssl.ca.location": str(live.certs.ca)})
+        wait_for(lambda: (d := described(offline, "wrong-pw"))["state"] == "running" and len(d["partitions"]) == 2
+                 and all(p["copied_to"] == 600 for p in d["partitions"]), 90, "the fixed link to copy")
         # deleting a failed link clears its failure
         assert link(offline, "delete", "gone").returncode == 0
         wait_for(lambda: "gone.properties" not in znodes_text(offline.zk_connect), 30, "the failure to go")
