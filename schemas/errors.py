@@ -43,3 +43,27 @@ class WireFormatError(SchemaError, ValueError):
 
 class SerializationError(SchemaError, ValueError):
     """A record that does not fit the schema it is being written with."""
+
+
+class UnknownVersionError(UnknownSubjectError):
+    """The subject exists but has no such (live) version."""
+
+
+class SubjectSoftDeletedError(SchemaError):
+    """The subject was soft-deleted: only a permanent delete (or a new registration) applies now."""
+
+
+class SubjectNotSoftDeletedError(SchemaError):
+    """A permanent delete of a subject that was not soft-deleted first."""
+
+
+class VersionSoftDeletedError(SchemaError):
+    """The version was soft-deleted already."""
+
+
+class VersionNotSoftDeletedError(SchemaError):
+    """A permanent delete of a version that was not soft-deleted first."""
+
+
+class OperationNotPermittedError(SchemaError):
+    """Refused by the registry's or the subject's mode (READONLY, IMPORT) or an id already taken."""

@@ -2,10 +2,10 @@
 
 Layout (relative to the chroot)::
 
-    /schemas/ids/<id>                              canonical schema JSON (immutable)
+    /schemas/ids/<id>                              canonical schema (immutable; see schema_types.py)
     /schemas/fingerprints/<sha256>                 id of that canonical schema
     /schemas/counter                               the last id handed out
-    /schemas/subjects/<subject>/versions/<n>       id of version n (1, 2, ...)
+    /schemas/subjects/<subject>/versions/<n>       id of version n (1, 2, ...); "<id>,deleted" once soft-deleted
     /schemas/config                                {"compatibility": LEVEL}  (the default for every subject)
     /schemas/config/<subject>                      {"compatibility": LEVEL}  (a per-subject override)
 
@@ -27,15 +27,19 @@ from fastavro.schema import parse_schema
 from kazoo.client import KazooClient
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, RolledBackError
 
-from ferry.schemas.canonical import AvroSchema, canonical_json, fingerprint, load_schema, parse_canonical
-from ferry.schemas.compatibility import DEFAULT_LEVEL, compatibility_problems, normalise_level
+from ferry.schemas.canonical import AvroSchema
+from ferry.schemas.compatibility import DEFAULT_LEVEL, normalise_level
 from ferry.schemas.errors import (
     IncompatibleSchemaError,
     InvalidSubjectError,
+    OperationNotPermittedError,
     SchemaError,
     UnknownSchemaError,
     UnknownSubjectError,
+    UnknownVersionError,
 )
+from ferry.schemas.modes import RegistryModes
+from ferry.schemas.schema_types import AVRO, TypedSchema, from_stored, parse_typed, typed_problems
 from ferry.zk import ClusterRegistry, connect
 
 ROOT = "/schemas"
@@ -54,7 +58,25 @@ class SchemaVersion:
     subject: str
     version: int
     id: int
-    schema: AvroSchema  # canonical JSON value (dict, list or primitive name)
+    schema: AvroSchema  # Avro: the canonical JSON value (dict, list or name); JSON/PROTOBUF: the canonical text
+    schema_type: str = AVRO
+    deleted: bool = False
+
+
+def version_data(schema_id: int, deleted: bool = False) -> bytes:
+    """A version znode's bytes: the id, marked once the version is soft-deleted."""
+    return f"{schema_id},deleted".encode() if deleted else str(schema_id).encode()
+
+
+def parse_version_data(data: bytes) -> tuple[int, bool]:
+    text = data.decode()
+    return int(text.split(",", 1)[0]), text.endswith(",deleted")
+
+
+def _version_of(subject: str, version: int, schema_id: int, typed: TypedSchema, deleted: bool = False
+                ) -> SchemaVersion:
+    schema = typed.value if typed.schema_type == AVRO else typed.text
+    return SchemaVersion(subject, version, schema_id, schema, typed.schema_type, deleted)
 
 def subject_for_topic(topic: str) -> str:
     """The subject a topic's message values are registered under: the topic name itself."""
@@ -89,9 +111,10 @@ class SchemaRegistry:
             self._client, self._owns_client = zk.client, False
         else:
             raise TypeError("SchemaRegistry needs a ZooKeeper connect string, a KazooClient or a ClusterRegistry")
-        self._by_id: dict[int, AvroSchema] = {}
+        self._by_id: dict[int, TypedSchema] = {}
         self._parsed: dict[int, AvroSchema] = {}
         self._lock = threading.Lock()
+        self.modes = RegistryModes(self._client)
         if read_only:  # a look from a tool: leave no znodes behind (e.g. under a mistyped chroot)
             return
         for path in (IDS, FINGERPRINTS, SUBJECTS, CONFIG):
@@ -118,65 +141,96 @@ class SchemaRegistry:
         self.close()
 
     # ----------------------------------------------------------------- registering
-    def register(self, subject: str, schema: str | bytes | dict | list) -> int:
+    def register(self, subject: str, schema: str | bytes | dict | list, schema_type: str = AVRO) -> int:
         """Register ``schema`` under ``subject`` and return its id.
 
         The same schema again (under any subject) has the same id; registering a subject's existing
         schema adds no version. A schema that breaks the subject's compatibility level raises
         IncompatibleSchemaError naming each offending field.
         """
-        return self.register_version(subject, schema).id
+        return self.register_version(subject, schema, schema_type).id
 
-    def register_version(self, subject: str, schema: str | bytes | dict | list) -> SchemaVersion:
-        """Like register(), returning the subject version the schema now has."""
+    def register_version(self, subject: str, schema: str | bytes | dict | list, schema_type: str = AVRO,
+                         schema_id: int | None = None, version: int | None = None) -> SchemaVersion:
+        """Like register(), returning the subject version the schema now has.
+
+        ``schema_id``/``version`` (IMPORT mode only) register under a given id and version number, as a
+        migration from another registry needs; IMPORT mode skips compatibility checks.
+        """
         validate_subject(subject)
-        canonical = load_schema(schema)
+        typed = parse_typed(schema, schema_type)
+        mode = self.modes.mode(subject)
+        if mode.startswith("READONLY"):
+            raise OperationNotPermittedError(f"Subject {subject} is in read-only mode")
+        if (schema_id is not None or version is not None) and mode != "IMPORT":
+            raise OperationNotPermittedError(
+                f"Subject {subject} is not in import mode: registering with a given id or version needs IMPORT")
         for _ in range(_MAX_ATTEMPTS):
-            existing = self._versions_with_ids(subject)
-            schema_id = self._id_of(canonical)
+            entries = self.version_entries(subject)
+            live = [(v, sid) for v, sid, deleted in entries if not deleted]
+            known_id = self._id_of(typed)
+            if schema_id is not None and known_id not in (None, schema_id):
+                raise OperationNotPermittedError(f"Overwrite new schema with id {schema_id} is not permitted: "
+                                                 f"the schema is registered as id {known_id}")
+            if known_id is not None:
+                for v, vid in live:
+                    if vid == known_id and version in (None, v):
+                        return _version_of(subject, v, vid, typed)
+            if mode != "IMPORT":
+                self._check(subject, typed, live)
             if schema_id is not None:
-                for version, vid in existing:
-                    if vid == schema_id:
-                        return SchemaVersion(subject, version, vid, self.get(vid))
-            self._check(subject, canonical, existing)
-            if schema_id is None:
-                schema_id = self._allocate_id(canonical)
-            version = existing[-1][0] + 1 if existing else 1
+                self.import_schema(schema_id, typed)
+                new_id = schema_id
+            else:
+                new_id = known_id if known_id is not None else self._allocate_id(typed)
+            number = version if version is not None else (entries[-1][0] + 1 if entries else 1)
             try:
-                self._client.create(f"{SUBJECTS}/{subject}/versions/{version}", str(schema_id).encode(),
-                                    makepath=True)
+                self._client.create(f"{SUBJECTS}/{subject}/versions/{number}", version_data(new_id), makepath=True)
             except NodeExistsError:
+                if version is not None:
+                    raise OperationNotPermittedError(
+                        f"Subject {subject} already has a version {version} with another schema") from None
                 continue  # someone registered under this subject meanwhile: re-read and re-check
-            return SchemaVersion(subject, version, schema_id, canonical)
+            return _version_of(subject, number, new_id, typed)
         raise SchemaError(f"subject {subject!r} kept changing during registration; try again")
 
-    def check(self, subject: str, schema: str | bytes | dict | list) -> list[str]:
+    def check(self, subject: str, schema: str | bytes | dict | list, schema_type: str = AVRO) -> list[str]:
         """Problems that would stop ``schema`` from being registered under ``subject`` (empty: none)."""
         validate_subject(subject)
-        canonical = load_schema(schema)
-        existing = self._versions_with_ids(subject)
-        schema_id = self._id_of(canonical)
-        if schema_id is not None and any(vid == schema_id for _, vid in existing):
+        typed = parse_typed(schema, schema_type)
+        live = [(v, sid) for v, sid, deleted in self.version_entries(subject) if not deleted]
+        schema_id = self._id_of(typed)
+        if schema_id is not None and any(vid == schema_id for _, vid in live):
             return []
-        level = self.compatibility(subject)
-        return compatibility_problems(level, canonical, self._previous(subject, existing))
+        return typed_problems(self.compatibility(subject), typed, self._previous(live))
 
     # ----------------------------------------------------------------- lookups
     def get(self, schema_id: int) -> AvroSchema:
-        """The canonical schema (JSON value) with this id; cached, since ids never change meaning."""
+        """The canonical Avro schema (JSON value) with this id; cached, since ids never change meaning."""
+        typed = self.get_typed(schema_id)
+        if typed.schema_type != AVRO:
+            raise SchemaError(f"schema id {schema_id} is a {typed.schema_type} schema, not Avro")
+        return typed.value
+
+    def get_typed(self, schema_id: int) -> TypedSchema:
+        """The schema (any type) with this id; cached."""
         cached = self._by_id.get(schema_id)
         if cached is not None:
             return cached
+        typed = from_stored(self.stored(schema_id))
+        with self._lock:
+            self._by_id[schema_id] = typed
+        return typed
+
+    def stored(self, schema_id: int) -> bytes:
+        """The bytes stored for this id (what the mirror copies)."""
         if isinstance(schema_id, bool) or not isinstance(schema_id, int) or schema_id < 1:
             raise UnknownSchemaError(f"schema id {schema_id!r} is not registered (ids are integers from 1)")
         try:
             data, _ = self._client.get(f"{IDS}/{schema_id}")
         except NoNodeError:
             raise UnknownSchemaError(f"schema id {schema_id} is not registered") from None
-        schema = parse_canonical(data)
-        with self._lock:
-            self._by_id[schema_id] = schema
-        return schema
+        return data
 
     def parsed(self, schema_id: int) -> AvroSchema:
         """The fastavro-parsed schema with this id (for fastavro readers/writers); cached."""
@@ -187,49 +241,79 @@ class SchemaRegistry:
                 self._parsed[schema_id] = cached
         return cached
 
-    def id_of(self, schema: str | bytes | dict | list) -> int | None:
+    def id_of(self, schema: str | bytes | dict | list, schema_type: str = AVRO) -> int | None:
         """The id of ``schema`` if it was ever registered (under any subject)."""
-        return self._id_of(load_schema(schema))
+        return self._id_of(parse_typed(schema, schema_type))
 
-    def subjects(self) -> list[str]:
+    def subjects(self, deleted: bool = False) -> list[str]:
+        """Subjects with a live version (``deleted=True``: with any version, soft-deleted ones included)."""
         try:
-            return sorted(self._client.get_children(SUBJECTS))
+            children = self._client.get_children(SUBJECTS)
         except NoNodeError:
             return []
+        return sorted(s for s in children if any(deleted or not d for _, _, d in self.version_entries(s)))
 
-    def lookup(self, subject: str, schema: str | bytes | dict | list) -> SchemaVersion | None:
+    def lookup(self, subject: str, schema: str | bytes | dict | list, schema_type: str = AVRO,
+               deleted: bool = False) -> SchemaVersion | None:
         """The version of ``subject`` holding ``schema``, if it was registered there."""
         validate_subject(subject)
-        canonical = load_schema(schema)
-        schema_id = self._id_of(canonical)
+        typed = parse_typed(schema, schema_type)
+        schema_id = self._id_of(typed)
         if schema_id is None:
             return None
-        for version, vid in self._versions_with_ids(subject):
-            if vid == schema_id:
-                return SchemaVersion(subject, version, vid, self.get(vid))
+        for version, vid, is_deleted in reversed(self.version_entries(subject)):
+            if vid == schema_id and (deleted or not is_deleted):
+                return _version_of(subject, version, vid, typed, is_deleted)
         return None
 
-    def versions(self, subject: str) -> list[int]:
+    def versions(self, subject: str, deleted: bool = False) -> list[int]:
         """The subject's version numbers, ascending; raises UnknownSubjectError if it has none."""
-        versions = [v for v, _ in self._versions_with_ids(validate_subject(subject))]
+        versions = [v for v, _, d in self.version_entries(validate_subject(subject)) if deleted or not d]
         if not versions:
             raise UnknownSubjectError(f"no schema is registered under subject {subject!r}")
         return versions
 
-    def version(self, subject: str, version: int) -> SchemaVersion:
+    def version(self, subject: str, version: int, deleted: bool = False) -> SchemaVersion:
         validate_subject(subject)
         try:
             data, _ = self._client.get(f"{SUBJECTS}/{subject}/versions/{int(version)}")
+            schema_id, is_deleted = parse_version_data(data)
         except NoNodeError:
+            schema_id, is_deleted = 0, True
+        if is_deleted and (not deleted or not schema_id):
             known = self.versions(subject)
-            raise UnknownSubjectError(
-                f"subject {subject!r} has no version {version} (versions: {', '.join(map(str, known))})"
-            ) from None
-        schema_id = int(data)
-        return SchemaVersion(subject, int(version), schema_id, self.get(schema_id))
+            raise UnknownVersionError(
+                f"subject {subject!r} has no version {version} (versions: {', '.join(map(str, known))})")
+        return _version_of(subject, int(version), schema_id, self.get_typed(schema_id), is_deleted)
 
     def latest(self, subject: str) -> SchemaVersion:
         return self.version(subject, self.versions(subject)[-1])
+
+    def version_entries(self, subject: str) -> list[tuple[int, int, bool]]:
+        """(version, id, soft-deleted) of every version the subject has, ascending."""
+        base = f"{SUBJECTS}/{subject}/versions"
+        try:
+            children = self._client.get_children(base)
+        except NoNodeError:
+            return []
+        out = []
+        for child in children:
+            if not child.isdigit():
+                continue
+            try:
+                data, _ = self._client.get(f"{base}/{child}")
+            except NoNodeError:
+                continue
+            out.append((int(child), *parse_version_data(data)))
+        return sorted(out)
+
+    def set_mode(self, mode: str, subject: str | None = None, force: bool = False) -> str:
+        """Set the registry's or a subject's mode (IMPORT only where nothing is registered, unless ``force``)."""
+        if subject is None:
+            has_schemas = bool(self.subjects(deleted=True))
+        else:
+            has_schemas = bool(self.version_entries(validate_subject(subject)))
+        return self.modes.set_mode(mode, subject, force, has_schemas)
 
     # ----------------------------------------------------------------- compatibility config
     def compatibility(self, subject: str | None = None) -> str:
@@ -261,109 +345,90 @@ class SchemaRegistry:
         except NodeExistsError:
             self._client.set(path, data)
 
-    # ----------------------------------------------------------------- replication (the mirror)
-    def import_schema(self, schema_id: int, schema: AvroSchema) -> None:
+    # ----------------------------------------------------------------- replication (the mirror), IMPORT
+    def import_schema(self, schema_id: int, schema: TypedSchema | AvroSchema) -> None:
         """Store ``schema`` under a given id (copying another cluster's registry, ids preserved).
 
         Refuses an id already holding a different schema. Keeps the counter past every imported id so
         that ids allocated here never collide with imported ones.
         """
-        canonical = load_schema(schema)
-        text = canonical_json(canonical).encode()
-        try:
-            current, _ = self._client.get(f"{IDS}/{schema_id}")
-            if parse_canonical(current) != canonical:
-                raise SchemaError(f"schema id {schema_id} already holds a different schema here")
-            return
-        except NoNodeError:
-            pass
+        typed = schema if isinstance(schema, TypedSchema) else parse_typed(schema, AVRO)
         for _ in range(_MAX_ATTEMPTS):
+            try:
+                current, _ = self._client.get(f"{IDS}/{schema_id}")
+                if current != typed.stored:
+                    raise OperationNotPermittedError(f"schema id {schema_id} already holds a different schema here")
+                return
+            except NoNodeError:
+                pass
             data, stat = self._client.get(COUNTER)
             tx = self._client.transaction()
             tx.set_data(COUNTER, str(max(int(data or b"0"), schema_id)).encode(), version=stat.version)
-            tx.create(f"{IDS}/{schema_id}", text)
+            tx.create(f"{IDS}/{schema_id}", typed.stored)
             results = tx.commit()
             if not any(isinstance(r, Exception) for r in results):
                 try:
-                    self._client.create(f"{FINGERPRINTS}/{fingerprint(canonical)}", str(schema_id).encode())
+                    self._client.create(f"{FINGERPRINTS}/{typed.fingerprint}", str(schema_id).encode())
                 except NodeExistsError:
                     pass
                 return
-            if isinstance(results[1], NodeExistsError):
-                return self.import_schema(schema_id, schema)  # created meanwhile: compare once more
         raise SchemaError(f"could not import schema id {schema_id}: the id counter kept changing")
 
-    def import_version(self, subject: str, version: int, schema_id: int) -> None:
-        """Record ``subject`` version ``version`` → ``schema_id`` (the id must exist here)."""
+    def import_version(self, subject: str, version: int, schema_id: int, deleted: bool = False) -> None:
+        """Record ``subject`` version ``version`` → ``schema_id`` (the id must exist here), soft-deleted or not."""
         validate_subject(subject)
-        self.get(schema_id)
+        self.stored(schema_id)
         path = f"{SUBJECTS}/{subject}/versions/{int(version)}"
         try:
-            self._client.create(path, str(schema_id).encode(), makepath=True)
+            self._client.create(path, version_data(schema_id, deleted), makepath=True)
         except NodeExistsError:
-            data, _ = self._client.get(path)
-            if int(data) != schema_id:
+            data, stat = self._client.get(path)
+            here, here_deleted = parse_version_data(data)
+            if here != schema_id:
                 raise SchemaError(
-                    f"subject {subject!r} version {version} is id {int(data)} here, not {schema_id}"
-                ) from None
+                    f"subject {subject!r} version {version} is id {here} here, not {schema_id}") from None
+            if here_deleted != deleted:
+                self._client.set(path, version_data(schema_id, deleted), version=stat.version)
 
     # ----------------------------------------------------------------- internals
-    def _versions_with_ids(self, subject: str) -> list[tuple[int, int]]:
-        base = f"{SUBJECTS}/{subject}/versions"
-        try:
-            children = self._client.get_children(base)
-        except NoNodeError:
-            return []
-        out = []
-        for child in children:
-            if not child.isdigit():
-                continue
-            try:
-                data, _ = self._client.get(f"{base}/{child}")
-            except NoNodeError:
-                continue
-            out.append((int(child), int(data)))
-        return sorted(out)
+    def _previous(self, live: list[tuple[int, int]]) -> list[tuple[str, TypedSchema]]:
+        return [(f"version {v} [id {sid}]", self.get_typed(sid)) for v, sid in live]
 
-    def _previous(self, subject: str, existing: list[tuple[int, int]]) -> list[tuple[str, AvroSchema]]:
-        return [(f"version {v} [id {sid}]", self.get(sid)) for v, sid in existing]
-
-    def _check(self, subject: str, canonical: AvroSchema, existing: list[tuple[int, int]]) -> None:
-        if not existing:
+    def _check(self, subject: str, typed: TypedSchema, live: list[tuple[int, int]]) -> None:
+        if not live:
             return
         level = self.compatibility(subject)
-        problems = compatibility_problems(level, canonical, self._previous(subject, existing))
+        problems = typed_problems(level, typed, self._previous(live))
         if problems:
             raise IncompatibleSchemaError(
                 f"schema refused for subject {subject!r} ({level} compatibility):\n  - " + "\n  - ".join(problems),
                 problems,
             )
 
-    def _id_of(self, canonical: AvroSchema) -> int | None:
+    def _id_of(self, typed: TypedSchema) -> int | None:
         try:
-            data, _ = self._client.get(f"{FINGERPRINTS}/{fingerprint(canonical)}")
+            data, _ = self._client.get(f"{FINGERPRINTS}/{typed.fingerprint}")
         except NoNodeError:
             return None
         return int(data)
 
-    def _allocate_id(self, canonical: AvroSchema) -> int:
-        text = canonical_json(canonical).encode()
-        fp_path = f"{FINGERPRINTS}/{fingerprint(canonical)}"
+    def _allocate_id(self, typed: TypedSchema) -> int:
+        fp_path = f"{FINGERPRINTS}/{typed.fingerprint}"
         for _ in range(_MAX_ATTEMPTS):
             data, stat = self._client.get(COUNTER)
             new_id = int(data or b"0") + 1
             tx = self._client.transaction()
             tx.set_data(COUNTER, str(new_id).encode(), version=stat.version)
-            tx.create(f"{IDS}/{new_id}", text)
+            tx.create(f"{IDS}/{new_id}", typed.stored)
             tx.create(fp_path, str(new_id).encode())
             results = tx.commit()
             errors = [r for r in results if isinstance(r, Exception) and not isinstance(r, RolledBackError)]
             if not errors:
                 with self._lock:
-                    self._by_id[new_id] = canonical
+                    self._by_id[new_id] = typed
                 return new_id
             if isinstance(results[2], NodeExistsError):
-                existing = self._id_of(canonical)  # the same schema was registered meanwhile
+                existing = self._id_of(typed)  # the same schema was registered meanwhile
                 if existing is not None:
                     return existing
             if not any(isinstance(e, (BadVersionError, NodeExistsError)) for e in errors):

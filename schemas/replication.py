@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
+from ferry.schemas.deletion import SubjectDeletion
 from ferry.schemas.registry import IDS, SUBJECTS, SchemaRegistry
 
 log = logging.getLogger(__name__)
@@ -23,26 +24,33 @@ class ReplicationResult:
 
 
 def replicate(source: SchemaRegistry, target: SchemaRegistry) -> ReplicationResult:
-    """Copy every schema id and subject version of ``source`` missing from ``target``."""
+    """Copy every schema id (any type) and subject version of ``source`` missing from ``target``, with their
+    soft deletes; a version permanently deleted in ``source`` goes from ``target`` once it is soft-deleted
+    there too (a permanent delete always follows a soft one, so nothing registered offline is touched)."""
     src, dst = source.client, target.client
     have_ids = set(_children(dst, IDS))
     ids = 0
     for child in sorted(_children(src, IDS), key=_int_or_max):
         if child in have_ids or not child.isdigit():
             continue
-        target.import_schema(int(child), source.get(int(child)))
+        target.import_schema(int(child), source.get_typed(int(child)))
         ids += 1
     versions = 0
-    for subject in source.subjects():
-        have = set(_children(dst, f"{SUBJECTS}/{subject}/versions"))
-        for version in source.versions(subject):
-            if str(version) in have:
-                continue
-            sv = source.version(subject, version)
-            target.import_version(subject, version, sv.id)
-            versions += 1
+    for subject in sorted(set(_children(src, SUBJECTS)) | set(_children(dst, SUBJECTS))):
+        wanted = {v: (sid, deleted) for v, sid, deleted in source.version_entries(subject)}
+        have = {v: (sid, deleted) for v, sid, deleted in target.version_entries(subject)}
+        for version, (schema_id, deleted) in sorted(wanted.items()):
+            if have.get(version) != (schema_id, deleted):
+                target.import_version(subject, version, schema_id, deleted)
+                versions += 1
+        gone = [v for v, (_, deleted) in have.items() if v not in wanted and deleted]
+        if gone:
+            deletion = SubjectDeletion(target)
+            for version in gone:
+                deletion.delete_version(subject, version, permanent=True)
+                versions += 1
     if ids or versions:
-        log.info("schema registry: copied %d id(s) and %d subject version(s)", ids, versions)
+        log.info("schema registry: copied %d id(s) and %d subject version change(s)", ids, versions)
     return ReplicationResult(ids, versions)
 
 

@@ -1,11 +1,11 @@
 """The schema registry's REST API, as Confluent Schema Registry speaks it, over ferry's ZooKeeper registry.
 
 Serializers, Connect, Flink and Spark integrations (and `confluent_kafka.schema_registry`) talk to a schema
-registry over HTTP; ferry's payloads already use the same framing (magic 0 + 4-byte id + Avro body), so this
-facade makes those tools work against the same ids and compatibility rules as `ferry schemas`. It serves
-the subset clients use: subjects and versions, schemas by id, lookup, compatibility tests and config.
-Errors carry Confluent's codes (40401 subject not found, 40402 version not found, 40403 schema not
-found, 409 incompatible, 42201 invalid schema, 42202 invalid version, 42203 invalid level, 50001 store).
+registry over HTTP; ferry's payloads already use the same framing (magic 0 + 4-byte id + body), so this
+facade makes those tools work against the same ids and compatibility rules as `ferry schemas`: subjects and
+versions of AVRO, JSON and PROTOBUF schemas, schemas by id, lookup, compatibility tests and config, soft and
+permanent deletes, /mode and /contexts. Every error is Confluent's ``{"error_code", "message"}`` body
+(rest_errors.py has the codes).
 """
 
 from __future__ import annotations
@@ -14,53 +14,36 @@ from collections.abc import Callable
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
-from kazoo.exceptions import KazooException
 
-from ferry.schemas.canonical import AvroSchema, canonical_json, load_schema
-from ferry.schemas.compatibility import LEVELS, compatibility_problems
-from ferry.schemas.errors import (
-    IncompatibleSchemaError,
-    InvalidSubjectError,
-    SchemaParseError,
-    UnknownSchemaError,
-)
+from ferry.schemas.compatibility import LEVELS
+from ferry.schemas.deletion import SubjectDeletion
+from ferry.schemas.errors import UnknownSubjectError
+from ferry.schemas.modes import MODES
 from ferry.schemas.registry import SchemaRegistry, SchemaVersion
+from ferry.schemas.rest_errors import MEDIA_TYPE, RestError, answer, install_error_handlers, json_body
+from ferry.schemas.schema_types import AVRO, PROTOBUF, SCHEMA_TYPES, TypedSchema, parse_typed, typed_problems
 from ferry.wire.http_security import HttpSecurity
 
-MEDIA_TYPE = "application/vnd.schemaregistry.v1+json"
+DEFAULT_CONTEXT = "."
+_CONTEXT_PREFIX = ":.:"  # a subject qualified with the default context
 
 
-class RestError(Exception):
-    """An answer other than 200: HTTP status, Confluent error code, message."""
-
-    def __init__(self, status: int, code: int, message: str) -> None:
-        super().__init__(message)
-        self.status, self.code, self.message = status, code, message
+def unqualified(subject: str) -> str:
+    """``:.:orders`` (the default context, spelled out) is the subject ``orders``."""
+    return subject[len(_CONTEXT_PREFIX):] if subject.startswith(_CONTEXT_PREFIX) else subject
 
 
-def _answer(body: object, status: int = 200) -> JSONResponse:
-    return JSONResponse(body, status_code=status, media_type=MEDIA_TYPE)
+def _version_body(version: SchemaVersion, typed: TypedSchema, fmt: str | None = None) -> dict[str, object]:
+    body: dict[str, object] = {"subject": version.subject, "version": version.version, "id": version.id,
+                               "schema": typed.serialized() if fmt == "serialized" else typed.text}
+    if typed.schema_type != AVRO:
+        body["schemaType"] = typed.schema_type
+    return body
 
 
-def _subject_missing(subject: str) -> RestError:
-    return RestError(404, 40401, f"Subject '{subject}' not found.")
-
-
-def _schema_missing() -> RestError:
-    return RestError(404, 40403, "Schema not found")
-
-
-def _no_subject_config(subject: str) -> RestError:
-    return RestError(404, 40408, f"Subject '{subject}' does not have subject-level compatibility configured")
-
-
-def _schema_text(version: SchemaVersion) -> str:
-    return canonical_json(version.schema)
-
-
-def _version_body(version: SchemaVersion) -> dict[str, object]:
-    return {"subject": version.subject, "version": version.version, "id": version.id,
-            "schema": _schema_text(version)}
+def _raw(typed: TypedSchema) -> object:
+    """The schema itself (``.../schema`` routes): JSON for Avro and JSON Schema, the text for Protobuf."""
+    return typed.text if typed.schema_type == PROTOBUF else typed.value
 
 
 def _compatibility_body(problems: list[str], verbose: bool) -> dict[str, object]:
@@ -70,35 +53,30 @@ def _compatibility_body(problems: list[str], verbose: bool) -> dict[str, object]
     return body
 
 
-async def _schema_of(request: Request) -> AvroSchema:
-    """The canonical schema of a request body ``{"schema": "...", "schemaType": "AVRO"}``."""
-    try:
-        body = await request.json()
-    except (ValueError, UnicodeDecodeError):
-        raise RestError(422, 42201, "Invalid schema: the request body is not JSON") from None
-    if not isinstance(body, dict) or not isinstance(body.get("schema"), str):
-        raise RestError(422, 42201, "Invalid schema: the body must be {\"schema\": \"<schema JSON as a string>\"}")
-    kind = body.get("schemaType", "AVRO") or "AVRO"
-    if kind != "AVRO":
-        raise RestError(422, 42201, f"Invalid schema: schemaType {kind!r} is not supported (AVRO only)")
-    if body.get("references"):
-        raise RestError(422, 42201, "Invalid schema: schema references are not supported")
-    try:
-        return load_schema(body["schema"])
-    except SchemaParseError as e:
-        raise RestError(422, 42201, f"Invalid schema: {e}") from None
+class RegistrationRequest:
+    """A body ``{"schema": "...", "schemaType": "JSON", "references": [], "id": n, "version": n}``."""
 
+    def __init__(self, body: object) -> None:
+        if not isinstance(body, dict) or not isinstance(body.get("schema"), str):
+            raise RestError(422, 42201, "Invalid schema: the body must be {\"schema\": \"<schema as a string>\", "
+                            "\"schemaType\": \"AVRO|JSON|PROTOBUF\"}")
+        if body.get("references"):
+            raise RestError(422, 42201, "Invalid schema: schema references are not supported by ferry's registry")
+        for key in ("id", "version"):
+            value = body.get(key)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+                raise RestError(422, 42202 if key == "version" else 42201, f"Invalid {key} {value!r}: a positive integer")
+        self.text: str = body["schema"]
+        self.schema_type: str = body.get("schemaType") or AVRO
+        self.id: int | None = body.get("id")
+        self.version: int | None = body.get("version")
 
-async def _level_of(request: Request) -> str:
-    """The compatibility level of a request body ``{"compatibility": "BACKWARD"}``."""
-    try:
-        body = await request.json()
-    except (ValueError, UnicodeDecodeError):
-        body = None
-    level = body.get("compatibility") if isinstance(body, dict) else None
-    if not isinstance(level, str) or level.upper() not in LEVELS:
-        raise RestError(422, 42203, f"Invalid compatibility level. Valid values are: {', '.join(LEVELS)}")
-    return level.upper()
+    def parsed(self) -> TypedSchema:
+        return parse_typed(self.text, self.schema_type)
+
+    @classmethod
+    async def of(cls, request: Request) -> RegistrationRequest:
+        return cls(await json_body(request))
 
 
 def _parse_version(version: str, known: list[int]) -> int:
@@ -107,6 +85,8 @@ def _parse_version(version: str, known: list[int]) -> int:
         return known[-1]
     try:
         number = int(version)
+        if number < 1:
+            raise ValueError(number)
     except ValueError:
         raise RestError(422, 42202, f"The specified version '{version}' is not a valid version id. "
                         "Allowed values are between [1, 2^31-1] and the string \"latest\"") from None
@@ -115,71 +95,106 @@ def _parse_version(version: str, known: list[int]) -> int:
     return number
 
 
+def _page(items: list, offset: int, limit: int) -> list:
+    items = items[max(offset, 0):]
+    return items[:limit] if limit >= 0 else items
+
+
 class SubjectRoutes:
-    """Subjects and their versions: list, read, register, look up, test compatibility."""
+    """Subjects and their versions: list, read, register, look up, delete."""
+
+    def __init__(self, registry: SchemaRegistry) -> None:
+        self._registry = registry
+        self._deletion = SubjectDeletion(registry)
+
+    def _versions(self, subject: str, deleted: bool = False) -> list[int]:
+        try:
+            return self._registry.versions(subject, deleted)
+        except UnknownSubjectError:
+            raise RestError(404, 40401, f"Subject '{subject}' not found.") from None
+
+    def _version(self, subject: str, version: str, deleted: bool = False) -> SchemaVersion:
+        number = _parse_version(version, self._versions(subject, deleted))
+        return self._registry.version(subject, number, deleted)
+
+    def subjects(self, deleted: bool = False, deleted_only: bool = False, subjectPrefix: str = "",  # noqa: N803
+                 offset: int = 0, limit: int = -1) -> JSONResponse:
+        names = self._registry.subjects(deleted or deleted_only)
+        if deleted_only:
+            live = set(self._registry.subjects())
+            names = [s for s in names if s not in live]
+        prefix = unqualified(subjectPrefix)
+        return answer(_page([s for s in names if s.startswith(prefix)], offset, limit))
+
+    def versions(self, subject: str, deleted: bool = False, offset: int = 0, limit: int = -1) -> JSONResponse:
+        return answer(_page(self._versions(unqualified(subject), deleted), offset, limit))
+
+    def version(self, subject: str, version: str, deleted: bool = False, format: str | None = None  # noqa: A002
+                ) -> JSONResponse:
+        found = self._version(unqualified(subject), version, deleted)
+        return answer(_version_body(found, self._registry.get_typed(found.id), format))
+
+    def version_schema(self, subject: str, version: str, deleted: bool = False) -> JSONResponse:
+        found = self._version(unqualified(subject), version, deleted)
+        return answer(_raw(self._registry.get_typed(found.id)))
+
+    async def register(self, subject: str, request: Request) -> JSONResponse:
+        body = await RegistrationRequest.of(request)
+        version = self._registry.register_version(unqualified(subject), body.text, body.schema_type, body.id,
+                                                  body.version)
+        return answer(_version_body(version, self._registry.get_typed(version.id)))
+
+    async def lookup(self, subject: str, request: Request, deleted: bool = False) -> JSONResponse:
+        subject = unqualified(subject)
+        body = await RegistrationRequest.of(request)
+        self._versions(subject, deleted=True)
+        found = self._registry.lookup(subject, body.text, body.schema_type, deleted)
+        if found is None:
+            raise RestError(404, 40403, "Schema not found")
+        return answer(_version_body(found, self._registry.get_typed(found.id)))
+
+    def delete(self, subject: str, permanent: bool = False) -> JSONResponse:
+        return answer(self._deletion.delete_subject(unqualified(subject), permanent))
+
+    def delete_version(self, subject: str, version: str, permanent: bool = False) -> JSONResponse:
+        subject = unqualified(subject)
+        entries = self._registry.version_entries(subject)
+        if not entries:
+            raise RestError(404, 40401, f"Subject '{subject}' not found.")
+        numbers = [v for v, _, deleted in entries if permanent or not deleted]
+        if version in ("latest", "-1") and not numbers:
+            raise RestError(404, 40402, f"Version {version} not found.")
+        number = _parse_version(version, numbers) if version in ("latest", "-1") else \
+            _parse_version(version, [v for v, _, _ in entries])
+        return answer(self._deletion.delete_version(subject, number, permanent))
+
+
+class CompatibilityRoutes:
+    """POST /compatibility/...: would a schema be accepted?"""
 
     def __init__(self, registry: SchemaRegistry) -> None:
         self._registry = registry
 
-    def _versions(self, subject: str) -> list[int]:
-        try:
-            return self._registry.versions(subject)
-        except KeyError:
-            raise _subject_missing(subject) from None
-
-    def _version(self, subject: str, version: str) -> SchemaVersion:
-        return self._registry.version(subject, _parse_version(version, self._versions(subject)))
-
-    def subjects(self) -> JSONResponse:
-        return _answer(self._registry.subjects())
-
-    def versions(self, subject: str) -> JSONResponse:
-        return _answer(self._versions(subject))
-
-    def version(self, subject: str, version: str) -> JSONResponse:
-        return _answer(_version_body(self._version(subject, version)))
-
-    def version_schema(self, subject: str, version: str) -> JSONResponse:
-        return _answer(self._version(subject, version).schema)
-
-    async def register(self, subject: str, request: Request) -> JSONResponse:
-        schema = await _schema_of(request)
-        try:
-            version = self._registry.register_version(subject, schema)
-        except IncompatibleSchemaError as e:
-            raise RestError(409, 409, "Schema being registered is incompatible with an earlier schema for "
-                            f"subject \"{subject}\", details: {e.problems}") from None
-        return _answer({"id": version.id, "subject": version.subject, "version": version.version,
-                        "schema": _schema_text(version)})
-
-    async def lookup(self, subject: str, request: Request) -> JSONResponse:
-        schema = await _schema_of(request)
-        self._versions(subject)
-        found = self._registry.lookup(subject, schema)
-        if found is None:
-            raise _schema_missing()
-        return _answer(_version_body(found))
-
-    def delete(self, subject: str) -> JSONResponse:
-        self._versions(subject)
-        # ids are global and mirrored messages depend on them: deleting is refused, not faked
-        raise RestError(405, 40501, "Deleting subjects is not supported by ferry's registry (schema ids are "
-                        "permanent: mirrored and loaded messages refer to them)")
-
-    async def test_compatibility(self, subject: str, version: str, request: Request,
-                                 verbose: bool = False) -> JSONResponse:
-        schema = await _schema_of(request)
-        target = self._version(subject, version)
-        if target.version == self._versions(subject)[-1]:
-            problems = self._registry.check(subject, schema)  # the subject's rule as registration applies it
+    async def test_version(self, subject: str, version: str, request: Request, verbose: bool = False
+                           ) -> JSONResponse:
+        subject = unqualified(subject)
+        body = await RegistrationRequest.of(request)
+        known = self._registry.versions(subject) if self._registry.version_entries(subject) else []
+        if not known:
+            raise RestError(404, 40401, f"Subject '{subject}' not found.")
+        target = self._registry.version(subject, _parse_version(version, known))
+        if target.version == known[-1]:
+            problems = self._registry.check(subject, body.text, body.schema_type)
         else:
             single = self._registry.compatibility(subject).replace("_TRANSITIVE", "")
-            problems = compatibility_problems(single, schema, [(f"version {target.version}", target.schema)])
-        return _answer(_compatibility_body(problems, verbose))
+            problems = typed_problems(single, body.parsed(), [(f"version {target.version}",
+                                                               self._registry.get_typed(target.id))])
+        return answer(_compatibility_body(problems, verbose))
 
-    async def test_compatibility_all(self, subject: str, request: Request, verbose: bool = False) -> JSONResponse:
-        schema = await _schema_of(request)
-        return _answer(_compatibility_body(self._registry.check(subject, schema), verbose))
+    async def test_all(self, subject: str, request: Request, verbose: bool = False) -> JSONResponse:
+        body = await RegistrationRequest.of(request)
+        return answer(_compatibility_body(self._registry.check(unqualified(subject), body.text, body.schema_type),
+                                          verbose))
 
 
 class SchemaRoutes:
@@ -188,32 +203,31 @@ class SchemaRoutes:
     def __init__(self, registry: SchemaRegistry) -> None:
         self._registry = registry
 
-    def _schema(self, schema_id: int) -> AvroSchema:
-        try:
-            return self._registry.get(schema_id)
-        except UnknownSchemaError:
-            raise _schema_missing() from None
-
-    def _uses(self, schema_id: int) -> list[tuple[str, int]]:
-        self._schema(schema_id)
-        registry = self._registry
-        return [(s, v) for s in registry.subjects() for v in registry.versions(s)
-                if registry.version(s, v).id == schema_id]
+    def _uses(self, schema_id: int, deleted: bool = False) -> list[tuple[str, int]]:
+        self._registry.get_typed(schema_id)
+        return [(s, v) for s in self._registry.subjects(deleted)
+                for v, sid, is_deleted in self._registry.version_entries(s)
+                if sid == schema_id and (deleted or not is_deleted)]
 
     def types(self) -> JSONResponse:
-        return _answer(["AVRO"])
+        return answer(list(SCHEMA_TYPES))
 
-    def by_id(self, schema_id: int) -> JSONResponse:
-        return _answer({"schema": canonical_json(self._schema(schema_id))})
+    def by_id(self, schema_id: int, format: str | None = None, subject: str | None = None  # noqa: A002
+              ) -> JSONResponse:
+        typed = self._registry.get_typed(schema_id)
+        body: dict[str, object] = {"schema": typed.serialized() if format == "serialized" else typed.text}
+        if typed.schema_type != AVRO:
+            body["schemaType"] = typed.schema_type
+        return answer(body)
 
     def raw_by_id(self, schema_id: int) -> JSONResponse:
-        return _answer(self._schema(schema_id))
+        return answer(_raw(self._registry.get_typed(schema_id)))
 
-    def subjects_of(self, schema_id: int) -> JSONResponse:
-        return _answer(sorted({s for s, _ in self._uses(schema_id)}))
+    def subjects_of(self, schema_id: int, deleted: bool = False) -> JSONResponse:
+        return answer(sorted({s for s, _ in self._uses(schema_id, deleted)}))
 
-    def versions_of(self, schema_id: int) -> JSONResponse:
-        return _answer([{"subject": s, "version": v} for s, v in self._uses(schema_id)])
+    def versions_of(self, schema_id: int, deleted: bool = False) -> JSONResponse:
+        return answer([{"subject": s, "version": v} for s, v in self._uses(schema_id, deleted)])
 
 
 class ConfigRoutes:
@@ -222,56 +236,106 @@ class ConfigRoutes:
     def __init__(self, registry: SchemaRegistry) -> None:
         self._registry = registry
 
+    @staticmethod
+    async def _level_of(request: Request) -> str:
+        body = await json_body(request)
+        level = body.get("compatibility", body.get("compatibilityLevel")) if isinstance(body, dict) else None
+        if not isinstance(level, str) or level.upper() not in LEVELS:
+            raise RestError(422, 42203, f"Invalid compatibility level. Valid values are: {', '.join(LEVELS)}")
+        return level.upper()
+
+    def _no_config(self, subject: str) -> RestError:
+        return RestError(404, 40408, f"Subject '{subject}' does not have subject-level compatibility configured")
+
     def get_global(self) -> JSONResponse:
-        return _answer({"compatibilityLevel": self._registry.compatibility()})
+        return answer({"compatibilityLevel": self._registry.compatibility()})
 
     async def put_global(self, request: Request) -> JSONResponse:
-        level = await _level_of(request)
+        level = await self._level_of(request)
         self._registry.set_compatibility(level)
-        return _answer({"compatibility": level})
+        return answer({"compatibility": level})
 
     def get_subject(self, subject: str, defaultToGlobal: bool = False) -> JSONResponse:  # noqa: N803 - Confluent's name
+        subject = unqualified(subject)
         override = self._registry.compatibility_override(subject)
         if override is None and not defaultToGlobal:
-            raise _no_subject_config(subject)
-        return _answer({"compatibilityLevel": override or self._registry.compatibility()})
+            raise self._no_config(subject)
+        return answer({"compatibilityLevel": override or self._registry.compatibility()})
 
     async def put_subject(self, subject: str, request: Request) -> JSONResponse:
-        level = await _level_of(request)
-        self._registry.set_compatibility(level, subject)
-        return _answer({"compatibility": level})
+        level = await self._level_of(request)
+        self._registry.set_compatibility(level, unqualified(subject))
+        return answer({"compatibility": level})
 
     def delete_subject(self, subject: str) -> JSONResponse:
+        subject = unqualified(subject)
         override = self._registry.compatibility_override(subject)
         if override is None:
-            raise _no_subject_config(subject)
+            raise self._no_config(subject)
         self._registry.set_compatibility(None, subject)
-        return _answer({"compatibility": override})
+        return answer({"compatibility": override})
 
 
-async def _rest_error(_: Request, e: RestError) -> JSONResponse:
-    return _answer({"error_code": e.code, "message": e.message}, e.status)
+class ModeRoutes:
+    """/mode: READWRITE, READONLY or IMPORT, for the registry and per subject."""
+
+    def __init__(self, registry: SchemaRegistry) -> None:
+        self._registry = registry
+
+    @staticmethod
+    async def _mode_of(request: Request) -> str:
+        body = await json_body(request)
+        mode = body.get("mode") if isinstance(body, dict) else None
+        if not isinstance(mode, str) or mode.upper() not in MODES:
+            raise RestError(422, 42204, f"Invalid mode. Valid values are: {', '.join(MODES)}")
+        return mode.upper()
+
+    def get_global(self) -> JSONResponse:
+        return answer({"mode": self._registry.modes.mode()})
+
+    async def put_global(self, request: Request, force: bool = False) -> JSONResponse:
+        return answer({"mode": self._registry.set_mode(await self._mode_of(request), None, force)})
+
+    def get_subject(self, subject: str, defaultToGlobal: bool = False) -> JSONResponse:  # noqa: N803 - Confluent's name
+        subject = unqualified(subject)
+        override = self._registry.modes.override(subject)
+        if override is None and not defaultToGlobal:
+            raise RestError(404, 40409, f"Subject '{subject}' does not have subject-level mode configured")
+        return answer({"mode": override or self._registry.modes.mode()})
+
+    async def put_subject(self, subject: str, request: Request, force: bool = False) -> JSONResponse:
+        mode = await self._mode_of(request)
+        return answer({"mode": self._registry.set_mode(mode, unqualified(subject), force)})
+
+    def delete_subject(self, subject: str) -> JSONResponse:
+        subject = unqualified(subject)
+        previous = self._registry.modes.delete_override(subject)
+        if previous is None:
+            raise RestError(404, 40409, f"Subject '{subject}' does not have subject-level mode configured")
+        return answer({"mode": previous})
 
 
-async def _store_error(_: Request, e: KazooException) -> JSONResponse:
-    return _answer({"error_code": 50001, "message": f"Error in the backend data store: {type(e).__name__}"}, 500)
+class ContextRoutes:
+    """/contexts: the default context, and each ``:.name:`` prefix used by a subject."""
 
+    def __init__(self, registry: SchemaRegistry) -> None:
+        self._registry = registry
 
-async def _bad_subject(_: Request, e: InvalidSubjectError) -> JSONResponse:
-    return _answer({"error_code": 42208, "message": f"Invalid subject: {e}"}, 422)
+    def contexts(self, offset: int = 0, limit: int = -1) -> JSONResponse:
+        named = {s.split(":")[1] for s in self._registry.subjects() if s.startswith(":.") and s.count(":") >= 2}
+        return answer(_page([DEFAULT_CONTEXT, *sorted(named - {DEFAULT_CONTEXT})], offset, limit))
 
 
 def _root() -> JSONResponse:
-    return _answer({})
+    return answer({})
 
 
 def create_app(registry: SchemaRegistry) -> FastAPI:
     """The REST application over one cluster's registry (shared, thread-safe)."""
     app = FastAPI(title="ferry schema registry", docs_url=None, redoc_url=None, openapi_url=None)
-    app.add_exception_handler(RestError, _rest_error)
-    app.add_exception_handler(KazooException, _store_error)
-    app.add_exception_handler(InvalidSubjectError, _bad_subject)
+    install_error_handlers(app)
     subjects, schemas, config = SubjectRoutes(registry), SchemaRoutes(registry), ConfigRoutes(registry)
+    compatibility, modes, contexts = CompatibilityRoutes(registry), ModeRoutes(registry), ContextRoutes(registry)
     routes: list[tuple[str, str, Callable[..., object]]] = [
         ("GET", "/", _root),
         ("GET", "/schemas/types", schemas.types),
@@ -282,17 +346,24 @@ def create_app(registry: SchemaRegistry) -> FastAPI:
         ("POST", "/subjects/{subject}/versions", subjects.register),
         ("POST", "/subjects/{subject}", subjects.lookup),
         ("DELETE", "/subjects/{subject}", subjects.delete),
+        ("DELETE", "/subjects/{subject}/versions/{version}", subjects.delete_version),
         ("GET", "/schemas/ids/{schema_id}", schemas.by_id),
         ("GET", "/schemas/ids/{schema_id}/schema", schemas.raw_by_id),
         ("GET", "/schemas/ids/{schema_id}/subjects", schemas.subjects_of),
         ("GET", "/schemas/ids/{schema_id}/versions", schemas.versions_of),
-        ("POST", "/compatibility/subjects/{subject}/versions/{version}", subjects.test_compatibility),
-        ("POST", "/compatibility/subjects/{subject}/versions", subjects.test_compatibility_all),
+        ("POST", "/compatibility/subjects/{subject}/versions/{version}", compatibility.test_version),
+        ("POST", "/compatibility/subjects/{subject}/versions", compatibility.test_all),
         ("GET", "/config", config.get_global),
         ("PUT", "/config", config.put_global),
         ("GET", "/config/{subject}", config.get_subject),
         ("PUT", "/config/{subject}", config.put_subject),
         ("DELETE", "/config/{subject}", config.delete_subject),
+        ("GET", "/mode", modes.get_global),
+        ("PUT", "/mode", modes.put_global),
+        ("GET", "/mode/{subject}", modes.get_subject),
+        ("PUT", "/mode/{subject}", modes.put_subject),
+        ("DELETE", "/mode/{subject}", modes.delete_subject),
+        ("GET", "/contexts", contexts.contexts),
     ]
     for method, path, endpoint in routes:
         app.add_api_route(path, endpoint, methods=[method])

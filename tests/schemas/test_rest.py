@@ -122,6 +122,7 @@ def test_errors_carry_the_registrys_codes(registry_url: str) -> None:
     assert (status, body["error_code"]) == (422, 42201)
     status, body = _call(registry_url + "/subjects/s/versions", "POST", {"schema": json.dumps(USER_V1)})
     assert status == 200 and body["id"] >= 1 and body["version"] == 1
+    registered_id = body["id"]
     assert _call(registry_url + "/subjects/s/versions/7")[1]["error_code"] == 40402
     assert _call(registry_url + "/subjects/s/versions/x")[1]["error_code"] == 42202
     assert _call(registry_url + "/config", "PUT", {"compatibility": "SIDEWAYS"})[1]["error_code"] == 42203
@@ -130,7 +131,8 @@ def test_errors_carry_the_registrys_codes(registry_url: str) -> None:
     status, body = _call(registry_url + "/subjects/s/versions", "POST",
                          {"schema": json.dumps(USER_V1), "schemaType": "PROTOBUF"})
     assert (status, body["error_code"]) == (422, 42201)
-    assert _call(registry_url + "/subjects/s", "DELETE")[0] == 405  # ids are permanent: refused, not faked
+    assert _call(registry_url + "/subjects/s", "DELETE") == (200, [1])  # soft: the id stays resolvable
+    assert _call(registry_url + f"/schemas/ids/{registered_id}")[0] == 200
 
 
 def test_serve_refuses_a_bad_listen_address(zk_connect: str) -> None:
