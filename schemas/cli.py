@@ -161,13 +161,18 @@ def _list(registry: SchemaRegistry, args: argparse.Namespace, _schema: str | Non
 
 def _show(registry: SchemaRegistry, args: argparse.Namespace, _schema: str | None) -> int:
     if args.schema_id is not None:
-        schema = registry.get(args.schema_id)
+        typed = registry.get_typed(args.schema_id)
+        schema = typed.text if typed.schema_type == "PROTOBUF" else typed.value
         doc = {"id": args.schema_id, "schema": schema}
+        if typed.schema_type != "AVRO":
+            doc["schemaType"] = typed.schema_type
     else:
         sv = registry.version(args.subject, args.version) if args.version is not None else registry.latest(args.subject)
-        schema = sv.schema
+        schema = sv.schema if sv.schema_type != "JSON" else json.loads(sv.schema)
         doc = {"subject": sv.subject, "version": sv.version, "id": sv.id,
                "compatibility": registry.compatibility(sv.subject), "schema": schema}
+        if sv.schema_type != "AVRO":
+            doc["schemaType"] = sv.schema_type
     print(json.dumps(schema if args.schema_only else doc, indent=2))
     return 0
 
