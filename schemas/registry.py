@@ -1,4 +1,4 @@
-"""The Avro schema registry, kept in ZooKeeper under the cluster's chroot (paper section 4).
+"""The schema registry (Avro, JSON Schema, Protobuf), kept in ZooKeeper under the cluster's chroot (paper section 4).
 
 Layout (relative to the chroot)::
 
@@ -8,92 +8,53 @@ Layout (relative to the chroot)::
     /schemas/subjects/<subject>/versions/<n>       id of version n (1, 2, ...); "<id>,deleted" once soft-deleted
     /schemas/config                                {"compatibility": LEVEL}  (the default for every subject)
     /schemas/config/<subject>                      {"compatibility": LEVEL}  (a per-subject override)
+    /schemas/mode[/<subject>]                      {"mode": MODE}  (modes.py)
 
-A new id is taken in one ZooKeeper transaction that bumps the counter (compare-and-set on its
-version), creates the id node and creates the fingerprint node: two registrants of different schemas
-cannot get the same id, two registrants of the same schema cannot get two ids, and a failed attempt
-leaves nothing behind. Versions are created with create() on the next number, so a concurrent
+Ids are handed out by ids.py (one transaction per new id). Versions are created with create() on the next number, so a concurrent
 registration under the same subject loses the race cleanly, re-reads and re-checks compatibility.
 """
 
 from __future__ import annotations
 
 import json
-import re
 import threading
-from dataclasses import dataclass
 
 from fastavro.schema import parse_schema
 from kazoo.client import KazooClient
-from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, RolledBackError
+from kazoo.exceptions import NodeExistsError, NoNodeError
 
 from ferry.schemas.canonical import AvroSchema
 from ferry.schemas.compatibility import DEFAULT_LEVEL, normalise_level
 from ferry.schemas.errors import (
     IncompatibleSchemaError,
-    InvalidSubjectError,
     OperationNotPermittedError,
     SchemaError,
-    UnknownSchemaError,
     UnknownSubjectError,
     UnknownVersionError,
 )
+from ferry.schemas.ids import COUNTER, FINGERPRINTS, IDS, ROOT, SchemaIds
 from ferry.schemas.modes import RegistryModes
 from ferry.schemas.schema_types import AVRO, TypedSchema, from_stored, parse_typed, typed_problems
+from ferry.schemas.versions import (
+    SchemaVersion,
+    parse_version_data,
+    subject_for_topic,
+    validate_subject,
+    version_data,
+    version_of,
+)
 from ferry.zk import ClusterRegistry, connect
 
-ROOT = "/schemas"
-IDS = f"{ROOT}/ids"
-FINGERPRINTS = f"{ROOT}/fingerprints"
-COUNTER = f"{ROOT}/counter"
+__all__ = ["COUNTER", "FINGERPRINTS", "IDS", "SchemaRegistry", "SchemaVersion", "parse_version_data", "subject_for_topic", "validate_subject",
+           "version_data"]
+
 SUBJECTS = f"{ROOT}/subjects"
 CONFIG = f"{ROOT}/config"
-
-_SUBJECT_RE = re.compile(r"^[A-Za-z0-9._:-]{1,255}$")
 _MAX_ATTEMPTS = 50
 
 
-@dataclass(frozen=True)
-class SchemaVersion:
-    subject: str
-    version: int
-    id: int
-    schema: AvroSchema  # Avro: the canonical JSON value (dict, list or name); JSON/PROTOBUF: the canonical text
-    schema_type: str = AVRO
-    deleted: bool = False
-
-
-def version_data(schema_id: int, deleted: bool = False) -> bytes:
-    """A version znode's bytes: the id, marked once the version is soft-deleted."""
-    return f"{schema_id},deleted".encode() if deleted else str(schema_id).encode()
-
-
-def parse_version_data(data: bytes) -> tuple[int, bool]:
-    text = data.decode()
-    return int(text.split(",", 1)[0]), text.endswith(",deleted")
-
-
-def _version_of(subject: str, version: int, schema_id: int, typed: TypedSchema, deleted: bool = False
-                ) -> SchemaVersion:
-    schema = typed.value if typed.schema_type == AVRO else typed.text
-    return SchemaVersion(subject, version, schema_id, schema, typed.schema_type, deleted)
-
-def subject_for_topic(topic: str) -> str:
-    """The subject a topic's message values are registered under: the topic name itself."""
-    return topic
-
-
-def validate_subject(subject: object) -> str:
-    if not isinstance(subject, str) or not _SUBJECT_RE.match(subject) or subject in (".", ".."):
-        raise InvalidSubjectError(
-            f"subject {subject!r} is not allowed: use 1-255 ASCII letters, digits, '.', '_', ':' or '-' "
-            "(not '.' or '..')"
-        )
-    return subject
-
-
 class SchemaRegistry:
-    """Register and look up Avro schemas of one cluster.
+    """Register and look up schemas (Avro, JSON Schema, Protobuf) of one cluster.
 
     ``SchemaRegistry("127.0.0.1:2181/ferry/live")`` opens (and ``close()`` closes) its own session;
     ``SchemaRegistry(kazoo_client)`` or ``SchemaRegistry(cluster_registry)`` shares one (already
@@ -115,6 +76,7 @@ class SchemaRegistry:
         self._parsed: dict[int, AvroSchema] = {}
         self._lock = threading.Lock()
         self.modes = RegistryModes(self._client)
+        self.ids = SchemaIds(self._client)
         if read_only:  # a look from a tool: leave no znodes behind (e.g. under a mistyped chroot)
             return
         for path in (IDS, FINGERPRINTS, SUBJECTS, CONFIG):
@@ -175,7 +137,7 @@ class SchemaRegistry:
             if known_id is not None:
                 for v, vid in live:
                     if vid == known_id and version in (None, v):
-                        return _version_of(subject, v, vid, typed)
+                        return version_of(subject, v, vid, typed)
             if mode != "IMPORT":
                 self._check(subject, typed, live)
             if schema_id is not None:
@@ -191,7 +153,7 @@ class SchemaRegistry:
                     raise OperationNotPermittedError(
                         f"Subject {subject} already has a version {version} with another schema") from None
                 continue  # someone registered under this subject meanwhile: re-read and re-check
-            return _version_of(subject, number, new_id, typed)
+            return version_of(subject, number, new_id, typed)
         raise SchemaError(f"subject {subject!r} kept changing during registration; try again")
 
     def check(self, subject: str, schema: str | bytes | dict | list, schema_type: str = AVRO) -> list[str]:
@@ -224,13 +186,7 @@ class SchemaRegistry:
 
     def stored(self, schema_id: int) -> bytes:
         """The bytes stored for this id (what the mirror copies)."""
-        if isinstance(schema_id, bool) or not isinstance(schema_id, int) or schema_id < 1:
-            raise UnknownSchemaError(f"schema id {schema_id!r} is not registered (ids are integers from 1)")
-        try:
-            data, _ = self._client.get(f"{IDS}/{schema_id}")
-        except NoNodeError:
-            raise UnknownSchemaError(f"schema id {schema_id} is not registered") from None
-        return data
+        return self.ids.stored(schema_id)
 
     def parsed(self, schema_id: int) -> AvroSchema:
         """The fastavro-parsed schema with this id (for fastavro readers/writers); cached."""
@@ -263,7 +219,7 @@ class SchemaRegistry:
             return None
         for version, vid, is_deleted in reversed(self.version_entries(subject)):
             if vid == schema_id and (deleted or not is_deleted):
-                return _version_of(subject, version, vid, typed, is_deleted)
+                return version_of(subject, version, vid, typed, is_deleted)
         return None
 
     def versions(self, subject: str, deleted: bool = False) -> list[int]:
@@ -284,7 +240,7 @@ class SchemaRegistry:
             known = self.versions(subject)
             raise UnknownVersionError(
                 f"subject {subject!r} has no version {version} (versions: {', '.join(map(str, known))})")
-        return _version_of(subject, int(version), schema_id, self.get_typed(schema_id), is_deleted)
+        return version_of(subject, int(version), schema_id, self.get_typed(schema_id), is_deleted)
 
     def latest(self, subject: str) -> SchemaVersion:
         return self.version(subject, self.versions(subject)[-1])
@@ -347,32 +303,9 @@ class SchemaRegistry:
 
     # ----------------------------------------------------------------- replication (the mirror), IMPORT
     def import_schema(self, schema_id: int, schema: TypedSchema | AvroSchema) -> None:
-        """Store ``schema`` under a given id (copying another cluster's registry, ids preserved).
-
-        Refuses an id already holding a different schema. Keeps the counter past every imported id so
-        that ids allocated here never collide with imported ones.
-        """
-        typed = schema if isinstance(schema, TypedSchema) else parse_typed(schema, AVRO)
-        for _ in range(_MAX_ATTEMPTS):
-            try:
-                current, _ = self._client.get(f"{IDS}/{schema_id}")
-                if current != typed.stored:
-                    raise OperationNotPermittedError(f"schema id {schema_id} already holds a different schema here")
-                return
-            except NoNodeError:
-                pass
-            data, stat = self._client.get(COUNTER)
-            tx = self._client.transaction()
-            tx.set_data(COUNTER, str(max(int(data or b"0"), schema_id)).encode(), version=stat.version)
-            tx.create(f"{IDS}/{schema_id}", typed.stored)
-            results = tx.commit()
-            if not any(isinstance(r, Exception) for r in results):
-                try:
-                    self._client.create(f"{FINGERPRINTS}/{typed.fingerprint}", str(schema_id).encode())
-                except NodeExistsError:
-                    pass
-                return
-        raise SchemaError(f"could not import schema id {schema_id}: the id counter kept changing")
+        """Store ``schema`` under a given id (copying another cluster's registry, ids preserved); refuses an id
+        already holding a different schema, and keeps the counter past every imported id."""
+        self.ids.import_schema(schema_id, schema if isinstance(schema, TypedSchema) else parse_typed(schema, AVRO))
 
     def import_version(self, subject: str, version: int, schema_id: int, deleted: bool = False) -> None:
         """Record ``subject`` version ``version`` → ``schema_id`` (the id must exist here), soft-deleted or not."""
@@ -406,34 +339,13 @@ class SchemaRegistry:
             )
 
     def _id_of(self, typed: TypedSchema) -> int | None:
-        try:
-            data, _ = self._client.get(f"{FINGERPRINTS}/{typed.fingerprint}")
-        except NoNodeError:
-            return None
-        return int(data)
+        return self.ids.id_of(typed)
 
     def _allocate_id(self, typed: TypedSchema) -> int:
-        fp_path = f"{FINGERPRINTS}/{typed.fingerprint}"
-        for _ in range(_MAX_ATTEMPTS):
-            data, stat = self._client.get(COUNTER)
-            new_id = int(data or b"0") + 1
-            tx = self._client.transaction()
-            tx.set_data(COUNTER, str(new_id).encode(), version=stat.version)
-            tx.create(f"{IDS}/{new_id}", typed.stored)
-            tx.create(fp_path, str(new_id).encode())
-            results = tx.commit()
-            errors = [r for r in results if isinstance(r, Exception) and not isinstance(r, RolledBackError)]
-            if not errors:
-                with self._lock:
-                    self._by_id[new_id] = typed
-                return new_id
-            if isinstance(results[2], NodeExistsError):
-                existing = self._id_of(typed)  # the same schema was registered meanwhile
-                if existing is not None:
-                    return existing
-            if not any(isinstance(e, (BadVersionError, NodeExistsError)) for e in errors):
-                raise SchemaError(f"allocating a schema id failed: {errors[0]!r}")
-        raise SchemaError("could not allocate a schema id: the id counter kept changing")
+        new_id = self.ids.allocate(typed)
+        with self._lock:
+            self._by_id[new_id] = typed
+        return new_id
 
     def _read_level(self, path: str) -> str | None:
         try:
