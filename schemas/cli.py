@@ -1,4 +1,5 @@
-"""`ferry schemas register|list|show|compat|check`: the cluster's Avro schema registry.
+"""`ferry schemas register|list|show|compat|check|copy|serve`: the cluster's schema registry (Avro, JSON Schema,
+Protobuf).
 
 The registry lives in ZooKeeper under the cluster's chroot (``/schemas``), so these commands talk to
 ZooKeeper directly. Errors go to stderr in one line (ferry/cli_runner.py): exit status 2 for bad input
@@ -17,11 +18,12 @@ from ferry.schemas.compatibility import LEVELS
 from ferry.schemas.errors import SchemaError
 from ferry.schemas.registry import SchemaRegistry
 from ferry.schemas.replication import replicate
+from ferry.schemas.schema_types import SCHEMA_TYPES
 from ferry.zk import cli_args as cli
 from ferry.zk.cli_args import UsageError
 
 DESCRIPTION = (
-    "The Avro schema registry of one cluster, kept in ZooKeeper under the cluster's chroot. "
+    "The schema registry (Avro, JSON Schema, Protobuf) of one cluster, kept in ZooKeeper under the cluster's chroot. "
     "Schemas are registered under a subject (by convention the topic name); each distinct schema gets a "
     "global id, which every message carries (magic byte 0 + 4-byte id + Avro body).")
 
@@ -36,7 +38,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     reg.add_argument("subject", metavar="SUBJECT", help="subject name (by convention the topic)")
     reg.add_argument("--schema-file", required=True, type=Path, metavar="FILE",
-                     help="the Avro schema (.avsc JSON); '-' reads standard input")
+                     help="the schema (.avsc, .json, .proto); '-' reads standard input")
+    _add_schema_type(reg)
 
     lst = actions.add_parser("list", help="list subjects with their versions and latest id",
                              description="List every subject: versions, latest schema id, compatibility level.")
@@ -68,7 +71,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     check.add_argument("subject", metavar="SUBJECT", help="the subject")
     check.add_argument("--schema-file", required=True, type=Path, metavar="FILE",
-                       help="the Avro schema (.avsc JSON); '-' reads standard input")
+                       help="the schema (.avsc, .json, .proto); '-' reads standard input")
+    _add_schema_type(check)
 
     copy = actions.add_parser(
         "copy", help="copy another cluster's registry here (ids preserved), e.g. live -> offline",
@@ -82,7 +86,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "serve", help="serve the registry's REST API (Confluent Schema Registry's) over HTTP",
         description="Serve this cluster's registry over the REST API that schema-registry clients speak "
         "(confluent_kafka.schema_registry, Connect, Flink, Spark): /subjects, /subjects/S/versions[/V], "
-        "/schemas/ids/ID, /compatibility/subjects/S/versions/V, /config[/S]. Same ids and compatibility "
+        "/schemas/ids/ID, /compatibility/subjects/S/versions/V, /config[/S], /mode[/S], /contexts; AVRO, JSON "
+        "and PROTOBUF schemas; soft and permanent deletes. Same ids and compatibility "
         "rules as the other `ferry schemas` commands; runs until interrupted.",
     )
     serve.add_argument("--listen", default="127.0.0.1:8081", metavar="HOST:PORT",
@@ -92,6 +97,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     for sub in (reg, lst, show, compat, check, copy, serve):
         cli.add_zookeeper_argument(sub, "the cluster's ZooKeeper connect string, e.g. 127.0.0.1:2181/ferry/live",
                                    with_timeout=True)
+
+
+def _add_schema_type(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--schema-type", type=str.upper, choices=SCHEMA_TYPES, default="AVRO", metavar="TYPE",
+                        help="AVRO (default), JSON (JSON Schema) or PROTOBUF (.proto text)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -129,12 +139,12 @@ def _read_schema(path: Path) -> str:
 
 
 def _register(registry: SchemaRegistry, args: argparse.Namespace, schema_text: str | None) -> int:
-    existing = registry.lookup(args.subject, schema_text)
+    existing = registry.lookup(args.subject, schema_text, args.schema_type)
     if existing is not None:
         print(f"Subject {existing.subject} already has this schema: version {existing.version}, id {existing.id}.")
         return 0
-    before = registry.id_of(schema_text)
-    sv = registry.register_version(args.subject, schema_text)
+    before = registry.id_of(schema_text, args.schema_type)
+    sv = registry.register_version(args.subject, schema_text, args.schema_type)
     note = " (an existing id: the same schema is registered under another subject)" if before else ""
     print(f"Registered subject {sv.subject} version {sv.version} with id {sv.id}{note}.")
     return 0
@@ -194,7 +204,7 @@ def _compat(registry: SchemaRegistry, args: argparse.Namespace, _schema: str | N
 
 
 def _check(registry: SchemaRegistry, args: argparse.Namespace, schema_text: str | None) -> int:
-    problems = registry.check(args.subject, schema_text)
+    problems = registry.check(args.subject, schema_text, args.schema_type)
     level = registry.compatibility(args.subject)
     if problems:
         print(f"INCOMPATIBLE with subject {args.subject} ({level}):")

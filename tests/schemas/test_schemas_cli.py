@@ -103,3 +103,25 @@ def test_copy(zk_connect: str) -> None:
     assert json.loads(out)["id"] == 1
     rc, _, err = ferry("copy", "--from-zookeeper", zk_connect + "/nowhere", "--zookeeper", offline)
     assert rc == 2 and "has no" in err
+
+
+def test_json_and_protobuf_subjects(zk_connect: str, tmp_path: Path) -> None:
+    zk = ["--zookeeper", zk_connect]
+    proto = tmp_path / "order.proto"
+    proto.write_text('syntax = "proto3";\npackage shop;\nmessage Order { string id = 1; int64 cents = 2; }\n')
+    rc, out, err = ferry("register", "orders", "--schema-file", str(proto), "--schema-type", "protobuf", *zk)
+    assert rc == 0 and "Registered subject orders version 1 with id 1" in out, err
+    bad = tmp_path / "bad.proto"
+    bad.write_text(proto.read_text().replace("int64 cents", "string cents"))
+    rc, out, _ = ferry("check", "orders", "--schema-file", str(bad), "--schema-type", "PROTOBUF", *zk)
+    assert rc == 1 and "INCOMPATIBLE" in out and "cents" in out
+    rc, out, _ = ferry("show", "--id", "1", *zk)
+    assert rc == 0 and json.loads(out)["schemaType"] == "PROTOBUF" and "message Order" in json.loads(out)["schema"]
+
+    rc, out, err = ferry("register", "people", "--schema-file", "-", "--schema-type", "JSON", *zk,
+                         stdin='{"type": "object", "properties": {"name": {"type": "string"}}}')
+    assert rc == 0 and "version 1 with id 2" in out, err
+    rc, out, _ = ferry("show", "people", *zk)
+    assert json.loads(out)["schema"]["properties"]["name"] == {"type": "string"}
+    rc, _, err = ferry("register", "people", "--schema-file", "-", "--schema-type", "JSON", *zk, stdin='{"type": 5}')
+    assert rc == 2 and "Invalid JSON Schema" in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
