@@ -147,7 +147,7 @@ class SubjectRoutes:
     async def lookup(self, subject: str, request: Request, deleted: bool = False) -> JSONResponse:
         subject = unqualified(subject)
         body = await RegistrationRequest.of(request)
-        self._versions(subject, deleted=True)
+        self._versions(subject, deleted)
         found = self._registry.lookup(subject, body.text, body.schema_type, deleted)
         if found is None:
             raise RestError(404, 40403, "Schema not found")

@@ -188,6 +188,9 @@ def test_soft_and_permanent_deletes(registry_url: str) -> None:
     assert client.delete_subject(subject) == [2]
     assert subject not in client.get_subjects() and subject in _call(registry_url + "/subjects?deleted=true")[1]
     assert _error(_call(url + "/versions")) == (404, 40401)
+    v2_body = {"schema": json.dumps(PERSON_V2), "schemaType": "JSON"}
+    assert _error(_call(url, "POST", v2_body)) == (404, 40401)  # lookup hides soft-deleted subjects...
+    assert _call(url + "?deleted=true", "POST", v2_body)[1]["version"] == 2  # ...unless asked
     assert _error(_call(url, "DELETE")) == (404, 40404)
     assert _call(f"{registry_url}/schemas/ids/{v2}")[0] == 200  # ids stay: written messages carry them
     # the same schema again reuses its id, as a new version
