@@ -21,9 +21,6 @@ from __future__ import annotations
 
 import json
 
-from jsonschema.exceptions import SchemaError as MetaSchemaError
-from jsonschema.validators import validator_for
-
 from ferry.schemas.errors import SchemaParseError
 
 _CHECKED = {"type", "properties", "additionalProperties", "required", "enum", "const", "items", "minimum",
@@ -36,6 +33,10 @@ _ALL_TYPES = frozenset({"null", "boolean", "object", "array", "number", "integer
 
 def load_json_schema(text: str) -> tuple[str, object]:
     """The canonical text (sorted keys, no spaces) and value of a JSON Schema document."""
+    # jsonschema loads only when a JSON subject is met: the mirror and loaders (Avro) import ferry.schemas without it
+    from jsonschema.exceptions import SchemaError as MetaSchemaError
+    from jsonschema.validators import validator_for
+
     try:
         value = json.loads(text)
     except (ValueError, TypeError) as e:
