@@ -257,3 +257,17 @@ def test_error_bodies_on_every_path(registry_url: str) -> None:
     assert _error(_call(registry_url + "/subjects/x/versions", "POST", {"schema": "{}", "version": 0})) \
         == (422, 42202)
     assert _error(_call(registry_url + "/subjects/bad%20name/versions", "POST", {"schema": "{}"})) == (422, 42208)
+
+
+def test_global_modes(registry_url: str) -> None:
+    client = SchemaRegistryClient({"url": registry_url})
+    client.register_schema(_subject("global"), Schema('{"type": "null"}', "JSON"))  # the registry is not empty
+    assert _error(_call(f"{registry_url}/mode", "PUT", {"mode": "IMPORT"})) == (422, 42205)
+    assert client.update_global_mode("READONLY") == "READONLY"
+    try:
+        status, code = _error(_call(f"{registry_url}/subjects/{_subject('ro')}/versions", "POST",
+                                    {"schema": '{"type": "array"}', "schemaType": "JSON"}))
+        assert (status, code) == (422, 42205)
+    finally:
+        assert client.update_global_mode("READWRITE") == "READWRITE"
+    assert client.get_global_mode() == "READWRITE"
