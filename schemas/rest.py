@@ -138,6 +138,11 @@ class SubjectRoutes:
         found = self._version(unqualified(subject), version, deleted)
         return answer(_raw(self._registry.get_typed(found.id)))
 
+    def referenced_by(self, subject: str, version: str) -> JSONResponse:
+        """Ids of schemas referencing this version: none, since ferry refuses schema references."""
+        self._version(unqualified(subject), version)
+        return answer([])
+
     async def register(self, subject: str, request: Request) -> JSONResponse:
         body = await RegistrationRequest.of(request)
         version = self._registry.register_version(unqualified(subject), body.text, body.schema_type, body.id,
@@ -343,6 +348,7 @@ def create_app(registry: SchemaRegistry) -> FastAPI:
         ("GET", "/subjects/{subject}/versions", subjects.versions),
         ("GET", "/subjects/{subject}/versions/{version}", subjects.version),
         ("GET", "/subjects/{subject}/versions/{version}/schema", subjects.version_schema),
+        ("GET", "/subjects/{subject}/versions/{version}/referencedby", subjects.referenced_by),
         ("POST", "/subjects/{subject}/versions", subjects.register),
         ("POST", "/subjects/{subject}", subjects.lookup),
         ("DELETE", "/subjects/{subject}", subjects.delete),

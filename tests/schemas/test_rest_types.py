@@ -161,6 +161,7 @@ def test_protobuf_text_compatibility(registry_url: str) -> None:
     second = client.register_schema(subject, Schema(ORDER_PROTO_V2, "PROTOBUF"))
     assert second != first and client.get_versions(subject) == [1, 2]
     assert client.get_version(subject, 2).schema.schema_str == ORDER_PROTO_V2
+    assert _call(f"{registry_url}/subjects/{subject}/versions/1/referencedby") == (200, [])
     found = client.lookup_schema(subject, Schema(ORDER_PROTO, "PROTOBUF"))
     assert (found.version, found.schema_id) == (1, first)
     status, code = _error(_call(registry_url + f"/subjects/{subject}/versions", "POST",
