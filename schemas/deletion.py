@@ -24,9 +24,11 @@ from ferry.schemas.registry import SUBJECTS, SchemaRegistry, validate_subject, v
 class SubjectDeletion:
     """Soft and permanent deletes of one registry's subjects and versions."""
 
-    def __init__(self, registry: SchemaRegistry) -> None:
+    def __init__(self, registry: SchemaRegistry, honour_mode: bool = True) -> None:
+        """``honour_mode=False``: the mirror's copy, which applies live deletes to a (typically READONLY) replica."""
         self._registry = registry
         self._client = registry.client
+        self._honour_mode = honour_mode
 
     def delete_subject(self, subject: str, permanent: bool = False) -> list[int]:
         """Delete every version of ``subject``; the version numbers deleted."""
@@ -69,7 +71,7 @@ class SubjectDeletion:
 
     def _entries(self, subject: str) -> list[tuple[int, int, bool]]:
         validate_subject(subject)
-        if self._registry.modes.mode(subject).startswith("READONLY"):
+        if self._honour_mode and self._registry.modes.mode(subject).startswith("READONLY"):
             raise OperationNotPermittedError(f"Subject {subject} is in read-only mode")
         entries = self._registry.version_entries(subject)
         if not entries:

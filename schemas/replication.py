@@ -40,12 +40,17 @@ def replicate(source: SchemaRegistry, target: SchemaRegistry) -> ReplicationResu
         wanted = {v: (sid, deleted) for v, sid, deleted in source.version_entries(subject)}
         have = {v: (sid, deleted) for v, sid, deleted in target.version_entries(subject)}
         for version, (schema_id, deleted) in sorted(wanted.items()):
-            if have.get(version) != (schema_id, deleted):
-                target.import_version(subject, version, schema_id, deleted)
-                versions += 1
+            if have.get(version) == (schema_id, deleted):
+                continue
+            if target.stored(schema_id) != source.stored(schema_id):
+                log.error("schema registry: id %d means another schema in the target registry (registered there, "
+                          "not copied): subject %s version %d is not copied", schema_id, subject, version)
+                continue
+            target.import_version(subject, version, schema_id, deleted)
+            versions += 1
         gone = [v for v, (_, deleted) in have.items() if v not in wanted and deleted]
         if gone:
-            deletion = SubjectDeletion(target)
+            deletion = SubjectDeletion(target, honour_mode=False)
             for version in gone:
                 deletion.delete_version(subject, version, permanent=True)
                 versions += 1

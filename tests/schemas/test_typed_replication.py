@@ -75,6 +75,13 @@ def test_replicate_is_idempotent_and_leaves_offline_registrations_alone(clusters
     assert offline.versions("orders-value", deleted=True) == [1] and offline.subjects() == ["people-value"]
     offline.register("local", '"boolean"')  # not in live, not soft-deleted: never removed by the copy
     assert replicate(live, offline) == ReplicationResult(0, 0) and "local" in offline.subjects()
+    # a READONLY replica (refusing registrations and deletes by users) still takes the live side's changes
+    offline.set_mode("READONLY")
+    SubjectDeletion(live).delete_version("orders-value", 1, permanent=True)
+    live.register("people-value", json.dumps({"type": "object"}), "JSON")  # id 3 live; offline's "local" is id 3
+    assert replicate(live, offline) == ReplicationResult(0, 1)  # the delete; never a version onto another schema
+    assert "orders-value" not in offline.subjects(deleted=True) and offline.versions("people-value") == [1]
+    assert offline.get_typed(3).schema_type == "AVRO"
 
 
 def _has(registry: SchemaRegistry, subject: str) -> bool:
