@@ -19,7 +19,7 @@ from confluent_kafka.schema_registry.error import SchemaRegistryError
 from confluent_kafka.schema_registry.json_schema import JSONDeserializer, JSONSerializer
 from confluent_kafka.schema_registry.protobuf import ProtobufDeserializer, ProtobufSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
-from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+from google.protobuf import descriptor_pb2, descriptor_pool, message_factory, timestamp_pb2
 
 from ferry.embedded import free_port
 from ferry.schemas import SchemaRegistry
@@ -41,7 +41,11 @@ def _user_message_class() -> type:
     msg = fdp.message_type.add(name="User")
     msg.field.add(name="name", number=1, type=FDP.TYPE_STRING, label=FDP.LABEL_OPTIONAL)
     msg.field.add(name="visits", number=2, type=FDP.TYPE_INT64, label=FDP.LABEL_OPTIONAL)
+    fdp.dependency.append("google/protobuf/timestamp.proto")  # a well-known import: no reference registered
+    msg.field.add(name="seen", number=3, type=FDP.TYPE_MESSAGE, label=FDP.LABEL_OPTIONAL,
+                  type_name=".google.protobuf.Timestamp")
     pool = descriptor_pool.DescriptorPool()
+    pool.Add(descriptor_pb2.FileDescriptorProto.FromString(timestamp_pb2.DESCRIPTOR.serialized_pb))
     pool.Add(fdp)
     return message_factory.GetMessageClass(pool.FindMessageTypeByName("ferry.test.User"))
 
@@ -137,16 +141,18 @@ def test_protobuf_serializer_round_trip(registry_url: str) -> None:
     user = _user_message_class()
     topic = _subject("visits")
     ctx = SerializationContext(topic, MessageField.VALUE)
-    payload = ProtobufSerializer(user, client)(user(name="ada", visits=7), ctx)
+    record = user(name="ada", visits=7)
+    record.seen.seconds = 1_700_000_000
+    payload = ProtobufSerializer(user, client)(record, ctx)
     decoded = ProtobufDeserializer(user, {}, SchemaRegistryClient({"url": registry_url}))(payload, ctx)
-    assert (decoded.name, decoded.visits) == ("ada", 7)
+    assert (decoded.name, decoded.visits, decoded.seen.seconds) == ("ada", 7, 1_700_000_000)
     schema_id = int.from_bytes(payload[1:5], "big")
     registered = client.get_latest_version(f"{topic}-value")
     assert registered.schema_id == schema_id and registered.schema.schema_type == "PROTOBUF"
     status, body = _call(registry_url + f"/schemas/ids/{schema_id}?format=serialized")
     assert status == 200 and body["schemaType"] == "PROTOBUF"
     parsed = descriptor_pb2.FileDescriptorProto.FromString(__import__("base64").b64decode(body["schema"]))
-    assert [f.name for f in parsed.message_type[0].field] == ["name", "visits"]
+    assert [f.name for f in parsed.message_type[0].field] == ["name", "visits", "seen"]
 
 
 def test_protobuf_text_compatibility(registry_url: str) -> None:
