@@ -112,7 +112,8 @@ def _scope(package: str) -> str:
     return f".{package}" if package else ""
 
 
-def _match(old: list, new: list, old_scope: str, new_scope: str) -> dict[str, tuple]:
+def _match(old: list[descriptor_pb2.DescriptorProto], new: list[descriptor_pb2.DescriptorProto], old_scope: str,
+           new_scope: str) -> dict[str, tuple]:
     """Old message full name -> (old message, new message or None, new full name), nested ones included."""
     out: dict[str, tuple] = {}
     by_name = {m.name: m for m in new}
@@ -129,7 +130,7 @@ def _match(old: list, new: list, old_scope: str, new_scope: str) -> dict[str, tu
     return out
 
 
-def _fields(old: object, new: object, name: str, old_label: str, renamed: dict[str, str]) -> list[str]:
+def _fields(old: descriptor_pb2.DescriptorProto, new: descriptor_pb2.DescriptorProto, name: str, old_label: str, renamed: dict[str, str]) -> list[str]:
     problems = []
     new_fields = {f.number: f for f in new.field}
     old_numbers = {f.number for f in old.field}
@@ -148,7 +149,7 @@ def _fields(old: object, new: object, name: str, old_label: str, renamed: dict[s
     return problems
 
 
-def _field_change(old: object, new: object, where: str, old_label: str, renamed: dict[str, str]) -> list[str]:
+def _field_change(old: FDP, new: FDP, where: str, old_label: str, renamed: dict[str, str]) -> list[str]:
     problems = []
     if old.type != new.type and not any(old.type in g and new.type in g for g in _WIRE_GROUPS):
         problems.append(f"{where}: type changed from {FDP.Type.Name(old.type)} ({old_label}) to "
