@@ -8,6 +8,10 @@ packed back to back into a single buffer, so a pipelining client costs one `send
 not one per request; answers still to come (a parked fetch, an fsync for acks=-1) and record slices for
 sendfile keep their place in the line. The writer drains the outbox strictly in order. The number of
 unanswered requests is bounded, which stops reading when a client does not read its responses.
+
+Each answered request's moments are taken on the way (read, handler start and end, delayed answer complete, first
+and last byte written) for Kafka's request time phases (request_metrics.py): ready answers carry them in their
+_Packed, the others in their outbox entry.
 """
 
 from __future__ import annotations
@@ -17,8 +21,10 @@ import logging
 import os
 import socket
 import struct
+import time
 from collections import deque
 from collections.abc import Awaitable
+from functools import partial
 
 from ferry.broker.server.connection_buffer import READ_BUFFER, WOKE_CLOSE, ReadBuffer, wake
 from ferry.broker.server.kafka_apis import KafkaApis
@@ -37,16 +43,23 @@ _SIZE = struct.Struct(">i")
 _PREFIX = struct.Struct(">ii")
 _CORRELATION = struct.Struct(">i")
 _READY = (bytes, bytearray)
+_now = time.monotonic  # the clock of loop.time() (ReadBuffer.last_received)
 
 
 class _Packed:
-    """Consecutive ready answers, size prefixes included, written with one send."""
+    """Consecutive ready answers, size prefixes included, written with one send; ``times``: (api key, read,
+    handler start, handler end) of each answer timed (RequestMetrics.record)."""
 
-    __slots__ = ("buf", "count")
+    __slots__ = ("buf", "count", "times")
 
     def __init__(self, buf: bytes = b"", count: int = 0) -> None:
         self.buf = bytearray(buf)
         self.count = count
+        self.times: list[tuple[int, float, float, float]] = []
+
+
+def _completed(stamp: list, _fut: asyncio.Future) -> None:
+    stamp[3] = _now()  # a delayed answer is ready: the end of its remote time
 
 
 class Connection:
@@ -71,8 +84,9 @@ class Connection:
         if is_tls(sock):  # TLS listeners: sends and record bytes through TLS (tls_send.py); plaintext unchanged
             self._send_bytes, self._sendfile = tls_writers(sock, self._writable)  # type: ignore[method-assign]
         self._loop = asyncio.get_running_loop()
-        # outbox: _Packed, or (correlation id, Future | list of parts, api key) for answers not plain bytes
-        self._out: deque[_Packed | tuple[int, asyncio.Future | list, int]] = deque()
+        # outbox: _Packed, or (correlation id, Future | list of parts, api key, [read, handler start, handler end,
+        # completed]) for answers not plain bytes
+        self._out: deque[_Packed | tuple[int, asyncio.Future | list, int, list]] = deque()
         self._unanswered = 0
         self._reading_done = False
         self._writer_idle = False
@@ -113,6 +127,17 @@ class Connection:
         if self._unanswered or self._out:
             return 0.0
         return now - max(self._last_answered, self._in.last_received)
+
+    def queued(self) -> tuple[int, int]:
+        """(requests read and not yet answered, answers ready and waiting to be written): read from the metrics'
+        thread (a copy of the outbox first: the copy is one C call, whole under the GIL)."""
+        ready = 0
+        for item in list(self._out):
+            if type(item) is _Packed:
+                ready += item.count
+            elif type(item[1]) is list or item[1].done():
+                ready += 1
+        return self._unanswered, ready
 
     def release_idle_buffer(self) -> bool:
         """Give a grown read buffer back while the reader waits with nothing buffered (called by the reaper)."""
@@ -199,6 +224,7 @@ class Connection:
         out = self._out
         if self._writer_idle and len(out) == 1 and type(out[0]) is _Packed:
             packed = out[0]
+            sent = _now()
             try:
                 n = self.sock.send(packed.buf)
             except BlockingIOError:
@@ -208,6 +234,7 @@ class Connection:
             if n == len(packed.buf):
                 out.clear()
                 self._answered(packed.count)
+                self._timed(packed.times, sent)
                 return
             del packed.buf[:n]
         self._has_output.set()
@@ -219,12 +246,13 @@ class Connection:
         key = frame[1] & 127 if len(frame) > 1 else 127
         m.requests[key] += 1
         m.bytes_in[key] += len(frame)
+        received, started = self._in.last_received, _now()
         try:
             if key == 0:
                 # The common Produce: its whole answer, framed, from ProduceFastPath (one pack, no copies).
                 result = self._fast_produce(frame)
                 if result is not None:
-                    self._queue_fast(frame, result)
+                    self._queue_fast(frame, result, (0, received, started, _now()))
                     return True
             correlation_id, result = self._sasl.answer(frame) if key == 17 or key == 36 else \
                 self.apis.handle(frame, key != 0, self.session)
@@ -238,6 +266,7 @@ class Connection:
             return False
         if result is None:
             return True
+        handled = _now()
         out = self._out
         self._unanswered += 1
         if type(result) in _READY:
@@ -248,11 +277,14 @@ class Connection:
             last.buf += _PREFIX.pack(len(result) + 4, correlation_id)
             last.buf += result
             last.count += 1
+            last.times.append((key, received, started, handled))
             m.bytes_out[key] += len(result)
             return True
+        stamp = [received, started, handled, handled]
         if type(result) is not list and asyncio.iscoroutine(result):
             result = asyncio.ensure_future(result)
-        out.append((correlation_id, result, key))
+            result.add_done_callback(partial(_completed, stamp))
+        out.append((correlation_id, result, key, stamp))
         return True
 
     def _dispatch_run(self, run: list) -> bool:
@@ -261,8 +293,10 @@ class Connection:
         on with the rest. False when the connection must close."""
         m = self._metrics
         i, n = 0, len(run)
+        received = self._in.last_received
         while i < n:
             rest = run[i:] if i else run
+            started = _now()
             try:
                 results = self._fast_produce_run(rest)
             except Exception:
@@ -270,10 +304,13 @@ class Connection:
                 m.errors[0] += 1
                 log.exception("closing connection from %s: request handler failed", self.peer)
                 return False
+            # one handler call for the run: each request is given an equal share of its local time, in order
+            step = (_now() - started) / (len(results) or 1)
             for frame, result in zip(rest, results, strict=False):
                 m.requests[0] += 1
                 m.bytes_in[0] += len(frame)
-                self._queue_fast(frame, result)
+                self._queue_fast(frame, result, (0, received, started, started + step))
+                started += step
             i += len(results)
             if i < n:
                 if not self.dispatch(run[i]):
@@ -281,8 +318,10 @@ class Connection:
                 i += 1
         return True
 
-    def _queue_fast(self, frame: bytearray, result: bytes | Awaitable[bytes]) -> None:
-        """Queue an answer of ProduceFastPath: framed bytes packed with the ready answers, or its coroutine."""
+    def _queue_fast(self, frame: bytearray, result: bytes | Awaitable[bytes],
+                    times: tuple[int, float, float, float]) -> None:
+        """Queue an answer of ProduceFastPath: framed bytes packed with the ready answers, or its coroutine.
+        ``times``: (0, read, handler start, handler end)."""
         self._unanswered += 1
         out = self._out
         if type(result) is bytes:
@@ -292,9 +331,13 @@ class Connection:
                 out.append(last)
             last.buf += result
             last.count += 1
+            last.times.append(times)
             self._metrics.bytes_out[0] += len(result) - 8
             return
-        out.append((_CORRELATION.unpack_from(frame, 4)[0], asyncio.ensure_future(result), 0))
+        stamp = [times[1], times[2], times[3], times[3]]
+        fut = asyncio.ensure_future(result)
+        fut.add_done_callback(partial(_completed, stamp))
+        out.append((_CORRELATION.unpack_from(frame, 4)[0], fut, 0, stamp))
 
     def queue_framed(self, buf: bytes) -> None:  # an answer with its framing (SaslGate's raw tokens)
         self._unanswered += 1
@@ -317,10 +360,12 @@ class Connection:
                     continue
                 item = out.popleft()
                 if type(item) is _Packed:
+                    sending = _now()
                     await self._send_bytes(item.buf)
                     self._answered(item.count)
+                    self._timed(item.times, sending)
                     continue
-                correlation_id, result, key = item
+                correlation_id, result, key, stamp = item
                 if isinstance(result, asyncio.Future):
                     try:
                         result = await result
@@ -333,12 +378,22 @@ class Connection:
                         log.exception("closing connection from %s: request handler failed", self.peer)
                         return
                 if result is not None:
+                    sending = _now()
                     self._metrics.bytes_out[key] += await self._send(correlation_id, result)
+                    self._metrics.record(key, stamp[0], stamp[1], stamp[2], stamp[3], sending, _now())
                 self._answered(1)
         except (ConnectionError, OSError) as e:
             log.debug("connection from %s: %s", self.peer, e)
         except Exception:
             log.exception("closing connection from %s: writing a response failed", self.peer)
+
+    def _timed(self, times: list[tuple[int, float, float, float]], sending: float) -> None:
+        """Record the phases of a packed burst's answers, written together from ``sending`` until now."""
+        if times:
+            sent = _now()
+            record = self._metrics.record
+            for key, received, started, handled in times:
+                record(key, received, started, handled, handled, sending, sent)
 
     def _answered(self, n: int) -> None:
         self._last_answered = self._loop.time()

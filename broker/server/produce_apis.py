@@ -50,6 +50,7 @@ class ProduceApis:
         self._authz = authorizer if authorizer is not None else Authorizer()
         self.fast = ProduceFastPath(replicas, flusher)
         self.topic_bytes = self.fast.topic_bytes  # record bytes appended per topic, by either path (metrics)
+        self.topic_messages = self.fast.topic_messages  # records appended per topic, by either path (metrics)
         # per request, for callers without a connection: the whole framed answer, or None (then handle_produce).
         # Not knowing who sent a frame, they decline every Produce when an authorizer is on.
         self.handle_framed = self.fast.handle_framed if not self._authz.enabled else _decline
@@ -140,6 +141,9 @@ class ProduceApis:
             info = self._replicas.append(part, records, allow)
             tb = self.topic_bytes
             tb[topic] = tb.get(topic, 0) + len(records)
+            if not info.duplicate:
+                tm = self.topic_messages
+                tm[topic] = tm.get(topic, 0) + info.last_offset - info.first_offset + 1
         except Exception as e:
             code = error_code_of(e)
             res.error_code = code

@@ -39,6 +39,7 @@ class ProduceFastPath:
         # (topic name bytes, partition, version) -> (topic, struct of the framed answer, its size, fixed head, tail)
         self._routes: dict[tuple[bytes, int, int], tuple[str, struct.Struct, int, bytes, bytes]] = {}
         self.topic_bytes: dict[str, int] = {}  # record bytes appended per topic (the broker's metrics read it)
+        self.topic_messages: dict[str, int] = {}  # records appended per topic (a retried duplicate: none)
         native.log_parts(log)  # produce (the request parse) and append (the batch write) among them
 
     def handle(self, frame: bytes | bytearray, version: int) -> bytes | Awaitable[bytes] | None:
@@ -85,6 +86,9 @@ class ProduceFastPath:
             return None
         tb = self.topic_bytes
         tb[topic] = tb.get(topic, 0) + len(frame) - pos
+        if not info[2]:
+            tm = self.topic_messages
+            tm[topic] = tm.get(topic, 0) + info[1] - info[0] + 1
         if version >= 5:
             out = packer.pack(size, correlation_id, head, info[0], info[3], part.log.log_start_offset, tail)
         else:
@@ -155,10 +159,11 @@ class ProduceFastPath:
             return False  # nothing written: one by one, the first meets the failure (and the general path says it)
         if infos is None:
             return False
-        tb = self.topic_bytes
+        tb, tm = self.topic_bytes, self.topic_messages
         log_start = part.log.log_start_offset
         for (frame, p, (topic, packer, size, head, tail)), info in zip(group, infos, strict=True):
             tb[topic] = tb.get(topic, 0) + len(frame) - p[6]
+            tm[topic] = tm.get(topic, 0) + info[1] - info[0] + 1  # no producer id here: never a duplicate
             if p[0] >= 5:
                 out.append(packer.pack(size, p[1], head, info[0], -1, log_start, tail))
             else:

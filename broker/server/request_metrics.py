@@ -1,5 +1,13 @@
-"""Per-API request counters of one broker (Kafka's RequestsPerSec, BytesIn/OutPerSec, ErrorsPerSec per
-request type), counted in the connection's dispatch path and read by the collector at scrape time.
+"""Per-API request counters and times of one broker (Kafka's RequestsPerSec, ErrorsPerSec and RequestMetrics'
+TotalTimeMs split into RequestQueue/Local/Remote/ResponseQueue/ResponseSend), and the per-topic BrokerTopicMetrics
+(BytesInPerSec, BytesOutPerSec, MessagesInPerSec); counted in the connection's dispatch path and read by the
+collector at scrape time.
+
+The phases, from the moments the connection takes (connection.py): *request queue* from the read that completed
+the request to its handler's start (requests of one read wait for the ones before them), *local* the handler's
+own work, *remote* the wait of a delayed answer (acks=all produce for the ISR and fsync, a long-poll fetch in the
+purgatory), *response queue* from the answer being ready to its first byte going out (answers leave in request
+order), *response send* the writing. They add up to *total*, from the read to the last byte handed to the kernel.
 
 The counters are plain lists indexed by the API key (keys are small integers): the produce path pays one list
 increment per request for the count and one for the bytes, no locks (one event loop thread counts, the
@@ -12,8 +20,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from prometheus_client.core import CounterMetricFamily
+from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily
 
+from ferry.wire.bucket_histogram import BucketHistogram, add_histogram
 from ferry.wire.protocol.api_keys import ApiKey
 
 SLOTS = 128  # API keys served are < 70; a frame with a larger key is closed before it is counted twice
@@ -22,7 +31,8 @@ SLOTS = 128  # API keys served are < 70; a frame with a larger key is closed bef
 class RequestMetrics:
     """requests, bytes in, bytes out and failed requests per API key; produce/fetch record bytes per topic."""
 
-    __slots__ = ("requests", "bytes_in", "bytes_out", "errors", "produce_bytes", "fetch_bytes")
+    __slots__ = ("requests", "bytes_in", "bytes_out", "errors", "produce_bytes", "fetch_bytes", "produce_messages",
+                 "times")
 
     def __init__(self) -> None:
         self.requests = [0] * SLOTS
@@ -31,6 +41,22 @@ class RequestMetrics:
         self.errors = [0] * SLOTS  # requests whose handler failed or that closed the connection
         self.produce_bytes: dict[str, int] = {}  # record bytes appended by produce requests, per topic
         self.fetch_bytes: dict[str, int] = {}  # record bytes answered to fetches (consumers and followers)
+        self.produce_messages: dict[str, int] = {}  # records appended by produce requests, per topic
+        self.times: list[RequestTimes | None] = [None] * SLOTS  # made at a key's first answered request
+
+    def record(self, key: int, received: float, started: float, handled: float, completed: float,
+               sending: float, sent: float) -> None:
+        """One answered request's moments (loop.time()): read, handler start and end, delayed answer complete
+        (= handled when it did not wait), first and last byte written."""
+        t = self.times[key]
+        if t is None:
+            t = self.times[key] = RequestTimes()
+        t.total.observe(sent - received)
+        t.request_queue.observe(started - received)
+        t.local.observe(handled - started)
+        t.remote.observe(completed - handled)
+        t.response_queue.observe(sending - completed)
+        t.response_send.observe(sent - sending)
 
     def collect(self, broker: str) -> Iterator[Any]:
         """The metric families, labelled with the broker id and the API's Kafka name."""
@@ -49,15 +75,48 @@ class RequestMetrics:
                 if value:
                     fam.add_metric([broker, api_name(key)], value)
             yield fam
+        for phase, name, doc in PHASES:
+            fam = HistogramMetricFamily(name, doc, labels=labels)
+            for key, times in enumerate(self.times):
+                if times is not None:
+                    add_histogram(fam, [broker, api_name(key)], getattr(times, phase))
+            yield fam
         for name, doc, per_topic in (
-            ("ferry_broker_produce_bytes", "record batch bytes appended by produce requests, per topic",
-             self.produce_bytes),
-            ("ferry_broker_fetch_bytes", "record bytes answered to fetch requests, per topic", self.fetch_bytes),
+            ("ferry_broker_topic_bytes_in", "record batch bytes appended by produce requests, per topic (Kafka's "
+             "BytesInPerSec)", self.produce_bytes),
+            ("ferry_broker_topic_bytes_out", "record bytes answered to fetch requests (consumers and followers), "
+             "per topic (BytesOutPerSec)", self.fetch_bytes),
+            ("ferry_broker_topic_messages_in", "records appended by produce requests, per topic (MessagesInPerSec)",
+             self.produce_messages),
         ):
             fam = CounterMetricFamily(name, doc, labels=["broker", "topic"])
             for topic, value in list(per_topic.items()):
                 fam.add_metric([broker, topic], value)
             yield fam
+
+
+PHASES = (
+    ("total", "ferry_request_total_time_seconds", "time from reading a request to its answer's last byte written, per API (TotalTimeMs)"),
+    ("request_queue", "ferry_request_queue_time_seconds", "time a read request waited for its handler, per API (RequestQueueTimeMs)"),
+    ("local", "ferry_request_local_time_seconds", "time in the request's handler, per API (LocalTimeMs)"),
+    ("remote", "ferry_request_remote_time_seconds", "time a delayed answer waited: acks=all produce for the ISR, long-poll fetch (RemoteTimeMs)"),
+    ("response_queue", "ferry_response_queue_time_seconds", "time a ready answer waited for the ones before it, per API (ResponseQueueTimeMs)"),
+    ("response_send", "ferry_response_send_time_seconds", "time writing the answer to the socket, per API (ResponseSendTimeMs)"),
+)
+
+
+class RequestTimes:
+    """The six phase histograms of one API."""
+
+    __slots__ = ("total", "request_queue", "local", "remote", "response_queue", "response_send")
+
+    def __init__(self) -> None:
+        self.total = BucketHistogram()
+        self.request_queue = BucketHistogram()
+        self.local = BucketHistogram()
+        self.remote = BucketHistogram()
+        self.response_queue = BucketHistogram()
+        self.response_send = BucketHistogram()
 
 
 def api_name(key: int) -> str:
