@@ -29,7 +29,7 @@ class MetricsSource(Protocol):
     def collect(self) -> Iterator[Metric]: ...
 
 
-class Listener(Protocol):
+class MeteredListener(Protocol):
     """A SocketServer as the metrics see it: its name, its queues and its memory pool."""
 
     spec: Any
@@ -41,7 +41,7 @@ class Listener(Protocol):
 class BrokerCollector(Collector):
     def __init__(self, broker_id: int, replicas: Any, controller: Any,
                  offline_log_dirs: Callable[[], int] = lambda: 0, requests: Any = None,
-                 extra: tuple[MetricsSource, ...] = (), listeners: Callable[[], list[Listener]] = list) -> None:
+                 extra: tuple[MetricsSource, ...] = (), listeners: Callable[[], list[MeteredListener]] = list) -> None:
         """``extra``: the metrics of components embedded in the broker (the embedded mirror's links);
         ``listeners``: the socket servers (connections, request and response queues, memory pool)."""
         self.listeners = listeners

@@ -8,10 +8,7 @@ packed back to back into a single buffer, so a pipelining client costs one `send
 not one per request; answers still to come (a parked fetch, an fsync for acks=-1) and record slices for
 sendfile keep their place in the line. The writer drains the outbox strictly in order. The number of
 unanswered requests is bounded, which stops reading when a client does not read its responses.
-
-Each answered request's moments are taken on the way (read, handler start and end, delayed answer complete, first
-and last byte written) for Kafka's request time phases (request_metrics.py): ready answers carry them in their
-_Packed, the others in their outbox entry.
+Each answered request's moments are taken on the way for Kafka's request time phases (outbox.py).
 """
 
 from __future__ import annotations
@@ -21,14 +18,13 @@ import logging
 import os
 import socket
 import struct
-import time
 from collections import deque
 from collections.abc import Awaitable
-from functools import partial
 
 from ferry.broker.server.connection_buffer import READ_BUFFER, WOKE_CLOSE, ReadBuffer, wake
 from ferry.broker.server.kafka_apis import KafkaApis
 from ferry.broker.server.memory_pool import MemoryPool
+from ferry.broker.server.outbox import Packed, now, ready_answers, record_packed, tail, timed_future
 from ferry.broker.server.rate_limited_log import RateLimitedLog
 from ferry.broker.server.request_context import ANONYMOUS, Session
 from ferry.broker.server.request_result import CloseConnection
@@ -43,23 +39,6 @@ _SIZE = struct.Struct(">i")
 _PREFIX = struct.Struct(">ii")
 _CORRELATION = struct.Struct(">i")
 _READY = (bytes, bytearray)
-_now = time.monotonic  # the clock of loop.time() (ReadBuffer.last_received)
-
-
-class _Packed:
-    """Consecutive ready answers, size prefixes included, written with one send; ``times``: (api key, read,
-    handler start, handler end) of each answer timed (RequestMetrics.record)."""
-
-    __slots__ = ("buf", "count", "times")
-
-    def __init__(self, buf: bytes = b"", count: int = 0) -> None:
-        self.buf = bytearray(buf)
-        self.count = count
-        self.times: list[tuple[int, float, float, float]] = []
-
-
-def _completed(stamp: list, _fut: asyncio.Future) -> None:
-    stamp[3] = _now()  # a delayed answer is ready: the end of its remote time
 
 
 class Connection:
@@ -84,9 +63,8 @@ class Connection:
         if is_tls(sock):  # TLS listeners: sends and record bytes through TLS (tls_send.py); plaintext unchanged
             self._send_bytes, self._sendfile = tls_writers(sock, self._writable)  # type: ignore[method-assign]
         self._loop = asyncio.get_running_loop()
-        # outbox: _Packed, or (correlation id, Future | list of parts, api key, [read, handler start, handler end,
-        # completed]) for answers not plain bytes
-        self._out: deque[_Packed | tuple[int, asyncio.Future | list, int, list]] = deque()
+        # outbox: Packed, or (correlation id, Future | list of parts, api key, times) for answers not plain bytes
+        self._out: deque[Packed | tuple[int, asyncio.Future | list, int, list]] = deque()
         self._unanswered = 0
         self._reading_done = False
         self._writer_idle = False
@@ -129,15 +107,8 @@ class Connection:
         return now - max(self._last_answered, self._in.last_received)
 
     def queued(self) -> tuple[int, int]:
-        """(requests read and not yet answered, answers ready and waiting to be written): read from the metrics'
-        thread (a copy of the outbox first: the copy is one C call, whole under the GIL)."""
-        ready = 0
-        for item in list(self._out):
-            if type(item) is _Packed:
-                ready += item.count
-            elif type(item[1]) is list or item[1].done():
-                ready += 1
-        return self._unanswered, ready
+        """(requests read and not yet answered, answers ready and not yet written), for the metrics."""
+        return self._unanswered, ready_answers(list(self._out))  # the copy: one C call, whole under the GIL
 
     def release_idle_buffer(self) -> bool:
         """Give a grown read buffer back while the reader waits with nothing buffered (called by the reaper)."""
@@ -222,9 +193,9 @@ class Connection:
         (saves waking the writer task: at one message per request that was a loop pass per request);
         whatever the socket does not take now, and anything not ready, goes to the writer."""
         out = self._out
-        if self._writer_idle and len(out) == 1 and type(out[0]) is _Packed:
+        if self._writer_idle and len(out) == 1 and type(out[0]) is Packed:
             packed = out[0]
-            sent = _now()
+            sent = now()
             try:
                 n = self.sock.send(packed.buf)
             except BlockingIOError:
@@ -234,7 +205,7 @@ class Connection:
             if n == len(packed.buf):
                 out.clear()
                 self._answered(packed.count)
-                self._timed(packed.times, sent)
+                record_packed(self._metrics, packed.times, sent)
                 return
             del packed.buf[:n]
         self._has_output.set()
@@ -246,13 +217,13 @@ class Connection:
         key = frame[1] & 127 if len(frame) > 1 else 127
         m.requests[key] += 1
         m.bytes_in[key] += len(frame)
-        received, started = self._in.last_received, _now()
+        received, started = self._in.last_received, now()
         try:
             if key == 0:
                 # The common Produce: its whole answer, framed, from ProduceFastPath (one pack, no copies).
                 result = self._fast_produce(frame)
                 if result is not None:
-                    self._queue_fast(frame, result, (0, received, started, _now()))
+                    self._queue_fast(frame, result, (0, received, started, now()))
                     return True
             correlation_id, result = self._sasl.answer(frame) if key == 17 or key == 36 else \
                 self.apis.handle(frame, key != 0, self.session)
@@ -266,24 +237,16 @@ class Connection:
             return False
         if result is None:
             return True
-        handled = _now()
+        handled = now()
         out = self._out
         self._unanswered += 1
         if type(result) in _READY:
-            last = out[-1] if out else None
-            if type(last) is not _Packed:
-                last = _Packed()
-                out.append(last)
-            last.buf += _PREFIX.pack(len(result) + 4, correlation_id)
-            last.buf += result
-            last.count += 1
-            last.times.append((key, received, started, handled))
+            tail(out).add(_PREFIX.pack(len(result) + 4, correlation_id), result, (key, received, started, handled))
             m.bytes_out[key] += len(result)
             return True
         stamp = [received, started, handled, handled]
         if type(result) is not list and asyncio.iscoroutine(result):
-            result = asyncio.ensure_future(result)
-            result.add_done_callback(partial(_completed, stamp))
+            result = timed_future(result, stamp)
         out.append((correlation_id, result, key, stamp))
         return True
 
@@ -296,7 +259,7 @@ class Connection:
         received = self._in.last_received
         while i < n:
             rest = run[i:] if i else run
-            started = _now()
+            started = now()
             try:
                 results = self._fast_produce_run(rest)
             except Exception:
@@ -305,7 +268,7 @@ class Connection:
                 log.exception("closing connection from %s: request handler failed", self.peer)
                 return False
             # one handler call for the run: each request is given an equal share of its local time, in order
-            step = (_now() - started) / (len(results) or 1)
+            step = (now() - started) / (len(results) or 1)
             for frame, result in zip(rest, results, strict=False):
                 m.requests[0] += 1
                 m.bytes_in[0] += len(frame)
@@ -318,30 +281,21 @@ class Connection:
                 i += 1
         return True
 
-    def _queue_fast(self, frame: bytearray, result: bytes | Awaitable[bytes],
-                    times: tuple[int, float, float, float]) -> None:
+    def _queue_fast(self, frame: bytearray, result: bytes | Awaitable[bytes], times: tuple) -> None:
         """Queue an answer of ProduceFastPath: framed bytes packed with the ready answers, or its coroutine.
         ``times``: (0, read, handler start, handler end)."""
         self._unanswered += 1
         out = self._out
         if type(result) is bytes:
-            last = out[-1] if out else None
-            if type(last) is not _Packed:
-                last = _Packed()
-                out.append(last)
-            last.buf += result
-            last.count += 1
-            last.times.append(times)
+            tail(out).add(b"", result, times)
             self._metrics.bytes_out[0] += len(result) - 8
             return
         stamp = [times[1], times[2], times[3], times[3]]
-        fut = asyncio.ensure_future(result)
-        fut.add_done_callback(partial(_completed, stamp))
-        out.append((_CORRELATION.unpack_from(frame, 4)[0], fut, 0, stamp))
+        out.append((_CORRELATION.unpack_from(frame, 4)[0], timed_future(result, stamp), 0, stamp))
 
     def queue_framed(self, buf: bytes) -> None:  # an answer with its framing (SaslGate's raw tokens)
         self._unanswered += 1
-        self._out.append(_Packed(buf, 1))
+        self._out.append(Packed(buf, 1))
 
     # ------------------------------------------------------------------ writing
     async def _write_loop(self) -> None:
@@ -359,11 +313,11 @@ class Connection:
                         self._writer_idle = False
                     continue
                 item = out.popleft()
-                if type(item) is _Packed:
-                    sending = _now()
+                if type(item) is Packed:
+                    sending = now()
                     await self._send_bytes(item.buf)
                     self._answered(item.count)
-                    self._timed(item.times, sending)
+                    record_packed(self._metrics, item.times, sending)
                     continue
                 correlation_id, result, key, stamp = item
                 if isinstance(result, asyncio.Future):
@@ -378,22 +332,14 @@ class Connection:
                         log.exception("closing connection from %s: request handler failed", self.peer)
                         return
                 if result is not None:
-                    sending = _now()
+                    sending = now()
                     self._metrics.bytes_out[key] += await self._send(correlation_id, result)
-                    self._metrics.record(key, stamp[0], stamp[1], stamp[2], stamp[3], sending, _now())
+                    self._metrics.record(key, stamp[0], stamp[1], stamp[2], stamp[3], sending, now())
                 self._answered(1)
         except (ConnectionError, OSError) as e:
             log.debug("connection from %s: %s", self.peer, e)
         except Exception:
             log.exception("closing connection from %s: writing a response failed", self.peer)
-
-    def _timed(self, times: list[tuple[int, float, float, float]], sending: float) -> None:
-        """Record the phases of a packed burst's answers, written together from ``sending`` until now."""
-        if times:
-            sent = _now()
-            record = self._metrics.record
-            for key, received, started, handled in times:
-                record(key, received, started, handled, handled, sending, sent)
 
     def _answered(self, n: int) -> None:
         self._last_answered = self._loop.time()

@@ -23,6 +23,7 @@ from ferry.broker.server.partition import Partition
 from ferry.broker.server.produce_parse import Parsed, parse
 from ferry.broker.server.produce_rules import LEADER, ack_mode, produce_target
 from ferry.broker.server.replica_manager import ReplicaManager
+from ferry.broker.server.request_metrics import PRODUCE, count_error
 from ferry.wire import native
 from ferry.wire.protocol import produce
 
@@ -40,6 +41,7 @@ class ProduceFastPath:
         self._routes: dict[tuple[bytes, int, int], tuple[str, struct.Struct, int, bytes, bytes]] = {}
         self.topic_bytes: dict[str, int] = {}  # record bytes appended per topic (the broker's metrics read it)
         self.topic_messages: dict[str, int] = {}  # records appended per topic (a retried duplicate: none)
+        self.error_codes: dict[tuple[int, int], int] = {}  # (0, error code) -> partitions answered with it
         native.log_parts(log)  # produce (the request parse) and append (the batch write) among them
 
     def handle(self, frame: bytes | bytearray, version: int) -> bytes | Awaitable[bytes] | None:
@@ -187,6 +189,7 @@ class ProduceFastPath:
                          timeout_ms: int) -> bytes:
         code, message = await self._replicas.acknowledge(part, end, timeout_ms, self._flusher)
         if code:
+            count_error(self.error_codes, PRODUCE, code)
             res = produce.PartitionProduceResult(partition, code, error_message=message)
             return produce.encode_response(version, [(topic, [res])])
         return body

@@ -17,6 +17,8 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer, Producer
 from prometheus_client.parser import text_string_to_metric_families
+from broker_wire import WireClient, build_batch, fetch
+from broker_wire import produce as wire_produce
 from replication_helpers import FAST, ReplicatedCluster
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -150,6 +152,22 @@ def test_acks_all_produce_and_long_poll_fetch_show_remote_time(traffic):
     waited = value(after, "ferry_request_remote_time_seconds_sum", api="Fetch") - \
         value(before, "ferry_request_remote_time_seconds_sum", api="Fetch")
     assert waited > 0.5
+
+
+def test_error_codes_answered_are_counted_per_api_and_code(traffic):
+    port = traffic.metrics_ports[1]
+    before = scrape(port)
+    with WireClient(traffic.brokers[1].bootstrap) as c:
+        for _ in range(3):  # a partition the topic does not have
+            assert wire_produce(c, "fast", 7, build_batch([b"x"]), acks=1).error == 3  # UNKNOWN_TOPIC_OR_PARTITION
+        assert fetch(c, "fast", 0, 10**9).error == 1  # OFFSET_OUT_OF_RANGE
+    after = scrape(port)
+
+    def more(api: str, error: str) -> float:
+        return value(after, "ferry_broker_response_errors_total", api=api, error=error) - \
+            value(before, "ferry_broker_response_errors_total", api=api, error=error)
+    assert more("Produce", "UNKNOWN_TOPIC_OR_PARTITION") == 3
+    assert more("Fetch", "OFFSET_OUT_OF_RANGE") == 1
 
 
 def test_partition_gauges_queues_memory_pool_and_process_metrics(traffic):
