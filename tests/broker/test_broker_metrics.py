@@ -15,10 +15,10 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, Producer
-from prometheus_client.parser import text_string_to_metric_families
 from broker_wire import WireClient, build_batch, fetch
 from broker_wire import produce as wire_produce
+from confluent_kafka import Consumer, Producer
+from prometheus_client.parser import text_string_to_metric_families
 from replication_helpers import FAST, ReplicatedCluster
 
 ROOT = Path(__file__).resolve().parents[2]
