@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import socket
 import struct
+import subprocess
 import time
 import urllib.request
 from pathlib import Path
@@ -224,6 +226,16 @@ def test_every_metric_of_the_grafana_dashboard_is_served(traffic):
     assert {"ferry_request_total_time_seconds_bucket", "ferry_broker_topic_bytes_in_total",
             "ferry_broker_under_min_isr_partitions", "process_open_fds"} <= names
     assert names <= served, sorted(names - served)
+
+
+def test_names_follow_prometheus_conventions(traffic):
+    """`promtool check metrics` (Debian's prometheus package) over a live broker's whole /metrics, every
+    family with samples: units in the names, _total on counters, no _count on gauges."""
+    promtool = shutil.which("promtool")
+    assert promtool, "promtool is missing: Debian's prometheus package (scripts/setup.sh)"
+    text = urllib.request.urlopen(f"http://127.0.0.1:{traffic.metrics_ports[1]}/metrics", timeout=10).read()
+    p = subprocess.run([promtool, "check", "metrics"], input=text, capture_output=True, timeout=60)
+    assert p.returncode == 0, p.stdout + p.stderr
 
 
 @pytest.mark.slow  # three brokers, a follower killed and the lag timeout waited out
