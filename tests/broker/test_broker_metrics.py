@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from broker_wire import WireClient, build_batch, fetch
 from broker_wire import produce as wire_produce
-from confluent_kafka import Consumer, Producer
+from confluent_kafka import Consumer, Producer, TopicPartition
 from prometheus_client.parser import text_string_to_metric_families
 from replication_helpers import FAST, ReplicatedCluster
 
@@ -72,7 +72,6 @@ def produce(bootstrap: str, topic: str, n: int, partitions: int = 1, **conf: str
 
 
 def consume_all(bootstrap: str, topic: str, n: int, partitions: int = 1) -> None:
-    from confluent_kafka import TopicPartition
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"g-{topic}", "enable.auto.commit": False,
                   "fetch.wait.max.ms": 300})
     c.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
@@ -143,7 +142,6 @@ def test_acks_all_produce_and_long_poll_fetch_show_remote_time(traffic):
     assert value(after, "ferry_log_flush_time_seconds_count") > value(before, "ferry_log_flush_time_seconds_count")
     # a consumer at the end: its fetches park in the purgatory for fetch.wait.max.ms (300 ms)
     before = after
-    from confluent_kafka import TopicPartition
     c = Consumer({"bootstrap.servers": traffic.brokers[1].bootstrap, "group.id": "idle", "fetch.wait.max.ms": 300})
     c.assign([TopicPartition("fast", 0, 1020)])
     end = time.monotonic() + 2.5
@@ -185,7 +183,6 @@ def test_partition_gauges_queues_memory_pool_and_process_metrics(traffic):
     assert value(s, "ferry_broker_memory_pool_used_bytes", listener="PLAINTEXT") == 0
     assert any(x.name == "ferry_broker_request_queue_size" for x in s)
     # a connection waiting with a request unanswered: a fetch parked in the purgatory
-    from confluent_kafka import TopicPartition
     c = Consumer({"bootstrap.servers": traffic.brokers[1].bootstrap, "group.id": "q", "fetch.wait.max.ms": 2000})
     c.assign([TopicPartition("fast", 0, 1020)])
     try:
