@@ -80,7 +80,7 @@ class BrokerCollector(Collector):
             yield from self.requests.collect(self.broker_id)
         yield gauge("ferry_broker_offline_partitions",
                     "partitions with a replica here that have no leader (as this broker's metadata says)",
-                    sum(1 for p in parts if _leaderless(p)))
+                    sum(1 for p in parts if p.leader < 0))
         flush = HistogramMetricFamily("ferry_log_flush_time_seconds", "time of one log flush: fsync of the "
                                       "segments, indexes, leader epochs and directory (LogFlushRateAndTimeMs)",
                                       labels=b)
@@ -134,11 +134,6 @@ class BrokerCollector(Collector):
                 fams["used"].add_metric(lab, pool.capacity - pool.available)
             fams["wait"].add_metric(lab, pool.waiting)
         yield from fams.values()
-
-
-def _leaderless(part: Any) -> bool:
-    leader = getattr(part, "leader", 0)
-    return leader is None or leader < 0
 
 
 def serve(port: int, collector: BrokerCollector, host: str = "127.0.0.1",
