@@ -236,13 +236,15 @@ def test_names_follow_prometheus_conventions(traffic):
 
 
 @pytest.mark.slow  # three brokers, a follower killed and the lag timeout waited out
-def test_isr_shrink_under_replicated_and_under_min_isr_when_a_follower_is_killed(zk_server, tmp_path):
+def test_isr_shrink_under_min_isr_and_offline_partitions_when_a_broker_is_killed(zk_server, tmp_path):
     c = ReplicatedCluster(zk_server.connect, tmp_path, 3, FAST, metrics=True)
     try:
         c.registry.create_topic_with_assignment("isr", {0: [1, 2, 3]}, {"min.insync.replicas": "3"})
         c.wait_isr("isr", 1, 3)
         leader = c.state("isr", 0).leader
         follower = next(b for b in (1, 2, 3) if b != leader)
+        c.registry.create_topic_with_assignment("alone", {0: [follower]})  # offline once its only replica dies
+        c.wait_isr("alone", 1, 1)
         wait_until(lambda: c.metric(leader, "ferry_broker_leader_partitions") >= 1, 30, "the leader's gauge")
         shrinks = c.metric(leader, "ferry_broker_isr_shrinks_total")
         assert c.metric(leader, "ferry_broker_under_min_isr_partitions") == 0
@@ -251,5 +253,8 @@ def test_isr_shrink_under_replicated_and_under_min_isr_when_a_follower_is_killed
         wait_until(lambda: c.metric(leader, "ferry_broker_isr_shrinks_total") >= shrinks + 1, 15, "shrink counted")
         assert c.metric(leader, "ferry_broker_under_replicated_partitions") >= 1
         assert c.metric(leader, "ferry_broker_under_min_isr_partitions") >= 1
+        alive = [b for b in (1, 2, 3) if b != follower]  # the controller is one of them (re-elected if need be)
+        wait_until(lambda: sum(c.metric(b, "ferry_controller_offline_partitions") for b in alive) >= 1, 30,
+                   "the offline partition counted by the controller")
     finally:
         c.stop()
