@@ -34,10 +34,6 @@ class BucketHistogram:
         self.counts[bisect_left(self.bounds, value)] += 1  # le: a value equal to a bound belongs to it
         self.sum += value
 
-    @property
-    def count(self) -> int:
-        return sum(self.counts)
-
     def cumulative(self) -> list[tuple[str, int]]:
         """(le, cumulative count) pairs, +Inf last, as the exposition wants them."""
         out, total = [], 0
@@ -50,7 +46,8 @@ class BucketHistogram:
 
 
 def add_histogram(family: HistogramMetricFamily, labels: list[str], hist: BucketHistogram) -> None:
-    """Add one labelled histogram to a family (its sum read after its buckets: never a sum without its count)."""
+    """Add one labelled histogram to a family (the buckets copied first, then the sum: an observation made in
+    between shows in the sum only, until the next scrape)."""
     buckets = hist.cumulative()
     family.add_metric(labels, buckets, hist.sum)
 

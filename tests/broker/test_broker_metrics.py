@@ -23,6 +23,8 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from prometheus_client.parser import text_string_to_metric_families
 from replication_helpers import FAST, ReplicatedCluster
 
+from ferry.wire.bucket_histogram import BucketHistogram
+
 ROOT = Path(__file__).resolve().parents[2]
 DASHBOARD = ROOT / "infra" / "ansible" / "roles" / "prometheus" / "files" / "ferry-brokers.grafana.json"
 PHASES = ("ferry_request_queue_time_seconds", "ferry_request_local_time_seconds",
@@ -197,6 +199,14 @@ def test_partition_gauges_queues_memory_pool_and_process_metrics(traffic):
     assert value(s, "process_resident_memory_bytes") > 10_000_000
     assert value(s, "process_open_fds") > 5
     assert value(s, "process_max_fds") > 0
+
+
+def test_bucket_histogram_is_cumulative_with_inclusive_bounds():
+    h = BucketHistogram((0.001, 0.01))
+    for v in (0.0, 0.001, 0.0011, 0.01, 0.5, 7.0):
+        h.observe(v)
+    assert h.cumulative() == [("0.001", 2), ("0.01", 4), ("+Inf", 6)]  # le: a value equal to a bound is in it
+    assert h.sum == pytest.approx(7.5121)
 
 
 def dashboard_metrics() -> set[str]:
