@@ -27,6 +27,7 @@ from ferry.broker.server.memory_pool import MemoryPool
 from ferry.broker.server.outbox import Packed, now, ready_answers, record_packed, tail, timed_future
 from ferry.broker.server.rate_limited_log import RateLimitedLog
 from ferry.broker.server.request_context import ANONYMOUS, Session
+from ferry.broker.server.request_metrics import follower_or
 from ferry.broker.server.request_result import CloseConnection
 from ferry.broker.server.sasl_gate import SaslAuthenticator, SaslGate
 from ferry.broker.server.tls_send import is_tls, tls_writers
@@ -217,7 +218,7 @@ class Connection:
         key = frame[1] & 127 if len(frame) > 1 else 127
         m.requests[key] += 1
         m.bytes_in[key] += len(frame)
-        received, started = self._in.last_received, now()
+        received, started, timed = self._in.last_received, now(), follower_or(key, frame) if key == 1 else key
         try:
             if key == 0:
                 # The common Produce: its whole answer, framed, from ProduceFastPath (one pack, no copies).
@@ -241,10 +242,10 @@ class Connection:
         out = self._out
         self._unanswered += 1
         if type(result) in _READY:
-            tail(out).add(_PREFIX.pack(len(result) + 4, correlation_id), result, (key, received, started, handled))
+            tail(out).add(_PREFIX.pack(len(result) + 4, correlation_id), result, (timed, received, started, handled))
             m.bytes_out[key] += len(result)
             return True
-        stamp = [received, started, handled, handled]
+        stamp = [received, started, handled, handled, timed]
         if type(result) is not list and asyncio.iscoroutine(result):
             result = timed_future(result, stamp)
         out.append((correlation_id, result, key, stamp))
@@ -282,15 +283,14 @@ class Connection:
         return True
 
     def _queue_fast(self, frame: bytearray, result: bytes | Awaitable[bytes], times: tuple) -> None:
-        """Queue an answer of ProduceFastPath: framed bytes packed with the ready answers, or its coroutine.
-        ``times``: (0, read, handler start, handler end)."""
+        """Queue an answer of ProduceFastPath (framed bytes, or its coroutine); ``times``: (0, read, start, end)."""
         self._unanswered += 1
         out = self._out
         if type(result) is bytes:
             tail(out).add(b"", result, times)
             self._metrics.bytes_out[0] += len(result) - 8
             return
-        stamp = [times[1], times[2], times[3], times[3]]
+        stamp = [times[1], times[2], times[3], times[3], 0]
         out.append((_CORRELATION.unpack_from(frame, 4)[0], timed_future(result, stamp), 0, stamp))
 
     def queue_framed(self, buf: bytes) -> None:  # an answer with its framing (SaslGate's raw tokens)
@@ -334,7 +334,7 @@ class Connection:
                 if result is not None:
                     sending = now()
                     self._metrics.bytes_out[key] += await self._send(correlation_id, result)
-                    self._metrics.record(key, stamp[0], stamp[1], stamp[2], stamp[3], sending, now())
+                    self._metrics.record(stamp[4], stamp[0], stamp[1], stamp[2], stamp[3], sending, now())
                 self._answered(1)
         except (ConnectionError, OSError) as e:
             log.debug("connection from %s: %s", self.peer, e)

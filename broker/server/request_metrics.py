@@ -28,6 +28,7 @@ from ferry.wire.protocol.api_keys import ApiKey
 from ferry.wire.protocol.errors import ErrorCode
 
 PRODUCE, FETCH = 0, 1  # the API keys whose answers' error codes are counted per partition
+FETCH_FOLLOWER = 126  # a slot of the request times for followers' fetches (Kafka's request="FetchFollower")
 SLOTS = 128
 BOUNDS = LATENCY_BUCKETS  # of every request time histogram
 FIRST = BOUNDS[0]  # API keys served are < 70; a frame with a larger key is closed before it is counted twice
@@ -166,8 +167,21 @@ def error_name(code: int) -> str:
         return str(code)
 
 
+def follower_or(key: int, frame: bytes | bytearray) -> int:
+    """FETCH_FOLLOWER for a Fetch (v4-11: not flexible) whose replica_id names a broker, else ``key``: Kafka times
+    FetchFollower apart from FetchConsumer (a follower's long polls would bury the consumers' times)."""
+    if len(frame) >= 10:
+        n = frame[8] << 8 | frame[9]  # the client id's length; 0xffff: null
+        pos = 10 + (n if n < 0x8000 else 0)
+        if len(frame) >= pos + 4 and frame[pos] < 0x80:  # replica_id >= 0
+            return FETCH_FOLLOWER
+    return key
+
+
 def api_name(key: int) -> str:
     """Kafka's name of an API key (Produce, Fetch, ...), or the number for one ferry does not know."""
+    if key == FETCH_FOLLOWER:
+        return "FetchFollower"
     try:
         name = ApiKey(key).name
     except ValueError:

@@ -116,6 +116,7 @@ def test_request_phases_add_up_to_the_total_per_api(traffic):
     # every produced request was timed: the counter of requests and the histogram agree
     assert value(s, "ferry_request_total_time_seconds_count", api="Produce") == \
         value(s, "ferry_broker_requests_total", api="Produce")
+    assert value(s, "ferry_request_total_time_seconds_count", api="FetchFollower") == 0  # no followers here
     # acks=1: no Produce waited for anything remote
     assert value(s, "ferry_request_remote_time_seconds_sum", api="Produce") == 0
 
@@ -245,6 +246,10 @@ def test_names_follow_prometheus_conventions(traffic):
     assert p.returncode == 0, p.stdout + p.stderr
 
 
+def metric_of(cluster: ReplicatedCluster, broker_id: int, name: str, **labels: str) -> float:
+    return value(scrape(cluster.metrics_ports[broker_id]), name, **labels)
+
+
 @pytest.mark.slow  # three brokers, a follower killed and the lag timeout waited out
 def test_isr_shrink_under_min_isr_and_offline_partitions_when_a_broker_is_killed(zk_server, tmp_path):
     c = ReplicatedCluster(zk_server.connect, tmp_path, 3, FAST, metrics=True)
@@ -256,6 +261,10 @@ def test_isr_shrink_under_min_isr_and_offline_partitions_when_a_broker_is_killed
         c.registry.create_topic_with_assignment("alone", {0: [follower]})  # offline once its only replica dies
         c.wait_isr("alone", 1, 1)
         wait_until(lambda: c.metric(leader, "ferry_broker_leader_partitions") >= 1, 30, "the leader's gauge")
+        # the followers' fetches are timed apart from consumers' (Kafka's FetchFollower): long polls, remote time
+        wait_until(lambda: metric_of(c, leader, "ferry_request_remote_time_seconds_sum", api="FetchFollower") > 0,
+                   30, "followers' fetches timed as FetchFollower")
+        assert metric_of(c, leader, "ferry_request_total_time_seconds_count", api="Fetch") == 0  # no consumer
         shrinks = c.metric(leader, "ferry_broker_isr_shrinks_total")
         assert c.metric(leader, "ferry_broker_under_min_isr_partitions") == 0
         c.kill(follower)
