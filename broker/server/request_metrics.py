@@ -27,7 +27,7 @@ from ferry.wire.bucket_histogram import LATENCY_BUCKETS, BucketHistogram, add_hi
 from ferry.wire.protocol.api_keys import ApiKey
 from ferry.wire.protocol.errors import ErrorCode
 
-PRODUCE, FETCH = 0, 1  # the API keys whose answers' error codes are counted per partition
+PRODUCE, FETCH, LIST_OFFSETS = 0, 1, 2  # the API keys whose answers' error codes are counted per partition
 FETCH_FOLLOWER = 126  # a slot of the request times for followers' fetches (Kafka's request="FetchFollower")
 SLOTS = 128
 BOUNDS = LATENCY_BUCKETS  # of every request time histogram
@@ -103,7 +103,7 @@ class RequestMetrics:
                     fam.add_metric([broker, api_name(key)], value)
             yield fam
         fam = CounterMetricFamily("ferry_broker_response_errors", "partitions answered with an error code, per API "
-                                  "and code (Kafka's ErrorsPerSec; Produce and Fetch)",
+                                  "and code (Kafka's ErrorsPerSec; Produce, Fetch, ListOffsets)",
                                   labels=["broker", "api", "error"])
         for (key, code), value in list(self.error_codes.items()):
             fam.add_metric([broker, api_name(key), error_name(code)], value)

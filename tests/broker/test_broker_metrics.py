@@ -17,7 +17,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from broker_wire import WireClient, build_batch, fetch
+from broker_wire import WireClient, build_batch, fetch, list_offsets
 from broker_wire import produce as wire_produce
 from confluent_kafka import Consumer, Producer, TopicPartition
 from prometheus_client.parser import text_string_to_metric_families
@@ -164,6 +164,7 @@ def test_error_codes_answered_are_counted_per_api_and_code(traffic):
         for _ in range(3):  # a partition the topic does not have
             assert wire_produce(c, "fast", 7, build_batch([b"x"]), acks=1).error == 3  # UNKNOWN_TOPIC_OR_PARTITION
         assert fetch(c, "fast", 0, 10**9).error == 1  # OFFSET_OUT_OF_RANGE
+        assert list_offsets(c, "fast", 9, -1)[0] == 3  # UNKNOWN_TOPIC_OR_PARTITION
     after = scrape(port)
 
     def more(api: str, error: str) -> float:
@@ -171,6 +172,7 @@ def test_error_codes_answered_are_counted_per_api_and_code(traffic):
             value(before, "ferry_broker_response_errors_total", api=api, error=error)
     assert more("Produce", "UNKNOWN_TOPIC_OR_PARTITION") == 3
     assert more("Fetch", "OFFSET_OUT_OF_RANGE") == 1
+    assert more("ListOffsets", "UNKNOWN_TOPIC_OR_PARTITION") == 1
 
 
 def test_partition_gauges_queues_memory_pool_and_process_metrics(traffic):
