@@ -26,7 +26,7 @@ def test_rules_are_valid(promtool):
     r = subprocess.run([promtool, "check", "rules", "ferry_alerts.yml"], cwd=RULES, capture_output=True, text=True,
                        timeout=60)
     assert r.returncode == 0, r.stdout + r.stderr
-    assert "SUCCESS: 13 rules found" in r.stdout + r.stderr
+    assert "SUCCESS: 14 rules found" in r.stdout + r.stderr
 
 
 def test_rules_fire_on_their_conditions(promtool):
@@ -40,7 +40,8 @@ def test_every_alert_the_issue_asks_for_exists():
     for needle in ("ferry_mirror_lag_messages", "ferry_audit_oldest_incomplete_hour_age_seconds",
                    "ferry_broker_under_replicated_partitions", 'up{job="ferry-broker"} == 0',
                    "ferry_load_oldest_unfinished_run_age_seconds", "ferry_load_last_run_failed == 1",
-                   "ferry_broker_under_min_isr_partitions > 0", "ferry_controller_offline_partitions > 0"):
+                   "ferry_broker_under_min_isr_partitions > 0", "ferry_controller_offline_partitions > 0",
+                   "ferry_request_total_time_seconds_bucket{api=\"Produce\"}"):
         assert needle in text, needle
 
 
