@@ -3,8 +3,10 @@ UnderReplicatedPartitions, IsrShrinksPerSec, ActiveControllerCount, OfflineParti
 RequestQueueSize, MemoryPoolAvailable), with the process' own (CPU, memory, open files: prometheus_client's
 ProcessCollector). The list with Kafka's JMX names beside them: docs/metrics.md.
 
-A collector rather than gauges set from the hot paths: nothing is counted twice, and producing or fetching
-pays nothing for metrics. Served on the broker's own loopback port (``metrics.port``, off by default).
+A collector rather than gauges set from the hot paths: nothing is counted twice, and the state read here
+(partitions, queues, pools) costs the hot paths nothing; what only the request path can see (request counts and
+times, bytes per topic) the connections count cheaply (request_metrics.py) and this reads. Served on
+``metrics.listen`` (off in a bare broker; on in the demo and the playbooks).
 """
 
 from __future__ import annotations

@@ -29,13 +29,14 @@ from ferry.wire.protocol.errors import ErrorCode
 
 PRODUCE, FETCH, LIST_OFFSETS = 0, 1, 2  # the API keys whose answers' error codes are counted per partition
 FETCH_FOLLOWER = 126  # a slot of the request times for followers' fetches (Kafka's request="FetchFollower")
-SLOTS = 128
+SLOTS = 128  # API keys served are < 70; a frame with a larger key is closed before it is counted twice
 BOUNDS = LATENCY_BUCKETS  # of every request time histogram
-FIRST = BOUNDS[0]  # API keys served are < 70; a frame with a larger key is closed before it is counted twice
+FIRST = BOUNDS[0]  # a time up to it needs no bisect
 
 
 class RequestMetrics:
-    """requests, bytes in, bytes out and failed requests per API key; produce/fetch record bytes per topic."""
+    """requests, bytes in, bytes out, failed requests and the six request times per API key; error codes
+    answered per API and code; produce/fetch record bytes and produced records per topic."""
 
     __slots__ = ("requests", "bytes_in", "bytes_out", "errors", "produce_bytes", "fetch_bytes", "produce_messages",
                  "error_codes", "times")
