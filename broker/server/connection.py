@@ -196,7 +196,7 @@ class Connection:
         out = self._out
         if self._writer_idle and len(out) == 1 and type(out[0]) is Packed:
             packed = out[0]
-            sent = now()
+            sending = now()
             try:
                 n = self.sock.send(packed.buf)
             except BlockingIOError:
@@ -206,7 +206,7 @@ class Connection:
             if n == len(packed.buf):
                 out.clear()
                 self._answered(packed.count)
-                record_packed(self._metrics, packed.times, sent)
+                record_packed(self._metrics, packed.times, sending)
                 return
             del packed.buf[:n]
         self._has_output.set()
