@@ -13,6 +13,7 @@ import socket
 import struct
 import subprocess
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
 
@@ -33,7 +34,15 @@ PHASES = ("ferry_request_queue_time_seconds", "ferry_request_local_time_seconds"
 
 
 def scrape(port: int) -> list:
-    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
+    """The samples of a broker's /metrics (its HTTP server comes up a moment after the Kafka port: waited for)."""
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
+            break
+        except urllib.error.URLError:
+            assert time.monotonic() < deadline, f"no /metrics on port {port} within 30 s"
+            time.sleep(0.2)
     return [s for fam in text_string_to_metric_families(text) for s in fam.samples]
 
 
@@ -243,6 +252,7 @@ def test_names_follow_prometheus_conventions(traffic):
     family with samples: units in the names, _total on counters, no _count on gauges."""
     promtool = shutil.which("promtool")
     assert promtool, "promtool is missing: Debian's prometheus package (scripts/setup.sh)"
+    scrape(traffic.metrics_ports[1])  # up
     text = urllib.request.urlopen(f"http://127.0.0.1:{traffic.metrics_ports[1]}/metrics", timeout=10).read()
     p = subprocess.run([promtool, "check", "metrics"], input=text, capture_output=True, timeout=60)
     assert p.returncode == 0, p.stdout + p.stderr
@@ -262,20 +272,20 @@ def test_isr_shrink_under_min_isr_and_offline_partitions_when_a_broker_is_killed
         follower = next(b for b in (1, 2, 3) if b != leader)
         c.registry.create_topic_with_assignment("alone", {0: [follower]})  # offline once its only replica dies
         c.wait_isr("alone", 1, 1)
-        wait_until(lambda: c.metric(leader, "ferry_broker_leader_partitions") >= 1, 30, "the leader's gauge")
+        wait_until(lambda: metric_of(c, leader, "ferry_broker_leader_partitions") >= 1, 30, "the leader's gauge")
         # the followers' fetches are timed apart from consumers' (Kafka's FetchFollower): long polls, remote time
         wait_until(lambda: metric_of(c, leader, "ferry_request_remote_time_seconds_sum", api="FetchFollower") > 0,
                    30, "followers' fetches timed as FetchFollower")
         assert metric_of(c, leader, "ferry_request_total_time_seconds_count", api="Fetch") == 0  # no consumer
-        shrinks = c.metric(leader, "ferry_broker_isr_shrinks_total")
-        assert c.metric(leader, "ferry_broker_under_min_isr_partitions") == 0
+        shrinks = metric_of(c, leader, "ferry_broker_isr_shrinks_total")
+        assert metric_of(c, leader, "ferry_broker_under_min_isr_partitions") == 0
         c.kill(follower)
         c.wait_state("isr", 0, lambda st: follower not in st.isr, 30, "ISR without the killed follower")
-        wait_until(lambda: c.metric(leader, "ferry_broker_isr_shrinks_total") >= shrinks + 1, 15, "shrink counted")
-        assert c.metric(leader, "ferry_broker_under_replicated_partitions") >= 1
-        assert c.metric(leader, "ferry_broker_under_min_isr_partitions") >= 1
+        wait_until(lambda: metric_of(c, leader, "ferry_broker_isr_shrinks_total") >= shrinks + 1, 15, "shrink counted")
+        assert metric_of(c, leader, "ferry_broker_under_replicated_partitions") >= 1
+        assert metric_of(c, leader, "ferry_broker_under_min_isr_partitions") >= 1
         alive = [b for b in (1, 2, 3) if b != follower]  # the controller is one of them (re-elected if need be)
-        wait_until(lambda: sum(c.metric(b, "ferry_controller_offline_partitions") for b in alive) >= 1, 30,
+        wait_until(lambda: sum(metric_of(c, b, "ferry_controller_offline_partitions") for b in alive) >= 1, 30,
                    "the offline partition counted by the controller")
     finally:
         c.stop()
