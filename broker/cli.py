@@ -96,8 +96,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "docs/security.md)")
     for flag, (key, what, default) in SWITCH_FLAGS.items():
         p.add_argument(flag, action="store_true", default=None, help=f"{what} ({key}; {default})")
-    cli.add_metrics_argument(p, "requests, bytes and errors per API, produce/fetch bytes per topic, under-replicated "
-                             "partitions, ISR shrinks/expands, controller, offline log dirs; metrics.listen")
+    cli.add_metrics_argument(p, "Kafka's broker metrics: request rate, errors and time per phase per API, bytes and "
+                             "messages per topic, partition states, ISR shrinks/expands, log flush, queues, "
+                             "process (docs/metrics.md); metrics.listen")
     p.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
                    help="any broker setting by its Kafka-style name, e.g. --override min.insync.replicas=2 "
                         "(repeatable; wins over --config and the flags, as kafka-server-start's --override)")

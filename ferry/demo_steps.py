@@ -91,6 +91,11 @@ class DemoCluster:
             for i in range(1, OFFLINE_BROKERS + 1):
                 ports[f"offline-{100 + i}"] = free_port()
             ports["mirror-metrics"] = free_port()
+        missing = [f"metrics-{name}" for name in list(ports) if name.startswith(("live-", "offline-"))
+                   and f"metrics-{name}" not in ports]
+        for name in missing:  # every broker serves /metrics (a run before brokers did keeps its other ports)
+            ports[name] = free_port()
+        if missing or not self.ports_file.exists():
             self.ports_file.write_text(json.dumps(ports))
         return ports
 
@@ -111,15 +116,17 @@ class DemoCluster:
         replication = ("--override", f"default.replication.factor={LIVE_REPLICATION_FACTOR}",
                        "--override", f"min.insync.replicas={LIVE_MIN_INSYNC_REPLICAS}")
         for i in range(1, LIVE_BROKERS + 1):
+            metrics = ports[f"metrics-live-{i}"]
             b = BrokerProcess(i, self.root / "live" / f"broker-{i}", self.live_zk, "live", port=ports[f"live-{i}"],
-                              extra_args=replication)
+                              extra_args=(*replication, "--metrics-port", str(metrics)))
             self.brokers.append(b.start())
-            self.progress.say(f"live broker {i} on {b.bootstrap}")
+            self.progress.say(f"live broker {i} on {b.bootstrap} (metrics on http://127.0.0.1:{metrics}/metrics)")
         for i in range(101, 101 + OFFLINE_BROKERS):
+            metrics = ports[f"metrics-offline-{i}"]
             b = BrokerProcess(i, self.root / "offline" / f"broker-{i}", self.offline_zk, "offline",
-                              port=ports[f"offline-{i}"])
+                              port=ports[f"offline-{i}"], extra_args=("--metrics-port", str(metrics)))
             self.brokers.append(b.start())
-            self.progress.say(f"offline broker {i} on {b.bootstrap}")
+            self.progress.say(f"offline broker {i} on {b.bootstrap} (metrics on http://127.0.0.1:{metrics}/metrics)")
 
     def create_topics(self, topics: tuple[str, ...]) -> None:
         reg = ClusterRegistry(self.live_zk).start()

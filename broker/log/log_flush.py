@@ -4,12 +4,19 @@ directory. Consumers see only flushed data where that setting applies, so a flus
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 
 from ferry.broker.log.leader_epoch_cache import LeaderEpochFileCache
 from ferry.broker.log.local_log import LocalLog
 from ferry.broker.log.log_offline import LogStatus
 from ferry.broker.log.log_offsets import LogOffsets
+from ferry.wire.bucket_histogram import BucketHistogram
+
+# Every log's flush times, in seconds (Kafka's LogFlushStats.logFlushTimer: one for the process too); observed
+# from the flushing thread, read by the broker's metrics (BrokerCollector).
+LOG_FLUSH_TIME = BucketHistogram()
+_FLUSH_TIME_LOCK = threading.Lock()  # flushes of different logs run on several threads at once
 
 
 class LogDurability:
@@ -85,6 +92,7 @@ class LogDurability:
                 dir_dirty, local.dir_dirty = local.dir_dirty, False
                 first_unflushed = self._first_unflushed_ms
                 self._first_unflushed_ms = None
+            began = time.monotonic()
             try:
                 for seg in segments:
                     seg.flush(indexes=seg is not active)
@@ -99,6 +107,8 @@ class LogDurability:
                     if self._first_unflushed_ms is None:
                         self._first_unflushed_ms = first_unflushed
                 raise
+            with _FLUSH_TIME_LOCK:
+                LOG_FLUSH_TIME.observe(time.monotonic() - began)
             with self._lock:
                 if status.offline:  # the directory failed meanwhile: never move flushed_offset on an offline log
                     raise status.offline_error()

@@ -1,8 +1,12 @@
 """Prometheus metrics of one broker, read from its live objects at scrape time (Kafka's names in spirit:
-UnderReplicatedPartitions, IsrShrinksPerSec, ActiveControllerCount, OfflinePartitionsCount).
+UnderReplicatedPartitions, IsrShrinksPerSec, ActiveControllerCount, OfflinePartitionsCount, LogFlushRateAndTimeMs,
+RequestQueueSize, MemoryPoolAvailable), with the process' own (CPU, memory, open files: prometheus_client's
+ProcessCollector). The list with Kafka's JMX names beside them: docs/metrics.md.
 
-A collector rather than gauges set from the hot paths: nothing is counted twice, and producing or fetching
-pays nothing for metrics. Served on the broker's own loopback port (``metrics.port``, off by default).
+A collector rather than gauges set from the hot paths: nothing is counted twice, and the state read here
+(partitions, queues, pools) costs the hot paths nothing; what only the request path can see (request counts and
+times, bytes per topic) the connections count cheaply (request_metrics.py) and this reads. Served on
+``metrics.listen`` (off in a bare broker; on in the demo and the playbooks).
 """
 
 from __future__ import annotations
@@ -10,12 +14,14 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Any, Protocol
 
-from prometheus_client import CollectorRegistry, make_wsgi_app
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client import CollectorRegistry, ProcessCollector, make_wsgi_app
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
 
+from ferry.broker.log.log_flush import LOG_FLUSH_TIME
 from ferry.wire import native
+from ferry.wire.bucket_histogram import add_histogram
 from ferry.wire.http_security import HttpSecurity, serve_wsgi
 
 
@@ -25,11 +31,22 @@ class MetricsSource(Protocol):
     def collect(self) -> Iterator[Metric]: ...
 
 
+class MeteredListener(Protocol):
+    """A SocketServer as the metrics see it: its name, its queues and its memory pool."""
+
+    spec: Any
+    pool: Any
+
+    def queues(self) -> tuple[int, int, int]: ...
+
+
 class BrokerCollector(Collector):
     def __init__(self, broker_id: int, replicas: Any, controller: Any,
                  offline_log_dirs: Callable[[], int] = lambda: 0, requests: Any = None,
-                 extra: tuple[MetricsSource, ...] = ()) -> None:
-        """``extra``: the metrics of components embedded in the broker (the embedded mirror's links)."""
+                 extra: tuple[MetricsSource, ...] = (), listeners: Callable[[], list[MeteredListener]] = list) -> None:
+        """``extra``: the metrics of components embedded in the broker (the embedded mirror's links);
+        ``listeners``: the socket servers (connections, request and response queues, memory pool)."""
+        self.listeners = listeners
         self.broker_id = str(broker_id)
         self.extra = extra
         self.replicas = replicas
@@ -63,6 +80,15 @@ class BrokerCollector(Collector):
         yield from rm.commit_latency.collect()
         if self.requests is not None:
             yield from self.requests.collect(self.broker_id)
+        yield gauge("ferry_broker_offline_partitions",
+                    "partitions with a replica here that have no leader (as this broker's metadata says)",
+                    sum(1 for p in parts if p.leader < 0))
+        flush = HistogramMetricFamily("ferry_log_flush_time_seconds", "time of one log flush: fsync of the "
+                                      "segments, indexes, leader epochs and directory (LogFlushRateAndTimeMs)",
+                                      labels=b)
+        add_histogram(flush, [self.broker_id], LOG_FLUSH_TIME)
+        yield flush
+        yield from self._network()
         yield counter("ferry_broker_isr_shrinks", "followers removed from an ISR by this leader", rm.isr_shrinks)
         yield counter("ferry_broker_isr_expands", "followers added back to an ISR by this leader", rm.isr_expands)
         yield gauge("ferry_broker_offline_log_dirs", "log directories that cannot be written",
@@ -79,6 +105,38 @@ class BrokerCollector(Collector):
         for collector in self.extra:
             yield from collector.collect()
 
+    def _network(self) -> Iterator[Any]:
+        """Per listener: connections, requests read and not answered (ferry handles a request as soon as it is
+        read, so this is Kafka's request queue, the purgatories and the response queue together), ready answers
+        not yet written; and the memory pool of each (queued.max.request.bytes)."""
+        labels = ["broker", "listener"]
+        fams = {
+            "conn": GaugeMetricFamily("ferry_broker_connections", "open client connections", labels=labels),
+            "req": GaugeMetricFamily("ferry_broker_request_queue_size",
+                                     "requests read and not yet answered (RequestQueueSize)", labels=labels),
+            "resp": GaugeMetricFamily("ferry_broker_response_queue_size",
+                                      "answers ready and waiting to be written (ResponseQueueSize)", labels=labels),
+            "avail": GaugeMetricFamily("ferry_broker_memory_pool_available_bytes",
+                                       "room left for requests being received (MemoryPoolAvailable; "
+                                       "queued.max.request.bytes, absent when unbounded)", labels=labels),
+            "used": GaugeMetricFamily("ferry_broker_memory_pool_used_bytes",
+                                      "bytes of requests being received (MemoryPoolUsed)", labels=labels),
+            "wait": GaugeMetricFamily("ferry_broker_memory_pool_waiting_connections",
+                                      "connections waiting for room in the memory pool", labels=labels),
+        }
+        for server in self.listeners():
+            lab = [self.broker_id, server.spec.name]
+            conns, unanswered, ready = server.queues()
+            fams["conn"].add_metric(lab, conns)
+            fams["req"].add_metric(lab, unanswered)
+            fams["resp"].add_metric(lab, ready)
+            pool = server.pool
+            if pool.bounded:
+                fams["avail"].add_metric(lab, pool.available)
+                fams["used"].add_metric(lab, pool.capacity - pool.available)
+            fams["wait"].add_metric(lab, pool.waiting)
+        yield from fams.values()
+
 
 def serve(port: int, collector: BrokerCollector, host: str = "127.0.0.1",
           security: HttpSecurity | None = None) -> CollectorRegistry:
@@ -86,6 +144,7 @@ def serve(port: int, collector: BrokerCollector, host: str = "127.0.0.1",
     (tests read it directly)."""
     registry = CollectorRegistry()
     registry.register(collector)
+    ProcessCollector(registry=registry)  # process_cpu_seconds_total, process_resident_memory_bytes, open fds
     native.register_metrics(registry)  # ferry_native_enabled{part}
     serve_wsgi(make_wsgi_app(registry), host, port, security or HttpSecurity())
     return registry

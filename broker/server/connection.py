@@ -8,6 +8,7 @@ packed back to back into a single buffer, so a pipelining client costs one `send
 not one per request; answers still to come (a parked fetch, an fsync for acks=-1) and record slices for
 sendfile keep their place in the line. The writer drains the outbox strictly in order. The number of
 unanswered requests is bounded, which stops reading when a client does not read its responses.
+Each answered request's moments are taken on the way for Kafka's request time phases (outbox.py).
 """
 
 from __future__ import annotations
@@ -23,8 +24,10 @@ from collections.abc import Awaitable
 from ferry.broker.server.connection_buffer import READ_BUFFER, WOKE_CLOSE, ReadBuffer, wake
 from ferry.broker.server.kafka_apis import KafkaApis
 from ferry.broker.server.memory_pool import MemoryPool
+from ferry.broker.server.outbox import Packed, now, ready_answers, record_packed, tail, timed_future
 from ferry.broker.server.rate_limited_log import RateLimitedLog
 from ferry.broker.server.request_context import ANONYMOUS, Session
+from ferry.broker.server.request_metrics import follower_or
 from ferry.broker.server.request_result import CloseConnection
 from ferry.broker.server.sasl_gate import SaslAuthenticator, SaslGate
 from ferry.broker.server.tls_send import is_tls, tls_writers
@@ -37,16 +40,6 @@ _SIZE = struct.Struct(">i")
 _PREFIX = struct.Struct(">ii")
 _CORRELATION = struct.Struct(">i")
 _READY = (bytes, bytearray)
-
-
-class _Packed:
-    """Consecutive ready answers, size prefixes included, written with one send."""
-
-    __slots__ = ("buf", "count")
-
-    def __init__(self, buf: bytes = b"", count: int = 0) -> None:
-        self.buf = bytearray(buf)
-        self.count = count
 
 
 class Connection:
@@ -71,8 +64,8 @@ class Connection:
         if is_tls(sock):  # TLS listeners: sends and record bytes through TLS (tls_send.py); plaintext unchanged
             self._send_bytes, self._sendfile = tls_writers(sock, self._writable)  # type: ignore[method-assign]
         self._loop = asyncio.get_running_loop()
-        # outbox: _Packed, or (correlation id, Future | list of parts, api key) for answers not plain bytes
-        self._out: deque[_Packed | tuple[int, asyncio.Future | list, int]] = deque()
+        # outbox: Packed, or (correlation id, Future | list of parts, api key, times) for answers not plain bytes
+        self._out: deque[Packed | tuple[int, asyncio.Future | list, int, list]] = deque()
         self._unanswered = 0
         self._reading_done = False
         self._writer_idle = False
@@ -113,6 +106,10 @@ class Connection:
         if self._unanswered or self._out:
             return 0.0
         return now - max(self._last_answered, self._in.last_received)
+
+    def queued(self) -> tuple[int, int]:
+        """(requests read and not yet answered, answers ready and not yet written), for the metrics."""
+        return self._unanswered, ready_answers(list(self._out))  # the copy: one C call, whole under the GIL
 
     def release_idle_buffer(self) -> bool:
         """Give a grown read buffer back while the reader waits with nothing buffered (called by the reaper)."""
@@ -197,8 +194,9 @@ class Connection:
         (saves waking the writer task: at one message per request that was a loop pass per request);
         whatever the socket does not take now, and anything not ready, goes to the writer."""
         out = self._out
-        if self._writer_idle and len(out) == 1 and type(out[0]) is _Packed:
+        if self._writer_idle and len(out) == 1 and type(out[0]) is Packed:
             packed = out[0]
+            sending = now()
             try:
                 n = self.sock.send(packed.buf)
             except BlockingIOError:
@@ -208,6 +206,7 @@ class Connection:
             if n == len(packed.buf):
                 out.clear()
                 self._answered(packed.count)
+                record_packed(self._metrics, packed.times, sending)
                 return
             del packed.buf[:n]
         self._has_output.set()
@@ -219,12 +218,13 @@ class Connection:
         key = frame[1] & 127 if len(frame) > 1 else 127
         m.requests[key] += 1
         m.bytes_in[key] += len(frame)
+        received, started, timed = self._in.last_received, now(), follower_or(key, frame) if key == 1 else key
         try:
             if key == 0:
                 # The common Produce: its whole answer, framed, from ProduceFastPath (one pack, no copies).
                 result = self._fast_produce(frame)
                 if result is not None:
-                    self._queue_fast(frame, result)
+                    self._queue_fast(frame, result, (0, received, started, now()))
                     return True
             correlation_id, result = self._sasl.answer(frame) if key == 17 or key == 36 else \
                 self.apis.handle(frame, key != 0, self.session)
@@ -238,21 +238,17 @@ class Connection:
             return False
         if result is None:
             return True
+        handled = now()
         out = self._out
         self._unanswered += 1
         if type(result) in _READY:
-            last = out[-1] if out else None
-            if type(last) is not _Packed:
-                last = _Packed()
-                out.append(last)
-            last.buf += _PREFIX.pack(len(result) + 4, correlation_id)
-            last.buf += result
-            last.count += 1
+            tail(out).add(_PREFIX.pack(len(result) + 4, correlation_id), result, (timed, received, started, handled))
             m.bytes_out[key] += len(result)
             return True
+        stamp = [received, started, handled, handled, timed]
         if type(result) is not list and asyncio.iscoroutine(result):
-            result = asyncio.ensure_future(result)
-        out.append((correlation_id, result, key))
+            result = timed_future(result, stamp)
+        out.append((correlation_id, result, key, stamp))
         return True
 
     def _dispatch_run(self, run: list) -> bool:
@@ -261,8 +257,10 @@ class Connection:
         on with the rest. False when the connection must close."""
         m = self._metrics
         i, n = 0, len(run)
+        received = self._in.last_received
         while i < n:
             rest = run[i:] if i else run
+            started = now()
             try:
                 results = self._fast_produce_run(rest)
             except Exception:
@@ -270,10 +268,13 @@ class Connection:
                 m.errors[0] += 1
                 log.exception("closing connection from %s: request handler failed", self.peer)
                 return False
+            # one handler call for the run: each request is given an equal share of its local time, in order
+            step = (now() - started) / (len(results) or 1)
             for frame, result in zip(rest, results, strict=False):
                 m.requests[0] += 1
                 m.bytes_in[0] += len(frame)
-                self._queue_fast(frame, result)
+                self._queue_fast(frame, result, (0, received, started, started + step))
+                started += step
             i += len(results)
             if i < n:
                 if not self.dispatch(run[i]):
@@ -281,24 +282,20 @@ class Connection:
                 i += 1
         return True
 
-    def _queue_fast(self, frame: bytearray, result: bytes | Awaitable[bytes]) -> None:
-        """Queue an answer of ProduceFastPath: framed bytes packed with the ready answers, or its coroutine."""
+    def _queue_fast(self, frame: bytearray, result: bytes | Awaitable[bytes], times: tuple) -> None:
+        """Queue an answer of ProduceFastPath (framed bytes, or its coroutine); ``times``: (0, read, start, end)."""
         self._unanswered += 1
         out = self._out
         if type(result) is bytes:
-            last = out[-1] if out else None
-            if type(last) is not _Packed:
-                last = _Packed()
-                out.append(last)
-            last.buf += result
-            last.count += 1
+            tail(out).add(b"", result, times)
             self._metrics.bytes_out[0] += len(result) - 8
             return
-        out.append((_CORRELATION.unpack_from(frame, 4)[0], asyncio.ensure_future(result), 0))
+        stamp = [times[1], times[2], times[3], times[3], 0]
+        out.append((_CORRELATION.unpack_from(frame, 4)[0], timed_future(result, stamp), 0, stamp))
 
     def queue_framed(self, buf: bytes) -> None:  # an answer with its framing (SaslGate's raw tokens)
         self._unanswered += 1
-        self._out.append(_Packed(buf, 1))
+        self._out.append(Packed(buf, 1))
 
     # ------------------------------------------------------------------ writing
     async def _write_loop(self) -> None:
@@ -316,11 +313,13 @@ class Connection:
                         self._writer_idle = False
                     continue
                 item = out.popleft()
-                if type(item) is _Packed:
+                if type(item) is Packed:
+                    sending = now()
                     await self._send_bytes(item.buf)
                     self._answered(item.count)
+                    record_packed(self._metrics, item.times, sending)
                     continue
-                correlation_id, result, key = item
+                correlation_id, result, key, stamp = item
                 if isinstance(result, asyncio.Future):
                     try:
                         result = await result
@@ -333,7 +332,9 @@ class Connection:
                         log.exception("closing connection from %s: request handler failed", self.peer)
                         return
                 if result is not None:
+                    sending = now()
                     self._metrics.bytes_out[key] += await self._send(correlation_id, result)
+                    self._metrics.record(stamp[4], stamp[0], stamp[1], stamp[2], stamp[3], sending, now())
                 self._answered(1)
         except (ConnectionError, OSError) as e:
             log.debug("connection from %s: %s", self.peer, e)

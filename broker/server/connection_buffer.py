@@ -221,6 +221,7 @@ class ReadBuffer:
                 return None
             got += k
         self._exact = True
+        self.last_received = loop.time()  # the request is whole now (its request queue time starts here)
         return out
 
     async def _recv_tls(self, view: memoryview) -> int:

@@ -18,6 +18,7 @@ from ferry.broker.server.authorizer import Authorizer
 from ferry.broker.server.fetch_purgatory import FetchPurgatory
 from ferry.broker.server.replica_manager import ReplicaManager
 from ferry.broker.server.request_context import RequestContext
+from ferry.broker.server.request_metrics import FETCH, LIST_OFFSETS, count_error
 from ferry.broker.server.request_result import Result
 from ferry.wire.protocol import fetch, list_offsets
 from ferry.wire.protocol.acl_types import AclOperation, ResourceType
@@ -39,6 +40,7 @@ class FetchApis:
         self._purgatory = purgatory
         self._wait_max_ms = wait_max_ms  # fetch.wait.max.ms: the longest a fetch is parked
         self._fetch_bytes = fetch_bytes  # record bytes answered per topic (the broker's metrics read it)
+        self.error_codes: dict[tuple[int, int], int] = {}  # (api key, error code) -> partitions answered with it
 
     # ------------------------------------------------------------------ Fetch
     def handle_fetch(self, request: RequestContext, r: Reader) -> Result:
@@ -103,6 +105,9 @@ class FetchApis:
             n = sum(len(rec) if isinstance(rec := res.records, bytes | bytearray) else rec.size for res in parts)
             if n:
                 fb[topic] = fb.get(topic, 0) + n
+            for res in parts:
+                if res.error_code:
+                    count_error(self.error_codes, FETCH, res.error_code)
         return fetch.encode_response(version, results)
 
     def _fetch_logs(self, req: fetch.FetchRequest) -> list:
@@ -217,4 +222,7 @@ class FetchApis:
                     res.error_code = error_code_of(e)
                     log.exception("ListOffsets on %s-%d failed", topic, partition)
             out.append((topic, tres))
+            for res in tres:
+                if res.error_code:
+                    count_error(self.error_codes, LIST_OFFSETS, res.error_code)
         return list_offsets.encode_response(version, out)

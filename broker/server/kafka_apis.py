@@ -59,7 +59,10 @@ class KafkaApis:
         authz = self.authorizer = authorizer if authorizer is not None else Authorizer()
         self.produce = ProduceApis(replicas, flusher, authz)  # the connection takes the common Produce here directly
         self.request_metrics.produce_bytes = self.produce.topic_bytes
+        self.request_metrics.produce_messages = self.produce.topic_messages
         fetch = FetchApis(replicas, purgatory, config.fetch_wait_max_ms, self.request_metrics.fetch_bytes, authz)
+        fetch.error_codes = self.produce.error_codes  # one count of error codes per API for the metrics
+        self.request_metrics.error_codes = self.produce.error_codes
         admin = AdminApis(config, metadata_cache, registry, executor, authz)
         meta = MetadataApis(config, metadata_cache, admin, authz)
         topics = TopicAdminApis(config, metadata_cache, registry, replicas, executor, authz)

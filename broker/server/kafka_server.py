@@ -237,7 +237,8 @@ class KafkaServer:
         if cfg.metrics_port:
             serve(cfg.metrics_port, BrokerCollector(cfg.broker_id, replicas, self.controller,
                                                     offline_log_dirs=lambda: self.log_manager.health.offline_log_dirs,
-                                                    requests=apis.request_metrics, extra=self.plugins),
+                                                    requests=apis.request_metrics, extra=self.plugins,
+                                                    listeners=lambda: self.socket_servers),
                   cfg.metrics_host,
                   cfg.metrics_http.security(cfg.zookeeper))
             log.info("metrics on %s://%s:%d/metrics", "https" if cfg.metrics_http.certfile else "http",

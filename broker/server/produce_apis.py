@@ -22,6 +22,7 @@ from ferry.broker.server.produce_parse import FIRST_VERSION, LAST_VERSION, Parse
 from ferry.broker.server.produce_rules import ack_mode, produce_target
 from ferry.broker.server.replica_manager import ReplicaManager
 from ferry.broker.server.request_context import RequestContext, Session
+from ferry.broker.server.request_metrics import PRODUCE, count_error
 from ferry.broker.server.request_result import CloseConnection, Result
 from ferry.wire.protocol import produce
 from ferry.wire.protocol.acl_types import AclOperation, ResourceType
@@ -50,6 +51,8 @@ class ProduceApis:
         self._authz = authorizer if authorizer is not None else Authorizer()
         self.fast = ProduceFastPath(replicas, flusher)
         self.topic_bytes = self.fast.topic_bytes  # record bytes appended per topic, by either path (metrics)
+        self.topic_messages = self.fast.topic_messages  # records appended per topic, by either path (metrics)
+        self.error_codes = self.fast.error_codes  # (api key, error code) -> partitions answered with it (metrics)
         # per request, for callers without a connection: the whole framed answer, or None (then handle_produce).
         # Not knowing who sent a frame, they decline every Produce when an authorizer is on.
         self.handle_framed = self.fast.handle_framed if not self._authz.enabled else _decline
@@ -123,6 +126,7 @@ class ProduceApis:
                             to_flush.append((part, end, res))
                 if res.error_code:
                     failed = True
+                    count_error(self.error_codes, PRODUCE, res.error_code)
             results.append((topic, tres))
         if mode is not None and not mode.answers:
             if failed:
@@ -140,6 +144,9 @@ class ProduceApis:
             info = self._replicas.append(part, records, allow)
             tb = self.topic_bytes
             tb[topic] = tb.get(topic, 0) + len(records)
+            if not info.duplicate:
+                tm = self.topic_messages
+                tm[topic] = tm.get(topic, 0) + info.last_offset - info.first_offset + 1
         except Exception as e:
             code = error_code_of(e)
             res.error_code = code
@@ -164,6 +171,7 @@ class ProduceApis:
             if code:
                 res.error_code = code
                 res.error_message = message
+                count_error(self.error_codes, PRODUCE, code)
         return produce.encode_response(version, results)
 
 

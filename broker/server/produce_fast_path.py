@@ -23,6 +23,7 @@ from ferry.broker.server.partition import Partition
 from ferry.broker.server.produce_parse import Parsed, parse
 from ferry.broker.server.produce_rules import LEADER, ack_mode, produce_target
 from ferry.broker.server.replica_manager import ReplicaManager
+from ferry.broker.server.request_metrics import PRODUCE, count_error
 from ferry.wire import native
 from ferry.wire.protocol import produce
 
@@ -39,6 +40,8 @@ class ProduceFastPath:
         # (topic name bytes, partition, version) -> (topic, struct of the framed answer, its size, fixed head, tail)
         self._routes: dict[tuple[bytes, int, int], tuple[str, struct.Struct, int, bytes, bytes]] = {}
         self.topic_bytes: dict[str, int] = {}  # record bytes appended per topic (the broker's metrics read it)
+        self.topic_messages: dict[str, int] = {}  # records appended per topic (a retried duplicate: none)
+        self.error_codes: dict[tuple[int, int], int] = {}  # (0, error code) -> partitions answered with it
         native.log_parts(log)  # produce (the request parse) and append (the batch write) among them
 
     def handle(self, frame: bytes | bytearray, version: int) -> bytes | Awaitable[bytes] | None:
@@ -85,6 +88,9 @@ class ProduceFastPath:
             return None
         tb = self.topic_bytes
         tb[topic] = tb.get(topic, 0) + len(frame) - pos
+        if not info[2]:
+            tm = self.topic_messages
+            tm[topic] = tm.get(topic, 0) + info[1] - info[0] + 1
         if version >= 5:
             out = packer.pack(size, correlation_id, head, info[0], info[3], part.log.log_start_offset, tail)
         else:
@@ -155,10 +161,11 @@ class ProduceFastPath:
             return False  # nothing written: one by one, the first meets the failure (and the general path says it)
         if infos is None:
             return False
-        tb = self.topic_bytes
+        tb, tm = self.topic_bytes, self.topic_messages
         log_start = part.log.log_start_offset
         for (frame, p, (topic, packer, size, head, tail)), info in zip(group, infos, strict=True):
             tb[topic] = tb.get(topic, 0) + len(frame) - p[6]
+            tm[topic] = tm.get(topic, 0) + info[1] - info[0] + 1  # no producer id here: never a duplicate
             if p[0] >= 5:
                 out.append(packer.pack(size, p[1], head, info[0], -1, log_start, tail))
             else:
@@ -182,6 +189,7 @@ class ProduceFastPath:
                          timeout_ms: int) -> bytes:
         code, message = await self._replicas.acknowledge(part, end, timeout_ms, self._flusher)
         if code:
+            count_error(self.error_codes, PRODUCE, code)
             res = produce.PartitionProduceResult(partition, code, error_message=message)
             return produce.encode_response(version, [(topic, [res])])
         return body

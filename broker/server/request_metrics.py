@@ -1,5 +1,13 @@
-"""Per-API request counters of one broker (Kafka's RequestsPerSec, BytesIn/OutPerSec, ErrorsPerSec per
-request type), counted in the connection's dispatch path and read by the collector at scrape time.
+"""Per-API request counters and times of one broker (Kafka's RequestsPerSec, ErrorsPerSec and RequestMetrics'
+TotalTimeMs split into RequestQueue/Local/Remote/ResponseQueue/ResponseSend), and the per-topic BrokerTopicMetrics
+(BytesInPerSec, BytesOutPerSec, MessagesInPerSec); counted in the connection's dispatch path and read by the
+collector at scrape time.
+
+The phases, from the moments the connection takes (connection.py): *request queue* from the read that completed
+the request to its handler's start (requests of one read wait for the ones before them), *local* the handler's
+own work, *remote* the wait of a delayed answer (acks=all produce for the ISR and fsync, a long-poll fetch in the
+purgatory), *response queue* from the answer being ready to its first byte going out (answers leave in request
+order), *response send* the writing. They add up to *total*, from the read to the last byte handed to the kernel.
 
 The counters are plain lists indexed by the API key (keys are small integers): the produce path pays one list
 increment per request for the count and one for the bytes, no locks (one event loop thread counts, the
@@ -9,20 +17,29 @@ conventions: `_total` on counters (prometheus_client appends it), units in the n
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections.abc import Iterator
 from typing import Any
 
-from prometheus_client.core import CounterMetricFamily
+from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily
 
+from ferry.wire.bucket_histogram import LATENCY_BUCKETS, BucketHistogram, add_histogram
 from ferry.wire.protocol.api_keys import ApiKey
+from ferry.wire.protocol.errors import ErrorCode
 
+PRODUCE, FETCH, LIST_OFFSETS = 0, 1, 2  # the API keys whose answers' error codes are counted per partition
+FETCH_FOLLOWER = 126  # a slot of the request times for followers' fetches (Kafka's request="FetchFollower")
 SLOTS = 128  # API keys served are < 70; a frame with a larger key is closed before it is counted twice
+BOUNDS = LATENCY_BUCKETS  # of every request time histogram
+FIRST = BOUNDS[0]  # a time up to it needs no bisect
 
 
 class RequestMetrics:
-    """requests, bytes in, bytes out and failed requests per API key; produce/fetch record bytes per topic."""
+    """requests, bytes in, bytes out, failed requests and the six request times per API key; error codes
+    answered per API and code; produce/fetch record bytes and produced records per topic."""
 
-    __slots__ = ("requests", "bytes_in", "bytes_out", "errors", "produce_bytes", "fetch_bytes")
+    __slots__ = ("requests", "bytes_in", "bytes_out", "errors", "produce_bytes", "fetch_bytes", "produce_messages",
+                 "error_codes", "times")
 
     def __init__(self) -> None:
         self.requests = [0] * SLOTS
@@ -31,6 +48,43 @@ class RequestMetrics:
         self.errors = [0] * SLOTS  # requests whose handler failed or that closed the connection
         self.produce_bytes: dict[str, int] = {}  # record bytes appended by produce requests, per topic
         self.fetch_bytes: dict[str, int] = {}  # record bytes answered to fetches (consumers and followers)
+        self.produce_messages: dict[str, int] = {}  # records appended by produce requests, per topic
+        self.error_codes: dict[tuple[int, int], int] = {}  # (api key, error code) -> partitions answered with it
+        self.times: list[RequestTimes | None] = [None] * SLOTS  # made at a key's first answered request
+
+    def record(self, key: int, received: float, started: float, handled: float, completed: float,
+               sending: float, sent: float) -> None:
+        """One answered request's moments (loop.time()): read, handler start and end, delayed answer complete
+        (= handled when it did not wait), first and last byte written."""
+        t = self.times[key]
+        if t is None:
+            t = self.times[key] = RequestTimes()
+        # BucketHistogram.observe written out, and no bisect for what falls in the first bucket (most phases of
+        # most requests): the six calls and bisects were half of the metrics' cost per request
+        h = t.total
+        v = sent - received
+        h.counts[bisect_left(BOUNDS, v) if v > FIRST else 0] += 1
+        h.sum += v
+        h = t.request_queue
+        v = started - received
+        h.counts[bisect_left(BOUNDS, v) if v > FIRST else 0] += 1
+        h.sum += v
+        h = t.local
+        v = handled - started
+        h.counts[bisect_left(BOUNDS, v) if v > FIRST else 0] += 1
+        h.sum += v
+        h = t.remote
+        v = completed - handled
+        h.counts[bisect_left(BOUNDS, v) if v > FIRST else 0] += 1
+        h.sum += v
+        h = t.response_queue
+        v = sending - completed
+        h.counts[bisect_left(BOUNDS, v) if v > FIRST else 0] += 1
+        h.sum += v
+        h = t.response_send
+        v = sent - sending
+        h.counts[bisect_left(BOUNDS, v) if v > FIRST else 0] += 1
+        h.sum += v
 
     def collect(self, broker: str) -> Iterator[Any]:
         """The metric families, labelled with the broker id and the API's Kafka name."""
@@ -49,10 +103,25 @@ class RequestMetrics:
                 if value:
                     fam.add_metric([broker, api_name(key)], value)
             yield fam
+        fam = CounterMetricFamily("ferry_broker_response_errors", "partitions answered with an error code, per API "
+                                  "and code (Kafka's ErrorsPerSec; Produce, Fetch, ListOffsets)",
+                                  labels=["broker", "api", "error"])
+        for (key, code), value in list(self.error_codes.items()):
+            fam.add_metric([broker, api_name(key), error_name(code)], value)
+        yield fam
+        for phase, name, doc in PHASES:
+            fam = HistogramMetricFamily(name, doc, labels=labels)
+            for key, times in enumerate(self.times):
+                if times is not None:
+                    add_histogram(fam, [broker, api_name(key)], getattr(times, phase))
+            yield fam
         for name, doc, per_topic in (
-            ("ferry_broker_produce_bytes", "record batch bytes appended by produce requests, per topic",
-             self.produce_bytes),
-            ("ferry_broker_fetch_bytes", "record bytes answered to fetch requests, per topic", self.fetch_bytes),
+            ("ferry_broker_topic_bytes_in", "record batch bytes appended by produce requests, per topic (Kafka's "
+             "BytesInPerSec)", self.produce_bytes),
+            ("ferry_broker_topic_bytes_out", "record bytes answered to fetch requests (consumers and followers), "
+             "per topic (BytesOutPerSec)", self.fetch_bytes),
+            ("ferry_broker_topic_messages_in", "records appended by produce requests, per topic (MessagesInPerSec)",
+             self.produce_messages),
         ):
             fam = CounterMetricFamily(name, doc, labels=["broker", "topic"])
             for topic, value in list(per_topic.items()):
@@ -60,8 +129,60 @@ class RequestMetrics:
             yield fam
 
 
+PHASES = (
+    ("total", "ferry_request_total_time_seconds", "time from reading a request to its answer's last byte written, per API (TotalTimeMs)"),
+    ("request_queue", "ferry_request_queue_time_seconds", "time a read request waited for its handler, per API (RequestQueueTimeMs)"),
+    ("local", "ferry_request_local_time_seconds", "time in the request's handler, per API (LocalTimeMs)"),
+    ("remote", "ferry_request_remote_time_seconds", "time a delayed answer waited: acks=all produce for the ISR, long-poll fetch (RemoteTimeMs)"),
+    ("response_queue", "ferry_response_queue_time_seconds", "time a ready answer waited for the ones before it, per API (ResponseQueueTimeMs)"),
+    ("response_send", "ferry_response_send_time_seconds", "time writing the answer to the socket, per API (ResponseSendTimeMs)"),
+)
+
+
+class RequestTimes:
+    """The six phase histograms of one API."""
+
+    __slots__ = ("total", "request_queue", "local", "remote", "response_queue", "response_send")
+
+    def __init__(self) -> None:
+        self.total = BucketHistogram(BOUNDS)
+        self.request_queue = BucketHistogram(BOUNDS)
+        self.local = BucketHistogram(BOUNDS)
+        self.remote = BucketHistogram(BOUNDS)
+        self.response_queue = BucketHistogram(BOUNDS)
+        self.response_send = BucketHistogram(BOUNDS)
+
+
+def count_error(counts: dict[tuple[int, int], int], api: int, code: int) -> None:
+    """One partition of an ``api`` answer carries error ``code`` (called on errors only: the path without
+    errors pays nothing)."""
+    k = (api, code)
+    counts[k] = counts.get(k, 0) + 1
+
+
+def error_name(code: int) -> str:
+    """Kafka's name of an error code (NOT_LEADER_OR_FOLLOWER, ...), or the number for one ferry does not know."""
+    try:
+        return ErrorCode(code).name
+    except ValueError:
+        return str(code)
+
+
+def follower_or(key: int, frame: bytes | bytearray) -> int:
+    """FETCH_FOLLOWER for a Fetch (v4-11: not flexible) whose replica_id names a broker, else ``key``: Kafka times
+    FetchFollower apart from FetchConsumer (a follower's long polls would bury the consumers' times)."""
+    if len(frame) >= 10:
+        n = frame[8] << 8 | frame[9]  # the client id's length; 0xffff: null
+        pos = 10 + (n if n < 0x8000 else 0)
+        if len(frame) >= pos + 4 and frame[pos] < 0x80:  # replica_id >= 0
+            return FETCH_FOLLOWER
+    return key
+
+
 def api_name(key: int) -> str:
     """Kafka's name of an API key (Produce, Fetch, ...), or the number for one ferry does not know."""
+    if key == FETCH_FOLLOWER:
+        return "FetchFollower"
     try:
         name = ApiKey(key).name
     except ValueError:

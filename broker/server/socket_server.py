@@ -196,6 +196,16 @@ class SocketServer:
                              conn.peer, self.max_idle_s * 1000)
                     task.cancel()
 
+    def queues(self) -> tuple[int, int, int]:
+        """(connections, requests read and not yet answered, ready answers not yet written), for the metrics."""
+        conns = list(self._connections.values())
+        unanswered = ready = 0
+        for conn in conns:
+            u, r = conn.queued()
+            unanswered += u
+            ready += r
+        return len(conns), unanswered, ready
+
     async def stop(self) -> None:
         """Stop accepting and close every connection (pending responses are dropped)."""
         for t in (self._accept_task, self._reaper_task):

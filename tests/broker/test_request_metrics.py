@@ -47,8 +47,8 @@ def test_requests_bytes_and_errors_per_api_and_topic(cluster_factory):
     assert _value(s, "ferry_broker_requests_total", api="Metadata") >= 1
     assert _value(s, "ferry_broker_request_bytes_total", api="Produce") > 2000  # 20 values of 100 bytes
     assert _value(s, "ferry_broker_response_bytes_total", api="Fetch") > 2000
-    assert _value(s, "ferry_broker_produce_bytes_total", topic="metered") > 2000
-    assert _value(s, "ferry_broker_fetch_bytes_total", topic="metered") > 2000
+    assert _value(s, "ferry_broker_topic_bytes_in_total", topic="metered") > 2000
+    assert _value(s, "ferry_broker_topic_bytes_out_total", topic="metered") > 2000
 
     # an unknown API key closes the connection and counts as an error of that key
     host, p = cluster.bootstrap.split(",")[0].rsplit(":", 1)

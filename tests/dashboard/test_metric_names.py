@@ -118,7 +118,7 @@ def test_broker_metric_names():
 
     latency = Histogram("ferry_broker_replication_commit_seconds", "append to HW", registry=None)
     latency.observe(0.002)
-    part = SimpleNamespace(is_leader=True, isr=[1], min_isr=1)
+    part = SimpleNamespace(is_leader=True, isr=[1], min_isr=1, leader=1)
     replicas = SimpleNamespace(partitions={("t", 0): part}, under_replicated=lambda: 0, commit_latency=latency,
                                isr_shrinks=1, isr_expands=1)
     controller = SimpleNamespace(active=True, states=SimpleNamespace(states={("t", 0): (SimpleNamespace(leader=1), 0)}),

@@ -413,6 +413,9 @@ def test_prometheus_scrapes_every_broker_mirror_and_the_dashboard(deployment) ->
     config = hosts.exec("offline-loader-1", "promtool", "check", "config", "/etc/prometheus/prometheus.yml",
                         check=False)
     assert config.returncode == 0, config.stdout + config.stderr
+    board = hosts.exec("offline-loader-1", "python3", "-m", "json.tool", "/usr/share/ferry/grafana/ferry-brokers.json",
+                       check=False)  # the brokers' Grafana dashboard, shipped with the role
+    assert board.returncode == 0 and b"ferry_request_total_time_seconds" in board.stdout, board.stderr
 
 
 def test_schema_registry_rest_api_serves_the_live_registry(deployment) -> None:
