@@ -5,6 +5,7 @@ no password; the password is in no Spark conf."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -132,3 +133,58 @@ def test_plan_step_over_sasl_ssl_from_the_environment(secured, tmp_path, helpers
                        text=True, timeout=120, env=env, cwd=tmp_path)
     assert r.returncode == 2 and "missing.properties" in r.stderr and len(r.stderr.strip().splitlines()) == 1
     assert {p.name for p in tmp_path.iterdir()} <= {"st"}  # nothing left in the cwd
+
+
+# two loads of one Spark session on a standalone cluster, from two state dirs whose client files share a name
+# but not their content: each ships a digest-named copy (no "File ... exists and does not match contents")
+CLUSTER_SCRIPT = """
+import json, sys
+from ferry.loaders import steps
+from ferry.loaders.load_config import LoadConfig
+from ferry.loaders.session import build_session
+a = json.loads(sys.argv[1])
+spark = build_session(a["runs"][0][0], master=a["master"], conf={"spark.executor.memory": "512m",
+    "spark.driver.memory": "512m", "spark.ui.showConsoleProgress": "false"})
+rows = []
+for state, config in a["runs"]:
+    _, r = steps.load(LoadConfig(zookeeper=a["zk"], topics=[a["topic"]], state_dir=state, warehouse=a["warehouse"],
+                                 database="k", master=a["master"], include_audit=False, client_config=config,
+                                 quiet=True, max_per_split=60), spark)
+    rows.append(r.rows)
+conf = [v for _, v in spark.sparkContext.getConf().getAll()]
+print("RESULT " + json.dumps({"rows": rows, "password_in_conf": any(a["password"] in v for v in conf)}))
+"""
+
+
+@pytest.mark.spark
+def test_cluster_mode_ships_the_settings_under_a_digest_name(secured, tmp_path, helpers):
+    from ferry.spark_standalone import SparkStandalone
+
+    topic = f"spv_{uuid.uuid4().hex[:8]}"
+    with ClusterRegistry(secured.zk) as reg:
+        reg.create_topic(topic, 2)
+    _produce(secured, topic, helpers.spread(helpers.past_hour(2), 120), helpers.PAGE_VIEW)
+    runs = []
+    for name, client_id in (("a", "ferry-load-a"), ("b", "ferry-load-b")):
+        folder = tmp_path / name
+        folder.mkdir()
+        config = folder / "loader.properties"  # one name, two contents
+        config.write_text(secured.sasl_ssl_config("loader", LOADER_PW).read_text() + f"client.id={client_id}\n")
+        config.chmod(0o600)
+        runs.append([str(folder / "state"), str(config)])
+    env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable,
+               SPARK_LOCAL_IP="127.0.0.1")
+    cluster = SparkStandalone(tmp_path / "spark", workers=1, cores=1, memory="1g").start(timeout=300)
+    try:
+        args = {"master": cluster.url, "zk": secured.zk, "topic": topic, "warehouse": str(tmp_path / "wh"),
+                "runs": runs, "password": LOADER_PW}
+        r = subprocess.run([sys.executable, "-c", CLUSTER_SCRIPT, json.dumps(args)], capture_output=True, text=True,
+                           timeout=900, env=env, cwd=tmp_path)
+    finally:
+        cluster.stop()
+    assert r.returncode == 0, r.stderr[-4000:]
+    result = json.loads(next(x for x in r.stdout.splitlines() if x.startswith("RESULT "))[len("RESULT "):])
+    assert result == {"rows": [120, 120], "password_in_conf": False}
+    shipped = sorted(p.name for p in (tmp_path / "a" / "state" / "client-config").iterdir())
+    shipped += sorted(p.name for p in (tmp_path / "b" / "state" / "client-config").iterdir())
+    assert len(set(shipped)) == 2 and all(n.startswith("ferry-client-") for n in shipped), shipped
