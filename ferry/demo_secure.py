@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import datetime as dt
 import ipaddress
+import json
 import os
 import secrets
 from pathlib import Path
@@ -165,16 +166,9 @@ class DemoSecurity:
         """AIRFLOW_CONN_* values (JSON, type kafka: the extra holds the client properties) for the DAG's
         loader (offline) and its live completeness check (live monitor); set in this process's environment
         only, never on a command line."""
-        import json
-
         return {f"AIRFLOW_CONN_{name.upper()}": json.dumps({"conn_type": "kafka",
                                                             "extra": dict(self.client(dc, user).properties)})
                 for name, dc, user in (("ferry_offline", "offline", "loader"), ("ferry_live", "live", "monitor"))}
-
-    def passwords(self) -> list[str]:
-        """Every client password (for checks that none leaked)."""
-        return [str(self.client(f.stem.split("-", 1)[0], f.stem.split("-", 1)[1]).get("sasl.password"))
-                for f in sorted((self.folder / "clients").glob("*.properties"))]
 
 
 def _write_private(path: Path, data: bytes) -> None:
