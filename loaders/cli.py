@@ -40,6 +40,7 @@ examples:
   ferry load --zookeeper 127.0.0.1:2181/ferry/offline --topics 'page_view|click'
   ferry load --zookeeper ZK --topics page_view --start 2024-05-01T00:00:00Z --max-per-split 200000
   ferry load --zookeeper ZK --topics page_view --step plan          # show what would be read
+  ferry load --zookeeper ZK --topics '.*' --command-config /etc/ferry/loader.properties   # TLS/SASL
   spark-submit --master yarn loaders/cli.py --zookeeper ZK --topics '.*' --warehouse hdfs:///warehouse
 """
 
