@@ -17,6 +17,12 @@
   ``check_poke_s`` until the hour is complete, and fails once ``lateness_minutes`` after the hour's end
   have passed, naming what is missing (or which live cluster could not be read). No
   ``depends_on_past``: later hours go on (several runs may wait at once).
+
+Secured clusters: ``kafka_conn_id`` (offline) and ``live_kafka_conn_id`` name Airflow connections (type
+``kafka``, as the apache-kafka provider's) whose extra holds librdkafka's client properties
+(``security.protocol``, ``sasl.*``, ``ssl.*``). A task writes them at run time to a 0600 file in the state
+directory (client_files.py) and hands the load its path: the password stays in Airflow's connection, never in
+a rendered template field, a command line or a log line.
 """
 
 from __future__ import annotations
@@ -44,6 +50,7 @@ from ferry.loaders.load_config import LoadConfig
 from ferry.loaders.naming import table_for_topic
 from ferry.loaders.offsets import offsets_json, parse_offsets_json
 from ferry.loaders.sql_metastore import parse
+from ferry.wire.client_config import ClientConfig
 
 # Airflow is imported where a DAG or a task needs it, so that the configuration and the books' logic load
 # (and are tested) without it; the ferry modules above are light (Spark only starts inside a load)
@@ -92,18 +99,33 @@ class GroupConfig:
     # offline cluster, said so on every hour published (a stopped mirror would make a partial hour look complete)
     completeness: str = "live"
     check_poke_s: int = 300  # how often check_complete re-reads the books while it waits
+    # Airflow connections (extra: librdkafka client properties) of the offline and the live clusters' brokers;
+    # None: plaintext
+    kafka_conn_id: str | None = None
+    live_kafka_conn_id: str | None = None
 
     @property
     def dag_id(self) -> str:
         return f"ferry_load_{self.name}"
 
     def load_config(self, **overrides: object) -> LoadConfig:
+        """The load's settings; the client files are (re)written from the connections here, at run time."""
         kw: dict[str, Any] = dict(zookeeper=self.zookeeper, topics=list(self.topics), state_dir=self.state_dir,
                                   warehouse=self.warehouse, database=self.database, master=self.master,
                                   metastore_uris=self.metastore, start=self.start, max_per_split=self.max_per_split,
-                                  spark_conf=dict(self.spark_conf), live_zookeepers=list(self.live_zookeepers))
+                                  spark_conf=dict(self.spark_conf), live_zookeepers=list(self.live_zookeepers),
+                                  client_config=client_file(self.kafka_conn_id, self.state_dir),
+                                  live_client_config=client_file(self.live_kafka_conn_id, self.state_dir))
         kw.update(overrides)
         return LoadConfig(**kw)
+
+    def offline_client(self) -> ClientConfig:
+        path = client_file(self.kafka_conn_id, self.state_dir)
+        return ClientConfig.from_file(path) if path else ClientConfig.plaintext()
+
+    def live_client(self) -> ClientConfig:
+        path = client_file(self.live_kafka_conn_id, self.state_dir)
+        return ClientConfig.from_file(path) if path else ClientConfig.plaintext()
 
 
 def _parse_time(value: Any, what: str) -> dt.datetime:
@@ -186,6 +208,35 @@ def load_config(path: str | os.PathLike | None = None) -> list[GroupConfig]:
         merged["state_dir"] = str(Path(merged["state_dir"]).expanduser())
         groups.append(GroupConfig(**merged))
     return groups
+
+
+# ------------------------------------------------------------------------------------------ client settings
+# keys of a `kafka` connection's extra that are not client security settings for ferry (it finds the brokers
+# in ZooKeeper; the provider's operators use these)
+NOT_CLIENT_KEYS = frozenset({"bootstrap.servers", "group.id", "auto.offset.reset", "enable.auto.commit"})
+
+
+def client_file(conn_id: str | None, state_dir: str, *, write: bool = True) -> str | None:
+    """The path of the client properties file of Airflow connection ``conn_id`` (its extra: librdkafka
+    properties), under the state directory; ``write``: (re)written now from the connection, 0600, replaced
+    atomically (a changed password takes effect on the next task). None when no connection is configured."""
+    if not conn_id:
+        return None
+    safe = re.sub(r"[^A-Za-z0-9_.-]", "_", conn_id)
+    path = Path(state_dir) / "client-config" / f"airflow-{safe}.properties"
+    if write:
+        from airflow.sdk import BaseHook
+
+        extra = BaseHook.get_connection(conn_id).extra_dejson
+        if not isinstance(extra, dict):
+            raise DagConfigError(f"Airflow connection {conn_id!r}: extra must be a JSON object of client properties")
+        props = {str(k): str(v) for k, v in extra.items() if k not in NOT_CLIENT_KEYS}
+        config = ClientConfig(props, f"Airflow connection {conn_id}")  # checked: one line, never the secret
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        config.write_private(tmp)
+        tmp.replace(path)
+    return str(path)
 
 
 # ------------------------------------------------------------------------------------------ hour logic
@@ -325,9 +376,9 @@ def judge_books(cfg: GroupConfig, judge: tuple[str, str], books: list[dict], *, 
 def fresh_books(cfg: GroupConfig, hours: list[tuple[str, str]]) -> list[dict]:
     """The books of ``hours`` from `_audit` itself (offline: every tier; live: the producers' counts), with
     the same decision as the reconcile step (ferry.audit.completeness), without Spark."""
-    live = read_live_counts(cfg.live_zookeepers)
+    live = read_live_counts(cfg.live_zookeepers, client_config=cfg.live_client())
     try:
-        events = read_audit_events(cfg.zookeeper, timeout_s=15.0).events
+        events = read_audit_events(cfg.zookeeper, timeout_s=15.0, client_config=cfg.offline_client()).events
     except Exception as e:  # the offline cluster is the one we load from: unreachable means unknown too
         log.warning("ferry: offline `_audit` unreadable: %s", e)
         events, live.unreachable = [], [*live.unreachable, cfg.zookeeper]
@@ -437,6 +488,10 @@ def _submit_args(cfg: GroupConfig) -> list[str]:
         args += ["--warehouse", cfg.warehouse]
     for live in cfg.live_zookeepers:
         args += ["--live-zookeeper", live]
+    # the client files' paths (never their content): written by the plan task from the Airflow connections
+    for flag, conn_id in (("--command-config", cfg.kafka_conn_id), ("--live-command-config", cfg.live_kafka_conn_id)):
+        if conn_id:
+            args += [flag, str(client_file(conn_id, cfg.state_dir, write=False))]
     return args
 
 

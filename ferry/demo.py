@@ -24,6 +24,7 @@ from ferry.demo_chaos import chaos_summary, publish_under_chaos
 from ferry.demo_dag import run_hourly_dag
 from ferry.demo_metastore import start_demo_metastore
 from ferry.demo_report import print_report
+from ferry.demo_secure import DemoSecurity
 from ferry.demo_steps import DemoCluster, DemoProgress
 from ferry.embedded import free_port
 from ferry.zk import cli_args as cli
@@ -58,6 +59,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--chaos", type=int, nargs="?", const=3, default=0, metavar="N",
                    help="kill the mirror with -9 N times (default 3) while the events are published and copied, "
                         "starting it again each time; the books must still be complete with 0 duplicates")
+    p.add_argument("--secure", action="store_true",
+                   help="TLS + SCRAM-SHA-512 + ACLs end to end: a CA and certificates under --dir/security, a user "
+                        "per role with least privilege, the mirror, loads, books and dashboard over SASL_SSL "
+                        "(docs/demo.md)")
     p.add_argument("--dashboard-listen", default="127.0.0.1:8500", metavar="HOST:PORT",
                    help="with --keep-running: where `ferry dashboard` serves (default 127.0.0.1:8500; port 0: any)")
 
@@ -80,7 +85,8 @@ def run(args: argparse.Namespace) -> int:
     hosts = [f"fe-{socket.gethostname()[:12]}-{i:02d}" for i in range(1, args.hosts + 1)]
     seed = args.seed if args.seed is not None else now_ms
     with ExitStack() as stack:
-        cluster = stack.enter_context(DemoCluster(root, progress, partitions=args.partitions))
+        security = DemoSecurity(root, TOPICS) if args.secure else None
+        cluster = stack.enter_context(DemoCluster(root, progress, partitions=args.partitions, security=security))
         try:
             cluster.start()
             cluster.create_topics(TOPICS)
@@ -117,7 +123,11 @@ def _start_dashboard(stack: ExitStack, cluster: DemoCluster, root: Path, listen:
     """`ferry dashboard` over the demo's clusters and loads' ledger; stopped when the demo stops."""
     host, port = parse_listen(listen)
     port = port or free_port()
+    files = {}
+    if cluster.security is not None:  # the monitor user on each side, as files
+        files = {"command_config": cluster.security.client_file("offline", "monitor"),
+                 "live_command_config": cluster.security.client_file("live", "monitor")}
     proc = start_dashboard(root / "dashboard.out", cluster.offline_zk, [cluster.live_zk],
-                           root / "warehouse-state", host, port)
+                           root / "warehouse-state", host, port, **files)
     stack.callback(proc.stop)
     return f"http://{host}:{port}/"

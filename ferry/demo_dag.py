@@ -28,7 +28,10 @@ def run_hourly_dag(cluster: DemoCluster, hours: list[int], short: bool = False) 
         f"  live_zookeepers: ['{cluster.live_zk}']\n"
         f"  max_per_split: {20_000 if short else 200_000}\n"
         "  spark_conf: {spark.ui.showConsoleProgress: 'false'}\n"
-        "groups:\n  - name: activity\n    topics: [page_view, click, search]\n")
+        + ("  kafka_conn_id: ferry_offline\n  live_kafka_conn_id: ferry_live\n" if cluster.security else "")
+        + "groups:\n  - name: activity\n    topics: [page_view, click, search]\n")
+    if cluster.security is not None:  # the loader's and the monitor's settings: Airflow connections, in this
+        os.environ.update(cluster.security.airflow_connections())  # process only (no command line, no file)
     os.environ.update({
         "AIRFLOW_HOME": str(home), "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
         "AIRFLOW__CORE__DAGS_FOLDER": str(repo / "dags"), "FERRY_DAGS_CONFIG": str(config),
@@ -49,6 +52,15 @@ def run_hourly_dag(cluster: DemoCluster, hours: list[int], short: bool = False) 
     dag = build_dag(load_config(config)[0])
     for noisy in ("kazoo", "py4j", "airflow"):  # Airflow's logging setup turns these up; the demo has its own
         logging.getLogger(noisy).setLevel(logging.WARNING)
+    try:
+        _run_hours(cluster, dag, hours)
+    finally:
+        if cluster.security is not None:  # the dashboard and other children started later do not inherit them
+            for name in cluster.security.airflow_connections():
+                os.environ.pop(name, None)
+
+
+def _run_hours(cluster: DemoCluster, dag, hours: list[int]) -> None:
     for n, hour in enumerate(hours, 1):
         logical = dt.datetime.fromtimestamp(hour / 1000, dt.UTC) + dt.timedelta(hours=1)
         cluster.progress.say(f"Airflow: {dag.dag_id} for the hour {hour_label(hour)} ({n}/{len(hours)}): "

@@ -17,8 +17,10 @@ from ferry.mirror.status import mirror_status
 def print_report(cluster: DemoCluster, topics: tuple[str, ...], hours: list[int]) -> dict:
     """Print the books per topic and hour, the mirror's lag, and what an analyst would ask the warehouse;
     returns them (``complete``: every hour of every topic complete, every live cluster read)."""
-    audit_log = read_audit_events(cluster.offline_zk)
-    live = read_live_counts([cluster.live_zk])  # the producers' counts as the live datacenter knows them
+    offline_monitor, live_monitor = cluster.client("offline", "monitor"), cluster.client("live", "monitor")
+    audit_log = read_audit_events(cluster.offline_zk, client_config=offline_monitor)
+    # the producers' counts as the live datacenter knows them
+    live = read_live_counts([cluster.live_zk], client_config=live_monitor)
     books = reconcile(audit_log.events + live.events, since_ms=hours[0], until_ms=hours[-1] + 3_600_000)
     rows = [h for h in books.hours if h.topic in topics]
     print()
@@ -26,7 +28,8 @@ def print_report(cluster: DemoCluster, topics: tuple[str, ...], hours: list[int]
     print(_table(("topic", "hour (UTC)", "produced", "mirrored", "loaded", "missing", "dupes", "complete"),
                  [(h.topic, hour_label(h.hour_start), h.produced, h.mirrored, h.loaded, h.missing, h.duplicates,
                    "yes" if h.complete else "NO") for h in rows]))
-    status = mirror_status(cluster.live_zk, cluster.offline_zk, "ferry-mirror", include=".*")
+    status = mirror_status(cluster.live_zk, cluster.offline_zk, "ferry-mirror", include=".*",
+                           source_client=live_monitor, target_client=offline_monitor)
     print()
     print(f"== Mirror (group ferry-mirror, members {', '.join(status.members) or '-'}) ==")
     per_topic: dict[str, list[int]] = {}

@@ -13,6 +13,7 @@ from rich.progress import Progress as RichProgress
 
 from ferry.client.producer import Producer
 from ferry.demo_events import activity_stream
+from ferry.demo_secure import DemoSecurity
 from ferry.embedded import (
     BrokerProcess,
     ManagedProcess,
@@ -24,6 +25,7 @@ from ferry.embedded import (
 from ferry.mirror.status import mirror_status
 from ferry.schemas.registry import SchemaRegistry, subject_for_topic
 from ferry.schemas.wire import AvroSerializer
+from ferry.wire.client_config import ClientConfig
 from ferry.zk.cluster_registry import ClusterRegistry
 from ferry.zk.errors import TopicExistsError
 from ferry.zk.topic_name import AUDIT_TOPIC
@@ -70,10 +72,12 @@ class DemoProgress:
 class DemoCluster:
     """ZooKeeper, live and offline brokers and the mirror as local processes under one directory."""
 
-    def __init__(self, root: Path, progress: DemoProgress, partitions: int = 4) -> None:
+    def __init__(self, root: Path, progress: DemoProgress, partitions: int = 4,
+                 security: DemoSecurity | None = None) -> None:
         self.root = root
         self.progress = progress
         self.partitions = partitions
+        self.security = security  # --secure: TLS + SCRAM + ACLs (demo_secure.py); None: loopback PLAINTEXT
         self.zk: ZooKeeperServer | None = None
         self.brokers: list[BrokerProcess] = []
         self.mirror: ManagedProcess | None = None
@@ -92,12 +96,21 @@ class DemoCluster:
                 ports[f"offline-{100 + i}"] = free_port()
             ports["mirror-metrics"] = free_port()
         missing = [f"metrics-{name}" for name in list(ports) if name.startswith(("live-", "offline-"))
-                   and f"metrics-{name}" not in ports]
+                   and not name.endswith("-sasl") and f"metrics-{name}" not in ports]
         for name in missing:  # every broker serves /metrics (a run before brokers did keeps its other ports)
             ports[name] = free_port()
-        if missing or not self.ports_file.exists():
-            self.ports_file.write_text(json.dumps(ports))
+        for name in [n for n in ports if n.startswith(("live-", "offline-")) and not n.endswith("-sasl")]:
+            if self.security is not None and f"{name}-sasl" not in ports:  # a plaintext demo's dir, now secured
+                ports[f"{name}-sasl"] = free_port()
+        self.ports_file.write_text(json.dumps(ports))
         return ports
+
+    def client(self, datacenter: str, user: str) -> ClientConfig:
+        """The client settings of ``user`` in ``datacenter`` (plaintext when the demo is not secured)."""
+        return self.security.client(datacenter, user) if self.security else ClientConfig.plaintext()
+
+    def _secure_args(self, datacenter: str, port_name: str, ports: dict[str, int]) -> tuple[str, ...]:
+        return self.security.broker_args(datacenter, ports[f"{port_name}-sasl"]) if self.security else ()
 
     @property
     def live_zk(self) -> str:
@@ -113,20 +126,34 @@ class DemoCluster:
         ports = self._ports()
         self.zk = ZooKeeperServer(port=ports["zookeeper"], data_dir=self.root / "zookeeper").start()
         self.progress.say(f"ZooKeeper on {self.zk.connect} (chroots /ferry/live, /ferry/offline)")
+        if self.security is not None:
+            self.security.prepare({"live": self.live_zk, "offline": self.offline_zk})
+            self.progress.say(f"secured: CA and broker certificate, SCRAM users and ACLs of least privilege "
+                              f"(client files in {self.security.folder / 'clients'})")
         replication = ("--override", f"default.replication.factor={LIVE_REPLICATION_FACTOR}",
                        "--override", f"min.insync.replicas={LIVE_MIN_INSYNC_REPLICAS}")
         for i in range(1, LIVE_BROKERS + 1):
             metrics = ports[f"metrics-live-{i}"]
             b = BrokerProcess(i, self.root / "live" / f"broker-{i}", self.live_zk, "live", port=ports[f"live-{i}"],
-                              extra_args=(*replication, "--metrics-port", str(metrics)))
+                              extra_args=(*replication, "--metrics-port", str(metrics),
+                                          *self._secure_args("live", f"live-{i}", ports)))
             self.brokers.append(b.start())
-            self.progress.say(f"live broker {i} on {b.bootstrap} (metrics on http://127.0.0.1:{metrics}/metrics)")
+            self.progress.say(f"live broker {i} on {self._listeners(b, ports, f'live-{i}')} "
+                              f"(metrics on http://127.0.0.1:{metrics}/metrics)")
         for i in range(101, 101 + OFFLINE_BROKERS):
             metrics = ports[f"metrics-offline-{i}"]
             b = BrokerProcess(i, self.root / "offline" / f"broker-{i}", self.offline_zk, "offline",
-                              port=ports[f"offline-{i}"], extra_args=("--metrics-port", str(metrics)))
+                              port=ports[f"offline-{i}"],
+                              extra_args=("--metrics-port", str(metrics),
+                                          *self._secure_args("offline", f"offline-{i}", ports)))
             self.brokers.append(b.start())
-            self.progress.say(f"offline broker {i} on {b.bootstrap} (metrics on http://127.0.0.1:{metrics}/metrics)")
+            self.progress.say(f"offline broker {i} on {self._listeners(b, ports, f'offline-{i}')} "
+                              f"(metrics on http://127.0.0.1:{metrics}/metrics)")
+
+    def _listeners(self, broker: BrokerProcess, ports: dict[str, int], name: str) -> str:
+        if self.security is None:
+            return broker.bootstrap
+        return f"SASL_SSL://127.0.0.1:{ports[name + '-sasl']} (PLAINTEXT {broker.bootstrap}: nobody may do anything)"
 
     def create_topics(self, topics: tuple[str, ...]) -> None:
         reg = ClusterRegistry(self.live_zk).start()
@@ -154,9 +181,16 @@ class DemoCluster:
         self.mirror = spawn_ferry("mirror", self.root / "mirror.out", [
             "mirror", "--source-zookeeper", self.live_zk, "--target-zookeeper", self.offline_zk, "--include", ".*",
             "--streams", "2", "--metrics-port", str(ports["mirror-metrics"]), "--datacenter", "offline",
-            "--commit-interval", "1"])
+            "--commit-interval", "1", *self._mirror_configs()])
         wait_for_port("127.0.0.1", ports["mirror-metrics"], 30, self.mirror.proc, self.mirror.log_file)
         self.progress.say(f"mirror running (metrics on http://127.0.0.1:{ports['mirror-metrics']}/metrics)")
+
+    def _mirror_configs(self) -> list[str]:
+        """The mirror's own users on each side, as files (never a password on its command line)."""
+        if self.security is None:
+            return []
+        return ["--source-config", str(self.security.client_file("live", "mirror")),
+                "--target-config", str(self.security.client_file("offline", "mirror"))]
 
     # -- the data ---------------------------------------------------------------------------------------------
     def publish(self, n_events: int, start_ms: int, end_ms: int, hosts: list[str], seed: int) -> dict[str, int]:
@@ -164,7 +198,9 @@ class DemoCluster:
         produced: dict[str, int] = {}
         with SchemaRegistry(self.live_zk) as reg:
             serializers: dict[str, AvroSerializer] = {}
-            producers = {h: Producer(zookeeper=self.live_zk, application=h, audit_interval_s=2.0) for h in hosts}
+            frontend = self.client("live", "frontend")
+            producers = {h: Producer(zookeeper=self.live_zk, application=h, audit_interval_s=2.0,
+                                     client_config=frontend) for h in hosts}
             try:
                 for i, ev in enumerate(activity_stream(n_events, start_ms, end_ms, hosts, seed), 1):
                     ser = serializers.get(ev.topic)
@@ -188,7 +224,9 @@ class DemoCluster:
         deadline = time.monotonic() + timeout_s
         lag = -1
         while time.monotonic() < deadline:
-            status = mirror_status(self.live_zk, self.offline_zk, "ferry-mirror", include=".*")
+            status = mirror_status(self.live_zk, self.offline_zk, "ferry-mirror", include=".*",
+                                   source_client=self.client("live", "monitor"),
+                                   target_client=self.client("offline", "monitor"))
             lag = status.total_lag
             if lag == 0 and {r.topic for r in status.partitions} >= set(produced):
                 self.progress.say("mirror caught up: lag 0 on every partition")

@@ -22,6 +22,7 @@ from ferry.loaders.planner import DataLossError, PlanError, StartPosition
 from ferry.loaders.sql_metastore import MetastoreError
 from ferry.loaders.state_dir import state_dir
 from ferry.wire import native
+from ferry.wire.client_config import ENV_CLIENT_CONFIG
 from ferry.wire.native import NativeRequiredError
 from ferry.zk import RegistryError
 from ferry.zk import cli_args as cli
@@ -39,6 +40,7 @@ examples:
   ferry load --zookeeper 127.0.0.1:2181/ferry/offline --topics 'page_view|click'
   ferry load --zookeeper ZK --topics page_view --start 2024-05-01T00:00:00Z --max-per-split 200000
   ferry load --zookeeper ZK --topics page_view --step plan          # show what would be read
+  ferry load --zookeeper ZK --topics '.*' --command-config /etc/ferry/loader.properties   # TLS/SASL
   spark-submit --master yarn loaders/cli.py --zookeeper ZK --topics '.*' --warehouse hdfs:///warehouse
 """
 
@@ -94,6 +96,10 @@ def add_arguments(p: argparse.ArgumentParser, default_master: str | None = "loca
                         "duration) to PATH for node_exporter's textfile collector; counters carry over across runs")
     cli.add_metrics_argument(p, "the run's metrics while it lasts")
     cli.add_http_security_arguments(p, "/metrics")
+    cli.add_client_config_argument(p, "the offline cluster's brokers (the driver and the split readers on the "
+                                   "executors; a path, shipped to executors in cluster mode)")
+    cli.add_client_config_argument(p, "the live clusters' brokers (--live-zookeeper's producer counts)",
+                                   flag="--live-command-config", dest="live_command_config")
     p.add_argument("--lock-timeout", type=float, default=1800.0, metavar="SECONDS",
                    help="seconds to wait for another load holding the state directory (default 1800)")
 
@@ -132,7 +138,18 @@ def config_from_args(args: argparse.Namespace) -> LoadConfig:
         skip_bad_records=args.skip_bad_records, include_audit=not args.no_audit,
         until=parse_offsets_json(args.until_offsets, "--until-offsets") if args.until_offsets else None,
         allow_source_change=args.allow_source_change, lock_timeout_s=args.lock_timeout, spark_conf=conf,
-        live_zookeepers=list(args.live_zookeepers))
+        live_zookeepers=list(args.live_zookeepers), client_config=_client_file(args, "command_config"),
+        live_client_config=_client_file(args, "live_command_config", env=False))
+
+
+def _client_file(args: argparse.Namespace, dest: str, env: bool = True) -> str | None:
+    """The client properties file a flag (else $FERRY_CLIENT_CONFIG) names, checked here (a usage error in one
+    line); its path is what the load carries, so executors read the same file."""
+    path = getattr(args, dest, None) or (os.environ.get(ENV_CLIENT_CONFIG) if env else None)
+    if not path:
+        return None
+    cli.client_config(args, dest, environ={ENV_CLIENT_CONFIG: path})
+    return str(Path(path).resolve())
 
 
 def run(args: argparse.Namespace) -> int:

@@ -10,6 +10,7 @@ from ferry.client.bootstrap import discover
 from ferry.client.errors import ClientError
 from ferry.client.topic_selection import TopicSelectionError, select_topics
 from ferry.client.wire_client import WireClient
+from ferry.wire.client_config import ClientConfig
 from ferry.wire.protocol.errors import ErrorCode
 from ferry.wire.protocol.list_offsets import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 from ferry.zk import ClusterRegistry
@@ -29,14 +30,18 @@ class Watermarks:
 class ClusterOffsets:
     """A short-lived view of one cluster (context manager)."""
 
-    def __init__(self, zookeeper: str | None = None, bootstrap: str | None = None, timeout_s: float = 15.0) -> None:
+    def __init__(self, zookeeper: str | None = None, bootstrap: str | None = None, timeout_s: float = 15.0,
+                 client_config: ClientConfig | None = None) -> None:
+        """``client_config``: TLS/SASL towards the brokers (their listeners of its security.protocol)."""
         if zookeeper is None and bootstrap is None:
             raise ValueError("need the cluster's ZooKeeper connect string or bootstrap servers")
+        client_config = client_config or ClientConfig.plaintext()
         self.zookeeper = zookeeper
         self.timeout_s = timeout_s
-        self.bootstrap = bootstrap or discover(zookeeper, timeout=timeout_s)[0]
+        self.bootstrap = bootstrap or discover(zookeeper, timeout=timeout_s,
+                                               security_protocol=client_config.security_protocol)[0]
         self._client = WireClient(self.bootstrap, client_id="ferry-load-offsets", timeout_s=timeout_s,
-                                  connect_timeout_s=min(timeout_s, 10.0))
+                                  connect_timeout_s=min(timeout_s, 10.0), security=client_config.security())
 
     def close(self) -> None:
         self._client.close()

@@ -28,6 +28,7 @@ from ferry.loaders.load_config import new_run_id
 from ferry.loaders.naming import AUDIT_TABLE, COMPLETENESS_TABLE, table_for_topic
 from ferry.loaders.warehouse import Warehouse, hours_filter
 from ferry.loaders.warehouse_audit import event_from_dict
+from ferry.wire.client_config import ClientConfig
 
 AUDIT_FIELDS = ("guid", "topic", "tier", "bucket_start", "bucket_end", "count", "host", "datacenter",
                 "application", "time")
@@ -44,11 +45,13 @@ class CompletenessBooks:
     and serializes this table's versions with the loads'."""
 
     def __init__(self, spark: SparkSession, warehouse: Warehouse, ledger: Ledger, *, database: str,
-                 lock_timeout_s: float, live_zookeepers: list[str], live_timeout_s: float) -> None:
+                 lock_timeout_s: float, live_zookeepers: list[str], live_timeout_s: float,
+                 live_client_config: ClientConfig | None = None) -> None:
         self.spark, self.warehouse, self.ledger = spark, warehouse, ledger
         self.database = database  # as the ledger names published tables (the configured spelling)
         self.lock_timeout_s = lock_timeout_s
         self.live_zookeepers, self.live_timeout_s = live_zookeepers, live_timeout_s
+        self.live_client_config = live_client_config  # TLS/SASL towards the live clusters' brokers
 
     def reconcile(self, topics: list[str], hours: list[tuple[str, str]]) -> list[HourStatus]:
         """Books for every (topic, hour); writes them to ferry_completeness and returns them."""
@@ -59,7 +62,7 @@ class CompletenessBooks:
         events = self.audit_events(hours)
         unreachable: list[str] = []
         if self.live_zookeepers:
-            live = read_live_counts(self.live_zookeepers, self.live_timeout_s)
+            live = read_live_counts(self.live_zookeepers, self.live_timeout_s, self.live_client_config)
             events.extend(live.events)
             unreachable = live.unreachable
         statuses = books(events, topics, hours, unreachable=unreachable, offline_only=not self.live_zookeepers)

@@ -2,8 +2,10 @@
 
 Options follow Spark's Kafka source so that a job written for one reads like the other:
 
-- ``kafka.bootstrap.servers`` (required); other ``kafka.*`` options are accepted and ignored (ferry's
-  brokers speak PLAINTEXT only; the reader is not librdkafka)
+- ``kafka.bootstrap.servers`` (required): the brokers' listeners of the client settings' security.protocol;
+  other ``kafka.*`` options are accepted and ignored (the reader is not librdkafka)
+- ``ferry.clientConfig`` / ``ferry.clientConfigShipped``: where the TLS/SASL client properties file is (a path
+  in local mode, a SparkFiles name in cluster mode: client_file.py); never the settings themselves
 - ``subscribe``: comma-separated topics (needed when the offsets are ``earliest``/``latest``)
 - ``startingOffsets``: ``earliest`` or JSON ``{"topic": {"0": 42}}`` (inclusive)
 - ``endingOffsets``: ``latest`` or JSON (exclusive)
@@ -33,6 +35,7 @@ from pyspark.sql.types import StructType
 
 from ferry.client.errors import ClientError
 from ferry.client.message_set_consumer import MessageSetConsumer
+from ferry.loaders.client_file import executor_client_config
 from ferry.loaders.cluster_offsets import ClusterOffsets
 from ferry.loaders.offsets import (
     OffsetRange,
@@ -43,6 +46,7 @@ from ferry.loaders.offsets import (
 )
 from ferry.loaders.record_columns import SplitRecords
 from ferry.loaders.split_load import STATS_SCHEMA, SplitTarget, load_split
+from ferry.wire.client_config import ClientConfig
 
 SCHEMA = ("key binary, value binary, topic string, partition int, offset long, timestamp timestamp, "
           "headers array<struct<key:string,value:binary>>")
@@ -87,6 +91,8 @@ class FerryReader(DataSourceReader):
         self.batch_rows = max(1, int(opts.get("ferry.batchrows", "20000")))
         self.fetch_bytes = max(1024, int(opts.get("ferry.fetchbytes", str(FETCH_BYTES))))
         self.load = opts.get("ferry.load")  # a split_load.SplitTarget as JSON: decode and write Parquet
+        # where the client settings are (read where they are used: the secret never rides in the pickled reader)
+        self.client_options = {k: v for k, v in opts.items() if k.startswith("ferry.clientconfig")}
 
     # ---- driver side
     def _resolve(self, spec: str, which: str) -> dict[tuple[str, int], int]:
@@ -103,7 +109,7 @@ class FerryReader(DataSourceReader):
         if not self.subscribe:
             raise OffsetSpecError(f"{which}={spec} needs the subscribe option (which topics?)")
         out: dict[tuple[str, int], int] = {}
-        with ClusterOffsets(bootstrap=self.bootstrap) as cluster:
+        with ClusterOffsets(bootstrap=self.bootstrap, client_config=executor_client_config(self.client_options)) as cluster:
             counts = cluster.topics()
             for topic in self.subscribe:
                 if topic not in counts:
@@ -140,7 +146,8 @@ class FerryReader(DataSourceReader):
         """The split's records as Arrow batches with the source's columns (what ``read`` yields without
         ``ferry.load``)."""
         yield from read_split(partition, self.bootstrap, self.idle_timeout_s, self.batch_rows, self.fetch_bytes,
-                              keys=keys, headers=headers, timing=timing)
+                              keys=keys, headers=headers, timing=timing,
+                              client_config=executor_client_config(self.client_options))
 
 
 class SplitReadError(RuntimeError):
@@ -149,7 +156,8 @@ class SplitReadError(RuntimeError):
 
 def read_split(split: OffsetSplit, bootstrap: str, idle_timeout_s: float, batch_rows: int,
                fetch_bytes: int = FETCH_BYTES, *, keys: bool = True, headers: bool = True,
-               timing: dict[str, float] | None = None) -> Iterator[pa.RecordBatch]:
+               timing: dict[str, float] | None = None,
+               client_config: ClientConfig | None = None) -> Iterator[pa.RecordBatch]:
     """Yield RecordBatches (at most ``batch_rows`` rows each) with exactly the offsets ``[split.start,
     split.end)`` that exist in the log.
 
@@ -157,7 +165,8 @@ def read_split(split: OffsetSplit, bootstrap: str, idle_timeout_s: float, batch_
     read_committed: aborted transactions' records are never loaded; split ends are last stable offsets) and
     its records are taken into Arrow columns a message set at a time (record_columns.SplitRecords: native,
     no Python object per record). ``keys``/``headers`` False leaves those columns empty (the load needs
-    neither). ``timing`` (if given) gets the seconds spent parsing records under ``"parse"``.
+    neither). ``timing`` (if given) gets the seconds spent parsing records under ``"parse"``. ``client_config``:
+    TLS/SASL towards the brokers.
     """
     if split.end <= split.start:
         return
@@ -172,7 +181,7 @@ def read_split(split: OffsetSplit, bootstrap: str, idle_timeout_s: float, batch_
     try:
         with MessageSetConsumer(bootstrap, topic, part, start, max_bytes=fetch_bytes, max_wait_ms=100,
                                 idle_timeout_s=idle_timeout_s, client_id="ferry-load",
-                                read_committed=True) as consumer:
+                                read_committed=True, client_config=client_config) as consumer:
             for message_set in consumer.message_sets():
                 records.add(message_set.data)
                 if records.count >= batch_rows:

@@ -24,6 +24,7 @@ from ferry.loaders.ledger import Ledger, error_line
 from ferry.loaders.load_config import RunState, Say, new_run_id
 from ferry.loaders.naming import table_for_topic
 from ferry.loaders.offsets import OffsetRange
+from ferry.wire.client_config import ClientConfig
 
 HOUR_MS = 3_600_000
 WINDOW_HOURS = 24 * 62  # how far back a failed run's hours are looked for (the dashboard's widest range)
@@ -76,7 +77,8 @@ def hour_span(first_offset_at: Callable[[int], dict[int, int | None]], ranges: d
 
 
 def attempted_hours(zookeeper: str, ranges: list[OffsetRange], tables: dict[str, str], now_ms: int,
-                    timeout_s: float = 5.0, max_hours: int = 48) -> dict[str, list[list[str]]]:
+                    timeout_s: float = 5.0, max_hours: int = 48,
+                    client_config: ClientConfig | None = None) -> dict[str, list[list[str]]]:
     """``{table: [[dt, hr], ...]}`` of the hours the offset ``ranges`` hold (OffsetRange objects), as far as the
     offline cluster's time index tells; at most ``max_hours`` per table (the latest). Best effort: a topic
     the cluster cannot answer for is left out."""
@@ -87,7 +89,7 @@ def attempted_hours(zookeeper: str, ranges: list[OffsetRange], tables: dict[str,
     out: dict[str, list[list[str]]] = {}
     if not by_topic:
         return out
-    with ClusterOffsets(zookeeper=zookeeper, timeout_s=timeout_s) as cluster:
+    with ClusterOffsets(zookeeper=zookeeper, timeout_s=timeout_s, client_config=client_config) as cluster:
         for topic, parts in sorted(by_topic.items()):
             try:
                 span = hour_span(lambda t, topic=topic, parts=parts: cluster.offsets_for_time(topic, sorted(parts), t),
@@ -108,7 +110,8 @@ def attempted_hours(zookeeper: str, ranges: list[OffsetRange], tables: dict[str,
 STAGES = ("plan", "begin", "topics", "commit", "apply")  # LoadResult.stages, in the order a run passes them
 
 
-def note_failure(ledger: Ledger, run: RunState, exc: BaseException, *, zookeeper: str, say: Say) -> None:
+def note_failure(ledger: Ledger, run: RunState, exc: BaseException, *, zookeeper: str, say: Say,
+                 client_config: ClientConfig | None = None) -> None:
     """Record ``exc`` as the failure of the ``run`` (hours attempted: asked of the cluster at ``zookeeper``).
     Never raises: the run's own error is what its caller must see."""
     result, plan = run.result, run.plan
@@ -120,7 +123,7 @@ def note_failure(ledger: Ledger, run: RunState, exc: BaseException, *, zookeeper
         try:
             todo = [r for r in plan.ranges if r.topic not in {t.topic for t in done}]
             hours |= attempted_hours(zookeeper, todo, {t: table_for_topic(t) for t in plan.topics()},
-                                     int(time.time() * 1000))
+                                     int(time.time() * 1000), client_config=client_config)
         except Exception:  # noqa: BLE001, S110 - the hours help people; the error is what must be kept
             pass
     try:

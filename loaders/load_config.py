@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ferry.loaders.planner import LoadPlan
+from ferry.wire.client_config import ClientConfig
 
 Say = Callable[[str], None]  # a run's progress lines for people (LoadJob.say)
 
@@ -49,6 +50,17 @@ class LoadConfig:
     live_timeout_s: float = 15.0
     quiet: bool = False
     progress: bool = False  # a progress bar per topic while the executors load (only on a terminal)
+    # client properties files (librdkafka's security.protocol, sasl.*, ssl.*) for the offline cluster's brokers
+    # and for the live clusters' (completeness); a path, never the settings: the split readers on the
+    # executors read the same file (client_file.py), so no secret rides in Spark's conf or task closures
+    client_config: str | None = None
+    live_client_config: str | None = None
+
+    def offline_client(self) -> ClientConfig:
+        return ClientConfig.from_file(self.client_config) if self.client_config else ClientConfig.plaintext()
+
+    def live_client(self) -> ClientConfig:
+        return ClientConfig.from_file(self.live_client_config) if self.live_client_config else ClientConfig.plaintext()
 
     @property
     def warehouse_root(self) -> str:

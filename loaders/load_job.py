@@ -27,6 +27,7 @@ from pyspark.sql import DataFrameReader, SparkSession
 
 from ferry.client.bootstrap import discover
 from ferry.loaders import native
+from ferry.loaders.client_file import reader_options
 from ferry.loaders.cluster_offsets import ClusterOffsets
 from ferry.loaders.completeness import CompletenessBooks
 from ferry.loaders.datasource import register
@@ -51,6 +52,7 @@ class LoadJob:
     def __init__(self, config: LoadConfig, spark: SparkSession | None = None) -> None:
         self.config = config
         self.ledger = Ledger(config.state_dir)
+        self.client = config.offline_client()  # TLS/SASL towards the offline brokers (the driver's clients)
         self._spark = spark
         self._warehouse: Warehouse | None = None
         self._t0 = 0.0
@@ -91,7 +93,8 @@ class LoadJob:
                 self.recover()
                 return self._run_locked(run)
             except BaseException as e:  # noted in the ledger (never as loaded), then raised as before
-                note_failure(self.ledger, run, e, zookeeper=self.config.zookeeper, say=self.say)
+                note_failure(self.ledger, run, e, zookeeper=self.config.zookeeper, say=self.say,
+                             client_config=self.client)
                 raise
 
     def _lap(self, result: LoadResult, stage: str) -> None:
@@ -103,9 +106,10 @@ class LoadJob:
     def _run_locked(self, run: RunState) -> LoadResult:
         cfg = self.config
         native.available()  # warns here, at the top of the run, when the executors will decode in Python
-        bootstrap, brokers = discover(cfg.zookeeper)
+        client = self.client
+        bootstrap, brokers = discover(cfg.zookeeper, security_protocol=client.security_protocol)
         datacenter = next((b.datacenter for b in brokers.values() if b.datacenter), "")
-        with ClusterOffsets(zookeeper=cfg.zookeeper, bootstrap=bootstrap) as cluster:
+        with ClusterOffsets(zookeeper=cfg.zookeeper, bootstrap=bootstrap, client_config=client) as cluster:
             topics = topics_to_load(cluster, cfg.topics, cfg.include_audit)
             if not topics:
                 self.say(f"no topic matches {cfg.topics!r}; nothing to do")
@@ -174,7 +178,7 @@ class LoadJob:
     def _applier(self) -> RunApplier:
         """Made per use: it works on this job's ledger, the one whose lock the run holds."""
         return RunApplier(self.ledger, lambda: self.warehouse, zookeeper=self.config.zookeeper,
-                          gc_grace_s=self.config.gc_grace_s, say=self.say)
+                          gc_grace_s=self.config.gc_grace_s, say=self.say, client_config=self.client)
 
     def recover(self) -> None:
         """Redo committed runs, remove files of runs that never committed, collect old versions."""
@@ -202,7 +206,8 @@ class LoadJob:
                 .option("subscribe", ",".join(sorted({r.topic for r in ranges})))
                 .option("startingOffsets", offsets_json({(r.topic, r.partition): r.start for r in ranges}))
                 .option("endingOffsets", offsets_json({(r.topic, r.partition): r.end for r in ranges}))
-                .option("maxRecordsPerPartition", str(self.config.max_per_split or 0)))
+                .option("maxRecordsPerPartition", str(self.config.max_per_split or 0))
+                .options(**reader_options(self.spark, self.config.client_config, self.config.state_dir)))
 
     # ------------------------------------------------------------------------------------------- reconcile
     def reconcile(self, hours: list[tuple[str, str]], topics: list[str] | None = None) -> list[HourStatus]:
@@ -210,7 +215,7 @@ class LoadJob:
         cfg = self.config
         books = CompletenessBooks(self.spark, self.warehouse, self.ledger, database=cfg.database,
                                   lock_timeout_s=cfg.lock_timeout_s, live_zookeepers=cfg.live_zookeepers,
-                                  live_timeout_s=cfg.live_timeout_s)
+                                  live_timeout_s=cfg.live_timeout_s, live_client_config=cfg.live_client())
         return books.reconcile(self.data_topics() if topics is None else topics, hours)
 
     def data_topics(self) -> list[str]:

@@ -19,6 +19,7 @@ from ferry.loaders.ledger import Ledger
 from ferry.loaders.load_config import Say
 from ferry.loaders.warehouse import Warehouse
 from ferry.loaders.warehouse_audit import publish
+from ferry.wire.client_config import ClientConfig
 from ferry.zk import ClusterRegistry, TopicExistsError
 
 
@@ -27,8 +28,9 @@ class RunApplier:
     start Spark); the ledger must be locked by the caller."""
 
     def __init__(self, ledger: Ledger, warehouse: Callable[[], Warehouse], *, zookeeper: str, gc_grace_s: float,
-                 say: Say) -> None:
+                 say: Say, client_config: ClientConfig | None = None) -> None:
         self.ledger, self.warehouse, self.say = ledger, warehouse, say
+        self.client_config = client_config or ClientConfig.plaintext()  # TLS/SASL towards the offline brokers
         self.zookeeper, self.gc_grace_s = zookeeper, gc_grace_s
 
     def recover(self) -> None:
@@ -65,7 +67,9 @@ class RunApplier:
         def publish_events() -> int:
             if events:
                 self._ensure_audit_topic()
-            return publish(events, record.get("bootstrap") or discover(self.zookeeper)[0])
+            protocol = self.client_config.security_protocol
+            return publish(events, record.get("bootstrap") or discover(self.zookeeper, security_protocol=protocol)[0],
+                           client_config=self.client_config)
 
         with ThreadPoolExecutor(1, thread_name_prefix="ferry-audit") as pool:
             publishing = pool.submit(publish_events)

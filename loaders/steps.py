@@ -32,7 +32,7 @@ def match_topics(spec: str | list[str], names) -> list[str]:
 
 def plan(cfg: LoadConfig) -> LoadPlan:
     """What a load would read now (read-only: the ledger is not changed)."""
-    with ClusterOffsets(zookeeper=cfg.zookeeper) as cluster:
+    with ClusterOffsets(zookeeper=cfg.zookeeper, client_config=cfg.offline_client()) as cluster:
         return make_plan(cluster, topics_to_load(cluster, cfg.topics, cfg.include_audit), Ledger(cfg.state_dir).committed_offsets(),
                          start=StartPosition.parse(cfg.start), max_per_split=cfg.max_per_split,
                          skip_lost_data=cfg.skip_lost_data, until=cfg.until)
@@ -58,7 +58,7 @@ def reconcile(cfg: LoadConfig, hours: list[tuple[str, str]] = (), *, since: floa
     hours = set(map(tuple, hours))
     job = load_job(replace(cfg, topics=["_audit"], include_audit=False, until=None), spark)
     if catch_up_audit:
-        with ClusterOffsets(zookeeper=cfg.zookeeper) as cluster:
+        with ClusterOffsets(zookeeper=cfg.zookeeper, client_config=cfg.offline_client()) as cluster:
             has_audit = "_audit" in cluster.topics()
         if has_audit:
             result = job.run()

@@ -19,6 +19,7 @@ from ferry.audit.completeness import HourStatus, books, hour_label, hour_ms_of  
 from ferry.client.audit.bucket import BUCKET_MS
 from ferry.client.audit.event import AUDIT_TOPIC, AuditEvent
 from ferry.client.producer import Producer
+from ferry.wire.client_config import ClientConfig
 
 WAREHOUSE_TIER = "warehouse"
 _GUID_NAMESPACE = uuid.UUID("5f0b7c1e-2f4e-4d0a-9a35-6c1f0e0a7c11")
@@ -43,8 +44,10 @@ def warehouse_events(run_id: str, counts: dict[tuple[str, int], int], *, datacen
     return out
 
 
-def publish(events: list[AuditEvent], bootstrap: str, timeout_s: float = 30.0) -> int:
-    """Send the events to `_audit` and wait for every acknowledgement (raises if any is missing)."""
+def publish(events: list[AuditEvent], bootstrap: str, timeout_s: float = 30.0,
+            client_config: ClientConfig | None = None) -> int:
+    """Send the events to `_audit` and wait for every acknowledgement (raises if any is missing);
+    ``client_config``: TLS/SASL towards the offline brokers."""
     if not events:
         return 0
     errors: list[str] = []
@@ -53,7 +56,8 @@ def publish(events: list[AuditEvent], bootstrap: str, timeout_s: float = 30.0) -
         if err is not None:
             errors.append(str(err))
 
-    producer = Producer(bootstrap=bootstrap, application="ferry-load", audit=False, linger_ms=1)
+    producer = Producer(bootstrap=bootstrap, application="ferry-load", audit=False, linger_ms=1,
+                        client_config=client_config)
     try:
         for e in events:
             producer.send(AUDIT_TOPIC, e.to_json(), e.topic.encode(), timestamp_ms=e.time, on_delivery=done)

@@ -226,6 +226,11 @@ def client_configs(p: Paths) -> list[Case]:
          "--source-config"),
         ("mirror status", ("mirror", "status", "--source-zookeeper", NO_ZK, "--target-zookeeper", NO_ZK),
          "--target-config"),
+        ("load", ("load", "--topics", "t", "--state-dir", p.a_dir, *z), "--command-config"),
+        ("load live", ("load", "--topics", "t", "--state-dir", p.a_dir, *z), "--live-command-config"),
+        ("dashboard", ("dashboard", "--offline-only", "--listen", f"127.0.0.1:{free_port()}", *z), "--command-config"),
+        ("dashboard live", ("dashboard", "--live-zookeeper", NO_ZK, "--listen", f"127.0.0.1:{free_port()}", *z),
+         "--live-command-config"),
     ]
     cases = [Case(f"client config missing: {name}", (*argv, flag, p.missing), USAGE, stdin="x\n")
              for name, argv, flag in commands]

@@ -30,6 +30,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     cli.add_timeout_argument(p, "give up on a cluster read after SECONDS (the page then says it is unreachable)",
                              default=5.0)
     cli.add_http_security_arguments(p, "the dashboard")
+    cli.add_client_config_argument(p, "the offline cluster's brokers (its `_audit`, the mirror's offline ends)")
+    cli.add_client_config_argument(p, "the live clusters' brokers (producer counts, mirror lag); default: "
+                                   "plaintext", flag="--live-command-config", dest="live_command_config")
 
 
 def parse_listen(text: str) -> tuple[str, int]:
@@ -51,7 +54,9 @@ def run(args: argparse.Namespace) -> int:
     security = cli.http_security(args, args.zookeeper)
     try:
         sources = Sources(args.zookeeper, args.live_zookeeper, args.state_dir, offline_only=args.offline_only,
-                          timeout_s=args.timeout_s, mirror_group=args.mirror_group)
+                          timeout_s=args.timeout_s, mirror_group=args.mirror_group,
+                          offline_client=cli.client_config(args),
+                          live_client=cli.client_config(args, "live_command_config", environ={}))
     except NoLiveClusterError as e:  # neither --live-zookeeper nor --offline-only (or both): a usage error
         raise UsageError(str(e)) from None
     if args.live_zookeeper:

@@ -27,6 +27,7 @@ from ferry.dashboard.clusters import cluster_view
 from ferry.dashboard.loads import loads_view
 from ferry.dashboard.reasons import why
 from ferry.mirror.status import mirror_status
+from ferry.wire.client_config import ClientConfig
 
 T = TypeVar("T")
 MIRROR_GROUP = "ferry-mirror"
@@ -52,8 +53,12 @@ class Sources:
 
     def __init__(self, zookeeper: str, live_zookeepers: list[str] | None = None, state_dir: str | None = None,
                  *, offline_only: bool = False, timeout_s: float = 5.0, ttl_s: float = 2.0,
-                 mirror_group: str = MIRROR_GROUP) -> None:
+                 mirror_group: str = MIRROR_GROUP, offline_client: ClientConfig | None = None,
+                 live_client: ClientConfig | None = None) -> None:
+        """``offline_client``/``live_client``: TLS/SASL towards each side's brokers (nothing of them is shown)."""
         self.zookeeper = zookeeper
+        self.offline_client = offline_client or ClientConfig.plaintext()
+        self.live_client = live_client or ClientConfig.plaintext()
         self.live_zookeepers = list(live_zookeepers or [])
         self.completeness = completeness_source(self.live_zookeepers, offline_only)
         self.state_dir = state_dir
@@ -85,10 +90,11 @@ class Sources:
     def _read_audit(self) -> AuditSnapshot:
         snap = AuditSnapshot(read_at=time.time(), completeness=self.completeness)
         try:
-            snap.events = list(read_audit_events(self.zookeeper, None, timeout_s=self.timeout_s).events)
+            snap.events = list(read_audit_events(self.zookeeper, None, timeout_s=self.timeout_s,
+                                                 client_config=self.offline_client).events)
         except Exception as e:  # noqa: BLE001 - shown on the page, the app keeps serving
             snap.error = f"offline cluster {self.zookeeper}: {why(e)}"
-        live = read_live_counts(self.live_zookeepers, self.timeout_s)
+        live = read_live_counts(self.live_zookeepers, self.timeout_s, self.live_client)
         snap.events.extend(live.events)
         snap.unreachable = list(live.unreachable)
         return snap
@@ -111,7 +117,8 @@ class Sources:
         sample: dict[str, int] = {}
         for live in self.live_zookeepers:
             try:
-                st = mirror_status(live, self.zookeeper, self.mirror_group)
+                st = mirror_status(live, self.zookeeper, self.mirror_group, source_client=self.live_client,
+                                   target_client=self.offline_client)
             except Exception as e:  # noqa: BLE001 - shown on the page
                 out["sources"].append({"live_zookeeper": live, "error": why(e)})
                 continue
