@@ -20,9 +20,11 @@ import struct
 from collections import deque
 from collections.abc import Awaitable
 
+from ferry.broker.server.channel_throttle import ChannelThrottle
 from ferry.broker.server.connection_buffer import READ_BUFFER, WOKE_CLOSE, ReadBuffer, wake
 from ferry.broker.server.kafka_apis import KafkaApis
 from ferry.broker.server.memory_pool import MemoryPool
+from ferry.broker.server.packed_answers import PackedAnswers as _Packed
 from ferry.broker.server.rate_limited_log import RateLimitedLog
 from ferry.broker.server.request_context import ANONYMOUS, Session
 from ferry.broker.server.request_result import CloseConnection
@@ -37,16 +39,6 @@ _SIZE = struct.Struct(">i")
 _PREFIX = struct.Struct(">ii")
 _CORRELATION = struct.Struct(">i")
 _READY = (bytes, bytearray)
-
-
-class _Packed:
-    """Consecutive ready answers, size prefixes included, written with one send."""
-
-    __slots__ = ("buf", "count")
-
-    def __init__(self, buf: bytes = b"", count: int = 0) -> None:
-        self.buf = bytearray(buf)
-        self.count = count
 
 
 class Connection:
@@ -64,6 +56,8 @@ class Connection:
         self._fd = sock.fileno()
         self._metrics = apis.request_metrics
         self._fast_produce, self._fast_produce_run = apis.produce.fast_path_for(self)  # ACLs: docs/acls.md
+        self._quotas = apis.quotas  # docs/quotas.md: nothing per request while no quota is configured
+        self._throttle = ChannelThrottle(apis.quotas, self.session)
         # The read buffer starts small and grows with the client's bursts; while the reader waits for data with
         # nothing buffered it holds no view of it, so the reaper can give a grown buffer back (release_idle_buffer).
         self._in = ReadBuffer(sock, peer, pool, self._bad, self._handle_frames, self._has_room_for_more)
@@ -125,6 +119,8 @@ class Connection:
     async def _read_loop(self) -> None:
         try:
             while True:
+                if self._throttle.muted_until:  # a throttled client: read nothing until its time is over
+                    await self._throttle.unmuted()
                 need = self._in.handle_frames()  # the SaslGate's until authenticated
                 if need < 0:
                     return
@@ -163,6 +159,8 @@ class Connection:
         need = 4
         try:
             while end - start >= 4 and self._unanswered + len(run) < MAX_IN_FLIGHT:
+                if self._throttle.muted_until and self._throttle.still_muted():
+                    break
                 size = _SIZE.unpack_from(buf, start)[0]
                 if size <= 0 or size > self.max_request_bytes:
                     self._bad.warning("closing connection from %s: request size %d outside 1..%d "
@@ -176,7 +174,7 @@ class Connection:
                 start += 4 + size
                 rb.start = start
                 handled += 1
-                if len(frame) > 1 and not frame[1] & 127:
+                if len(frame) > 1 and not frame[1] & 127 and not self._quotas.active:
                     run.append(frame)
                     continue
                 if run:
@@ -219,12 +217,13 @@ class Connection:
         key = frame[1] & 127 if len(frame) > 1 else 127
         m.requests[key] += 1
         m.bytes_in[key] += len(frame)
+        throttle = self._throttle.start() if self._quotas.active else None
         try:
             if key == 0:
                 # The common Produce: its whole answer, framed, from ProduceFastPath (one pack, no copies).
                 result = self._fast_produce(frame)
                 if result is not None:
-                    self._queue_fast(frame, result)
+                    self._queue_fast(frame, result if throttle is None else throttle.answer(key, frame, result))
                     return True
             correlation_id, result = self._sasl.answer(frame) if key == 17 or key == 36 else \
                 self.apis.handle(frame, key != 0, self.session)
@@ -236,6 +235,8 @@ class Connection:
             m.errors[key] += 1
             log.exception("closing connection from %s: request handler failed", self.peer)
             return False
+        if throttle is not None:
+            result = throttle.answer(key, frame, result)
         if result is None:
             return True
         out = self._out
