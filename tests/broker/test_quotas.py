@@ -5,6 +5,8 @@ protocol classes; throttle_time_ms reaching librdkafka's throttle callback."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import time
 import uuid
 
@@ -192,8 +194,8 @@ def _entity(user=None, client=None, default_user=False, default_client=False):
 
 def _alter(admin, version, entries, validate_only=False):
     D = AlterClientQuotasRequest.EntryData
-    O = D.OpData
-    req = AlterClientQuotasRequest(entries=[D(entity=e, ops=[O(key=k, value=v, remove=r) for k, v, r in ops])
+    op_data = D.OpData
+    req = AlterClientQuotasRequest(entries=[D(entity=e, ops=[op_data(key=k, value=v, remove=r) for k, v, r in ops])
                                             for e, ops in entries], validate_only=validate_only, version=version)
     return [(x.error_code, x.error_message, [(y.entity_type, y.entity_name) for y in x.entity])
             for x in _send(admin, req).entries]
@@ -262,3 +264,62 @@ def test_a_produce_over_its_quota_is_answered_with_throttle_time(cluster, admin)
     p.purge()
     p.flush(10)
     assert max(throttles) > 0.1  # seconds: librdkafka's ThrottleEvent
+
+
+# ---------------------------------------------------------------------------------------------- ferry configs
+
+
+def ferry(*argv: str) -> tuple[int, str, str]:
+    proc = subprocess.run([sys.executable, "-m", "ferry.cli", "configs", *argv], capture_output=True, text=True,
+                          timeout=60)
+    return proc.returncode, proc.stdout, proc.stderr
+
+
+def test_ferry_configs_clients_and_users_over_the_brokers(cluster, admin):
+    b = ("--bootstrap-server", cluster.bootstrap)
+    rc, out, err = ferry(*b, "--alter", "--entity-type", "clients", "--entity-name", "cli-app",
+                         "--add-config", "producer_byte_rate=1048576,consumer_byte_rate=2097152")
+    assert (rc, out) == (0, "Completed updating config for client-id 'cli-app'.\n"), err
+    rc, out, err = ferry(*b, "--alter", "--entity-type", "users", "--entity-name", "alice", "--entity-type",
+                         "clients", "--entity-default", "--add-config", "request_percentage=50")
+    assert (rc, out) == (0, "Completed updating config for user-principal 'alice', the default client-id.\n"), err
+    rc, out, err = ferry(*b, "--describe", "--entity-type", "clients", "--entity-name", "cli-app")
+    assert out == ("Quota configs for client-id 'cli-app' are consumer_byte_rate=2097152.0, "
+                   "producer_byte_rate=1048576.0\n"), err
+    rc, out, err = ferry(*b, "--describe", "--entity-type", "users", "--entity-type", "clients", "--json")
+    assert rc == 0 and {"entity": {"user": "alice", "client-id": None}, "quotas": {"request_percentage": 50.0}} \
+        in json.loads(out), err
+    # what the CLI stored is what an AdminClient sees
+    assert _describe(admin, 1, [("client-id", 0, "cli-app")], strict=True)[2] == {
+        (("client-id", "cli-app"),): {"producer_byte_rate": 1048576.0, "consumer_byte_rate": 2097152.0}}
+    rc, out, err = ferry(*b, "--alter", "--entity-type", "clients", "--entity-name", "cli-app",
+                         "--delete-config", "consumer_byte_rate")
+    assert rc == 0, err
+    assert ferry(*b, "--describe", "--entity-type", "clients", "--entity-name", "cli-app")[1] == (
+        "Quota configs for client-id 'cli-app' are producer_byte_rate=1048576.0\n")
+
+
+def test_ferry_configs_quotas_over_zookeeper(cluster, admin):
+    z = ("--zookeeper", cluster.zk_connect)
+    rc, out, err = ferry(*z, "--alter", "--entity-type", "clients", "--entity-default", "--add-config",
+                         "consumer_byte_rate=5000")
+    assert rc == 0, err
+    rc, out, err = ferry(*z, "--describe", "--entity-type", "clients", "--entity-default")
+    assert out.startswith("Quota configs for the default client-id are ") and "consumer_byte_rate=5000.0" in out, err
+    assert _describe(admin, 0, [("client-id", 1, None)], strict=True)[2][(("client-id", None),)][
+        "consumer_byte_rate"] == 5000.0
+
+
+@pytest.mark.parametrize("argv, message", [
+    (("--alter", "--entity-type", "clients", "--entity-name", "a", "--add-config", "producer_byte_rate=fast"),
+     "a quota is a number"),
+    (("--alter", "--entity-type", "clients", "--entity-name", "a", "--add-config", "retention.ms=1"),
+     "is not a client quota"),
+    (("--alter", "--entity-type", "clients", "--add-config", "producer_byte_rate=1"), "--entity-name NAME or"),
+    (("--alter", "--entity-type", "clients", "--entity-name", "a", "--add-config", "producer_byte_rate=-1"),
+     "positive"),
+    (("--describe", "--entity-type", "users", "--entity-name", "u", "--entity-type", "clients"), "same order"),
+])
+def test_ferry_configs_bad_quota_input(cluster, argv, message):
+    rc, out, err = ferry("--bootstrap-server", cluster.bootstrap, *argv)
+    assert rc == 2 and message in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
