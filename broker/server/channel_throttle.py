@@ -21,7 +21,9 @@ from ferry.broker.server.request_context import Session
 _HEAD = struct.Struct(">hhih")  # api key, version, correlation id, client id length
 _MS = struct.Struct(">i")
 _PRODUCE, _FETCH = 0, 1
-_NOT_COUNTED = frozenset((17, 18, 36))  # SaslHandshake, ApiVersions, SaslAuthenticate: as Kafka exempts them
+# SaslHandshake, ApiVersions, SaslAuthenticate, and the brokers' own OffsetForLeaderEpoch and WriteTxnMarkers: as
+# Kafka exempts them (a follower's Fetch is exempt too: replication is not a client)
+_NOT_COUNTED = frozenset((17, 18, 36, 23, 27))
 
 
 class ChannelThrottle:
@@ -65,7 +67,7 @@ class ChannelThrottle:
     def answer(self, key: int, frame: bytes | bytearray, result: object) -> object:
         """Count the request just handled; the answer with throttle_time_ms set when the client is throttled (a
         Produce answer may carry its size prefix and correlation id, as the fast path's do: the field is last)."""
-        if key in _NOT_COUNTED or len(frame) < 10:
+        if key in _NOT_COUNTED or len(frame) < 10 or key == _FETCH and self._from_follower(frame):
             return result
         now = time.monotonic()
         spent = time.perf_counter() - self._started
@@ -103,6 +105,12 @@ class ChannelThrottle:
         if asyncio.isfuture(result) or asyncio.iscoroutine(result):
             return _later(result, settle)
         return settle(result)
+
+    @staticmethod
+    def _from_follower(frame: bytes | bytearray) -> bool:
+        """A Fetch whose replica id (the body's first field, after the client id) names a broker."""
+        at = 10 + max(_HEAD.unpack_from(frame)[3], 0)
+        return len(frame) >= at + 4 and _MS.unpack_from(frame, at)[0] >= 0
 
     def _client(self, frame: bytes | bytearray) -> str:
         """The request header's client id (the last one decoded is kept: a connection rarely changes it)."""

@@ -19,7 +19,9 @@ from kafka.protocol.admin import (
     DescribeClientQuotasRequest,
 )
 
+from ferry.broker.server.channel_throttle import ChannelThrottle
 from ferry.broker.server.client_quotas import PRODUCE, ClientQuotas, QuotaManager, WindowedRate
+from ferry.broker.server.request_context import ANONYMOUS, Session
 from ferry.zk import client_quotas as store
 from ferry.zk.client_quotas import DEFAULT, QuotaConfigCache, QuotaEntity, QuotaStoreError
 from ferry.zk.kazoo_client import connect
@@ -323,3 +325,16 @@ def test_ferry_configs_quotas_over_zookeeper(cluster, admin):
 def test_ferry_configs_bad_quota_input(cluster, argv, message):
     rc, out, err = ferry("--bootstrap-server", cluster.bootstrap, *argv)
     assert rc == 2 and message in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
+
+
+def test_a_followers_fetch_is_not_a_clients():
+    """Replication is not held by client quotas: a Fetch with a broker's replica id is not counted."""
+    q = ClientQuotas()
+    q.update({QuotaEntity(None, DEFAULT): {"consumer_byte_rate": 1.0}})
+    throttle = ChannelThrottle(q, Session(ANONYMOUS, "127.0.0.1"))
+    header = b"\x00\x01\x00\x0b\x00\x00\x00\x07\x00\x02id"
+    follower, consumer = header + b"\x00\x00\x00\x02" + b"\0" * 40, header + b"\xff\xff\xff\xff" + b"\0" * 40
+    answer = b"\0" * 4 + b"x" * 5000
+    assert throttle.start().answer(1, follower, answer) is answer and not throttle.muted_until
+    patched = throttle.start().answer(1, consumer, answer)
+    assert int.from_bytes(patched[:4], "big") > 1000 and throttle.still_muted()

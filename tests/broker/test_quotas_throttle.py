@@ -9,9 +9,11 @@ import time
 import uuid
 
 import pytest
-from confluent_kafka import Producer
+from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from ferry.wire.broker_connection import BrokerConnection
+from ferry.wire.protocol import metadata
 from ferry.zk import client_quotas as store
 from ferry.zk.client_quotas import QuotaEntity
 from ferry.zk.kazoo_client import connect
@@ -28,7 +30,7 @@ def cluster(zk_server, tmp_path_factory):
     c = Cluster(tmp_path_factory.mktemp("throttle"), f"{zk_server.connect}/t/{uuid.uuid4().hex[:12]}/live", "live")
     c.add_broker()
     a = AdminClient({"bootstrap.servers": c.bootstrap})
-    for f in a.create_topics([NewTopic("greedy", 1, 1), NewTopic("calm", 1, 1)]).values():
+    for f in a.create_topics([NewTopic("greedy", 1, 1), NewTopic("calm", 1, 1), NewTopic("reads", 1, 1)]).values():
         f.result(30)
     yield c
     c.stop()
@@ -116,3 +118,73 @@ def test_greedy_producer_is_held_to_its_quota_and_the_other_keeps_its_latency(cl
     assert abs(rate / QUOTA - 1) <= 0.10, f"greedy producer at {rate:.0f} B/s, quota {QUOTA}"
     # "unchanged within noise": a loaded CI machine moves a p99 of a few ms by several ms either way
     assert busy_p99 <= max(2 * base_p99, base_p99 + 0.020), (base_p99, busy_p99)
+
+
+def test_a_consumer_is_held_to_its_consumer_byte_rate(cluster):
+    """Fetch answers are counted by their size: a reader of a backlog gets its consumer_byte_rate, told so by
+    throttle_time_ms in the answers."""
+    quota = 400_000
+    p = Producer({"bootstrap.servers": cluster.bootstrap, "client.id": "loader", "linger.ms": 20})
+    for _ in range(8000):
+        p.produce("reads", VALUE)
+        p.poll(0)
+    assert p.flush(60) == 0
+    zk = connect(cluster.zk_connect)
+    try:
+        store.alter(zk, QuotaEntity(None, "slow-reader"), {"consumer_byte_rate": quota}, [])
+    finally:
+        zk.stop()
+        zk.close()
+    time.sleep(1.0)  # the broker's watch has it
+    throttles = []
+    c = Consumer({"bootstrap.servers": cluster.bootstrap, "client.id": "slow-reader", "group.id": "r",
+                  "enable.auto.commit": False, "max.partition.fetch.bytes": 32768, "fetch.max.bytes": 32768,
+                  "throttle_cb": lambda ev: throttles.append(ev.throttle_time)})
+    c.assign([TopicPartition("reads", 0, 0)])
+    got: list[float] = []
+    began = time.monotonic()
+    try:
+        while time.monotonic() - began < 12:
+            m = c.poll(0.1)
+            if m is not None and m.error() is None:
+                got.append(time.monotonic())
+    finally:
+        c.close()
+    assert len(got) < 8000, "the reader finished the backlog: it was not held"
+    rate = sum(1 for t in got if began + 3 <= t < began + 12) * len(VALUE) / 9
+    print(f"reader {rate / 1e3:.0f} KB/s (quota {quota / 1e3:.0f} KB/s), throttles up to {max(throttles or [0])} s")
+    assert throttles and max(throttles) > 0
+    assert abs(rate / quota - 1) <= 0.15, f"reader at {rate:.0f} B/s, quota {quota}"
+
+
+def test_request_percentage_holds_a_client_that_keeps_the_broker_busy(cluster):
+    """request_percentage is a share of the broker's request-handling time: a client sending Metadata requests back
+    to back with 1% gets far fewer answered than one without a quota, on the same broker at the same time."""
+    zk = connect(cluster.zk_connect)
+    try:
+        store.alter(zk, QuotaEntity(None, "busy"), {"request_percentage": 1}, [])
+    finally:
+        zk.stop()
+        zk.close()
+    time.sleep(1.0)
+    host, port = cluster.bootstrap.split(",")[0].rsplit(":", 1)
+    counts = {}
+
+    def hammer(client_id: str) -> None:
+        conn = BrokerConnection(-1, host, int(port), client_id=client_id, timeout_s=30)
+        n, end = 0, time.monotonic() + 6
+        try:
+            while time.monotonic() < end:
+                conn.request(*metadata.encode_request(None))
+                n += 1
+        finally:
+            conn.close()
+        counts[client_id] = n
+
+    threads = [threading.Thread(target=hammer, args=(cid,)) for cid in ("busy", "free")]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    print(counts)
+    assert counts["busy"] * 5 < counts["free"], counts
