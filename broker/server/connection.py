@@ -1,9 +1,8 @@
 """One client connection: 4-byte size framing, requests handled in arrival order, responses written in the
 same order, record bytes sent with `os.sendfile` from the segment file straight to the socket.
 
-Two tasks share the socket. The reader takes every complete frame out of each `recv` and hands it to
-KafkaApis at once (so appends happen in request order and a long-polling fetch does not stop the next
-request from being read). Answers go into one ordered outbox: answers that are ready (plain bytes) are
+Two tasks share the socket. The reader takes every complete frame out of each `recv` and hands it to KafkaApis
+at once (so appends happen in request order and a long-polling fetch does not stop the next request being read). Answers go into one ordered outbox: answers that are ready (plain bytes) are
 packed back to back into a single buffer, so a pipelining client costs one `send` per burst of requests,
 not one per request; answers still to come (a parked fetch, an fsync for acks=-1) and record slices for
 sendfile keep their place in the line. The writer drains the outbox strictly in order. The number of
@@ -157,9 +156,10 @@ class Connection:
         handled = 0
         run: list = []  # consecutive Produce requests: handled together (ProduceFastPath.handle_run)
         need = 4
+        throttle = self._throttle if self._quotas.active else None  # docs/quotas.md: None while no quota is set
         try:
             while end - start >= 4 and self._unanswered + len(run) < MAX_IN_FLIGHT:
-                if self._throttle.muted_until and self._throttle.still_muted():
+                if throttle is not None and throttle.muted_until and throttle.still_muted():
                     break
                 size = _SIZE.unpack_from(buf, start)[0]
                 if size <= 0 or size > self.max_request_bytes:
@@ -174,7 +174,7 @@ class Connection:
                 start += 4 + size
                 rb.start = start
                 handled += 1
-                if len(frame) > 1 and not frame[1] & 127 and not self._quotas.active:
+                if len(frame) > 1 and not frame[1] & 127 and throttle is None:
                     run.append(frame)
                     continue
                 if run:
