@@ -338,3 +338,19 @@ def test_a_followers_fetch_is_not_a_clients():
     assert throttle.start().answer(1, follower, answer) is answer and not throttle.muted_until
     patched = throttle.start().answer(1, consumer, answer)
     assert int.from_bytes(patched[:4], "big") > 1000 and throttle.still_muted()
+
+
+def test_a_produce_answer_carries_the_throttle_and_the_channel_stays_muted():
+    """The fast path's framed answer keeps its type (bytes) with throttle_time_ms, its last field, set."""
+    q = ClientQuotas()
+    q.update({QuotaEntity(None, "p"): {PRODUCE: 1000.0}})
+    throttle = ChannelThrottle(q, Session(ANONYMOUS, "127.0.0.1"))
+    frame = b"\x00\x00\x00\x08\x00\x00\x00\x09\x00\x01p" + b"r" * 3000
+    answer = b"\x00\x00\x00\x10\x00\x00\x00\x09" + b"a" * 8 + b"\x00\x00\x00\x00"
+    out = throttle.start().answer(0, frame, answer)
+    assert type(out) is bytes and out[:-4] == answer[:-4]
+    assert 1500 <= int.from_bytes(out[-4:], "big") <= 2100  # ~3 KB over 1 KB/s in its first window: ~2 s
+    assert throttle.still_muted()
+    other = ChannelThrottle(q, Session(ANONYMOUS, "127.0.0.1"))
+    assert other.start().answer(0, frame.replace(b"\x00\x01p", b"\x00\x01o", 1), answer) is answer
+    assert not other.muted_until  # another client id: no quota, untouched
