@@ -64,7 +64,7 @@ class Greedy:
 
     def __init__(self, bootstrap: str) -> None:
         self.p = Producer({"bootstrap.servers": bootstrap, "client.id": "greedy", "linger.ms": 5, "acks": 1,
-                           "queue.buffering.max.kbytes": 8192})
+                           "queue.buffering.max.kbytes": 8192, "batch.size": 65536})
         self.acked: list[float] = []
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self._run, daemon=True)
@@ -124,7 +124,8 @@ def test_a_consumer_is_held_to_its_consumer_byte_rate(cluster):
     """Fetch answers are counted by their size: a reader of a backlog gets its consumer_byte_rate, told so by
     throttle_time_ms in the answers."""
     quota = 400_000
-    p = Producer({"bootstrap.servers": cluster.bootstrap, "client.id": "loader", "linger.ms": 20})
+    p = Producer({"bootstrap.servers": cluster.bootstrap, "client.id": "loader", "linger.ms": 20,
+                  "batch.size": 16384})  # small batches: a fetch answer is at least one whole batch
     for _ in range(8000):
         p.produce("reads", VALUE)
         p.poll(0)
@@ -138,7 +139,8 @@ def test_a_consumer_is_held_to_its_consumer_byte_rate(cluster):
     time.sleep(1.0)  # the broker's watch has it
     throttles = []
     c = Consumer({"bootstrap.servers": cluster.bootstrap, "client.id": "slow-reader", "group.id": "r",
-                  "enable.auto.commit": False, "max.partition.fetch.bytes": 32768, "fetch.max.bytes": 32768,
+                  "enable.auto.commit": False, "max.partition.fetch.bytes": 32768,
+                  "fetch.max.bytes": 32768, "message.max.bytes": 32768, "queued.max.messages.kbytes": 64,
                   "throttle_cb": lambda ev: throttles.append(ev.throttle_time)})
     c.assign([TopicPartition("reads", 0, 0)])
     got: list[float] = []
@@ -154,7 +156,7 @@ def test_a_consumer_is_held_to_its_consumer_byte_rate(cluster):
     rate = sum(1 for t in got if began + 3 <= t < began + 12) * len(VALUE) / 9
     print(f"reader {rate / 1e3:.0f} KB/s (quota {quota / 1e3:.0f} KB/s), throttles up to {max(throttles or [0])} s")
     assert throttles and max(throttles) > 0
-    assert abs(rate / quota - 1) <= 0.15, f"reader at {rate:.0f} B/s, quota {quota}"
+    assert abs(rate / quota - 1) <= 0.10, f"reader at {rate:.0f} B/s, quota {quota}"
 
 
 def test_request_percentage_holds_a_client_that_keeps_the_broker_busy(cluster):
@@ -162,7 +164,7 @@ def test_request_percentage_holds_a_client_that_keeps_the_broker_busy(cluster):
     to back with 1% gets far fewer answered than one without a quota, on the same broker at the same time."""
     zk = connect(cluster.zk_connect)
     try:
-        store.alter(zk, QuotaEntity(None, "busy"), {"request_percentage": 1}, [])
+        store.alter(zk, QuotaEntity(None, "busy"), {"request_percentage": 0.5}, [])
     finally:
         zk.stop()
         zk.close()
@@ -187,4 +189,4 @@ def test_request_percentage_holds_a_client_that_keeps_the_broker_busy(cluster):
     for t in threads:
         t.join(60)
     print(counts)
-    assert counts["busy"] * 5 < counts["free"], counts
+    assert counts["busy"] * 4 < counts["free"], counts
