@@ -11,6 +11,7 @@ import time
 import uuid
 
 import pytest
+from acl_helpers import AUTHORIZER_ARGS, binding, eventually, grant
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 from kafka.admin import KafkaAdminClient
@@ -22,6 +23,7 @@ from kafka.protocol.admin import (
 from ferry.broker.server.channel_throttle import ChannelThrottle
 from ferry.broker.server.client_quotas import PRODUCE, ClientQuotas, QuotaManager, WindowedRate
 from ferry.broker.server.request_context import ANONYMOUS, Session
+from ferry.wire.protocol.acl_types import CLUSTER_NAME, AclOperation, ResourceType
 from ferry.zk import client_quotas as store
 from ferry.zk.client_quotas import DEFAULT, QuotaConfigCache, QuotaEntity, QuotaStoreError
 from ferry.zk.kazoo_client import connect
@@ -354,3 +356,28 @@ def test_a_produce_answer_carries_the_throttle_and_the_channel_stays_muted():
     other = ChannelThrottle(q, Session(ANONYMOUS, "127.0.0.1"))
     assert other.start().answer(0, frame.replace(b"\x00\x01p", b"\x00\x01o", 1), answer) is answer
     assert not other.muted_until  # another client id: no quota, untouched
+
+
+# ---------------------------------------------------------------------------------------------- ACLs
+
+
+@pytest.fixture(scope="module")
+def secured(zk_server, tmp_path_factory):
+    c = Cluster(tmp_path_factory.mktemp("quotas-acl"), f"{zk_server.connect}/t/{uuid.uuid4().hex[:12]}/live", "live")
+    c.add_broker(extra_args=AUTHORIZER_ARGS)
+    yield c
+    c.stop()
+
+
+def test_describing_needs_describe_configs_and_altering_alter_configs_on_the_cluster(secured):
+    a = KafkaAdminClient(bootstrap_servers=secured.bootstrap, client_id="quota-admin")
+    try:
+        assert _describe(a, 1, [])[0] == 31  # CLUSTER_AUTHORIZATION_FAILED
+        grant(secured.zk_connect, binding(ResourceType.CLUSTER, CLUSTER_NAME, AclOperation.DESCRIBE_CONFIGS))
+        eventually(lambda: _describe(a, 1, [])[0] == 0)
+        assert _alter(a, 1, [(_entity(client="x"), [("producer_byte_rate", 5.0, False)])])[0][0] == 31
+        grant(secured.zk_connect, binding(ResourceType.CLUSTER, CLUSTER_NAME, AclOperation.ALTER_CONFIGS))
+        eventually(lambda: _alter(a, 1, [(_entity(client="x"), [("producer_byte_rate", 5.0, False)])])[0][0] == 0)
+        assert _describe(a, 1, [("client-id", 0, "x")])[2] == {(("client-id", "x"),): {"producer_byte_rate": 5.0}}
+    finally:
+        a.close()
