@@ -22,6 +22,8 @@ PRODUCE, FETCH, REQUEST = "producer_byte_rate", "consumer_byte_rate", "request_p
 NUM_WINDOWS = 11  # quota.window.num
 WINDOW_S = 1.0  # quota.window.size.seconds
 
+PURGE_EVERY_S = 60.0  # idle rates and cached lookups are dropped this often (client ids come and go)
+
 SensorKey = tuple[str, str]  # (user, client id) as the matched entry names them; "" where it does not
 
 
@@ -84,6 +86,7 @@ class QuotaManager:
         self._levels: dict[QuotaEntity, float] = {}
         self._resolved: dict[tuple[str, str], tuple[float, SensorKey] | None] = {}
         self._rates: dict[SensorKey, WindowedRate] = {}
+        self._purged_at = 0.0
 
     def update(self, quotas: dict[QuotaEntity, dict[str, float]]) -> None:
         """Take a new copy of the stored quotas (from the ZooKeeper watcher's thread: one swap, no lock)."""
@@ -93,6 +96,10 @@ class QuotaManager:
     @property
     def configured(self) -> bool:
         return bool(self._levels)
+
+    def measured(self) -> list[SensorKey]:
+        """The (user, client id) keys a rate is kept for (Kafka's quota sensors)."""
+        return list(self._rates)
 
     def quota_for(self, user: str, client_id: str) -> tuple[float, SensorKey] | None:
         """(quota, the key of the rate it is measured on) for a client, or None: no quota applies."""
@@ -117,11 +124,19 @@ class QuotaManager:
         if found is None:
             return 0.0
         quota, sensor = found
+        if now - self._purged_at > PURGE_EVERY_S:
+            self._purge(now)
         rate = self._rates.get(sensor)
         if rate is None:
             rate = self._rates[sensor] = WindowedRate(self._num, self._size)
         rate.record(value, now)
         return rate.throttle_s(quota, now)
+
+    def _purge(self, now: float) -> None:
+        """Forget the rates with nothing in their windows and the cached lookups (rebuilt on the next request)."""
+        self._purged_at = now
+        self._rates = {k: r for k, r in self._rates.items() if r.measure(now)[0] > 0}
+        self._resolved = {}
 
 
 class ClientQuotas:

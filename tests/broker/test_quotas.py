@@ -381,3 +381,14 @@ def test_describing_needs_describe_configs_and_altering_alter_configs_on_the_clu
         assert _describe(a, 1, [("client-id", 0, "x")])[2] == {(("client-id", "x"),): {"producer_byte_rate": 5.0}}
     finally:
         a.close()
+
+
+def test_idle_rates_are_forgotten():
+    """A default quota gives every client id a rate: those of clients gone quiet do not pile up."""
+    m = QuotaManager(PRODUCE)
+    m.update({QuotaEntity(None, DEFAULT): {PRODUCE: 1000.0}})
+    for i in range(100):
+        m.record("u", f"client-{i}", 10, 1000.0)
+    assert len(m.measured()) == 100
+    m.record("u", "late", 10, 1100.0)  # > 60 s later: the others' windows are empty
+    assert m.measured() == [("", "late")]
