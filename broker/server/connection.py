@@ -1,12 +1,12 @@
 """One client connection: 4-byte size framing, requests handled in arrival order, responses written in the
 same order, record bytes sent with `os.sendfile` from the segment file straight to the socket.
 
-Two tasks share the socket. The reader takes every complete frame out of each `recv` and hands it to KafkaApis
-at once (so appends happen in request order and a long-polling fetch does not stop the next request being read). Answers go into one ordered outbox: answers that are ready (plain bytes) are
-packed back to back into a single buffer, so a pipelining client costs one `send` per burst of requests,
-not one per request; answers still to come (a parked fetch, an fsync for acks=-1) and record slices for
-sendfile keep their place in the line. The writer drains the outbox strictly in order. The number of
-unanswered requests is bounded, which stops reading when a client does not read its responses.
+Two tasks share the socket. The reader takes every complete frame out of each `recv` and hands it to KafkaApis at once
+(so appends happen in request order and a long-polling fetch does not stop the next request being read). Answers go into
+one ordered outbox: answers that are ready (plain bytes) are packed back to back into a single buffer, so a pipelining
+client costs one `send` per burst of requests, not one per request; answers still to come (a parked fetch, an fsync for
+acks=-1) and record slices for sendfile keep their place in the line. The writer drains the outbox strictly in order.
+The number of unanswered requests is bounded, which stops reading when a client does not read its responses.
 """
 
 from __future__ import annotations
