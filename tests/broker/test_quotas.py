@@ -252,12 +252,13 @@ def test_bad_alters_and_filters_are_invalid_requests(admin):
 
 
 def test_a_produce_over_its_quota_is_answered_with_throttle_time(cluster, admin):
-    """librdkafka reads throttle_time_ms from the answer and reports it (throttle_cb)."""
+    """librdkafka reads throttle_time_ms from the answer and reports it (throttle_cb); acks=all: the answer that
+    waits for the flush carries it too."""
     assert _alter(admin, 1, [(_entity(client="slow-one"), [("producer_byte_rate", 20000.0, False)])])[0][0] == 0
     ca = AdminClient({"bootstrap.servers": cluster.bootstrap})
     ca.create_topics([NewTopic("quota-topic", 1, 1)])["quota-topic"].result(30)
     throttles = []
-    p = Producer({"bootstrap.servers": cluster.bootstrap, "client.id": "slow-one", "linger.ms": 5,
+    p = Producer({"bootstrap.servers": cluster.bootstrap, "client.id": "slow-one", "linger.ms": 5, "acks": "all",
                   "throttle_cb": lambda ev: throttles.append(ev.throttle_time)})
     deadline = time.monotonic() + 30
     while not throttles or max(throttles) < 0.1:
