@@ -23,6 +23,7 @@ from kafka.protocol.admin import (
 from ferry.broker.server.channel_throttle import ChannelThrottle
 from ferry.broker.server.client_quotas import PRODUCE, ClientQuotas, QuotaManager, WindowedRate
 from ferry.broker.server.request_context import ANONYMOUS, Session
+from ferry.cli import main as cli_main
 from ferry.wire.protocol.acl_types import CLUSTER_NAME, AclOperation, ResourceType
 from ferry.zk import client_quotas as store
 from ferry.zk.client_quotas import DEFAULT, QuotaConfigCache, QuotaEntity, QuotaStoreError
@@ -325,8 +326,10 @@ def test_ferry_configs_quotas_over_zookeeper(cluster, admin):
      "positive"),
     (("--describe", "--entity-type", "users", "--entity-name", "u", "--entity-type", "clients"), "same order"),
 ])
-def test_ferry_configs_bad_quota_input(cluster, argv, message):
-    rc, out, err = ferry("--bootstrap-server", cluster.bootstrap, *argv)
+def test_ferry_configs_bad_quota_input(cluster, argv, message, capsys):
+    """Refused before any request (in-process: the same entry point as the console script)."""
+    rc = cli_main(["configs", "--bootstrap-server", cluster.bootstrap, *argv])
+    err = capsys.readouterr().err
     assert rc == 2 and message in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
 
 
