@@ -4,6 +4,8 @@ while a second producer's p99 produce latency stays what it was before the greed
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import threading
 import time
 import uuid
@@ -12,6 +14,7 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from ferry.embedded import BrokerProcess, free_port
 from ferry.wire.broker_connection import BrokerConnection
 from ferry.wire.protocol import metadata
 from ferry.zk import client_quotas as store
@@ -190,3 +193,50 @@ def test_request_percentage_holds_a_client_that_keeps_the_broker_busy(cluster):
         t.join(60)
     print(counts)
     assert counts["busy"] * 4 < counts["free"], counts
+
+
+def test_a_users_quota_holds_that_user_over_sasl_and_keeps_its_credentials(zk_server, tmp_path):
+    """A quota on /config/users/alice (the znode that also holds alice's SCRAM credentials) holds the clients
+    that authenticate as alice, whatever their client id; an anonymous client with the same client id is free."""
+    zk = f"{zk_server.connect}/t/{uuid.uuid4().hex[:12]}/live"
+    port = free_port("127.0.0.1")
+    props = tmp_path / "sasl.properties"
+    props.write_text("sasl.enabled.mechanisms=SCRAM-SHA-256\n")
+    broker = BrokerProcess(1, tmp_path / "broker-1" / "data", zk, "live", extra_args=[
+        "--config", str(props), "--auto-create-topics", "--listener", f"SASL_PLAINTEXT://127.0.0.1:{port}"])
+    broker.start()
+    try:
+        r = subprocess.run([sys.executable, "-m", "ferry.cli", "users", "add", "alice", "--mechanism",
+                            "SCRAM-SHA-256", "--password-stdin", "--zookeeper", zk], input="pw-alice\n",
+                           capture_output=True, text=True, timeout=60)
+        assert r.returncode == 0, r.stderr
+        client = connect(zk)
+        try:
+            store.alter(client, QuotaEntity("alice", None), {"producer_byte_rate": 20000}, [])
+        finally:
+            client.stop()
+            client.close()
+        time.sleep(1.0)
+        sasl = {"bootstrap.servers": f"127.0.0.1:{port}", "security.protocol": "SASL_PLAINTEXT",
+                "sasl.mechanism": "SCRAM-SHA-256", "sasl.username": "alice", "sasl.password": "pw-alice"}
+        assert _max_throttle({**sasl, "client.id": "app"})[0] > 0.1  # alice: held (and still let in)
+        assert _max_throttle({"bootstrap.servers": broker.bootstrap, "client.id": "app"}) == (0.0, 0)  # ANONYMOUS
+    finally:
+        broker.stop()
+
+
+def _max_throttle(conf: dict) -> tuple[float, int]:
+    """Send 200 KB in 1 KB messages: (the largest throttle time the broker reported (0: none), messages not
+    delivered when it was reported or when all were delivered)."""
+    throttles = [0.0]
+    p = Producer({**conf, "linger.ms": 5, "throttle_cb": lambda ev: throttles.append(ev.throttle_time)})
+    for _ in range(200):
+        p.produce("users-topic", VALUE)
+        p.poll(0)
+    deadline = time.monotonic() + 30
+    while len(p) and time.monotonic() < deadline and max(throttles) < 0.1:
+        p.poll(0.1)
+    left = len(p)
+    p.purge()
+    p.flush(10)
+    return max(throttles), left
