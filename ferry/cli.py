@@ -26,7 +26,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "topics": ("ferry.client.tools.topics_cmd", "create, list, describe, alter and reassign topics"),
     "produce": ("ferry.client.tools.produce_cmd", "console producer: publish lines from stdin"),
     "consume": ("ferry.client.tools.consume_cmd", "console consumer, optionally as a member of a group"),
-    "configs": ("ferry.client.tools.configs_cmd", "describe and change topic and broker configs (kafka-configs)"),
+    "configs": ("ferry.client.tools.configs_cmd", "describe and change topic and broker configs and client quotas "
+                "(kafka-configs)"),
     "groups": ("ferry.client.tools.groups_cmd", "list, describe, reset and delete consumer groups"),
     "acls": ("ferry.client.tools.acls_cmd", "add, list and remove the brokers' ACLs (kafka-acls' spelling)"),
     "schemas": ("ferry.schemas.cli", "register, list and show Avro schemas"),

@@ -15,13 +15,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import socket
 import struct
 from collections import deque
 from collections.abc import Awaitable
 
-from ferry.broker.server.connection_buffer import READ_BUFFER, WOKE_CLOSE, ReadBuffer, wake
+from ferry.broker.server.channel_throttle import ChannelThrottle
+from ferry.broker.server.connection_buffer import READ_BUFFER, WOKE_CLOSE, ReadBuffer
 from ferry.broker.server.kafka_apis import KafkaApis
 from ferry.broker.server.memory_pool import MemoryPool
 from ferry.broker.server.outbox import Packed, now, ready_answers, record_packed, tail, timed_future
@@ -30,6 +30,7 @@ from ferry.broker.server.request_context import ANONYMOUS, Session
 from ferry.broker.server.request_metrics import follower_or
 from ferry.broker.server.request_result import CloseConnection
 from ferry.broker.server.sasl_gate import SaslAuthenticator, SaslGate
+from ferry.broker.server.socket_sendfile import sendfile_all, writable
 from ferry.broker.server.tls_send import is_tls, tls_writers
 from ferry.wire.protocol.primitives import ProtocolError
 
@@ -57,6 +58,8 @@ class Connection:
         self._fd = sock.fileno()
         self._metrics = apis.request_metrics
         self._fast_produce, self._fast_produce_run = apis.produce.fast_path_for(self)  # ACLs: docs/acls.md
+        self._quotas = apis.quotas  # docs/quotas.md: nothing per request while no quota is configured
+        self._throttle = ChannelThrottle(apis.quotas, self.session)
         # The read buffer starts small and grows with the client's bursts; while the reader waits for data with
         # nothing buffered it holds no view of it, so the reaper can give a grown buffer back (release_idle_buffer).
         self._in = ReadBuffer(sock, peer, pool, self._bad, self._handle_frames, self._has_room_for_more)
@@ -122,6 +125,8 @@ class Connection:
     async def _read_loop(self) -> None:
         try:
             while True:
+                if self._throttle.muted_until:  # a throttled client: read nothing until its time is over
+                    await self._throttle.unmuted()
                 need = self._in.handle_frames()  # the SaslGate's until authenticated
                 if need < 0:
                     return
@@ -158,8 +163,11 @@ class Connection:
         handled = 0
         run: list = []  # consecutive Produce requests: handled together (ProduceFastPath.handle_run)
         need = 4
+        throttle = self._throttle if self._quotas.active else None  # docs/quotas.md: None while no quota is set
         try:
             while end - start >= 4 and self._unanswered + len(run) < MAX_IN_FLIGHT:
+                if throttle is not None and throttle.muted_until and throttle.still_muted():
+                    break
                 size = _SIZE.unpack_from(buf, start)[0]
                 if size <= 0 or size > self.max_request_bytes:
                     self._bad.warning("closing connection from %s: request size %d outside 1..%d "
@@ -173,7 +181,7 @@ class Connection:
                 start += 4 + size
                 rb.start = start
                 handled += 1
-                if len(frame) > 1 and not frame[1] & 127:
+                if len(frame) > 1 and not frame[1] & 127 and throttle is None:
                     run.append(frame)
                     continue
                 if run:
@@ -219,12 +227,14 @@ class Connection:
         m.requests[key] += 1
         m.bytes_in[key] += len(frame)
         received, started, timed = self._in.last_received, now(), follower_or(key, frame) if key == 1 else key
+        throttle = self._throttle.start() if self._quotas.active else None
         try:
             if key == 0:
                 # The common Produce: its whole answer, framed, from ProduceFastPath (one pack, no copies).
                 result = self._fast_produce(frame)
                 if result is not None:
-                    self._queue_fast(frame, result, (0, received, started, now()))
+                    self._queue_fast(frame, result if throttle is None else throttle.answer(key, frame, result),
+                                     (0, received, started, now()))
                     return True
             correlation_id, result = self._sasl.answer(frame) if key == 17 or key == 36 else \
                 self.apis.handle(frame, key != 0, self.session)
@@ -236,6 +246,8 @@ class Connection:
             m.errors[key] += 1
             log.exception("closing connection from %s: request handler failed", self.peer)
             return False
+        if throttle is not None:
+            result = throttle.answer(key, frame, result)
         if result is None:
             return True
         handled = now()
@@ -378,23 +390,7 @@ class Connection:
         return size - 4
 
     async def _sendfile(self, in_fd: int, offset: int, count: int) -> None:
-        out_fd = self._fd
-        while count > 0:
-            try:
-                n = os.sendfile(out_fd, in_fd, offset, count)
-            except BlockingIOError:
-                await self._writable()
-                continue
-            if n == 0:
-                # The file is shorter than the slice promised: the frame cannot be completed.
-                raise ConnectionError(f"segment file ended {count} bytes early at position {offset}")
-            offset += n
-            count -= n
+        await sendfile_all(self._loop, self._fd, in_fd, offset, count)
 
     async def _writable(self) -> None:
-        fut = self._loop.create_future()
-        self._loop.add_writer(self._fd, wake, fut)
-        try:
-            await fut
-        finally:
-            self._loop.remove_writer(self._fd)
+        await writable(self._loop, self._fd)

@@ -15,6 +15,8 @@ from ferry.broker.server.acl_apis import AclApis
 from ferry.broker.server.admin_apis import AdminApis
 from ferry.broker.server.authorizer import Authorizer
 from ferry.broker.server.broker_config import BrokerConfig
+from ferry.broker.server.client_quota_apis import ClientQuotaApis
+from ferry.broker.server.client_quotas import ClientQuotas
 from ferry.broker.server.config_apis import ConfigApis
 from ferry.broker.server.election_apis import ElectionApis
 from ferry.broker.server.fetch_apis import FetchApis
@@ -74,6 +76,8 @@ class KafkaApis:
         groups = GroupApis(group_coordinator, txn, authz)
         txn_admin = TransactionAdminApis(transaction_coordinator, replicas, executor, authz)
         acls = AclApis(authz, lambda: registry.client, executor)
+        self.quotas = ClientQuotas()  # docs/quotas.md: filled by the broker's QuotaConfigCache, read per connection
+        quotas = ClientQuotaApis(lambda: registry.client, executor, authz)
         self._handlers: dict[int, Handler] = {
             ApiKey.PRODUCE: self.produce.handle_produce,
             ApiKey.FETCH: fetch.handle_fetch,
@@ -118,6 +122,9 @@ class KafkaApis:
             ApiKey.DESCRIBE_ACLS: acls.handle_describe_acls,
             ApiKey.CREATE_ACLS: acls.handle_create_acls,
             ApiKey.DELETE_ACLS: acls.handle_delete_acls,
+            # client quotas
+            ApiKey.DESCRIBE_CLIENT_QUOTAS: quotas.handle_describe_client_quotas,
+            ApiKey.ALTER_CLIENT_QUOTAS: quotas.handle_alter_client_quotas,
         }
 
     def handle(self, frame: bytes | bytearray, fast: bool = True, session: Session | None = None

@@ -40,6 +40,7 @@ from ferry.broker.server.transaction_markers import TxnMarkerWriter
 from ferry.wire import native, release
 from ferry.wire.sasl_login import ClientSecurity, SaslLogin
 from ferry.zk.acl_store import AclCache
+from ferry.zk.client_quotas import QuotaConfigCache
 from ferry.zk.cluster_registry import ClusterRegistry
 from ferry.zk.errors import TopicExistsError
 from ferry.zk.partition_state_watcher import PartitionStateWatcher
@@ -72,6 +73,7 @@ class KafkaServer:
         self.log_cleaner: LogCleaner | None = None
         self.registry: ClusterRegistry | None = None
         self.acl_cache: AclCache | None = None
+        self.quota_cache: QuotaConfigCache | None = None
         self.socket_server: SocketServer | None = None  # the first listener's
         self.socket_servers: list[SocketServer] = []  # one per listener
         self._bound: list[tuple[Listener, socket.socket]] = []
@@ -193,6 +195,9 @@ class KafkaServer:
         self.transactions.start(loop)
         apis = KafkaApis(cfg, metadata, replicas, self.registry, producer_ids, purgatory, flusher, self._executor,
                          self.groups, self.transactions, await self._authorizer())
+        # Client quotas (docs/quotas.md): every quota read before serving, then followed through /config/changes
+        self.quota_cache = QuotaConfigCache(lambda: self.registry.client, apis.quotas.update)
+        await loop.run_in_executor(self._executor, self.quota_cache.start)
         sasl = None
         if any(spec.uses_sasl for spec in security.listeners):  # credentials read per authentication (ZooKeeper)
             sasl = SaslServer(security.sasl, lambda user, mechanism: ScramCredentialStore(self.registry.client).get(
@@ -332,6 +337,8 @@ class KafkaServer:
             await self.log_dir_failures.stop()
         if self.acl_cache is not None:
             self.acl_cache.stop()
+        if self.quota_cache is not None:
+            self.quota_cache.stop()
         if self.fetchers is not None:
             await self.fetchers.shutdown()
         if self.replicas is not None:

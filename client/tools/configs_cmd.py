@@ -7,7 +7,7 @@
 With `--bootstrap-server` through the brokers' DescribeConfigs / IncrementalAlterConfigs (ClusterAdmin); with
 `--zookeeper` a topic's config is read and written in its znode directly (zk/topic_config.py), as kafka-configs'
 old ZooKeeper mode did. Broker settings are static in ferry (the broker's command line and --override): they are
-described, and a change is refused by the broker. Client quotas (`--entity-type clients|users`) do not exist yet.
+described, and a change is refused by the broker. Client quotas (`--entity-type clients|users`): quota_configs.py.
 """
 
 from __future__ import annotations
@@ -16,7 +16,9 @@ import argparse
 import json
 
 from ferry.client.cluster_admin import ENTITY_TYPES
+from ferry.client.tools import quota_configs
 from ferry.client.tools.bootstrap_admin import open_admin
+from ferry.client.tools.quota_configs import DEFAULT_NAME, EntityNameAction
 from ferry.wire.log_config import LogConfig
 from ferry.zk import cli_args as cli
 from ferry.zk import connect as zk_connect
@@ -26,21 +28,24 @@ from ferry.zk.topic_config import alter_topic_config
 from ferry.zk.znodes import TopicInfo, topic_path
 
 QUOTA_ENTITIES = ("clients", "users")
-DESCRIPTION = ("Describe or change the configs of a topic or a broker (kafka-configs' spelling). Topic configs are "
-               "the per-topic overrides of the log settings (retention.ms, segment.bytes, min.insync.replicas, "
-               "cleanup.policy, ...); broker settings are described only (they are static: the broker's command "
-               "line). Client and user quotas are not supported yet.")
+DESCRIPTION = ("Describe or change the configs of a topic, a broker, or the quotas of clients and users "
+               "(kafka-configs' spelling). Topic configs are the per-topic overrides of the log settings "
+               "(retention.ms, segment.bytes, min.insync.replicas, cleanup.policy, ...); broker settings are "
+               "described only (they are static: the broker's command line); quotas (producer_byte_rate, "
+               "consumer_byte_rate, request_percentage) per client id, user or both, with defaults, change live.")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     what = parser.add_mutually_exclusive_group(required=True)
     what.add_argument("--describe", action="store_true", help="list the entity's configs")
     what.add_argument("--alter", action="store_true", help="change the entity's configs (--add-config, --delete-config)")
-    parser.add_argument("--entity-type", choices=(*ENTITY_TYPES, *QUOTA_ENTITIES), metavar="TYPE",
-                        help="topics or brokers (clients and users: quotas, not supported yet)")
-    parser.add_argument("--entity-name", metavar="NAME", help="the topic's name or the broker's id")
-    parser.add_argument("--entity-default", action="store_true",
-                        help="with --entity-type brokers: the cluster-wide defaults (not supported: static settings)")
+    parser.add_argument("--entity-type", choices=(*ENTITY_TYPES, *QUOTA_ENTITIES), metavar="TYPE", action="append",
+                        help="topics, brokers, clients or users (quotas; users and clients together: a user's "
+                             "client id)")
+    parser.add_argument("--entity-name", metavar="NAME", action=EntityNameAction, dest="entity_names",
+                        help="the topic's name, the broker's id, the client id or the user")
+    parser.add_argument("--entity-default", nargs=0, action=EntityNameAction, dest="entity_names",
+                        help="with clients or users: the default entity (brokers: not supported, static settings)")
     parser.add_argument("--topic", metavar="T", help="short for --entity-type topics --entity-name T")
     parser.add_argument("--broker", metavar="ID", help="short for --entity-type brokers --entity-name ID")
     parser.add_argument("--add-config", metavar="K=V[,K=V...]",
@@ -57,7 +62,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     cli.quiet_zookeeper_logs()
-    entity_type, name = _entity(args)
+    types, names = args.entity_type or [], args.entity_names or []
+    quotas = bool(types) and set(types) <= set(QUOTA_ENTITIES)
+    entity_type, name = _entity(args) if not quotas else (types[0], "")
     add = _parse_add(args.add_config) if args.add_config else {}
     delete = [k.strip() for k in (args.delete_config or "").split(",") if k.strip()]
     if args.alter and not add and not delete:
@@ -67,6 +74,8 @@ def run(args: argparse.Namespace) -> int:
     if set(add) & set(delete):
         raise UsageError(f"{sorted(set(add) & set(delete))[0]} is both added and deleted")
     cli.require_one_cluster(args)
+    if quotas:
+        return quota_configs.run(args, types, names, add, delete)
     if entity_type == "topics" and add:
         LogConfig.from_topic_config(add)  # a bad value is refused here, naming the setting, before any request
     if args.zookeeper:
@@ -96,16 +105,17 @@ def _print(rows: list[dict], label: str, args: argparse.Namespace) -> None:
 def _entity(args: argparse.Namespace) -> tuple[str, str]:
     """(entity type, name) from --entity-type/--entity-name or the --topic/--broker shortcuts."""
     given = [(t, n) for t, n in (("topics", args.topic), ("brokers", args.broker)) if n is not None]
-    if args.entity_type is not None or args.entity_name is not None:
-        given.append((args.entity_type, args.entity_name))
+    types, names = args.entity_type or [], args.entity_names or []
+    if len(types) > 1 or len(names) > 1:
+        raise UsageError("several --entity-type/--entity-name: only users with clients (quotas) go together")
+    if types or names:
+        given.append((types[0] if types else None, names[0] if names else None))
     if len(given) != 1:
         raise UsageError("name one entity: --entity-type TYPE --entity-name NAME (or --topic T / --broker ID)")
     entity_type, name = given[0]
     if entity_type is None:
-        raise UsageError("--entity-name needs --entity-type topics|brokers")
-    if entity_type in QUOTA_ENTITIES:
-        raise UsageError(f"--entity-type {entity_type}: client quotas are not supported by ferry yet")
-    if args.entity_default:
+        raise UsageError("--entity-name needs --entity-type topics|brokers|clients|users")
+    if name is DEFAULT_NAME:
         raise UsageError("--entity-default: ferry's broker settings are static (the broker's command line); "
                          "describe a broker by id instead")
     if not name:

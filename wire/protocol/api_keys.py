@@ -47,6 +47,8 @@ class ApiKey(IntEnum):
     DELETE_GROUPS = 42
     ELECT_LEADERS = 43
     OFFSET_DELETE = 47
+    DESCRIBE_CLIENT_QUOTAS = 48  # KIP-546 (broker/server/client_quota_apis.py, docs/quotas.md)
+    ALTER_CLIENT_QUOTAS = 49
     INCREMENTAL_ALTER_CONFIGS = 44
     DESCRIBE_PRODUCERS = 61  # KIP-664 (transaction_admin_apis.py)
     DESCRIBE_TRANSACTIONS = 65
@@ -88,6 +90,8 @@ ADVERTISED: dict[int, tuple[int, int]] = {
     ApiKey.CREATE_PARTITIONS: (0, 1),
     ApiKey.ELECT_LEADERS: (0, 1),  # preferred elections through the controller (v2 is flexible)
     ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 0),
+    ApiKey.DESCRIBE_CLIENT_QUOTAS: (0, 1),  # client quotas (docs/quotas.md); v1 is flexible
+    ApiKey.ALTER_CLIENT_QUOTAS: (0, 1),
     ApiKey.INIT_PRODUCER_ID: (0, 1),
     ApiKey.OFFSET_FOR_LEADER_EPOCH: (0, 3),
     # transactions (docs/transactions.md): every non-flexible version

@@ -97,7 +97,8 @@ def test_configs_describe_and_alter_over_bootstrap(cluster):
     for argv, fragment in [
         (("--entity-type", "brokers", "--entity-name", "1", "--alter", "--add-config", "log.retention.ms=1"),
          "INVALID_REQUEST"),
-        (("--entity-type", "clients", "--entity-name", "c", "--describe"), "not supported"),
+        (("--entity-type", "clients", "--entity-name", "c", "--alter", "--add-config", "retention.ms=1"),
+         "not a client quota"),  # quotas: tests/broker/test_quotas.py
         (("--topic", "nope", "--describe"), "does not exist"),
         (("--topic", "ct", "--alter", "--add-config", "retention.ms=abc"), "retention.ms"),
         (("--topic", "ct", "--alter"), "--add-config"),

@@ -1,0 +1,156 @@
+"""ChannelThrottle: one connection's side of the client quotas (client_quotas.py decides which quota applies).
+
+After each request it counts the request against its client's quotas: a Produce by its size, a Fetch by its
+answer's size, every request by the time its handler took (request_percentage). A client over a quota is
+throttled as Kafka does since KIP-219: the answer goes out at once with ``throttle_time_ms`` in it (Produce and
+Fetch; other answers go out unchanged), and the connection reads no further request until the time is over
+(``muted_until``: the reader waits, TCP pushes back on the client). A client that honours throttle_time_ms
+waits by itself; one that does not finds its channel muted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import struct
+import time
+from collections.abc import Awaitable
+
+from ferry.broker.server.client_quotas import ClientQuotas
+from ferry.broker.server.request_context import Session
+
+_HEAD = struct.Struct(">hhih")  # api key, version, correlation id, client id length
+_MS = struct.Struct(">i")
+_PRODUCE, _FETCH = 0, 1
+# SaslHandshake, ApiVersions, SaslAuthenticate, and the brokers' own OffsetForLeaderEpoch and WriteTxnMarkers: as
+# Kafka exempts them (a follower's Fetch is exempt too: replication is not a client)
+_NOT_COUNTED = frozenset((17, 18, 36, 23, 27))
+
+
+class ChannelThrottle:
+    """Counts one connection's requests against its client's quotas; mutes it while the client is throttled."""
+
+    __slots__ = ("_quotas", "_session", "_client_raw", "_client_id", "_started", "muted_until")
+
+    def __init__(self, quotas: ClientQuotas, session: Session) -> None:
+        self._quotas = quotas
+        self._session = session
+        self._client_raw = b""
+        self._client_id = ""
+        self._started = 0.0
+        self.muted_until = 0.0  # monotonic time the reader waits for; 0: not muted
+
+    # ------------------------------------------------------------------ muting
+    def still_muted(self) -> bool:
+        """True while the channel is muted (clears the mark once the time is over)."""
+        if time.monotonic() < self.muted_until:
+            return True
+        self.muted_until = 0.0
+        return False
+
+    async def unmuted(self) -> None:
+        """Wait out the mute (bounded: a throttle never exceeds the quota's window span)."""
+        while self.still_muted():
+            await asyncio.sleep(self.muted_until - time.monotonic())
+
+    def _mute(self, seconds: float) -> int:
+        until = time.monotonic() + seconds
+        if until > self.muted_until:
+            self.muted_until = until
+        return int(seconds * 1000)
+
+    # ------------------------------------------------------------------ counting
+    def start(self) -> ChannelThrottle:
+        """A request is about to be handled (its handler time is counted from here)."""
+        self._started = time.perf_counter()
+        return self
+
+    def answer(self, key: int, frame: bytes | bytearray, result: object) -> object:
+        """Count the request just handled; the answer with throttle_time_ms set when the client is throttled (a
+        Produce answer may carry its size prefix and correlation id, as the fast path's do: the field is last)."""
+        if key in _NOT_COUNTED or len(frame) < 10 or key == _FETCH and self._from_follower(frame):
+            return result
+        now = time.monotonic()
+        spent = time.perf_counter() - self._started
+        user, client_id = self._session.principal.name, self._client(frame)
+        quotas = self._quotas
+        throttle = quotas.request.record(user, client_id, spent * 100.0, now)
+        version = _HEAD.unpack_from(frame)[1]
+        if key == _PRODUCE:
+            throttle = max(throttle, quotas.produce.record(user, client_id, len(frame), now))
+            if not throttle:
+                return result
+            ms = self._mute(throttle)
+            if version < 1:
+                return result
+            if isinstance(result, bytes | bytearray):
+                return _set_last(result, ms)
+            if asyncio.isfuture(result) or asyncio.iscoroutine(result):
+                return _later(result, lambda body: _set_last(body, ms))
+            return result
+        if key == _FETCH and version >= 1 and quotas.fetch.configured:
+            return self._fetch_answer(result, throttle, user, client_id)
+        if throttle:
+            self._mute(throttle)
+        return result
+
+    def _fetch_answer(self, result: object, throttle: float, user: str, client_id: str) -> object:
+        """A Fetch is counted by its answer's size, known once it is ready (a parked fetch: when it answers)."""
+        def settle(body: object) -> object:
+            size = _size(body)
+            seconds = max(throttle, self._quotas.fetch.record(user, client_id, size, time.monotonic()))
+            if not seconds:
+                return body
+            return _set_first(body, self._mute(seconds))
+
+        if asyncio.isfuture(result) or asyncio.iscoroutine(result):
+            return _later(result, settle)
+        return settle(result)
+
+    @staticmethod
+    def _from_follower(frame: bytes | bytearray) -> bool:
+        """A Fetch whose replica id (the body's first field, after the client id) names a broker."""
+        at = 10 + max(_HEAD.unpack_from(frame)[3], 0)
+        return len(frame) >= at + 4 and _MS.unpack_from(frame, at)[0] >= 0
+
+    def _client(self, frame: bytes | bytearray) -> str:
+        """The request header's client id (the last one decoded is kept: a connection rarely changes it)."""
+        n = _HEAD.unpack_from(frame)[3]
+        if n <= 0:
+            return ""
+        raw = bytes(frame[10:10 + n])
+        if raw != self._client_raw:
+            self._client_raw, self._client_id = raw, raw.decode("utf-8", "replace")
+        return self._client_id
+
+
+async def _later(result: Awaitable, settle) -> object:
+    body = await result
+    return settle(body) if body is not None else None
+
+
+def _size(body: object) -> int:
+    if isinstance(body, bytes | bytearray):
+        return len(body)
+    if isinstance(body, list):
+        return sum(len(p) if isinstance(p, bytes | bytearray) else p.size for p in body)
+    return 0
+
+
+def _set_last(body: bytes | bytearray, ms: int) -> bytes:
+    """Produce v1+: throttle_time_ms is the answer's last field."""
+    out = bytearray(body)
+    _MS.pack_into(out, len(out) - 4, ms)
+    return bytes(out)
+
+
+def _set_first(body: object, ms: int) -> object:
+    """Fetch v1+: throttle_time_ms is the answer's first field (of its first part when it has file slices)."""
+    if isinstance(body, bytes | bytearray):
+        out = bytearray(body)
+        _MS.pack_into(out, 0, ms)
+        return out
+    if isinstance(body, list) and body and isinstance(body[0], bytes | bytearray) and len(body[0]) >= 4:
+        head = bytearray(body[0])
+        _MS.pack_into(head, 0, ms)
+        return [head, *body[1:]]
+    return body
