@@ -74,6 +74,8 @@ class BrokerConfig:
     group_max_session_timeout_ms: int = 1_800_000
     group_initial_rebalance_delay_ms: int = 3_000  # a new group waits this long for more members to join
     offset_metadata_max_bytes: int = 4_096
+    group_consumer_session_timeout_ms: int = 45_000  # KIP-848 groups: a silent member is removed after this
+    group_consumer_heartbeat_interval_ms: int = 5_000  # KIP-848 groups: members heartbeat this often
     offsets_retention_minutes: int = 7 * 24 * 60  # an empty group's offsets expire after this (KIP-211)
     offsets_retention_check_interval_ms: int = 600_000
     # resource limits (docs/scale.md): no single client or request can take the broker past them
@@ -287,6 +289,8 @@ REPLICATION_KEYS: dict[str, str] = {
     "group.max.session.timeout.ms": "group_max_session_timeout_ms",
     "group.initial.rebalance.delay.ms": "group_initial_rebalance_delay_ms",
     "offset.metadata.max.bytes": "offset_metadata_max_bytes",
+    "group.consumer.session.timeout.ms": "group_consumer_session_timeout_ms",
+    "group.consumer.heartbeat.interval.ms": "group_consumer_heartbeat_interval_ms",
     "offsets.retention.minutes": "offsets_retention_minutes",
     "offsets.retention.check.interval.ms": "offsets_retention_check_interval_ms",
     "queued.max.request.bytes": "queued_max_request_bytes",

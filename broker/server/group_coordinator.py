@@ -25,6 +25,7 @@ from typing import TypeVar
 
 from kazoo.client import KazooClient
 
+from ferry.broker.server.consumer_group_coordinator import ConsumerGroupCoordinator, ConsumerGroupSettings
 from ferry.broker.server.group_coordinator_liveness import MemberLiveness
 from ferry.broker.server.group_coordinator_offsets import CommitResults, GroupOffsetStore
 from ferry.broker.server.group_coordinator_rebalance import GroupRebalancer
@@ -62,7 +63,8 @@ class GroupCoordinator:
     """Routes group requests to the collaborators that own the state; follows the live brokers."""
 
     def __init__(self, broker_id: int, metadata: MetadataCache, zk_client: Callable[[], KazooClient],
-                 executor: Executor, settings: GroupSettings | None = None) -> None:
+                 executor: Executor, settings: GroupSettings | None = None,
+                 consumer_settings: ConsumerGroupSettings | None = None) -> None:
         self.broker_id = broker_id
         self.metadata = metadata
         self.zk_client = zk_client
@@ -73,6 +75,8 @@ class GroupCoordinator:
         self._rebalancer = GroupRebalancer(self._groups, self.settings, self._liveness)
         self._offsets = GroupOffsetStore(self._groups, self.settings, zk_client, executor, self._liveness)
         self._expiry = OffsetExpiry(self._groups, self.settings, zk_client, executor)
+        # KIP-848's consumer protocol: its groups beside the classic ones, same placement, same offsets
+        self.consumer_groups = ConsumerGroupCoordinator(metadata, consumer_settings)
 
     @property
     def groups(self) -> dict[str, GroupMetadata]:

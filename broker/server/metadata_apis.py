@@ -38,9 +38,15 @@ class MetadataApis:
         cache_topics = self._metadata.topics
         denied: frozenset[str] | set[str] = frozenset()
         names = req.topics
+        by_id: dict[str, bytes] = {}
+        if req.topic_ids:  # v12: topics named by id alone; an unknown id is answered UNKNOWN_TOPIC_ID
+            ids = {info.topic_uuid: n for n, info in cache_topics.items()}
+            by_id = {ids.get(i, "\0" + i.hex()): i for i in req.topic_ids}
+            names = list(names or []) + list(by_id)
         if self._authz.enabled:
             names, denied = self._visible(request, names)
-        missing = [] if names is None else [t for t in names if t not in cache_topics and t not in denied]
+        missing = [] if names is None else [t for t in names if t not in cache_topics and t not in denied
+                                            and t not in by_id]
         if missing and self._auto_create and req.allow_auto_topic_creation:
             if self._authz.enabled:
                 creatable = set(self._admin.creatable(request, missing))
@@ -85,6 +91,10 @@ class MetadataApis:
                 out.append(metadata.TopicMetadata(ErrorCode.TOPIC_AUTHORIZATION_FAILED, name, []))
                 continue
             info = topics.get(name)
+            if info is None and name.startswith("\0"):  # an unknown topic id (metadata_apis' marker)
+                out.append(metadata.TopicMetadata(ErrorCode.UNKNOWN_TOPIC_ID, "", [], topic_id=bytes.fromhex(name[1:]),
+                                                  name_known=False))
+                continue
             if info is None:
                 code = ErrorCode.LEADER_NOT_AVAILABLE if name in created else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 if name in created and _invalid_topic_name(name):
@@ -106,7 +116,7 @@ class MetadataApis:
                     isr = list(entry[0].isr) if entry is not None else []
                     parts.append(metadata.PartitionMetadata(ErrorCode.LEADER_NOT_AVAILABLE, p, -1, replicas, isr,
                                                             offline, epoch))
-            out.append(metadata.TopicMetadata(0, name, parts))
+            out.append(metadata.TopicMetadata(0, name, parts, topic_id=info.topic_uuid))
         return metadata.encode_response(version, brokers, self._cluster_id, self._metadata.controller_id(), out)
 
 

@@ -1,0 +1,266 @@
+"""ConsumerGroupCoordinator: KIP-848's consumer group protocol (ConsumerGroupHeartbeat, ConsumerGroupDescribe)
+beside the classic one (docs/groups.md).
+
+The group lives in memory on its coordinator (the same broker the classic protocol picks, so FindCoordinator
+is unchanged); committed offsets go through the classic GroupCoordinator's store in ZooKeeper. The rules are
+KIP-848's: a membership or subscription change bumps the group epoch and the server-side assignor computes a
+new target assignment; each member is reconciled towards its target one heartbeat at a time: partitions it
+must give up are taken away first (it keeps its epoch), and only once it no longer owns them does it get the
+new epoch and the partitions that are free (a partition is given only after its previous owner revoked it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from dataclasses import dataclass, field
+
+from ferry.broker.server.consumer_group_assignors import ASSIGNORS, Assignment, TopicPartition
+from ferry.broker.server.metadata_cache import MetadataCache
+from ferry.wire.protocol import consumer_group_describe as cgd
+from ferry.wire.protocol.consumer_group_heartbeat import HeartbeatRequest, TopicPartitions
+from ferry.wire.protocol.errors import ErrorCode
+
+log = logging.getLogger(__name__)
+
+HeartbeatAnswer = tuple[int, str | None, str | None, int, TopicPartitions | None]  # code, message, id, epoch, assignment
+
+
+@dataclass(frozen=True)
+class ConsumerGroupSettings:
+    """Kafka's broker names: group.consumer.session.timeout.ms, .heartbeat.interval.ms, .assignors (the first
+    is the default), .max.size."""
+
+    session_timeout_ms: int = 45_000
+    heartbeat_interval_ms: int = 5_000
+    assignors: tuple[str, ...] = ("uniform", "range")
+    max_size: int = 0x7FFFFFFF
+
+
+@dataclass(eq=False)
+class ConsumerMember:
+    member_id: str
+    client_id: str
+    client_host: str
+    instance_id: str | None = None
+    rack_id: str | None = None
+    epoch: int = 0
+    previous_epoch: int = -1
+    subscription: frozenset[str] = frozenset()
+    assignor: str | None = None
+    assigned: set[TopicPartition] = field(default_factory=set)  # what the member was told it owns
+    revoking: set[TopicPartition] = field(default_factory=set)  # taken away, not yet confirmed released
+    last_sent: frozenset[TopicPartition] | None = None
+    expiry: asyncio.TimerHandle | None = None
+
+
+@dataclass(eq=False)
+class ConsumerGroup:
+    group_id: str
+    epoch: int = 0
+    target_epoch: int = 0
+    assignor: str = ""
+    members: dict[str, ConsumerMember] = field(default_factory=dict)
+    target: Assignment = field(default_factory=dict)
+    partition_counts: dict[str, int] = field(default_factory=dict)  # of the subscribed topics, at the target
+
+    @property
+    def state(self) -> str:
+        """KIP-848's states: Empty, Assigning (target behind the group epoch), Reconciling, Stable."""
+        if not self.members:
+            return "Empty"
+        if self.target_epoch < self.epoch:
+            return "Assigning"
+        if any(m.epoch != self.target_epoch or m.revoking for m in self.members.values()):
+            return "Reconciling"
+        return "Stable"
+
+
+class ConsumerGroupCoordinator:
+    """The consumer-protocol groups coordinated here: heartbeats, reconciliation, session expiry, describe."""
+
+    def __init__(self, metadata: MetadataCache, settings: ConsumerGroupSettings | None = None) -> None:
+        self._metadata = metadata
+        self.settings = settings or ConsumerGroupSettings()
+        self.groups: dict[str, ConsumerGroup] = {}
+
+    def has_members(self, group_id: str) -> bool:
+        group = self.groups.get(group_id)
+        return group is not None and bool(group.members)
+
+    def commit_error(self, group_id: str, member_id: str, member_epoch: int) -> int:
+        """OffsetCommit from a KIP-848 member: its id and current epoch (as the generation), else Kafka's errors."""
+        group = self.groups.get(group_id)
+        member = group.members.get(member_id) if group is not None else None
+        if member is None:
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        if member_epoch != member.epoch:
+            return ErrorCode.STALE_MEMBER_EPOCH if member_epoch < member.epoch else ErrorCode.FENCED_MEMBER_EPOCH
+        return ErrorCode.NONE
+
+    # ------------------------------------------------------------------ ConsumerGroupHeartbeat
+    def heartbeat(self, req: HeartbeatRequest, client_id: str, client_host: str) -> HeartbeatAnswer:
+        """(error, message, member id, member epoch, assignment or None when unchanged)."""
+        bad = self._invalid(req)
+        if bad:
+            return ErrorCode.INVALID_REQUEST, bad, req.member_id or None, -1, None
+        group = self.groups.setdefault(req.group_id, ConsumerGroup(req.group_id))
+        if req.member_epoch < 0:
+            self._remove(group, req.member_id, "left the group")
+            return ErrorCode.NONE, None, req.member_id, req.member_epoch, None
+        member = group.members.get(req.member_id) if req.member_id else None
+        if req.member_epoch == 0:
+            if member is not None:  # a member rejoining (fenced, or restarted with its id): it starts over
+                self._remove(group, member.member_id, "rejoined")
+            if len(group.members) >= self.settings.max_size:
+                return ErrorCode.GROUP_MAX_SIZE_REACHED, "the group is full", None, -1, None
+            assignor = req.server_assignor or self.settings.assignors[0]
+            if assignor not in self.settings.assignors:
+                return (ErrorCode.UNSUPPORTED_ASSIGNOR, f"assignor {assignor!r} is not one of "
+                        f"{', '.join(self.settings.assignors)}", None, -1, None)
+            member = ConsumerMember(req.member_id or str(uuid.uuid4()), client_id, client_host, req.instance_id,
+                                    req.rack_id, assignor=assignor)
+            group.members[member.member_id] = member
+            group.epoch += 1
+            log.info("group %s: member %s joined (group epoch %d)", group.group_id, member.member_id, group.epoch)
+        elif member is None:
+            return ErrorCode.UNKNOWN_MEMBER_ID, "the member is not in the group", req.member_id, -1, None
+        elif req.member_epoch != member.epoch and not (
+                req.member_epoch == member.previous_epoch and req.owned is not None
+                and self._owned(req.owned) <= member.assigned):
+            return ErrorCode.FENCED_MEMBER_EPOCH, (f"epoch {req.member_epoch} is not the member's "
+                                                   f"{member.epoch}"), member.member_id, -1, None
+        self._update_subscription(group, member, req)
+        self._keep_alive(group, member)
+        if req.owned is not None:
+            member.revoking &= self._owned(req.owned)
+        if group.target_epoch < group.epoch or self._metadata_changed(group):
+            self._compute_target(group)
+        self._reconcile(group, member)
+        sent = frozenset(member.assigned)
+        assignment = None
+        if sent != member.last_sent or req.member_epoch == 0:
+            member.last_sent = sent
+            assignment = self._by_id(sent)
+        return ErrorCode.NONE, None, member.member_id, member.epoch, assignment
+
+    @staticmethod
+    def _invalid(req: HeartbeatRequest) -> str | None:
+        if not req.group_id:
+            return "the group id is empty"
+        if req.member_epoch > 0 and not req.member_id:
+            return "a member id is required with a member epoch"
+        if req.member_epoch == 0 and req.subscribed_topic_names is None and req.subscribed_topic_regex is None:
+            return "a joining member must give its subscription"
+        if req.subscribed_topic_regex:
+            return "subscriptions by regular expression are not served; subscribe to topic names"
+        if req.member_epoch < -2:
+            return f"member epoch {req.member_epoch} is invalid"
+        return None
+
+    def _update_subscription(self, group: ConsumerGroup, member: ConsumerMember, req: HeartbeatRequest) -> None:
+        if req.subscribed_topic_names is not None and frozenset(req.subscribed_topic_names) != member.subscription:
+            member.subscription = frozenset(req.subscribed_topic_names)
+            group.epoch += 1
+        if req.server_assignor and req.server_assignor in self.settings.assignors:
+            member.assignor = req.server_assignor
+
+    def _keep_alive(self, group: ConsumerGroup, member: ConsumerMember) -> None:
+        """(Re)arms the member's session: silent for group.consumer.session.timeout.ms, it is removed."""
+        if member.expiry is not None:
+            member.expiry.cancel()
+        loop = asyncio.get_running_loop()
+        member.expiry = loop.call_later(self.settings.session_timeout_ms / 1000, self._expire, group, member)
+
+    def _expire(self, group: ConsumerGroup, member: ConsumerMember) -> None:
+        if group.members.get(member.member_id) is member:
+            self._remove(group, member.member_id, "session timed out")
+
+    def _remove(self, group: ConsumerGroup, member_id: str, why: str) -> None:
+        member = group.members.pop(member_id, None)
+        if member is None:
+            return
+        if member.expiry is not None:
+            member.expiry.cancel()
+        group.epoch += 1
+        log.info("group %s: member %s %s (group epoch %d)", group.group_id, member_id, why, group.epoch)
+        if not group.members:
+            group.target, group.target_epoch = {}, group.epoch
+
+    # ------------------------------------------------------------------ assignment and reconciliation
+    def _subscribed_counts(self, group: ConsumerGroup) -> dict[str, int]:
+        topics = self._metadata.topics
+        wanted = set().union(*(m.subscription for m in group.members.values())) if group.members else set()
+        return {t: topics[t].partition_count for t in wanted if t in topics}
+
+    def _metadata_changed(self, group: ConsumerGroup) -> bool:
+        """A subscribed topic appeared, went or grew: KIP-848 bumps the group epoch."""
+        if self._subscribed_counts(group) != group.partition_counts:
+            group.epoch += 1
+            return True
+        return False
+
+    def _compute_target(self, group: ConsumerGroup) -> None:
+        votes = [m.assignor for m in group.members.values() if m.assignor]
+        group.assignor = max(sorted(set(votes)), key=votes.count) if votes else self.settings.assignors[0]
+        group.partition_counts = self._subscribed_counts(group)
+        subs = {m.member_id: m.subscription for m in group.members.values()}
+        group.target = ASSIGNORS[group.assignor](subs, group.partition_counts, group.target)
+        group.target_epoch = group.epoch
+        log.info("group %s: target assignment of epoch %d by %s", group.group_id, group.epoch, group.assignor)
+
+    @staticmethod
+    def _reconcile(group: ConsumerGroup, member: ConsumerMember) -> None:
+        """One step towards the member's target: revoke first; once released, the new epoch and the free
+        partitions (those no other member owns or is still releasing)."""
+        target = group.target.get(member.member_id, set())
+        revoke = member.assigned - target
+        if revoke:
+            member.assigned -= revoke
+            member.revoking |= revoke
+        if member.revoking:
+            return
+        taken = set()
+        for other in group.members.values():
+            if other is not member:
+                taken |= other.assigned | other.revoking
+        member.assigned |= target - taken
+        if member.epoch != group.target_epoch:
+            member.previous_epoch, member.epoch = member.epoch, group.target_epoch
+
+    def _owned(self, owned: TopicPartitions) -> set[TopicPartition]:
+        names = {info.topic_uuid: name for name, info in self._metadata.topics.items()}
+        return {(names[tid], p) for tid, parts in owned if tid in names for p in parts}
+
+    def _by_id(self, tps: frozenset[TopicPartition]) -> TopicPartitions:
+        topics = self._metadata.topics
+        by_topic: dict[str, list[int]] = {}
+        for t, p in sorted(tps):
+            by_topic.setdefault(t, []).append(p)
+        return [(topics[t].topic_uuid, ps) for t, ps in by_topic.items() if t in topics]
+
+    # ------------------------------------------------------------------ ConsumerGroupDescribe / ListGroups
+    def describe(self, group_id: str) -> cgd.DescribedGroup | None:
+        """The group as KIP-848 describes it; None when no consumer-protocol group of that id is here."""
+        group = self.groups.get(group_id)
+        if group is None:
+            return None
+        members = [cgd.DescribedMember(m.member_id, m.instance_id, m.rack_id, m.epoch, m.client_id, m.client_host,
+                                       sorted(m.subscription), self._named(m.assigned),
+                                       self._named(group.target.get(m.member_id, set())))
+                   for m in group.members.values()]
+        return cgd.DescribedGroup(ErrorCode.NONE, group_id, None, group.state, group.epoch, group.target_epoch,
+                                  group.assignor, members)
+
+    def _named(self, tps: set[TopicPartition]) -> cgd.NamedPartitions:
+        topics = self._metadata.topics
+        by_topic: dict[str, list[int]] = {}
+        for t, p in sorted(tps):
+            by_topic.setdefault(t, []).append(p)
+        return [(topics[t].topic_uuid, t, ps) for t, ps in by_topic.items() if t in topics]
+
+    def listed(self) -> list[tuple[str, str, str]]:
+        """[(group, protocol type, state)] as ListGroups shows them (protocol type "consumer")."""
+        return [(g.group_id, "consumer", g.state) for g in self.groups.values() if g.members]
+

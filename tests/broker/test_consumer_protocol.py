@@ -1,0 +1,100 @@
+"""KIP-848's consumer group protocol served to librdkafka (confluent-kafka, group.protocol=consumer): members
+split the partitions, hand them over on a member's departure, resume from committed offsets, and the group is
+described as a consumer group (docs/groups.md)."""
+
+from __future__ import annotations
+
+import time
+import uuid
+
+import pytest
+from confluent_kafka import Consumer, KafkaError, Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from tests.conftest import Cluster
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
+
+TOPIC = "cgh"
+
+
+@pytest.fixture(scope="module")
+def cluster(zk_server, tmp_path_factory):
+    c = Cluster(tmp_path_factory.mktemp("kip848"), f"{zk_server.connect}/t/{uuid.uuid4().hex[:12]}/live", "live")
+    c.add_broker(extra_args=("--override", "group.consumer.heartbeat.interval.ms=500", "--override",
+                             "group.consumer.session.timeout.ms=6000", "--flush-ms", "10"))
+    admin = AdminClient({"bootstrap.servers": c.bootstrap})
+    admin.create_topics([NewTopic(TOPIC, 6, 1)])[TOPIC].result(30)
+    deadline = time.monotonic() + 30
+    while not all(p.leader >= 0 for p in admin.list_topics(TOPIC, timeout=10).topics[TOPIC].partitions.values()):
+        assert time.monotonic() < deadline, "no leaders"
+        time.sleep(0.2)
+    yield c
+    c.stop()
+
+
+def consumer(cluster: Cluster, group: str, **extra) -> Consumer:
+    return Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": group, "group.protocol": "consumer",
+                     "auto.offset.reset": "earliest", "enable.auto.commit": False, **extra})
+
+
+def produce(cluster: Cluster, n: int, tag: str) -> set[bytes]:
+    p = Producer({"bootstrap.servers": cluster.bootstrap, "linger.ms": 5})
+    values = {f"{tag}-{i}".encode() for i in range(n)}
+    for i, v in enumerate(sorted(values)):
+        p.produce(TOPIC, v, partition=i % 6)
+    assert p.flush(30) == 0
+    return values
+
+
+def poll_until(consumers: list[Consumer], done, timeout: float = 45) -> dict[int, list]:
+    """Poll every consumer in turn until ``done(received)``; received: consumer index -> messages."""
+    received: dict[int, list] = {i: [] for i in range(len(consumers))}
+    deadline = time.monotonic() + timeout
+    while not done(received):
+        assert time.monotonic() < deadline, f"timed out: {[(i, len(v)) for i, v in received.items()]}, " \
+                                            f"assignments {[sorted(c.assignment()) for c in consumers]}"
+        for i, c in enumerate(consumers):
+            m = c.poll(0.2)
+            if m is not None:
+                assert m.error() is None, m.error()
+                received[i].append(m)
+    return received
+
+
+def owned(c: Consumer) -> set[int]:
+    return {tp.partition for tp in c.assignment()}
+
+
+def test_two_members_split_six_partitions_hand_over_and_resume(cluster):
+    """The bar: 2 members split 6 partitions (no overlap, all covered), consume and commit; one closes and the
+    other gets all 6; a restarted member resumes from the committed offsets."""
+    group = "g-split"
+    first = produce(cluster, 60, "a")
+    a, b = consumer(cluster, group), consumer(cluster, group)
+    a.subscribe([TOPIC])
+    b.subscribe([TOPIC])
+    try:
+        got = poll_until([a, b], lambda r: {m.value() for ms in r.values() for m in ms} >= first
+                         and len(owned(a)) == 3 and len(owned(b)) == 3)
+        assert owned(a) | owned(b) == set(range(6)) and not owned(a) & owned(b)
+        assert {m.partition() for m in got[0]} <= owned(a) and {m.partition() for m in got[1]} <= owned(b)
+        a.commit(asynchronous=False)
+        b.commit(asynchronous=False)
+        b.close()
+        poll_until([a], lambda r: len(owned(a)) == 6, timeout=30)
+        second = produce(cluster, 30, "b")
+        got = poll_until([a], lambda r: {m.value() for m in r[0]} >= second)
+        assert not {m.value() for m in got[0]} & first  # b's committed partitions are not read again
+        a.commit(asynchronous=False)
+    finally:
+        a.close()
+    third = produce(cluster, 12, "c")
+    c = consumer(cluster, group)
+    c.subscribe([TOPIC])
+    try:
+        got = poll_until([c], lambda r: {m.value() for m in r[0]} >= third)
+        assert {m.value() for m in got[0]} == third  # resumed from the commits: nothing older again
+        assert owned(c) == set(range(6))
+    finally:
+        c.close()
