@@ -120,7 +120,8 @@ class ConsumerGroupCoordinator:
                 return (ErrorCode.UNSUPPORTED_ASSIGNOR, f"assignor {assignor!r} is not one of "
                         f"{', '.join(self.settings.assignors)}", None, -1, None)
             member = ConsumerMember(req.member_id or str(uuid.uuid4()), client_id, client_host, req.instance_id,
-                                    req.rack_id, assignor=assignor)
+                                    req.rack_id, subscription=frozenset(req.subscribed_topic_names or ()),
+                                    assignor=assignor)
             group.members[member.member_id] = member
             group.epoch += 1
             log.info("group %s: member %s joined (group epoch %d)", group.group_id, member.member_id, group.epoch)

@@ -98,3 +98,62 @@ def test_two_members_split_six_partitions_hand_over_and_resume(cluster):
         assert owned(c) == set(range(6))
     finally:
         c.close()
+
+
+def test_described_as_consumer_group_with_range_assignor(cluster):
+    """describe_consumer_groups (ConsumerGroupDescribe) shows type consumer, state, members and their partitions;
+    group.remote.assignor=range gives each member a contiguous range."""
+    group = "g-range"
+    a, b = consumer(cluster, group, **{"group.remote.assignor": "range"}), \
+        consumer(cluster, group, **{"group.remote.assignor": "range"})
+    a.subscribe([TOPIC])
+    b.subscribe([TOPIC])
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    try:
+        poll_until([a, b], lambda r: len(owned(a)) == 3 and len(owned(b)) == 3)
+        assert sorted([sorted(owned(a)), sorted(owned(b))]) == [[0, 1, 2], [3, 4, 5]]
+        deadline = time.monotonic() + 30
+        while True:  # Stable once both members confirmed their assignments
+            d = admin.describe_consumer_groups([group])[group].result(10)
+            if d.state.name == "STABLE" or time.monotonic() > deadline:
+                break
+            for c in (a, b):
+                c.poll(0.2)
+        assert (d.type.name, d.state.name, d.partition_assignor) == ("CONSUMER", "STABLE", "range")
+        described = {m.member_id: {tp.partition for tp in m.assignment.topic_partitions} for m in d.members}
+        assert sorted(described.values(), key=min) == [{0, 1, 2}, {3, 4, 5}]
+        assert {m.client_id for m in d.members} == {"rdkafka"}
+    finally:
+        a.close()
+        b.close()
+
+
+def test_classic_member_refused_from_a_consumer_group_and_classic_groups_still_described(cluster):
+    """A group is of one protocol at a time: a classic JoinGroup to a live consumer group is answered
+    INCONSISTENT_GROUP_PROTOCOL; describing a classic group still works (librdkafka falls back)."""
+    a = consumer(cluster, "g-mixed")
+    a.subscribe([TOPIC])
+    classic = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "g-mixed", "group.protocol": "classic"})
+    other = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "g-classic", "group.protocol": "classic",
+                      "auto.offset.reset": "earliest"})
+    try:
+        poll_until([a], lambda r: len(owned(a)) == 6)
+        classic.subscribe([TOPIC])
+        other.subscribe([TOPIC])
+        error = None
+        deadline = time.monotonic() + 30
+        while error is None and time.monotonic() < deadline:
+            m = classic.poll(0.3)
+            other.poll(0.1)
+            a.poll(0.1)
+            if m is not None and m.error():
+                error = m.error()
+        assert error is not None and error.code() == KafkaError.INCONSISTENT_GROUP_PROTOCOL, error
+        assert owned(a) == set(range(6))  # the consumer group is untouched
+        poll_until([other], lambda r: len(owned(other)) == 6)
+        admin = AdminClient({"bootstrap.servers": cluster.bootstrap})  # kept: the futures need their client
+        described = admin.describe_consumer_groups(["g-classic"])["g-classic"].result(10)
+        assert (described.type.name, described.state.name, len(described.members)) == ("CLASSIC", "STABLE", 1)
+    finally:
+        for c in (a, classic, other):
+            c.close()
