@@ -32,6 +32,7 @@ def _flexible_topic(r: Reader, version: int) -> tuple[bytes, str | None]:
 
 
 def _parse_flexible(r: Reader, version: int) -> MetadataRequest:
+    flexible.request_body(r)
     entries = flexible.compact_array(r, lambda r: _flexible_topic(r, version))
     auto = r.boolean()
     if version <= 10:
