@@ -4,18 +4,28 @@ described as a consumer group (docs/groups.md)."""
 
 from __future__ import annotations
 
+import base64
+import json
 import time
 import uuid
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
+from kafka.protocol.metadata import MetadataRequest, MetadataResponse
 
+from ferry.wire.protocol import flexible
+from ferry.wire.protocol.api_keys import ApiKey
+from ferry.wire.protocol.errors import ErrorCode
+from ferry.wire.protocol.primitives import Reader, Writer
+from tests.broker.broker_wire import METADATA, WireClient
 from tests.conftest import Cluster
+from tests.wire.flexible_oracle import flexible_roundtrip
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
 
 TOPIC = "cgh"
+CONSUMER_GROUP_HEARTBEAT = ApiKey.CONSUMER_GROUP_HEARTBEAT
 
 
 @pytest.fixture(scope="module")
@@ -157,3 +167,75 @@ def test_classic_member_refused_from_a_consumer_group_and_classic_groups_still_d
     finally:
         for c in (a, classic, other):
             c.close()
+
+
+def _hb_frame(client: WireClient, version: int, body: bytes) -> int:
+    return client.send(CONSUMER_GROUP_HEARTBEAT, version, b"\0" + body)  # request header v2's tagged fields
+
+
+def _hb_body(group: str, member: str, epoch: int, topics: list[str] | None, regex: bool = False) -> bytes:
+    w = Writer()
+    flexible.put_compact_string(w, group)
+    flexible.put_compact_string(w, member)
+    w.int32(epoch)
+    flexible.put_compact_string(w, None)
+    flexible.put_compact_string(w, None)
+    w.int32(-1)
+    flexible.put_compact_array(w, topics, flexible.put_compact_string)
+    flexible.put_compact_string(w, "cg.*" if regex else None)  # v1's regex
+    flexible.put_compact_string(w, None)
+    flexible.put_compact_array(w, None, lambda w, x: None)
+    flexible.put_tagged_fields(w)
+    return bytes(w.buf)
+
+
+def _hb_answer(r: Reader) -> tuple[int, str | None, str | None, int]:
+    flexible.skip_tagged_fields(r)
+    r.int32()
+    return r.int16(), flexible.compact_nullable_string(r), flexible.compact_nullable_string(r), r.int32()
+
+
+def test_bad_heartbeats_get_errors_never_a_hang(cluster):
+    """Each bad heartbeat is answered with its Kafka error at once; a truncated one closes the connection."""
+    address = cluster.bootstrap.split(",")[0]
+    with WireClient(address) as c:
+        c.sock.settimeout(10)
+        assert _hb_answer(c.request(CONSUMER_GROUP_HEARTBEAT, 1, b"\0" + _hb_body("g-bad", "m1", 0, None, True)))[:2] \
+            == (ErrorCode.INVALID_REQUEST, "subscriptions by regular expression are not served; subscribe to topic names")
+        assert _hb_answer(c.request(CONSUMER_GROUP_HEARTBEAT, 1, b"\0" + _hb_body("g-bad", "ghost", 7, None)))[0] \
+            == ErrorCode.UNKNOWN_MEMBER_ID
+        code, _, member, epoch = _hb_answer(c.request(CONSUMER_GROUP_HEARTBEAT, 1,
+                                                      b"\0" + _hb_body("g-bad", "m1", 0, [TOPIC])))
+        assert (code, member) == (ErrorCode.NONE, "m1") and epoch > 0
+        assert _hb_answer(c.request(CONSUMER_GROUP_HEARTBEAT, 1, b"\0" + _hb_body("g-bad", "m1", epoch + 3, None)))[0] \
+            == ErrorCode.FENCED_MEMBER_EPOCH
+        assert _hb_answer(c.request(CONSUMER_GROUP_HEARTBEAT, 1, b"\0" + _hb_body("g-bad", "m1", -1, None)))[::3] \
+            == (ErrorCode.NONE, -1)
+        _hb_frame(c, 1, _hb_body("g-bad", "m1", 0, [TOPIC])[:9])
+        assert c.closed_by_peer(10)
+
+
+def test_topic_ids_stable_in_zookeeper_and_metadata_by_id(cluster, zk_server):
+    """The topic id is drawn once, kept in /brokers/topics/<t> as Kafka keeps it, answered in Metadata v10+, and
+    a Metadata v12 request naming the topic by id alone gets its name; an unknown id gets UNKNOWN_TOPIC_ID."""
+    from kazoo.client import KazooClient
+    zk = KazooClient(hosts=cluster.zk_connect)
+    zk.start(timeout=15)
+    try:
+        stored = json.loads(zk.get(f"/brokers/topics/{TOPIC}")[0])["topic_id"]
+    finally:
+        zk.stop()
+        zk.close()
+    topic_id = uuid.UUID(bytes=base64.urlsafe_b64decode(stored + "=="))
+    with WireClient(cluster.bootstrap.split(",")[0]) as c:
+        asked = MetadataRequest(version=12, topics=[MetadataRequest.MetadataRequestTopic(topic_id=topic_id, name=None),
+                                                    MetadataRequest.MetadataRequestTopic(topic_id=uuid.uuid4(),
+                                                                                         name=None)])
+        r = c.request(METADATA, 12, b"\0" + bytes(asked.encode(version=12)))
+        answer = flexible_roundtrip(MetadataResponse, bytes(r.buf[r.pos:]), 12)
+        by_name = MetadataRequest(version=10, topics=[MetadataRequest.MetadataRequestTopic(name=TOPIC)])
+        r = c.request(METADATA, 10, b"\0" + bytes(by_name.encode(version=10)))
+        named = flexible_roundtrip(MetadataResponse, bytes(r.buf[r.pos:]), 10)
+    assert [(t.name, t.topic_id, t.error_code) for t in answer.topics][0] == (TOPIC, topic_id, 0)
+    assert (answer.topics[1].name, answer.topics[1].error_code) == (None, ErrorCode.UNKNOWN_TOPIC_ID)
+    assert (named.topics[0].topic_id, len(named.topics[0].partitions)) == (topic_id, 6)

@@ -1,0 +1,160 @@
+"""KIP-848's coordinator rules, driven heartbeat by heartbeat on a real event loop: a partition is never given to
+a member before its previous owner confirmed releasing it, epochs fence stale members, silent members expire,
+and the server-side assignors balance (uniform) or range per topic."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+
+from ferry.broker.server.consumer_group_assignors import range_, uniform
+from ferry.broker.server.consumer_group_coordinator import ConsumerGroupCoordinator, ConsumerGroupSettings
+from ferry.broker.server.metadata_cache import MetadataCache
+from ferry.wire.protocol.consumer_group_heartbeat import HeartbeatRequest
+from ferry.wire.protocol.errors import ErrorCode as E
+from ferry.zk.znodes import TopicInfo, new_topic_id
+
+
+def cache(**topics: int) -> MetadataCache:
+    m = MetadataCache()
+    m.update_topics({t: TopicInfo.from_assignment(t, {p: (1,) for p in range(n)}, topic_id=new_topic_id())
+                     for t, n in topics.items()})
+    return m
+
+
+def run(body: Callable[[], None]) -> None:
+    async def main() -> None:
+        body()
+
+    asyncio.run(main())
+
+
+class Member:
+    """A member as a client drives it: sends its epoch and what it owns, applies each assignment it gets."""
+
+    def __init__(self, coord: ConsumerGroupCoordinator, member_id: str, topics: list[str],
+                 assignor: str | None = None) -> None:
+        self.coord, self.member_id, self.topics, self.assignor = coord, member_id, topics, assignor
+        self.epoch = 0
+        self.owned: list[tuple[bytes, list[int]]] = []
+
+    def beat(self) -> tuple[int, str | None]:
+        req = HeartbeatRequest("g", self.member_id, self.epoch, subscribed_topic_names=self.topics if not self.epoch
+                               else None, server_assignor=self.assignor, owned=list(self.owned))
+        code, message, _, epoch, assignment = self.coord.heartbeat(req, "c", "/h")
+        if code == E.NONE:
+            self.epoch = epoch
+            if assignment is not None:
+                self.owned = assignment
+        return code, message
+
+    def partitions(self) -> set[tuple[str, int]]:
+        names = {info.topic_uuid: n for n, info in self.coord._metadata.topics.items()}
+        return {(names[t], p) for t, ps in self.owned for p in ps}
+
+
+def test_partitions_move_only_after_release():
+    def body() -> None:
+        coord = ConsumerGroupCoordinator(cache(t=6))
+        a = Member(coord, "a", ["t"])
+        assert a.beat() == (E.NONE, None) and len(a.partitions()) == 6
+        b = Member(coord, "b", ["t"])
+        b.beat()
+        assert b.partitions() == set()  # a still owns everything
+        a_epoch = a.epoch
+        a.beat()  # told to give up three, keeps its epoch until it confirms
+        assert len(a.partitions()) == 3 and a.epoch == a_epoch
+        assert coord.describe("g").state == "Reconciling"
+        b.beat()
+        assert len(b.partitions()) == 0  # a has not confirmed yet
+        a.beat()  # confirms (owned now 3): new epoch
+        assert a.epoch > a_epoch
+        b.beat()
+        assert len(b.partitions()) == 3 and not a.partitions() & b.partitions()
+        a.beat()
+        b.beat()
+        assert coord.describe("g").state == "Stable"
+        described = coord.describe("g")
+        assert {m.member_id: m.member_epoch for m in described.members} == {"a": a.epoch, "b": b.epoch}
+        assert described.assignor_name == "uniform" and described.group_epoch == described.assignment_epoch
+
+    run(body)
+
+
+def test_epochs_fence_and_unknown_members():
+    def body() -> None:
+        coord = ConsumerGroupCoordinator(cache(t=2))
+        a = Member(coord, "a", ["t"])
+        a.beat()
+        stale = HeartbeatRequest("g", "a", a.epoch + 5)
+        assert coord.heartbeat(stale, "c", "/h")[0] == E.FENCED_MEMBER_EPOCH
+        assert coord.heartbeat(HeartbeatRequest("g", "nobody", 3), "c", "/h")[0] == E.UNKNOWN_MEMBER_ID
+        assert coord.commit_error("g", "a", a.epoch) == E.NONE
+        assert coord.commit_error("g", "a", a.epoch - 1) == E.STALE_MEMBER_EPOCH
+        assert coord.commit_error("g", "zz", a.epoch) == E.UNKNOWN_MEMBER_ID
+        leave = coord.heartbeat(HeartbeatRequest("g", "a", -1), "c", "/h")
+        assert (leave[0], leave[3]) == (E.NONE, -1) and not coord.has_members("g")
+
+    run(body)
+
+
+def test_bad_heartbeats_answered_with_errors():
+    def body() -> None:
+        coord = ConsumerGroupCoordinator(cache(t=2))
+        hb = coord.heartbeat
+        assert hb(HeartbeatRequest("", "m", 0, subscribed_topic_names=["t"]), "c", "/h")[0] == E.INVALID_REQUEST
+        assert hb(HeartbeatRequest("g", "m", 0), "c", "/h")[0] == E.INVALID_REQUEST  # no subscription
+        regex = HeartbeatRequest("g", "m", 0, subscribed_topic_regex="t.*")
+        assert hb(regex, "c", "/h")[:2] == (E.INVALID_REQUEST, "subscriptions by regular expression are not served; "
+                                                               "subscribe to topic names")
+        odd = HeartbeatRequest("g", "m", 0, subscribed_topic_names=["t"], server_assignor="sticky")
+        assert hb(odd, "c", "/h")[0] == E.UNSUPPORTED_ASSIGNOR
+        assert hb(HeartbeatRequest("g", "", 4), "c", "/h")[0] == E.INVALID_REQUEST
+
+    run(body)
+
+
+def test_silent_member_expires_and_its_partitions_move():
+    async def main() -> None:
+        coord = ConsumerGroupCoordinator(cache(t=4), ConsumerGroupSettings(session_timeout_ms=300))
+        a, b = Member(coord, "a", ["t"]), Member(coord, "b", ["t"])
+        for _ in range(4):
+            a.beat()
+            b.beat()
+        assert len(a.partitions()) == len(b.partitions()) == 2
+        for _ in range(40):  # b falls silent; a keeps beating (bounded: ~2 s)
+            await asyncio.sleep(0.05)
+            a.beat()
+            if len(a.partitions()) == 4:
+                break
+        assert len(a.partitions()) == 4 and [m.member_id for m in coord.describe("g").members] == ["a"]
+
+    asyncio.run(main())
+
+
+def test_new_topic_partitions_reach_members():
+    def body() -> None:
+        coord = ConsumerGroupCoordinator(cache(t=2))
+        a = Member(coord, "a", ["t", "later"])
+        a.beat()
+        assert a.partitions() == {("t", 0), ("t", 1)}
+        meta = coord._metadata
+        meta.update_topics({**meta.topics, "later": TopicInfo.from_assignment("later", {0: (1,)},
+                                                                              topic_id=new_topic_id())})
+        a.beat()
+        assert a.partitions() == {("t", 0), ("t", 1), ("later", 0)}
+
+    run(body)
+
+
+def test_assignors():
+    same = {m: frozenset({"t"}) for m in "abc"}
+    u = uniform(same, {"t": 7}, {})
+    assert sorted(len(v) for v in u.values()) == [2, 2, 3] and set().union(*u.values()) == {("t", p) for p in range(7)}
+    # sticky: a fourth member takes partitions without moving the others' more than needed
+    u4 = uniform({**same, "d": frozenset({"t"})}, {"t": 7}, u)
+    assert sum(len(u[m] - u4[m]) for m in "abc") == 1 and sorted(len(v) for v in u4.values()) == [1, 2, 2, 2]
+    mixed = uniform({"a": frozenset({"x", "y"}), "b": frozenset({"y"})}, {"x": 2, "y": 2}, {})
+    assert mixed["b"] <= {("y", 0), ("y", 1)} and len(mixed["a"]) == len(mixed["b"]) == 2
+    r = range_({"a": frozenset({"x", "y"}), "b": frozenset({"x", "y"})}, {"x": 3, "y": 3}, {})
+    assert r == {"a": {("x", 0), ("x", 1), ("y", 0), ("y", 1)}, "b": {("x", 2), ("y", 2)}}
