@@ -228,19 +228,24 @@ class GroupApis:
 
     def handle_list_groups(self, request: RequestContext, r: Reader) -> Result:
         version = request.api_version
-        states = list_groups.parse_request(r, version)
+        states, types = list_groups.parse_filters(r, version)
         coordinator = self._coordinator()
         if coordinator is None:
             return list_groups.encode_response(version, ErrorCode.COORDINATOR_NOT_AVAILABLE, [])
         authz = self._authz
         listing = _with_consumer_groups(coordinator)
+
+        def encode(code: int, groups: list[tuple[str, str, str]]) -> bytes:
+            kip848 = frozenset(g[0] for g in coordinator.consumer_groups.listed())
+            return list_groups.encode_response(version, code, groups, states, types, kip848)
+
         if not authz.enabled or authz.authorize_cluster(request, AclOperation.DESCRIBE, log_denial=False):
-            return encode_after(listing, lambda res: list_groups.encode_response(version, *res, states))
+            return encode_after(listing, lambda res: encode(*res))
 
         def visible(res: tuple[int, list[tuple[str, str, str]]]) -> bytes:  # without Describe on the cluster: filtered
             names = [g[0] for g in res[1]]
             allowed = set(authz.allowed_names(request, AclOperation.DESCRIBE, ResourceType.GROUP, names))
-            return list_groups.encode_response(version, res[0], [g for g in res[1] if g[0] in allowed], states)
+            return encode(res[0], [g for g in res[1] if g[0] in allowed])
 
         return encode_after(listing, visible)
 

@@ -133,6 +133,8 @@ def test_described_as_consumer_group_with_range_assignor(cluster):
         described = {m.member_id: {tp.partition for tp in m.assignment.topic_partitions} for m in d.members}
         assert sorted(described.values(), key=min) == [{0, 1, 2}, {3, 4, 5}]
         assert {m.client_id for m in d.members} == {"rdkafka"}
+        listed = {g.group_id: g for g in admin.list_consumer_groups().result(10).valid}  # ListGroups v5
+        assert (listed[group].type.name, listed[group].state.name) == ("CONSUMER", "STABLE")
     finally:
         a.close()
         b.close()

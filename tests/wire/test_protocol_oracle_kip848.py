@@ -7,9 +7,16 @@ from __future__ import annotations
 import uuid
 
 import pytest
+from kafka.protocol.admin import ListGroupsRequest, ListGroupsResponse
 from kafka.protocol.metadata import MetadataRequest, MetadataResponse
 
-from ferry.wire.protocol import consumer_group_describe, consumer_group_heartbeat, flexible, metadata
+from ferry.wire.protocol import (
+    consumer_group_describe,
+    consumer_group_heartbeat,
+    flexible,
+    list_groups,
+    metadata,
+)
 from ferry.wire.protocol.primitives import ProtocolError, Reader, Writer
 from tests.wire.flexible_oracle import flexible_body, flexible_roundtrip
 
@@ -130,3 +137,18 @@ def test_describe_request_and_response():
             r.int32(), flexible.compact_string(r), flexible.compact_string(r),
             flexible.compact_array(r, flexible.compact_string), flexible.compact_nullable_string(r)) == \
         ("m", None, None, 4, "c", "/127.0.0.1", ["t"], None)
+
+
+def test_list_groups_v5_types():
+    """v5 (KIP-848) filters by group type and lists it: "consumer" for KIP-848 groups, "classic" for the others."""
+    req = ListGroupsRequest(version=5, states_filter=[], types_filter=["Consumer"])
+    states, types = list_groups.parse_filters(flexible_body(req, 5), 5)
+    assert (states, types) == (None, frozenset({"consumer"}))
+    groups = [("a", "consumer", "Stable"), ("b", "consumer", "Empty")]
+    d = flexible_roundtrip(ListGroupsResponse, list_groups.encode_response(5, 0, groups, None, None,
+                                                                         frozenset({"a"})), 5)
+    assert [(g.group_id, g.group_state, g.group_type) for g in d.groups] == [("a", "Stable", "consumer"),
+                                                                             ("b", "Empty", "classic")]
+    d = flexible_roundtrip(ListGroupsResponse, list_groups.encode_response(5, 0, groups, None, types,
+                                                                         frozenset({"a"})), 5)
+    assert [g.group_id for g in d.groups] == ["a"]

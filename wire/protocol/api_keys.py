@@ -70,7 +70,7 @@ ADVERTISED: dict[int, tuple[int, int]] = {
     ApiKey.LEAVE_GROUP: (0, 3),
     ApiKey.SYNC_GROUP: (0, 3),
     ApiKey.DESCRIBE_GROUPS: (0, 4),
-    ApiKey.LIST_GROUPS: (0, 4),  # v3+: flexible; v4: states (KIP-518)
+    ApiKey.LIST_GROUPS: (0, 5),  # v3+: flexible; v4: states (KIP-518); v5: group types (KIP-848)
     ApiKey.DELETE_GROUPS: (0, 1),
     ApiKey.OFFSET_DELETE: (0, 0),  # KIP-496
     # KIP-848's protocol: every request refused at once, with what to set (a key not advertised leaves
