@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from ferry.broker.server.consumer_group_assignors import ASSIGNORS, Assignment, TopicPartition
 from ferry.broker.server.metadata_cache import MetadataCache
 from ferry.wire.protocol import consumer_group_describe as cgd
-from ferry.wire.protocol.consumer_group_heartbeat import HeartbeatRequest, TopicPartitions
+from ferry.wire.protocol.consumer_group_heartbeat import ConsumerGroupHeartbeatRequest, TopicPartitions
 from ferry.wire.protocol.errors import ErrorCode
 
 log = logging.getLogger(__name__)
@@ -100,7 +100,7 @@ class ConsumerGroupCoordinator:
         return ErrorCode.NONE
 
     # ------------------------------------------------------------------ ConsumerGroupHeartbeat
-    def heartbeat(self, req: HeartbeatRequest, client_id: str, client_host: str) -> HeartbeatAnswer:
+    def heartbeat(self, req: ConsumerGroupHeartbeatRequest, client_id: str, client_host: str) -> HeartbeatAnswer:
         """(error, message, member id, member epoch, assignment or None when unchanged)."""
         bad = self._invalid(req)
         if bad:
@@ -147,7 +147,7 @@ class ConsumerGroupCoordinator:
         return ErrorCode.NONE, None, member.member_id, member.epoch, assignment
 
     @staticmethod
-    def _invalid(req: HeartbeatRequest) -> str | None:
+    def _invalid(req: ConsumerGroupHeartbeatRequest) -> str | None:
         if not req.group_id:
             return "the group id is empty"
         if req.member_epoch > 0 and not req.member_id:
@@ -160,7 +160,7 @@ class ConsumerGroupCoordinator:
             return f"member epoch {req.member_epoch} is invalid"
         return None
 
-    def _update_subscription(self, group: ConsumerGroup, member: ConsumerMember, req: HeartbeatRequest) -> None:
+    def _update_subscription(self, group: ConsumerGroup, member: ConsumerMember, req: ConsumerGroupHeartbeatRequest) -> None:
         if req.subscribed_topic_names is not None and frozenset(req.subscribed_topic_names) != member.subscription:
             member.subscription = frozenset(req.subscribed_topic_names)
             group.epoch += 1
@@ -242,16 +242,16 @@ class ConsumerGroupCoordinator:
         return [(topics[t].topic_uuid, ps) for t, ps in by_topic.items() if t in topics]
 
     # ------------------------------------------------------------------ ConsumerGroupDescribe / ListGroups
-    def describe(self, group_id: str) -> cgd.DescribedGroup | None:
+    def describe(self, group_id: str) -> cgd.ConsumerGroupDescription | None:
         """The group as KIP-848 describes it; None when no consumer-protocol group of that id is here."""
         group = self.groups.get(group_id)
         if group is None:
             return None
-        members = [cgd.DescribedMember(m.member_id, m.instance_id, m.rack_id, m.epoch, m.client_id, m.client_host,
+        members = [cgd.ConsumerGroupMember(m.member_id, m.instance_id, m.rack_id, m.epoch, m.client_id, m.client_host,
                                        sorted(m.subscription), self._named(m.assigned),
                                        self._named(group.target.get(m.member_id, set())))
                    for m in group.members.values()]
-        return cgd.DescribedGroup(ErrorCode.NONE, group_id, None, group.state, group.epoch, group.target_epoch,
+        return cgd.ConsumerGroupDescription(ErrorCode.NONE, group_id, None, group.state, group.epoch, group.target_epoch,
                                   group.assignor, members)
 
     def _named(self, tps: set[TopicPartition]) -> cgd.NamedPartitions:

@@ -221,7 +221,7 @@ class GroupApis:
             described = None if code else coordinator.consumer_groups.describe(gid)
             if described is None:
                 code = code or ErrorCode.GROUP_ID_NOT_FOUND
-                described = consumer_group_describe.DescribedGroup(
+                described = consumer_group_describe.ConsumerGroupDescription(
                     code, gid, f"group {gid} is not a consumer group" if code == ErrorCode.GROUP_ID_NOT_FOUND else None)
             out.append(described)
         return consumer_group_describe.encode_response(out)

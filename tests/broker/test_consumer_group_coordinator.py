@@ -10,7 +10,7 @@ from collections.abc import Callable
 from ferry.broker.server.consumer_group_assignors import range_, uniform
 from ferry.broker.server.consumer_group_coordinator import ConsumerGroupCoordinator, ConsumerGroupSettings
 from ferry.broker.server.metadata_cache import MetadataCache
-from ferry.wire.protocol.consumer_group_heartbeat import HeartbeatRequest
+from ferry.wire.protocol.consumer_group_heartbeat import ConsumerGroupHeartbeatRequest
 from ferry.wire.protocol.errors import ErrorCode as E
 from ferry.zk.znodes import TopicInfo, new_topic_id
 
@@ -39,7 +39,7 @@ class Member:
         self.owned: list[tuple[bytes, list[int]]] = []
 
     def beat(self) -> tuple[int, str | None]:
-        req = HeartbeatRequest("g", self.member_id, self.epoch, subscribed_topic_names=self.topics if not self.epoch
+        req = ConsumerGroupHeartbeatRequest("g", self.member_id, self.epoch, subscribed_topic_names=self.topics if not self.epoch
                                else None, server_assignor=self.assignor, owned=list(self.owned))
         code, message, _, epoch, assignment = self.coord.heartbeat(req, "c", "/h")
         if code == E.NONE:
@@ -86,13 +86,13 @@ def test_epochs_fence_and_unknown_members():
         coord = ConsumerGroupCoordinator(cache(t=2))
         a = Member(coord, "a", ["t"])
         a.beat()
-        stale = HeartbeatRequest("g", "a", a.epoch + 5)
+        stale = ConsumerGroupHeartbeatRequest("g", "a", a.epoch + 5)
         assert coord.heartbeat(stale, "c", "/h")[0] == E.FENCED_MEMBER_EPOCH
-        assert coord.heartbeat(HeartbeatRequest("g", "nobody", 3), "c", "/h")[0] == E.UNKNOWN_MEMBER_ID
+        assert coord.heartbeat(ConsumerGroupHeartbeatRequest("g", "nobody", 3), "c", "/h")[0] == E.UNKNOWN_MEMBER_ID
         assert coord.commit_error("g", "a", a.epoch) == E.NONE
         assert coord.commit_error("g", "a", a.epoch - 1) == E.STALE_MEMBER_EPOCH
         assert coord.commit_error("g", "zz", a.epoch) == E.UNKNOWN_MEMBER_ID
-        leave = coord.heartbeat(HeartbeatRequest("g", "a", -1), "c", "/h")
+        leave = coord.heartbeat(ConsumerGroupHeartbeatRequest("g", "a", -1), "c", "/h")
         assert (leave[0], leave[3]) == (E.NONE, -1) and not coord.has_members("g")
 
     run(body)
@@ -102,14 +102,14 @@ def test_bad_heartbeats_answered_with_errors():
     def body() -> None:
         coord = ConsumerGroupCoordinator(cache(t=2))
         hb = coord.heartbeat
-        assert hb(HeartbeatRequest("", "m", 0, subscribed_topic_names=["t"]), "c", "/h")[0] == E.INVALID_REQUEST
-        assert hb(HeartbeatRequest("g", "m", 0), "c", "/h")[0] == E.INVALID_REQUEST  # no subscription
-        regex = HeartbeatRequest("g", "m", 0, subscribed_topic_regex="t.*")
+        assert hb(ConsumerGroupHeartbeatRequest("", "m", 0, subscribed_topic_names=["t"]), "c", "/h")[0] == E.INVALID_REQUEST
+        assert hb(ConsumerGroupHeartbeatRequest("g", "m", 0), "c", "/h")[0] == E.INVALID_REQUEST  # no subscription
+        regex = ConsumerGroupHeartbeatRequest("g", "m", 0, subscribed_topic_regex="t.*")
         assert hb(regex, "c", "/h")[:2] == (E.INVALID_REQUEST, "subscriptions by regular expression are not served; "
                                                                "subscribe to topic names")
-        odd = HeartbeatRequest("g", "m", 0, subscribed_topic_names=["t"], server_assignor="sticky")
+        odd = ConsumerGroupHeartbeatRequest("g", "m", 0, subscribed_topic_names=["t"], server_assignor="sticky")
         assert hb(odd, "c", "/h")[0] == E.UNSUPPORTED_ASSIGNOR
-        assert hb(HeartbeatRequest("g", "", 4), "c", "/h")[0] == E.INVALID_REQUEST
+        assert hb(ConsumerGroupHeartbeatRequest("g", "", 4), "c", "/h")[0] == E.INVALID_REQUEST
 
     run(body)
 

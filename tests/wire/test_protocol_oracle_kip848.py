@@ -124,9 +124,9 @@ def test_describe_request_and_response():
     flexible.put_tagged_fields(w)
     r = Reader(bytes(w.buf))
     assert consumer_group_describe.parse_request(r, 0) == ["g1", "g2"] and r.remaining() == 0
-    member = consumer_group_describe.DescribedMember("m", None, None, 4, "c", "/127.0.0.1", ["t"],
+    member = consumer_group_describe.ConsumerGroupMember("m", None, None, 4, "c", "/127.0.0.1", ["t"],
                                                      [(TOPIC_ID.bytes, "t", [0])], [(TOPIC_ID.bytes, "t", [0, 1])])
-    body = consumer_group_describe.encode_response([consumer_group_describe.DescribedGroup(
+    body = consumer_group_describe.encode_response([consumer_group_describe.ConsumerGroupDescription(
         0, "g1", None, "Reconciling", 5, 5, "uniform", [member])])
     r = Reader(body)
     flexible.skip_tagged_fields(r)

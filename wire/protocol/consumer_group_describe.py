@@ -21,7 +21,7 @@ def parse_request(r: Reader, version: int) -> list[str]:
 
 
 @dataclass(slots=True)
-class DescribedMember:
+class ConsumerGroupMember:
     member_id: str
     instance_id: str | None
     rack_id: str | None
@@ -34,7 +34,7 @@ class DescribedMember:
 
 
 @dataclass(slots=True)
-class DescribedGroup:
+class ConsumerGroupDescription:
     error_code: int
     group_id: str
     error_message: str | None = None
@@ -42,7 +42,7 @@ class DescribedGroup:
     group_epoch: int = -1
     assignment_epoch: int = -1
     assignor_name: str = ""
-    members: list[DescribedMember] = field(default_factory=list)
+    members: list[ConsumerGroupMember] = field(default_factory=list)
 
 
 def _write_named(w: Writer, tp: tuple[bytes, str, list[int]]) -> None:
@@ -57,7 +57,7 @@ def _write_assignment(w: Writer, parts: NamedPartitions) -> None:
     flexible.put_tagged_fields(w)
 
 
-def _write_member(w: Writer, m: DescribedMember) -> None:
+def _write_member(w: Writer, m: ConsumerGroupMember) -> None:
     flexible.put_compact_string(w, m.member_id)
     flexible.put_compact_string(w, m.instance_id)
     flexible.put_compact_string(w, m.rack_id)
@@ -71,7 +71,7 @@ def _write_member(w: Writer, m: DescribedMember) -> None:
     flexible.put_tagged_fields(w)
 
 
-def _write_group(w: Writer, g: DescribedGroup) -> None:
+def _write_group(w: Writer, g: ConsumerGroupDescription) -> None:
     w.int16(g.error_code)
     flexible.put_compact_string(w, g.error_message)
     flexible.put_compact_string(w, g.group_id)
@@ -83,7 +83,7 @@ def _write_group(w: Writer, g: DescribedGroup) -> None:
     flexible.put_tagged_fields(w)
 
 
-def encode_response(groups: list[DescribedGroup]) -> bytes:
+def encode_response(groups: list[ConsumerGroupDescription]) -> bytes:
     w = flexible.response_writer().int32(0)  # throttle_time_ms
     flexible.put_compact_array(w, groups, _write_group)
     return bytes(flexible.put_tagged_fields(w).buf)

@@ -20,7 +20,7 @@ STATIC_LEAVE_EPOCH = -2  # a static member leaving for now (it may come back und
 
 
 @dataclass(slots=True)
-class HeartbeatRequest:
+class ConsumerGroupHeartbeatRequest:
     group_id: str
     member_id: str
     member_epoch: int
@@ -40,9 +40,9 @@ def _topic_partitions(r: Reader) -> tuple[bytes, list[int]]:
     return topic_id, parts
 
 
-def parse_request(r: Reader, version: int) -> HeartbeatRequest:
+def parse_request(r: Reader, version: int) -> ConsumerGroupHeartbeatRequest:
     flexible.request_body(r)
-    req = HeartbeatRequest(flexible.compact_string(r), flexible.compact_string(r), r.int32())
+    req = ConsumerGroupHeartbeatRequest(flexible.compact_string(r), flexible.compact_string(r), r.int32())
     req.instance_id = flexible.compact_nullable_string(r)
     req.rack_id = flexible.compact_nullable_string(r)
     req.rebalance_timeout_ms = r.int32()
