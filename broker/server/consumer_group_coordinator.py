@@ -52,7 +52,9 @@ class ConsumerMember:
     assigned: set[TopicPartition] = field(default_factory=set)  # what the member was told it owns
     revoking: set[TopicPartition] = field(default_factory=set)  # taken away, not yet confirmed released
     last_sent: frozenset[TopicPartition] | None = None
+    rebalance_timeout_ms: int = 300_000  # the member's max.poll.interval.ms: how long it may take to release
     expiry: asyncio.TimerHandle | None = None
+    release_deadline: asyncio.TimerHandle | None = None  # armed while it has partitions to release
 
 
 @dataclass(eq=False)
@@ -134,6 +136,8 @@ class ConsumerGroupCoordinator:
                                                    f"{member.epoch}"), member.member_id, -1, None
         self._update_subscription(group, member, req)
         self._keep_alive(group, member)
+        if req.rebalance_timeout_ms > 0:
+            member.rebalance_timeout_ms = req.rebalance_timeout_ms
         if req.owned is not None:
             member.revoking &= self._owned(req.owned)
         if group.target_epoch < group.epoch or self._metadata_changed(group):
@@ -178,12 +182,17 @@ class ConsumerGroupCoordinator:
         if group.members.get(member.member_id) is member:
             self._remove(group, member.member_id, "session timed out")
 
+    def _release_overdue(self, group: ConsumerGroup, member: ConsumerMember) -> None:
+        if group.members.get(member.member_id) is member and member.revoking:
+            self._remove(group, member.member_id, "did not release its partitions within its rebalance timeout")
+
     def _remove(self, group: ConsumerGroup, member_id: str, why: str) -> None:
         member = group.members.pop(member_id, None)
         if member is None:
             return
-        if member.expiry is not None:
-            member.expiry.cancel()
+        for timer in (member.expiry, member.release_deadline):
+            if timer is not None:
+                timer.cancel()
         group.epoch += 1
         log.info("group %s: member %s %s (group epoch %d)", group.group_id, member_id, why, group.epoch)
         if not group.members:
@@ -211,17 +220,23 @@ class ConsumerGroupCoordinator:
         group.target_epoch = group.epoch
         log.info("group %s: target assignment of epoch %d by %s", group.group_id, group.epoch, group.assignor)
 
-    @staticmethod
-    def _reconcile(group: ConsumerGroup, member: ConsumerMember) -> None:
+    def _reconcile(self, group: ConsumerGroup, member: ConsumerMember) -> None:
         """One step towards the member's target: revoke first; once released, the new epoch and the free
-        partitions (those no other member owns or is still releasing)."""
+        partitions (those no other member owns or is still releasing). A member that does not release within
+        its rebalance timeout is removed from the group (as Kafka fences it)."""
         target = group.target.get(member.member_id, set())
         revoke = member.assigned - target
         if revoke:
             member.assigned -= revoke
             member.revoking |= revoke
         if member.revoking:
+            if member.release_deadline is None:
+                member.release_deadline = asyncio.get_running_loop().call_later(
+                    member.rebalance_timeout_ms / 1000, self._release_overdue, group, member)
             return
+        if member.release_deadline is not None:
+            member.release_deadline.cancel()
+            member.release_deadline = None
         taken = set()
         for other in group.members.values():
             if other is not member:

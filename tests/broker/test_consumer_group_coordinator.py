@@ -132,6 +132,27 @@ def test_silent_member_expires_and_its_partitions_move():
     asyncio.run(main())
 
 
+def test_member_not_releasing_within_its_rebalance_timeout_is_removed():
+    async def main() -> None:
+        coord = ConsumerGroupCoordinator(cache(t=4))
+        a = Member(coord, "a", ["t"])
+        a.beat()
+        slow = ConsumerGroupHeartbeatRequest("g", "a", a.epoch, rebalance_timeout_ms=200, owned=list(a.owned))
+        coord.heartbeat(slow, "c", "/h")
+        b = Member(coord, "b", ["t"])
+        b.beat()
+        code, _, _, _, told = coord.heartbeat(slow, "c", "/h")  # told to release two; keeps claiming all four
+        assert code == E.NONE and told is not None and len(told[0][1]) == 2
+        for _ in range(40):  # a never confirms; b keeps beating (bounded: ~2 s)
+            await asyncio.sleep(0.05)
+            b.beat()
+            if len(b.partitions()) == 4:
+                break
+        assert len(b.partitions()) == 4 and not coord.describe("g").members[0].member_id == "a"
+
+    asyncio.run(main())
+
+
 def test_new_topic_partitions_reach_members():
     def body() -> None:
         coord = ConsumerGroupCoordinator(cache(t=2))
