@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ferry.broker.server.consumer_group_assignors import ASSIGNORS, Assignment, TopicPartition
@@ -90,6 +91,16 @@ class ConsumerGroupCoordinator:
     def has_members(self, group_id: str) -> bool:
         group = self.groups.get(group_id)
         return group is not None and bool(group.members)
+
+    def unload(self, keep: Callable[[str], bool]) -> None:
+        """Drops the groups ``keep`` rejects (now coordinated elsewhere, or the broker stops): their members
+        get UNKNOWN_MEMBER_ID here and rejoin at the new coordinator."""
+        for gid in [g for g in self.groups if not keep(g)]:
+            group = self.groups.pop(gid)
+            for m in group.members.values():
+                for timer in (m.expiry, m.release_deadline):
+                    if timer is not None:
+                        timer.cancel()
 
     def commit_error(self, group_id: str, member_id: str, member_epoch: int) -> int:
         """OffsetCommit from a KIP-848 member: its id and current epoch (as the generation), else Kafka's errors."""
@@ -195,8 +206,8 @@ class ConsumerGroupCoordinator:
                 timer.cancel()
         group.epoch += 1
         log.info("group %s: member %s %s (group epoch %d)", group.group_id, member_id, why, group.epoch)
-        if not group.members:
-            group.target, group.target_epoch = {}, group.epoch
+        if not group.members and self.groups.get(group.group_id) is group:
+            del self.groups[group.group_id]  # an empty group is forgotten (its offsets stay in ZooKeeper)
 
     # ------------------------------------------------------------------ assignment and reconciliation
     def _subscribed_counts(self, group: ConsumerGroup) -> dict[str, int]:

@@ -91,6 +91,7 @@ class GroupCoordinator:
     def stop(self) -> None:
         """Shutting down: every group's waiting requests are answered NOT_COORDINATOR (members look again)."""
         self._expiry.stop()
+        self.consumer_groups.unload(lambda gid: False)
         for group in list(self._groups.groups.values()):
             self._groups.unload(group, ErrorCode.NOT_COORDINATOR)
         self._groups.stop()
@@ -144,6 +145,7 @@ class GroupCoordinator:
 
     def _on_brokers(self, live: set[int]) -> None:
         """The live brokers changed: groups that now hash to another broker are dropped here."""
+        self.consumer_groups.unload(lambda gid: self._groups.coordinated_here(gid, live))
         for group in list(self._groups.groups.values()):
             if not self._groups.coordinated_here(group.group_id, live):
                 log.info("group %s: now coordinated by broker %s; dropping its members here", group.group_id,

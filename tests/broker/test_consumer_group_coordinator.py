@@ -93,7 +93,11 @@ def test_epochs_fence_and_unknown_members():
         assert coord.commit_error("g", "a", a.epoch - 1) == E.STALE_MEMBER_EPOCH
         assert coord.commit_error("g", "zz", a.epoch) == E.UNKNOWN_MEMBER_ID
         leave = coord.heartbeat(ConsumerGroupHeartbeatRequest("g", "a", -1), "c", "/h")
-        assert (leave[0], leave[3]) == (E.NONE, -1) and not coord.has_members("g")
+        assert (leave[0], leave[3]) == (E.NONE, -1) and not coord.has_members("g") and coord.describe("g") is None
+        b = Member(coord, "b", ["t"])
+        b.beat()
+        coord.unload(lambda gid: gid != "g")  # the group moved to another coordinator: b must rejoin there
+        assert coord.heartbeat(ConsumerGroupHeartbeatRequest("g", "b", b.epoch), "c", "/h")[0] == E.UNKNOWN_MEMBER_ID
 
     run(body)
 
