@@ -33,9 +33,12 @@ def cluster(zk_server, tmp_path_factory):
     c = Cluster(tmp_path_factory.mktemp("kip848"), f"{zk_server.connect}/t/{uuid.uuid4().hex[:12]}/live", "live")
     c.add_broker(extra_args=("--override", "group.consumer.heartbeat.interval.ms=500", "--override",
                              "group.consumer.session.timeout.ms=6000", "--flush-ms", "10"))
+    deadline = time.monotonic() + 30
+    while AdminClient({"bootstrap.servers": c.bootstrap}).list_topics(timeout=10).controller_id < 0:
+        assert time.monotonic() < deadline, "no controller"  # (an admin client that saw none waits for long)
+        time.sleep(0.2)
     admin = AdminClient({"bootstrap.servers": c.bootstrap})
     admin.create_topics([NewTopic(TOPIC, 6, 1)])[TOPIC].result(30)
-    deadline = time.monotonic() + 30
     while not all(p.leader >= 0 for p in admin.list_topics(TOPIC, timeout=10).topics[TOPIC].partitions.values()):
         assert time.monotonic() < deadline, "no leaders"
         time.sleep(0.2)
@@ -241,3 +244,32 @@ def test_topic_ids_stable_in_zookeeper_and_metadata_by_id(cluster, zk_server):
     assert [(t.name, t.topic_id, t.error_code) for t in answer.topics][0] == (TOPIC, topic_id, 0)
     assert (answer.topics[1].name, answer.topics[1].error_code) == (None, ErrorCode.UNKNOWN_TOPIC_ID)
     assert (named.topics[0].topic_id, len(named.topics[0].partitions)) == (topic_id, 6)
+
+
+def test_members_resume_after_the_coordinator_restarts(cluster):
+    """The group lives in the coordinator's memory: after its broker restarts, the members are told they are
+    unknown, rejoin with epoch 0, split the partitions again and go on from the committed offsets (runs last:
+    it restarts the module's broker)."""
+    group = "g-restart"
+    before = produce(cluster, 30, "r1")
+    a, b = consumer(cluster, group), consumer(cluster, group)
+    a.subscribe([TOPIC])
+    b.subscribe([TOPIC])
+    try:
+        got = poll_until([a, b], lambda r: {m.value() for ms in r.values() for m in ms} >= before
+                         and len(owned(a)) == 3 and len(owned(b)) == 3)
+        seen = {m.value() for ms in got.values() for m in ms}
+        a.commit(asynchronous=False)
+        b.commit(asynchronous=False)
+        broker = next(iter(cluster.brokers.values()))
+        broker.stop()
+        broker.start()
+        after = produce(cluster, 30, "r2")
+        got = poll_until([a, b], lambda r: {m.value() for ms in r.values() for m in ms} >= after
+                         and len(owned(a)) == 3 and len(owned(b)) == 3, timeout=60)
+        values = [m.value() for ms in got.values() for m in ms]
+        assert not set(values) & seen and len(values) == len(set(values))  # nothing committed is read again
+        assert owned(a) | owned(b) == set(range(6)) and not owned(a) & owned(b)
+    finally:
+        a.close()
+        b.close()
