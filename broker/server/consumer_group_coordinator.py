@@ -118,27 +118,29 @@ class ConsumerGroupCoordinator:
         bad = self._invalid(req)
         if bad:
             return ErrorCode.INVALID_REQUEST, bad, req.member_id or None, -1, None
-        group = self.groups.setdefault(req.group_id, ConsumerGroup(req.group_id))
+        group = self.groups.get(req.group_id)
         if req.member_epoch < 0:
-            self._remove(group, req.member_id, "left the group")
+            if group is not None:
+                self._remove(group, req.member_id, "left the group")
             return ErrorCode.NONE, None, req.member_id, req.member_epoch, None
-        member = group.members.get(req.member_id) if req.member_id else None
+        member = group.members.get(req.member_id) if group is not None and req.member_id else None
         if req.member_epoch == 0:
-            if member is not None:  # a member rejoining (fenced, or restarted with its id): it starts over
-                self._remove(group, member.member_id, "rejoined")
-            if len(group.members) >= self.settings.max_size:
-                return ErrorCode.GROUP_MAX_SIZE_REACHED, "the group is full", None, -1, None
             assignor = req.server_assignor or self.settings.assignors[0]
             if assignor not in self.settings.assignors:
                 return (ErrorCode.UNSUPPORTED_ASSIGNOR, f"assignor {assignor!r} is not one of "
                         f"{', '.join(self.settings.assignors)}", None, -1, None)
+            if group is not None and member is not None:  # rejoining (fenced, or restarted with its id): anew
+                self._remove(group, member.member_id, "rejoined")
+            group = self.groups.setdefault(req.group_id, ConsumerGroup(req.group_id))
+            if len(group.members) >= self.settings.max_size:
+                return ErrorCode.GROUP_MAX_SIZE_REACHED, "the group is full", None, -1, None
             member = ConsumerMember(req.member_id or str(uuid.uuid4()), client_id, client_host, req.instance_id,
                                     req.rack_id, subscription=frozenset(req.subscribed_topic_names or ()),
                                     assignor=assignor)
             group.members[member.member_id] = member
             group.epoch += 1
             log.info("group %s: member %s joined (group epoch %d)", group.group_id, member.member_id, group.epoch)
-        elif member is None:
+        elif group is None or member is None:
             return ErrorCode.UNKNOWN_MEMBER_ID, "the member is not in the group", req.member_id, -1, None
         elif req.member_epoch != member.epoch and not (
                 req.member_epoch == member.previous_epoch and req.owned is not None

@@ -94,6 +94,11 @@ def test_epochs_fence_and_unknown_members():
         assert coord.commit_error("g", "zz", a.epoch) == E.UNKNOWN_MEMBER_ID
         leave = coord.heartbeat(ConsumerGroupHeartbeatRequest("g", "a", -1), "c", "/h")
         assert (leave[0], leave[3]) == (E.NONE, -1) and not coord.has_members("g") and coord.describe("g") is None
+        a = Member(coord, "a", ["t"])  # a lone member rejoining under its id (epoch 0) starts over in the group
+        a.beat()
+        a.epoch = 0
+        assert a.beat() == (E.NONE, None) and len(a.partitions()) == 2 and coord.has_members("g")
+        assert coord.heartbeat(ConsumerGroupHeartbeatRequest("g", "zz", -1), "c", "/h")[0] == E.NONE  # unknown: no-op
         b = Member(coord, "b", ["t"])
         b.beat()
         coord.unload(lambda gid: gid != "g")  # the group moved to another coordinator: b must rejoin there
