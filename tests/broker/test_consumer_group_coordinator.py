@@ -5,8 +5,12 @@ and the server-side assignors balance (uniform) or range per topic."""
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import Callable
 
+import pytest
+
+from ferry.broker.server.broker_config import BrokerConfig, ConfigError
 from ferry.broker.server.consumer_group_assignors import range_, uniform
 from ferry.broker.server.consumer_group_coordinator import ConsumerGroupCoordinator, ConsumerGroupSettings
 from ferry.broker.server.metadata_cache import MetadataCache
@@ -188,3 +192,19 @@ def test_assignors():
     assert mixed["b"] <= {("y", 0), ("y", 1)} and len(mixed["a"]) == len(mixed["b"]) == 2
     r = range_({"a": frozenset({"x", "y"}), "b": frozenset({"x", "y"})}, {"x": 3, "y": 3}, {})
     assert r == {"a": {("x", 0), ("x", 1), ("y", 0), ("y", 1)}, "b": {("x", 2), ("y", 2)}}
+
+
+def test_broker_settings():
+    """Kafka's property names; a session not longer than the heartbeat interval is refused, naming both."""
+    base = {"broker.id": "1", "listeners": "127.0.0.1:9092", "log.dirs": "/tmp/d", "zookeeper.connect": "z:1/c",
+            "datacenter": "live"}
+    cfg = BrokerConfig.from_properties({**base, "group.consumer.heartbeat.interval.ms": "500",
+                                        "group.consumer.session.timeout.ms": "6000"})
+    assert (cfg.group_consumer_heartbeat_interval_ms, cfg.group_consumer_session_timeout_ms) == (500, 6000)
+    default = BrokerConfig.from_properties(base)
+    assert (default.group_consumer_heartbeat_interval_ms, default.group_consumer_session_timeout_ms) == (5000, 45000)
+    with pytest.raises(ConfigError, match=re.escape("group.consumer.session.timeout.ms (1000) must be more than "
+                                                    "group.consumer.heartbeat.interval.ms (5000)")):
+        BrokerConfig.from_properties({**base, "group.consumer.session.timeout.ms": "1000"})
+    with pytest.raises(ConfigError, match="group.consumer.heartbeat.interval.ms: 0 must be at least 1"):
+        BrokerConfig.from_properties({**base, "group.consumer.heartbeat.interval.ms": "0"})
