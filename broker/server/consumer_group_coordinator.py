@@ -92,6 +92,11 @@ class ConsumerGroupCoordinator:
         group = self.groups.get(group_id)
         return group is not None and bool(group.members)
 
+    def subscribed_topics(self, group_id: str) -> frozenset[str]:
+        """The topics the group's members subscribe to (OffsetDelete keeps their offsets)."""
+        group = self.groups.get(group_id)
+        return frozenset().union(*(m.subscription for m in group.members.values())) if group else frozenset()
+
     def unload(self, keep: Callable[[str], bool]) -> None:
         """Drops the groups ``keep`` rejects (now coordinated elsewhere, or the broker stops): their members
         get UNKNOWN_MEMBER_ID here and rejoin at the new coordinator."""

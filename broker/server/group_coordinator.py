@@ -226,7 +226,7 @@ class GroupCoordinator:
         if code:
             return code, []
         group = self._groups.get(gid)
-        subscribed: set[str] = set()
+        subscribed: set[str] = set(self.consumer_groups.subscribed_topics(gid))
         if group is not None and group.members:
             if group.protocol_type != "consumer":
                 return ErrorCode.NON_EMPTY_GROUP, []
@@ -236,7 +236,7 @@ class GroupCoordinator:
                                              lambda zk, g: group_offsets.delete_offsets(zk, g, wanted))
         if not ok:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE, []
-        if not found and group is None:
+        if not found and group is None and not self.consumer_groups.has_members(gid):
             return ErrorCode.GROUP_ID_NOT_FOUND, []
         if wanted:
             log.info("group %s: committed offsets of %d partition(s) deleted", gid, len(wanted))
@@ -251,7 +251,7 @@ class GroupCoordinator:
                 out.append((gid, code))
                 continue
             group = self._groups.get(gid)
-            if group is not None and (group.members or group.pending_members):
+            if group is not None and (group.members or group.pending_members) or self.consumer_groups.has_members(gid):
                 out.append((gid, ErrorCode.NON_EMPTY_GROUP))
                 continue
             ok, deleted = await self._in_zookeeper("deleting it from", gid, group_offsets.delete_group)

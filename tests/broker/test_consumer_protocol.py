@@ -10,7 +10,7 @@ import time
 import uuid
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, Producer
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 from kafka.protocol.metadata import MetadataRequest, MetadataResponse
 
@@ -91,14 +91,17 @@ def test_two_members_split_six_partitions_hand_over_and_resume(cluster):
         got = poll_until([a, b], lambda r: {m.value() for ms in r.values() for m in ms} >= first
                          and len(owned(a)) == 3 and len(owned(b)) == 3)
         assert owned(a) | owned(b) == set(range(6)) and not owned(a) & owned(b)
+        split = produce(cluster, 60, "a2")  # once split: each member reads its own partitions, each record once
+        got = poll_until([a, b], lambda r: {m.value() for ms in r.values() for m in ms} >= split)
         assert {m.partition() for m in got[0]} <= owned(a) and {m.partition() for m in got[1]} <= owned(b)
+        assert sorted(m.value() for ms in got.values() for m in ms) == sorted(split)
         a.commit(asynchronous=False)
         b.commit(asynchronous=False)
         b.close()
         poll_until([a], lambda r: len(owned(a)) == 6, timeout=30)
         second = produce(cluster, 30, "b")
         got = poll_until([a], lambda r: {m.value() for m in r[0]} >= second)
-        assert not {m.value() for m in got[0]} & first  # b's committed partitions are not read again
+        assert not {m.value() for m in got[0]} & (first | split)  # b's committed partitions are not read again
         a.commit(asynchronous=False)
     finally:
         a.close()
@@ -138,6 +141,9 @@ def test_described_as_consumer_group_with_range_assignor(cluster):
         assert {m.client_id for m in d.members} == {"rdkafka"}
         listed = {g.group_id: g for g in admin.list_consumer_groups().result(10).valid}  # ListGroups v5
         assert (listed[group].type.name, listed[group].state.name) == ("CONSUMER", "STABLE")
+        with pytest.raises(KafkaException) as refused:  # a live consumer group keeps its offsets
+            admin.delete_consumer_groups([group])[group].result(10)
+        assert refused.value.args[0].code() == KafkaError.NON_EMPTY_GROUP
     finally:
         a.close()
         b.close()
@@ -268,7 +274,9 @@ def test_members_resume_after_the_coordinator_restarts(cluster):
         got = poll_until([a, b], lambda r: {m.value() for ms in r.values() for m in ms} >= after
                          and len(owned(a)) == 3 and len(owned(b)) == 3, timeout=60)
         values = [m.value() for ms in got.values() for m in ms]
-        assert not set(values) & seen and len(values) == len(set(values))  # nothing committed is read again
+        # nothing committed is read again; a record read but not yet committed when its partition moved to the
+        # other member (the two rejoin one after the other) may be read twice: the at-least-once window
+        assert not set(values) & seen and set(values) == after
         assert owned(a) | owned(b) == set(range(6)) and not owned(a) & owned(b)
     finally:
         a.close()
