@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -48,7 +49,8 @@ class ConsumerMember:
     rack_id: str | None = None
     epoch: int = 0
     previous_epoch: int = -1
-    subscription: frozenset[str] = frozenset()
+    subscription: frozenset[str] = frozenset()  # topic names
+    regex: re.Pattern[str] | None = None  # a subscription by regular expression (v1), matched against every topic
     assignor: str | None = None
     assigned: set[TopicPartition] = field(default_factory=set)  # what the member was told it owns
     revoking: set[TopicPartition] = field(default_factory=set)  # taken away, not yet confirmed released
@@ -95,7 +97,13 @@ class ConsumerGroupCoordinator:
     def subscribed_topics(self, group_id: str) -> frozenset[str]:
         """The topics the group's members subscribe to (OffsetDelete keeps their offsets)."""
         group = self.groups.get(group_id)
-        return frozenset().union(*(m.subscription for m in group.members.values())) if group else frozenset()
+        return frozenset().union(*(self._topics_of(m) for m in group.members.values())) if group else frozenset()
+
+    def _topics_of(self, member: ConsumerMember) -> frozenset[str]:
+        """The member's subscribed topics: its names, and the topics its regex matches (whole names) now."""
+        if member.regex is None:
+            return member.subscription
+        return member.subscription | {t for t in self._metadata.topics if member.regex.fullmatch(t)}
 
     def unload(self, keep: Callable[[str], bool]) -> None:
         """Drops the groups ``keep`` rejects (now coordinated elsewhere, or the broker stops): their members
@@ -121,8 +129,8 @@ class ConsumerGroupCoordinator:
     def heartbeat(self, req: ConsumerGroupHeartbeatRequest, client_id: str, client_host: str) -> HeartbeatAnswer:
         """(error, message, member id, member epoch, assignment or None when unchanged)."""
         bad = self._invalid(req)
-        if bad:
-            return ErrorCode.INVALID_REQUEST, bad, req.member_id or None, -1, None
+        if bad is not None:
+            return bad[0], bad[1], req.member_id or None, -1, None
         group = self.groups.get(req.group_id)
         if req.member_epoch < 0:
             if group is not None:
@@ -141,6 +149,7 @@ class ConsumerGroupCoordinator:
                 return ErrorCode.GROUP_MAX_SIZE_REACHED, "the group is full", None, -1, None
             member = ConsumerMember(req.member_id or str(uuid.uuid4()), client_id, client_host, req.instance_id,
                                     req.rack_id, subscription=frozenset(req.subscribed_topic_names or ()),
+                                    regex=re.compile(req.subscribed_topic_regex) if req.subscribed_topic_regex else None,
                                     assignor=assignor)
             group.members[member.member_id] = member
             group.epoch += 1
@@ -169,22 +178,31 @@ class ConsumerGroupCoordinator:
         return ErrorCode.NONE, None, member.member_id, member.epoch, assignment
 
     @staticmethod
-    def _invalid(req: ConsumerGroupHeartbeatRequest) -> str | None:
+    def _invalid(req: ConsumerGroupHeartbeatRequest) -> tuple[int, str] | None:
+        """(error, message) of a heartbeat that cannot be served, else None."""
         if not req.group_id:
-            return "the group id is empty"
+            return ErrorCode.INVALID_REQUEST, "the group id is empty"
         if req.member_epoch > 0 and not req.member_id:
-            return "a member id is required with a member epoch"
+            return ErrorCode.INVALID_REQUEST, "a member id is required with a member epoch"
         if req.member_epoch == 0 and req.subscribed_topic_names is None and req.subscribed_topic_regex is None:
-            return "a joining member must give its subscription"
-        if req.subscribed_topic_regex:
-            return "subscriptions by regular expression are not served; subscribe to topic names"
+            return ErrorCode.INVALID_REQUEST, "a joining member must give its subscription"
         if req.member_epoch < -2:
-            return f"member epoch {req.member_epoch} is invalid"
+            return ErrorCode.INVALID_REQUEST, f"member epoch {req.member_epoch} is invalid"
+        if req.subscribed_topic_regex:
+            try:
+                re.compile(req.subscribed_topic_regex)
+            except re.error as e:
+                return (ErrorCode.INVALID_REGULAR_EXPRESSION,
+                        f"invalid regular expression {req.subscribed_topic_regex!r}: {e}")
         return None
 
     def _update_subscription(self, group: ConsumerGroup, member: ConsumerMember, req: ConsumerGroupHeartbeatRequest) -> None:
         if req.subscribed_topic_names is not None and frozenset(req.subscribed_topic_names) != member.subscription:
             member.subscription = frozenset(req.subscribed_topic_names)
+            group.epoch += 1
+        regex = req.subscribed_topic_regex
+        if regex is not None and regex != (member.regex.pattern if member.regex else ""):
+            member.regex = re.compile(regex) if regex else None  # "": no regex any more
             group.epoch += 1
         if req.server_assignor and req.server_assignor in self.settings.assignors:
             member.assignor = req.server_assignor
@@ -219,7 +237,7 @@ class ConsumerGroupCoordinator:
     # ------------------------------------------------------------------ assignment and reconciliation
     def _subscribed_counts(self, group: ConsumerGroup) -> dict[str, int]:
         topics = self._metadata.topics
-        wanted = set().union(*(m.subscription for m in group.members.values())) if group.members else set()
+        wanted = set().union(*(self._topics_of(m) for m in group.members.values())) if group.members else set()
         return {t: topics[t].partition_count for t in wanted if t in topics}
 
     def _metadata_changed(self, group: ConsumerGroup) -> bool:
@@ -233,7 +251,7 @@ class ConsumerGroupCoordinator:
         votes = [m.assignor for m in group.members.values() if m.assignor]
         group.assignor = max(sorted(set(votes)), key=votes.count) if votes else self.settings.assignors[0]
         group.partition_counts = self._subscribed_counts(group)
-        subs = {m.member_id: m.subscription for m in group.members.values()}
+        subs = {m.member_id: self._topics_of(m) for m in group.members.values()}
         group.target = ASSIGNORS[group.assignor](subs, group.partition_counts, group.target)
         group.target_epoch = group.epoch
         log.info("group %s: target assignment of epoch %d by %s", group.group_id, group.epoch, group.assignor)
@@ -281,7 +299,8 @@ class ConsumerGroupCoordinator:
         if group is None:
             return None
         members = [cgd.ConsumerGroupMember(m.member_id, m.instance_id, m.rack_id, m.epoch, m.client_id, m.client_host,
-                                       sorted(m.subscription), self._named(m.assigned),
+                                       sorted(m.subscription), m.regex.pattern if m.regex else None,
+                                       self._named(m.assigned),
                                        self._named(group.target.get(m.member_id, set())))
                    for m in group.members.values()]
         return cgd.ConsumerGroupDescription(ErrorCode.NONE, group_id, None, group.state, group.epoch, group.target_epoch,

@@ -117,9 +117,9 @@ def test_bad_heartbeats_answered_with_errors():
         hb = coord.heartbeat
         assert hb(ConsumerGroupHeartbeatRequest("", "m", 0, subscribed_topic_names=["t"]), "c", "/h")[0] == E.INVALID_REQUEST
         assert hb(ConsumerGroupHeartbeatRequest("g", "m", 0), "c", "/h")[0] == E.INVALID_REQUEST  # no subscription
-        regex = ConsumerGroupHeartbeatRequest("g", "m", 0, subscribed_topic_regex="t.*")
-        assert hb(regex, "c", "/h")[:2] == (E.INVALID_REQUEST, "subscriptions by regular expression are not served; "
-                                                               "subscribe to topic names")
+        regex = ConsumerGroupHeartbeatRequest("g", "m", 0, subscribed_topic_regex="t(")
+        assert hb(regex, "c", "/h")[0] == E.INVALID_REGULAR_EXPRESSION
+        assert hb(ConsumerGroupHeartbeatRequest("g", "m", -3), "c", "/h")[0] == E.INVALID_REQUEST
         odd = ConsumerGroupHeartbeatRequest("g", "m", 0, subscribed_topic_names=["t"], server_assignor="sticky")
         assert hb(odd, "c", "/h")[0] == E.UNSUPPORTED_ASSIGNOR
         assert hb(ConsumerGroupHeartbeatRequest("g", "", 4), "c", "/h")[0] == E.INVALID_REQUEST
@@ -164,6 +164,26 @@ def test_member_not_releasing_within_its_rebalance_timeout_is_removed():
         assert len(b.partitions()) == 4 and not coord.describe("g").members[0].member_id == "a"
 
     asyncio.run(main())
+
+
+def test_regex_subscription_follows_the_topics():
+    def body() -> None:
+        coord = ConsumerGroupCoordinator(cache(**{"cg.a": 2, "cg.b": 1, "other": 3}))
+        req = ConsumerGroupHeartbeatRequest("g", "m", 0, subscribed_topic_regex=r"cg\..*")
+        code, _, _, epoch, assignment = coord.heartbeat(req, "c", "/h")
+        names = {info.topic_uuid: n for n, info in coord._metadata.topics.items()}
+        assert code == E.NONE and {(names[t], p) for t, ps in assignment for p in ps} == \
+            {("cg.a", 0), ("cg.a", 1), ("cg.b", 0)}
+        meta = coord._metadata
+        meta.update_topics({**meta.topics, "cg.c": TopicInfo.from_assignment("cg.c", {0: (1,)},
+                                                                            topic_id=new_topic_id())})
+        owned = [(meta.topics["cg.a"].topic_uuid, [0, 1]), (meta.topics["cg.b"].topic_uuid, [0])]
+        code, _, _, _, assignment = coord.heartbeat(ConsumerGroupHeartbeatRequest("g", "m", epoch, owned=owned),
+                                                    "c", "/h")
+        assert {names.get(t, "cg.c") for t, _ in assignment} == {"cg.a", "cg.b", "cg.c"}
+        assert coord.describe("g").members[0].subscribed_topic_regex == r"cg\..*"
+
+    run(body)
 
 
 def test_new_topic_partitions_reach_members():

@@ -180,6 +180,23 @@ def test_classic_member_refused_from_a_consumer_group_and_classic_groups_still_d
             c.close()
 
 
+def test_regex_subscription(cluster):
+    """subscribe(["^cgr.*"]): librdkafka sends the regex (v1) and the coordinator matches it against the topics,
+    a topic created later included."""
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    for name, n in (("cgr1", 2), ("cgr2", 1)):
+        admin.create_topics([NewTopic(name, n, 1)])[name].result(30)
+    a = consumer(cluster, "g-regex", **{"topic.metadata.refresh.interval.ms": 1000})
+    a.subscribe(["^cgr.*"])
+    try:
+        poll_until([a], lambda r: {(tp.topic, tp.partition) for tp in a.assignment()} ==
+                   {("cgr1", 0), ("cgr1", 1), ("cgr2", 0)})
+        admin.create_topics([NewTopic("cgr3", 1, 1)])["cgr3"].result(30)
+        poll_until([a], lambda r: ("cgr3", 0) in {(tp.topic, tp.partition) for tp in a.assignment()})
+    finally:
+        a.close()
+
+
 def _hb_frame(client: WireClient, version: int, body: bytes) -> int:
     return client.send(CONSUMER_GROUP_HEARTBEAT, version, b"\0" + body)  # request header v2's tagged fields
 
@@ -193,7 +210,7 @@ def _hb_body(group: str, member: str, epoch: int, topics: list[str] | None, rege
     flexible.put_compact_string(w, None)
     w.int32(-1)
     flexible.put_compact_array(w, topics, flexible.put_compact_string)
-    flexible.put_compact_string(w, "cg.*" if regex else None)  # v1's regex
+    flexible.put_compact_string(w, "cg(" if regex else None)  # v1's regex (this one does not compile)
     flexible.put_compact_string(w, None)
     flexible.put_compact_array(w, None, lambda w, x: None)
     flexible.put_tagged_fields(w)
@@ -211,8 +228,10 @@ def test_bad_heartbeats_get_errors_never_a_hang(cluster):
     address = cluster.bootstrap.split(",")[0]
     with WireClient(address) as c:
         c.sock.settimeout(10)
-        assert _hb_answer(c.request(CONSUMER_GROUP_HEARTBEAT, 1, b"\0" + _hb_body("g-bad", "m1", 0, None, True)))[:2] \
-            == (ErrorCode.INVALID_REQUEST, "subscriptions by regular expression are not served; subscribe to topic names")
+        assert _hb_answer(c.request(CONSUMER_GROUP_HEARTBEAT, 1, b"\0" + _hb_body("g-bad", "m1", 0, None, True)))[0] \
+            == ErrorCode.INVALID_REGULAR_EXPRESSION
+        assert _hb_answer(c.request(CONSUMER_GROUP_HEARTBEAT, 1, b"\0" + _hb_body("", "m1", 0, [TOPIC])))[0] \
+            == ErrorCode.INVALID_GROUP_ID
         assert _hb_answer(c.request(CONSUMER_GROUP_HEARTBEAT, 1, b"\0" + _hb_body("g-bad", "ghost", 7, None)))[0] \
             == ErrorCode.UNKNOWN_MEMBER_ID
         code, _, member, epoch = _hb_answer(c.request(CONSUMER_GROUP_HEARTBEAT, 1,

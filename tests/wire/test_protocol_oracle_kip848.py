@@ -124,7 +124,7 @@ def test_describe_request_and_response():
     flexible.put_tagged_fields(w)
     r = Reader(bytes(w.buf))
     assert consumer_group_describe.parse_request(r, 0) == ["g1", "g2"] and r.remaining() == 0
-    member = consumer_group_describe.ConsumerGroupMember("m", None, None, 4, "c", "/127.0.0.1", ["t"],
+    member = consumer_group_describe.ConsumerGroupMember("m", None, None, 4, "c", "/127.0.0.1", ["t"], "t.*",
                                                      [(TOPIC_ID.bytes, "t", [0])], [(TOPIC_ID.bytes, "t", [0, 1])])
     body = consumer_group_describe.encode_response([consumer_group_describe.ConsumerGroupDescription(
         0, "g1", None, "Reconciling", 5, 5, "uniform", [member])])
@@ -136,7 +136,7 @@ def test_describe_request_and_response():
     assert (flexible.compact_string(r), flexible.compact_nullable_string(r), flexible.compact_nullable_string(r),
             r.int32(), flexible.compact_string(r), flexible.compact_string(r),
             flexible.compact_array(r, flexible.compact_string), flexible.compact_nullable_string(r)) == \
-        ("m", None, None, 4, "c", "/127.0.0.1", ["t"], None)
+        ("m", None, None, 4, "c", "/127.0.0.1", ["t"], "t.*")
 
 
 def test_list_groups_v5_types():

@@ -29,6 +29,7 @@ class ConsumerGroupMember:
     client_id: str
     client_host: str
     subscribed_topic_names: list[str]
+    subscribed_topic_regex: str | None
     assignment: NamedPartitions
     target_assignment: NamedPartitions
 
@@ -65,7 +66,7 @@ def _write_member(w: Writer, m: ConsumerGroupMember) -> None:
     flexible.put_compact_string(w, m.client_id)
     flexible.put_compact_string(w, m.client_host)
     flexible.put_compact_array(w, m.subscribed_topic_names, flexible.put_compact_string)
-    flexible.put_compact_string(w, None)  # subscribed_topic_regex
+    flexible.put_compact_string(w, m.subscribed_topic_regex)
     _write_assignment(w, m.assignment)
     _write_assignment(w, m.target_assignment)
     flexible.put_tagged_fields(w)

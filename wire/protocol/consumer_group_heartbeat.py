@@ -3,7 +3,7 @@
 A member of a ``group.protocol=consumer`` group sends it every heartbeat interval: its epoch, its subscription
 (only when it changed; null otherwise) and the partitions it owns (by topic id); the answer carries its epoch,
 the interval, and its assignment when that changed (a nullable struct: -1 is null). v1 adds the subscription
-regex (ferry refuses a regex: INVALID_REQUEST, see docs/groups.md); in v1 the member id is the client's own.
+regex (matched against whole topic names; see docs/groups.md); in v1 the member id is the client's own.
 """
 
 from __future__ import annotations

@@ -92,6 +92,7 @@ class ErrorCode(IntEnum):
     UNRELEASED_INSTANCE_ID = 111
     UNSUPPORTED_ASSIGNOR = 112
     STALE_MEMBER_EPOCH = 113
+    INVALID_REGULAR_EXPRESSION = 128  # KIP-848: a subscription's regex does not compile
 
 
 def error_name(code: int) -> str:
