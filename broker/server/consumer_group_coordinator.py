@@ -13,10 +13,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import re
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
+
+import re2
 
 from ferry.broker.server.consumer_group_assignors import ASSIGNORS, Assignment, TopicPartition
 from ferry.broker.server.metadata_cache import MetadataCache
@@ -50,7 +51,7 @@ class ConsumerMember:
     epoch: int = 0
     previous_epoch: int = -1
     subscription: frozenset[str] = frozenset()  # topic names
-    regex: re.Pattern[str] | None = None  # a subscription by regular expression (v1), matched against every topic
+    regex: re2._Regexp | None = None  # a subscription by regular expression (v1), matched against every topic
     assignor: str | None = None
     assigned: set[TopicPartition] = field(default_factory=set)  # what the member was told it owns
     revoking: set[TopicPartition] = field(default_factory=set)  # taken away, not yet confirmed released
@@ -80,6 +81,13 @@ class ConsumerGroup:
         if any(m.epoch != self.target_epoch or m.revoking for m in self.members.values()):
             return "Reconciling"
         return "Stable"
+
+
+def _compile(pattern: str) -> re2._Regexp:
+    """RE2, as Kafka's RE2J: linear-time matching, so no member's pattern can stall the event loop."""
+    options = re2.Options()
+    options.log_errors = False  # a bad pattern is the member's error (INVALID_REGULAR_EXPRESSION), not the broker's
+    return re2.compile(pattern, options)
 
 
 class ConsumerGroupCoordinator:
@@ -149,7 +157,7 @@ class ConsumerGroupCoordinator:
                 return ErrorCode.GROUP_MAX_SIZE_REACHED, "the group is full", None, -1, None
             member = ConsumerMember(req.member_id or str(uuid.uuid4()), client_id, client_host, req.instance_id,
                                     req.rack_id, subscription=frozenset(req.subscribed_topic_names or ()),
-                                    regex=re.compile(req.subscribed_topic_regex) if req.subscribed_topic_regex else None,
+                                    regex=_compile(req.subscribed_topic_regex) if req.subscribed_topic_regex else None,
                                     assignor=assignor)
             group.members[member.member_id] = member
             group.epoch += 1
@@ -190,10 +198,10 @@ class ConsumerGroupCoordinator:
             return ErrorCode.INVALID_REQUEST, f"member epoch {req.member_epoch} is invalid"
         if req.subscribed_topic_regex:
             try:
-                re.compile(req.subscribed_topic_regex)
-            except re.error as e:
-                return (ErrorCode.INVALID_REGULAR_EXPRESSION,
-                        f"invalid regular expression {req.subscribed_topic_regex!r}: {e}")
+                _compile(req.subscribed_topic_regex)
+            except re2.error as e:
+                reason = e.args[0].decode(errors="replace") if e.args and isinstance(e.args[0], bytes) else str(e)
+                return ErrorCode.INVALID_REGULAR_EXPRESSION, f"invalid regular expression: {reason}"
         return None
 
     def _update_subscription(self, group: ConsumerGroup, member: ConsumerMember, req: ConsumerGroupHeartbeatRequest) -> None:
@@ -202,7 +210,7 @@ class ConsumerGroupCoordinator:
             group.epoch += 1
         regex = req.subscribed_topic_regex
         if regex is not None and regex != (member.regex.pattern if member.regex else ""):
-            member.regex = re.compile(regex) if regex else None  # "": no regex any more
+            member.regex = _compile(regex) if regex else None  # "": no regex any more
             group.epoch += 1
         if req.server_assignor and req.server_assignor in self.settings.assignors:
             member.assignor = req.server_assignor
