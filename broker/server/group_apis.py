@@ -151,13 +151,15 @@ class GroupApis:
                 if not keep:
                     return offset_commit.encode_response(version, denied)
                 req = dataclasses.replace(req, topics=keep)
+        protocol_type = None  # the classic group's own
         if coordinator.consumer_groups.has_members(req.group_id):
             code = coordinator.consumer_groups.commit_error(req.group_id, req.member_id, req.generation_id)
             if code:
                 return offset_commit.encode_response(version, [(t, [(p.partition, code) for p in ps])
                                                                for t, ps in req.topics] + denied)
             req = dataclasses.replace(req, generation_id=-1, member_id="", group_instance_id=None)  # checked here
-        result = coordinator.commit(req)
+            protocol_type = "consumer"
+        result = coordinator.commit(req, protocol_type)
         if isinstance(result, list):
             return offset_commit.encode_response(version, result + denied)
         return encode_after(result, lambda res: offset_commit.encode_response(version, res + denied))

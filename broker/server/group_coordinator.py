@@ -112,8 +112,9 @@ class GroupCoordinator:
               ) -> tuple[int, list[tuple[str, str | None, int]]]:
         return self._liveness.leave(group_id, members)
 
-    def commit(self, req: OffsetCommitRequest) -> CommitResults | Awaitable[CommitResults]:
-        return self._offsets.commit(req)
+    def commit(self, req: OffsetCommitRequest, protocol_type: str | None = None
+               ) -> CommitResults | Awaitable[CommitResults]:
+        return self._offsets.commit(req, protocol_type)
 
     def fetch(self, group_id: str, topics: list[tuple[str, list[int]]] | None
               ) -> OffsetFetchResult | Awaitable[OffsetFetchResult]:

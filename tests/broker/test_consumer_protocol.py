@@ -114,6 +114,9 @@ def test_two_members_split_six_partitions_hand_over_and_resume(cluster):
         assert owned(c) == set(range(6))
     finally:
         c.close()
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    listed = {g.group_id: g for g in admin.list_consumer_groups().result(10).valid}
+    assert (listed[group].state.name, listed[group].is_simple_consumer_group) == ("EMPTY", False)  # offsets kept
 
 
 def test_described_as_consumer_group_with_range_assignor(cluster):
