@@ -187,6 +187,10 @@ class GroupCoordinator:
             if group is not None and group.members:
                 out.append(self._summary(group))
                 continue
+            kip848 = self.consumer_groups.classic_summary(gid)
+            if kip848 is not None:
+                out.append(kip848)
+                continue
             ok, ptype = await self._in_zookeeper("reading it from", gid, group_offsets.group_protocol_type)
             if not ok:
                 out.append(DescribedGroup(ErrorCode.COORDINATOR_NOT_AVAILABLE, gid, state=DEAD))

@@ -15,6 +15,7 @@ from ferry.broker.server.consumer_group_assignors import range_, uniform
 from ferry.broker.server.consumer_group_coordinator import ConsumerGroupCoordinator, ConsumerGroupSettings
 from ferry.broker.server.metadata_cache import MetadataCache
 from ferry.wire.protocol.consumer_group_heartbeat import ConsumerGroupHeartbeatRequest
+from ferry.wire.protocol.consumer_protocol import parse_assignment, parse_subscription
 from ferry.wire.protocol.errors import ErrorCode as E
 from ferry.zk.znodes import TopicInfo, new_topic_id
 
@@ -81,6 +82,11 @@ def test_partitions_move_only_after_release():
         described = coord.describe("g")
         assert {m.member_id: m.member_epoch for m in described.members} == {"a": a.epoch, "b": b.epoch}
         assert described.assignor_name == "uniform" and described.group_epoch == described.assignment_epoch
+        classic = coord.classic_summary("g")  # what DescribeGroups shows classic tools
+        assert (classic.state, classic.protocol_type, classic.protocol) == ("Stable", "consumer", "uniform")
+        shown = {m.member_id: (parse_subscription(m.metadata), parse_assignment(m.assignment)) for m in classic.members}
+        assert shown == {"a": (["t"], {"t": sorted(p for _, p in a.partitions())}),
+                         "b": (["t"], {"t": sorted(p for _, p in b.partitions())})}
 
     run(body)
 

@@ -12,6 +12,7 @@ import uuid
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
+from kafka.admin import KafkaAdminClient
 from kafka.protocol.metadata import MetadataRequest, MetadataResponse
 
 from ferry.wire.protocol import flexible
@@ -142,6 +143,17 @@ def test_described_as_consumer_group_with_range_assignor(cluster):
         described = {m.member_id: {tp.partition for tp in m.assignment.topic_partitions} for m in d.members}
         assert sorted(described.values(), key=min) == [{0, 1, 2}, {3, 4, 5}]
         assert {m.client_id for m in d.members} == {"rdkafka"}
+        k = KafkaAdminClient(bootstrap_servers=cluster.bootstrap, request_timeout_ms=30_000)
+        try:  # DescribeGroups (kafka-python has no ConsumerGroupDescribe): members in the consumer protocol
+            kd = k.describe_groups([group])[group]
+        finally:
+            k.close()
+        assert (kd["error"], kd["group_state"], kd["protocol_type"], kd["protocol_data"]) == \
+            (None, "Stable", "consumer", "range")
+        shown = sorted(sorted(p for tp in m["member_assignment"]["assigned_partitions"] for p in tp["partitions"])
+                       for m in kd["members"])
+        assert shown == [[0, 1, 2], [3, 4, 5]] and all(m["member_metadata"]["topics"] == [TOPIC]
+                                                       for m in kd["members"])
         listed = {g.group_id: g for g in admin.list_consumer_groups().result(10).valid}  # ListGroups v5
         assert (listed[group].type.name, listed[group].state.name) == ("CONSUMER", "STABLE")
         with pytest.raises(KafkaException) as refused:  # a live consumer group keeps its offsets
