@@ -34,8 +34,8 @@ HeartbeatAnswer = tuple[int, str | None, str | None, int, TopicPartitions | None
 
 @dataclass(frozen=True)
 class ConsumerGroupSettings:
-    """Kafka's broker names: group.consumer.session.timeout.ms, .heartbeat.interval.ms, .assignors (the first
-    is the default), .max.size."""
+    """From the broker's group.consumer.session.timeout.ms and group.consumer.heartbeat.interval.ms; the assignors
+    (the first is the default, as Kafka's group.consumer.assignors) and the size limit keep Kafka's defaults."""
 
     session_timeout_ms: int = 45_000
     heartbeat_interval_ms: int = 5_000
