@@ -140,7 +140,10 @@ class BrokerConfig:
             ("group.min.session.timeout.ms", self.group_min_session_timeout_ms, 1),
             ("group.initial.rebalance.delay.ms", self.group_initial_rebalance_delay_ms, 0),
             ("offset.metadata.max.bytes", self.offset_metadata_max_bytes, 0),
+            ("group.max.session.timeout.ms", self.group_max_session_timeout_ms, self.group_min_session_timeout_ms),
             ("group.consumer.heartbeat.interval.ms", self.group_consumer_heartbeat_interval_ms, 1),
+            ("group.consumer.session.timeout.ms", self.group_consumer_session_timeout_ms,
+             self.group_consumer_heartbeat_interval_ms + 1),
             ("offsets.retention.minutes", self.offsets_retention_minutes, 1),
             ("offsets.retention.check.interval.ms", self.offsets_retention_check_interval_ms, 1),
             ("queued.max.request.bytes", self.queued_max_request_bytes, 0),
@@ -155,13 +158,6 @@ class BrokerConfig:
                 raise ConfigError(f"{key}: {value} must be at least {low}")
         # Kafka's own consistency checks (KafkaConfig): a follower's long poll must not time out its
         # socket, nor last long enough to drop it from the ISR.
-        if self.group_max_session_timeout_ms < self.group_min_session_timeout_ms:
-            raise ConfigError(f"group.max.session.timeout.ms ({self.group_max_session_timeout_ms}) must be at least "
-                              f"group.min.session.timeout.ms ({self.group_min_session_timeout_ms})")
-        if self.group_consumer_session_timeout_ms <= self.group_consumer_heartbeat_interval_ms:
-            raise ConfigError(f"group.consumer.session.timeout.ms ({self.group_consumer_session_timeout_ms}) must be "
-                              f"more than group.consumer.heartbeat.interval.ms "
-                              f"({self.group_consumer_heartbeat_interval_ms})")
         if self.replica_truncation not in ("leader-epoch", "high-watermark"):
             raise ConfigError(f"replica.truncation: {self.replica_truncation!r} must be leader-epoch or "
                               "high-watermark")
