@@ -44,7 +44,9 @@ class MetadataApis:
             by_id = {ids.get(i, "\0" + i.hex()): i for i in req.topic_ids}
             names = list(names or []) + list(by_id)
         if self._authz.enabled:
-            names, denied = self._visible(request, names)
+            unknown_ids = [n for n in by_id if n.startswith("\0")]  # nothing to authorize: UNKNOWN_TOPIC_ID
+            names, denied = self._visible(request, None if names is None else [n for n in names if n not in unknown_ids])
+            names = names + unknown_ids
         missing = [] if names is None else [t for t in names if t not in cache_topics and t not in denied
                                             and t not in by_id]
         if missing and self._auto_create and req.allow_auto_topic_creation:
@@ -53,8 +55,9 @@ class MetadataApis:
                 denied = set(denied) | (set(missing) - creatable)
                 missing = [t for t in missing if t in creatable]
             if missing:
-                return self._metadata_after_create(version, names, missing, denied, request.session.listener_name)
-        return self._metadata_body(version, names, request.session.listener_name, denied=denied)
+                return self._metadata_after_create(version, names, missing, denied, request.session.listener_name,
+                                                   by_id)
+        return self._metadata_body(version, names, request.session.listener_name, denied=denied, by_id=by_id)
 
     def _visible(self, request: RequestContext, names: list[str] | None) -> tuple[list[str], set[str]]:
         """Every topic asked for: the ones the principal may not Describe are answered TOPIC_AUTHORIZATION_FAILED;
@@ -69,13 +72,15 @@ class MetadataApis:
         return names, denied
 
     async def _metadata_after_create(self, version: int, names: list[str] | None, missing: list[str],
-                                     denied: frozenset[str] | set[str], listener: str) -> bytes:
+                                     denied: frozenset[str] | set[str], listener: str,
+                                     by_id: dict[str, bytes] | None = None) -> bytes:
         await self._admin.auto_create(missing)
-        return self._metadata_body(version, names, listener, created=set(missing), denied=denied)
+        return self._metadata_body(version, names, listener, created=set(missing), denied=denied, by_id=by_id)
 
     def _metadata_body(self, version: int, names: list[str] | None, listener: str,
                        created: set[str] | frozenset = frozenset(),
-                       denied: frozenset[str] | set[str] = frozenset()) -> bytes:
+                       denied: frozenset[str] | set[str] = frozenset(), by_id: dict[str, bytes] | None = None
+                       ) -> bytes:
         """Brokers at their address on ``listener``, the one the client came in on (a broker without that
         listener is left out, as Kafka does)."""
         live = self._metadata.brokers
@@ -87,8 +92,10 @@ class MetadataApis:
                 brokers.append(metadata.BrokerMetadata(b.id, address[0], address[1], b.datacenter or None))
         out: list[metadata.TopicMetadata] = []
         for name in (sorted(topics) if names is None else names):
-            if name in denied:
-                out.append(metadata.TopicMetadata(ErrorCode.TOPIC_AUTHORIZATION_FAILED, name, []))
+            if name in denied:  # asked by id: its name is not told (v12)
+                out.append(metadata.TopicMetadata(ErrorCode.TOPIC_AUTHORIZATION_FAILED, name, [],
+                                                  topic_id=(by_id or {}).get(name, metadata.NO_TOPIC_ID),
+                                                  name_known=name not in (by_id or {})))
                 continue
             info = topics.get(name)
             if info is None and name.startswith("\0"):  # an unknown topic id (metadata_apis' marker)
