@@ -38,6 +38,7 @@ from ferry.zk.znodes import (
     NO_LEADER,
     PartitionState,
     TopicInfo,
+    new_topic_id,
     partition_state_path,
     partitions_path,
     topic_path,
@@ -150,7 +151,7 @@ class TopicAdmin:
                          ) -> TopicInfo:
         """The topic znode, ``partitions`` and every partition's initial state, in one transaction."""
         client = self._session.client
-        info = TopicInfo.from_assignment(name, assignment, config)
+        info = TopicInfo.from_assignment(name, assignment, config, new_topic_id())
         client.ensure_path(BROKER_TOPICS_PATH)
         epoch = controller_epoch(client)
         tx = client.transaction()
@@ -186,7 +187,8 @@ class TopicAdmin:
             rf = len(current.replicas[0])
             added = assign_replicas(name, live_brokers(client), current.partition_count,
                                     total - current.partition_count, rf)
-            info = TopicInfo.from_assignment(name, {**current.replicas, **added}, current.config)
+            info = TopicInfo.from_assignment(name, {**current.replicas, **added}, current.config,
+                                             current.topic_id)
             tx = client.transaction()
             tx.set_data(topic_path(name), info.encode(), version=stat.version)
             if client.exists(partitions_path(name)) is None:  # a topic from before partition states

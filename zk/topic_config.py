@@ -33,7 +33,7 @@ def alter_topic_config(client: KazooClient, name: str, change: Callable[[dict[st
         new = {str(k): str(v) for k, v in change(dict(info.config)).items()}
         if not write or new == info.config:
             return new
-        updated = TopicInfo.from_assignment(name, info.replicas, new)
+        updated = TopicInfo.from_assignment(name, info.replicas, new, info.topic_id)
         try:
             client.set(topic_path(name), updated.encode(), version=stat.version)
             return new

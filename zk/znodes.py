@@ -7,14 +7,18 @@ Layout under a cluster's chroot (Kafka's, minus replication):
 ferry's own ``"ferry_version"`` and ``"ferry_native"`` (the release and its native parts, e.g. "3/3 native": a
 mixed-version cluster shows in `ferry topics describe` and the dashboard); Kafka's fields keep Kafka's meaning,
 so tools that read Kafka's registrations still read ours;
-``/brokers/topics/<topic>`` ``{"version":1,"partitions":{"0":[1],"1":[2]},"config":{"retention.ms":".."}}``
-where the first broker of each replica list is the partition's leader.
+``/brokers/topics/<topic>`` ``{"version":1,"partitions":{"0":[1],"1":[2]},"config":{"retention.ms":".."},
+"topic_id":"<base64url uuid>"}`` where the first broker of each replica list is the partition's leader; the
+topic id (Kafka's, KIP-516: Metadata v10+ and KIP-848 assignments name topics by it) is drawn at creation; a
+topic written before ids has one derived from its name.
 """
 
 from __future__ import annotations
 
+import base64
 import json
 import time
+import uuid
 from dataclasses import dataclass, field
 
 BROKERS_PATH = "/brokers"
@@ -130,6 +134,14 @@ class TopicInfo:
     partitions: dict[int, int]  # partition -> leader broker id
     config: dict[str, str] = field(default_factory=dict)
     replicas: dict[int, tuple[int, ...]] = field(default_factory=dict)  # partition -> replica list
+    topic_id: str = ""  # KIP-516's Uuid, base64url without padding as Kafka writes it ("" = none yet)
+
+    @property
+    def topic_uuid(self) -> bytes:
+        """The 16 bytes of the topic id (one derived from the name for a topic written before ids)."""
+        if self.topic_id:
+            return base64.urlsafe_b64decode(self.topic_id + "==")
+        return uuid.uuid5(uuid.NAMESPACE_URL, "ferry-topic:" + self.name).bytes
 
     @property
     def partition_count(self) -> int:
@@ -142,11 +154,14 @@ class TopicInfo:
             "partitions": {str(p): list(replicas[p]) for p in sorted(replicas)},
             "config": dict(sorted(self.config.items())),
         }
+        if self.topic_id:
+            doc["topic_id"] = self.topic_id
         return json.dumps(doc).encode()
 
     @classmethod
     def from_assignment(
-        cls, name: str, assignment: dict[int, tuple[int, ...] | list[int]], config: dict[str, str] | None = None
+        cls, name: str, assignment: dict[int, tuple[int, ...] | list[int]], config: dict[str, str] | None = None,
+        topic_id: str = "",
     ) -> TopicInfo:
         replicas = {int(p): tuple(int(b) for b in r) for p, r in sorted(assignment.items())}
         return cls(
@@ -154,6 +169,7 @@ class TopicInfo:
             partitions={p: r[0] for p, r in replicas.items()},
             config=dict(config or {}),
             replicas=replicas,
+            topic_id=topic_id,
         )
 
     @classmethod
@@ -175,7 +191,15 @@ class TopicInfo:
         config = doc.get("config") or {}
         if not isinstance(config, dict):
             raise ValueError(f"topic {name!r} config is not an object: {config!r}")
-        return cls.from_assignment(name, assignment, {str(k): str(v) for k, v in config.items()})
+        topic_id = doc.get("topic_id") or ""
+        if not isinstance(topic_id, str) or (topic_id and len(topic_id) != 22):
+            raise ValueError(f"topic {name!r} has a malformed topic_id: {topic_id!r}")
+        return cls.from_assignment(name, assignment, {str(k): str(v) for k, v in config.items()}, topic_id)
+
+
+def new_topic_id() -> str:
+    """A fresh topic id as Kafka writes it in ZooKeeper: 16 random bytes, base64url, no padding."""
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
 
 
 def _json_object(data: bytes | None, what: str) -> dict:

@@ -74,6 +74,8 @@ class BrokerConfig:
     group_max_session_timeout_ms: int = 1_800_000
     group_initial_rebalance_delay_ms: int = 3_000  # a new group waits this long for more members to join
     offset_metadata_max_bytes: int = 4_096
+    group_consumer_session_timeout_ms: int = 45_000  # KIP-848 groups: a silent member is removed after this
+    group_consumer_heartbeat_interval_ms: int = 5_000  # KIP-848 groups: members heartbeat this often
     offsets_retention_minutes: int = 7 * 24 * 60  # an empty group's offsets expire after this (KIP-211)
     offsets_retention_check_interval_ms: int = 600_000
     # resource limits (docs/scale.md): no single client or request can take the broker past them
@@ -138,6 +140,10 @@ class BrokerConfig:
             ("group.min.session.timeout.ms", self.group_min_session_timeout_ms, 1),
             ("group.initial.rebalance.delay.ms", self.group_initial_rebalance_delay_ms, 0),
             ("offset.metadata.max.bytes", self.offset_metadata_max_bytes, 0),
+            ("group.max.session.timeout.ms", self.group_max_session_timeout_ms, self.group_min_session_timeout_ms),
+            ("group.consumer.heartbeat.interval.ms", self.group_consumer_heartbeat_interval_ms, 1),
+            ("group.consumer.session.timeout.ms", self.group_consumer_session_timeout_ms,
+             self.group_consumer_heartbeat_interval_ms + 1),
             ("offsets.retention.minutes", self.offsets_retention_minutes, 1),
             ("offsets.retention.check.interval.ms", self.offsets_retention_check_interval_ms, 1),
             ("queued.max.request.bytes", self.queued_max_request_bytes, 0),
@@ -152,9 +158,6 @@ class BrokerConfig:
                 raise ConfigError(f"{key}: {value} must be at least {low}")
         # Kafka's own consistency checks (KafkaConfig): a follower's long poll must not time out its
         # socket, nor last long enough to drop it from the ISR.
-        if self.group_max_session_timeout_ms < self.group_min_session_timeout_ms:
-            raise ConfigError(f"group.max.session.timeout.ms ({self.group_max_session_timeout_ms}) must be at least "
-                              f"group.min.session.timeout.ms ({self.group_min_session_timeout_ms})")
         if self.replica_truncation not in ("leader-epoch", "high-watermark"):
             raise ConfigError(f"replica.truncation: {self.replica_truncation!r} must be leader-epoch or "
                               "high-watermark")
@@ -287,6 +290,8 @@ REPLICATION_KEYS: dict[str, str] = {
     "group.max.session.timeout.ms": "group_max_session_timeout_ms",
     "group.initial.rebalance.delay.ms": "group_initial_rebalance_delay_ms",
     "offset.metadata.max.bytes": "offset_metadata_max_bytes",
+    "group.consumer.session.timeout.ms": "group_consumer_session_timeout_ms",
+    "group.consumer.heartbeat.interval.ms": "group_consumer_heartbeat_interval_ms",
     "offsets.retention.minutes": "offsets_retention_minutes",
     "offsets.retention.check.interval.ms": "offsets_retention_check_interval_ms",
     "queued.max.request.bytes": "queued_max_request_bytes",

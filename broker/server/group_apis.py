@@ -21,6 +21,7 @@ from ferry.broker.server.request_context import RequestContext
 from ferry.broker.server.request_result import Result, encode_after
 from ferry.broker.server.transaction_apis import TransactionApis, coordinator_answer
 from ferry.wire.protocol import (
+    consumer_group_describe,
     consumer_group_heartbeat,
     delete_groups,
     describe_groups,
@@ -88,6 +89,9 @@ class GroupApis:
         if coordinator is None:
             return join_group.encode_response(version, join_group.JoinGroupResponse(
                 ErrorCode.COORDINATOR_NOT_AVAILABLE, member_id=req.member_id))
+        if coordinator.consumer_groups.has_members(req.group_id):  # KIP-848 group: no classic member (docs/groups.md)
+            return join_group.encode_response(version, join_group.JoinGroupResponse(
+                ErrorCode.INCONSISTENT_GROUP_PROTOCOL, member_id=req.member_id))
         result = coordinator.join(req, version, request.client_id or "", "/" + request.session.client_host)  # as Kafka shows it
         if isinstance(result, asyncio.Future):
             return _answer_later(result, lambda res: join_group.encode_response(version, res))
@@ -147,7 +151,15 @@ class GroupApis:
                 if not keep:
                     return offset_commit.encode_response(version, denied)
                 req = dataclasses.replace(req, topics=keep)
-        result = coordinator.commit(req)
+        protocol_type = None  # the classic group's own
+        if coordinator.consumer_groups.has_members(req.group_id):
+            code = coordinator.consumer_groups.commit_error(req.group_id, req.member_id, req.generation_id)
+            if code:
+                return offset_commit.encode_response(version, [(t, [(p.partition, code) for p in ps])
+                                                               for t, ps in req.topics] + denied)
+            req = dataclasses.replace(req, generation_id=-1, member_id="", group_instance_id=None)  # checked here
+            protocol_type = "consumer"
+        result = coordinator.commit(req, protocol_type)
         if isinstance(result, list):
             return offset_commit.encode_response(version, result + denied)
         return encode_after(result, lambda res: offset_commit.encode_response(version, res + denied))
@@ -180,26 +192,64 @@ class GroupApis:
 
     # ------------------------------------------------------------------ ListGroups / DescribeGroups / DeleteGroups
     def handle_consumer_group_heartbeat(self, request: RequestContext, r: Reader) -> Result:
-        """KIP-848's consumer protocol is not served: the client is told at once (consumer_group_heartbeat.py)."""
-        return consumer_group_heartbeat.encode_error_response(ErrorCode.UNSUPPORTED_VERSION)
+        """KIP-848 (consumer_group_coordinator.py); a group with classic members is not a consumer group."""
+        req = consumer_group_heartbeat.parse_request(r, request.api_version)
+        if self._group_denied(request, req.group_id):
+            return consumer_group_heartbeat.encode_error_response(ErrorCode.GROUP_AUTHORIZATION_FAILED, None)
+        coordinator = self._coordinator()
+        code = ErrorCode.COORDINATOR_NOT_AVAILABLE if coordinator is None else coordinator.validate_group(req.group_id)
+        if code:
+            return consumer_group_heartbeat.encode_error_response(code, None)
+        classic = coordinator.groups.get(req.group_id)
+        if classic is not None and classic.has_members:
+            return consumer_group_heartbeat.encode_error_response(
+                ErrorCode.GROUP_ID_NOT_FOUND, f"group {req.group_id} is a classic group with members, not a "
+                                              "consumer group")
+        consumer = coordinator.consumer_groups
+        code, message, member_id, epoch, assignment = consumer.heartbeat(
+            req, request.client_id or "", "/" + request.session.client_host)
+        return consumer_group_heartbeat.encode_response(code, message, member_id, epoch,
+                                                        consumer.settings.heartbeat_interval_ms, assignment)
+
+    def handle_consumer_group_describe(self, request: RequestContext, r: Reader) -> Result:
+        """KIP-848's describe; a group that is not a consumer-protocol group here: GROUP_ID_NOT_FOUND."""
+        group_ids = consumer_group_describe.parse_request(r, request.api_version)
+        coordinator = self._coordinator()
+        out = []
+        for gid in group_ids:
+            code = ErrorCode.COORDINATOR_NOT_AVAILABLE if coordinator is None else coordinator.validate_group(gid)
+            if not code and self._group_denied(request, gid, AclOperation.DESCRIBE):
+                code = ErrorCode.GROUP_AUTHORIZATION_FAILED
+            described = None if code else coordinator.consumer_groups.describe(gid)
+            if described is None:
+                code = code or ErrorCode.GROUP_ID_NOT_FOUND
+                described = consumer_group_describe.ConsumerGroupDescription(
+                    code, gid, f"group {gid} is not a consumer group" if code == ErrorCode.GROUP_ID_NOT_FOUND else None)
+            out.append(described)
+        return consumer_group_describe.encode_response(out)
 
     def handle_list_groups(self, request: RequestContext, r: Reader) -> Result:
         version = request.api_version
-        states = list_groups.parse_request(r, version)
+        states, types = list_groups.parse_filters(r, version)
         coordinator = self._coordinator()
         if coordinator is None:
             return list_groups.encode_response(version, ErrorCode.COORDINATOR_NOT_AVAILABLE, [])
         authz = self._authz
+        listing = _with_consumer_groups(coordinator)
+
+        def encode(code: int, groups: list[tuple[str, str, str]]) -> bytes:
+            kip848 = frozenset(g[0] for g in coordinator.consumer_groups.listed())
+            return list_groups.encode_response(version, code, groups, states, types, kip848)
+
         if not authz.enabled or authz.authorize_cluster(request, AclOperation.DESCRIBE, log_denial=False):
-            return encode_after(coordinator.list_groups(),
-                                lambda res: list_groups.encode_response(version, *res, states))
+            return encode_after(listing, lambda res: encode(*res))
 
         def visible(res: tuple[int, list[tuple[str, str, str]]]) -> bytes:  # without Describe on the cluster: filtered
             names = [g[0] for g in res[1]]
             allowed = set(authz.allowed_names(request, AclOperation.DESCRIBE, ResourceType.GROUP, names))
-            return list_groups.encode_response(version, res[0], [g for g in res[1] if g[0] in allowed], states)
+            return encode(res[0], [g for g in res[1] if g[0] in allowed])
 
-        return encode_after(coordinator.list_groups(), visible)
+        return encode_after(listing, visible)
 
     def handle_describe_groups(self, request: RequestContext, r: Reader) -> Result:
         version = request.api_version
@@ -259,6 +309,13 @@ class GroupApis:
 
     def _coordinator(self) -> GroupCoordinator | None:
         return self._group_coordinator
+
+
+async def _with_consumer_groups(coordinator: GroupCoordinator) -> tuple[int, list[tuple[str, str, str]]]:
+    """The classic listing with the KIP-848 groups in it (theirs is the live state; stored offsets say Empty)."""
+    code, groups = await coordinator.list_groups()
+    live = {g[0]: g for g in coordinator.consumer_groups.listed()}
+    return code, sorted([g for g in groups if g[0] not in live] + list(live.values()))
 
 
 async def _answer_later(fut: asyncio.Future, encode: Callable[[Any], bytes]) -> bytes:

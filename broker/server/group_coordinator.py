@@ -25,6 +25,7 @@ from typing import TypeVar
 
 from kazoo.client import KazooClient
 
+from ferry.broker.server.consumer_group_coordinator import ConsumerGroupCoordinator, ConsumerGroupSettings
 from ferry.broker.server.group_coordinator_liveness import MemberLiveness
 from ferry.broker.server.group_coordinator_offsets import CommitResults, GroupOffsetStore
 from ferry.broker.server.group_coordinator_rebalance import GroupRebalancer
@@ -62,7 +63,8 @@ class GroupCoordinator:
     """Routes group requests to the collaborators that own the state; follows the live brokers."""
 
     def __init__(self, broker_id: int, metadata: MetadataCache, zk_client: Callable[[], KazooClient],
-                 executor: Executor, settings: GroupSettings | None = None) -> None:
+                 executor: Executor, settings: GroupSettings | None = None,
+                 consumer_settings: ConsumerGroupSettings | None = None) -> None:
         self.broker_id = broker_id
         self.metadata = metadata
         self.zk_client = zk_client
@@ -73,6 +75,8 @@ class GroupCoordinator:
         self._rebalancer = GroupRebalancer(self._groups, self.settings, self._liveness)
         self._offsets = GroupOffsetStore(self._groups, self.settings, zk_client, executor, self._liveness)
         self._expiry = OffsetExpiry(self._groups, self.settings, zk_client, executor)
+        # KIP-848's consumer protocol: its groups beside the classic ones, same placement, same offsets
+        self.consumer_groups = ConsumerGroupCoordinator(metadata, consumer_settings)
 
     @property
     def groups(self) -> dict[str, GroupMetadata]:
@@ -87,6 +91,7 @@ class GroupCoordinator:
     def stop(self) -> None:
         """Shutting down: every group's waiting requests are answered NOT_COORDINATOR (members look again)."""
         self._expiry.stop()
+        self.consumer_groups.unload(lambda gid: False)
         for group in list(self._groups.groups.values()):
             self._groups.unload(group, ErrorCode.NOT_COORDINATOR)
         self._groups.stop()
@@ -107,8 +112,9 @@ class GroupCoordinator:
               ) -> tuple[int, list[tuple[str, str | None, int]]]:
         return self._liveness.leave(group_id, members)
 
-    def commit(self, req: OffsetCommitRequest) -> CommitResults | Awaitable[CommitResults]:
-        return self._offsets.commit(req)
+    def commit(self, req: OffsetCommitRequest, protocol_type: str | None = None
+               ) -> CommitResults | Awaitable[CommitResults]:
+        return self._offsets.commit(req, protocol_type)
 
     def fetch(self, group_id: str, topics: list[tuple[str, list[int]]] | None
               ) -> OffsetFetchResult | Awaitable[OffsetFetchResult]:
@@ -140,6 +146,7 @@ class GroupCoordinator:
 
     def _on_brokers(self, live: set[int]) -> None:
         """The live brokers changed: groups that now hash to another broker are dropped here."""
+        self.consumer_groups.unload(lambda gid: self._groups.coordinated_here(gid, live))
         for group in list(self._groups.groups.values()):
             if not self._groups.coordinated_here(group.group_id, live):
                 log.info("group %s: now coordinated by broker %s; dropping its members here", group.group_id,
@@ -179,6 +186,10 @@ class GroupCoordinator:
             group = self._groups.get(gid)
             if group is not None and group.members:
                 out.append(self._summary(group))
+                continue
+            kip848 = self.consumer_groups.classic_summary(gid)
+            if kip848 is not None:
+                out.append(kip848)
                 continue
             ok, ptype = await self._in_zookeeper("reading it from", gid, group_offsets.group_protocol_type)
             if not ok:
@@ -220,7 +231,7 @@ class GroupCoordinator:
         if code:
             return code, []
         group = self._groups.get(gid)
-        subscribed: set[str] = set()
+        subscribed: set[str] = set(self.consumer_groups.subscribed_topics(gid))
         if group is not None and group.members:
             if group.protocol_type != "consumer":
                 return ErrorCode.NON_EMPTY_GROUP, []
@@ -230,7 +241,7 @@ class GroupCoordinator:
                                              lambda zk, g: group_offsets.delete_offsets(zk, g, wanted))
         if not ok:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE, []
-        if not found and group is None:
+        if not found and group is None and not self.consumer_groups.has_members(gid):
             return ErrorCode.GROUP_ID_NOT_FOUND, []
         if wanted:
             log.info("group %s: committed offsets of %d partition(s) deleted", gid, len(wanted))
@@ -245,7 +256,7 @@ class GroupCoordinator:
                 out.append((gid, code))
                 continue
             group = self._groups.get(gid)
-            if group is not None and (group.members or group.pending_members):
+            if group is not None and (group.members or group.pending_members) or self.consumer_groups.has_members(gid):
                 out.append((gid, ErrorCode.NON_EMPTY_GROUP))
                 continue
             ok, deleted = await self._in_zookeeper("deleting it from", gid, group_offsets.delete_group)

@@ -46,8 +46,10 @@ class GroupOffsetStore:
         self._standalone_locks: dict[str, asyncio.Lock] = {}
 
     # ------------------------------------------------------------------ OffsetCommit
-    def commit(self, req: OffsetCommitRequest) -> CommitResults | Awaitable[CommitResults]:
-        """Per partition, the commit's error code: now (nothing to write) or once ZooKeeper has the offsets."""
+    def commit(self, req: OffsetCommitRequest, protocol_type: str | None = None
+               ) -> CommitResults | Awaitable[CommitResults]:
+        """Per partition, the commit's error code: now (nothing to write) or once ZooKeeper has the offsets.
+        ``protocol_type``: the group's, when it is not a classic group here (KIP-848's groups: "consumer")."""
         code = self._commit_error(req)
         topics = self._groups.metadata.topics
         results: CommitResults = []
@@ -71,8 +73,9 @@ class GroupOffsetStore:
             results.append((topic, out))
         if not to_write:
             return results
-        group = self._groups.get(req.group_id)
-        protocol_type = (group.protocol_type if group is not None else None) or ""
+        if protocol_type is None:
+            group = self._groups.get(req.group_id)
+            protocol_type = (group.protocol_type if group is not None else None) or ""
         return self._write_offsets(req.group_id, to_write, protocol_type, results)
 
     def _commit_error(self, req: OffsetCommitRequest) -> int:

@@ -108,6 +108,7 @@ class KafkaApis:
             ApiKey.DELETE_GROUPS: groups.handle_delete_groups,
             ApiKey.OFFSET_DELETE: groups.handle_offset_delete,
             ApiKey.CONSUMER_GROUP_HEARTBEAT: groups.handle_consumer_group_heartbeat,
+            ApiKey.CONSUMER_GROUP_DESCRIBE: groups.handle_consumer_group_describe,
             # producer ids and transactions
             ApiKey.INIT_PRODUCER_ID: txn.handle_init_producer_id,
             ApiKey.ADD_PARTITIONS_TO_TXN: txn.handle_add_partitions_to_txn,

@@ -19,6 +19,7 @@ from ferry.broker.server.authorizer import Authorizer
 from ferry.broker.server.broker_config import BrokerConfig
 from ferry.broker.server.broker_metrics import BrokerCollector, serve
 from ferry.broker.server.broker_plugin import BrokerPlugin, BrokerServices
+from ferry.broker.server.consumer_group_coordinator import ConsumerGroupSettings
 from ferry.broker.server.controller import KafkaController
 from ferry.broker.server.fetch_purgatory import FetchPurgatory
 from ferry.broker.server.group_coordinator import GroupCoordinator, GroupSettings
@@ -184,7 +185,9 @@ class KafkaServer:
                                        GroupSettings(cfg.group_min_session_timeout_ms, cfg.group_max_session_timeout_ms,
                                                      cfg.group_initial_rebalance_delay_ms, cfg.offset_metadata_max_bytes,
                                                      cfg.offsets_retention_minutes * 60_000,
-                                                     cfg.offsets_retention_check_interval_ms))
+                                                     cfg.offsets_retention_check_interval_ms),
+                                       ConsumerGroupSettings(cfg.group_consumer_session_timeout_ms,
+                                                             cfg.group_consumer_heartbeat_interval_ms))
         self.groups.start(loop)
         # Transactions (docs/transactions.md): state per transactional id in ZooKeeper, markers to every leader.
         self.transactions = TransactionCoordinator(

@@ -38,17 +38,26 @@ class MetadataApis:
         cache_topics = self._metadata.topics
         denied: frozenset[str] | set[str] = frozenset()
         names = req.topics
+        by_id: dict[str, bytes] = {}
+        if req.topic_ids:  # v12: topics named by id alone; an unknown id is answered UNKNOWN_TOPIC_ID
+            ids = {info.topic_uuid: n for n, info in cache_topics.items()}
+            by_id = {ids.get(i, "\0" + i.hex()): i for i in req.topic_ids}
+            names = list(names or []) + list(by_id)
         if self._authz.enabled:
-            names, denied = self._visible(request, names)
-        missing = [] if names is None else [t for t in names if t not in cache_topics and t not in denied]
+            unknown_ids = [n for n in by_id if n.startswith("\0")]  # nothing to authorize: UNKNOWN_TOPIC_ID
+            names, denied = self._visible(request, None if names is None else [n for n in names if n not in unknown_ids])
+            names = names + unknown_ids
+        missing = [] if names is None else [t for t in names if t not in cache_topics and t not in denied
+                                            and t not in by_id]
         if missing and self._auto_create and req.allow_auto_topic_creation:
             if self._authz.enabled:
                 creatable = set(self._admin.creatable(request, missing))
                 denied = set(denied) | (set(missing) - creatable)
                 missing = [t for t in missing if t in creatable]
             if missing:
-                return self._metadata_after_create(version, names, missing, denied, request.session.listener_name)
-        return self._metadata_body(version, names, request.session.listener_name, denied=denied)
+                return self._metadata_after_create(version, names, missing, denied, request.session.listener_name,
+                                                   by_id)
+        return self._metadata_body(version, names, request.session.listener_name, denied=denied, by_id=by_id)
 
     def _visible(self, request: RequestContext, names: list[str] | None) -> tuple[list[str], set[str]]:
         """Every topic asked for: the ones the principal may not Describe are answered TOPIC_AUTHORIZATION_FAILED;
@@ -63,13 +72,15 @@ class MetadataApis:
         return names, denied
 
     async def _metadata_after_create(self, version: int, names: list[str] | None, missing: list[str],
-                                     denied: frozenset[str] | set[str], listener: str) -> bytes:
+                                     denied: frozenset[str] | set[str], listener: str,
+                                     by_id: dict[str, bytes] | None = None) -> bytes:
         await self._admin.auto_create(missing)
-        return self._metadata_body(version, names, listener, created=set(missing), denied=denied)
+        return self._metadata_body(version, names, listener, created=set(missing), denied=denied, by_id=by_id)
 
     def _metadata_body(self, version: int, names: list[str] | None, listener: str,
                        created: set[str] | frozenset = frozenset(),
-                       denied: frozenset[str] | set[str] = frozenset()) -> bytes:
+                       denied: frozenset[str] | set[str] = frozenset(), by_id: dict[str, bytes] | None = None
+                       ) -> bytes:
         """Brokers at their address on ``listener``, the one the client came in on (a broker without that
         listener is left out, as Kafka does)."""
         live = self._metadata.brokers
@@ -81,10 +92,16 @@ class MetadataApis:
                 brokers.append(metadata.BrokerMetadata(b.id, address[0], address[1], b.datacenter or None))
         out: list[metadata.TopicMetadata] = []
         for name in (sorted(topics) if names is None else names):
-            if name in denied:
-                out.append(metadata.TopicMetadata(ErrorCode.TOPIC_AUTHORIZATION_FAILED, name, []))
+            if name in denied:  # asked by id: its name is not told (v12)
+                out.append(metadata.TopicMetadata(ErrorCode.TOPIC_AUTHORIZATION_FAILED, name, [],
+                                                  topic_id=(by_id or {}).get(name, metadata.NO_TOPIC_ID),
+                                                  name_known=name not in (by_id or {})))
                 continue
             info = topics.get(name)
+            if info is None and name.startswith("\0"):  # an unknown topic id (metadata_apis' marker)
+                out.append(metadata.TopicMetadata(ErrorCode.UNKNOWN_TOPIC_ID, "", [], topic_id=bytes.fromhex(name[1:]),
+                                                  name_known=False))
+                continue
             if info is None:
                 code = ErrorCode.LEADER_NOT_AVAILABLE if name in created else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 if name in created and _invalid_topic_name(name):
@@ -106,7 +123,7 @@ class MetadataApis:
                     isr = list(entry[0].isr) if entry is not None else []
                     parts.append(metadata.PartitionMetadata(ErrorCode.LEADER_NOT_AVAILABLE, p, -1, replicas, isr,
                                                             offline, epoch))
-            out.append(metadata.TopicMetadata(0, name, parts))
+            out.append(metadata.TopicMetadata(0, name, parts, topic_id=info.topic_uuid))
         return metadata.encode_response(version, brokers, self._cluster_id, self._metadata.controller_id(), out)
 
 

@@ -99,7 +99,7 @@ def _write(client: KazooClient, epoch_version: int, info: TopicInfo | None, p: i
     if info is not None and replicas is not None:
         assignment = dict(info.replicas)
         assignment[p] = replicas
-        new_info = TopicInfo.from_assignment(info.name, assignment, info.config)
+        new_info = TopicInfo.from_assignment(info.name, assignment, info.config, info.topic_id)
         tx.set_data(topic_path(info.name), new_info.encode(), version=topic_version)
     tx.set_data(partition_state_path(*tp), state.encode(), version=state_version)
     results = tx.commit()

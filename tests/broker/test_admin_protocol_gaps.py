@@ -1,7 +1,7 @@
 """The APIs admin clients reach for beyond the basics, each through a client nobody here wrote, against real ferry
 brokers: ElectLeaders (preferred elections through the controller), OffsetDelete (KIP-496), ListOffsets v7's
-MAX_TIMESTAMP (KIP-734), ListGroups v4 with real states and DescribeGroups with the members' hosts, and
-KIP-848's ConsumerGroupHeartbeat refused at once."""
+MAX_TIMESTAMP (KIP-734), ListGroups v4 with real states and DescribeGroups with the members' hosts (KIP-848's
+consumer protocol: test_consumer_protocol.py)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import uuid
 import pytest
 from aiokafka import AIOKafkaConsumer
 from aiokafka import TopicPartition as ATopicPartition
-from confluent_kafka import Consumer, ConsumerGroupState, ElectionType, KafkaError, Producer
+from confluent_kafka import Consumer, ConsumerGroupState, ElectionType, Producer
 from confluent_kafka import TopicPartition as CTopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
 from kafka import KafkaConsumer, TopicPartition
@@ -142,23 +142,6 @@ def test_group_states_and_member_hosts(cluster):
     assert listed["gs-idle"] == "EMPTY"
     only_empty = admin.list_consumer_groups(states={ConsumerGroupState.EMPTY}).result(20).valid
     assert "gs-idle" in {g.group_id for g in only_empty} and all(g.state.name == "EMPTY" for g in only_empty)
-
-
-def test_new_consumer_protocol_fails_at_once(cluster):
-    """librdkafka with group.protocol=consumer (KIP-848) gets a fatal error within seconds, not a silent loop."""
-    c = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "g848", "group.protocol": "consumer"})
-    c.subscribe(["gs"])
-    error = None
-    started = time.monotonic()
-    try:
-        while error is None and time.monotonic() - started < 15:
-            m = c.poll(0.5)
-            if m is not None and m.error():
-                error = m.error()
-    finally:
-        c.close()
-    assert error is not None and error.code() == KafkaError._FATAL and "ConsumerGroupHeartbeat" in error.str()
-    assert time.monotonic() - started < 10
 
 
 def test_transactions_and_producers_described(cluster):

@@ -59,6 +59,7 @@ def test_create_writes_assignment_and_initial_states(three) -> None:
     expected = assign_replicas("page_view", [1, 2, 3], 0, 6, 3)
     assert info.replicas == expected and info.partitions == {p: r[0] for p, r in expected.items()}
     raw = json.loads(admin.client.get("/brokers/topics/page_view")[0])
+    assert raw.pop("topic_id") == info.topic_id and len(info.topic_id) == 22  # KIP-516's id, as Kafka writes it
     assert raw == {"version": 1, "partitions": {str(p): list(r) for p, r in expected.items()},
                    "config": {"retention.ms": "1000"}}
     for p, replicas in expected.items():

@@ -169,6 +169,7 @@ def test_topic_crud(registries) -> None:
     assert info.partitions == {0: start, 1: other, 2: start, 3: other}
     assert info.config == {"retention.ms": "3600000"}
     raw = json.loads(a.client.get("/brokers/topics/page_view")[0])
+    assert raw.pop("topic_id") == info.topic_id
     assert raw == {"version": 1, "partitions": {"0": [start], "1": [other], "2": [start], "3": [other]},
                    "config": {"retention.ms": "3600000"}}
     assert b.topics()["page_view"] == info

@@ -53,7 +53,8 @@ class ApiKey(IntEnum):
     DESCRIBE_PRODUCERS = 61  # KIP-664 (transaction_admin_apis.py)
     DESCRIBE_TRANSACTIONS = 65
     LIST_TRANSACTIONS = 66
-    CONSUMER_GROUP_HEARTBEAT = 68  # KIP-848: answered UNSUPPORTED_VERSION (consumer_group_heartbeat.py)
+    CONSUMER_GROUP_HEARTBEAT = 68  # KIP-848's consumer group protocol (docs/groups.md)
+    CONSUMER_GROUP_DESCRIBE = 69
 
 
 # api key -> (min, max) advertised in ApiVersions.
@@ -61,7 +62,7 @@ ADVERTISED: dict[int, tuple[int, int]] = {
     ApiKey.PRODUCE: (0, 8),
     ApiKey.FETCH: (4, 11),
     ApiKey.LIST_OFFSETS: (1, 7),  # v6+: flexible; v7: MAX_TIMESTAMP (-3)
-    ApiKey.METADATA: (0, 8),
+    ApiKey.METADATA: (0, 12),  # v10+: topic ids (KIP-848 consumers resolve their assignments by them)
     # the group coordinator (docs/groups.md): every non-flexible version (ListGroups: and the flexible ones)
     ApiKey.OFFSET_COMMIT: (0, 7),
     ApiKey.OFFSET_FETCH: (0, 5),
@@ -71,12 +72,13 @@ ADVERTISED: dict[int, tuple[int, int]] = {
     ApiKey.LEAVE_GROUP: (0, 3),
     ApiKey.SYNC_GROUP: (0, 3),
     ApiKey.DESCRIBE_GROUPS: (0, 4),
-    ApiKey.LIST_GROUPS: (0, 4),  # v3+: flexible; v4: states (KIP-518)
+    ApiKey.LIST_GROUPS: (0, 5),  # v3+: flexible; v4: states (KIP-518); v5: group types (KIP-848)
     ApiKey.DELETE_GROUPS: (0, 1),
     ApiKey.OFFSET_DELETE: (0, 0),  # KIP-496
     # KIP-848's protocol: every request refused at once, with what to set (a key not advertised leaves
     # librdkafka's group.protocol=consumer retrying silently)
     ApiKey.CONSUMER_GROUP_HEARTBEAT: (0, 1),  # v1 (the regex field) is what librdkafka asks for
+    ApiKey.CONSUMER_GROUP_DESCRIBE: (0, 0),
     ApiKey.API_VERSIONS: (0, 2),
     ApiKey.SASL_HANDSHAKE: (0, 1),  # v0: raw tokens follow (broker/server/sasl_requests.py)
     ApiKey.SASL_AUTHENTICATE: (0, 2),

@@ -86,7 +86,13 @@ class ErrorCode(IntEnum):
     GROUP_SUBSCRIBED_TO_TOPIC = 86
     INVALID_RECORD = 87
     PRODUCER_FENCED = 90  # KIP-588: a newer producer with the same transactional.id took over
+    UNKNOWN_TOPIC_ID = 100  # KIP-516: a topic id no topic has
     TRANSACTIONAL_ID_NOT_FOUND = 105  # DescribeTransactions of an id the coordinator does not know
+    FENCED_MEMBER_EPOCH = 110  # KIP-848: the member's epoch is not the coordinator's; it must rejoin
+    UNRELEASED_INSTANCE_ID = 111
+    UNSUPPORTED_ASSIGNOR = 112
+    STALE_MEMBER_EPOCH = 113
+    INVALID_REGULAR_EXPRESSION = 128  # KIP-848: a subscription's regex does not compile
 
 
 def error_name(code: int) -> str:

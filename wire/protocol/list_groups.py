@@ -1,5 +1,6 @@
-"""ListGroups (key 16), versions 0-4: v3 is flexible, v4 (KIP-518) filters by state and lists each group's state
-(Stable, PreparingRebalance, CompletingRebalance, Empty), which admin clients show.
+"""ListGroups (key 16), versions 0-5: v3 is flexible, v4 (KIP-518) filters by state and lists each group's state
+(Stable, PreparingRebalance, CompletingRebalance, Empty), which admin clients show; v5 (KIP-848) filters by
+and lists each group's type ("classic" or "consumer").
 
 Each broker lists the groups it coordinates; admin clients ask every broker and merge the answers."""
 
@@ -14,20 +15,30 @@ FLEXIBLE = 3
 
 def parse_request(r: Reader, version: int) -> frozenset[str] | None:
     """The states asked for (v4; None or empty: every group)."""
+    return parse_filters(r, version)[0]
+
+
+def parse_filters(r: Reader, version: int) -> tuple[frozenset[str] | None, frozenset[str] | None]:
+    """(states, types) asked for (v4, v5; None: every group)."""
     if version < FLEXIBLE:
-        return None
+        return None, None
     flexible.request_body(r)
     states = flexible.compact_array(r, flexible.compact_string) if version >= 4 else None
+    types = flexible.compact_array(r, flexible.compact_string) if version >= 5 else None
     flexible.skip_tagged_fields(r)
-    return frozenset(states) if states else None
+    return (frozenset(states) if states else None), (frozenset(t.lower() for t in types) if types else None)
 
 
 def encode_response(version: int, error_code: int, groups: list[tuple[str, str, str]],
-                    states: frozenset[str] | None = None) -> bytes:
-    """``groups``: [(group_id, protocol_type, state)]; ``states``: v4's filter (case-insensitive, as Kafka)."""
+                    states: frozenset[str] | None = None, types: frozenset[str] | None = None,
+                    consumer_groups: frozenset[str] = frozenset()) -> bytes:
+    """``groups``: [(group_id, protocol_type, state)]; ``states``: v4's filter (case-insensitive, as Kafka);
+    ``types``: v5's filter; ``consumer_groups``: the KIP-848 ones (type "consumer"; the others are "classic")."""
     if states:
         wanted = {s.lower() for s in states}
         groups = [g for g in groups if g[2].lower() in wanted]
+    if types:
+        groups = [g for g in groups if ("consumer" if g[0] in consumer_groups else "classic") in types]
     if version < FLEXIBLE:
         w = Writer()
         if version >= 1:
@@ -42,6 +53,8 @@ def encode_response(version: int, error_code: int, groups: list[tuple[str, str, 
         flexible.put_compact_string(w, g[1])
         if version >= 4:
             flexible.put_compact_string(w, g[2])
+        if version >= 5:
+            flexible.put_compact_string(w, "consumer" if g[0] in consumer_groups else "classic")
         flexible.put_tagged_fields(w)
 
     w = flexible.response_writer().int32(0).int16(error_code)

@@ -1,25 +1,56 @@
-"""Metadata (key 3), versions 0-8: brokers, controller, and every requested topic's partition leaders.
-The client side (`encode_request`, `parse_response`) speaks v8."""
+"""Metadata (key 3), versions 0-12: brokers, controller, and every requested topic's partition leaders.
+v9+ are flexible (KIP-482); v10+ carry topic ids (KIP-516) which KIP-848 consumers need to name their
+assigned topics; v12 lets a request name a topic by id alone. The client side (`encode_request`,
+`parse_response`) speaks v8."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from ferry.wire.protocol import flexible
 from ferry.wire.protocol.api_keys import ApiKey
 from ferry.wire.protocol.header import Buffers
-from ferry.wire.protocol.primitives import Reader, Writer
+from ferry.wire.protocol.primitives import ProtocolError, Reader, Writer
 
 REQUEST_VERSION = 8  # what clients send
+NO_TOPIC_ID = bytes(16)  # Kafka's Uuid.ZERO_UUID
 
 
 @dataclass(slots=True)
 class MetadataRequest:
     topics: list[str] | None  # None = all topics
     allow_auto_topic_creation: bool = True
+    topic_ids: list[bytes] = field(default_factory=list)  # v12: topics asked for by id alone (no name)
+
+
+def _flexible_topic(r: Reader, version: int) -> tuple[bytes, str | None]:
+    topic_id = r.raw(16) if version >= 10 else NO_TOPIC_ID
+    name = flexible.compact_nullable_string(r)
+    flexible.skip_tagged_fields(r)
+    return topic_id, name
+
+
+def _parse_flexible(r: Reader, version: int) -> MetadataRequest:
+    flexible.request_body(r)
+    entries = flexible.compact_array(r, lambda r: _flexible_topic(r, version))
+    auto = r.boolean()
+    if version <= 10:
+        r.boolean()  # include_cluster_authorized_operations
+    r.boolean()  # include_topic_authorized_operations
+    flexible.skip_tagged_fields(r)
+    if entries is None:
+        return MetadataRequest(None, auto)
+    names = [n for _, n in entries if n is not None]
+    ids = [i for i, n in entries if n is None]
+    if ids and version < 12:
+        raise ProtocolError(f"Metadata v{version} names a topic by id only (v12+ may)")
+    return MetadataRequest(names, auto, ids)
 
 
 def parse_request(r: Reader, version: int) -> MetadataRequest:
+    if version >= 9:
+        return _parse_flexible(r, version)
     topics = r.nullable_array(Reader.string)
     if version == 0 and not topics:
         topics = None  # v0: an empty list means "all topics"
@@ -57,10 +88,14 @@ class TopicMetadata:
     name: str
     partitions: list[PartitionMetadata]
     is_internal: bool = False
+    topic_id: bytes = NO_TOPIC_ID  # v10+
+    name_known: bool = True  # False: asked by an unknown id (v12 answers a null name)
 
 
 def encode_response(version: int, brokers: list[BrokerMetadata], cluster_id: str | None, controller_id: int,
                     topics: list[TopicMetadata]) -> bytes:
+    if version >= 9:
+        return _encode_flexible(version, brokers, cluster_id, controller_id, topics)
     w = Writer()
     if version >= 3:
         w.int32(0)  # throttle_time_ms
@@ -91,6 +126,42 @@ def encode_response(version: int, brokers: list[BrokerMetadata], cluster_id: str
     if version >= 8:
         w.int32(-2147483648)  # cluster_authorized_operations
     return bytes(w.buf)
+
+
+def _encode_flexible(version: int, brokers: list[BrokerMetadata], cluster_id: str | None, controller_id: int,
+                     topics: list[TopicMetadata]) -> bytes:
+    w = flexible.response_writer().int32(0)  # throttle_time_ms
+
+    def broker(w: Writer, b: BrokerMetadata) -> None:
+        w.int32(b.node_id)
+        flexible.put_compact_string(w, b.host)
+        w.int32(b.port)
+        flexible.put_compact_string(w, b.rack)
+        flexible.put_tagged_fields(w)
+
+    def partition(w: Writer, p: PartitionMetadata) -> None:
+        w.int16(p.error_code).int32(p.partition).int32(p.leader).int32(p.leader_epoch)
+        for nodes in (p.replicas, p.isr, p.offline):
+            flexible.put_compact_array(w, nodes, Writer.int32)
+        flexible.put_tagged_fields(w)
+
+    def topic(w: Writer, t: TopicMetadata) -> None:
+        w.int16(t.error_code)
+        flexible.put_compact_string(w, t.name if t.name_known or version < 12 else None)
+        if version >= 10:
+            w.raw(t.topic_id)
+        w.boolean(t.is_internal)
+        flexible.put_compact_array(w, t.partitions, partition)
+        w.int32(-2147483648)  # topic_authorized_operations: not computed
+        flexible.put_tagged_fields(w)
+
+    flexible.put_compact_array(w, brokers, broker)
+    flexible.put_compact_string(w, cluster_id)
+    w.int32(controller_id)
+    flexible.put_compact_array(w, topics, topic)
+    if version <= 10:
+        w.int32(-2147483648)  # cluster_authorized_operations
+    return bytes(flexible.put_tagged_fields(w).buf)
 
 
 # ---------------------------------------------------------------------- client side

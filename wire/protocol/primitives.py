@@ -67,6 +67,11 @@ class Reader:
         p = self._need(n)
         return self.buf[p:p + n]
 
+    def raw(self, n: int) -> bytes:
+        """The next n bytes (a Uuid is 16)."""
+        p = self._need(n)
+        return bytes(self.buf[p:p + n])
+
     def nullable_string(self) -> str | None:
         b = self._sized(self.int16(), "string")
         if b is None:
