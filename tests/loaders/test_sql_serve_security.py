@@ -1,0 +1,205 @@
+"""`ferry sql serve` with TLS and SCRAM authentication (issue 38 point 5): one real Spark Thrift server per module
+(HiveThriftServer2 of the pyspark distribution, a PostgreSQL metastore, a ZooKeeper holding the SCRAM users),
+queried with real clients: PyHive over a verified TLS socket and beeline (the distribution's JDBC client) with a
+truststore. A correct SCRAM user's query answers; a wrong password, an unknown user, no credentials and a
+plaintext client on the TLS port are refused (asserted on the outcome and the server's log line, not on one
+client's wording, which varies under load)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import ssl
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from ferry.zk.local_process import free_port
+from tests.broker.tls_certs import Certs, make_certs
+
+pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.timeout(900)]
+PASSWORD = "analyst-Secret-42"
+
+
+@dataclass
+class Served:
+    port: int
+    certs: Certs
+    log: Path
+    truststore: Path
+    scratch: Path
+    proc: subprocess.Popen
+
+    def log_text(self) -> str:
+        return self.log.read_text(errors="replace")
+
+
+def _add_user(zk: str, name: str, password: str) -> None:
+    run = subprocess.run([sys.executable, "-m", "ferry.cli", "users", "add", name, "--password-stdin",
+                          "--mechanism", "SCRAM-SHA-512", "--zookeeper", zk], input=password + "\n",
+                         capture_output=True, text=True, timeout=60)
+    assert run.returncode == 0, run.stderr
+
+
+@pytest.fixture(scope="module")
+def served(zk_server, tmp_path_factory) -> Iterator[Served]:
+    from ferry.loaders.local_postgres import LocalPostgres, pg_bin
+
+    if pg_bin() is None:
+        pytest.fail("PostgreSQL is not installed (scripts/setup.sh installs it)")
+    if shutil.which("javac") is None:
+        pytest.fail("javac is not installed (scripts/setup.sh installs default-jdk-headless)")
+    root = tmp_path_factory.mktemp("sqlsec")
+    zk = f"{zk_server.connect}/t/{uuid.uuid4().hex[:12]}"
+    _add_user(zk, "analyst", PASSWORD)
+    certs = make_certs(root / "certs")
+    truststore = root / "truststore.p12"
+    subprocess.run(["keytool", "-importcert", "-noprompt", "-alias", "ca", "-file", str(certs.ca), "-keystore",
+                    str(truststore), "-storetype", "PKCS12", "-storepass", "trustpass"], check=True,
+                   capture_output=True, timeout=120)
+    home = Path(tempfile.mkdtemp(prefix="ferry-pg-", dir="/tmp"))
+    pg = LocalPostgres(home, free_port()).start()
+    (root / "state").mkdir()
+    port = free_port()
+    scratch = root / "tmp"  # the server's private temporary directory lands here (TMPDIR)
+    scratch.mkdir()
+    log = root / "serve.log"
+    out = open(log, "w")  # noqa: SIM115 - closed at teardown
+    proc = subprocess.Popen([sys.executable, "-m", "ferry.cli", "sql", "serve", "--listen", f"127.0.0.1:{port}",
+                             "--metastore", pg.url, "--state-dir", str(root / "state"), "--master", "local[1]",
+                             "--ssl-certfile", str(certs.server_cert), "--ssl-keyfile", str(certs.server_key),
+                             "--auth", "scram", "--zookeeper", zk],
+                            stdout=out, stderr=subprocess.STDOUT, cwd=root,
+                            env={**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "TMPDIR": str(scratch)})
+    served = Served(port, certs, log, truststore, scratch, proc)
+    try:
+        deadline = time.monotonic() + 400
+        while "JDBC/ODBC at" not in served.log_text():
+            assert proc.poll() is None, served.log_text()[-3000:]
+            if time.monotonic() > deadline:
+                pytest.fail("the Thrift server did not listen within 400 s:\n" + served.log_text()[-3000:])
+            time.sleep(1)
+        yield served
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(90)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        out.close()
+        pg.stop()
+        shutil.rmtree(home, ignore_errors=True)
+
+
+def _tls_transport(port: int, certs: Certs, user: str | None, password: str | None):
+    """PyHive's transport over a TLS socket that verifies the server against the test CA (SASL PLAIN, as
+    HiveServer2's CUSTOM authentication expects)."""
+    import thrift_sasl
+    from pyhive.hive import get_installed_sasl
+    from thrift.transport.TSSLSocket import TSSLSocket
+
+    context = ssl.create_default_context(cafile=str(certs.ca))
+    sock = TSSLSocket("127.0.0.1", port, ssl_context=context, server_hostname="127.0.0.1")
+    sock.setTimeout(120_000)
+    return thrift_sasl.TSaslClientTransport(
+        lambda: get_installed_sasl(host="127.0.0.1", sasl_auth="PLAIN", service=None, username=user or "",
+                                   password=password or ""), "PLAIN", sock)
+
+
+def _query(port: int, certs: Certs, user: str, password: str) -> list[tuple]:
+    from pyhive import hive
+
+    conn = hive.connect(thrift_transport=_tls_transport(port, certs, user, password))
+    try:
+        cur = conn.cursor()
+        cur.execute("SELECT 40 + 2 AS answer")
+        return cur.fetchall()
+    finally:
+        conn.close()
+
+
+def _beeline(served: Served, *auth: str) -> subprocess.CompletedProcess:
+    from ferry.loaders.sql_metastore import spark_home
+
+    url = (f"jdbc:hive2://127.0.0.1:{served.port}/default;ssl=true;sslTrustStore={served.truststore};"
+           "trustStorePassword=trustpass")
+    return subprocess.run([str(spark_home() / "bin" / "beeline"), "-u", url, *auth, "--silent=true",
+                           "--outputformat=csv2", "-e", "SELECT 6 * 7 AS answer"],
+                          capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL,
+                          env={**os.environ, "SPARK_HOME": str(spark_home())})
+
+
+def _refusals(served: Served, user: str) -> int:
+    return served.log_text().count(f"login refused for '{user}'")
+
+
+def test_a_scram_user_queries_over_verified_tls(served: Served):
+    assert _query(served.port, served.certs, "analyst", PASSWORD) == [(42,)]
+    assert "authenticated User:analyst" in served.log_text()
+
+
+def test_beeline_with_a_truststore_and_the_password_file(served: Served, tmp_path: Path):
+    pw = tmp_path / "pw"
+    pw.write_text(PASSWORD)
+    run = _beeline(served, "-n", "analyst", "-w", str(pw))
+    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
+    assert "42" in run.stdout.split(), run.stdout
+
+
+@pytest.mark.parametrize("user, password", [("analyst", "not-the-password"), ("mallory", PASSWORD)])
+def test_a_wrong_password_or_unknown_user_is_refused(served: Served, user: str, password: str):
+    from thrift.transport.TTransport import TTransportException
+
+    before = _refusals(served, user)
+    with pytest.raises((TTransportException, OSError, EOFError)):
+        _query(served.port, served.certs, user, password)
+    assert _refusals(served, user) == before + 1  # the server's log names the refused user
+    assert password not in served.log_text()
+
+
+def test_no_credentials_are_refused(served: Served):
+    before = served.log_text().count("login refused")
+    run = _beeline(served)  # no -n / -p: beeline logs in as the anonymous user with an empty password
+    assert run.returncode != 0
+    assert "42" not in run.stdout.split()
+    assert served.log_text().count("login refused") > before
+
+
+def test_a_plaintext_client_on_the_tls_port_is_refused(served: Served):
+    from pyhive import hive
+
+    with pytest.raises(Exception):  # noqa: B017 - the plaintext transport fails in one of several ways
+        conn = hive.connect(host="127.0.0.1", port=served.port, username="analyst", auth="CUSTOM",
+                            password=PASSWORD)
+        conn.cursor().execute("SELECT 1")
+    # and raw bytes get no Thrift answer: the server closes or answers with a TLS alert
+    with socket.create_connection(("127.0.0.1", served.port), timeout=30) as s:
+        s.sendall(b"\x01\x00\x00\x00\x05PLAIN")
+        data = b""
+        try:
+            while chunk := s.recv(4096):
+                data += chunk
+        except (TimeoutError, ConnectionResetError):
+            pass
+    assert b"COMPLETE" not in data and (not data or data[0] == 0x15)  # nothing, or a TLS alert record
+
+
+def test_no_secret_on_the_command_line_and_the_keystore_is_private(served: Served):
+    java = subprocess.run(["pgrep", "-f", f"thrift.port={served.port}"], capture_output=True, text=True).stdout.split()
+    assert java, "the Thrift server's JVM was not found"
+    for pid in java + [str(served.proc.pid)]:
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        assert PASSWORD not in argv and "password" not in argv.lower(), argv
+    [private] = list(served.scratch.glob("ferry-sql-*"))
+    assert private.stat().st_mode & 0o077 == 0
+    assert (private / "keystore.p12").stat().st_mode & 0o777 == 0o600
+    assert (private / "auth.sock").stat().st_mode & 0o077 == 0
