@@ -24,6 +24,8 @@ from pathlib import Path
 from ferry.loaders.session import python_for_workers
 from ferry.loaders.sql_metastore import Metastore, MetastoreError, explain, parse, spark_home, spark_jars_dir
 from ferry.loaders.sql_thrift_security import (
+    PROVIDER_CLASS,
+    PROVIDER_SETTING,
     SOCKET_ENV,
     CredentialVerifier,
     ThriftSecurity,
@@ -188,6 +190,9 @@ def _secure(args: argparse.Namespace, security: ThriftSecurity, conf: dict[str, 
     classes = compile_provider(scratch, spark_jars_dir())
     extra = conf.get("spark.driver.extraClassPath")
     conf["spark.driver.extraClassPath"] = f"{extra}:{classes}" if extra else str(classes)
+    # Hive builds the provider from a fresh HiveConf, which sees system properties, not the server's conf
+    java = conf.get("spark.driver.extraJavaOptions", "")
+    conf["spark.driver.extraJavaOptions"] = f"{java} -D{PROVIDER_SETTING}={PROVIDER_CLASS}".strip()
     env[SOCKET_ENV] = str(scratch / "auth.sock")
     return CredentialVerifier(scratch / "auth.sock", ScramAuthenticator(security.zookeeper)).start()
 

@@ -31,6 +31,7 @@ from ferry.wire.http_security import Authenticator, FailureDelay
 
 PROVIDER_SOURCE = Path(__file__).resolve().parent / "java" / "FerryPasswdAuthenticator.java"
 PROVIDER_CLASS = "ferry.sql.FerryPasswdAuthenticator"
+PROVIDER_SETTING = "hive.server2.custom.authentication.class"
 SOCKET_ENV = "FERRY_SQL_AUTH_SOCKET"
 _MAX_FIELD = 4096
 
@@ -86,7 +87,7 @@ class ThriftSecurity:
                          "spark.hadoop.hive.server2.keystore.password": password})
         if self.auth == "scram":
             conf.update({"spark.hadoop.hive.server2.authentication": "CUSTOM",
-                         "spark.hadoop.hive.server2.custom.authentication.class": PROVIDER_CLASS})
+                         f"spark.hadoop.{PROVIDER_SETTING}": PROVIDER_CLASS})
         return conf
 
 
