@@ -243,19 +243,38 @@ def _run_java(cmd: list[str], env: dict[str, str], args: argparse.Namespace, cwd
 
 
 def _announce_when_listening(proc: subprocess.Popen, listen: str, tls: bool, timeout_s: float = 300.0) -> None:
-    """Print the JDBC URL once the server accepts connections (bounded wait; the server's death ends it)."""
+    """Print the JDBC URL once the server listens (bounded wait; the server's death ends it)."""
     host, port = parse_listen(listen, "--listen")
     probe = "127.0.0.1" if host in ("0.0.0.0", "") else host
     deadline = time.monotonic() + timeout_s
 
     def wait() -> None:
         while time.monotonic() < deadline and proc.poll() is None:
-            try:
-                with socket.create_connection((probe, port), timeout=1.0):
-                    print(f"ferry sql serve: JDBC/ODBC at jdbc:hive2://{probe}:{port}/{';ssl=true' if tls else ''} "
-                          "(Ctrl-C stops)", flush=True)
-                    return
-            except OSError:
-                time.sleep(0.5)
+            if _listening(probe, port):
+                print(f"ferry sql serve: JDBC/ODBC at jdbc:hive2://{probe}:{port}/{';ssl=true' if tls else ''} "
+                      "(Ctrl-C stops)", flush=True)
+                return
+            time.sleep(0.5)
 
     threading.Thread(target=wait, daemon=True).start()
+
+
+def _listening(host: str, port: int) -> bool:
+    """Whether a socket listens on ``port``: read from /proc/net/tcp* where there is one, so that no probe
+    connection makes the server log a failed handshake or login; else by connecting."""
+    tables = [Path("/proc/net/tcp"), Path("/proc/net/tcp6")]
+    if tables[0].exists():
+        suffix = f":{port:04X}"
+        for table in tables:
+            try:
+                rows = table.read_text().splitlines()[1:]
+            except OSError:
+                continue
+            if any(len(f := row.split()) > 3 and f[1].endswith(suffix) and f[3] == "0A" for row in rows):
+                return True
+        return False
+    try:
+        with socket.create_connection((host, port), timeout=1.0):
+            return True
+    except OSError:
+        return False
