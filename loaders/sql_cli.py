@@ -36,6 +36,7 @@ from ferry.loaders.sql_thrift_security import (
 from ferry.loaders.state_dir import state_dir
 from ferry.zk import cli_args as cli
 from ferry.zk.cli_args import UsageError, parse_listen
+from ferry.zk.scram_credentials import ScramAuthenticator
 
 DESCRIPTION = """\
 Query the warehouse's hourly tables with Spark SQL, in a shell (no -e/-f), one statement (-e) or a file (-f);
@@ -185,8 +186,6 @@ def _secure(args: argparse.Namespace, security: ThriftSecurity, conf: dict[str, 
     conf.update(security.hive_settings(keystore, password))
     if security.auth != "scram":
         return None
-    from ferry.zk.scram_credentials import ScramAuthenticator
-
     classes = compile_provider(scratch, spark_jars_dir())
     extra = conf.get("spark.driver.extraClassPath")
     conf["spark.driver.extraClassPath"] = f"{extra}:{classes}" if extra else str(classes)
