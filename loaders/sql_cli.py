@@ -70,6 +70,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="postgresql://USER[:PASSWORD]@HOST[:PORT]/DB, thrift://HOST:PORT or derby:DIR "
                         "(default $FERRY_METASTORE, else STATE_DIR's embedded Derby)")
     p.add_argument("--warehouse", default=None, metavar="DIR|URI", help="warehouse root (default STATE_DIR/warehouse)")
+    p.add_argument("--transport", choices=("binary", "http"), default="binary",
+                   help="serve: HiveServer2's transport: binary (default) or http (HTTP/HTTPS at /cliservice)")
     sec = p.add_argument_group("TLS and authentication of serve (docs/security.md)")
     sec.add_argument("--ssl-certfile", metavar="PEM", help="serve: TLS with this certificate (chain)")
     sec.add_argument("--ssl-keyfile", metavar="PEM", help="serve: its private key (default: in --ssl-certfile)")
@@ -120,9 +122,11 @@ def command(args: argparse.Namespace, properties: Path) -> list[str]:
     bin_dir = spark_home() / "bin"
     if args.action == "serve":
         host, port = parse_listen(args.listen, "--listen")
+        port_setting = "hive.server2.thrift.http.port" if args.transport == "http" else "hive.server2.thrift.port"
         return [str(bin_dir / "spark-submit"), "--master", args.master, "--properties-file", str(properties),
                 "--name", "ferry-sql-thrift", "--class", THRIFT_SERVER, "spark-internal",
-                "--hiveconf", f"hive.server2.thrift.bind.host={host}", "--hiveconf", f"hive.server2.thrift.port={port}"]
+                "--hiveconf", f"hive.server2.transport.mode={args.transport}",
+                "--hiveconf", f"hive.server2.thrift.bind.host={host}", "--hiveconf", f"{port_setting}={port}"]
     cmd = [str(bin_dir / "spark-sql"), "--master", args.master, "--properties-file", str(properties),
            "--database", args.database]
     if args.query is not None:
@@ -144,8 +148,9 @@ def run(args: argparse.Namespace) -> int:
             security.check(host)
         except ThriftSecurityError as e:
             raise UsageError(str(e)) from None
-    elif security.tls or security.auth != "none" or args.insecure:
-        raise UsageError("--ssl-certfile, --ssl-keyfile, --auth and --insecure are for `ferry sql serve`")
+    elif security.tls or security.auth != "none" or args.insecure or args.transport != "binary":
+        raise UsageError("--transport, --ssl-certfile, --ssl-keyfile, --auth and --insecure are for "
+                         "`ferry sql serve`")
     if args.file is not None and not Path(args.file).is_file():
         raise FileNotFoundError(errno.ENOENT, "-f: no such file", args.file)
     state = state_dir(args.state_dir)
@@ -214,7 +219,7 @@ def _run_java(cmd: list[str], env: dict[str, str], args: argparse.Namespace, cwd
     reader = threading.Thread(target=pump, daemon=True)
     reader.start()
     if args.action == "serve":
-        _announce_when_listening(proc, args.listen, tls)
+        _announce_when_listening(proc, args.listen, tls, args.transport)
 
     def stop(signum, _frame) -> None:
         if proc.poll() is None:
@@ -241,16 +246,18 @@ def _run_java(cmd: list[str], env: dict[str, str], args: argparse.Namespace, cwd
     return 0 if rc in (0, -signal.SIGTERM, 143) and args.action == "serve" else (1 if rc else 0)
 
 
-def _announce_when_listening(proc: subprocess.Popen, listen: str, tls: bool, timeout_s: float = 300.0) -> None:
+def _announce_when_listening(proc: subprocess.Popen, listen: str, tls: bool, transport: str,
+                             timeout_s: float = 300.0) -> None:
     """Print the JDBC URL once the server listens (bounded wait; the server's death ends it)."""
     host, port = parse_listen(listen, "--listen")
+    mode = ";transportMode=http;httpPath=cliservice" if transport == "http" else ""
     probe = "127.0.0.1" if host in ("0.0.0.0", "") else host
     deadline = time.monotonic() + timeout_s
 
     def wait() -> None:
         while time.monotonic() < deadline and proc.poll() is None:
             if _listening(probe, port):
-                print(f"ferry sql serve: JDBC/ODBC at jdbc:hive2://{probe}:{port}/{';ssl=true' if tls else ''} "
+                print(f"ferry sql serve: JDBC/ODBC at jdbc:hive2://{probe}:{port}/{mode}{';ssl=true' if tls else ''} "
                       "(Ctrl-C stops)", flush=True)
                 return
             time.sleep(0.5)

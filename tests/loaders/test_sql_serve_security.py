@@ -17,6 +17,7 @@ import tempfile
 import time
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -37,6 +38,7 @@ class Served:
     truststore: Path
     scratch: Path
     proc: subprocess.Popen
+    transport: str
 
     def log_text(self) -> str:
         return self.log.read_text(errors="replace")
@@ -49,8 +51,18 @@ def _add_user(zk: str, name: str, password: str) -> None:
     assert run.returncode == 0, run.stderr
 
 
+@dataclass
+class Base:
+    root: Path
+    zk: str
+    certs: Certs
+    truststore: Path
+    metastore: str
+
+
 @pytest.fixture(scope="module")
-def served(zk_server, tmp_path_factory) -> Iterator[Served]:
+def base(zk_server, tmp_path_factory) -> Iterator[Base]:
+    """What both servers share: the SCRAM user in ZooKeeper, the certificates, a truststore, the metastore."""
     from ferry.loaders.local_postgres import LocalPostgres, pg_bin
 
     if pg_bin() is None:
@@ -67,19 +79,31 @@ def served(zk_server, tmp_path_factory) -> Iterator[Served]:
                    capture_output=True, timeout=120)
     home = Path(tempfile.mkdtemp(prefix="ferry-pg-", dir="/tmp"))
     pg = LocalPostgres(home, free_port()).start()
-    (root / "state").mkdir()
+    try:
+        yield Base(root, zk, certs, truststore, pg.url)
+    finally:
+        pg.stop()
+        shutil.rmtree(home, ignore_errors=True)
+
+
+@contextmanager
+def _serve(base: Base, transport: str) -> Iterator[Served]:
+    """`ferry sql serve` with TLS and --auth scram on a free loopback port, until the block ends."""
+    root = base.root / transport
+    (root / "state").mkdir(parents=True)
     port = free_port()
     scratch = root / "tmp"  # the server's private temporary directory lands here (TMPDIR)
     scratch.mkdir()
     log = root / "serve.log"
-    out = open(log, "w")  # noqa: SIM115 - closed at teardown
+    out = open(log, "w")  # noqa: SIM115 - closed below
     proc = subprocess.Popen([sys.executable, "-m", "ferry.cli", "sql", "serve", "--listen", f"127.0.0.1:{port}",
-                             "--metastore", pg.url, "--state-dir", str(root / "state"), "--master", "local[1]",
-                             "--ssl-certfile", str(certs.server_cert), "--ssl-keyfile", str(certs.server_key),
-                             "--auth", "scram", "--zookeeper", zk],
+                             "--transport", transport, "--metastore", base.metastore, "--state-dir",
+                             str(root / "state"), "--master", "local[1]",
+                             "--ssl-certfile", str(base.certs.server_cert), "--ssl-keyfile", str(base.certs.server_key),
+                             "--auth", "scram", "--zookeeper", base.zk],
                             stdout=out, stderr=subprocess.STDOUT, cwd=root,
                             env={**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "TMPDIR": str(scratch)})
-    served = Served(port, certs, log, truststore, scratch, proc)
+    served = Served(port, base.certs, log, base.truststore, scratch, proc, transport)
     try:
         deadline = time.monotonic() + 400
         while "JDBC/ODBC at" not in served.log_text():
@@ -96,8 +120,19 @@ def served(zk_server, tmp_path_factory) -> Iterator[Served]:
             proc.kill()
             proc.wait()
         out.close()
-        pg.stop()
-        shutil.rmtree(home, ignore_errors=True)
+    assert not list(scratch.glob("ferry-sql-*"))  # the keystore, the socket and the properties went with the server
+
+
+@pytest.fixture(scope="class")
+def served(base: Base) -> Iterator[Served]:
+    with _serve(base, "binary") as s:
+        yield s
+
+
+@pytest.fixture(scope="class")
+def served_http(base: Base) -> Iterator[Served]:
+    with _serve(base, "http") as s:
+        yield s
 
 
 def _tls_transport(port: int, certs: Certs, user: str | None, password: str | None):
@@ -130,7 +165,8 @@ def _query(port: int, certs: Certs, user: str, password: str) -> list[tuple]:
 def _beeline(served: Served, *auth: str) -> subprocess.CompletedProcess:
     from ferry.loaders.sql_metastore import spark_home
 
-    url = (f"jdbc:hive2://127.0.0.1:{served.port}/default;ssl=true;sslTrustStore={served.truststore};"
+    mode = "transportMode=http;httpPath=cliservice;" if served.transport == "http" else ""
+    url = (f"jdbc:hive2://127.0.0.1:{served.port}/default;{mode}ssl=true;sslTrustStore={served.truststore};"
            "trustStorePassword=trustpass")
     return subprocess.run([str(spark_home() / "bin" / "beeline"), "-u", url, *auth, "--silent=true",
                            "--outputformat=csv2", "-e", "SELECT 6 * 7 AS answer"],
@@ -142,70 +178,112 @@ def _refusals(served: Served, user: str) -> int:
     return served.log_text().count(f"login refused for '{user}'")
 
 
-def test_a_scram_user_queries_over_verified_tls(served: Served):
-    assert _query(served.port, served.certs, "analyst", PASSWORD) == [(42,)]
-    assert "authenticated User:analyst" in served.log_text()
-    # first test to connect: the readiness check made no connection that the server logged as a failed handshake
-    assert "SSLHandshakeException" not in served.log_text()
+class TestBinaryTransport:
+    """The default transport: TLS on the Thrift socket, SASL PLAIN logins checked against the SCRAM users."""
+
+    def test_a_scram_user_queries_over_verified_tls(self, served: Served):
+        assert _query(served.port, served.certs, "analyst", PASSWORD) == [(42,)]
+        assert "authenticated User:analyst" in served.log_text()
+        # first test to connect: the readiness check made no connection that the server logged as a failed handshake
+        assert "SSLHandshakeException" not in served.log_text()
+
+    def test_beeline_with_a_truststore_and_the_password_file(self, served: Served, tmp_path: Path):
+        pw = tmp_path / "pw"
+        pw.write_text(PASSWORD)
+        run = _beeline(served, "-n", "analyst", "-w", str(pw))
+        assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
+        assert "42" in run.stdout.split(), run.stdout
+
+    @pytest.mark.parametrize("user, password", [("analyst", "not-the-password"), ("mallory", PASSWORD)])
+    def test_a_wrong_password_or_unknown_user_is_refused(self, served: Served, user: str, password: str):
+        from thrift.transport.TTransport import TTransportException
+
+        before = _refusals(served, user)
+        with pytest.raises((TTransportException, OSError, EOFError)):
+            _query(served.port, served.certs, user, password)
+        assert _refusals(served, user) == before + 1  # the server's log names the refused user
+        assert password not in served.log_text()
+
+    def test_no_credentials_are_refused(self, served: Served):
+        before = served.log_text().count("login refused")
+        run = _beeline(served)  # no -n / -p: beeline logs in as the anonymous user with an empty password
+        assert run.returncode != 0
+        assert "42" not in run.stdout.split()
+        assert served.log_text().count("login refused") > before
+
+    def test_a_plaintext_client_on_the_tls_port_is_refused(self, served: Served):
+        from pyhive import hive
+
+        with pytest.raises(Exception):  # noqa: B017 - the plaintext transport fails in one of several ways
+            conn = hive.connect(host="127.0.0.1", port=served.port, username="analyst", auth="CUSTOM",
+                                password=PASSWORD)
+            conn.cursor().execute("SELECT 1")
+        # and raw bytes get no Thrift answer: the server closes or answers with a TLS alert
+        with socket.create_connection(("127.0.0.1", served.port), timeout=30) as s:
+            s.sendall(b"\x01\x00\x00\x00\x05PLAIN")
+            data = b""
+            try:
+                while len(data) < 65536 and (chunk := s.recv(4096)):
+                    data += chunk
+            except (TimeoutError, ConnectionResetError):
+                pass
+        assert b"COMPLETE" not in data and (not data or data[0] == 0x15)  # nothing, or a TLS alert record
+
+    def test_no_secret_on_the_command_line_and_the_keystore_is_private(self, served: Served):
+        java = subprocess.run(["pgrep", "-f", f"thrift.port={served.port}"], capture_output=True, text=True).stdout.split()
+        assert java, "the Thrift server's JVM was not found"
+        for pid in java + [str(served.proc.pid)]:
+            argv = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            assert PASSWORD not in argv and "password" not in argv.lower(), argv
+        [private] = list(served.scratch.glob("ferry-sql-*"))
+        assert private.stat().st_mode & 0o077 == 0
+        assert (private / "keystore.p12").stat().st_mode & 0o777 == 0o600
+        assert (private / "auth.sock").stat().st_mode & 0o077 == 0
+        properties = (private / "spark.properties").read_text().splitlines()
+        [keystore_password] = [line.split(" ", 1)[1] for line in properties
+                               if line.startswith("spark.hadoop.hive.server2.keystore.password ")]
+        assert len(keystore_password) >= 24 and keystore_password not in served.log_text()
 
 
-def test_beeline_with_a_truststore_and_the_password_file(served: Served, tmp_path: Path):
-    pw = tmp_path / "pw"
-    pw.write_text(PASSWORD)
-    run = _beeline(served, "-n", "analyst", "-w", str(pw))
-    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
-    assert "42" in run.stdout.split(), run.stdout
+def _https_query(served: Served, user: str, password: str, scheme: str = "https") -> list[tuple]:
+    """PyHive over HiveServer2's HTTP transport: HTTPS verified against the test CA, HTTP basic credentials."""
+    import base64
 
-
-@pytest.mark.parametrize("user, password", [("analyst", "not-the-password"), ("mallory", PASSWORD)])
-def test_a_wrong_password_or_unknown_user_is_refused(served: Served, user: str, password: str):
-    from thrift.transport.TTransport import TTransportException
-
-    before = _refusals(served, user)
-    with pytest.raises((TTransportException, OSError, EOFError)):
-        _query(served.port, served.certs, user, password)
-    assert _refusals(served, user) == before + 1  # the server's log names the refused user
-    assert password not in served.log_text()
-
-
-def test_no_credentials_are_refused(served: Served):
-    before = served.log_text().count("login refused")
-    run = _beeline(served)  # no -n / -p: beeline logs in as the anonymous user with an empty password
-    assert run.returncode != 0
-    assert "42" not in run.stdout.split()
-    assert served.log_text().count("login refused") > before
-
-
-def test_a_plaintext_client_on_the_tls_port_is_refused(served: Served):
     from pyhive import hive
+    from thrift.transport.THttpClient import THttpClient
 
-    with pytest.raises(Exception):  # noqa: B017 - the plaintext transport fails in one of several ways
-        conn = hive.connect(host="127.0.0.1", port=served.port, username="analyst", auth="CUSTOM",
-                            password=PASSWORD)
-        conn.cursor().execute("SELECT 1")
-    # and raw bytes get no Thrift answer: the server closes or answers with a TLS alert
-    with socket.create_connection(("127.0.0.1", served.port), timeout=30) as s:
-        s.sendall(b"\x01\x00\x00\x00\x05PLAIN")
-        data = b""
-        try:
-            while len(data) < 65536 and (chunk := s.recv(4096)):
-                data += chunk
-        except (TimeoutError, ConnectionResetError):
-            pass
-    assert b"COMPLETE" not in data and (not data or data[0] == 0x15)  # nothing, or a TLS alert record
+    context = ssl.create_default_context(cafile=str(served.certs.ca))
+    transport = THttpClient(f"{scheme}://127.0.0.1:{served.port}/cliservice",
+                            ssl_context=context if scheme == "https" else None)
+    transport.setTimeout(120_000)
+    transport.setCustomHeaders({"Authorization": "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()})
+    conn = hive.connect(thrift_transport=transport)
+    try:
+        cur = conn.cursor()
+        cur.execute("SELECT 40 + 2 AS answer")
+        return cur.fetchall()
+    finally:
+        conn.close()
 
 
-def test_no_secret_on_the_command_line_and_the_keystore_is_private(served: Served):
-    java = subprocess.run(["pgrep", "-f", f"thrift.port={served.port}"], capture_output=True, text=True).stdout.split()
-    assert java, "the Thrift server's JVM was not found"
-    for pid in java + [str(served.proc.pid)]:
-        argv = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-        assert PASSWORD not in argv and "password" not in argv.lower(), argv
-    [private] = list(served.scratch.glob("ferry-sql-*"))
-    assert private.stat().st_mode & 0o077 == 0
-    assert (private / "keystore.p12").stat().st_mode & 0o777 == 0o600
-    assert (private / "auth.sock").stat().st_mode & 0o077 == 0
-    properties = (private / "spark.properties").read_text().splitlines()
-    [keystore_password] = [line.split(" ", 1)[1] for line in properties
-                           if line.startswith("spark.hadoop.hive.server2.keystore.password ")]
-    assert len(keystore_password) >= 24 and keystore_password not in served.log_text()
+class TestHttpTransport:
+    """`--transport http`: HiveServer2 over HTTPS at /cliservice, HTTP basic logins against the SCRAM users."""
+
+    def test_a_scram_user_queries_over_verified_https(self, served_http: Served):
+        assert _https_query(served_http, "analyst", PASSWORD) == [(42,)]
+        assert "authenticated User:analyst" in served_http.log_text()
+
+    def test_beeline_over_https(self, served_http: Served, tmp_path: Path):
+        pw = tmp_path / "pw"
+        pw.write_text(PASSWORD)
+        run = _beeline(served_http, "-n", "analyst", "-w", str(pw))
+        assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
+        assert "42" in run.stdout.split(), run.stdout
+
+    def test_wrong_password_and_plain_http_are_refused(self, served_http: Served):
+        before = _refusals(served_http, "analyst")
+        with pytest.raises(Exception):  # noqa: B017 - a 401 reaches PyHive as one of several transport errors
+            _https_query(served_http, "analyst", "not-the-password")
+        assert _refusals(served_http, "analyst") > before
+        with pytest.raises(Exception):  # noqa: B017 - plain HTTP on the HTTPS port gets no Thrift answer
+            _https_query(served_http, "analyst", PASSWORD, scheme="http")
