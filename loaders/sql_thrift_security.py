@@ -20,6 +20,7 @@ import struct
 import subprocess
 import sys
 import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -150,6 +151,8 @@ class CredentialVerifier:
         self.path = path
         self._authenticator = authenticator
         self._delay = delay or FailureDelay()
+        self._logged: dict[str, float] = {}
+        self._lock = threading.Lock()
         verifier = self
 
         class Handler(socketserver.BaseRequestHandler):
@@ -177,6 +180,16 @@ class CredentialVerifier:
         if close is not None:
             close()
 
+    def _first_in_a_while(self, user: str, quiet_s: float = 60.0) -> bool:
+        now = time.monotonic()
+        with self._lock:
+            if now - self._logged.get(user, -quiet_s) < quiet_s:
+                return False
+            if len(self._logged) > 10_000:
+                self._logged.clear()
+            self._logged[user] = now
+            return True
+
     def _answer(self, conn: socket.socket) -> None:
         conn.settimeout(10.0)
         try:
@@ -191,7 +204,8 @@ class CredentialVerifier:
             ok = False
         if ok:
             self._delay.succeeded(user)
-            _say(f"authenticated User:{user}")
+            if self._first_in_a_while(user):  # the HTTP transport asks on each request: one line a minute
+                _say(f"authenticated User:{user}")
         else:
             wait = self._delay.failed(user)
             _say(f"login refused for {user!r} (unknown user or wrong password)")
