@@ -98,9 +98,11 @@ def write_keystore(certfile: str, keyfile: str | None, path: Path) -> str:
         pem = Path(certfile).read_bytes()
         chain = x509.load_pem_x509_certificates(pem)
         key_pem = Path(keyfile).read_bytes() if keyfile else pem
-        key = serialization.load_pem_private_key(_key_block(key_pem, keyfile or certfile), password=None)
+        key = serialization.load_pem_private_key(key_pem, password=None)  # the first key block of the file
     except (ValueError, TypeError) as e:
         raise ThriftSecurityError(f"cannot load the TLS certificate {certfile} and its key: {e}") from None
+    if chain[0].public_key() != key.public_key():
+        raise ThriftSecurityError(f"the TLS key {keyfile or certfile} is not the key of the certificate {certfile}")
     password = secrets.token_urlsafe(24)
     blob = pkcs12.serialize_key_and_certificates(b"ferry-sql", key, chain[0], chain[1:] or None,
                                                  serialization.BestAvailableEncryption(password.encode()))
@@ -108,21 +110,6 @@ def write_keystore(certfile: str, keyfile: str | None, path: Path) -> str:
     with os.fdopen(fd, "wb") as f:
         f.write(blob)
     return password
-
-
-def _key_block(pem: bytes, name: str) -> bytes:
-    """The private-key block of a PEM file that may also hold certificates."""
-    start = pem.find(b"-----BEGIN ")
-    while start >= 0:
-        end_marker = pem.find(b"-----END ", start)
-        end = pem.find(b"-----", end_marker + 9) + 5 if end_marker >= 0 else -1
-        if end <= 4:
-            break
-        block = pem[start:end]
-        if b"PRIVATE KEY-----" in block.split(b"\n", 1)[0]:
-            return block
-        start = pem.find(b"-----BEGIN ", end)
-    raise ValueError(f"no private key in {name}")
 
 
 def compile_provider(dest: Path, jars: Path) -> Path:

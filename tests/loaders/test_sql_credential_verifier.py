@@ -5,6 +5,7 @@ yes, and the socket is private."""
 
 from __future__ import annotations
 
+import os
 import socket
 import struct
 import subprocess
@@ -83,3 +84,17 @@ def test_settings_refused_before_start(tmp_path: Path):
     with pytest.raises(ThriftSecurityError, match="cannot load the TLS certificate"):
         write_keystore(str(bad), None, tmp_path / "k.p12")
     assert not (tmp_path / "k.p12").exists()
+    d = tmp_path / "pem"
+    d.mkdir()
+    for name in ("a", "b"):
+        subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", f"{name}.key", "-out",
+                        f"{name}.pem", "-days", "1", "-subj", f"/CN={name}"], cwd=d, check=True, capture_output=True,
+                       timeout=60)
+    with pytest.raises(ThriftSecurityError, match="is not the key of the certificate"):
+        write_keystore(str(d / "a.pem"), str(d / "b.key"), tmp_path / "k.p12")
+    (d / "both.pem").write_text((d / "a.pem").read_text() + (d / "a.key").read_text())
+    password = write_keystore(str(d / "both.pem"), None, tmp_path / "k.p12")  # the key may be in the cert file
+    assert (tmp_path / "k.p12").stat().st_mode & 0o777 == 0o600
+    listing = subprocess.run(["keytool", "-list", "-keystore", str(tmp_path / "k.p12"), "-storepass:env", "KS_PW"],
+                             capture_output=True, text=True, timeout=120, env={**os.environ, "KS_PW": password})
+    assert listing.returncode == 0 and "PrivateKeyEntry" in listing.stdout, listing.stdout + listing.stderr
