@@ -7,7 +7,7 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 PY="${PYTHON:-python3}"
-APT_PACKAGES=(zookeeper default-jre-headless debootstrap procps iproute2 iptables util-linux kcat chromium chromium-driver prometheus
+APT_PACKAGES=(zookeeper default-jre-headless default-jdk-headless debootstrap procps iproute2 iptables util-linux kcat chromium chromium-driver prometheus
               postgresql libpostgresql-jdbc-java)
 if [[ "${1:-}" == "--bench" ]]; then APT_PACKAGES+=(rabbitmq-server activemq); fi
 
