@@ -88,14 +88,21 @@ def datacenters(tmp_path_factory: pytest.TempPathFactory):
 
 def secure_clusters(dcs: Datacenters, secrets: Secrets, loader_ip: str) -> None:
     """Before any broker starts: each cluster's SCRAM users and ACLs, written by `ferry users add` and `ferry acls
-    add` in its ZooKeeper's container (with the digest identity, so the znodes are locked from the start)."""
-    for dc, zk in (("live", LIVE_ZK), ("offline", OFFLINE_ZK)):
+    add` in its ZooKeeper's container (with the digest identity, so the znodes are locked from the start); the
+    two datacenters side by side (each command is a Python start-up)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def one(dc: str, zk: str) -> None:
         role = f"{dc}-zk"
         for user in users(dc):
             ferry_cli(dcs, role, "users", "add", user, "--mechanism", "SCRAM-SHA-512", "--password-stdin",
                       "--zookeeper", zk, stdin=secrets.password(dc, user) + "\n")
         for acl in acl_commands(dc, loader_ip):
             ferry_cli(dcs, role, "acls", "add", "--zookeeper", zk, *acl)
+
+    with ThreadPoolExecutor(2) as pool:
+        for f in [pool.submit(one, "live", LIVE_ZK), pool.submit(one, "offline", OFFLINE_ZK)]:
+            f.result()
 
 
 # The replicated datacenter (test_replicated_datacenter.py): fast failure detection (a 6 s ZooKeeper
