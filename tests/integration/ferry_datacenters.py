@@ -1,7 +1,8 @@
 """Helpers of the integration tests: the two datacenters' containers and what runs inside them.
 
 Two datacenters in containers (testcontainers): live ZooKeeper + 2 brokers on ferry-live-<id>,
-offline ZooKeeper + 1 broker on ferry-offline-<id>, a mirror on both networks, and a loader host.
+offline ZooKeeper + 1 broker on ferry-offline-<id>, a mirror on both networks, and a loader host; secured
+(SASL_SSL, ACLs, ZooKeeper digest ACLs) with the secrets of secured_datacenters.py mounted at /etc/ferry.
 
 The images come from infra/images/build.sh (built here, reused when nothing changed). Every container
 runs one ferry command as in production (`ferry zookeeper`, `ferry broker`, `ferry mirror`); the tests
@@ -212,6 +213,7 @@ def ferry_cli(dcs: Datacenters, role: str, *args: str, stdin: str | None = None,
 
 
 def ip_on(dcs: Datacenters, role: str, dc: str) -> str:
+    """``role``'s address on ``dc``'s network (an ACL's host)."""
     fmt = "{{(index .NetworkSettings.Networks \"" + dcs.networks[dc] + "\").IPAddress}}"
     return docker("inspect", "-f", fmt, dcs.names[role], timeout=30).stdout.decode().strip()
 
