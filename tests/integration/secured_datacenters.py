@@ -10,7 +10,7 @@ Who is who (least privilege, docs/acls.md):
 | both | `ops` | super user: the tests' counts (the operators' account) |
 | live | `frontend` | Write, Describe, Create on the activity topics and `_audit`; IdempotentWrite on the cluster |
 | live | `mirror-live` | Read on every topic and the group `ferry-mirror` |
-| offline | `mirror-offline` | Write, Create on every topic |
+| offline | `mirror-offline` | Write, Create, Describe, Read on every topic (Read: see acl_commands) |
 | offline | `loader` | Read, Describe on every topic (the audit report over SASL_SSL) |
 
 `ferry load` reads the offline brokers over the offline broker's PLAINTEXT listener (its split reader takes no
@@ -129,14 +129,16 @@ def users(dc: str) -> list[str]:
 
 
 def acl_commands(dc: str, loader_ip: str) -> list[list[str]]:
-    """`ferry acls add` argument lists of the least-privilege grants (the table in the module docstring)."""
+    """`ferry acls add` argument lists of the least-privilege grants (the table in the module docstring). The
+    mirror's offline user needs Read as well as Write: a partition the mirror takes over (a restart, a
+    rebalance) resumes where the offline log ends, and it reads the end of that log back (docs/mirror.md)."""
     topics = [a for t in (*TOPICS, "_audit") for a in ("--topic", t)]
     if dc == "live":
         return [["--allow-principal", "User:frontend", "--producer", "--idempotent", *topics],
                 ["--allow-principal", "User:mirror-live", "--operation", "Read", "--operation", "Describe",
                  "--topic", "*", "--group", "ferry-mirror"]]
     return [["--allow-principal", "User:mirror-offline", "--operation", "Write", "--operation", "Create",
-             "--operation", "Describe", "--topic", "*"],
+             "--operation", "Describe", "--operation", "Read", "--topic", "*"],
             ["--allow-principal", "User:loader", "--operation", "Read", "--operation", "Describe", "--topic", "*"],
             ["--allow-principal", "User:ANONYMOUS", "--host", loader_ip, "--operation", "Read",
              "--operation", "Describe", *topics],
