@@ -13,31 +13,42 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "infra"))
 from ferry_datacenters import (  # noqa: E402
+    LIVE_CLIENT,
     LIVE_ZK,
     MIRROR_COMMAND,
     OFFLINE_ZK,
+    OPS_CLIENT,
     Datacenters,
     broker_command,
     create_network,
+    ferry_cli,
+    ip_on,
     remove_all,
+    secured_broker_command,
     start_role,
     wait_log,
     wait_registered,
     wait_zookeeper,
 )
 from ferry_docker_helpers import build_images, docker_or_skip  # noqa: E402
+from secured_datacenters import Secrets, acl_commands, make_secrets, users  # noqa: E402
 
 os.environ.setdefault("TESTCONTAINERS_RYUK_DISABLED", "true")
 
 
 @pytest.fixture(scope="session")
 def datacenters(tmp_path_factory: pytest.TempPathFactory):
+    """The two datacenters, secured (issue 38; who may do what: secured_datacenters.py): SASL_SSL listeners with
+    SCRAM-SHA-512 and a certificate per broker for its network name, the brokers among themselves over SASL_SSL
+    as a super user, the authorizer with least-privilege ACLs per role, ZooKeeper znodes locked with a digest
+    identity, and the mirror over SASL_SSL across the two networks with a user on each side."""
     docker_or_skip()
     t0 = time.monotonic()
     images = build_images("ferry", "loader")
     run_id = uuid.uuid4().hex[:6]
     roles = ["live-zk", "live-broker-1", "live-broker-2", "offline-zk", "offline-broker-1", "mirror", "loader"]
-    dcs = Datacenters(run_id=run_id, names={r: f"ferry-{run_id}-{r}" for r in roles}, networks={}, images=images)
+    dcs = Datacenters(run_id=run_id, names={r: f"ferry-{run_id}-{r}" for r in roles}, networks={}, images=images,
+                      publish_config=LIVE_CLIENT, count_config=OPS_CLIENT)
     dcs.timings["images"] = time.monotonic() - t0
     # Event times of the test: the hour two hours ago (complete, and clear of the hour boundary).
     now_ms = int(time.time() * 1000)
@@ -46,29 +57,52 @@ def datacenters(tmp_path_factory: pytest.TempPathFactory):
         for dc in ("live", "offline"):
             create_network(dcs, dc)
         t1 = time.monotonic()
+        secrets = make_secrets(tmp_path_factory.mktemp("secrets"), roles)
         ferry, loader = images["FERRY_IMAGE"], images["FERRY_LOADER_IMAGE"]
         zk_cmd = ["ferry", "zookeeper", "--port", "2181", "--data-dir", "/var/lib/ferry/zookeeper", "--host", "0.0.0.0"]
-        start_role(dcs, "live-zk", ferry, zk_cmd, ["live"])
-        start_role(dcs, "offline-zk", ferry, zk_cmd, ["offline"])
+        start_role(dcs, "live-zk", ferry, zk_cmd, ["live"], secrets.dir("live-zk"))
+        start_role(dcs, "offline-zk", ferry, zk_cmd, ["offline"], secrets.dir("offline-zk"))
+        start_role(dcs, "loader", loader, ["sleep", "infinity"], ["offline"], secrets.dir("loader"))
         for role in ("live-zk", "offline-zk"):
             wait_zookeeper(dcs, role)
-        start_role(dcs, "live-broker-1", ferry, broker_command(1, "live-broker-1", LIVE_ZK, "live"), ["live"])
-        start_role(dcs, "live-broker-2", ferry, broker_command(2, "live-broker-2", LIVE_ZK, "live"), ["live"])
-        start_role(dcs, "offline-broker-1", ferry, broker_command(1, "offline-broker-1", OFFLINE_ZK, "offline"),
-               ["offline"])
+        secure_clusters(dcs, secrets, ip_on(dcs, "loader", "offline"))
+        start_role(dcs, "live-broker-1", ferry, secured_broker_command(1, LIVE_ZK, "live"), ["live"],
+                   secrets.dir("live-broker-1"))
+        start_role(dcs, "live-broker-2", ferry, secured_broker_command(2, LIVE_ZK, "live"), ["live"],
+                   secrets.dir("live-broker-2"))
+        start_role(dcs, "offline-broker-1", ferry, secured_broker_command(1, OFFLINE_ZK, "offline"), ["offline"],
+                   secrets.dir("offline-broker-1"))
         wait_registered(dcs, "live-broker-1", LIVE_ZK, 1)
         wait_registered(dcs, "live-broker-1", LIVE_ZK, 2)
         wait_registered(dcs, "offline-broker-1", OFFLINE_ZK, 1)
         setup = dcs.workload("live-broker-1", "setup", "--zookeeper", LIVE_ZK)
         assert setup["_rc"] == 0, setup
-        start_role(dcs, "mirror", ferry, MIRROR_COMMAND, ["offline", "live"])
+        start_role(dcs, "mirror", ferry, MIRROR_COMMAND, ["offline", "live"], secrets.dir("mirror"))
         wait_log(dcs, "mirror", " owns ")
-        start_role(dcs, "loader", loader, ["sleep", "infinity"], ["offline"])
         dcs.timings["start"] = time.monotonic() - t1
         print(f"\n[integration] images {dcs.timings['images']:.1f}s, datacenters up in {dcs.timings['start']:.1f}s")
         yield dcs
     finally:
         remove_all(dcs)
+
+
+def secure_clusters(dcs: Datacenters, secrets: Secrets, loader_ip: str) -> None:
+    """Before any broker starts: each cluster's SCRAM users and ACLs, written by `ferry users add` and `ferry acls
+    add` in its ZooKeeper's container (with the digest identity, so the znodes are locked from the start); the
+    two datacenters side by side (each command is a Python start-up)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def one(dc: str, zk: str) -> None:
+        role = f"{dc}-zk"
+        for user in users(dc):
+            ferry_cli(dcs, role, "users", "add", user, "--mechanism", "SCRAM-SHA-512", "--password-stdin",
+                      "--zookeeper", zk, stdin=secrets.password(dc, user) + "\n")
+        for acl in acl_commands(dc, loader_ip):
+            ferry_cli(dcs, role, "acls", "add", "--zookeeper", zk, *acl)
+
+    with ThreadPoolExecutor(2) as pool:
+        for f in [pool.submit(one, "live", LIVE_ZK), pool.submit(one, "offline", OFFLINE_ZK)]:
+            f.result()
 
 
 # The replicated datacenter (test_replicated_datacenter.py): fast failure detection (a 6 s ZooKeeper

@@ -1,7 +1,8 @@
 """Helpers of the integration tests: the two datacenters' containers and what runs inside them.
 
 Two datacenters in containers (testcontainers): live ZooKeeper + 2 brokers on ferry-live-<id>,
-offline ZooKeeper + 1 broker on ferry-offline-<id>, a mirror on both networks, and a loader host.
+offline ZooKeeper + 1 broker on ferry-offline-<id>, a mirror on both networks, and a loader host; secured
+(SASL_SSL, ACLs, ZooKeeper digest ACLs) with the secrets of secured_datacenters.py mounted at /etc/ferry.
 
 The images come from infra/images/build.sh (built here, reused when nothing changed). Every container
 runs one ferry command as in production (`ferry zookeeper`, `ferry broker`, `ferry mirror`); the tests
@@ -40,6 +41,9 @@ class Datacenters:
     produced: dict[str, int] = field(default_factory=dict)  # topic -> published so far
     hour_ms: int = 0
     timings: dict[str, float] = field(default_factory=dict)
+    # librdkafka files (paths in the containers) of the workload: the producers' and the counts' (secured)
+    publish_config: str | None = None
+    count_config: str | None = None
 
     # -- running things inside ----------------------------------------------------------------------
     def workload(self, role: str, *args: str, timeout: float = 180, script: bytes = WORKLOAD) -> dict:
@@ -59,17 +63,21 @@ class Datacenters:
         """Publish `count` audited Avro events of the test hour from inside the live datacenter."""
         r = self.workload(role, "publish", "--zookeeper", LIVE_ZK, "--count", str(count), "--hour-ms",
                           str(self.hour_ms), "--seed", str(seed), "--app", app, "--timeout", str(timeout),
-                          timeout=timeout + 60)
+                          *self.config_args(self.publish_config), timeout=timeout + 60)
         assert r["_rc"] == 0 and r["_undelivered"] == 0, f"publish: {r}"
         for topic, n in r.items():
             if not topic.startswith("_"):
                 self.produced[topic] = self.produced.get(topic, 0) + n
         return r
 
+    @staticmethod
+    def config_args(path: str | None) -> list[str]:
+        return ["--command-config", path] if path else []
+
     def count(self, dc: str) -> dict:
         role = "live-broker-1" if dc == "live" else "offline-broker-1"
         zk = LIVE_ZK if dc == "live" else OFFLINE_ZK
-        r = self.workload(role, "count", "--zookeeper", zk)
+        r = self.workload(role, "count", "--zookeeper", zk, *self.config_args(self.count_config))
         if r["_rc"] != 0 or "_error" in r or "_incomplete" in r:
             raise DockerError(f"count in {dc} failed: {r}")
         return {t: v for t, v in r.items() if not t.startswith("_")}
@@ -117,13 +125,19 @@ def remove_all(dcs: Datacenters) -> None:
         docker("network", "rm", net, check=False)
 
 
-def start_role(dcs: Datacenters, role: str, image: str, command: list[str], networks: list[str]) -> None:
-    """Start `role` on its datacenter network(s), reachable there by the name `role`."""
+def start_role(dcs: Datacenters, role: str, image: str, command: list[str], networks: list[str],
+               etc: Path | None = None) -> None:
+    """Start `role` on its datacenter network(s), reachable there by the name `role`. ``etc``: the role's
+    secrets directory (secured_datacenters.py), mounted read-only at /etc/ferry, with the ZooKeeper identity
+    in it named by $FERRY_ZOOKEEPER_CREDENTIALS for every ferry process of the container."""
     from testcontainers.core.container import DockerContainer
 
     name = dcs.names[role]
     c = DockerContainer(image, name=name, hostname=role, labels={"org.ferry.test": dcs.run_id})
     c.with_command(command).with_env("PYTHONUNBUFFERED", "1")
+    if etc is not None:
+        c.with_volume_mapping(str(etc), "/etc/ferry", "ro")
+        c.with_env("FERRY_ZOOKEEPER_CREDENTIALS", "/etc/ferry/zk-credentials")
     c.with_network(dcs.network_objects[networks[0]]).with_network_aliases(role)
     c.start()
     for net in networks[1:]:
@@ -171,7 +185,36 @@ def broker_command(broker_id: int, role: str, zk: str, dc: str, extra: Sequence[
             "--zk-session-timeout-ms", "6000", *extra]
 
 
+def secured_broker_command(broker_id: int, zk: str, dc: str) -> list[str]:
+    """`ferry broker` of the secured datacenters: listeners, TLS, SASL and the authorizer come from its
+    /etc/ferry/broker.properties (secured_datacenters.py)."""
+    return ["ferry", "broker", "--id", str(broker_id), "--config", "/etc/ferry/broker.properties",
+            "--data-dir", "/var/lib/ferry/broker", "--zookeeper", zk, "--datacenter", dc,
+            "--zk-session-timeout-ms", "6000"]
+
+
+# The mirror's two client files: a different user on each side, both over SASL_SSL across the two networks.
+MIRROR_CONFIGS = ["--source-config", "/etc/ferry/live.properties", "--target-config", "/etc/ferry/offline.properties"]
 MIRROR_COMMAND = ["ferry", "mirror", "--source-zookeeper", LIVE_ZK, "--target-zookeeper", OFFLINE_ZK,
-                  "--include", ".*", "--streams", "2", "--datacenter", "offline", "--commit-interval", "1"]
+                  "--include", ".*", "--streams", "2", "--datacenter", "offline", "--commit-interval", "1",
+                  *MIRROR_CONFIGS]
+LIVE_CLIENT = "/etc/ferry/frontend.properties"  # in live-broker-1: the app producers' user
+OPS_CLIENT = "/etc/ferry/ops.properties"  # in live-broker-1 and offline-broker-1: the counts
+LOADER_CLIENT = "/etc/ferry/loader.properties"  # in loader: the audit report
+
+
+def ferry_cli(dcs: Datacenters, role: str, *args: str, stdin: str | None = None, timeout: float = 60) -> None:
+    """A `ferry` command in ``role``'s container; fails the setup with its output unless it exits 0."""
+    p = docker("exec", *(["-i"] if stdin is not None else []), dcs.names[role], "ferry", *args,
+               input=stdin.encode() if stdin is not None else None, timeout=timeout, check=False)
+    if p.returncode != 0:
+        raise DockerError(f"ferry {args[0]} {args[1] if len(args) > 1 else ''} in {role} failed "
+                          f"(rc {p.returncode}): {(p.stdout + p.stderr).decode(errors='replace')[-2000:]}")
+
+
+def ip_on(dcs: Datacenters, role: str, dc: str) -> str:
+    """``role``'s address on ``dc``'s network (an ACL's host)."""
+    fmt = "{{(index .NetworkSettings.Networks \"" + dcs.networks[dc] + "\").IPAddress}}"
+    return docker("inspect", "-f", fmt, dcs.names[role], timeout=30).stdout.decode().strip()
 
 

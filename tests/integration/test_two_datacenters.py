@@ -1,9 +1,12 @@
-"""The whole pipeline across two datacenters in containers, broken on purpose (issue 8).
+"""The whole pipeline across two datacenters in containers, broken on purpose (issue 8), secured (issue 38).
 
 The scenarios run in this order on one pair of datacenters (tests/integration/conftest.py), each
 publishing its own batch of audited Avro events into the live cluster; after each one the offline
 cluster must hold every event published so far exactly once (counted by event guid). The last one runs
-the loader for the hour and checks the warehouse and the audit books.
+the loader for the hour and checks the warehouse and the audit books. The datacenters are secured (SASL_SSL,
+SCRAM users per role, ACLs, ZooKeeper digest ACLs; tests/integration/secured_datacenters.py): the producers,
+the mirror (a user per side, across the two networks) and the counts go through their client files, and
+test_strangers_on_the_network_are_refused checks what a process without the right credentials gets.
 """
 
 from __future__ import annotations
@@ -11,9 +14,10 @@ from __future__ import annotations
 import subprocess
 import threading
 import time
+from pathlib import Path
 
 import pytest
-from ferry_datacenters import LIVE_ZK, OFFLINE_ZK, Datacenters, wait_registered
+from ferry_datacenters import LIVE_ZK, LOADER_CLIENT, MIRROR_CONFIGS, OFFLINE_ZK, Datacenters, wait_registered
 from ferry_docker_helpers import docker
 
 # Fixture setup may build images from scratch (minutes) before the first test: beyond the default 600 s.
@@ -27,7 +31,7 @@ def assert_exactly_once(dcs: Datacenters, got: dict) -> None:
 
 def mirror_lag(dcs: Datacenters) -> int:
     p = docker("exec", dcs.names["mirror"], "ferry", "mirror", "status", "--source-zookeeper", LIVE_ZK,
-               "--target-zookeeper", OFFLINE_ZK, "--json", timeout=60, check=False)
+               "--target-zookeeper", OFFLINE_ZK, *MIRROR_CONFIGS, "--json", timeout=60, check=False)
     import json
 
     try:
@@ -69,6 +73,33 @@ def test_audited_events_published_in_live_arrive_in_offline(datacenters: Datacen
     live = dcs.count("live")
     assert_exactly_once(dcs, live)
     assert_exactly_once(dcs, dcs.wait_offline_has_everything())
+
+
+PROBE = (Path(__file__).parent / "security_probe.py").read_bytes()
+
+
+def test_strangers_on_the_network_are_refused(datacenters: Datacenters) -> None:
+    """From the mirror's container (on the live network), with real clients: an anonymous client (plaintext, or
+    TLS without SASL) and a wrong password get no metadata; the mirror's live user, which reads every topic,
+    cannot write one; a ZooKeeper client without the digest identity can neither read the SCRAM credentials nor
+    change or create a znode. The positive control: the mirror's user does get the metadata. On the offline
+    broker's PLAINTEXT listener (the loader's), an address other than the loader's reads nothing."""
+    dcs = datacenters
+    r = dcs.workload("mirror", "refusals", "--config", "/etc/ferry/live.properties", "--bootstrap", "live-broker-1:9093",
+                     "--zookeeper", LIVE_ZK, "--topic", "page_view", script=PROBE, timeout=240)
+    assert r["authorized"]["served"] and {"page_view", "click", "search"} <= set(r["authorized"]["topics"]), r
+    for who in ("anonymous_plain", "anonymous_tls", "wrong_password"):
+        assert not r[who]["served"], (who, r[who])
+    assert all(r[who]["errors"] for who in ("anonymous_plain", "anonymous_tls", "wrong_password")), r
+    assert r["write_as_user"] == {"delivered": False, "error": "TOPIC_AUTHORIZATION_FAILED", "left": 0}, r
+    assert r["zk_anonymous"] == {"read_credentials": "NoAuthError", "rewrite_topic": "NoAuthError",
+                                 "create_znode": "NoAuthError"}, r["zk_anonymous"]
+    logs = dcs.logs("live-broker-1", 2000) + dcs.logs("live-broker-2", 2000)
+    assert [ln for ln in logs.splitlines() if "failed authentication from" in ln and "user 'mirror-live'" in ln], \
+        "the wrong password was not refused and logged by the brokers"
+    stranger = dcs.workload("offline-broker-1", "read-plaintext", "--bootstrap", "offline-broker-1:9092",
+                            "--topic", "page_view", script=PROBE, timeout=120)
+    assert stranger["messages"] == 0 and stranger["errors"], stranger
 
 
 def test_datacenter_link_cut_then_restored(datacenters: Datacenters) -> None:
@@ -163,7 +194,8 @@ def test_loader_completes_the_hour(datacenters: Datacenters) -> None:
     while time.monotonic() < deadline:
         # the loader's container is on the offline network only: the books as they reached the offline cluster
         p = docker("exec", dcs.names["loader"], "ferry", "audit", "report", "--zookeeper", OFFLINE_ZK,
-                   "--offline-only", "--format", "json", "--hours", "0", timeout=120, check=False)
+                   "--offline-only", "--format", "json", "--hours", "0", "--command-config", LOADER_CLIENT,
+                   timeout=120, check=False)
         assert p.returncode == 0, (p.stdout + p.stderr).decode(errors="replace")[-3000:]
         hours = [h for h in json.loads(p.stdout)["hours"] if h["hour_start"] == dcs.hour_ms]
         if len(hours) == len(dcs.produced) and all(h["complete"] for h in hours):

@@ -9,6 +9,7 @@
     warehouse --state-dir D --hour-ms H               per table: rows and distinct (_topic,_partition,_offset)
             and distinct guids of the hour in the warehouse (Spark, the loader's own session settings)
 
+publish and count take `--command-config FILE` (librdkafka properties: the secured datacenters' SASL_SSL users).
 Everything here uses ferry's own client library, schema registry and loader session.
 """
 
@@ -51,6 +52,12 @@ def setup(args: argparse.Namespace) -> dict:
     return {"created": created, "schema_ids": ids}
 
 
+def client_config(args: argparse.Namespace):
+    from ferry.wire.client_config import ClientConfig
+
+    return ClientConfig.from_file(args.command_config) if args.command_config else ClientConfig.plaintext()
+
+
 def publish(args: argparse.Namespace) -> dict:
     from ferry.client.producer import Producer
     from ferry.demo_events import activity_stream
@@ -61,7 +68,8 @@ def publish(args: argparse.Namespace) -> dict:
     with SchemaRegistry(args.zookeeper) as sr:
         serializers: dict[str, AvroSerializer] = {}
         producer = Producer(zookeeper=args.zookeeper, application=args.app, datacenter="live",
-                            audit_interval_s=1.0, delivery_timeout_ms=args.timeout * 1000)
+                            audit_interval_s=1.0, delivery_timeout_ms=args.timeout * 1000,
+                            client_config=client_config(args))
         try:
             for ev in activity_stream(args.count, args.hour_ms, args.hour_ms + HOUR_MS, [args.app], args.seed):
                 ser = serializers.get(ev.topic)
@@ -78,20 +86,22 @@ def publish(args: argparse.Namespace) -> dict:
 def count(args: argparse.Namespace) -> dict:
     from confluent_kafka import Consumer, TopicPartition
 
+    from ferry.client.bootstrap import bootstrap_string
     from ferry.schemas.registry import SchemaRegistry
     from ferry.schemas.wire import schema_id_of
     from ferry.zk.cluster_registry import ClusterRegistry
 
+    config = client_config(args)
     reg = ClusterRegistry(args.zookeeper).start()
     try:
-        brokers = ",".join(f"{b.host}:{b.port}" for b in reg.brokers().values())
+        brokers = bootstrap_string(reg.brokers(), config.security_protocol)
         topics = {name: info for name, info in reg.topics().items() if name in args.topics.split(",")}
     finally:
         reg.stop()
     result: dict[str, dict] = {}
     if not brokers:
         return {"_error": "no brokers registered"}
-    consumer = Consumer({"bootstrap.servers": brokers, "group.id": f"count-{time.time_ns()}",
+    consumer = Consumer({**config.librdkafka(), "bootstrap.servers": brokers, "group.id": f"count-{time.time_ns()}",
                          "enable.auto.commit": False, "log_level": 3})
     import fastavro
 
@@ -153,6 +163,7 @@ def main() -> int:
     ap.add_argument("--topics", default=",".join(TOPICS))
     ap.add_argument("--state-dir")
     ap.add_argument("--timeout", type=int, default=120)
+    ap.add_argument("--command-config", help="librdkafka client properties (publish, count)")
     args = ap.parse_args()
     logging.basicConfig(level=logging.WARNING)
     logging.getLogger("kazoo").setLevel(logging.ERROR)
