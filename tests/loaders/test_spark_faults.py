@@ -1,7 +1,7 @@
 """The cluster's faults around `ferry load --master spark://...` on a real standalone cluster (a master with
 FILESYSTEM recovery and two workers from the pinned PySpark's Spark, on 127.0.0.1): the driver killed with
 -9 mid-load (the next run's recovery), the master restarted between loads (the next load runs), and a
-worker whose disk is full (a 4 MB tmpfs under its work and scratch dirs, filled). Each ends with every
+worker whose disk is full (a 16 MB tmpfs under its work and scratch dirs, filled). Each ends with every
 hour's rows exactly once and the books balanced ("complete (produced ...)" for the topic)."""
 
 from __future__ import annotations
@@ -20,7 +20,8 @@ from ferry.spark_standalone import SparkStandalone
 from ferry.zk.local_process import free_port
 from tests.loaders.conftest import COUNT_SCRIPT, create_topic, past_hour, produce, spread
 
-pytestmark = [pytest.mark.spark, pytest.mark.slow]
+# each test is two loads on a 2-core machine shared with other suites: minutes, beyond the default 600 s
+pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.timeout(1800)]
 
 
 def _mount_tmpfs(path: Path, size: str) -> None:
@@ -33,9 +34,9 @@ def _mount_tmpfs(path: Path, size: str) -> None:
 
 @pytest.fixture(scope="module")
 def small_disk(tmp_path_factory: pytest.TempPathFactory):
-    """A 4 MB filesystem for the second worker's work dir and executor scratch dirs."""
+    """A 16 MB filesystem for the second worker's work dir and executor scratch dirs."""
     path = tmp_path_factory.mktemp("small-disk") / "mnt"
-    _mount_tmpfs(path, "4m")
+    _mount_tmpfs(path, "16m")
     yield path
     subprocess.run(["umount", "-l", str(path)], check=False)
 
@@ -92,7 +93,7 @@ def _no_leftovers(state: Path, topic: str) -> None:
 
 def test_driver_killed_mid_load_next_run_recovers(offline, cluster: SparkStandalone, tmp_path: Path):
     topic = create_topic(offline, partitions=4, prefix="drk")
-    n = produce(offline, topic, spread(past_hour(3), 12_000, 2 * 3_600_000), round_robin=4)
+    n = produce(offline, topic, spread(past_hour(3), 8000, 2 * 3_600_000), round_robin=4)
     state, out = tmp_path / "state", tmp_path / "load.json"
     table_root = state / "warehouse" / "k" / topic
     log_path = tmp_path / "killed.out"
@@ -153,7 +154,7 @@ def _fill(disk: Path) -> Path:
     filler = disk / "filler"
     with open(filler, "wb") as f:
         try:
-            for _ in range(10_000):  # bounded: 4 MB in 64 kB chunks fills long before
+            for _ in range(10_000):  # bounded: 16 MB in 64 kB chunks fills long before
                 f.write(b"\0" * 65536)
                 f.flush()
         except OSError as e:
