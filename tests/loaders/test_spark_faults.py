@@ -182,3 +182,35 @@ def test_worker_disk_full_then_exactly_once(offline, cluster: SparkStandalone, s
     assert result["committed"] and result["rows"] == n
     assert _count(state, topic) == {"rows": n, "distinct": n}
     _no_leftovers(state, topic)
+
+
+def test_warehouse_disk_full_fails_cleanly_then_exactly_once(offline, cluster: SparkStandalone, tmp_path: Path):
+    """The warehouse the executors write into is full: every attempt of a split fails with ENOSPC, the run
+    fails with one line and commits nothing (the table shows no row); once there is room the next run
+    removes the failed run's files and loads every row once."""
+    topic = create_topic(offline, partitions=2, prefix="whfull")
+    n = produce(offline, topic, spread(past_hour(3), 3000, 2 * 3_600_000), round_robin=2)
+    warehouse, state, out = tmp_path / "warehouse", tmp_path / "state", tmp_path / "load.json"
+    _mount_tmpfs(warehouse, "8m")
+    try:
+        cmd = _load_cmd(offline, cluster, topic, state, out) + ["--warehouse", str(warehouse)]
+        filler = _fill(warehouse)
+        failed = _load(cmd)
+        assert failed.returncode != 0, failed.stdout[-3000:]
+        assert "Traceback" not in failed.stderr, failed.stderr[-3000:]
+        last = failed.stderr.strip().splitlines()[-1]
+        assert last.startswith("ferry load:"), failed.stderr[-3000:]
+        ledger = json.loads((state / "ledger.json").read_text())
+        assert topic not in ledger["offsets"]
+        filler.unlink()
+        run = _load(cmd)
+        _balanced(run, topic)
+        if ledger["in_flight"]:  # the failed run had begun: its files are removed before anything else
+            assert "never committed: removed its" in run.stdout, run.stdout[-3000:]
+        assert json.loads(out.read_text())["rows"] == n
+        assert _count(state, topic) == {"rows": n, "distinct": n}
+        table_root = warehouse / "k" / topic
+        hidden = [p for p in table_root.rglob("*") if p.name.startswith(".") or "inprogress" in p.name]
+        assert not hidden, hidden[:5]
+    finally:
+        subprocess.run(["umount", "-l", str(warehouse)], check=False)
