@@ -69,7 +69,8 @@ def write_inventory(path: Path, hosts: DockerHosts) -> None:
                                                            "spark_workers")}
     for host, (names, _) in HOSTS.items():
         for g in names:
-            groups[g]["hosts"][host] = {"ansible_host": hosts.name(host)}
+            groups[g]["hosts"][host] = {"ansible_host": hosts.name(host),
+                                        **({"ferry_broker_id": 1} if g == "offline_brokers" else {})}
     inventory = {"all": {
         "vars": {"ansible_connection": "ferry_docker", "ansible_python_interpreter": "/usr/bin/python3",
                  "ferry_security": "plaintext", "spark_worker_cores": 1, "spark_worker_memory": "1g"},

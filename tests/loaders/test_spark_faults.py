@@ -150,15 +150,16 @@ def test_master_restarted_between_loads(offline, cluster: SparkStandalone, tmp_p
 
 
 def _fill(disk: Path) -> Path:
-    """Write zeros until the filesystem says ENOSPC; the file is the disk's contents."""
-    filler = disk / "filler"
-    with open(filler, "wb") as f:
-        try:
+    """Write zeros until the filesystem says ENOSPC (the executors' logs may have filled it already); the
+    file is removed to make room again."""
+    filler = disk / f"filler-{os.getpid()}-{time.monotonic_ns()}"
+    try:
+        with open(filler, "wb") as f:
             for _ in range(10_000):  # bounded: 16 MB in 64 kB chunks fills long before
                 f.write(b"\0" * 65536)
                 f.flush()
-        except OSError as e:
-            assert e.errno == 28, e
+    except OSError as e:
+        assert e.errno == 28, e
     assert os.statvfs(disk).f_bavail == 0
     return filler
 
@@ -171,7 +172,7 @@ def test_worker_disk_full_then_exactly_once(offline, cluster: SparkStandalone, s
     try:
         run = _load(_load_cmd(offline, cluster, topic, state, out))
     finally:
-        filler.unlink()
+        filler.unlink(missing_ok=True)
     if run.returncode != 0:
         # failed cleanly: one line, nothing committed and nothing visible; the next run loads it all
         assert "Traceback" not in run.stderr, run.stderr[-3000:]
@@ -202,7 +203,7 @@ def test_warehouse_disk_full_fails_cleanly_then_exactly_once(offline, cluster: S
         assert last.startswith("ferry load:"), failed.stderr[-3000:]
         ledger = json.loads((state / "ledger.json").read_text())
         assert topic not in ledger["offsets"]
-        filler.unlink()
+        filler.unlink(missing_ok=True)
         run = _load(cmd)
         _balanced(run, topic)
         if ledger["in_flight"]:  # the failed run had begun: its files are removed before anything else
