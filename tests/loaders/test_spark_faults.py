@@ -201,10 +201,11 @@ def test_warehouse_disk_full_fails_cleanly_then_exactly_once(offline, cluster: S
         filler = _fill(warehouse)
         failed = _load(cmd)
         assert failed.returncode != 0, failed.stdout[-3000:]
-        # ferry's own last word is one line (above it, Spark's log of the lost tasks)
-        last = failed.stderr.strip().splitlines()[-1]
-        assert last.startswith("ferry load: error: run failed") and "No space left on device" in last, last
-        assert "Nothing uncommitted is visible" in last, last
+        # ferry's own word is one line (around it, Spark's JVM logs the lost tasks on the same stderr)
+        errors = [x for x in failed.stderr.splitlines() if x.startswith("ferry load: error:")]
+        assert len(errors) == 1, failed.stderr[-3000:]
+        assert "run failed" in errors[0] and "No space left on device" in errors[0], errors[0]
+        assert "Nothing uncommitted is visible" in errors[0], errors[0]
         ledger = json.loads((state / "ledger.json").read_text())
         assert topic not in ledger["offsets"]
         filler.unlink(missing_ok=True)
