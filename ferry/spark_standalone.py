@@ -32,11 +32,12 @@ class SparkMaster:
     whose ``/json/`` lists the workers and applications."""
 
     def __init__(self, log_dir: str | Path, host: str = "127.0.0.1", port: int | None = None,
-                 webui_port: int | None = None) -> None:
+                 webui_port: int | None = None, recovery_dir: str | Path | None = None) -> None:
         self.host = host
         self.port = port or free_port(host)
         self.webui_port = webui_port or free_port(host)
         self.log_file = Path(log_dir).resolve() / "spark-master.out"
+        self.recovery_dir = Path(recovery_dir).resolve() if recovery_dir else None
         self.process = ManagedProcess("spark-master", self.log_file)
 
     @property
@@ -47,18 +48,41 @@ class SparkMaster:
     def webui(self) -> str:
         return f"http://{self.host}:{self.webui_port}"
 
+    def _env(self) -> dict[str, str]:
+        """With a recovery directory the master keeps its workers and applications there
+        (``spark.deploy.recoveryMode=FILESYSTEM``), so a restarted master takes them back."""
+        env = spark_env(self.host)
+        if self.recovery_dir is not None:
+            self.recovery_dir.mkdir(parents=True, exist_ok=True)
+            env["SPARK_MASTER_OPTS"] = ("-Dspark.deploy.recoveryMode=FILESYSTEM "
+                                        f"-Dspark.deploy.recoveryDirectory={self.recovery_dir}")
+        return env
+
     def start(self, timeout: float = 90.0) -> SparkMaster:
         self.process.spawn([str(spark_home() / "bin" / "spark-class"), "org.apache.spark.deploy.master.Master",
                             "--host", self.host, "--port", str(self.port), "--webui-port", str(self.webui_port)],
-                           env=spark_env(self.host))
+                           env=self._env())
         wait_for_port(self.host, self.port, timeout, self.process.proc, self.log_file)
         wait_for_port(self.host, self.webui_port, timeout, self.process.proc, self.log_file)
         return self
 
-    def state(self) -> dict:
-        """The master's JSON (workers, their state, cores used; active and completed applications)."""
-        with urllib.request.urlopen(f"{self.webui}/json/", timeout=5) as r:
-            return json.load(r)
+    def restart(self, timeout: float = 90.0) -> SparkMaster:
+        """Stop the master and start it again on the same ports (its workers re-register)."""
+        self.stop()
+        return self.start(timeout)
+
+    def state(self, attempts: int = 5) -> dict:
+        """The master's JSON (workers, their state, cores used; active and completed applications); a
+        half-written answer (seen on a loaded machine) is asked again, a few times."""
+        for attempt in range(attempts):
+            try:
+                with urllib.request.urlopen(f"{self.webui}/json/", timeout=5) as r:
+                    return json.load(r)
+            except ValueError:
+                if attempt == attempts - 1:
+                    raise
+                time.sleep(0.2)
+        raise AssertionError("unreachable")
 
     def alive_workers(self) -> list[dict]:
         return [w for w in self.state().get("workers", []) if w.get("state") == "ALIVE"]
@@ -72,7 +96,7 @@ class SparkMaster:
                 raise EmbeddedError("spark master exited" + tail_log(self.log_file))
             try:
                 alive = self.alive_workers()
-            except OSError:
+            except (OSError, ValueError):
                 alive = []
             if len(alive) >= n:
                 return alive
@@ -89,10 +113,13 @@ class SparkWorker:
     its executors (JVMs and their Python workers) are its children, in its process group."""
 
     def __init__(self, name: str, master_url: str, work_dir: str | Path, host: str = "127.0.0.1",
-                 cores: int = 1, memory: str = "1g", webui_port: int | None = None) -> None:
+                 cores: int = 1, memory: str = "1g", webui_port: int | None = None,
+                 local_dir: str | Path | None = None) -> None:
         self.name, self.master_url, self.host = name, master_url, host
         self.cores, self.memory = cores, memory
         self.work_dir = Path(work_dir).resolve()
+        # the executors' scratch space (SPARK_LOCAL_DIRS): the work dir's disk unless given
+        self.local_dir = Path(local_dir).resolve() if local_dir else self.work_dir / "local"
         self.webui_port = webui_port or free_port(host)
         self.log_file = self.work_dir.parent / f"{name}.out"
         self.process = ManagedProcess(name, self.log_file)
@@ -111,10 +138,12 @@ class SparkWorker:
 
     def start(self, timeout: float = 90.0) -> SparkWorker:
         self.work_dir.mkdir(parents=True, exist_ok=True)
+        self.local_dir.mkdir(parents=True, exist_ok=True)
+        env = dict(spark_env(self.host), SPARK_LOCAL_DIRS=str(self.local_dir))
         self.process.spawn([str(spark_home() / "bin" / "spark-class"), "org.apache.spark.deploy.worker.Worker",
                             self.master_url, "--host", self.host, "--cores", str(self.cores),
                             "--memory", self.memory, "--webui-port", str(self.webui_port),
-                            "--work-dir", str(self.work_dir)], env=spark_env(self.host))
+                            "--work-dir", str(self.work_dir)], env=env)
         wait_for_port(self.host, self.webui_port, timeout, self.process.proc, self.log_file)
         return self
 
@@ -138,9 +167,9 @@ class SparkStandalone:
     """A master and ``workers`` workers of ``cores``/``memory`` each, under ``root`` (logs, work dirs)."""
 
     def __init__(self, root: str | Path, workers: int = 2, cores: int = 1, memory: str = "1g",
-                 host: str = "127.0.0.1") -> None:
+                 host: str = "127.0.0.1", recovery: bool = False) -> None:
         self.root = Path(root).resolve()
-        self.master = SparkMaster(self.root, host)
+        self.master = SparkMaster(self.root, host, recovery_dir=self.root / "recovery" if recovery else None)
         self.workers = [SparkWorker(f"spark-worker-{i}", self.master.url, self.root / f"worker-{i}", host,
                                     cores, memory) for i in range(1, workers + 1)]
 

@@ -30,7 +30,9 @@ module "offline" {
   broker_count       = var.offline.broker_count
   mirror_count       = var.offline.mirror_count
   loader_count       = var.offline.loader_count
+  spark_worker_count = var.offline.spark_worker_count
   ports              = var.ports
+  spark_ports        = var.spark_ports
   tags               = var.tags
 }
 

@@ -53,13 +53,16 @@ variable "offline" {
     broker_count    = number
     mirror_count    = number
     loader_count    = number
+    # Spark workers of the loads (inventory group spark_workers); 0: the loads run in local mode
+    spark_worker_count = optional(number, 0)
   })
   default = {
-    vpc_cidr        = "10.20.0.0/16"
-    zookeeper_count = 3
-    broker_count    = 2
-    mirror_count    = 2
-    loader_count    = 1
+    vpc_cidr           = "10.20.0.0/16"
+    zookeeper_count    = 3
+    broker_count       = 2
+    mirror_count       = 2
+    loader_count       = 1
+    spark_worker_count = 0
   }
 }
 
@@ -86,6 +89,26 @@ variable "ports" {
     mirror_metrics     = 9309
     dashboard          = 8500
     prometheus         = 9090
+  }
+}
+
+variable "spark_ports" {
+  description = "Ports of the Spark standalone cluster (roles/spark and the loader's spark-defaults.conf must agree)."
+  type = object({
+    master        = number
+    master_ui     = number
+    master_rest   = number
+    driver        = number
+    block_manager = number
+    worker_ui     = number
+  })
+  default = {
+    master        = 7077
+    master_ui     = 8090
+    master_rest   = 6066
+    driver        = 7078
+    block_manager = 7079
+    worker_ui     = 8091
   }
 }
 

@@ -321,8 +321,8 @@ def render_tftpl(text: str, scope: dict[str, Any]) -> str:
 
 def sample_hosts(dc: str, base: str, counts: dict[str, int]) -> dict[str, list[dict]]:
     """What module.<dc>.hosts looks like after an apply."""
-    short = {"zookeeper": "zk", "broker": "broker", "mirror": "mirror", "loader": "loader"}
-    subnet = {"zookeeper": 1, "broker": 2, "mirror": 3, "loader": 4}
+    short = {"zookeeper": "zk", "broker": "broker", "mirror": "mirror", "loader": "loader", "spark_worker": "spark"}
+    subnet = {"zookeeper": 1, "broker": 2, "mirror": 3, "loader": 4, "spark_worker": 5}
     return {role: [{"name": f"{dc}-{short[role]}-{i + 1}", "private_ip": f"{base}.{subnet[role]}.{11 + i}",
                     "id": f"i-{dc}{role}{i}"} for i in range(counts.get(role, 0))] for role in short}
 
@@ -341,7 +341,8 @@ def test_template_call_passes_what_the_template_uses() -> None:
 
 def test_inventory_template_renders_an_ansible_inventory(tmp_path: Path) -> None:
     live = sample_hosts("live", "10.10", {"zookeeper": 3, "broker": 2})
-    offline = sample_hosts("offline", "10.20", {"zookeeper": 3, "broker": 2, "mirror": 2, "loader": 1})
+    offline = sample_hosts("offline", "10.20", {"zookeeper": 3, "broker": 2, "mirror": 2, "loader": 1,
+                                                "spark_worker": 2})
     text = render_tftpl((TF / "templates" / "inventory.yml.tftpl").read_text(),
                         {"ansible_user": "admin", "live": live, "offline": offline})
     yaml.safe_load(text)  # plain YAML first: a clearer error than Ansible's
@@ -358,6 +359,7 @@ def test_inventory_template_renders_an_ansible_inventory(tmp_path: Path) -> None
     assert hosts("offline_brokers") == {"offline-broker-1", "offline-broker-2"}
     assert hosts("mirror") == {"offline-mirror-1", "offline-mirror-2"}
     assert hosts("loader") == {"offline-loader-1"}
+    assert hosts("spark_workers") == {"offline-spark-1", "offline-spark-2"}
     assert set(listing["live"]["children"]) == {"live_zookeeper", "live_brokers"}
     assert set(listing["zookeeper"]["children"]) == {"live_zookeeper", "offline_zookeeper"}
     hv = listing["_meta"]["hostvars"]
@@ -375,6 +377,14 @@ def test_inventory_template_renders_an_ansible_inventory(tmp_path: Path) -> None
     offline_zk = "10.20.1.11:2181,10.20.1.12:2181,10.20.1.13:2181/ferry/offline"
     assert f'"msg": "{live_zk}|{live_zk}"' in p.stdout
     assert f'"msg": "{offline_zk}|{live_zk}"' in p.stdout
+
+    # With spark_workers the loads' master is the Spark cluster on the first loader (roles/spark).
+    p = subprocess.run([str(VENV_BIN / "ansible"), "-i", str(inv), "offline-loader-1:offline-spark-2", "-m",
+                        "ansible.builtin.debug", "-a", "msg={{ spark_master_url | trim }}"],
+                       capture_output=True, text=True, timeout=120, cwd=ANSIBLE_DIR,
+                       env=dict(os.environ, ANSIBLE_CONFIG=str(ANSIBLE_DIR / "ansible.cfg"), ANSIBLE_NOCOLOR="1"))
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert p.stdout.count('"msg": "spark://10.20.4.11:7077"') == 2, p.stdout
 
 
 def test_renderer_rejects_what_it_does_not_understand() -> None:

@@ -2,12 +2,13 @@
 
 locals {
   counts = {
-    zookeeper = var.zookeeper_count
-    broker    = var.broker_count
-    mirror    = var.mirror_count
-    loader    = var.loader_count
+    zookeeper    = var.zookeeper_count
+    broker       = var.broker_count
+    mirror       = var.mirror_count
+    loader       = var.loader_count
+    spark_worker = var.spark_worker_count
   }
-  short = { zookeeper = "zk", broker = "broker", mirror = "mirror", loader = "loader" }
+  short = { zookeeper = "zk", broker = "broker", mirror = "mirror", loader = "loader", spark_worker = "spark" }
   # One entry per instance: "broker-2" => {role = "broker", index = 1}
   instances = merge([
     for role, n in local.counts : {

@@ -3,10 +3,14 @@
 # cluster) are added by the root module, which knows both datacenters.
 
 locals {
-  roles = ["zookeeper", "broker", "mirror", "loader"]
+  roles = ["zookeeper", "broker", "mirror", "loader", "spark_worker"]
+  # The Spark workers' executors read the brokers and the schema registry (ZooKeeper) like the loaders.
+  spark_clients = var.spark_worker_count > 0 ? ["spark_worker"] : []
   # Roles of this datacenter that are ZooKeeper / broker clients.
-  zookeeper_clients = concat(["broker"], var.mirror_count > 0 ? ["mirror"] : [], var.loader_count > 0 ? ["loader"] : [])
-  broker_clients    = concat(var.mirror_count > 0 ? ["mirror"] : [], var.loader_count > 0 ? ["loader"] : [])
+  zookeeper_clients = concat(["broker"], var.mirror_count > 0 ? ["mirror"] : [], var.loader_count > 0 ? ["loader"] : [],
+  local.spark_clients)
+  broker_clients = concat(var.mirror_count > 0 ? ["mirror"] : [], var.loader_count > 0 ? ["loader"] : [],
+  local.spark_clients)
 }
 
 resource "aws_security_group" "admin" {
@@ -114,6 +118,83 @@ resource "aws_vpc_security_group_ingress_rule" "metrics_from_loader" {
   from_port                    = each.value
   to_port                      = each.value
   referenced_security_group_id = aws_security_group.role["loader"].id
+}
+
+# The Spark cluster of the loads (docs/infra.md "Spark cluster"): the master runs on the first loader. Its RPC
+# port from the loaders (drivers) and the workers; its web UI (/json/) and REST port from the loaders and the
+# operators only. The drivers (loaders, fixed ports) from the workers' executors; the workers (RPC, executors'
+# and block managers' ports are Spark's random ones) from the loaders and each other; worker UIs for operators.
+locals {
+  spark_enabled = var.loader_count > 0 && var.spark_worker_count > 0
+  spark_master_from_roles = local.spark_enabled ? {
+    for pair in setproduct(["master"], ["loader", "spark_worker"]) : "${pair[0]} ${pair[1]}" => { port = pair[0], role = pair[1] }
+  } : {}
+  spark_ui_from_loader = local.spark_enabled ? { master_ui = "loader", master_rest = "loader" } : {}
+  spark_ui_from_admin = local.spark_enabled ? {
+    for pair in setproduct(["master_ui", "master_rest"], var.admin_cidr_blocks) : "${pair[0]} ${pair[1]}" => { port = pair[0], cidr = pair[1] }
+  } : {}
+  spark_driver_ports = local.spark_enabled ? toset(["driver", "block_manager"]) : toset([])
+  spark_worker_peers = local.spark_enabled ? toset(["loader", "spark_worker"]) : toset([])
+}
+
+resource "aws_vpc_security_group_ingress_rule" "spark_master_rpc" {
+  for_each                     = local.spark_master_from_roles
+  security_group_id            = aws_security_group.role["loader"].id
+  description                  = "Spark master RPC: ${each.value.role}"
+  ip_protocol                  = "tcp"
+  from_port                    = var.spark_ports[each.value.port]
+  to_port                      = var.spark_ports[each.value.port]
+  referenced_security_group_id = aws_security_group.role[each.value.role].id
+}
+
+resource "aws_vpc_security_group_ingress_rule" "spark_master_ui_from_loader" {
+  for_each                     = local.spark_ui_from_loader
+  security_group_id            = aws_security_group.role["loader"].id
+  description                  = "Spark master ${each.key}: loaders"
+  ip_protocol                  = "tcp"
+  from_port                    = var.spark_ports[each.key]
+  to_port                      = var.spark_ports[each.key]
+  referenced_security_group_id = aws_security_group.role[each.value].id
+}
+
+resource "aws_vpc_security_group_ingress_rule" "spark_master_ui_from_admin" {
+  for_each          = local.spark_ui_from_admin
+  security_group_id = aws_security_group.role["loader"].id
+  description       = "Spark master ${each.value.port} from ${each.value.cidr}"
+  ip_protocol       = "tcp"
+  from_port         = var.spark_ports[each.value.port]
+  to_port           = var.spark_ports[each.value.port]
+  cidr_ipv4         = each.value.cidr
+}
+
+resource "aws_vpc_security_group_ingress_rule" "spark_driver_from_workers" {
+  for_each                     = local.spark_driver_ports
+  security_group_id            = aws_security_group.role["loader"].id
+  description                  = "Spark driver ${each.key} port: the workers' executors"
+  ip_protocol                  = "tcp"
+  from_port                    = var.spark_ports[each.key]
+  to_port                      = var.spark_ports[each.key]
+  referenced_security_group_id = aws_security_group.role["spark_worker"].id
+}
+
+resource "aws_vpc_security_group_ingress_rule" "spark_worker_from_peers" {
+  for_each                     = local.spark_worker_peers
+  security_group_id            = aws_security_group.role["spark_worker"].id
+  description                  = "Spark worker and executor ports (Spark's random ones): ${each.key}"
+  ip_protocol                  = "tcp"
+  from_port                    = 1024
+  to_port                      = 65535
+  referenced_security_group_id = aws_security_group.role[each.key].id
+}
+
+resource "aws_vpc_security_group_ingress_rule" "spark_worker_ui" {
+  for_each          = local.spark_enabled ? toset(var.admin_cidr_blocks) : toset([])
+  security_group_id = aws_security_group.role["spark_worker"].id
+  description       = "Spark worker UI (executor logs) from ${each.key}"
+  ip_protocol       = "tcp"
+  from_port         = var.spark_ports.worker_ui
+  to_port           = var.spark_ports.worker_ui
+  cidr_ipv4         = each.key
 }
 
 # Outbound: package mirrors (through the NAT gateway) and the other roles.

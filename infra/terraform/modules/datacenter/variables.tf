@@ -66,14 +66,21 @@ variable "loader_count" {
   default     = 0
 }
 
+variable "spark_worker_count" {
+  description = "Spark workers of the loads (offline only; the master runs on the first loader)."
+  type        = number
+  default     = 0
+}
+
 variable "instance_types" {
   description = "EC2 instance type per role."
   type        = map(string)
   default = {
-    zookeeper = "t3.medium"
-    broker    = "m6i.xlarge"
-    mirror    = "m6i.large"
-    loader    = "r6i.2xlarge"
+    zookeeper    = "t3.medium"
+    broker       = "m6i.xlarge"
+    mirror       = "m6i.large"
+    loader       = "r6i.2xlarge"
+    spark_worker = "r6i.2xlarge"
   }
 }
 
@@ -106,6 +113,26 @@ variable "ports" {
     mirror_metrics     = 9309
     dashboard          = 8500
     prometheus         = 9090
+  }
+}
+
+variable "spark_ports" {
+  description = "Ports of the Spark standalone cluster ."
+  type = object({
+    master        = number
+    master_ui     = number
+    master_rest   = number
+    driver        = number
+    block_manager = number
+    worker_ui     = number
+  })
+  default = {
+    master        = 7077
+    master_ui     = 8090
+    master_rest   = 6066
+    driver        = 7078
+    block_manager = 7079
+    worker_ui     = 8091
   }
 }
 
