@@ -29,7 +29,7 @@ from ferry.broker.log.log import Log
 from ferry.broker.server.partition import Partition
 from ferry.broker.server.replica_manager import ReplicaManager
 from ferry.broker.server.task_cancel import cancel_and_wait
-from ferry.mirror.batch_rewrite import CorruptBatchError, forward_batches, live_offset_of
+from ferry.mirror.batch_rewrite import CorruptBatchError, copy_positions, live_offset_of
 from ferry.mirror.link_progress import COPYING, FAILED, WAITING
 from ferry.mirror.partition_mirror import backoff
 from ferry.wire.async_broker_connection import AsyncBrokerConnection
@@ -229,20 +229,20 @@ class PartitionCopier:
             self._set_state(COPYING)
             self.progress.copied_to = position
             return position
-        out = forward_batches(records, position, self.producer_id, 0, 0,
-                              committed=ReadCommitted(res.aborted_transactions), source_positions=True)
-        if out.records:
+        stamped, messages, next_offset = copy_positions(records, position, self.producer_id,
+                                                        ReadCommitted(res.aborted_transactions))
+        if stamped:
             if not self.leads:  # the fetch was out while leadership moved: the new leader copies it
                 return position
             try:
-                self.replicas.append(self.part, out.records, check_sequences=False)
+                self.replicas.append(self.part, stamped, check_sequences=False)
             except KafkaStorageError:
                 return position  # the log dir went offline: leadership moves (log_dir_failure.py)
-            self.progress.messages += out.messages
+            self.progress.messages += messages
             self._fresh = False
         self._set_state(COPYING)
-        self.progress.copied_to = out.next_offset
-        return out.next_offset
+        self.progress.copied_to = next_offset
+        return next_offset
 
     async def _out_of_range(self, position: int) -> int:
         """The live log no longer (or not yet) has ``position``: ask where it starts and ends."""
