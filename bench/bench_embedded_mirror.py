@@ -9,12 +9,17 @@ message visible offline to the last: the offline high watermark); then the stand
 (MirrorMaker, in this process) copies it once more. Each copy appends behind the earlier rounds' copies in the
 same offline topic. Machine CPU per message covers every process (both brokers, the mirror, the kernel).
 
+A/B in one run: a second offline cluster (its own broker, started with FERRY_EMBEDDED_COPY=baseline: the first
+slice's copy, a Python step per batch and no fetch ahead) copies the topic by a link of its own in each round,
+just before the current copy (B).
+
     .venv/bin/python bench/bench_embedded_mirror.py [--messages 2000000] [--rounds 3]
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import statistics
 import subprocess
@@ -86,7 +91,7 @@ def main() -> None:
     tmp = Path(tempfile.mkdtemp(prefix="ferry-bench-embedded-"))
     zk = ZooKeeperServer(data_dir=tmp / "zk").start()
     brokers: list[BrokerProcess] = []
-    ratios: dict[str, list[float]] = {"embedded/lean": [], "embedded/checking": [], "standalone/lean": [],
+    ratios: dict[str, list[float]] = {"baseline/lean": [], "embedded/baseline": [], "embedded/lean": [], "embedded/checking": [], "standalone/lean": [],
                                       "embedded/standalone": []}
     cpu_ratio: list[float] = []
     try:
@@ -94,6 +99,13 @@ def main() -> None:
         live = BrokerProcess(1, tmp / "live", live_zk, "live").start()
         offline = BrokerProcess(1, tmp / "offline", offline_zk, "offline").start()
         brokers += [live, offline]
+        base_zk = f"{zk.connect}/b/offline-a"
+        os.environ["FERRY_EMBEDDED_COPY"] = "baseline"
+        try:
+            baseline = BrokerProcess(1, tmp / "offline-a", base_zk, "offline").start()
+        finally:
+            del os.environ["FERRY_EMBEDDED_COPY"]
+        brokers.append(baseline)
         with ClusterRegistry(live_zk) as reg:
             reg.create_topic("backlog", args.partitions)
         time.sleep(1.0)
@@ -103,9 +115,14 @@ def main() -> None:
             rates = {check: read_phase(live.bootstrap, "backlog", args.partitions, check, f"round {rnd}")
                      for check in (False, True)}
             settle()
+            an, asecs, abusy = embedded_copy(live, baseline, live_zk, base_zk, "backlog", args.partitions)
+            base_rate = an / asecs
+            print(f"round {rnd}: A baseline link {an:,} msgs {base_rate:,.0f} msg/s -> {base_rate / rates[False]:.2f}x "
+                  f"of the lean reader; {machine_line(abusy, asecs, an)}", flush=True)
+            settle()
             n, secs, busy = embedded_copy(live, offline, live_zk, offline_zk, "backlog", args.partitions)
             emb = n / secs
-            print(f"round {rnd}: embedded mirror (link) {n:,} msgs {emb:,.0f} msg/s -> {emb / rates[False]:.2f}x of "
+            print(f"round {rnd}: B embedded mirror (link) {n:,} msgs {emb:,.0f} msg/s -> {emb / rates[False]:.2f}x of "
                   f"the lean reader, {emb / rates[True]:.2f}x of the checking one; {machine_line(busy, secs, n)}",
                   flush=True)
             settle()
@@ -114,6 +131,8 @@ def main() -> None:
             st = sn / _acked
             print(f"round {rnd}: standalone mirror {sn:,} msgs {st:,.0f} msg/s -> {st / rates[False]:.2f}x of the "
                   f"lean reader; {machine_line(sbusy, _acked, sn)}", flush=True)
+            ratios["baseline/lean"].append(base_rate / rates[False])
+            ratios["embedded/baseline"].append(emb / base_rate)
             ratios["embedded/lean"].append(emb / rates[False])
             ratios["embedded/checking"].append(emb / rates[True])
             ratios["standalone/lean"].append(st / rates[False])
