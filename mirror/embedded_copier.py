@@ -136,6 +136,9 @@ class PartitionCopier:
         self._ahead: tuple[int, asyncio.Task] | None = None
         self._task: asyncio.Task | None = None
         self._fresh = False
+        # the offline log end when the copy began with nothing of the link's in the log: its batches all come
+        # after it, so the audit counts from there rather than reading the whole offline log once
+        self.fresh_from: int | None = None
 
     @property
     def topic(self) -> str:
@@ -176,7 +179,8 @@ class PartitionCopier:
 
     async def _run(self) -> None:
         tp = f"{self.topic}-{self.partition}"
-        position = await self.run_blocking(copy_position, self.part.log, self.producer_id)
+        position, end = await self.run_blocking(_position_and_end, self.part.log, self.producer_id)
+        self.fresh_from = end if position is None else None
         log.info("mirror link %s: %s: leader (epoch %d) copies from %s", self.link_name, tp, self.epoch,
                  f"live offset {position}" if position is not None else "the live log start")
         self.progress.copied_to = position if position is not None else -1
@@ -322,6 +326,12 @@ class PartitionCopier:
                 "leader_epoch": self.epoch, "live_end": p.live_end, "copied_to": p.copied_to,
                 "offline_end": self.part.log.log_end_offset, "state": p.state, "error": p.error,
                 "messages": p.messages, "data_lost": p.data_lost, "updated_ms": int(time.time() * 1000)}
+
+
+def _position_and_end(lg: Log, producer_id: int) -> tuple[int | None, int]:
+    """copy_position and the log end after it (blocking)."""
+    position = copy_position(lg, producer_id)
+    return position, lg.log_end_offset
 
 
 def _retrieve(task: asyncio.Task) -> None:
