@@ -222,7 +222,9 @@ class PartitionCopier:
             if leader is None:
                 raise BrokerUnavailableError(f"live {self.topic}-{self.partition} has no leader")
             node, host, port = leader
-            self._conn = AsyncBrokerConnection(node, host, port, self.client_id, security=self.security)
+            # a whole answer buffered without pausing the transport (one wake-up per socket read, not per 128 KiB)
+            self._conn = AsyncBrokerConnection(node, host, port, self.client_id, security=self.security,
+                                               read_buffer=(1 << 16) if BASELINE else FETCH_MAX_BYTES)
         return self._conn
 
     async def _fetch(self, position: int) -> fetch.PartitionFetchResult:
