@@ -9,12 +9,17 @@ message visible offline to the last: the offline high watermark); then the stand
 (MirrorMaker, in this process) copies it once more. Each copy appends behind the earlier rounds' copies in the
 same offline topic. Machine CPU per message covers every process (both brokers, the mirror, the kernel).
 
+A/B in one run: a second offline cluster (its own broker, started with FERRY_EMBEDDED_COPY=baseline: the first
+slice's copy, a Python step per batch and no fetch ahead) copies the topic by a link of its own in each round,
+just before the current copy (B).
+
     .venv/bin/python bench/bench_embedded_mirror.py [--messages 2000000] [--rounds 3]
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import statistics
 import subprocess
@@ -33,6 +38,7 @@ from bench_mirror_pipeline import (  # noqa: E402
     machine_cpu,
     machine_line,
     mirror_copy,
+    proc_cpu,
     read_phase,
     settle,
 )
@@ -48,8 +54,9 @@ def link(offline_zk: str, *args: str) -> None:
 
 
 def embedded_copy(live: BrokerProcess, offline: BrokerProcess, live_zk: str, offline_zk: str, topic: str,
-                  partitions: int) -> tuple[int, float, float]:
-    """(messages timed, seconds, machine CPU seconds) of one link copying the whole live topic."""
+                  partitions: int) -> tuple[int, float, float, float]:
+    """(messages timed, seconds, machine CPU seconds, the two brokers' CPU seconds) of one link copying the whole
+    live topic. The brokers' own CPU per message is the figure a loaded machine leaves comparable."""
     total = live_end(live, topic, partitions)
     watch = WireClient(offline.bootstrap, client_id="bench-watch")
     name = f"bench-{uuid.uuid4().hex[:8]}"
@@ -63,8 +70,10 @@ def embedded_copy(live: BrokerProcess, offline: BrokerProcess, live_zk: str, off
             got = end_offsets(watch, topic, partitions) if t0 is not None or _has_topic(offline_zk, topic) else 0
             if t0 is None and got > base:
                 t0, m0, first = time.perf_counter(), machine_cpu(), got
+                b0 = proc_cpu(live) + proc_cpu(offline)
             if got >= base + total:
-                return base + total - first, time.perf_counter() - t0, machine_cpu() - m0
+                return (base + total - first, time.perf_counter() - t0, machine_cpu() - m0,
+                        proc_cpu(live) + proc_cpu(offline) - b0)
             time.sleep(0.02)
         raise RuntimeError("the link did not finish in 600 s")
     finally:
@@ -86,14 +95,22 @@ def main() -> None:
     tmp = Path(tempfile.mkdtemp(prefix="ferry-bench-embedded-"))
     zk = ZooKeeperServer(data_dir=tmp / "zk").start()
     brokers: list[BrokerProcess] = []
-    ratios: dict[str, list[float]] = {"embedded/lean": [], "embedded/checking": [], "standalone/lean": [],
+    ratios: dict[str, list[float]] = {"baseline/lean": [], "embedded/baseline": [], "embedded/lean": [], "embedded/checking": [], "standalone/lean": [],
                                       "embedded/standalone": []}
     cpu_ratio: list[float] = []
+    broker_us: dict[str, list[float]] = {"A": [], "B": []}
     try:
         live_zk, offline_zk = f"{zk.connect}/b/live", f"{zk.connect}/b/offline"
         live = BrokerProcess(1, tmp / "live", live_zk, "live").start()
         offline = BrokerProcess(1, tmp / "offline", offline_zk, "offline").start()
         brokers += [live, offline]
+        base_zk = f"{zk.connect}/b/offline-a"
+        os.environ["FERRY_EMBEDDED_COPY"] = "baseline"
+        try:
+            baseline = BrokerProcess(1, tmp / "offline-a", base_zk, "offline").start()
+        finally:
+            del os.environ["FERRY_EMBEDDED_COPY"]
+        brokers.append(baseline)
         with ClusterRegistry(live_zk) as reg:
             reg.create_topic("backlog", args.partitions)
         time.sleep(1.0)
@@ -103,10 +120,19 @@ def main() -> None:
             rates = {check: read_phase(live.bootstrap, "backlog", args.partitions, check, f"round {rnd}")
                      for check in (False, True)}
             settle()
-            n, secs, busy = embedded_copy(live, offline, live_zk, offline_zk, "backlog", args.partitions)
+            an, asecs, abusy, acpu = embedded_copy(live, baseline, live_zk, base_zk, "backlog", args.partitions)
+            base_rate = an / asecs
+            broker_us["A"].append(acpu / an * 1e6)
+            print(f"round {rnd}: A baseline link {an:,} msgs {base_rate:,.0f} msg/s -> {base_rate / rates[False]:.2f}x "
+                  f"of the lean reader; brokers {acpu / an * 1e6:.2f} us CPU/msg; {machine_line(abusy, asecs, an)}",
+                  flush=True)
+            settle()
+            n, secs, busy, bcpu = embedded_copy(live, offline, live_zk, offline_zk, "backlog", args.partitions)
             emb = n / secs
-            print(f"round {rnd}: embedded mirror (link) {n:,} msgs {emb:,.0f} msg/s -> {emb / rates[False]:.2f}x of "
-                  f"the lean reader, {emb / rates[True]:.2f}x of the checking one; {machine_line(busy, secs, n)}",
+            broker_us["B"].append(bcpu / n * 1e6)
+            print(f"round {rnd}: B embedded mirror (link) {n:,} msgs {emb:,.0f} msg/s -> {emb / rates[False]:.2f}x of "
+                  f"the lean reader, {emb / rates[True]:.2f}x of the checking one; brokers {bcpu / n * 1e6:.2f} us CPU/msg; "
+                  f"{machine_line(busy, secs, n)}",
                   flush=True)
             settle()
             sn, _acked, _committed_s, _cpu, sbusy = mirror_copy(live, offline, live_zk, offline_zk, "backlog",
@@ -114,13 +140,17 @@ def main() -> None:
             st = sn / _acked
             print(f"round {rnd}: standalone mirror {sn:,} msgs {st:,.0f} msg/s -> {st / rates[False]:.2f}x of the "
                   f"lean reader; {machine_line(sbusy, _acked, sn)}", flush=True)
+            ratios["baseline/lean"].append(base_rate / rates[False])
+            ratios["embedded/baseline"].append(emb / base_rate)
             ratios["embedded/lean"].append(emb / rates[False])
             ratios["embedded/checking"].append(emb / rates[True])
             ratios["standalone/lean"].append(st / rates[False])
             ratios["embedded/standalone"].append(emb / st)
             cpu_ratio.append((busy / n) / (sbusy / sn))
         print("medians: " + ", ".join(f"{k} {statistics.median(v):.2f}x" for k, v in ratios.items())
-              + f"; machine CPU per message, embedded/standalone {statistics.median(cpu_ratio):.2f}", flush=True)
+              + f"; machine CPU per message, embedded/standalone {statistics.median(cpu_ratio):.2f}; brokers' CPU per "
+              f"message A {statistics.median(broker_us['A']):.2f} us, B {statistics.median(broker_us['B']):.2f} us",
+              flush=True)
     finally:
         for b in brokers:
             b.stop()

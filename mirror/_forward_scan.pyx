@@ -22,6 +22,7 @@ waited to get it back (py-spy: ~15% of the stream's samples in the hand-over), a
 fetched batch (a memoryview slice, argument parsing) cost more than the CRC of a producer's 12 KB batch.
 """
 
+from libc.string cimport memcpy
 from libc.stdint cimport int16_t, int32_t, int64_t, uint8_t, uint32_t, uint64_t
 
 from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
@@ -122,3 +123,93 @@ def scan(data, Py_ssize_t pos, int64_t next_offset, int64_t coalesce_bytes, int6
     finally:
         PyBuffer_Release(&view)
     return items, pos, next_offset, skipped, truncated
+
+
+DEF BASE_OFFSET_POS = 0
+DEF LEADER_EPOCH_POS = 12
+DEF PRODUCER_ID_POS = 43
+DEF PRODUCER_EPOCH_POS = 51
+DEF BASE_SEQUENCE_POS = 53
+DEF TRANSACTIONAL_MASK = 0x10
+DEF SEQUENCE_MODULUS = 2147483648
+
+
+cdef inline void _put64(uint8_t* p, uint64_t v) noexcept:
+    cdef int i
+    for i in range(8):
+        p[i] = <uint8_t>(v >> (56 - 8 * i))
+
+
+cdef inline void _put32(uint8_t* p, uint32_t v) noexcept:
+    p[0] = <uint8_t>(v >> 24)
+    p[1] = <uint8_t>(v >> 16)
+    p[2] = <uint8_t>(v >> 8)
+    p[3] = <uint8_t>v
+
+
+def stamp_positions(data, int64_t next_offset, int64_t producer_id):
+    """The embedded mirror's whole walk of one fetched answer in one pass (no aborted transactions in it).
+
+    Each batch is checked (framing, magic, CRC-32C of the source bytes), passed over if it ends below
+    ``next_offset``, is a control batch or is empty, else copied into the output and re-stamped: baseOffset 0,
+    partitionLeaderEpoch -1, the transactional bit cleared, ``producer_id``, and producerEpoch/baseSequence
+    spelling its live base offset (batch_rewrite.source_position); then its CRC-32C is computed anew.
+
+    Returns (out, used, messages, next_offset, pos, truncated): the output bytearray (its first ``used``
+    bytes are the re-stamped batches), the records in them, the live offset after everything walked, where
+    the walk stopped and whether the bytes ended inside a batch. ``pos`` short of the end without
+    ``truncated``: the batch there is not valid (the caller raises, from the Python walk's checks)."""
+    cdef Py_buffer view
+    PyObject_GetBuffer(data, &view, PyBUF_SIMPLE)
+    cdef const uint8_t* buf = <const uint8_t*>view.buf
+    cdef Py_ssize_t total = view.len, size, pos = 0, used = 0
+    cdef int64_t base, nxt, last_delta, count, messages = 0
+    cdef int32_t batch_length
+    cdef int16_t attrs
+    cdef bint truncated = False
+    cdef bytearray out = bytearray(total)
+    cdef uint8_t* dst = <uint8_t*>(<char*>out)
+    cdef uint8_t* b
+    try:
+        while pos < total:
+            if total - pos < HEADER:
+                truncated = True
+                break
+            base = ferry_be64(buf + pos)
+            batch_length = ferry_be32(buf + pos + 8)
+            if buf[pos + MAGIC_POS] != 2 or batch_length < HEADER - LOG_OVERHEAD:
+                break
+            size = <Py_ssize_t>batch_length + LOG_OVERHEAD
+            if pos + size > total:
+                truncated = True
+                break
+            last_delta = ferry_be32(buf + pos + LAST_OFFSET_DELTA_POS)
+            nxt = base + last_delta + 1
+            if nxt <= next_offset:
+                pos += size  # already copied (the fetch started inside or before it)
+                continue
+            if ferry_crc32c(buf + pos + ATTRIBUTES_POS, <size_t>(size - ATTRIBUTES_POS)) != \
+                    <uint32_t>ferry_be32(buf + pos + CRC_POS):
+                break
+            next_offset = nxt
+            attrs = <int16_t>((buf[pos + ATTRIBUTES_POS] << 8) | buf[pos + ATTRIBUTES_POS + 1])
+            count = ferry_be32(buf + pos + COUNT_POS)
+            if attrs & CONTROL_MASK or count == 0:
+                pos += size
+                continue
+            b = dst + used
+            memcpy(b, buf + pos, <size_t>size)
+            _put64(b + BASE_OFFSET_POS, 0)
+            _put32(b + LEADER_EPOCH_POS, <uint32_t>0xFFFFFFFF)
+            b[ATTRIBUTES_POS + 1] = <uint8_t>(b[ATTRIBUTES_POS + 1] & ~TRANSACTIONAL_MASK)
+            _put64(b + PRODUCER_ID_POS, <uint64_t>producer_id)
+            b[PRODUCER_EPOCH_POS] = <uint8_t>((base // SEQUENCE_MODULUS) >> 8)
+            b[PRODUCER_EPOCH_POS + 1] = <uint8_t>(base // SEQUENCE_MODULUS)
+            _put32(b + BASE_SEQUENCE_POS, <uint32_t>(base % SEQUENCE_MODULUS))
+            _put32(b + CRC_POS, ferry_crc32c(b + ATTRIBUTES_POS, <size_t>(size - ATTRIBUTES_POS)))
+            used += size
+            messages += count
+            pos += size
+    finally:
+        PyBuffer_Release(&view)
+    return out, used, messages, next_offset, pos, truncated

@@ -62,6 +62,9 @@ class LinkAuditor:
         self.sender = sender
         self.fields = {"host": socket.gethostname(), "datacenter": datacenter, "application": APPLICATION}
         self.partitions: dict[TopicPartition, Partition] = {}  # led here and copied (set by the LinkRunner)
+        # where a partition's first count may start when it has no mark yet: the offline log end when its copier
+        # began with nothing of the link's in the log (PartitionCopier.fresh_from); else the log start
+        self.starts: dict[TopicPartition, int] = {}
         self.loop = SyncLoop(f"mirror-link-{link}-audit", interval_s, self.run_pass, self._failed)
 
     def start(self) -> LinkAuditor:
@@ -85,7 +88,7 @@ class LinkAuditor:
 
     def audit(self, tp: TopicPartition, part: Partition) -> bool:
         """Publish what is committed and not yet counted; True when nothing is left pending."""
-        mark, version = self._read(tp, part.log.log_start_offset)
+        mark, version = self._read(tp, max(self.starts.get(tp, 0), part.log.log_start_offset))
         if mark["publishing"] is None:
             end = min(part.replication_hw, part.log.high_watermark)  # replicated and flushed: never taken back
             if end <= mark["audited"]:

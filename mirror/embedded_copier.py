@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -29,7 +30,7 @@ from ferry.broker.log.log import Log
 from ferry.broker.server.partition import Partition
 from ferry.broker.server.replica_manager import ReplicaManager
 from ferry.broker.server.task_cancel import cancel_and_wait
-from ferry.mirror.batch_rewrite import CorruptBatchError, forward_batches, live_offset_of
+from ferry.mirror.batch_rewrite import CorruptBatchError, copy_positions, forward_batches, live_offset_of
 from ferry.mirror.link_progress import COPYING, FAILED, WAITING
 from ferry.mirror.partition_mirror import backoff
 from ferry.wire.async_broker_connection import AsyncBrokerConnection
@@ -47,6 +48,10 @@ FETCH_MAX_BYTES = 8 << 20  # per live partition and fetch
 FETCH_WAIT_MS = 500  # long poll when the live partition has nothing new
 FETCH_TIMEOUT_S = 30.0
 SCAN_CHUNK_BYTES = 4 << 20
+
+# FERRY_EMBEDDED_COPY=baseline: the first slice's copy (the Python walk per batch, no fetch ahead), for the A/B
+# of bench/bench_embedded_mirror.py in one run
+BASELINE = os.environ.get("FERRY_EMBEDDED_COPY") == "baseline"
 
 # what the live cluster answers when the link's user may not read: the link's settings must change, not the live side
 REFUSED = frozenset({ErrorCode.TOPIC_AUTHORIZATION_FAILED, ErrorCode.CLUSTER_AUTHORIZATION_FAILED})
@@ -127,8 +132,13 @@ class PartitionCopier:
         self.epoch = part.leader_epoch
         self.progress = CopyProgress()
         self._conn: AsyncBrokerConnection | None = None
+        # the next fetch, sent before this round's append: (live offset it asks for, its task)
+        self._ahead: tuple[int, asyncio.Task] | None = None
         self._task: asyncio.Task | None = None
         self._fresh = False
+        # the offline log end when the copy began with nothing of the link's in the log: its batches all come
+        # after it, so the audit counts from there rather than reading the whole offline log once
+        self.fresh_from: int | None = None
 
     @property
     def topic(self) -> str:
@@ -154,17 +164,23 @@ class PartitionCopier:
 
     async def stop(self) -> None:
         task, self._task = self._task, None
-        await cancel_and_wait([task])
+        ahead, self._ahead = self._ahead, None
+        await cancel_and_wait([task] + ([ahead[1]] if ahead is not None else []))
         self._close()
 
     def _close(self) -> None:
+        ahead, self._ahead = self._ahead, None
+        if ahead is not None:  # its answer would come on a connection closed now: never used
+            ahead[1].cancel()
+            ahead[1].add_done_callback(_retrieve)
         if self._conn is not None:
             self._conn.close()
         self._conn = None
 
     async def _run(self) -> None:
         tp = f"{self.topic}-{self.partition}"
-        position = await self.run_blocking(copy_position, self.part.log, self.producer_id)
+        position, end = await self.run_blocking(_position_and_end, self.part.log, self.producer_id)
+        self.fresh_from = end if position is None else None
         log.info("mirror link %s: %s: leader (epoch %d) copies from %s", self.link_name, tp, self.epoch,
                  f"live offset {position}" if position is not None else "the live log start")
         self.progress.copied_to = position if position is not None else -1
@@ -200,22 +216,42 @@ class PartitionCopier:
     def _set_state(self, state: str, error: str | None = None) -> None:
         self.progress.state, self.progress.error = state, error
 
-    async def _round(self, position: int) -> int:
-        """One fetch from the live leader and the append of what it brought; the live offset to fetch next."""
+    async def _connection(self) -> AsyncBrokerConnection:
         if self._conn is None:
             leader = await self.leader_of(self.topic, self.partition)
             if leader is None:
                 raise BrokerUnavailableError(f"live {self.topic}-{self.partition} has no leader")
             node, host, port = leader
-            self._conn = AsyncBrokerConnection(node, host, port, self.client_id, security=self.security)
+            # a whole answer buffered without pausing the transport (one wake-up per socket read, not per 128 KiB)
+            self._conn = AsyncBrokerConnection(node, host, port, self.client_id, security=self.security,
+                                               read_buffer=(1 << 16) if BASELINE else FETCH_MAX_BYTES)
+        return self._conn
+
+    async def _fetch(self, position: int) -> fetch.PartitionFetchResult:
+        """One read_committed Fetch of the live partition from ``position``: its answer for the partition."""
+        conn = await self._connection()
         request = fetch.encode_request([(self.topic, [fetch.FetchPartition(self.partition, position, FETCH_MAX_BYTES)])],
                                        FETCH_WAIT_MS, 1, FETCH_MAX_BYTES, isolation_level=fetch.READ_COMMITTED)
-        body = await self._conn.request(*request, FETCH_TIMEOUT_S)
-        answer = fetch.parse_response(body)
-        results = answer.topics.get(self.topic) or []
+        body = await conn.request(*request, FETCH_TIMEOUT_S)
+        results = fetch.parse_response(body).topics.get(self.topic) or []
         res = next((r for r in results if r.partition == self.partition), None)
         if res is None:
             raise BrokerUnavailableError(f"live answer without {self.topic}-{self.partition}")
+        return res
+
+    async def _round(self, position: int) -> int:
+        """One fetch's answer from the live leader and the append of what it brought; the live offset to fetch
+        next. The next fetch goes out before the append (one fetch ahead per partition, so the live broker reads
+        and sends while this broker appends): its answer is used only if the copy did reach the offset it asks
+        for, else it is dropped with its connection (order and exactly-once stay the log's)."""
+        ahead, self._ahead = self._ahead, None
+        if ahead is not None and ahead[0] == position:
+            res = await ahead[1]
+        else:
+            if ahead is not None:
+                self._ahead = ahead
+                self._close()
+            res = await self._fetch(position)
         if res.error_code == ErrorCode.OFFSET_OUT_OF_RANGE:
             return await self._out_of_range(position)
         if res.error_code in REFUSED:
@@ -229,20 +265,27 @@ class PartitionCopier:
             self._set_state(COPYING)
             self.progress.copied_to = position
             return position
-        out = forward_batches(records, position, self.producer_id, 0, 0,
-                              committed=ReadCommitted(res.aborted_transactions), source_positions=True)
-        if out.records:
+        if BASELINE:
+            out = forward_batches(records, position, self.producer_id, 0, 0,
+                                  committed=ReadCommitted(res.aborted_transactions), source_positions=True)
+            stamped, messages, next_offset = out.records, out.messages, out.next_offset
+        else:
+            stamped, messages, next_offset = copy_positions(records, position, self.producer_id,
+                                                            ReadCommitted(res.aborted_transactions))
+            if next_offset > position and self.leads:
+                self._ahead = (next_offset, asyncio.get_running_loop().create_task(self._fetch(next_offset)))
+        if stamped:
             if not self.leads:  # the fetch was out while leadership moved: the new leader copies it
                 return position
             try:
-                self.replicas.append(self.part, out.records, check_sequences=False)
+                self.replicas.append(self.part, stamped, check_sequences=False)
             except KafkaStorageError:
                 return position  # the log dir went offline: leadership moves (log_dir_failure.py)
-            self.progress.messages += out.messages
+            self.progress.messages += messages
             self._fresh = False
         self._set_state(COPYING)
-        self.progress.copied_to = out.next_offset
-        return out.next_offset
+        self.progress.copied_to = next_offset
+        return next_offset
 
     async def _out_of_range(self, position: int) -> int:
         """The live log no longer (or not yet) has ``position``: ask where it starts and ends."""
@@ -285,3 +328,15 @@ class PartitionCopier:
                 "leader_epoch": self.epoch, "live_end": p.live_end, "copied_to": p.copied_to,
                 "offline_end": self.part.log.log_end_offset, "state": p.state, "error": p.error,
                 "messages": p.messages, "data_lost": p.data_lost, "updated_ms": int(time.time() * 1000)}
+
+
+def _position_and_end(lg: Log, producer_id: int) -> tuple[int | None, int]:
+    """copy_position and the log end after it (blocking)."""
+    position = copy_position(lg, producer_id)
+    return position, lg.log_end_offset
+
+
+def _retrieve(task: asyncio.Task) -> None:
+    """A dropped fetch ahead's outcome, taken so asyncio does not log it as never retrieved."""
+    if not task.cancelled():
+        task.exception()

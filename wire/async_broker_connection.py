@@ -27,8 +27,11 @@ class AsyncBrokerConnection:
     """One TCP connection to one broker on an asyncio loop; one request at a time (callers may share it)."""
 
     def __init__(self, node_id: int, host: str, port: int, client_id: str,
-                 connect_timeout_s: float = 5.0, security: ClientSecurity | None = None) -> None:
-        """``security``: TLS and/or SASL towards the broker (a secured inter-broker listener), else plaintext."""
+                 connect_timeout_s: float = 5.0, security: ClientSecurity | None = None,
+                 read_buffer: int = 1 << 16) -> None:
+        """``security``: TLS and/or SASL towards the broker (a secured inter-broker listener), else plaintext.
+        ``read_buffer``: asyncio's StreamReader limit (its default); the transport pauses reading at twice it, so
+        an answer of many MiB read through the default costs an event-loop wake-up per 128 KiB."""
         self.security = security or ClientSecurity()
         self.node_id = node_id
         self.host = host
@@ -39,6 +42,7 @@ class AsyncBrokerConnection:
         self._reader: asyncio.StreamReader | None = None
         self._writer: asyncio.StreamWriter | None = None
         self._lock = asyncio.Lock()
+        self.read_buffer = read_buffer
 
     @property
     def address(self) -> str:
@@ -76,7 +80,7 @@ class AsyncBrokerConnection:
     async def _connect(self) -> None:
         tls = self.security.ssl_context
         self._reader, self._writer = await asyncio.open_connection(
-            self.host, self.port, ssl=tls, server_hostname=self.host if tls else None)
+            self.host, self.port, ssl=tls, server_hostname=self.host if tls else None, limit=self.read_buffer)
         if self.security.sasl is not None:
             await sasl_login(lambda key, version, body: self._exchange(key, version, [body]), self.security.sasl)
 

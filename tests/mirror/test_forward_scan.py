@@ -166,3 +166,47 @@ def test_a_run_that_does_not_walk_is_still_checked() -> None:
     native, python = _both(data, 0, 960 << 10, False)
     assert native == python
     assert native[0] == "corrupt" and native[2] == 3
+
+
+def _positions_both(data: bytes, fetch_offset: int):
+    """copy_positions (the embedded mirror's one native pass) and forward_batches(source_positions=True)."""
+    results = []
+    for native in (True, False):
+        try:
+            if native:
+                stamped, messages, nxt = batch_rewrite.copy_positions(data, fetch_offset, 7, ReadCommitted(None))
+                results.append((bytes(stamped), messages, nxt))
+            else:
+                out = forward_batches(data, fetch_offset, 7, 0, 0, source_positions=True)
+                results.append((bytes(out.records), out.messages, out.next_offset))
+        except CorruptBatchError as e:
+            results.append(("corrupt", str(e), e.offset))
+    return results
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_the_embedded_mirrors_native_pass_stamps_what_the_python_walk_does(seed: int) -> None:
+    """Same bytes (live base offset in epoch/sequence, fresh CRC), records and next offset; control, empty and
+    already copied batches passed over; a cut-off tail left for the next fetch; a damaged batch raised at it."""
+    rnd = random.Random(1000 + seed)
+    data, end = _answer(rnd)
+    if rnd.random() < 0.3:
+        data, offset = _damaged(rnd, data)
+        native, python = _positions_both(data, 0)
+        assert native == python and native[0] == "corrupt" and native[2] == offset
+        return
+    cut = len(data) - rnd.randrange(1, 200) if rnd.random() < 0.3 else len(data)
+    fetch_offset = rnd.randrange(0, end) if rnd.random() < 0.3 else 0
+    native, python = _positions_both(data[:cut], fetch_offset)
+    assert native == python
+    assert native[0] != "corrupt"
+
+
+def test_the_native_pass_spells_large_live_offsets() -> None:
+    """Offsets past 2^31 carry into the producer epoch (batch_rewrite.source_position)."""
+    base = (3 << 31) + 12345
+    data = build_batch(records(4, T0), base)
+    native, python = _positions_both(data, base)
+    assert native == python
+    epoch, seq = struct.unpack_from(">hi", native[0], 51)
+    assert batch_rewrite.live_offset_of(epoch, seq) == base
