@@ -369,7 +369,7 @@ def test_services_run_under_systemd(deployment) -> None:
         assert "ferry_dag" not in errors, errors
     props = hosts.exec("live-broker-2", "cat", "/etc/ferry/broker.properties").stdout.decode()
     assert "broker.id=2" in props and "zookeeper.connect=live-zk-1:2181/ferry/live" in props
-    assert f"advertised.listeners=SASL_SSL://live-broker-2:{TLS_PORT}" in props and "PLAINTEXT" not in props
+    assert f"advertised.listeners=SASL_SSL://live-broker-2:{TLS_PORT}" in props and "PLAINTEXT://" not in props
     assert "inter.broker.listener.name=SASL_SSL" in props and "authorizer.class.name=ferry" in props
     assert "super.users=User:broker;User:ops" in props
     assert "metrics.listen=live-broker-2:9308" in props  # Prometheus on the loader host scrapes it
