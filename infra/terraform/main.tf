@@ -15,6 +15,7 @@ module "live" {
   mirror_count       = 0
   loader_count       = 0
   ports              = var.ports
+  security           = var.security
   tags               = var.tags
 }
 
@@ -33,6 +34,7 @@ module "offline" {
   spark_worker_count = var.offline.spark_worker_count
   ports              = var.ports
   spark_ports        = var.spark_ports
+  security           = var.security
   tags               = var.tags
 }
 
@@ -56,14 +58,22 @@ resource "aws_route" "live_to_offline" {
   vpc_peering_connection_id = aws_vpc_peering_connection.live_offline.id
 }
 
-# Across the link only the offline mirror and loaders talk. The mirror, to what it consumes from: the live
+locals {
+  # The Kafka port across the link: SASL_SSL's (var.security); the plaintext port never crosses it.
+  kafka_port = var.security == "plaintext" ? var.ports.broker : var.ports.broker_tls
+}
+
+# Across the link only the offline mirror and loaders talk, and only on TLS ports (SASL_SSL to the brokers,
+# HTTPS to their /metrics) except ZooKeeper's client port: the mirror's consumer group and the loaders' live
+# counts are in the live ZooKeeper, whose client port has no TLS in ferry yet (its znodes are locked with a
+# digest identity; docs/infra.md "Secure by default"). The mirror, to what it consumes from: the live
 # brokers (fetch) and the live ZooKeeper (its consumer group: registrations, ownership, offsets).
 resource "aws_vpc_security_group_ingress_rule" "live_brokers_from_offline_mirror" {
   security_group_id            = module.live.security_group_ids["broker"]
   description                  = "Kafka protocol: the offline mirror"
   ip_protocol                  = "tcp"
-  from_port                    = var.ports.broker
-  to_port                      = var.ports.broker
+  from_port                    = local.kafka_port
+  to_port                      = local.kafka_port
   referenced_security_group_id = module.offline.security_group_ids["mirror"]
   depends_on                   = [aws_vpc_peering_connection.live_offline]
 }
@@ -83,7 +93,7 @@ resource "aws_vpc_security_group_ingress_rule" "live_zookeeper_from_offline_mirr
 # and log ends for the mirror's lag), and their Prometheus scrapes the live brokers' metrics.
 resource "aws_vpc_security_group_ingress_rule" "live_from_offline_loader" {
   for_each = var.offline.loader_count > 0 ? {
-    broker         = { group = "broker", port = var.ports.broker, what = "Kafka protocol (live audit counts, log ends)" }
+    broker         = { group = "broker", port = local.kafka_port, what = "Kafka protocol (live audit counts, log ends)" }
     zookeeper      = { group = "zookeeper", port = var.ports.zookeeper, what = "ZooKeeper (live brokers and topics)" }
     broker_metrics = { group = "broker", port = var.ports.broker_metrics, what = "Prometheus metrics" }
   } : {}

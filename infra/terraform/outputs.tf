@@ -13,6 +13,7 @@ output "ansible_inventory" {
   description = "The Ansible inventory of both datacenters (infra/ansible)."
   value = templatefile("${path.module}/templates/inventory.yml.tftpl", {
     ansible_user = var.ansible_user
+    security     = var.security
     live         = module.live.hosts
     offline      = module.offline.hosts
   })

@@ -15,6 +15,11 @@
         timeout); prints {"seen": n, "distinct": n, "duplicates": n, "missing_sample": [...],
         "duplicate_sample": {value: [[partition, offset], ...]}}
 
+Every mode takes --config FILE: librdkafka client properties (security.protocol, sasl.*, ssl.*) of a secured
+cluster (docs/security.md "Client settings"), e.g. a SASL_SSL user's.
+    denied --bootstrap B --topic T --config F
+        one message produced (not idempotent): prints {"error": "<librdkafka error name>" or null}
+
 Only the standard library, confluent-kafka and (for --audited) ferry are needed, all in ferry's venv.
 """
 
@@ -26,12 +31,36 @@ import sys
 import time
 
 
+def settings(args: argparse.Namespace) -> dict:
+    """The --config file's properties (none: PLAINTEXT)."""
+    if not args.config:
+        return {}
+    with open(args.config) as f:
+        lines = [ln.strip() for ln in f if ln.strip() and not ln.lstrip().startswith(("#", "!"))]
+    return dict(ln.split("=", 1) for ln in lines)
+
+
+def denied(args: argparse.Namespace) -> dict:
+    """One plain produce: the error a refused principal gets (TOPIC_AUTHORIZATION_FAILED...), or None."""
+    from confluent_kafka import Producer as CProducer
+
+    errors: list = []
+    p = CProducer({**settings(args), "bootstrap.servers": args.bootstrap, "acks": "all", "log_level": 0,
+                   "enable.idempotence": False, "message.timeout.ms": int(args.timeout * 1000)})
+    p.produce(args.topic, b"denied-probe", on_delivery=lambda err, msg: errors.append(err))
+    left = p.flush(args.timeout + 10)
+    return {"error": errors[0].name() if errors and errors[0] is not None else ("undelivered" if left else None)}
+
+
 def produce(args: argparse.Namespace) -> dict:
     values = [f"{args.prefix}-{i}".encode() for i in range(args.count)]
     if args.audited:
         from ferry.client.producer import Producer
+        from ferry.wire.client_config import ClientConfig
 
-        p = Producer(args.bootstrap, application="probe", datacenter=args.datacenter, audit_interval_s=1.0)
+        config = ClientConfig.from_file(args.config) if args.config else None
+        p = Producer(args.bootstrap, application="probe", datacenter=args.datacenter, audit_interval_s=1.0,
+                     client_config=config)
         for v in values:
             p.send(args.topic, v)
         undelivered = p.close(timeout=args.timeout)
@@ -39,7 +68,7 @@ def produce(args: argparse.Namespace) -> dict:
     from confluent_kafka import Producer as CProducer
 
     failed = []
-    p = CProducer({"bootstrap.servers": args.bootstrap, "acks": "all", "linger.ms": 5,
+    p = CProducer({**settings(args), "bootstrap.servers": args.bootstrap, "acks": "all", "linger.ms": 5,
                    "enable.idempotence": True, "log_level": 3})
     for v in values:
         while True:
@@ -82,7 +111,7 @@ def stream(args: argparse.Namespace) -> dict:
     def on_stats(doc: str) -> None:
         stats.update(json.loads(doc))
 
-    p = CProducer({"bootstrap.servers": args.bootstrap, "acks": "all", "enable.idempotence": True,
+    p = CProducer({**settings(args), "bootstrap.servers": args.bootstrap, "acks": "all", "enable.idempotence": True,
                    "linger.ms": 5, "message.timeout.ms": int(args.timeout * 1000), "log_level": 3,
                    "statistics.interval.ms": 1000, "stats_cb": on_stats})
     t0 = time.monotonic()
@@ -109,7 +138,7 @@ def stream(args: argparse.Namespace) -> dict:
 def count(args: argparse.Namespace) -> dict:
     from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
-    c = Consumer({"bootstrap.servers": args.bootstrap, "group.id": f"probe-{time.time_ns()}",
+    c = Consumer({**settings(args), "bootstrap.servers": args.bootstrap, "group.id": f"probe-{time.time_ns()}",
                   "enable.auto.commit": False, "auto.offset.reset": "earliest", "log_level": 3})
     deadline = time.monotonic() + args.timeout
     parts: list[int] = []
@@ -142,19 +171,20 @@ def count(args: argparse.Namespace) -> dict:
 
 def main() -> int:
     ap = argparse.ArgumentParser()
-    ap.add_argument("mode", choices=["produce", "stream", "count"])
+    ap.add_argument("mode", choices=["produce", "stream", "count", "denied"])
     ap.add_argument("--bootstrap", required=True)
     ap.add_argument("--topic", required=True)
-    ap.add_argument("--prefix", required=True)
+    ap.add_argument("--prefix", default="probe")
     ap.add_argument("--count", type=int, default=0)
     ap.add_argument("--expect", type=int, default=0)
     ap.add_argument("--timeout", type=float, default=60.0)
     ap.add_argument("--audited", action="store_true")
     ap.add_argument("--datacenter", default="live")
     ap.add_argument("--rate", type=float, default=100.0)
+    ap.add_argument("--config", default="", help="librdkafka client properties file (SASL_SSL)")
     ap.add_argument("--duration", type=float, default=600.0)
     args = ap.parse_args()
-    result = {"produce": produce, "stream": stream, "count": count}[args.mode](args)
+    result = {"produce": produce, "stream": stream, "count": count, "denied": denied}[args.mode](args)
     print(json.dumps(result))
     return 0
 

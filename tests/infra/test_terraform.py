@@ -165,7 +165,9 @@ def test_firewall_opens_nothing_to_the_world() -> None:
 
 def test_cross_datacenter_rules_are_only_the_mirrors_and_the_loaders() -> None:
     """Across the link: the offline mirror to the live brokers and the live ZooKeeper; the offline loaders
-    (Prometheus, the dashboard, the loads' books) to the live ZooKeeper, brokers and brokers' metrics."""
+    (Prometheus, the dashboard, the loads' books) to the live ZooKeeper, brokers and brokers' metrics. The
+    Kafka port that crosses is SASL_SSL's (local.kafka_port: ports.broker_tls unless var.security is
+    plaintext); the plaintext port never does."""
     root = parse_module(TF)
     rules = {unquote(n): spec for b in root.get("resource", []) for t, body in b.items()
              if unquote(t) == "aws_vpc_security_group_ingress_rule" for n, spec in body.items()}
@@ -173,14 +175,30 @@ def test_cross_datacenter_rules_are_only_the_mirrors_and_the_loaders() -> None:
                for name, spec in rules.items() if name != "live_from_offline_loader"}
     assert targets == {
         ('${module.live.security_group_ids["broker"]}', '${module.offline.security_group_ids["mirror"]}',
-         "${var.ports.broker}"),
+         "${local.kafka_port}"),
         ('${module.live.security_group_ids["zookeeper"]}', '${module.offline.security_group_ids["mirror"]}',
          "${var.ports.zookeeper}"),
     }
     loader = rules["live_from_offline_loader"]
     assert loader["referenced_security_group_id"] == '${module.offline.security_group_ids["loader"]}'
-    opened = set(re.findall(r'group = "(\w+)", port = var\.ports\.(\w+)', loader["for_each"]))
-    assert opened == {("broker", "broker"), ("zookeeper", "zookeeper"), ("broker", "broker_metrics")}
+    opened = set(re.findall(r'group = "(\w+)", port = (?:var\.ports|local)\.(\w+)', loader["for_each"]))
+    assert opened == {("broker", "kafka_port"), ("zookeeper", "zookeeper"), ("broker", "broker_metrics")}
+
+
+def test_kafka_ports_opened_are_the_tls_port_unless_plaintext() -> None:
+    """Every rule of the Kafka protocol opens local.kafka_port, and that is ports.broker_tls (SASL_SSL) with the
+    default var.security; ports.broker (PLAINTEXT) appears only as the plaintext choice. The brokers reach each
+    other (replication over SASL_SSL) in-module."""
+    for d in MODULE_DIRS:
+        mod = parse_module(d)
+        kafka = [v for b in mod.get("locals", []) for k, v in b.items() if k == "kafka_port"]
+        assert kafka == ['${var.security == "plaintext" ? var.ports.broker : var.ports.broker_tls}'], (d, kafka)
+        assert unquote(variables(mod)["security"]["default"]) == "sasl_ssl"
+        text = "\n".join(tf.read_text() for tf in d.glob("*.tf"))
+        assert len(re.findall(r"var\.ports\.broker\b(?!_)", text)) == 1, f"{d}: ports.broker used beyond kafka_port"
+    module = parse_module(TF / "modules" / "datacenter")
+    clients = [v for b in module.get("locals", []) for k, v in b.items() if k == "broker_clients"]
+    assert clients and '["broker"]' in clients[0], clients
 
 
 def _terraform_with_provider() -> tuple[str, Path]:
@@ -344,7 +362,7 @@ def test_inventory_template_renders_an_ansible_inventory(tmp_path: Path) -> None
     offline = sample_hosts("offline", "10.20", {"zookeeper": 3, "broker": 2, "mirror": 2, "loader": 1,
                                                 "spark_worker": 2})
     text = render_tftpl((TF / "templates" / "inventory.yml.tftpl").read_text(),
-                        {"ansible_user": "admin", "live": live, "offline": offline})
+                        {"ansible_user": "admin", "security": "sasl_ssl", "live": live, "offline": offline})
     yaml.safe_load(text)  # plain YAML first: a clearer error than Ansible's
     inv = tmp_path / "hosts.yml"
     inv.write_text(text)
@@ -366,6 +384,7 @@ def test_inventory_template_renders_an_ansible_inventory(tmp_path: Path) -> None
     assert [hv[f"live-broker-{i}"]["ferry_broker_id"] for i in (1, 2)] == [1, 2]
     assert hv["offline-zk-3"]["ferry_zookeeper_myid"] == 3
     assert hv["offline-loader-1"]["ansible_host"] == "10.20.4.11"
+    assert hv["offline-loader-1"]["ferry_security"] == "sasl_ssl"  # Ansible's and Terraform's settings agree
 
     # The playbooks' group_vars turn it into the right connect strings for each datacenter.
     p = subprocess.run([str(VENV_BIN / "ansible"), "-i", str(inv), "live-broker-2:offline-mirror-1", "-m",

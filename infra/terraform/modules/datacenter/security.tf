@@ -9,8 +9,10 @@ locals {
   # Roles of this datacenter that are ZooKeeper / broker clients.
   zookeeper_clients = concat(["broker"], var.mirror_count > 0 ? ["mirror"] : [], var.loader_count > 0 ? ["loader"] : [],
   local.spark_clients)
-  broker_clients = concat(var.mirror_count > 0 ? ["mirror"] : [], var.loader_count > 0 ? ["loader"] : [],
+  broker_clients = concat(["broker"], var.mirror_count > 0 ? ["mirror"] : [], var.loader_count > 0 ? ["loader"] : [],
   local.spark_clients)
+  # The one Kafka port opened: SASL_SSL's unless the deployment is plaintext (var.security).
+  kafka_port = var.security == "plaintext" ? var.ports.broker : var.ports.broker_tls
 }
 
 resource "aws_security_group" "admin" {
@@ -59,14 +61,15 @@ resource "aws_vpc_security_group_ingress_rule" "zookeeper_quorum" {
   referenced_security_group_id = aws_security_group.role["zookeeper"].id
 }
 
-# Brokers: the Kafka protocol from this datacenter's mirror and loaders, and from app servers.
+# Brokers: the Kafka protocol (SASL_SSL) from the other brokers (replication), this datacenter's mirror and
+# loaders, and from app servers.
 resource "aws_vpc_security_group_ingress_rule" "broker_from_role" {
   for_each                     = toset(local.broker_clients)
   security_group_id            = aws_security_group.role["broker"].id
   description                  = "Kafka protocol: ${each.key}"
   ip_protocol                  = "tcp"
-  from_port                    = var.ports.broker
-  to_port                      = var.ports.broker
+  from_port                    = local.kafka_port
+  to_port                      = local.kafka_port
   referenced_security_group_id = aws_security_group.role[each.key].id
 }
 
@@ -75,8 +78,8 @@ resource "aws_vpc_security_group_ingress_rule" "broker_from_clients" {
   security_group_id = aws_security_group.role["broker"].id
   description       = "Kafka protocol: producers and consumers in ${each.key}"
   ip_protocol       = "tcp"
-  from_port         = var.ports.broker
-  to_port           = var.ports.broker
+  from_port         = local.kafka_port
+  to_port           = local.kafka_port
   cidr_ipv4         = each.key
 }
 

@@ -97,6 +97,7 @@ variable "ports" {
     zookeeper_peer     = number
     zookeeper_election = number
     broker             = number
+    broker_tls         = number
     airflow            = number
     broker_metrics     = number
     mirror_metrics     = number
@@ -108,6 +109,7 @@ variable "ports" {
     zookeeper_peer     = 2888
     zookeeper_election = 3888
     broker             = 9092
+    broker_tls         = 9093
     airflow            = 8080
     broker_metrics     = 9308
     mirror_metrics     = 9309
@@ -140,4 +142,14 @@ variable "tags" {
   description = "Tags added to every resource."
   type        = map(string)
   default     = {}
+}
+
+variable "security" {
+  description = "sasl_ssl (default): the brokers serve clients and each other only on ports.broker_tls (SASL_SSL) and /metrics over HTTPS, so only TLS ports are opened (across the datacenter link too, ZooKeeper's client port aside); plaintext: ports.broker instead. Must agree with Ansible's ferry_security."
+  type        = string
+  default     = "sasl_ssl"
+  validation {
+    condition     = contains(["sasl_ssl", "plaintext"], var.security)
+    error_message = "security must be sasl_ssl or plaintext."
+  }
 }

@@ -3,7 +3,10 @@ expected address AND the broker answers a Kafka Metadata request that lists itse
 timeout and exit 1 saying what was missing. Used by the Ansible broker role and rolling_restart.yml, so
 that the next broker is restarted only when this one serves clients again.
 
-    ferry-broker-ready --id N --zookeeper HOST:PORT/chroot --bootstrap HOST:PORT [--timeout S]
+    ferry-broker-ready --id N --zookeeper HOST:PORT/chroot --bootstrap HOST:PORT [--timeout S] [--command-config F]
+
+--command-config: librdkafka properties (security.protocol, sasl.*, ssl.*) for the Metadata request on a
+SASL_SSL listener; $FERRY_ZOOKEEPER_CREDENTIALS: the digest identity for ZooKeeper.
 """
 
 from __future__ import annotations
@@ -17,9 +20,16 @@ import time
 
 def registered(zookeeper: str, broker_id: int, timeout: float) -> str | None:
     """The registration as 'host:port', or None if the znode is missing."""
+    import os
+
     from kazoo.client import KazooClient
 
-    zk = KazooClient(hosts=zookeeper, timeout=timeout)
+    auth = []
+    if os.environ.get("FERRY_ZOOKEEPER_CREDENTIALS"):
+        with open(os.environ["FERRY_ZOOKEEPER_CREDENTIALS"]) as f:
+            kv = dict(line.strip().split("=", 1) for line in f if "=" in line)
+        auth = [("digest", f"{kv['username']}:{kv['password']}")]
+    zk = KazooClient(hosts=zookeeper, timeout=timeout, auth_data=auth)
     try:
         zk.start(timeout=timeout)
         data, _ = zk.get(f"/brokers/ids/{broker_id}") if zk.exists(f"/brokers/ids/{broker_id}") else (None, None)
@@ -32,11 +42,20 @@ def registered(zookeeper: str, broker_id: int, timeout: float) -> str | None:
     return f"{info['host']}:{info['port']}"
 
 
-def metadata_brokers(bootstrap: str, timeout: float) -> set[int]:
+def client_settings(path: str) -> dict[str, str]:
+    """librdkafka properties of a key=value file ('' = none: a PLAINTEXT listener)."""
+    if not path:
+        return {}
+    with open(path) as f:
+        lines = [ln.strip() for ln in f if ln.strip() and not ln.lstrip().startswith(("#", "!"))]
+    return dict(ln.split("=", 1) for ln in lines)
+
+
+def metadata_brokers(bootstrap: str, timeout: float, settings: dict[str, str]) -> set[int]:
     """Broker ids in a Metadata response from `bootstrap` (raises on no answer)."""
     from confluent_kafka.admin import AdminClient
 
-    admin = AdminClient({"bootstrap.servers": bootstrap, "socket.timeout.ms": int(timeout * 1000),
+    admin = AdminClient({**settings, "bootstrap.servers": bootstrap, "socket.timeout.ms": int(timeout * 1000),
                          "log_level": 0})
     return set(admin.list_topics(timeout=timeout).brokers)
 
@@ -47,7 +66,9 @@ def main() -> int:
     ap.add_argument("--zookeeper", required=True)
     ap.add_argument("--bootstrap", required=True, help="the broker's advertised HOST:PORT")
     ap.add_argument("--timeout", type=float, default=60.0)
+    ap.add_argument("--command-config", default="", help="client properties file (SASL_SSL)")
     args = ap.parse_args()
+    settings = client_settings(args.command_config)
     logging.basicConfig(level=logging.CRITICAL)
     deadline = time.monotonic() + args.timeout
     problem = "not checked"
@@ -58,7 +79,7 @@ def main() -> int:
                 problem = f"/brokers/ids/{args.id} is not registered"
             elif where != args.bootstrap:
                 problem = f"/brokers/ids/{args.id} says {where}, expected {args.bootstrap}"
-            elif args.id not in (ids := metadata_brokers(args.bootstrap, timeout=5)):
+            elif args.id not in (ids := metadata_brokers(args.bootstrap, timeout=5, settings=settings)):
                 problem = f"Metadata from {args.bootstrap} lists brokers {sorted(ids)}, not {args.id}"
             else:
                 print(f"broker {args.id} ready: registered at {where}, answers Metadata")
