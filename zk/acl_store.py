@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable, Iterable
 
 from kazoo.client import KazooClient
-from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, NotEmptyError
+from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 from kazoo.protocol.states import KazooState
 
 from ferry.wire.acl_binding import (
@@ -36,6 +36,7 @@ from ferry.wire.protocol.acl_types import (
     operation_named,
     permission_named,
 )
+from ferry.zk import change_notifications
 from ferry.zk.errors import RegistryError
 from ferry.zk.kazoo_client import TRANSIENT_ERRORS
 from ferry.zk.wakeable_thread import WakeableThread
@@ -47,7 +48,6 @@ PREFIXED_ROOT = "/kafka-acl-extended/prefixed"
 LITERAL_CHANGES = "/kafka-acl-changes"
 EXTENDED_CHANGES = "/kafka-acl-extended-changes"
 CHANGE_PREFIX = "acl_changes_"
-CHANGE_EXPIRATION_S = 15 * 60  # Kafka's: notifications older than this are purged
 WRITE_ATTEMPTS = 20
 _STORED_TYPES = (ResourceType.TOPIC, ResourceType.GROUP, ResourceType.CLUSTER, ResourceType.TRANSACTIONAL_ID)
 
@@ -180,24 +180,8 @@ def _notify(client: KazooClient, pattern: ResourcePattern) -> None:
 
 
 def purge_old_changes(client: KazooClient, now_s: float | None = None) -> int:
-    """Delete change notifications older than CHANGE_EXPIRATION_S (as Kafka does); the number deleted."""
-    now_ms = (time.time() if now_s is None else now_s) * 1000
-    deleted = 0
-    for root in (LITERAL_CHANGES, EXTENDED_CHANGES):
-        try:
-            children = client.get_children(root)
-        except NoNodeError:
-            continue
-        for child in sorted(children):
-            stat = client.exists(f"{root}/{child}")
-            if stat is None or now_ms - stat.ctime < CHANGE_EXPIRATION_S * 1000:
-                continue
-            try:
-                client.delete(f"{root}/{child}")
-                deleted += 1
-            except (NoNodeError, NotEmptyError):
-                pass
-    return deleted
+    """Delete ACL change notifications older than CHANGE_EXPIRATION_S (as Kafka does); the number deleted."""
+    return change_notifications.purge_old_changes(client, (LITERAL_CHANGES, EXTENDED_CHANGES), now_s)
 
 
 # ---------------------------------------------------------------------------------------------- a broker's copy

@@ -21,6 +21,8 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, NotEmptyError
 from kazoo.protocol.states import KazooState
 
+from ferry.zk import change_notifications
+from ferry.zk.change_notifications import entity_config
 from ferry.zk.errors import RegistryError
 from ferry.zk.kazoo_client import TRANSIENT_ERRORS
 from ferry.zk.wakeable_thread import WakeableThread
@@ -32,7 +34,6 @@ CLIENTS_PATH = "/config/clients"
 USERS_PATH = "/config/users"
 CHANGES_PATH = "/config/changes"
 CHANGE_PREFIX = "config_change_"
-CHANGE_EXPIRATION_S = 15 * 60
 DEFAULT = "<default>"  # the default entity's znode name (Kafka's ConfigEntityName.Default)
 USER, CLIENT_ID = "user", "client-id"  # entity types, as DescribeClientQuotas/AlterClientQuotas name them
 QUOTA_KEYS = ("producer_byte_rate", "consumer_byte_rate", "request_percentage")
@@ -96,13 +97,6 @@ def check_quota(key: str, value: float) -> None:
         raise QuotaStoreError(f"quota {key}={value:g} must be positive")
 
 
-def _config(data: bytes | None) -> dict[str, str]:
-    try:
-        doc = json.loads(data or b"{}")
-    except ValueError:
-        return {}
-    cfg = doc.get("config") if isinstance(doc, dict) else None
-    return {str(k): str(v) for k, v in cfg.items()} if isinstance(cfg, dict) else {}
 
 
 def _quotas(cfg: Mapping[str, str]) -> dict[str, float]:
@@ -131,7 +125,7 @@ def read_all(client: KazooClient) -> dict[QuotaEntity, dict[str, float]]:
             data, _stat = client.get(entity.path())
         except NoNodeError:
             return
-        q = _quotas(_config(data))
+        q = _quotas(entity_config(data))
         if q:
             out[entity] = q
 
@@ -163,7 +157,7 @@ def alter(client: KazooClient, entity: QuotaEntity, set_: Mapping[str, float], r
     for _ in range(_ATTEMPTS):
         try:
             data, stat = client.get(path)
-            old, version = _config(data), stat.version
+            old, version = entity_config(data), stat.version
         except NoNodeError:
             old, version = {}, -1
         new = {k: v for k, v in old.items() if k not in remove}
@@ -197,19 +191,8 @@ def notify(client: KazooClient, entity: QuotaEntity) -> None:
 
 
 def purge_old_changes(client: KazooClient, now_s: float | None = None) -> int:
-    """Delete change notifications older than CHANGE_EXPIRATION_S (as Kafka does); the number deleted."""
-    now_ms = (time.time() if now_s is None else now_s) * 1000
-    deleted = 0
-    for child in sorted(_children(client, CHANGES_PATH)):
-        stat = client.exists(f"{CHANGES_PATH}/{child}")
-        if stat is None or now_ms - stat.ctime < CHANGE_EXPIRATION_S * 1000:
-            continue
-        try:
-            client.delete(f"{CHANGES_PATH}/{child}")
-            deleted += 1
-        except (NoNodeError, NotEmptyError):
-            pass
-    return deleted
+    """Delete quota change notifications older than CHANGE_EXPIRATION_S (as Kafka does); the number deleted."""
+    return change_notifications.purge_old_changes(client, (CHANGES_PATH,), now_s)
 
 
 # ---------------------------------------------------------------------------------------------- a broker's copy

@@ -15,6 +15,7 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
 from ferry.wire.scram import MECHANISMS, ScramCredential
+from ferry.zk.change_notifications import entity_config
 from ferry.zk.kazoo_client import connect
 from ferry.zk.zk_credentials import private_acl_of
 
@@ -48,7 +49,7 @@ class ScramCredentialStore:
             data, _ = self.client.get(user_path(name))
         except (NoNodeError, ValueError):
             return None
-        text = _config(data).get(mechanism)
+        text = entity_config(data).get(mechanism)
         if not text:
             return None
         try:
@@ -68,7 +69,7 @@ class ScramCredentialStore:
                 data, _ = self.client.get(user_path(name))
             except NoNodeError:
                 continue
-            mechanisms = sorted(m for m in _config(data) if m in MECHANISMS)
+            mechanisms = sorted(m for m in entity_config(data) if m in MECHANISMS)
             if mechanisms:
                 out[name] = mechanisms
         return out
@@ -108,7 +109,7 @@ class ScramCredentialStore:
                     return
                 except NodeExistsError:
                     continue
-            new = change(_config(data))
+            new = change(entity_config(data))
             try:
                 if new:
                     self.client.set(path, _encode(new), version=stat.version)
@@ -120,13 +121,6 @@ class ScramCredentialStore:
         raise RuntimeError(f"{path} kept changing; try again")
 
 
-def _config(data: bytes | None) -> dict[str, str]:
-    try:
-        doc = json.loads(data or b"{}")
-    except ValueError:
-        return {}
-    cfg = doc.get("config") if isinstance(doc, dict) else None
-    return {str(k): str(v) for k, v in cfg.items()} if isinstance(cfg, dict) else {}
 
 
 def _encode(config: dict[str, str]) -> bytes:
