@@ -109,8 +109,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     cli.add_client_config_argument(p, "the live cluster's brokers (the mirror's user there: Read on the topics "
                                    "and the group; for `link create`: stored in the link and read on the offline "
                                    "brokers)", flag="--source-config", dest="source_config")
-    cli.add_client_config_argument(p, "the offline cluster's brokers (the mirror's user there: Write and Create on "
-                                   "the topics)", flag="--target-config", dest="target_config")
+    cli.add_client_config_argument(p, "the offline cluster's brokers (the mirror's user there: Read, Write and "
+                                   "Create on the topics; Read: a resumed partition reads the offline log's end)", flag="--target-config", dest="target_config")
     p.add_argument("--include", metavar="REGEX",
                    help="mirror topics whose whole name matches REGEX (required to run; for status: also "
                         "list matching partitions nobody committed yet)")

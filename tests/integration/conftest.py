@@ -22,7 +22,6 @@ from ferry_datacenters import (  # noqa: E402
     broker_command,
     create_network,
     ferry_cli,
-    ip_on,
     remove_all,
     secured_broker_command,
     start_role,
@@ -65,7 +64,7 @@ def datacenters(tmp_path_factory: pytest.TempPathFactory):
         start_role(dcs, "loader", loader, ["sleep", "infinity"], ["offline"], secrets.dir("loader"))
         for role in ("live-zk", "offline-zk"):
             wait_zookeeper(dcs, role)
-        secure_clusters(dcs, secrets, ip_on(dcs, "loader", "offline"))
+        secure_clusters(dcs, secrets)
         start_role(dcs, "live-broker-1", ferry, secured_broker_command(1, LIVE_ZK, "live"), ["live"],
                    secrets.dir("live-broker-1"))
         start_role(dcs, "live-broker-2", ferry, secured_broker_command(2, LIVE_ZK, "live"), ["live"],
@@ -86,7 +85,7 @@ def datacenters(tmp_path_factory: pytest.TempPathFactory):
         remove_all(dcs)
 
 
-def secure_clusters(dcs: Datacenters, secrets: Secrets, loader_ip: str) -> None:
+def secure_clusters(dcs: Datacenters, secrets: Secrets) -> None:
     """Before any broker starts: each cluster's SCRAM users and ACLs, written by `ferry users add` and `ferry acls
     add` in its ZooKeeper's container (with the digest identity, so the znodes are locked from the start); the
     two datacenters side by side (each command is a Python start-up)."""
@@ -97,7 +96,7 @@ def secure_clusters(dcs: Datacenters, secrets: Secrets, loader_ip: str) -> None:
         for user in users(dc):
             ferry_cli(dcs, role, "users", "add", user, "--mechanism", "SCRAM-SHA-512", "--password-stdin",
                       "--zookeeper", zk, stdin=secrets.password(dc, user) + "\n")
-        for acl in acl_commands(dc, loader_ip):
+        for acl in acl_commands(dc):
             ferry_cli(dcs, role, "acls", "add", "--zookeeper", zk, *acl)
 
     with ThreadPoolExecutor(2) as pool:

@@ -200,7 +200,7 @@ MIRROR_COMMAND = ["ferry", "mirror", "--source-zookeeper", LIVE_ZK, "--target-zo
                   *MIRROR_CONFIGS]
 LIVE_CLIENT = "/etc/ferry/frontend.properties"  # in live-broker-1: the app producers' user
 OPS_CLIENT = "/etc/ferry/ops.properties"  # in live-broker-1 and offline-broker-1: the counts
-LOADER_CLIENT = "/etc/ferry/loader.properties"  # in loader: the audit report
+LOADER_CLIENT = "/etc/ferry/loader.properties"  # in loader: `ferry load` and the audit report
 
 
 def ferry_cli(dcs: Datacenters, role: str, *args: str, stdin: str | None = None, timeout: float = 60) -> None:
@@ -210,11 +210,3 @@ def ferry_cli(dcs: Datacenters, role: str, *args: str, stdin: str | None = None,
     if p.returncode != 0:
         raise DockerError(f"ferry {args[0]} {args[1] if len(args) > 1 else ''} in {role} failed "
                           f"(rc {p.returncode}): {(p.stdout + p.stderr).decode(errors='replace')[-2000:]}")
-
-
-def ip_on(dcs: Datacenters, role: str, dc: str) -> str:
-    """``role``'s address on ``dc``'s network (an ACL's host)."""
-    fmt = "{{(index .NetworkSettings.Networks \"" + dcs.networks[dc] + "\").IPAddress}}"
-    return docker("inspect", "-f", fmt, dcs.names[role], timeout=30).stdout.decode().strip()
-
-

@@ -11,12 +11,10 @@ Who is who (least privilege, docs/acls.md):
 | live | `frontend` | Write, Describe, Create on the activity topics and `_audit`; IdempotentWrite on the cluster |
 | live | `mirror-live` | Read on every topic and the group `ferry-mirror` |
 | offline | `mirror-offline` | Write, Create, Describe, Read on every topic (Read: see acl_commands) |
-| offline | `loader` | Read, Describe on every topic (the audit report over SASL_SSL) |
+| offline | `loader` | Read, Describe on every topic; Write on `_audit` (the warehouse tier's counts) |
 
-`ferry load` reads the offline brokers over the offline broker's PLAINTEXT listener (its split reader takes no
-client settings yet): there it is `User:ANONYMOUS`, allowed only from the loader container's address (ACL host),
-to read the activity topics and `_audit` and write `_audit` (the warehouse tier's counts). The live datacenter
-and the link between the datacenters have no PLAINTEXT listener at all.
+`ferry load` (its plan, its split readers, the counts it sends to `_audit`) and `ferry audit report` run in the
+loader's container with its client file over SASL_SSL as `loader`. No broker has a PLAINTEXT listener.
 """
 
 from __future__ import annotations
@@ -31,7 +29,6 @@ from tls_certs import _openssl, make_certs  # noqa: E402
 
 TOPICS = ("page_view", "click", "search")
 SASL_PORT = 9093
-PLAINTEXT_PORT = 9092
 ETC = "/etc/ferry"
 ZK_CREDENTIALS = f"{ETC}/zk-credentials"
 
@@ -93,14 +90,9 @@ def make_secrets(root: Path, roles: list[str]) -> Secrets:
             continue
         dc = role.split("-")[0]
         issue_host_certificate(ca.dir, role, s.dir(role))
-        listeners = [f"SASL_SSL://0.0.0.0:{SASL_PORT}"]
-        advertised = [f"SASL_SSL://{role}:{SASL_PORT}"]
-        if dc == "offline":  # the loader's listener (see the module docstring)
-            listeners.append(f"PLAINTEXT://0.0.0.0:{PLAINTEXT_PORT}")
-            advertised.append(f"PLAINTEXT://{role}:{PLAINTEXT_PORT}")
         write_private(s.dir(role) / "broker.properties", "\n".join([
-            f"listeners={','.join(listeners)}",
-            f"advertised.listeners={','.join(advertised)}",
+            f"listeners=SASL_SSL://0.0.0.0:{SASL_PORT}",
+            f"advertised.listeners=SASL_SSL://{role}:{SASL_PORT}",
             "inter.broker.listener.name=SASL_SSL",
             "ssl.keystore.type=PEM",
             f"ssl.keystore.location={ETC}/server-keystore.pem",
@@ -128,10 +120,12 @@ def users(dc: str) -> list[str]:
         ["broker", "ops", "mirror-offline", "loader"]
 
 
-def acl_commands(dc: str, loader_ip: str) -> list[list[str]]:
+def acl_commands(dc: str) -> list[list[str]]:
     """`ferry acls add` argument lists of the least-privilege grants (the table in the module docstring). The
     mirror's offline user needs Read as well as Write: a partition the mirror takes over (a restart, a
-    rebalance) resumes where the offline log ends, and it reads the end of that log back (docs/mirror.md)."""
+    rebalance) resumes where the offline log ends, and it reads the end of that log back (docs/mirror.md). The
+    loader's idempotent `_audit` producer needs no IdempotentWrite on the cluster: Write on a topic is enough
+    (KIP-679)."""
     topics = [a for t in (*TOPICS, "_audit") for a in ("--topic", t)]
     if dc == "live":
         return [["--allow-principal", "User:frontend", "--producer", "--idempotent", *topics],
@@ -140,7 +134,4 @@ def acl_commands(dc: str, loader_ip: str) -> list[list[str]]:
     return [["--allow-principal", "User:mirror-offline", "--operation", "Write", "--operation", "Create",
              "--operation", "Describe", "--operation", "Read", "--topic", "*"],
             ["--allow-principal", "User:loader", "--operation", "Read", "--operation", "Describe", "--topic", "*"],
-            ["--allow-principal", "User:ANONYMOUS", "--host", loader_ip, "--operation", "Read",
-             "--operation", "Describe", *topics],
-            ["--allow-principal", "User:ANONYMOUS", "--host", loader_ip, "--producer", "--idempotent",
-             "--topic", "_audit"]]
+            ["--allow-principal", "User:loader", "--operation", "Write", "--topic", "_audit"]]

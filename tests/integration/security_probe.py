@@ -12,7 +12,7 @@ the datacenter network gets with real clients (confluent-kafka, kazoo) and no or
     anonymous_tls     TLS (CA verified) without SASL: metadata served? errors seen
     wrong_password    --config's user with another password: metadata served? errors seen
     write_as_user     a produce to --topic as --config's user: the delivery error
-    zk_anonymous      a ZooKeeper client without the digest identity: reading a user's credentials, changing a
+    zk_anonymous      a ZooKeeper client without the digest identity: reading --config's user's credentials, changing a
                       topic's registration (unchanged), creating a znode in the chroot (the
                       exception names)
 """
@@ -60,7 +60,7 @@ def produce(conf: dict[str, str], topic: str, timeout: float = 30.0) -> dict:
     return {"delivered": result.get("error", "undecided") is None, "error": result.get("error"), "left": left}
 
 
-def zookeeper_anonymous(zookeeper: str, topic: str) -> dict:
+def zookeeper_anonymous(zookeeper: str, topic: str, user: str) -> dict:
     from kazoo.client import KazooClient
     from kazoo.exceptions import KazooException
 
@@ -70,7 +70,7 @@ def zookeeper_anonymous(zookeeper: str, topic: str) -> dict:
     try:
         path = f"/brokers/topics/{topic}"
         same = zk.get(path)[0]  # readable by everyone (tools); rewriting it unchanged is harmless if allowed
-        for what, call in (("read_credentials", lambda: zk.get("/config/users/frontend")),
+        for what, call in (("read_credentials", lambda: zk.get(f"/config/users/{user}")),
                            ("rewrite_topic", lambda: zk.set(path, same)),
                            ("create_znode", lambda: zk.create("/intruder", b"x"))):
             try:
@@ -125,7 +125,7 @@ def main() -> None:
         "anonymous_tls": metadata(tls_only),
         "wrong_password": metadata({**good, "sasl.password": good["sasl.password"] + "-wrong"}),
         "write_as_user": produce(good, args.topic),
-        "zk_anonymous": zookeeper_anonymous(args.zookeeper, args.topic),
+        "zk_anonymous": zookeeper_anonymous(args.zookeeper, args.topic, good["sasl.username"]),
     }
     print("RESULT " + json.dumps(result))
 

@@ -5,7 +5,7 @@ publishing its own batch of audited Avro events into the live cluster; after eac
 cluster must hold every event published so far exactly once (counted by event guid). The last one runs
 the loader for the hour and checks the warehouse and the audit books. The datacenters are secured (SASL_SSL,
 SCRAM users per role, ACLs, ZooKeeper digest ACLs; tests/integration/secured_datacenters.py): the producers,
-the mirror (a user per side, across the two networks) and the counts go through their client files, and
+the mirror (a user per side, across the two networks), the loader and the counts go through their client files, and
 test_strangers_on_the_network_are_refused checks what a process without the right credentials gets.
 """
 
@@ -78,26 +78,41 @@ def test_audited_events_published_in_live_arrive_in_offline(datacenters: Datacen
 PROBE = (Path(__file__).parent / "security_probe.py").read_bytes()
 
 
-def test_strangers_on_the_network_are_refused(datacenters: Datacenters) -> None:
-    """From the mirror's container (on the live network), with real clients: an anonymous client (plaintext, or
-    TLS without SASL) and a wrong password get no metadata; the mirror's live user, which reads every topic,
-    cannot write one; a ZooKeeper client without the digest identity can neither read the SCRAM credentials nor
-    change or create a znode. The positive control: the mirror's user does get the metadata. On the offline
-    broker's PLAINTEXT listener (the loader's), an address other than the loader's reads nothing."""
-    dcs = datacenters
-    r = dcs.workload("mirror", "refusals", "--config", "/etc/ferry/live.properties", "--bootstrap", "live-broker-1:9093",
-                     "--zookeeper", LIVE_ZK, "--topic", "page_view", script=PROBE, timeout=240)
+def refusals(dcs: Datacenters, role: str, config: str, bootstrap: str, zookeeper: str) -> dict:
+    """security_probe.py's refusals in ``role``'s container, checked: only ``config``'s user gets metadata, it
+    cannot write `page_view`, an anonymous ZooKeeper client can change nothing nor read that user's credentials."""
+    r = dcs.workload(role, "refusals", "--config", config, "--bootstrap", bootstrap, "--zookeeper", zookeeper,
+                     "--topic", "page_view", script=PROBE, timeout=240)
     assert r["authorized"]["served"] and {"page_view", "click", "search"} <= set(r["authorized"]["topics"]), r
     for who in ("anonymous_plain", "anonymous_tls", "wrong_password"):
-        assert not r[who]["served"], (who, r[who])
+        assert not r[who]["served"], (role, who, r[who])
     assert all(r[who]["errors"] for who in ("anonymous_plain", "anonymous_tls", "wrong_password")), r
     assert r["write_as_user"] == {"delivered": False, "error": "TOPIC_AUTHORIZATION_FAILED", "left": 0}, r
     assert r["zk_anonymous"] == {"read_credentials": "NoAuthError", "rewrite_topic": "NoAuthError",
-                                 "create_znode": "NoAuthError"}, r["zk_anonymous"]
-    logs = dcs.logs("live-broker-1", 2000) + dcs.logs("live-broker-2", 2000)
-    assert [ln for ln in logs.splitlines() if "failed authentication from" in ln and "user 'mirror-live'" in ln], \
-        "the wrong password was not refused and logged by the brokers"
-    stranger = dcs.workload("offline-broker-1", "read-plaintext", "--bootstrap", "offline-broker-1:9092",
+                                 "create_znode": "NoAuthError"}, (role, r["zk_anonymous"])
+    return r
+
+
+def refused_logins(dcs: Datacenters, brokers: tuple[str, ...], user: str) -> list[str]:
+    logs = "".join(dcs.logs(b, 2000) for b in brokers)
+    return [ln for ln in logs.splitlines() if "failed authentication from" in ln and f"user '{user}'" in ln]
+
+
+def test_strangers_on_the_network_are_refused(datacenters: Datacenters) -> None:
+    """In each datacenter, with real clients: an anonymous client (plaintext, or TLS without SASL) and a wrong
+    password get no metadata; a reading user (the mirror's live user from the mirror's container, the loader's
+    user from the loader's) cannot write a topic; a ZooKeeper client without the digest identity can neither
+    read that user's SCRAM credentials nor change or create a znode. The positive control: the user does get the
+    metadata. The offline broker has no PLAINTEXT listener left (the loader's old one): an anonymous consumer
+    there reads nothing."""
+    dcs = datacenters
+    refusals(dcs, "mirror", "/etc/ferry/live.properties", "live-broker-1:9093", LIVE_ZK)
+    assert refused_logins(dcs, ("live-broker-1", "live-broker-2"), "mirror-live"), \
+        "the wrong password was not refused and logged by the live brokers"
+    refusals(dcs, "loader", LOADER_CLIENT, "offline-broker-1:9093", OFFLINE_ZK)
+    assert refused_logins(dcs, ("offline-broker-1",), "loader"), \
+        "the wrong password was not refused and logged by the offline broker"
+    stranger = dcs.workload("loader", "read-plaintext", "--bootstrap", "offline-broker-1:9092",
                             "--topic", "page_view", script=PROBE, timeout=120)
     assert stranger["messages"] == 0 and stranger["errors"], stranger
 
@@ -172,7 +187,8 @@ def test_mirror_killed_and_restarted(datacenters: Datacenters) -> None:
 
 
 def test_loader_completes_the_hour(datacenters: Datacenters) -> None:
-    """The hourly load: the warehouse holds every event once, the audit books balance, the hour is complete."""
+    """The hourly load over SASL_SSL as `loader` (its plan, its split readers, its counts to `_audit`): the
+    warehouse holds every event once, the audit books balance, the hour is complete."""
     import json
 
     dcs = datacenters
@@ -181,7 +197,7 @@ def test_loader_completes_the_hour(datacenters: Datacenters) -> None:
     t0 = time.monotonic()
     p = docker("exec", dcs.names["loader"], "ferry", "load", "--zookeeper", OFFLINE_ZK, "--topics",
                ",".join(sorted(dcs.produced)), "--state-dir", "/var/lib/ferry/load", "--start", "earliest",
-               timeout=900, check=False)
+               "--command-config", LOADER_CLIENT, timeout=900, check=False)
     dcs.timings["load"] = time.monotonic() - t0
     assert p.returncode == 0, (p.stdout + p.stderr).decode(errors="replace")[-5000:]
 
