@@ -54,20 +54,14 @@ WITH_LOADER = os.environ.get("FERRY_ANSIBLE_LOADER", "1") != "0"
 TLS_PORT = 9093  # the brokers' SASL_SSL listener (group_vars/all.yml ferry_broker_tls_port); 9092 is not opened
 LIVE_BOOTSTRAP = f"live-broker-1:{TLS_PORT},live-broker-2:{TLS_PORT}"
 OFFLINE_BOOTSTRAP = f"offline-broker-1:{TLS_PORT}"
-# Loads read the offline brokers through Spark executors, which take no client settings yet (docs/security.md
-# "Not done yet"): against the SASL_SSL-only deployment they cannot run until they do.
-LOADS_NEED_CLIENT_SETTINGS = pytest.mark.xfail(
-    reason="the loads' Spark readers take no client settings yet; the deployment is SASL_SSL only", run=False,
-    strict=True)
-
-
-def client_config(hosts: DockerHosts, host: str, secrets: Path, user: str) -> str:
-    """A 0600 file of `user`'s SASL_SSL client settings on `host` (its password from the controller's secrets)."""
+def client_config(hosts: DockerHosts, host: str, secrets: Path, user: str, owner: str = "root") -> str:
+    """A 0600 file of `user`'s SASL_SSL client settings on `host` (its password from the controller's secrets),
+    owned by `owner`."""
     password = (secrets / "passwords" / user).read_text().strip()
-    path = f"/tmp/probe-{user}.properties"
+    path = f"/tmp/probe-{user}-{owner}.properties"
     text = (f"security.protocol=SASL_SSL\nsasl.mechanism=SCRAM-SHA-512\nsasl.username={user}\n"
             f"sasl.password={password}\nssl.ca.location=/etc/ferry/tls/ca.pem\n")
-    hosts.exec(host, "sh", "-c", f"umask 077 && cat > {path}", input=text.encode())
+    hosts.exec(host, "sh", "-c", f"umask 077 && cat > {path} && chown {owner} {path}", input=text.encode())
     return path
 
 
@@ -570,7 +564,8 @@ from ferry.client.producer import Producer
 from ferry.schemas.registry import SchemaRegistry, subject_for_topic
 from ferry.schemas.wire import AvroSerializer
 from ferry.zk.cluster_registry import ClusterRegistry
-zk, topic, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
+from ferry.wire.client_config import ClientConfig
+zk, topic, n, config = sys.argv[1], sys.argv[2], int(sys.argv[3]), ClientConfig.from_file(sys.argv[4])
 reg = ClusterRegistry(zk).start()
 try:
     reg.create_topic(topic, 1, {}, replication_factor=1)
@@ -581,7 +576,7 @@ hour = (int(time.time()) // 3600 - 2) * 3_600_000
 with SchemaRegistry(zk) as sr:
     sr.register(subject_for_topic(topic), schema)
     ser = AvroSerializer(sr, subject_for_topic(topic))
-    producer = Producer(zookeeper=zk, application="sqlcheck", audit_interval_s=1.0)
+    producer = Producer(zookeeper=zk, application="sqlcheck", audit_interval_s=1.0, client_config=config)
     for i in range(n):
         producer.send(topic, ser.serialize({"n": i}), None, timestamp_ms=hour + 1000 * i)
     assert producer.close() == 0
@@ -589,7 +584,6 @@ print("produced", n)
 """
 
 
-@LOADS_NEED_CLIENT_SETTINGS
 def test_loads_and_analysts_share_the_postgresql_metastore(deployment) -> None:
     """The loader role's PostgreSQL metastore and Thrift server for real: a `ferry load` on the loader host (its
     environment file names the metastore) commits rows, and beeline through the ferry-sql-thrift unit counts them."""
@@ -610,7 +604,8 @@ def test_loads_and_analysts_share_the_postgresql_metastore(deployment) -> None:
         return out
 
     n = 37
-    assert f"produced {n}" in as_ferry("python - \"$FERRY_ZOOKEEPER\" sqlcheck 37", stdin=SQL_CHECK_PRODUCE)
+    ops = client_config(hosts, loader, deployment["secrets"], "ops", owner="ferry")  # a super user: a new topic
+    assert f"produced {n}" in as_ferry(f"python - \"$FERRY_ZOOKEEPER\" sqlcheck 37 {ops}", stdin=SQL_CHECK_PRODUCE)
     as_ferry("ferry load --topics sqlcheck --state-dir /tmp/sqlcheck-state --warehouse \"$FERRY_WAREHOUSE\" "
              "--database sqlcheck --master 'local[1]' --no-audit", timeout=600)
     # the Thrift server (started by systemd at deploy time) answers once it listens
@@ -648,21 +643,25 @@ if mode == "produce":  # N Avro events of one past hour into a live topic, its p
     from ferry.schemas.registry import SchemaRegistry, subject_for_topic
     from ferry.schemas.wire import AvroSerializer
     from ferry.zk.cluster_registry import ClusterRegistry
+    from ferry.wire.client_config import ClientConfig
     zk, topic, n, first, hour = args[0], args[1], int(args[2]), int(args[3]), int(args[4])
+    config = ClientConfig.from_file(args[5])
     with ClusterRegistry(zk) as reg:
         if reg.topic(topic) is None:
             reg.create_topic(topic, 2, {}, replication_factor=2)
     schema = {"type": "record", "name": "StopMid", "namespace": "ferry.test", "fields": [{"name": "n", "type": "long"}]}
     with SchemaRegistry(zk) as sr:
         ser = AvroSerializer(sr, subject_for_topic(topic), schema)
-        producer = Producer(zookeeper=zk, application="stopmid", audit_interval_s=1.0)
+        producer = Producer(zookeeper=zk, application="stopmid", audit_interval_s=1.0, client_config=config)
         for i in range(first, first + n):
             producer.send(topic, ser.serialize({"n": i}), None, timestamp_ms=hour + 1000 * i)
         print("RESULT", json.dumps({"undelivered": producer.close()}))
 elif mode == "offline-count":  # wait until the offline copy of the topic holds N messages
     from confluent_kafka import Consumer, TopicPartition
+    from ferry.wire.client_config import ClientConfig
     bootstrap, topic, n, deadline = args[0], args[1], int(args[2]), time.monotonic() + float(args[3])
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "stopmid-count", "log_level": 3})
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "stopmid-count", "log_level": 3,
+                  **ClientConfig.from_file(args[4]).librdkafka()})
     total = -1
     while time.monotonic() < deadline:
         parts = c.list_topics(topic, timeout=10).topics[topic].partitions
@@ -703,7 +702,6 @@ else:  # chain: the deployed DAG's tasks, in order, on the deployed configuratio
 """
 
 
-@LOADS_NEED_CLIENT_SETTINGS
 def test_deployed_dag_does_not_publish_an_hour_the_stopped_mirror_left_partial(deployment) -> None:
     """Issue 36: on the Ansible deployment, the mirror copies part of an hour and is stopped (systemctl) while the
     hour's producers go on; the deployed DAG's task chain (plan, load, reconcile, publish, check_complete), run on
@@ -717,7 +715,9 @@ def test_deployed_dag_does_not_publish_an_hour_the_stopped_mirror_left_partial(d
     label = time.strftime("%Y-%m-%dT%H", time.gmtime(hour_ms / 1000))
 
     def on_loader(*args: str, timeout: float = 300) -> dict:
-        command = ("set -a; . /etc/ferry/airflow.env; set +a; cd \"$AIRFLOW__CORE__DAGS_FOLDER\"; "
+        # the Airflow units' environment: airflow.env and the DAGs' connections (AIRFLOW_CONN_FERRY_*)
+        command = ("set -a; . /etc/ferry/airflow.env; . /etc/ferry/airflow-connections.env; set +a; "
+                   "cd \"$AIRFLOW__CORE__DAGS_FOLDER\"; "
                    "/opt/ferry/venv/bin/python - " + " ".join(shlex.quote(a) for a in args))
         p = hosts.exec("offline-loader-1", "su", "-s", "/bin/sh", "ferry", "-c", command, input=STOP_MID_HOUR,
                        timeout=timeout, check=False)
@@ -727,12 +727,15 @@ def test_deployed_dag_does_not_publish_an_hour_the_stopped_mirror_left_partial(d
         assert results, f"{args[0]}: no result line\n{out[-4000:]}"  # Spark and the load print lines of their own
         return json.loads(results[-1].removeprefix("RESULT "))
 
+    # ops (a super user) makes the test's topic and produces into it; the chain logs in through the deployed
+    # DAG's Airflow connections (the loader user of each cluster)
+    ops = client_config(hosts, "offline-loader-1", deployment["secrets"], "ops", owner="ferry")
     t0 = time.monotonic()
-    assert on_loader("produce", LIVE_ZK, topic, "300", "0", str(hour_ms)) == {"undelivered": 0}
-    assert on_loader("offline-count", "offline-broker-1:9092", topic, "300", "120") == {"offline": 300}
+    assert on_loader("produce", LIVE_ZK, topic, "300", "0", str(hour_ms), ops) == {"undelivered": 0}
+    assert on_loader("offline-count", OFFLINE_BOOTSTRAP, topic, "300", "120", ops) == {"offline": 300}
     hosts.exec("offline-mirror-1", "systemctl", "stop", "ferry-mirror")
     try:
-        assert on_loader("produce", LIVE_ZK, topic, "200", "300", str(hour_ms)) == {"undelivered": 0}
+        assert on_loader("produce", LIVE_ZK, topic, "200", "300", str(hour_ms), ops) == {"undelivered": 0}
         first = on_loader("chain", topic, database, "/tmp/stopmid-state", str(hour_ms), timeout=900)
     finally:
         hosts.exec("offline-mirror-1", "systemctl", "start", "ferry-mirror")
@@ -750,7 +753,7 @@ def test_deployed_dag_does_not_publish_an_hour_the_stopped_mirror_left_partial(d
     assert first["publish"] == "skipped" and first["published"] == {}, first
     assert first["check"].startswith("failed: ") and "missing 200" in first["check"], first
 
-    assert on_loader("offline-count", "offline-broker-1:9092", topic, "500", "180") == {"offline": 500}
+    assert on_loader("offline-count", OFFLINE_BOOTSTRAP, topic, "500", "180", ops) == {"offline": 500}
     second = on_loader("chain", topic, database, "/tmp/stopmid-state", str(hour_ms), timeout=900)
     b = book_of_the_hour(second)
     assert (b["status"], b["produced"], b["loaded"]) == ("complete", 500, 500), second
