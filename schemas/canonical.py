@@ -25,8 +25,10 @@ Json = dict[str, "Json"] | list["Json"] | str | int | float | bool | None
 AvroSchema = Json
 
 
-def load_schema(schema: str | bytes | dict | list) -> AvroSchema:
-    """Validate ``schema`` (JSON text or the decoded JSON) and return its canonical JSON value."""
+def load_schema(schema: str | bytes | dict | list, named_schemas: dict | None = None) -> AvroSchema:
+    """Validate ``schema`` (JSON text or the decoded JSON) and return its canonical JSON value.
+
+    ``named_schemas`` (fastavro's) holds the named types of the schema's references, which it may use by name."""
     if isinstance(schema, bytes):
         try:
             schema = schema.decode("utf-8")
@@ -42,7 +44,8 @@ def load_schema(schema: str | bytes | dict | list) -> AvroSchema:
             except json.JSONDecodeError as exc:
                 raise SchemaParseError(f"schema is not valid JSON: {exc}") from None
     try:
-        parsed = parse_schema(schema, _write_hint=False)
+        parsed = parse_schema(schema, named_schemas=named_schemas if named_schemas is not None else {},
+                              _write_hint=False)
     except SchemaParseError:
         raise
     except Exception as exc:  # fastavro raises SchemaParseException, UnknownType (ValueError), TypeError...

@@ -11,6 +11,7 @@ from kazoo.exceptions import NoNodeError, NotEmptyError
 
 from ferry.schemas.errors import (
     OperationNotPermittedError,
+    ReferenceExistsError,
     SubjectNotSoftDeletedError,
     SubjectSoftDeletedError,
     UnknownSubjectError,
@@ -39,11 +40,15 @@ class SubjectDeletion:
                 raise SubjectNotSoftDeletedError(
                     f"Subject '{subject}' was not deleted first before being permanently deleted")
             for version, _, _ in entries:
+                self._refuse_if_referenced(subject, version, permanent)
+            for version, _, _ in entries:
                 self._remove(subject, version)
             self._remove_subject(subject)
             return [v for v, _, _ in entries]
         if not live:
             raise SubjectSoftDeletedError(f"Subject '{subject}' was soft deleted.Set permanent=true to delete permanently")
+        for version in live:
+            self._refuse_if_referenced(subject, version, permanent)
         for version, schema_id, deleted in entries:
             if not deleted:
                 self._mark(subject, version, schema_id)
@@ -55,6 +60,7 @@ class SubjectDeletion:
         if version not in entries:
             raise UnknownVersionError(f"Version {version} not found.")
         schema_id, deleted = entries[version]
+        self._refuse_if_referenced(subject, version, permanent)
         if permanent:
             if not deleted:
                 raise VersionNotSoftDeletedError(f"Subject '{subject}' Version {version} was not deleted first "
@@ -68,6 +74,16 @@ class SubjectDeletion:
                                           "permanent=true to delete permanently")
         self._mark(subject, version, schema_id)
         return version
+
+    def _refuse_if_referenced(self, subject: str, version: int, permanent: bool) -> None:
+        """A version another schema references stays (its stored schema could no longer be parsed); the
+        mirror's copy applies what the live side allowed."""
+        if not self._honour_mode:
+            return
+        ids = self._registry.references.referenced_by(subject, version, deleted=permanent)
+        if ids:
+            raise ReferenceExistsError(f"One or more references exist to the schema {{subject={subject}, "
+                                       f"version={version}}}: schema id(s) {', '.join(map(str, ids))}")
 
     def _entries(self, subject: str) -> list[tuple[int, int, bool]]:
         validate_subject(subject)

@@ -67,3 +67,7 @@ class VersionNotSoftDeletedError(SchemaError):
 
 class OperationNotPermittedError(SchemaError):
     """Refused by the registry's or the subject's mode (READONLY, IMPORT) or an id already taken."""
+
+
+class ReferenceExistsError(SchemaError):
+    """A delete of a version that another registered schema references (Confluent's 42206)."""

@@ -35,15 +35,25 @@ _WIRE_GROUPS = [
 ]
 _PROTOC_TIMEOUT = 60.0
 FILE_NAME = "schema.proto"
+BUILTIN_PREFIXES = ("google/protobuf/", "google/type/", "confluent/")  # shipped with protoc / the clients
 
 
-def load_protobuf(text: str) -> tuple[str, descriptor_pb2.FileDescriptorProto]:
-    """The canonical text and FileDescriptorProto of a Protobuf schema (``.proto`` text or base64 descriptor)."""
+Imports = tuple[tuple[str, descriptor_pb2.FileDescriptorProto], ...]  # (import file name, its descriptor)
+
+
+def load_protobuf(text: str, imports: Imports = ()) -> tuple[str, descriptor_pb2.FileDescriptorProto]:
+    """The canonical text and FileDescriptorProto of a Protobuf schema (``.proto`` text or base64 descriptor);
+    ``imports`` are the files its references resolve to (schema references), dependencies first."""
     descriptor = _from_base64(text)
     if descriptor is not None:
+        known = {name for name, _ in imports}
+        missing = [d for d in descriptor.dependency if d not in known and not d.startswith(BUILTIN_PREFIXES)]
+        if missing:
+            raise SchemaParseError(f"Invalid Protobuf schema: import {missing[0]!r} is not among the schema's "
+                                   "references")
         return base64.standard_b64encode(descriptor.SerializeToString(deterministic=True)).decode("ascii"), descriptor
     text = text.replace("\r\n", "\n").strip() + "\n"
-    return text, _compile(text)
+    return text, _compile(text, imports)
 
 
 def serialized(descriptor: descriptor_pb2.FileDescriptorProto) -> str:
@@ -69,7 +79,7 @@ def _from_base64(text: str) -> descriptor_pb2.FileDescriptorProto | None:
     return descriptor
 
 
-def _compile(text: str) -> descriptor_pb2.FileDescriptorProto:
+def _compile(text: str, imports: Imports = ()) -> descriptor_pb2.FileDescriptorProto:
     import grpc_tools  # protoc and the well-known .proto files ship with grpcio-tools
 
     includes = os.path.join(os.path.dirname(grpc_tools.__file__), "_proto")
@@ -77,8 +87,18 @@ def _compile(text: str) -> descriptor_pb2.FileDescriptorProto:
         with open(os.path.join(work, FILE_NAME), "w", encoding="utf-8") as f:
             f.write(text)
         out = os.path.join(work, "out.pb")
+        extra = []
+        if imports:  # referenced files, as descriptors named by their import path (protoc resolves from them)
+            given = descriptor_pb2.FileDescriptorSet()
+            for name, imported in imports:
+                copy = given.file.add()
+                copy.CopyFrom(imported)
+                copy.name = name
+            with open(os.path.join(work, "imports.pb"), "wb") as f:
+                f.write(given.SerializeToString())
+            extra = [f"--descriptor_set_in={os.path.join(work, 'imports.pb')}"]
         try:
-            proc = subprocess.run([sys.executable, "-m", "grpc_tools.protoc", f"-I{work}", f"-I{includes}",
+            proc = subprocess.run([sys.executable, "-m", "grpc_tools.protoc", f"-I{work}", f"-I{includes}", *extra,
                                    f"--descriptor_set_out={out}", FILE_NAME],
                                   capture_output=True, text=True, timeout=_PROTOC_TIMEOUT, cwd=work)
         except subprocess.TimeoutExpired:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import threading
+from collections.abc import Sequence
 
 from fastavro.schema import parse_schema
 from kazoo.client import KazooClient
@@ -34,6 +35,8 @@ from ferry.schemas.errors import (
 )
 from ferry.schemas.ids import COUNTER, FINGERPRINTS, IDS, ROOT, SchemaIds
 from ferry.schemas.modes import RegistryModes
+from ferry.schemas.references import SchemaReference
+from ferry.schemas.referencing import ReferenceLinks
 from ferry.schemas.schema_types import AVRO, TypedSchema, from_stored, parse_typed, typed_problems
 from ferry.schemas.versions import (
     SchemaVersion,
@@ -49,6 +52,7 @@ __all__ = ["COUNTER", "FINGERPRINTS", "IDS", "SchemaRegistry", "SchemaVersion", 
            "version_data"]
 
 SUBJECTS = f"{ROOT}/subjects"
+References = Sequence[SchemaReference] | Sequence[dict] | None
 CONFIG = f"{ROOT}/config"
 _MAX_ATTEMPTS = 50
 
@@ -77,6 +81,7 @@ class SchemaRegistry:
         self._lock = threading.Lock()
         self.modes = RegistryModes(self._client)
         self.ids = SchemaIds(self._client)
+        self.references = ReferenceLinks(self)
         if read_only:  # a look from a tool: leave no znodes behind (e.g. under a mistyped chroot)
             return
         for path in (IDS, FINGERPRINTS, SUBJECTS, CONFIG):
@@ -113,14 +118,15 @@ class SchemaRegistry:
         return self.register_version(subject, schema, schema_type).id
 
     def register_version(self, subject: str, schema: str | bytes | dict | list, schema_type: str = AVRO,
-                         schema_id: int | None = None, version: int | None = None) -> SchemaVersion:
+                         schema_id: int | None = None, version: int | None = None,
+                         references: References = ()) -> SchemaVersion:
         """Like register(), returning the subject version the schema now has.
 
         ``schema_id``/``version`` (IMPORT mode only) register under a given id and version number, as a
         migration from another registry needs; IMPORT mode skips compatibility checks.
         """
         validate_subject(subject)
-        typed = parse_typed(schema, schema_type)
+        typed = self.parse(schema, schema_type, references)
         mode = self.modes.mode(subject)
         if mode.startswith("READONLY"):
             raise OperationNotPermittedError(f"Subject {subject} is in read-only mode")
@@ -156,10 +162,11 @@ class SchemaRegistry:
             return version_of(subject, number, new_id, typed)
         raise SchemaError(f"subject {subject!r} kept changing during registration; try again")
 
-    def check(self, subject: str, schema: str | bytes | dict | list, schema_type: str = AVRO) -> list[str]:
+    def check(self, subject: str, schema: str | bytes | dict | list, schema_type: str = AVRO,
+              references: References = ()) -> list[str]:
         """Problems that would stop ``schema`` from being registered under ``subject`` (empty: none)."""
         validate_subject(subject)
-        typed = parse_typed(schema, schema_type)
+        typed = self.parse(schema, schema_type, references)
         live = [(v, sid) for v, sid, deleted in self.version_entries(subject) if not deleted]
         schema_id = self._id_of(typed)
         if schema_id is not None and any(vid == schema_id for _, vid in live):
@@ -179,7 +186,7 @@ class SchemaRegistry:
         cached = self._by_id.get(schema_id)
         if cached is not None:
             return cached
-        typed = from_stored(self.stored(schema_id))
+        typed = from_stored(self.stored(schema_id), self.references.resolve)
         with self._lock:
             self._by_id[schema_id] = typed
         return typed
@@ -197,9 +204,15 @@ class SchemaRegistry:
                 self._parsed[schema_id] = cached
         return cached
 
-    def id_of(self, schema: str | bytes | dict | list, schema_type: str = AVRO) -> int | None:
+    def id_of(self, schema: str | bytes | dict | list, schema_type: str = AVRO, references: References = ()
+              ) -> int | None:
         """The id of ``schema`` if it was ever registered (under any subject)."""
-        return self._id_of(parse_typed(schema, schema_type))
+        return self._id_of(self.parse(schema, schema_type, references))
+
+    def parse(self, schema: str | bytes | dict | list, schema_type: str = AVRO, references: References = ()
+              ) -> TypedSchema:
+        """``schema`` validated and canonical, its references pinned and resolved in this registry."""
+        return parse_typed(schema, schema_type, self.references.pin(references), self.references.resolve)
 
     def subjects(self, deleted: bool = False) -> list[str]:
         """Subjects with a live version (``deleted=True``: with any version, soft-deleted ones included)."""
@@ -210,10 +223,10 @@ class SchemaRegistry:
         return sorted(s for s in children if any(deleted or not d for _, _, d in self.version_entries(s)))
 
     def lookup(self, subject: str, schema: str | bytes | dict | list, schema_type: str = AVRO,
-               deleted: bool = False) -> SchemaVersion | None:
+               deleted: bool = False, references: References = ()) -> SchemaVersion | None:
         """The version of ``subject`` holding ``schema``, if it was registered there."""
         validate_subject(subject)
-        typed = parse_typed(schema, schema_type)
+        typed = self.parse(schema, schema_type, references)
         schema_id = self._id_of(typed)
         if schema_id is None:
             return None

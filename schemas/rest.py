@@ -3,7 +3,7 @@
 Serializers, Connect, Flink and Spark integrations (and `confluent_kafka.schema_registry`) talk to a schema
 registry over HTTP; ferry's payloads already use the same framing (magic 0 + 4-byte id + body), so this
 facade makes those tools work against the same ids and compatibility rules as `ferry schemas`: subjects and
-versions of AVRO, JSON and PROTOBUF schemas, schemas by id, lookup, compatibility tests and config, soft and
+versions of AVRO, JSON and PROTOBUF schemas (with references to other subjects' versions), schemas by id, lookup, compatibility tests and config, soft and
 permanent deletes, /mode and /contexts. Every error is Confluent's ``{"error_code", "message"}`` body
 (rest_errors.py has the codes).
 """
@@ -19,9 +19,10 @@ from ferry.schemas.compatibility import LEVELS
 from ferry.schemas.deletion import SubjectDeletion
 from ferry.schemas.errors import UnknownSubjectError
 from ferry.schemas.modes import MODES
+from ferry.schemas.references import SchemaReference, parse_references
 from ferry.schemas.registry import SchemaRegistry, SchemaVersion
 from ferry.schemas.rest_errors import MEDIA_TYPE, RestError, answer, install_error_handlers, json_body
-from ferry.schemas.schema_types import AVRO, PROTOBUF, SCHEMA_TYPES, TypedSchema, parse_typed, typed_problems
+from ferry.schemas.schema_types import AVRO, PROTOBUF, SCHEMA_TYPES, TypedSchema, typed_problems
 from ferry.wire.http_security import HttpSecurity
 
 DEFAULT_CONTEXT = "."
@@ -33,12 +34,18 @@ def unqualified(subject: str) -> str:
     return subject[len(_CONTEXT_PREFIX):] if subject.startswith(_CONTEXT_PREFIX) else subject
 
 
-def _version_body(version: SchemaVersion, typed: TypedSchema, fmt: str | None = None) -> dict[str, object]:
-    body: dict[str, object] = {"subject": version.subject, "version": version.version, "id": version.id,
-                               "schema": typed.serialized() if fmt == "serialized" else typed.text}
+def _schema_body(typed: TypedSchema, fmt: str | None = None) -> dict[str, object]:
+    """``{schema[, schemaType][, references]}``, as Confluent answers a schema."""
+    body: dict[str, object] = {"schema": typed.serialized() if fmt == "serialized" else typed.text}
     if typed.schema_type != AVRO:
         body["schemaType"] = typed.schema_type
+    if typed.references:
+        body["references"] = [r.as_dict() for r in typed.references]
     return body
+
+
+def _version_body(version: SchemaVersion, typed: TypedSchema, fmt: str | None = None) -> dict[str, object]:
+    return {"subject": version.subject, "version": version.version, "id": version.id, **_schema_body(typed, fmt)}
 
 
 def _raw(typed: TypedSchema) -> object:
@@ -60,8 +67,6 @@ class RegistrationRequest:
         if not isinstance(body, dict) or not isinstance(body.get("schema"), str):
             raise RestError(422, 42201, "Invalid schema: the body must be {\"schema\": \"<schema as a string>\", "
                             "\"schemaType\": \"AVRO|JSON|PROTOBUF\"}")
-        if body.get("references"):
-            raise RestError(422, 42201, "Invalid schema: schema references are not supported by ferry's registry")
         for key in ("id", "version"):
             value = body.get(key)
             if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
@@ -70,9 +75,7 @@ class RegistrationRequest:
         self.schema_type: str = body.get("schemaType") or AVRO
         self.id: int | None = body.get("id")
         self.version: int | None = body.get("version")
-
-    def parsed(self) -> TypedSchema:
-        return parse_typed(self.text, self.schema_type)
+        self.references: tuple[SchemaReference, ...] = parse_references(body.get("references"))
 
     @classmethod
     async def of(cls, request: Request) -> RegistrationRequest:
@@ -139,21 +142,21 @@ class SubjectRoutes:
         return answer(_raw(self._registry.get_typed(found.id)))
 
     def referenced_by(self, subject: str, version: str) -> JSONResponse:
-        """Ids of schemas referencing this version: none, since ferry refuses schema references."""
-        self._version(unqualified(subject), version)
-        return answer([])
+        """Ids of the (live) schemas whose references name this version."""
+        found = self._version(unqualified(subject), version)
+        return answer(self._registry.references.referenced_by(found.subject, found.version))
 
     async def register(self, subject: str, request: Request) -> JSONResponse:
         body = await RegistrationRequest.of(request)
         version = self._registry.register_version(unqualified(subject), body.text, body.schema_type, body.id,
-                                                  body.version)
+                                                  body.version, body.references)
         return answer(_version_body(version, self._registry.get_typed(version.id)))
 
     async def lookup(self, subject: str, request: Request, deleted: bool = False) -> JSONResponse:
         subject = unqualified(subject)
         body = await RegistrationRequest.of(request)
         self._versions(subject, deleted)
-        found = self._registry.lookup(subject, body.text, body.schema_type, deleted)
+        found = self._registry.lookup(subject, body.text, body.schema_type, deleted, body.references)
         if found is None:
             raise RestError(404, 40403, "Schema not found")
         return answer(_version_body(found, self._registry.get_typed(found.id)))
@@ -189,17 +192,18 @@ class CompatibilityRoutes:
             raise RestError(404, 40401, f"Subject '{subject}' not found.")
         target = self._registry.version(subject, _parse_version(version, known))
         if target.version == known[-1]:
-            problems = self._registry.check(subject, body.text, body.schema_type)
+            problems = self._registry.check(subject, body.text, body.schema_type, body.references)
         else:
             single = self._registry.compatibility(subject).replace("_TRANSITIVE", "")
-            problems = typed_problems(single, body.parsed(), [(f"version {target.version}",
+            parsed = self._registry.parse(body.text, body.schema_type, body.references)
+            problems = typed_problems(single, parsed, [(f"version {target.version}",
                                                                self._registry.get_typed(target.id))])
         return answer(_compatibility_body(problems, verbose))
 
     async def test_all(self, subject: str, request: Request, verbose: bool = False) -> JSONResponse:
         body = await RegistrationRequest.of(request)
-        return answer(_compatibility_body(self._registry.check(unqualified(subject), body.text, body.schema_type),
-                                          verbose))
+        problems = self._registry.check(unqualified(subject), body.text, body.schema_type, body.references)
+        return answer(_compatibility_body(problems, verbose))
 
 
 class SchemaRoutes:
@@ -219,11 +223,7 @@ class SchemaRoutes:
 
     def by_id(self, schema_id: int, format: str | None = None, subject: str | None = None  # noqa: A002
               ) -> JSONResponse:
-        typed = self._registry.get_typed(schema_id)
-        body: dict[str, object] = {"schema": typed.serialized() if format == "serialized" else typed.text}
-        if typed.schema_type != AVRO:
-            body["schemaType"] = typed.schema_type
-        return answer(body)
+        return answer(_schema_body(self._registry.get_typed(schema_id), format))
 
     def raw_by_id(self, schema_id: int) -> JSONResponse:
         return answer(_raw(self._registry.get_typed(schema_id)))

@@ -18,6 +18,7 @@ from ferry.schemas.errors import (
     IncompatibleSchemaError,
     InvalidSubjectError,
     OperationNotPermittedError,
+    ReferenceExistsError,
     SchemaError,
     SchemaParseError,
     SubjectNotSoftDeletedError,
@@ -44,6 +45,7 @@ _CODES: list[tuple[type[Exception], int, int]] = [
     (IncompatibleSchemaError, 409, 409),
     (SchemaParseError, 422, 42201),
     (OperationNotPermittedError, 422, 42205),
+    (ReferenceExistsError, 422, 42206),
     (InvalidSubjectError, 422, 42208),
 ]
 
