@@ -2,7 +2,10 @@
 beside the classic one (docs/groups.md).
 
 The group lives in memory on its coordinator (the same broker the classic protocol picks, so FindCoordinator
-is unchanged); committed offsets go through the classic GroupCoordinator's store in ZooKeeper. The rules are
+is unchanged) and is persisted in ZooKeeper beside its committed offsets (consumer_group_store.py: what Kafka
+writes to ``__consumer_offsets``), so a coordinator restart or move keeps the epochs and assignments: a group is
+loaded at its first request here, and a heartbeat that changed it is answered once ZooKeeper has the change.
+Committed offsets go through the classic GroupCoordinator's store in ZooKeeper. The rules are
 KIP-848's: a membership or subscription change bumps the group epoch and the server-side assignor computes a
 new target assignment; each member is reconciled towards its target one heartbeat at a time: partitions it
 must give up are taken away first (it keeps its epoch), and only once it no longer owns them does it get the
@@ -15,11 +18,17 @@ import asyncio
 import logging
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import re2
 
-from ferry.broker.server.consumer_group_assignors import ASSIGNORS, Assignment, TopicPartition
+from ferry.broker.server.consumer_group_assignors import ASSIGNORS, TopicPartition
+from ferry.broker.server.consumer_group_state import (
+    LEAVE_STATIC_EPOCH,
+    ConsumerGroup,
+    ConsumerMember,
+    compile_regex,
+)
 from ferry.broker.server.metadata_cache import MetadataCache
 from ferry.wire.protocol import consumer_group_describe as cgd
 from ferry.wire.protocol import consumer_protocol
@@ -43,55 +52,6 @@ class ConsumerGroupSettings:
     max_size: int = 0x7FFFFFFF
 
 
-@dataclass(eq=False)
-class ConsumerMember:
-    member_id: str
-    client_id: str
-    client_host: str
-    instance_id: str | None = None
-    rack_id: str | None = None
-    epoch: int = 0
-    previous_epoch: int = -1
-    subscription: frozenset[str] = frozenset()  # topic names
-    regex: re2._Regexp | None = None  # a subscription by regular expression (v1), matched against every topic
-    assignor: str | None = None
-    assigned: set[TopicPartition] = field(default_factory=set)  # what the member was told it owns
-    revoking: set[TopicPartition] = field(default_factory=set)  # taken away, not yet confirmed released
-    last_sent: frozenset[TopicPartition] | None = None
-    rebalance_timeout_ms: int = 300_000  # the member's max.poll.interval.ms: how long it may take to release
-    expiry: asyncio.TimerHandle | None = None
-    release_deadline: asyncio.TimerHandle | None = None  # armed while it has partitions to release
-
-
-@dataclass(eq=False)
-class ConsumerGroup:
-    group_id: str
-    epoch: int = 0
-    target_epoch: int = 0
-    assignor: str = ""
-    members: dict[str, ConsumerMember] = field(default_factory=dict)
-    target: Assignment = field(default_factory=dict)
-    partition_counts: dict[str, int] = field(default_factory=dict)  # of the subscribed topics, at the target
-
-    @property
-    def state(self) -> str:
-        """KIP-848's states: Empty, Assigning (target behind the group epoch), Reconciling, Stable."""
-        if not self.members:
-            return "Empty"
-        if self.target_epoch < self.epoch:
-            return "Assigning"
-        if any(m.epoch != self.target_epoch or m.revoking for m in self.members.values()):
-            return "Reconciling"
-        return "Stable"
-
-
-def _compile(pattern: str) -> re2._Regexp:
-    """RE2, as Kafka's RE2J: linear-time matching, so no member's pattern can stall the event loop."""
-    options = re2.Options()
-    options.log_errors = False  # a bad pattern is the member's error (INVALID_REGULAR_EXPRESSION), not the broker's
-    return re2.compile(pattern, options)
-
-
 class ConsumerGroupCoordinator:
     """The consumer-protocol groups coordinated here: heartbeats, reconciliation, session expiry, describe."""
 
@@ -99,6 +59,22 @@ class ConsumerGroupCoordinator:
         self._metadata = metadata
         self.settings = settings or ConsumerGroupSettings()
         self.groups: dict[str, ConsumerGroup] = {}
+        # told of a change no request answers for (a session expiry): the persistence saves the group then
+        self.on_change: Callable[[ConsumerGroup], None] | None = None
+
+    def adopt(self, group: ConsumerGroup) -> None:
+        """A group loaded from its stored state: coordinated here from now, its members' sessions start now."""
+        self.groups[group.group_id] = group
+        for member in group.members.values():
+            self._keep_alive(group, member)
+
+    def persisted(self, group_id: str, member_id: str | None) -> tuple | None:
+        """What a heartbeat of ``member_id`` may change that is persisted (compared before and after)."""
+        group = self.groups.get(group_id)
+        if group is None:
+            return None
+        member = group.members.get(member_id) if member_id else None
+        return group.epoch, group.target_epoch, len(group.members), member.persisted() if member else None
 
     def has_members(self, group_id: str) -> bool:
         group = self.groups.get(group_id)
@@ -121,9 +97,7 @@ class ConsumerGroupCoordinator:
         for gid in [g for g in self.groups if not keep(g)]:
             group = self.groups.pop(gid)
             for m in group.members.values():
-                for timer in (m.expiry, m.release_deadline):
-                    if timer is not None:
-                        timer.cancel()
+                m.cancel_timers()
 
     def commit_error(self, group_id: str, member_id: str, member_epoch: int) -> int:
         """OffsetCommit from a KIP-848 member: its id and current epoch (as the generation), else Kafka's errors."""
@@ -144,7 +118,7 @@ class ConsumerGroupCoordinator:
         group = self.groups.get(req.group_id)
         if req.member_epoch < 0:
             if group is not None:
-                self._remove(group, req.member_id, "left the group")
+                self._leave(group, req)
             return ErrorCode.NONE, None, req.member_id, req.member_epoch, None
         member = group.members.get(req.member_id) if group is not None and req.member_id else None
         if req.member_epoch == 0:
@@ -152,6 +126,10 @@ class ConsumerGroupCoordinator:
             if assignor not in self.settings.assignors:
                 return (ErrorCode.UNSUPPORTED_ASSIGNOR, f"assignor {assignor!r} is not one of "
                         f"{', '.join(self.settings.assignors)}", None, -1, None)
+            static = group.static_member(req.instance_id) if group is not None else None
+            if static is not None and static is not member and not static.left_static:
+                return (ErrorCode.UNRELEASED_INSTANCE_ID, f"instance id {req.instance_id} is still used by member "
+                        f"{static.member_id}", req.member_id or None, -1, None)
             if group is not None and member is not None:  # rejoining (fenced, or restarted with its id): anew
                 self._remove(group, member.member_id, "rejoined")
             group = self.groups.setdefault(req.group_id, ConsumerGroup(req.group_id))
@@ -159,11 +137,14 @@ class ConsumerGroupCoordinator:
                 return ErrorCode.GROUP_MAX_SIZE_REACHED, "the group is full", None, -1, None
             member = ConsumerMember(req.member_id or str(uuid.uuid4()), client_id, client_host, req.instance_id,
                                     req.rack_id, subscription=frozenset(req.subscribed_topic_names or ()),
-                                    regex=_compile(req.subscribed_topic_regex) if req.subscribed_topic_regex else None,
+                                    regex=compile_regex(req.subscribed_topic_regex) if req.subscribed_topic_regex else None,
                                     assignor=assignor)
-            group.members[member.member_id] = member
-            group.epoch += 1
-            log.info("group %s: member %s joined (group epoch %d)", group.group_id, member.member_id, group.epoch)
+            if static is not None and static is not member and static.left_static:
+                self._take_over(group, static, member)
+            else:
+                group.members[member.member_id] = member
+                group.epoch += 1
+                log.info("group %s: member %s joined (group epoch %d)", group.group_id, member.member_id, group.epoch)
         elif group is None or member is None:
             return ErrorCode.UNKNOWN_MEMBER_ID, "the member is not in the group", req.member_id, -1, None
         elif req.member_epoch != member.epoch and not (
@@ -200,7 +181,7 @@ class ConsumerGroupCoordinator:
             return ErrorCode.INVALID_REQUEST, f"member epoch {req.member_epoch} is invalid"
         if req.subscribed_topic_regex:
             try:
-                _compile(req.subscribed_topic_regex)
+                compile_regex(req.subscribed_topic_regex)
             except re2.error as e:
                 reason = e.args[0].decode(errors="replace") if e.args and isinstance(e.args[0], bytes) else str(e)
                 return ErrorCode.INVALID_REGULAR_EXPRESSION, f"invalid regular expression: {reason}"
@@ -212,10 +193,37 @@ class ConsumerGroupCoordinator:
             group.epoch += 1
         regex = req.subscribed_topic_regex
         if regex is not None and regex != (member.regex.pattern if member.regex else ""):
-            member.regex = _compile(regex) if regex else None  # "": no regex any more
+            member.regex = compile_regex(regex) if regex else None  # "": no regex any more
             group.epoch += 1
         if req.server_assignor and req.server_assignor in self.settings.assignors:
             member.assignor = req.server_assignor
+
+    def _leave(self, group: ConsumerGroup, req: ConsumerGroupHeartbeatRequest) -> None:
+        """Epoch -1 leaves; a static member's -2 keeps its place and partitions for its instance id until its
+        session times out (KIP-848: a restarted static member takes its assignment back, nobody rebalances)."""
+        member = group.members.get(req.member_id)
+        if member is not None and req.member_epoch == LEAVE_STATIC_EPOCH and member.instance_id is not None:
+            member.left_static = True
+            self._keep_alive(group, member)
+            log.info("group %s: static member %s (instance %s) left; its partitions wait for it", group.group_id,
+                     member.member_id, member.instance_id)
+            return
+        self._remove(group, req.member_id, "left the group")
+
+    def _take_over(self, group: ConsumerGroup, old: ConsumerMember, new: ConsumerMember) -> None:
+        """A static member back with a new member id: it gets the old one's epoch, partitions and target."""
+        old.cancel_timers()
+        del group.members[old.member_id]
+        new.epoch, new.previous_epoch = old.epoch, old.previous_epoch
+        new.assigned, new.revoking = set(old.assigned), set(old.revoking)
+        if old.member_id in group.target:
+            group.target[new.member_id] = group.target.pop(old.member_id)
+        group.members[new.member_id] = new
+        pattern = (lambda m: m.regex.pattern if m.regex is not None else None)  # noqa: E731
+        if new.subscription != old.subscription or pattern(new) != pattern(old):
+            group.epoch += 1  # its subscription changed: a new target
+        log.info("group %s: static member %s (instance %s) is back as %s with epoch %d", group.group_id,
+                 old.member_id, new.instance_id, new.member_id, new.epoch)
 
     def _keep_alive(self, group: ConsumerGroup, member: ConsumerMember) -> None:
         """(Re)arms the member's session: silent for group.consumer.session.timeout.ms, it is removed."""
@@ -227,18 +235,20 @@ class ConsumerGroupCoordinator:
     def _expire(self, group: ConsumerGroup, member: ConsumerMember) -> None:
         if group.members.get(member.member_id) is member:
             self._remove(group, member.member_id, "session timed out")
+            if self.on_change is not None:
+                self.on_change(group)
 
     def _release_overdue(self, group: ConsumerGroup, member: ConsumerMember) -> None:
         if group.members.get(member.member_id) is member and member.revoking:
             self._remove(group, member.member_id, "did not release its partitions within its rebalance timeout")
+            if self.on_change is not None:
+                self.on_change(group)
 
     def _remove(self, group: ConsumerGroup, member_id: str, why: str) -> None:
         member = group.members.pop(member_id, None)
         if member is None:
             return
-        for timer in (member.expiry, member.release_deadline):
-            if timer is not None:
-                timer.cancel()
+        member.cancel_timers()
         group.epoch += 1
         log.info("group %s: member %s %s (group epoch %d)", group.group_id, member_id, why, group.epoch)
         if not group.members and self.groups.get(group.group_id) is group:

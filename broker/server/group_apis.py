@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import inspect
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from ferry.broker.server.authorizer import Authorizer
@@ -138,6 +139,14 @@ class GroupApis:
         version = request.api_version
         req = offset_commit.parse_request(r, version)
         coordinator = self._coordinator()
+        if coordinator is not None and not coordinator.validate_group(req.group_id):
+            loading = coordinator.consumer_persistence.ensure_loaded(req.group_id)  # a KIP-848 member's commit
+            if loading is not None:
+                return _after_load(loading, lambda: self._offset_commit(request, version, req, coordinator))
+        return self._offset_commit(request, version, req, coordinator)
+
+    def _offset_commit(self, request: RequestContext, version: int, req: offset_commit.OffsetCommitRequest,
+                       coordinator: GroupCoordinator | None) -> Result:
         if coordinator is None or self._group_denied(request, req.group_id):
             code = ErrorCode.COORDINATOR_NOT_AVAILABLE if coordinator is None else ErrorCode.GROUP_AUTHORIZATION_FAILED
             return offset_commit.encode_response(version, [(t, [(p.partition, code) for p in ps])
@@ -205,11 +214,14 @@ class GroupApis:
             return consumer_group_heartbeat.encode_error_response(
                 ErrorCode.GROUP_ID_NOT_FOUND, f"group {req.group_id} is a classic group with members, not a "
                                               "consumer group")
-        consumer = coordinator.consumer_groups
-        code, message, member_id, epoch, assignment = consumer.heartbeat(
-            req, request.client_id or "", "/" + request.session.client_host)
-        return consumer_group_heartbeat.encode_response(code, message, member_id, epoch,
-                                                        consumer.settings.heartbeat_interval_ms, assignment)
+        interval = coordinator.consumer_groups.settings.heartbeat_interval_ms
+        answer = coordinator.consumer_persistence.heartbeat(req, request.client_id or "",
+                                                            "/" + request.session.client_host)
+
+        def encode(a: tuple) -> bytes:
+            return consumer_group_heartbeat.encode_response(a[0], a[1], a[2], a[3], interval, a[4])
+
+        return encode(answer) if isinstance(answer, tuple) else encode_after(answer, encode)
 
     def handle_consumer_group_describe(self, request: RequestContext, r: Reader) -> Result:
         """KIP-848's describe; a group that is not a consumer-protocol group here: GROUP_ID_NOT_FOUND."""
@@ -333,3 +345,13 @@ def _offset_fetch_body(version: int, code: int, topics: list) -> bytes:
 def _offset_fetch_error(version: int, req: offset_fetch.OffsetFetchRequest, code: int) -> bytes:
     topics = [(t, [offset_fetch.FetchedOffset(p, error_code=code) for p in ps]) for t, ps in req.topics or []]
     return _offset_fetch_body(version, code, topics)
+
+
+async def _after_load(loading: Awaitable[None], answer: Callable[[], Result]) -> bytes | list | None:
+    """``answer()`` once a consumer group's stored state is loaded (or could not be: then as if it had none)."""
+    try:
+        await loading
+    except Exception as e:
+        log.warning("loading a consumer group's state failed: %s", e or type(e).__name__)
+    result = answer()
+    return await result if inspect.isawaitable(result) else result

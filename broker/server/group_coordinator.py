@@ -26,6 +26,8 @@ from typing import TypeVar
 from kazoo.client import KazooClient
 
 from ferry.broker.server.consumer_group_coordinator import ConsumerGroupCoordinator, ConsumerGroupSettings
+from ferry.broker.server.consumer_group_persistence import ConsumerGroupPersistence
+from ferry.broker.server.consumer_group_store import ConsumerGroupStore
 from ferry.broker.server.group_coordinator_liveness import MemberLiveness
 from ferry.broker.server.group_coordinator_offsets import CommitResults, GroupOffsetStore
 from ferry.broker.server.group_coordinator_rebalance import GroupRebalancer
@@ -77,6 +79,9 @@ class GroupCoordinator:
         self._expiry = OffsetExpiry(self._groups, self.settings, zk_client, executor)
         # KIP-848's consumer protocol: its groups beside the classic ones, same placement, same offsets
         self.consumer_groups = ConsumerGroupCoordinator(metadata, consumer_settings)
+        # ...their state persisted in ZooKeeper beside the offsets, loaded where they are coordinated next
+        self.consumer_persistence = ConsumerGroupPersistence(self.consumer_groups,
+                                                             ConsumerGroupStore(zk_client, executor))
 
     @property
     def groups(self) -> dict[str, GroupMetadata]:
@@ -91,7 +96,7 @@ class GroupCoordinator:
     def stop(self) -> None:
         """Shutting down: every group's waiting requests are answered NOT_COORDINATOR (members look again)."""
         self._expiry.stop()
-        self.consumer_groups.unload(lambda gid: False)
+        self.consumer_persistence.unload(lambda gid: False)
         for group in list(self._groups.groups.values()):
             self._groups.unload(group, ErrorCode.NOT_COORDINATOR)
         self._groups.stop()
@@ -146,7 +151,7 @@ class GroupCoordinator:
 
     def _on_brokers(self, live: set[int]) -> None:
         """The live brokers changed: groups that now hash to another broker are dropped here."""
-        self.consumer_groups.unload(lambda gid: self._groups.coordinated_here(gid, live))
+        self.consumer_persistence.unload(lambda gid: self._groups.coordinated_here(gid, live))
         for group in list(self._groups.groups.values()):
             if not self._groups.coordinated_here(group.group_id, live):
                 log.info("group %s: now coordinated by broker %s; dropping its members here", group.group_id,

@@ -46,7 +46,8 @@ def test_the_mirror_copies_json_and_protobuf_schemas_with_their_ids(clusters) ->
     try:
         json_id = live.register("people-value", PERSON, "JSON")
         proto_id = live.register("orders-value", ORDER, "PROTOBUF")
-        _wait_for(lambda: _has(offline, "orders-value"), "the Protobuf subject offline")
+        # one pass copies the subjects in name order: wait for both, not the first ("orders-value")
+        _wait_for(lambda: _has(offline, "orders-value") and _has(offline, "people-value"), "both subjects offline")
         for subject, schema_id, kind in (("people-value", json_id, "JSON"), ("orders-value", proto_id, "PROTOBUF")):
             copied = offline.latest(subject)
             assert (copied.id, copied.schema_type) == (schema_id, kind)
