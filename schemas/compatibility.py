@@ -80,25 +80,25 @@ def _short(name: str) -> str:
     return str(name).rsplit(".", 1)[-1]
 
 
-def _named_types(schema: AvroSchema, out: dict[str, AvroSchema] | None = None) -> dict[str, AvroSchema]:
+def named_types(schema: AvroSchema, out: dict[str, AvroSchema] | None = None) -> dict[str, AvroSchema]:
     """Every named type defined in ``schema`` (canonical: names are fully qualified)."""
     out = {} if out is None else out
     if isinstance(schema, list):
         for branch in schema:
-            _named_types(branch, out)
+            named_types(branch, out)
     elif isinstance(schema, dict):
         kind = schema.get("type")
         if kind in ("record", "error", "enum", "fixed") and "name" in schema:
             out.setdefault(schema["name"], schema)
         if kind in ("record", "error"):
             for f in schema.get("fields", []):
-                _named_types(f["type"], out)
+                named_types(f["type"], out)
         elif kind == "array":
-            _named_types(schema["items"], out)
+            named_types(schema["items"], out)
         elif kind == "map":
-            _named_types(schema["values"], out)
+            named_types(schema["values"], out)
         elif isinstance(kind, (dict, list)):
-            _named_types(kind, out)
+            named_types(kind, out)
     return out
 
 
@@ -130,8 +130,8 @@ def _describe(schema: AvroSchema) -> str:
 
 class _Checker:
     def __init__(self, reader: AvroSchema, writer: AvroSchema, reader_label: str, writer_label: str) -> None:
-        self.reader_names = _named_types(reader)
-        self.writer_names = _named_types(writer)
+        self.reader_names = named_types(reader)
+        self.writer_names = named_types(writer)
         self.r_label = reader_label
         self.w_label = writer_label
         self.in_progress: set[tuple[str, str]] = set()  # recursive records: assume fine while checking

@@ -63,25 +63,6 @@ def stored_references(references: tuple[SchemaReference, ...]) -> list[dict[str,
     return [r.as_dict() for r in references]
 
 
-def avro_definitions(schema: object, out: dict[str, object] | None = None) -> dict[str, object]:
-    """Every named type (record, enum, fixed) defined in a canonical Avro schema, by full name."""
-    out = {} if out is None else out
-    if isinstance(schema, list):
-        for branch in schema:
-            avro_definitions(branch, out)
-    elif isinstance(schema, dict):
-        if schema.get("type") in ("record", "error", "enum", "fixed") and isinstance(schema.get("name"), str):
-            out.setdefault(schema["name"], schema)
-        for f in schema.get("fields", []) if schema.get("type") in ("record", "error") else []:
-            avro_definitions(f["type"], out)
-        for key in ("items", "values"):
-            if key in schema:
-                avro_definitions(schema[key], out)
-        if isinstance(schema.get("type"), (dict, list)):
-            avro_definitions(schema["type"], out)
-    return out
-
-
 def inline_avro(schema: object, definitions: dict[str, object]) -> object:
     """``schema`` with the first use of each referenced named type replaced by its definition, so that the
     schema parses and resolves on its own (later uses stay names, as Avro requires)."""

@@ -15,13 +15,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from ferry.schemas.canonical import canonical_json, load_schema, parse_canonical
-from ferry.schemas.compatibility import compatibility_problems, normalise_level
+from ferry.schemas.compatibility import compatibility_problems, named_types, normalise_level
 from ferry.schemas.errors import SchemaParseError
 from ferry.schemas.json_schema import json_reader_problems, load_json_schema
 from ferry.schemas.protobuf_schema import load_protobuf, protobuf_problems, serialized
 from ferry.schemas.references import (
     SchemaReference,
-    avro_definitions,
     inline_avro,
     inline_json,
     parse_references,
@@ -90,7 +89,7 @@ def parse_typed(schema: str | bytes | dict | list, schema_type: str = AVRO,
         for _, dep in deps:
             raw = json.loads(dep.text)
             load_schema(raw, named)
-            definitions.update(avro_definitions(raw))
+            definitions.update(named_types(raw))
         main = load_schema(schema, dict(named))
         return TypedSchema(AVRO, canonical_json(main), inline_avro(main, definitions), refs, deps)
     if isinstance(schema, bytes):

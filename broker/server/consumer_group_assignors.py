@@ -1,23 +1,41 @@
 """KIP-848's server-side assignors: "uniform" (balanced over every subscribed partition, sticky to the current
-target) and "range" (per topic, contiguous ranges over the members subscribed to it, in member id order).
+target) and "range" (per topic, ranges over the members subscribed to it, in member id order; rack-aware).
 
 An assignor is a pure function: (members' subscriptions, partition counts of the subscribed topics, the current
-target assignment) -> the new target assignment, member id -> {(topic, partition)}.
+target assignment, the racks) -> the new target assignment, member id -> {(topic, partition)}.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 
 TopicPartition = tuple[str, int]
 Assignment = dict[str, set[TopicPartition]]
-Assignor = Callable[[Mapping[str, frozenset[str]], Mapping[str, int], Mapping[str, set[TopicPartition]]], Assignment]
+
+
+@dataclass(frozen=True)
+class Racks:
+    """Members' racks (their ``client.rack``) and the racks of each partition's replicas (their brokers'
+    ``broker.rack``, which is a ferry broker's datacenter); empty: nothing to be rack-aware about."""
+
+    members: Mapping[str, str] = field(default_factory=dict)
+    partitions: Mapping[TopicPartition, frozenset[str]] = field(default_factory=dict)
+
+    def local(self, member: str, tp: TopicPartition) -> bool:
+        rack = self.members.get(member)
+        return rack is not None and rack in self.partitions.get(tp, frozenset())
+
+
+NO_RACKS = Racks()
+Assignor = Callable[[Mapping[str, frozenset[str]], Mapping[str, int], Mapping[str, set[TopicPartition]], Racks],
+                    Assignment]
 
 
 def uniform(subscriptions: Mapping[str, frozenset[str]], partitions: Mapping[str, int],
-            current: Mapping[str, set[TopicPartition]]) -> Assignment:
+            current: Mapping[str, set[TopicPartition]], racks: Racks = NO_RACKS) -> Assignment:
     """Balanced: every member gets floor or ceil of its share; a partition stays with its current owner while
-    that owner is subscribed to it and under its share (fewer moves on a rebalance)."""
+    that owner is subscribed to it and under its share (fewer moves on a rebalance). Racks are not used."""
     members = sorted(subscriptions)
     out: Assignment = {m: set() for m in members}
     if not members:
@@ -61,20 +79,31 @@ def _rebalance(out: Assignment, subscriptions: Mapping[str, frozenset[str]]) -> 
 
 
 def range_(subscriptions: Mapping[str, frozenset[str]], partitions: Mapping[str, int],
-           current: Mapping[str, set[TopicPartition]]) -> Assignment:
+           current: Mapping[str, set[TopicPartition]], racks: Racks = NO_RACKS) -> Assignment:
     """Kafka's range: for each topic, its members in id order take contiguous ranges, the first
-    (partitions mod members) one partition more; co-partitioned topics land together."""
+    (partitions mod members) one partition more; co-partitioned topics land together.
+
+    Rack-aware as KIP-881's range: each member's quota stays the same, but first, member by member, it takes
+    the partitions (in order) with a replica in its rack; then the rest are dealt in order. Without racks (or
+    when every partition is in every rack) this is exactly the contiguous ranges above."""
     out: Assignment = {m: set() for m in subscriptions}
     for topic in sorted(partitions):
         members = sorted(m for m, topics in subscriptions.items() if topic in topics)
         if not members:
             continue
         share, extra = divmod(partitions[topic], len(members))
-        start = 0
-        for i, m in enumerate(members):
-            n = share + (1 if i < extra else 0)
-            out[m].update((topic, p) for p in range(start, start + n))
-            start += n
+        quota = {m: share + (1 if i < extra else 0) for i, m in enumerate(members)}
+        left = [(topic, p) for p in range(partitions[topic])]
+        for m in members:
+            if m not in racks.members:
+                continue
+            mine = [tp for tp in left if racks.local(m, tp)][:quota[m]]
+            out[m].update(mine)
+            quota[m] -= len(mine)
+            left = [tp for tp in left if tp not in set(mine)]
+        for m in members:
+            out[m].update(left[:quota[m]])
+            left = left[quota[m]:]
     return out
 
 

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import re2
 
-from ferry.broker.server.consumer_group_assignors import ASSIGNORS, TopicPartition
+from ferry.broker.server.consumer_group_assignors import ASSIGNORS, NO_RACKS, Racks, TopicPartition
 from ferry.broker.server.consumer_group_state import (
     LEAVE_STATIC_EPOCH,
     ConsumerGroup,
@@ -272,9 +272,24 @@ class ConsumerGroupCoordinator:
         group.assignor = max(sorted(set(votes)), key=votes.count) if votes else self.settings.assignors[0]
         group.partition_counts = self._subscribed_counts(group)
         subs = {m.member_id: self._topics_of(m) for m in group.members.values()}
-        group.target = ASSIGNORS[group.assignor](subs, group.partition_counts, group.target)
+        group.target = ASSIGNORS[group.assignor](subs, group.partition_counts, group.target, self._racks(group))
         group.target_epoch = group.epoch
         log.info("group %s: target assignment of epoch %d by %s", group.group_id, group.epoch, group.assignor)
+
+    def _racks(self, group: ConsumerGroup) -> Racks:
+        """The members' racks and, when any member has one, the racks (datacenters) of each partition's replicas."""
+        members = {m.member_id: m.rack_id for m in group.members.values() if m.rack_id}
+        if not members:
+            return NO_RACKS
+        brokers, topics = self._metadata.brokers, self._metadata.topics
+        partitions = {}
+        for t in group.partition_counts:
+            info = topics.get(t)
+            for p, leader in (info.partitions.items() if info is not None else ()):
+                replicas = info.replicas.get(p) or (leader,)
+                partitions[(t, p)] = frozenset(brokers[b].datacenter for b in replicas
+                                               if b in brokers and brokers[b].datacenter)
+        return Racks(members, partitions)
 
     def _reconcile(self, group: ConsumerGroup, member: ConsumerMember) -> None:
         """One step towards the member's target: revoke first; once released, the new epoch and the free

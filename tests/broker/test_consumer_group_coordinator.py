@@ -11,13 +11,13 @@ from collections.abc import Callable
 import pytest
 
 from ferry.broker.server.broker_config import BrokerConfig, ConfigError
-from ferry.broker.server.consumer_group_assignors import range_, uniform
+from ferry.broker.server.consumer_group_assignors import Racks, range_, uniform
 from ferry.broker.server.consumer_group_coordinator import ConsumerGroupCoordinator, ConsumerGroupSettings
 from ferry.broker.server.metadata_cache import MetadataCache
 from ferry.wire.protocol.consumer_group_heartbeat import ConsumerGroupHeartbeatRequest
 from ferry.wire.protocol.consumer_protocol import parse_assignment, parse_subscription
 from ferry.wire.protocol.errors import ErrorCode as E
-from ferry.zk.znodes import TopicInfo, new_topic_id
+from ferry.zk.znodes import BrokerInfo, TopicInfo, new_topic_id
 
 
 def cache(**topics: int) -> MetadataCache:
@@ -218,6 +218,42 @@ def test_assignors():
     assert mixed["b"] <= {("y", 0), ("y", 1)} and len(mixed["a"]) == len(mixed["b"]) == 2
     r = range_({"a": frozenset({"x", "y"}), "b": frozenset({"x", "y"})}, {"x": 3, "y": 3}, {})
     assert r == {"a": {("x", 0), ("x", 1), ("y", 0), ("y", 1)}, "b": {("x", 2), ("y", 2)}}
+
+
+def test_range_is_rack_aware():
+    """KIP-881's range: same quotas, but each member first takes the partitions with a replica in its rack."""
+    subs = {"m1": frozenset({"t"}), "m2": frozenset({"t"})}
+    where = {("t", 0): frozenset({"east"}), ("t", 1): frozenset({"east"}), ("t", 2): frozenset({"west"}),
+             ("t", 3): frozenset({"west"})}
+    plain = range_(subs, {"t": 4}, {})
+    assert plain == {"m1": {("t", 0), ("t", 1)}, "m2": {("t", 2), ("t", 3)}}
+    assert range_(subs, {"t": 4}, {}, Racks({"m1": "west", "m2": "east"}, where)) == {
+        "m1": {("t", 2), ("t", 3)}, "m2": {("t", 0), ("t", 1)}}
+    # quotas hold: both in the west, 3 partitions there of 5: m1 takes its 3 (its quota), m2 the rest
+    five = {**where, ("t", 4): frozenset({"west"})}
+    both_west = range_(subs, {"t": 5}, {}, Racks({"m1": "west", "m2": "west"}, five))
+    assert both_west == {"m1": {("t", 2), ("t", 3), ("t", 4)}, "m2": {("t", 0), ("t", 1)}}
+    assert range_(subs, {"t": 4}, {}, Racks({"m1": "north"}, where)) == plain  # no rack matches: plain ranges
+
+
+def test_coordinator_gives_range_members_the_partitions_in_their_rack():
+    """The racks come from the members' client.rack and the replicas' brokers' racks (their datacenters)."""
+    def body() -> None:
+        metadata = MetadataCache()
+        metadata.update_brokers({1: BrokerInfo(1, "127.0.0.1", 9001, "east"), 2: BrokerInfo(2, "127.0.0.1", 9002, "west")})
+        metadata.update_topics({"t": TopicInfo("t", {0: 1, 1: 1, 2: 2, 3: 2}, replicas={0: (1,), 1: (1,), 2: (2,), 3: (2,)},
+                                               topic_id=new_topic_id())})
+        coord = ConsumerGroupCoordinator(metadata)
+        for member_id, rack in (("m1", "west"), ("m2", "east")):
+            req = ConsumerGroupHeartbeatRequest("g", member_id, 0, rack_id=rack, subscribed_topic_names=["t"],
+                                                server_assignor="range")
+            assert coord.heartbeat(req, "c", "/h")[0] == E.NONE
+        described = {m.member_id: m for m in coord.describe("g").members}
+        assert [(p_t[1], sorted(p_t[2])) for p_t in described["m1"].target_assignment] == [("t", [2, 3])]
+        assert [(p_t[1], sorted(p_t[2])) for p_t in described["m2"].target_assignment] == [("t", [0, 1])]
+        assert described["m1"].rack_id == "west"
+
+    run(body)
 
 
 def test_broker_settings():

@@ -6,7 +6,10 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+
+import pytest
 
 from ferry.broker.server.consumer_group_coordinator import ConsumerGroupCoordinator, ConsumerGroupSettings
 from ferry.broker.server.consumer_group_persistence import ConsumerGroupPersistence
@@ -55,6 +58,23 @@ class Member:
         return {(names[t], p) for t, ps in self.owned for p in ps}
 
 
+@pytest.fixture
+def coordinators(zk_connect: str) -> Iterator[Callable[[MetadataCache], ConsumerGroupPersistence]]:
+    """Makes coordinators (a ConsumerGroupCoordinator with its persistence) over one real ZooKeeper chroot, as
+    brokers that coordinate the same group one after the other; and the kazoo client they share."""
+    client = connect(zk_connect)
+    executor = ThreadPoolExecutor(2)
+
+    def make(metadata: MetadataCache) -> ConsumerGroupPersistence:
+        return ConsumerGroupPersistence(ConsumerGroupCoordinator(metadata), ConsumerGroupStore(lambda: client, executor))
+
+    make.client = client  # type: ignore[attr-defined]
+    yield make
+    executor.shutdown()
+    client.stop()
+    client.close()
+
+
 async def _settle(*members: Member, rounds: int = 6) -> None:
     for _ in range(rounds):
         for m in members:
@@ -78,13 +98,12 @@ def test_state_document_round_trip():
     asyncio.run(main())
 
 
-def test_a_new_coordinator_loads_the_group_and_members_keep_epochs_and_partitions(zk_connect: str):
-    client = connect(zk_connect)
-    executor = ThreadPoolExecutor(2)
+def test_a_new_coordinator_loads_the_group_and_members_keep_epochs_and_partitions(coordinators):
+    client = coordinators.client
 
     async def main() -> None:
         metadata = cache(t=6)
-        first = ConsumerGroupPersistence(ConsumerGroupCoordinator(metadata), ConsumerGroupStore(lambda: client, executor))
+        first = coordinators(metadata)
         a, b = Member(first, "a", ["t"]), Member(first, "b", ["t"])
         await _settle(a, b)
         owned_a, owned_b = a.partitions(metadata), b.partitions(metadata)
@@ -93,7 +112,7 @@ def test_a_new_coordinator_loads_the_group_and_members_keep_epochs_and_partition
         assert stored is not None and set(stored["members"]) == {"a", "b"}
         first.unload(lambda gid: False)  # the broker stops
 
-        second = ConsumerGroupPersistence(ConsumerGroupCoordinator(metadata), ConsumerGroupStore(lambda: client, executor))
+        second = coordinators(metadata)
         a.target = b.target = second
         epochs = (a.epoch, b.epoch)
         a.assignments = b.assignments = 0
@@ -108,24 +127,18 @@ def test_a_new_coordinator_loads_the_group_and_members_keep_epochs_and_partition
         assert {len(m.partitions(metadata)) for m in (a, b, c)} == {2}
         assert c.epoch > max(epochs)
 
-    try:
-        asyncio.run(main())
-    finally:
-        executor.shutdown()
-        client.stop()
-        client.close()
+    asyncio.run(main())
 
 
-def test_a_coordinator_that_lost_the_group_cannot_overwrite_it(zk_connect: str):
-    client = connect(zk_connect)
-    executor = ThreadPoolExecutor(2)
+def test_a_coordinator_that_lost_the_group_cannot_overwrite_it(coordinators):
+    client = coordinators.client
 
     async def main() -> None:
         metadata = cache(t=2)
-        old = ConsumerGroupPersistence(ConsumerGroupCoordinator(metadata), ConsumerGroupStore(lambda: client, executor))
+        old = coordinators(metadata)
         a = Member(old, "a", ["t"])
         await _settle(a)
-        new = ConsumerGroupPersistence(ConsumerGroupCoordinator(metadata), ConsumerGroupStore(lambda: client, executor))
+        new = coordinators(metadata)
         b = Member(new, "b", ["t"])
         await b.beat()  # the new coordinator loaded the group (with a) and wrote b's join
         stored_before, _ = read_group_state(client, "g")
@@ -134,12 +147,7 @@ def test_a_coordinator_that_lost_the_group_cannot_overwrite_it(zk_connect: str):
         assert "g" not in old._groups.groups  # ...and it dropped the group
         assert read_group_state(client, "g")[0] == stored_before
 
-    try:
-        asyncio.run(main())
-    finally:
-        executor.shutdown()
-        client.stop()
-        client.close()
+    asyncio.run(main())
 
 
 def test_static_member_leaves_with_minus_two_and_takes_its_partitions_back():

@@ -6,8 +6,6 @@ of deleting a referenced version, and compatibility checked through the referenc
 from __future__ import annotations
 
 import json
-import urllib.error
-import urllib.request
 import uuid
 
 import pytest
@@ -23,6 +21,7 @@ from ferry.schemas import AvroDeserializer as FerryAvroDeserializer
 from ferry.schemas import AvroSerializer as FerryAvroSerializer
 from ferry.schemas import SchemaRegistry, schema_id_of
 from ferry.schemas.replication import replicate
+from tests.schemas.registry_http import call as _call
 
 FDP = descriptor_pb2.FieldDescriptorProto
 
@@ -40,17 +39,6 @@ def _customer(namespace: str, extra: list | None = None) -> str:
     fields = [{"name": "name", "type": "string"}, {"name": "home", "type": f"{namespace}.Address"},
               {"name": "work", "type": ["null", f"{namespace}.Address"], "default": None}, *(extra or [])]
     return json.dumps({"type": "record", "name": "Customer", "namespace": namespace, "fields": fields})
-
-
-def _call(url: str, method: str = "GET", body: dict | None = None) -> tuple[int, object]:
-    data = json.dumps(body).encode() if body is not None else None
-    req = urllib.request.Request(url, data=data, method=method,
-                                 headers={"Content-Type": "application/vnd.schemaregistry.v1+json"})
-    try:
-        with urllib.request.urlopen(req, timeout=30) as resp:
-            return resp.status, json.loads(resp.read())
-    except urllib.error.HTTPError as e:
-        return e.code, json.loads(e.read())
 
 
 def test_avro_reference_round_trip_referencedby_and_delete_refused(registry_url: str) -> None:

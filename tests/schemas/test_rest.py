@@ -6,9 +6,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import time
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
 
 import pytest
@@ -17,10 +14,11 @@ from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerialize
 from confluent_kafka.schema_registry.error import SchemaRegistryError
 from confluent_kafka.serialization import MessageField, SerializationContext
 
-from ferry.embedded import free_port
 from ferry.schemas import AvroDeserializer as FerryDeserializer
 from ferry.schemas import SchemaRegistry
 from ferry.schemas.events import load
+from tests.schemas.registry_http import call as _call
+from tests.schemas.registry_http import serve_registry
 
 USER_V1 = {"type": "record", "name": "User", "namespace": "t",
            "fields": [{"name": "name", "type": "string"}, {"name": "age", "type": "int"}]}
@@ -30,36 +28,8 @@ USER_BAD = {**USER_V1, "fields": [*USER_V1["fields"], {"name": "city", "type": "
 
 @pytest.fixture
 def registry_url(zk_connect: str, tmp_path) -> Iterator[str]:
-    port = free_port()
-    log = open(tmp_path / "serve.out", "w")  # noqa: SIM115 - closed below
-    proc = subprocess.Popen([sys.executable, "-m", "ferry.cli", "schemas", "serve", "--listen",
-                             f"127.0.0.1:{port}", "--zookeeper", zk_connect], stdout=log, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            urllib.request.urlopen(url + "/subjects", timeout=2).read()
-            break
-        except (urllib.error.URLError, ConnectionError):
-            if proc.poll() is not None or time.monotonic() > deadline:
-                proc.kill()
-                raise AssertionError("ferry schemas serve did not start: " + (tmp_path / "serve.out").read_text()) from None
-            time.sleep(0.1)
-    yield url
-    proc.terminate()
-    proc.wait(timeout=20)
-    log.close()
-
-
-def _call(url: str, method: str = "GET", body: dict | None = None) -> tuple[int, object]:
-    data = json.dumps(body).encode() if body is not None else None
-    req = urllib.request.Request(url, data=data, method=method,
-                                 headers={"Content-Type": "application/vnd.schemaregistry.v1+json"})
-    try:
-        with urllib.request.urlopen(req, timeout=10) as r:
-            return r.status, json.loads(r.read())
-    except urllib.error.HTTPError as e:
-        return e.code, json.loads(e.read())
+    with serve_registry(zk_connect, tmp_path / "serve.out") as url:
+        yield url
 
 
 def test_confluent_serializers_round_trip_and_ferry_decodes_the_same_bytes(registry_url: str, zk_connect: str) -> None:

@@ -5,8 +5,6 @@ answer is checked for Confluent's body {"error_code", "message"}."""
 from __future__ import annotations
 
 import json
-import urllib.error
-import urllib.request
 import uuid
 
 import pytest
@@ -18,6 +16,7 @@ from confluent_kafka.serialization import MessageField, SerializationContext
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory, timestamp_pb2
 
 from ferry.schemas import SchemaRegistry
+from tests.schemas.registry_http import call as _call
 
 FDP = descriptor_pb2.FieldDescriptorProto
 PERSON = {"type": "object", "properties": {"name": {"type": "string"}, "age": {"type": "integer"}},
@@ -43,19 +42,6 @@ def _user_message_class() -> type:
     pool.Add(descriptor_pb2.FileDescriptorProto.FromString(timestamp_pb2.DESCRIPTOR.serialized_pb))
     pool.Add(fdp)
     return message_factory.GetMessageClass(pool.FindMessageTypeByName("ferry.test.User"))
-
-
-
-
-def _call(url: str, method: str = "GET", body: object = None, raw: bytes | None = None) -> tuple[int, object]:
-    data = raw if raw is not None else (json.dumps(body).encode() if body is not None else None)
-    req = urllib.request.Request(url, data=data, method=method,
-                                 headers={"Content-Type": "application/vnd.schemaregistry.v1+json"})
-    try:
-        with urllib.request.urlopen(req, timeout=30) as r:
-            return r.status, json.loads(r.read())
-    except urllib.error.HTTPError as e:
-        return e.code, json.loads(e.read())
 
 
 def _error(result: tuple[int, object]) -> tuple[int, int]:
