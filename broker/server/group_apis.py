@@ -227,6 +227,15 @@ class GroupApis:
         """KIP-848's describe; a group that is not a consumer-protocol group here: GROUP_ID_NOT_FOUND."""
         group_ids = consumer_group_describe.parse_request(r, request.api_version)
         coordinator = self._coordinator()
+        if coordinator is not None:  # groups not yet loaded here (a restarted coordinator) are read first
+            loading = [w for gid in group_ids if not coordinator.validate_group(gid)
+                       for w in [coordinator.consumer_persistence.ensure_loaded(gid)] if w is not None]
+            if loading:
+                return _after_load(asyncio.gather(*loading), lambda: self._consumer_group_describe(request, group_ids))
+        return self._consumer_group_describe(request, group_ids)
+
+    def _consumer_group_describe(self, request: RequestContext, group_ids: list[str]) -> Result:
+        coordinator = self._coordinator()
         out = []
         for gid in group_ids:
             code = ErrorCode.COORDINATOR_NOT_AVAILABLE if coordinator is None else coordinator.validate_group(gid)

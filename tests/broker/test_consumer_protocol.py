@@ -333,8 +333,13 @@ def test_members_keep_their_partitions_when_the_coordinator_restarts(cluster):
         mine, theirs = owned(a), owned(b)
         events.clear()
         broker = next(iter(cluster.brokers.values()))
+        ids = {a.memberid(): mine, b.memberid(): theirs}
         broker.stop()
         broker.start()
+        # described straight away (the group is read from ZooKeeper if no member's heartbeat did it yet)
+        admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+        d = admin.describe_consumer_groups([group])[group].result(30)
+        assert {m.member_id: {tp.partition for tp in m.assignment.topic_partitions} for m in d.members} == ids
         after = produce(cluster, 30, "r2")
         got = poll_until([a, b], lambda r: {m.value() for ms in r.values() for m in ms} >= after, timeout=60)
         values = [m.value() for ms in got.values() for m in ms]
