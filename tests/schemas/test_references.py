@@ -14,7 +14,7 @@ from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerialize
 from confluent_kafka.schema_registry.error import SchemaRegistryError
 from confluent_kafka.schema_registry.json_schema import JSONDeserializer, JSONSerializer
 from confluent_kafka.schema_registry.protobuf import ProtobufDeserializer, ProtobufSerializer
-from confluent_kafka.serialization import MessageField, SerializationContext
+from confluent_kafka.serialization import MessageField, SerializationContext, SerializationError
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
 from ferry.schemas import AvroDeserializer as FerryAvroDeserializer
@@ -125,6 +125,8 @@ def test_json_schema_ref_by_name(registry_url: str) -> None:
     serialize = JSONSerializer(order, client, conf={"auto.register.schemas": False, "use.latest.version": True})
     payload = serialize({"id": 7, "buyer": {"name": "ada"}}, ctx)
     assert JSONDeserializer(None, schema_registry_client=client)(payload, ctx) == {"id": 7, "buyer": {"name": "ada"}}
+    with pytest.raises(SerializationError):  # the client resolved person.json through the registry's answer
+        serialize({"id": 8, "buyer": {"nom": "ada"}}, ctx)
 
     # person v2 makes 'email' required (NONE on its own subject); an order moved onto it reads old orders badly
     client.set_compatibility(person_subject, "NONE")
