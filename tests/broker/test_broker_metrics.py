@@ -20,11 +20,14 @@ from pathlib import Path
 import pytest
 from broker_wire import WireClient, build_batch, fetch, list_offsets
 from broker_wire import produce as wire_produce
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, ConfigResource, NewPartitions, NewTopic
 from prometheus_client.parser import text_string_to_metric_families
 from replication_helpers import FAST, ReplicatedCluster
 
 from ferry.wire.bucket_histogram import BucketHistogram
+from ferry.wire.protocol.errors import ErrorCode
+from ferry.wire.protocol.primitives import Writer
 
 ROOT = Path(__file__).resolve().parents[2]
 DASHBOARD = ROOT / "infra" / "ansible" / "roles" / "prometheus" / "files" / "ferry-brokers.grafana.json"
@@ -182,6 +185,38 @@ def test_error_codes_answered_are_counted_per_api_and_code(traffic):
     assert more("Produce", "UNKNOWN_TOPIC_OR_PARTITION") == 3
     assert more("Fetch", "OFFSET_OUT_OF_RANGE") == 1
     assert more("ListOffsets", "UNKNOWN_TOPIC_OR_PARTITION") == 1
+
+
+def test_error_codes_of_every_api_are_counted(traffic):
+    """Kafka's ErrorsPerSec{request,error} for the other APIs too (admin answers waiting on ZooKeeper, group
+    answers), from a real AdminClient and consumer: each error answered once is counted once."""
+    port = traffic.metrics_ports[1]
+    bootstrap = traffic.brokers[1].bootstrap
+    before = scrape(port)
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    with pytest.raises(KafkaException, match="TOPIC_ALREADY_EXISTS"):
+        admin.create_topics([NewTopic("fast", 1, 1)])["fast"].result(30)
+    with pytest.raises(KafkaException, match="UNKNOWN_TOPIC_OR_PART"):
+        admin.delete_topics(["no-such-topic"], operation_timeout=10)["no-such-topic"].result(30)
+    with pytest.raises(KafkaException, match="UNKNOWN_TOPIC_OR_PART"):
+        r = ConfigResource(ConfigResource.Type.TOPIC, "no-such-topic")
+        admin.describe_configs([r])[r].result(30)
+    with pytest.raises(KafkaException, match="INVALID_PARTITIONS"):
+        admin.create_partitions([NewPartitions("fast", 1)])["fast"].result(30)
+    with WireClient(bootstrap) as c:  # a heartbeat of a member the group does not know (Heartbeat v0)
+        heartbeat = c.request(12, 0, Writer().string("g-nobody").int32(1).string("m-nobody").getvalue()).int16()
+    assert heartbeat != 0
+    after = scrape(port)
+
+    def more(api: str, error: str) -> float:
+        return value(after, "ferry_broker_response_errors_total", api=api, error=error) - \
+            value(before, "ferry_broker_response_errors_total", api=api, error=error)
+    assert more("CreateTopics", "TOPIC_ALREADY_EXISTS") == 1
+    assert more("DeleteTopics", "UNKNOWN_TOPIC_OR_PARTITION") == 1
+    assert more("DescribeConfigs", "UNKNOWN_TOPIC_OR_PARTITION") == 1
+    assert more("CreatePartitions", "INVALID_PARTITIONS") == 1
+    assert more("Heartbeat", ErrorCode(heartbeat).name) == 1
+    assert more("CreateTopics", "NONE") == 0  # error-free answers are not counted
 
 
 def test_partition_gauges_queues_memory_pool_and_process_metrics(traffic):
