@@ -83,6 +83,8 @@ class BrokerConfig:
     max_connections_per_ip: int = 0  # connections from one client address (0: no limit, Kafka's default)
     fetch_wait_max_ms: int = 30_000  # the longest a Fetch may be parked, whatever its max_wait_ms asks
     max_broker_partitions: int = 10_000  # partition replicas one broker may hold; CreateTopics past it: 44
+    quota_window_num: int = 11  # client quotas (docs/quotas.md): rates are measured over this many windows
+    quota_window_size_seconds: int = 1  # of this length
     # the transaction coordinator (docs/transactions.md; Kafka's names and defaults)
     transaction_max_timeout_ms: int = 900_000  # the largest transaction.timeout.ms a producer may ask for
     transaction_abort_timed_out_transaction_cleanup_interval_ms: int = 10_000  # how often timeouts are checked
@@ -150,6 +152,8 @@ class BrokerConfig:
             ("max.connections.per.ip", self.max_connections_per_ip, 0),
             ("fetch.wait.max.ms", self.fetch_wait_max_ms, 0),
             ("max.broker.partitions", self.max_broker_partitions, 0),
+            ("quota.window.num", self.quota_window_num, 1),
+            ("quota.window.size.seconds", self.quota_window_size_seconds, 1),
             ("transaction.max.timeout.ms", self.transaction_max_timeout_ms, 1),
             ("transaction.abort.timed.out.transaction.cleanup.interval.ms",
              self.transaction_abort_timed_out_transaction_cleanup_interval_ms, 1),
@@ -298,6 +302,8 @@ REPLICATION_KEYS: dict[str, str] = {
     "max.connections.per.ip": "max_connections_per_ip",
     "fetch.wait.max.ms": "fetch_wait_max_ms",
     "max.broker.partitions": "max_broker_partitions",
+    "quota.window.num": "quota_window_num",
+    "quota.window.size.seconds": "quota_window_size_seconds",
     "transaction.max.timeout.ms": "transaction_max_timeout_ms",
     "transaction.abort.timed.out.transaction.cleanup.interval.ms":
         "transaction_abort_timed_out_transaction_cleanup_interval_ms",

@@ -88,7 +88,7 @@ class KafkaApis:
         groups = GroupApis(group_coordinator, txn, authz)
         txn_admin = TransactionAdminApis(transaction_coordinator, replicas, executor, authz)
         acls = AclApis(authz, lambda: registry.client, executor)
-        self.quotas = ClientQuotas()  # docs/quotas.md: filled by the broker's QuotaConfigCache, read per connection
+        self.quotas = ClientQuotas(config.quota_window_num, config.quota_window_size_seconds)  # docs/quotas.md: filled by the broker's QuotaConfigCache, read per connection
         quotas = ClientQuotaApis(lambda: registry.client, executor, authz)
         self._handlers: dict[int, Handler] = {
             ApiKey.PRODUCE: self.produce.handle_produce,
