@@ -298,7 +298,7 @@ def metric_of(cluster: ReplicatedCluster, broker_id: int, name: str, **labels: s
 
 
 @pytest.mark.slow  # three brokers, a follower killed and the lag timeout waited out
-def test_isr_shrink_under_min_isr_and_offline_partitions_when_a_broker_is_killed(zk_server, tmp_path):
+def test_isr_shrink_expand_under_min_isr_and_offline_partitions_when_a_broker_is_killed_and_restarted(zk_server, tmp_path):
     c = ReplicatedCluster(zk_server.connect, tmp_path, 3, FAST, metrics=True)
     try:
         c.registry.create_topic_with_assignment("isr", {0: [1, 2, 3]}, {"min.insync.replicas": "3"})
@@ -322,5 +322,13 @@ def test_isr_shrink_under_min_isr_and_offline_partitions_when_a_broker_is_killed
         alive = [b for b in (1, 2, 3) if b != follower]  # the controller is one of them (re-elected if need be)
         wait_until(lambda: sum(metric_of(c, b, "ferry_controller_offline_partitions") for b in alive) >= 1, 30,
                    "the offline partition counted by the controller")
+        # the follower back: it catches up, the leader adds it to the ISR again and counts the expand
+        expands = metric_of(c, leader, "ferry_broker_isr_expands_total")
+        c.restart(follower)
+        c.wait_state("isr", 0, lambda st: follower in st.isr, 60, "ISR with the restarted follower")
+        wait_until(lambda: metric_of(c, leader, "ferry_broker_isr_expands_total") >= expands + 1, 15,
+                   "expand counted")
+        wait_until(lambda: metric_of(c, leader, "ferry_broker_under_min_isr_partitions") == 0, 15,
+                   "under-min-ISR cleared")
     finally:
         c.stop()
