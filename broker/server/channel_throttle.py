@@ -1,7 +1,8 @@
 """ChannelThrottle: one connection's side of the client quotas (client_quotas.py decides which quota applies).
 
 After each request it counts the request against its client's quotas: a Produce by its size, a Fetch by its
-answer's size, every request by the time its handler took (request_percentage). A client over a quota is
+answer's size, a topic change by the partitions it creates or deletes (controller_mutation_rate), every request
+by the time its handler took (request_percentage). A client over a quota is
 throttled as Kafka does since KIP-219: the answer goes out at once with ``throttle_time_ms`` in it (every answer
 that has the field: throttle_time.py), and the connection reads no further request until the time is over
 (``muted_until``: the reader waits, TCP pushes back on the client). A client that honours throttle_time_ms
@@ -16,6 +17,7 @@ import time
 from collections.abc import Awaitable
 
 from ferry.broker.server.client_quotas import ClientQuotas
+from ferry.broker.server.controller_mutations import MUTATING
 from ferry.broker.server.request_context import Session
 from ferry.wire.protocol.throttle_time import LAST, field_offset
 
@@ -78,6 +80,9 @@ class ChannelThrottle:
         version = _HEAD.unpack_from(frame)[1]
         if key == _PRODUCE:
             throttle = max(throttle, quotas.produce.record(user, client_id, len(frame), now))
+        elif key in MUTATING and quotas.mutation.configured:
+            # KIP-599 for the versions before THROTTLING_QUOTA_EXCEEDED (all ferry serves): done, then throttled
+            throttle = max(throttle, quotas.mutation.record(user, client_id, quotas.mutations(frame), now))
         elif key == _FETCH and version >= 1 and quotas.fetch.configured:
             return self._fetch_answer(result, throttle, user, client_id)
         if not throttle:

@@ -20,6 +20,7 @@ from ferry.broker.server.broker_config import BrokerConfig
 from ferry.broker.server.client_quota_apis import ClientQuotaApis
 from ferry.broker.server.client_quotas import ClientQuotas
 from ferry.broker.server.config_apis import ConfigApis
+from ferry.broker.server.controller_mutations import ControllerMutations
 from ferry.broker.server.election_apis import ElectionApis
 from ferry.broker.server.fetch_apis import FetchApis
 from ferry.broker.server.fetch_purgatory import FetchPurgatory
@@ -88,7 +89,9 @@ class KafkaApis:
         groups = GroupApis(group_coordinator, txn, authz)
         txn_admin = TransactionAdminApis(transaction_coordinator, replicas, executor, authz)
         acls = AclApis(authz, lambda: registry.client, executor)
-        self.quotas = ClientQuotas(config.quota_window_num, config.quota_window_size_seconds)  # docs/quotas.md: filled by the broker's QuotaConfigCache, read per connection
+        # docs/quotas.md: filled by the broker's QuotaConfigCache, read per connection
+        mutations = ControllerMutations(metadata_cache, config.num_partitions)
+        self.quotas = ClientQuotas(config.quota_window_num, config.quota_window_size_seconds, mutations.count)
         quotas = ClientQuotaApis(lambda: registry.client, executor, authz)
         self._handlers: dict[int, Handler] = {
             ApiKey.PRODUCE: self.produce.handle_produce,

@@ -15,6 +15,7 @@ import subprocess
 import time
 import urllib.error
 import urllib.request
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -169,6 +170,12 @@ def test_acks_all_produce_and_long_poll_fetch_show_remote_time(traffic):
     assert waited > 0.5
 
 
+def errors_answered(before: list, after: list, api: str, error: str) -> float:
+    """How many more times ``api`` answered ``error`` in the ``after`` scrape than in ``before``."""
+    return value(after, "ferry_broker_response_errors_total", api=api, error=error) - \
+        value(before, "ferry_broker_response_errors_total", api=api, error=error)
+
+
 def test_error_codes_answered_are_counted_per_api_and_code(traffic):
     port = traffic.metrics_ports[1]
     before = scrape(port)
@@ -178,10 +185,7 @@ def test_error_codes_answered_are_counted_per_api_and_code(traffic):
         assert fetch(c, "fast", 0, 10**9).error == 1  # OFFSET_OUT_OF_RANGE
         assert list_offsets(c, "fast", 9, -1)[0] == 3  # UNKNOWN_TOPIC_OR_PARTITION
     after = scrape(port)
-
-    def more(api: str, error: str) -> float:
-        return value(after, "ferry_broker_response_errors_total", api=api, error=error) - \
-            value(before, "ferry_broker_response_errors_total", api=api, error=error)
+    more = partial(errors_answered, before, after)
     assert more("Produce", "UNKNOWN_TOPIC_OR_PARTITION") == 3
     assert more("Fetch", "OFFSET_OUT_OF_RANGE") == 1
     assert more("ListOffsets", "UNKNOWN_TOPIC_OR_PARTITION") == 1
@@ -207,10 +211,7 @@ def test_error_codes_of_every_api_are_counted(traffic):
         heartbeat = c.request(12, 0, Writer().string("g-nobody").int32(1).string("m-nobody").getvalue()).int16()
     assert heartbeat != 0
     after = scrape(port)
-
-    def more(api: str, error: str) -> float:
-        return value(after, "ferry_broker_response_errors_total", api=api, error=error) - \
-            value(before, "ferry_broker_response_errors_total", api=api, error=error)
+    more = partial(errors_answered, before, after)
     assert more("CreateTopics", "TOPIC_ALREADY_EXISTS") == 1
     assert more("DeleteTopics", "UNKNOWN_TOPIC_OR_PARTITION") == 1
     assert more("DescribeConfigs", "UNKNOWN_TOPIC_OR_PARTITION") == 1

@@ -360,6 +360,29 @@ def test_every_answer_with_the_field_carries_the_throttle(cluster, admin):
             assert 0 < busy <= WINDOWS * 1000, (name, busy)
 
 
+def test_controller_mutation_rate_throttles_topic_changes(cluster, admin):
+    """KIP-599 for the versions ferry serves (before THROTTLING_QUOTA_EXCEEDED): a client creating or deleting
+    partitions faster than its controller_mutation_rate has the change made and is throttled; the partitions
+    counted are the ones created (CreateTopics, CreatePartitions) or deleted (DeleteTopics)."""
+    assert _alter(admin, 1, [(_entity(client="mutator"), [("controller_mutation_rate", 2.0, False)])])[0][0] == 0
+    ca = AdminClient({"bootstrap.servers": cluster.bootstrap})
+
+    def create(name: str, partitions: int) -> CreateTopicsRequest:
+        return CreateTopicsRequest(topics=[CreateTopicsRequest.CreatableTopic(
+            name=name, num_partitions=partitions, replication_factor=1)], timeout_ms=10000, version=4)
+    assert _throttle_of(cluster.bootstrap, "mutator", create("m-small", 1)) == 0  # 1 partition: within 2/s
+    big = _throttle_of(cluster.bootstrap, "mutator", create("m-big", 12))  # 13 in the first second: over
+    assert 1000 <= big <= WINDOWS * 1000
+    assert _throttle_of(cluster.bootstrap, "other", create("m-other", 12)) == 0  # no quota for this client id
+    topics = ca.list_topics(timeout=30).topics
+    assert len(topics["m-big"].partitions) == 12 and "m-small" in topics  # made, then throttled
+    deleted = _throttle_of(cluster.bootstrap, "mutator", DeleteTopicsRequest(topic_names=["m-big"], timeout_ms=10000,
+                                                                             version=3))
+    assert deleted > 0
+    code, _msg, found = _describe(admin, 1, [("client-id", 0, "mutator")], strict=True)
+    assert found == {(("client-id", "mutator"),): {"controller_mutation_rate": 2.0}}
+
+
 # ---------------------------------------------------------------------------------------------- ferry configs
 
 
