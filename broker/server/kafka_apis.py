@@ -34,7 +34,7 @@ from ferry.broker.server.producer_id_manager import ProducerIdManager
 from ferry.broker.server.replica_manager import ReplicaManager
 from ferry.broker.server.replication_apis import ReplicationApis
 from ferry.broker.server.request_context import ANONYMOUS, RequestContext, Session
-from ferry.broker.server.request_metrics import FETCH, LIST_OFFSETS, PRODUCE, RequestMetrics, count_error
+from ferry.broker.server.request_metrics import FETCH, PRODUCE, RequestMetrics, count_error
 from ferry.broker.server.request_result import CloseConnection, Handler, Result
 from ferry.broker.server.topic_admin_apis import TopicAdminApis
 from ferry.broker.server.transaction_admin_apis import TransactionAdminApis
@@ -143,10 +143,10 @@ class KafkaApis:
             ApiKey.ALTER_CLIENT_QUOTAS: quotas.handle_alter_client_quotas,
         }
         # ErrorsPerSec of every API: the error codes its answers' encoders write (Writer.error_code) are counted
-        # here; Produce, Fetch and ListOffsets count theirs per partition in their handlers (the hot paths)
+        # here; Produce and Fetch count theirs per partition in their handlers (the hot paths' own encoders)
         self._error_sinks: dict[int, Callable[[int], None]] = {
             key: partial(count_error, self.request_metrics.error_codes, key)
-            for key in (*self._handlers, ApiKey.API_VERSIONS) if key not in (PRODUCE, FETCH, LIST_OFFSETS)}
+            for key in (*self._handlers, ApiKey.API_VERSIONS) if key not in (PRODUCE, FETCH)}
 
     def handle(self, frame: bytes | bytearray, fast: bool = True, session: Session | None = None
                ) -> tuple[int, Result]:

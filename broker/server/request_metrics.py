@@ -27,7 +27,7 @@ from ferry.wire.bucket_histogram import LATENCY_BUCKETS, BucketHistogram, add_hi
 from ferry.wire.protocol.api_keys import ApiKey
 from ferry.wire.protocol.errors import ErrorCode
 
-PRODUCE, FETCH, LIST_OFFSETS = 0, 1, 2  # the API keys whose handlers count their answers' error codes themselves
+PRODUCE, FETCH = 0, 1  # the API keys whose handlers count their answers' error codes themselves
 FETCH_FOLLOWER = 126  # a slot of the request times for followers' fetches (Kafka's request="FetchFollower")
 SLOTS = 128  # API keys served are < 70; a frame with a larger key is closed before it is counted twice
 BOUNDS = LATENCY_BUCKETS  # of every request time histogram
