@@ -276,6 +276,8 @@ def test_every_metric_of_the_grafana_dashboard_is_served(traffic):
         assert sock.recv(10) == b""
     wait_until(lambda: value(scrape(traffic.metrics_ports[1]), "ferry_broker_request_errors_total") >= 1, 10,
                "the failed request counted")
+    with WireClient(traffic.brokers[1].bootstrap) as c:  # an error code answered (the same panel's other series)
+        assert list_offsets(c, "fast", 9, -1)[0] == 3  # UNKNOWN_TOPIC_OR_PARTITION
     served = {s.name for s in scrape(traffic.metrics_ports[1])}
     names = dashboard_metrics()
     assert {"ferry_request_total_time_seconds_bucket", "ferry_broker_topic_bytes_in_total",
