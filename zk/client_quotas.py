@@ -36,7 +36,7 @@ CHANGES_PATH = "/config/changes"
 CHANGE_PREFIX = "config_change_"
 DEFAULT = "<default>"  # the default entity's znode name (Kafka's ConfigEntityName.Default)
 USER, CLIENT_ID = "user", "client-id"  # entity types, as DescribeClientQuotas/AlterClientQuotas name them
-QUOTA_KEYS = ("producer_byte_rate", "consumer_byte_rate", "request_percentage")
+QUOTA_KEYS = ("producer_byte_rate", "consumer_byte_rate", "request_percentage", "controller_mutation_rate")
 _ATTEMPTS = 20
 
 

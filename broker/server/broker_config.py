@@ -83,6 +83,8 @@ class BrokerConfig:
     max_connections_per_ip: int = 0  # connections from one client address (0: no limit, Kafka's default)
     fetch_wait_max_ms: int = 30_000  # the longest a Fetch may be parked, whatever its max_wait_ms asks
     max_broker_partitions: int = 10_000  # partition replicas one broker may hold; CreateTopics past it: 44
+    quota_window_num: int = 11  # client quotas (docs/quotas.md): rates are measured over this many windows
+    quota_window_size_seconds: int = 1  # of this length
     # the transaction coordinator (docs/transactions.md; Kafka's names and defaults)
     transaction_max_timeout_ms: int = 900_000  # the largest transaction.timeout.ms a producer may ask for
     transaction_abort_timed_out_transaction_cleanup_interval_ms: int = 10_000  # how often timeouts are checked
@@ -148,8 +150,8 @@ class BrokerConfig:
             ("offsets.retention.check.interval.ms", self.offsets_retention_check_interval_ms, 1),
             ("queued.max.request.bytes", self.queued_max_request_bytes, 0),
             ("max.connections.per.ip", self.max_connections_per_ip, 0),
-            ("fetch.wait.max.ms", self.fetch_wait_max_ms, 0),
-            ("max.broker.partitions", self.max_broker_partitions, 0),
+            ("fetch.wait.max.ms", self.fetch_wait_max_ms, 0), ("max.broker.partitions", self.max_broker_partitions, 0),
+            ("quota.window.num", self.quota_window_num, 1), ("quota.window.size.seconds", self.quota_window_size_seconds, 1),
             ("transaction.max.timeout.ms", self.transaction_max_timeout_ms, 1),
             ("transaction.abort.timed.out.transaction.cleanup.interval.ms",
              self.transaction_abort_timed_out_transaction_cleanup_interval_ms, 1),
@@ -298,6 +300,7 @@ REPLICATION_KEYS: dict[str, str] = {
     "max.connections.per.ip": "max_connections_per_ip",
     "fetch.wait.max.ms": "fetch_wait_max_ms",
     "max.broker.partitions": "max_broker_partitions",
+    "quota.window.num": "quota_window_num", "quota.window.size.seconds": "quota_window_size_seconds",
     "transaction.max.timeout.ms": "transaction_max_timeout_ms",
     "transaction.abort.timed.out.transaction.cleanup.interval.ms":
         "transaction_abort_timed_out_transaction_cleanup_interval_ms",
@@ -342,8 +345,7 @@ KNOWN_KEYS = {
 
 
 def read_properties(path: str | Path) -> dict[str, str]:
-    """Parse a Java-style properties file (wire/properties_file.py). A file that cannot be read raises its
-    OSError (naming the file): a runtime failure, not a bad setting."""
+    """A Java-style properties file (wire/properties_file.py); an unreadable one raises its OSError (not a setting's)."""
     try:
         props = parse_properties(Path(path).read_text(encoding="utf-8"), str(path))
     except ValueError as e:
@@ -367,10 +369,8 @@ def _parse_int(key: str, text: str) -> int:
 
 def _parse_bool(key: str, text: str) -> bool:
     t = str(text).strip().lower()
-    if t in ("true", "1", "yes"):
-        return True
-    if t in ("false", "0", "no"):
-        return False
+    if t in ("true", "1", "yes", "false", "0", "no"):
+        return t in ("true", "1", "yes")
     raise ConfigError(f"{key}: expected true or false, got {text!r}")
 
 

@@ -1,9 +1,10 @@
 """ChannelThrottle: one connection's side of the client quotas (client_quotas.py decides which quota applies).
 
 After each request it counts the request against its client's quotas: a Produce by its size, a Fetch by its
-answer's size, every request by the time its handler took (request_percentage). A client over a quota is
-throttled as Kafka does since KIP-219: the answer goes out at once with ``throttle_time_ms`` in it (Produce and
-Fetch; other answers go out unchanged), and the connection reads no further request until the time is over
+answer's size, a topic change by the partitions it creates or deletes (controller_mutation_rate), every request
+by the time its handler took (request_percentage). A client over a quota is
+throttled as Kafka does since KIP-219: the answer goes out at once with ``throttle_time_ms`` in it (every answer
+that has the field: throttle_time.py), and the connection reads no further request until the time is over
 (``muted_until``: the reader waits, TCP pushes back on the client). A client that honours throttle_time_ms
 waits by itself; one that does not finds its channel muted.
 """
@@ -16,7 +17,9 @@ import time
 from collections.abc import Awaitable
 
 from ferry.broker.server.client_quotas import ClientQuotas
+from ferry.broker.server.controller_mutations import MUTATING
 from ferry.broker.server.request_context import Session
+from ferry.wire.protocol.throttle_time import LAST, field_offset
 
 _HEAD = struct.Struct(">hhih")  # api key, version, correlation id, client id length
 _MS = struct.Struct(">i")
@@ -77,21 +80,14 @@ class ChannelThrottle:
         version = _HEAD.unpack_from(frame)[1]
         if key == _PRODUCE:
             throttle = max(throttle, quotas.produce.record(user, client_id, len(frame), now))
-            if not throttle:
-                return result
-            ms = self._mute(throttle)
-            if version < 1:
-                return result
-            if isinstance(result, bytes | bytearray):
-                return _set_last(result, ms)
-            if asyncio.isfuture(result) or asyncio.iscoroutine(result):
-                return _later(result, lambda body: _set_last(body, ms))
-            return result
-        if key == _FETCH and version >= 1 and quotas.fetch.configured:
+        elif key in MUTATING and quotas.mutation.configured:
+            # KIP-599 for the versions before THROTTLING_QUOTA_EXCEEDED (all ferry serves): done, then throttled
+            throttle = max(throttle, quotas.mutation.record(user, client_id, quotas.mutations(frame), now))
+        elif key == _FETCH and version >= 1 and quotas.fetch.configured:
             return self._fetch_answer(result, throttle, user, client_id)
-        if throttle:
-            self._mute(throttle)
-        return result
+        if not throttle:
+            return result
+        return _with_throttle(result, field_offset(key, version), self._mute(throttle))
 
     def _fetch_answer(self, result: object, throttle: float, user: str, client_id: str) -> object:
         """A Fetch is counted by its answer's size, known once it is ready (a parked fetch: when it answers)."""
@@ -100,7 +96,7 @@ class ChannelThrottle:
             seconds = max(throttle, self._quotas.fetch.record(user, client_id, size, time.monotonic()))
             if not seconds:
                 return body
-            return _set_first(body, self._mute(seconds))
+            return _set_at(body, 0, self._mute(seconds))
 
         if asyncio.isfuture(result) or asyncio.iscoroutine(result):
             return _later(result, settle)
@@ -136,21 +132,28 @@ def _size(body: object) -> int:
     return 0
 
 
-def _set_last(body: bytes | bytearray, ms: int) -> bytes:
-    """Produce v1+: throttle_time_ms is the answer's last field."""
-    out = bytearray(body)
-    _MS.pack_into(out, len(out) - 4, ms)
-    return bytes(out)
+def _with_throttle(result: object, at: int | None, ms: int) -> object:
+    """``result`` (an answer, or the awaitable of one) with throttle_time_ms = ``ms`` at body offset ``at``
+    (throttle_time.py; None: this answer has no such field, the muted channel alone holds the client)."""
+    if at is None or result is None:
+        return result
+    if asyncio.isfuture(result) or asyncio.iscoroutine(result):
+        return _later(result, lambda body: _set_at(body, at, ms))
+    return _set_at(result, at, ms)
 
 
-def _set_first(body: object, ms: int) -> object:
-    """Fetch v1+: throttle_time_ms is the answer's first field (of its first part when it has file slices)."""
+def _set_at(body: object, at: int, ms: int) -> object:
+    """throttle_time_ms written at ``at`` (LAST: the last four bytes) of an answer's bytes, or of its first part
+    when it has file slices (a Fetch's)."""
     if isinstance(body, bytes | bytearray):
+        if len(body) < (4 if at == LAST else at + 4):
+            return body
         out = bytearray(body)
-        _MS.pack_into(out, 0, ms)
-        return out
-    if isinstance(body, list) and body and isinstance(body[0], bytes | bytearray) and len(body[0]) >= 4:
+        _MS.pack_into(out, len(out) + LAST if at == LAST else at, ms)
+        return bytes(out)
+    if isinstance(body, list) and body and isinstance(body[0], bytes | bytearray) and len(body[0]) >= at + 4 \
+            and at != LAST:
         head = bytearray(body[0])
-        _MS.pack_into(head, 0, ms)
+        _MS.pack_into(head, at, ms)
         return [head, *body[1:]]
     return body

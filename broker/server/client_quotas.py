@@ -16,9 +16,12 @@ channel_throttle.py's.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from ferry.zk.client_quotas import DEFAULT, QuotaEntity
 
 PRODUCE, FETCH, REQUEST = "producer_byte_rate", "consumer_byte_rate", "request_percentage"
+MUTATION = "controller_mutation_rate"  # KIP-599: partitions created or deleted per second
 NUM_WINDOWS = 11  # quota.window.num
 WINDOW_S = 1.0  # quota.window.size.seconds
 
@@ -140,16 +143,21 @@ class QuotaManager:
 
 
 class ClientQuotas:
-    """The broker's three quota managers; ``active`` is False while no quota is configured at all (then a
-    connection does nothing per request for quotas)."""
+    """The broker's four quota managers; ``active`` is False while no quota is configured at all (then a
+    connection does nothing per request for quotas). ``mutations``: the partitions a topic-changing request
+    (its frame) creates or deletes, for controller_mutation_rate (set by the broker: it needs the metadata)."""
 
-    def __init__(self, num: int = NUM_WINDOWS, size: float = WINDOW_S) -> None:
+    def __init__(self, num: int = NUM_WINDOWS, size: float = WINDOW_S,
+                 mutations: Callable[[bytes | bytearray], int] = lambda _frame: 0) -> None:
         self.produce = QuotaManager(PRODUCE, num, size)
         self.fetch = QuotaManager(FETCH, num, size)
         self.request = QuotaManager(REQUEST, num, size)
+        self.mutation = QuotaManager(MUTATION, num, size)
+        self.mutations = mutations
         self.active = False
 
     def update(self, quotas: dict[QuotaEntity, dict[str, float]]) -> None:
-        for manager in (self.produce, self.fetch, self.request):
+        managers = (self.produce, self.fetch, self.request, self.mutation)
+        for manager in managers:
             manager.update(quotas)
-        self.active = self.produce.configured or self.fetch.configured or self.request.configured
+        self.active = any(m.configured for m in managers)

@@ -18,7 +18,7 @@ from ferry.broker.server.authorizer import Authorizer
 from ferry.broker.server.fetch_purgatory import FetchPurgatory
 from ferry.broker.server.replica_manager import ReplicaManager
 from ferry.broker.server.request_context import RequestContext
-from ferry.broker.server.request_metrics import FETCH, LIST_OFFSETS, count_error
+from ferry.broker.server.request_metrics import FETCH, count_error
 from ferry.broker.server.request_result import Result
 from ferry.wire.protocol import fetch, list_offsets
 from ferry.wire.protocol.acl_types import AclOperation, ResourceType
@@ -222,7 +222,4 @@ class FetchApis:
                     res.error_code = error_code_of(e)
                     log.exception("ListOffsets on %s-%d failed", topic, partition)
             out.append((topic, tres))
-            for res in tres:
-                if res.error_code:
-                    count_error(self.error_codes, LIST_OFFSETS, res.error_code)
-        return list_offsets.encode_response(version, out)
+        return list_offsets.encode_response(version, out)  # its error codes: counted by Writer.error_code

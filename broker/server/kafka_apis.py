@@ -9,7 +9,9 @@ correlation id and a Result (request_result.py). Bad requests raise CloseConnect
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from concurrent.futures import Executor
+from functools import partial
 
 from ferry.broker.server.acl_apis import AclApis
 from ferry.broker.server.admin_apis import AdminApis
@@ -18,6 +20,7 @@ from ferry.broker.server.broker_config import BrokerConfig
 from ferry.broker.server.client_quota_apis import ClientQuotaApis
 from ferry.broker.server.client_quotas import ClientQuotas
 from ferry.broker.server.config_apis import ConfigApis
+from ferry.broker.server.controller_mutations import ControllerMutations
 from ferry.broker.server.election_apis import ElectionApis
 from ferry.broker.server.fetch_apis import FetchApis
 from ferry.broker.server.fetch_purgatory import FetchPurgatory
@@ -31,7 +34,7 @@ from ferry.broker.server.producer_id_manager import ProducerIdManager
 from ferry.broker.server.replica_manager import ReplicaManager
 from ferry.broker.server.replication_apis import ReplicationApis
 from ferry.broker.server.request_context import ANONYMOUS, RequestContext, Session
-from ferry.broker.server.request_metrics import RequestMetrics
+from ferry.broker.server.request_metrics import FETCH, PRODUCE, RequestMetrics, count_error
 from ferry.broker.server.request_result import CloseConnection, Handler, Result
 from ferry.broker.server.topic_admin_apis import TopicAdminApis
 from ferry.broker.server.transaction_admin_apis import TransactionAdminApis
@@ -41,10 +44,20 @@ from ferry.wire.protocol import api_versions
 from ferry.wire.protocol.api_keys import ADVERTISED, ApiKey, is_advertised
 from ferry.wire.protocol.errors import ErrorCode
 from ferry.wire.protocol.header import peek_header, read_request_header
-from ferry.wire.protocol.primitives import ProtocolError, Reader
+from ferry.wire.protocol.primitives import ERROR_SINK, ProtocolError, Reader
 from ferry.zk.cluster_registry import ClusterRegistry
 
 _LOCAL = Session(ANONYMOUS, "127.0.0.1")
+_PLAIN = (bytes, bytearray, list, type(None))  # answers encoded already (no awaiting left)
+
+
+async def _counting(pending: Awaitable, sink: Callable[[int], None]) -> object:
+    """A delayed answer whose encoding counts its error codes for its API (the awaiting task's own context)."""
+    token = ERROR_SINK.set(sink)
+    try:
+        return await pending
+    finally:
+        ERROR_SINK.reset(token)
 
 
 class KafkaApis:
@@ -76,7 +89,9 @@ class KafkaApis:
         groups = GroupApis(group_coordinator, txn, authz)
         txn_admin = TransactionAdminApis(transaction_coordinator, replicas, executor, authz)
         acls = AclApis(authz, lambda: registry.client, executor)
-        self.quotas = ClientQuotas()  # docs/quotas.md: filled by the broker's QuotaConfigCache, read per connection
+        # docs/quotas.md: filled by the broker's QuotaConfigCache, read per connection
+        mutations = ControllerMutations(metadata_cache, config.num_partitions)
+        self.quotas = ClientQuotas(config.quota_window_num, config.quota_window_size_seconds, mutations.count)
         quotas = ClientQuotaApis(lambda: registry.client, executor, authz)
         self._handlers: dict[int, Handler] = {
             ApiKey.PRODUCE: self.produce.handle_produce,
@@ -127,6 +142,11 @@ class KafkaApis:
             ApiKey.DESCRIBE_CLIENT_QUOTAS: quotas.handle_describe_client_quotas,
             ApiKey.ALTER_CLIENT_QUOTAS: quotas.handle_alter_client_quotas,
         }
+        # ErrorsPerSec of every API: the error codes its answers' encoders write (Writer.error_code) are counted
+        # here; Produce and Fetch count theirs per partition in their handlers (the hot paths' own encoders)
+        self._error_sinks: dict[int, Callable[[int], None]] = {
+            key: partial(count_error, self.request_metrics.error_codes, key)
+            for key in (*self._handlers, ApiKey.API_VERSIONS) if key not in (PRODUCE, FETCH)}
 
     def handle(self, frame: bytes | bytearray, fast: bool = True, session: Session | None = None
                ) -> tuple[int, Result]:
@@ -142,6 +162,7 @@ class KafkaApis:
                 return correlation_id, body
         if api_key == ApiKey.API_VERSIONS and version > ADVERTISED[ApiKey.API_VERSIONS][1]:
             # A newer client: answer in v0 with the ranges we speak (the body of a v3+ request is flexible).
+            count_error(self.request_metrics.error_codes, api_key, ErrorCode.UNSUPPORTED_VERSION)
             return correlation_id, api_versions.encode_response(0, ErrorCode.UNSUPPORTED_VERSION, ADVERTISED)
         handler = self._handlers.get(api_key)
         if handler is None:
@@ -149,11 +170,19 @@ class KafkaApis:
         if not is_advertised(api_key, version):
             lo, hi = ADVERTISED[api_key]
             raise CloseConnection(f"unsupported version {version} of {ApiKey(api_key).name} (supported {lo}-{hi})")
+        sink = self._error_sinks.get(api_key)
+        token = ERROR_SINK.set(sink) if sink is not None else None
         try:
             header, reader = read_request_header(frame)
-            return correlation_id, handler(RequestContext(header, session or _LOCAL), reader)
+            result = handler(RequestContext(header, session or _LOCAL), reader)
         except ProtocolError as e:
             raise CloseConnection(f"malformed {ApiKey(api_key).name} v{version} request: {e}") from None
+        finally:
+            if token is not None:
+                ERROR_SINK.reset(token)
+        if sink is not None and type(result) not in _PLAIN:
+            result = _counting(result, sink)
+        return correlation_id, result
 
     def handle_api_versions(self, request: RequestContext, r: Reader) -> Result:
         return api_versions.encode_response(request.api_version, ErrorCode.NONE, ADVERTISED)

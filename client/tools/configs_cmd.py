@@ -32,7 +32,8 @@ DESCRIPTION = ("Describe or change the configs of a topic, a broker, or the quot
                "(kafka-configs' spelling). Topic configs are the per-topic overrides of the log settings "
                "(retention.ms, segment.bytes, min.insync.replicas, cleanup.policy, ...); broker settings are "
                "described only (they are static: the broker's command line); quotas (producer_byte_rate, "
-               "consumer_byte_rate, request_percentage) per client id, user or both, with defaults, change live.")
+               "consumer_byte_rate, request_percentage, controller_mutation_rate) per client id, user or both, "
+               "with defaults, change live.")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

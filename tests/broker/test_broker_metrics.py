@@ -15,16 +15,20 @@ import subprocess
 import time
 import urllib.error
 import urllib.request
+from functools import partial
 from pathlib import Path
 
 import pytest
 from broker_wire import WireClient, build_batch, fetch, list_offsets
 from broker_wire import produce as wire_produce
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, ConfigResource, NewPartitions, NewTopic
 from prometheus_client.parser import text_string_to_metric_families
 from replication_helpers import FAST, ReplicatedCluster
 
 from ferry.wire.bucket_histogram import BucketHistogram
+from ferry.wire.protocol.errors import ErrorCode
+from ferry.wire.protocol.primitives import Writer
 
 ROOT = Path(__file__).resolve().parents[2]
 DASHBOARD = ROOT / "infra" / "ansible" / "roles" / "prometheus" / "files" / "ferry-brokers.grafana.json"
@@ -166,6 +170,12 @@ def test_acks_all_produce_and_long_poll_fetch_show_remote_time(traffic):
     assert waited > 0.5
 
 
+def errors_answered(before: list, after: list, api: str, error: str) -> float:
+    """How many more times ``api`` answered ``error`` in the ``after`` scrape than in ``before``."""
+    return value(after, "ferry_broker_response_errors_total", api=api, error=error) - \
+        value(before, "ferry_broker_response_errors_total", api=api, error=error)
+
+
 def test_error_codes_answered_are_counted_per_api_and_code(traffic):
     port = traffic.metrics_ports[1]
     before = scrape(port)
@@ -175,13 +185,39 @@ def test_error_codes_answered_are_counted_per_api_and_code(traffic):
         assert fetch(c, "fast", 0, 10**9).error == 1  # OFFSET_OUT_OF_RANGE
         assert list_offsets(c, "fast", 9, -1)[0] == 3  # UNKNOWN_TOPIC_OR_PARTITION
     after = scrape(port)
-
-    def more(api: str, error: str) -> float:
-        return value(after, "ferry_broker_response_errors_total", api=api, error=error) - \
-            value(before, "ferry_broker_response_errors_total", api=api, error=error)
+    more = partial(errors_answered, before, after)
     assert more("Produce", "UNKNOWN_TOPIC_OR_PARTITION") == 3
     assert more("Fetch", "OFFSET_OUT_OF_RANGE") == 1
     assert more("ListOffsets", "UNKNOWN_TOPIC_OR_PARTITION") == 1
+
+
+def test_error_codes_of_every_api_are_counted(traffic):
+    """Kafka's ErrorsPerSec{request,error} for the other APIs too (admin answers waiting on ZooKeeper, group
+    answers), from a real AdminClient and consumer: each error answered once is counted once."""
+    port = traffic.metrics_ports[1]
+    bootstrap = traffic.brokers[1].bootstrap
+    before = scrape(port)
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    with pytest.raises(KafkaException, match="TOPIC_ALREADY_EXISTS"):
+        admin.create_topics([NewTopic("fast", 1, 1)])["fast"].result(30)
+    with pytest.raises(KafkaException, match="UNKNOWN_TOPIC_OR_PART"):
+        admin.delete_topics(["no-such-topic"], operation_timeout=10)["no-such-topic"].result(30)
+    with pytest.raises(KafkaException, match="UNKNOWN_TOPIC_OR_PART"):
+        r = ConfigResource(ConfigResource.Type.TOPIC, "no-such-topic")
+        admin.describe_configs([r])[r].result(30)
+    with pytest.raises(KafkaException, match="INVALID_PARTITIONS"):
+        admin.create_partitions([NewPartitions("fast", 1)])["fast"].result(30)
+    with WireClient(bootstrap) as c:  # a heartbeat of a member the group does not know (Heartbeat v0)
+        heartbeat = c.request(12, 0, Writer().string("g-nobody").int32(1).string("m-nobody").getvalue()).int16()
+    assert heartbeat != 0
+    after = scrape(port)
+    more = partial(errors_answered, before, after)
+    assert more("CreateTopics", "TOPIC_ALREADY_EXISTS") == 1
+    assert more("DeleteTopics", "UNKNOWN_TOPIC_OR_PARTITION") == 1
+    assert more("DescribeConfigs", "UNKNOWN_TOPIC_OR_PARTITION") == 1
+    assert more("CreatePartitions", "INVALID_PARTITIONS") == 1
+    assert more("Heartbeat", ErrorCode(heartbeat).name) == 1
+    assert more("CreateTopics", "NONE") == 0  # error-free answers are not counted
 
 
 def test_partition_gauges_queues_memory_pool_and_process_metrics(traffic):
@@ -240,6 +276,8 @@ def test_every_metric_of_the_grafana_dashboard_is_served(traffic):
         assert sock.recv(10) == b""
     wait_until(lambda: value(scrape(traffic.metrics_ports[1]), "ferry_broker_request_errors_total") >= 1, 10,
                "the failed request counted")
+    with WireClient(traffic.brokers[1].bootstrap) as c:  # an error code answered (the same panel's other series)
+        assert list_offsets(c, "fast", 9, -1)[0] == 3  # UNKNOWN_TOPIC_OR_PARTITION
     served = {s.name for s in scrape(traffic.metrics_ports[1])}
     names = dashboard_metrics()
     assert {"ferry_request_total_time_seconds_bucket", "ferry_broker_topic_bytes_in_total",
@@ -263,7 +301,7 @@ def metric_of(cluster: ReplicatedCluster, broker_id: int, name: str, **labels: s
 
 
 @pytest.mark.slow  # three brokers, a follower killed and the lag timeout waited out
-def test_isr_shrink_under_min_isr_and_offline_partitions_when_a_broker_is_killed(zk_server, tmp_path):
+def test_isr_shrink_expand_under_min_isr_and_offline_partitions_when_a_broker_is_killed_and_restarted(zk_server, tmp_path):
     c = ReplicatedCluster(zk_server.connect, tmp_path, 3, FAST, metrics=True)
     try:
         c.registry.create_topic_with_assignment("isr", {0: [1, 2, 3]}, {"min.insync.replicas": "3"})
@@ -287,5 +325,13 @@ def test_isr_shrink_under_min_isr_and_offline_partitions_when_a_broker_is_killed
         alive = [b for b in (1, 2, 3) if b != follower]  # the controller is one of them (re-elected if need be)
         wait_until(lambda: sum(metric_of(c, b, "ferry_controller_offline_partitions") for b in alive) >= 1, 30,
                    "the offline partition counted by the controller")
+        # the follower back: it catches up, the leader adds it to the ISR again and counts the expand
+        expands = metric_of(c, leader, "ferry_broker_isr_expands_total")
+        c.restart(follower)
+        c.wait_state("isr", 0, lambda st: follower in st.isr, 60, "ISR with the restarted follower")
+        wait_until(lambda: metric_of(c, leader, "ferry_broker_isr_expands_total") >= expands + 1, 15,
+                   "expand counted")
+        wait_until(lambda: metric_of(c, leader, "ferry_broker_under_min_isr_partitions") == 0, 15,
+                   "under-min-ISR cleared")
     finally:
         c.stop()

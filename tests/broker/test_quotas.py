@@ -5,6 +5,8 @@ protocol classes; throttle_time_ms reaching librdkafka's throttle callback."""
 from __future__ import annotations
 
 import json
+import socket
+import struct
 import subprocess
 import sys
 import time
@@ -17,8 +19,24 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from kafka.admin import KafkaAdminClient
 from kafka.protocol.admin import (
     AlterClientQuotasRequest,
+    CreateTopicsRequest,
+    DeleteTopicsRequest,
+    DescribeAclsRequest,
     DescribeClientQuotasRequest,
+    DescribeConfigsRequest,
+    DescribeGroupsRequest,
+    DescribeLogDirsRequest,
+    ListGroupsRequest,
+    ListTransactionsRequest,
 )
+from kafka.protocol.consumer import (
+    HeartbeatRequest,
+    ListOffsetsRequest,
+    OffsetDeleteRequest,
+    OffsetFetchRequest,
+)
+from kafka.protocol.metadata import FindCoordinatorRequest, MetadataRequest
+from kafka.protocol.producer import InitProducerIdRequest
 
 from ferry.broker.server.channel_throttle import ChannelThrottle
 from ferry.broker.server.client_quotas import PRODUCE, ClientQuotas, QuotaManager, WindowedRate
@@ -168,10 +186,13 @@ def test_cache_follows_changes_live(zk, zk_connect):
 # ---------------------------------------------------------------------------------------------- the APIs
 
 
+WINDOWS = 4  # quota.window.num of the module's broker (Kafka's default: 11): a throttle is at most 4 s
+
+
 @pytest.fixture(scope="module")
 def cluster(zk_server, tmp_path_factory):
     c = Cluster(tmp_path_factory.mktemp("quotas"), f"{zk_server.connect}/t/{uuid.uuid4().hex[:12]}/live", "live")
-    c.add_broker()
+    c.add_broker(extra_args=("--override", f"quota.window.num={WINDOWS}", "--override", "quota.window.size.seconds=1"))
     yield c
     c.stop()
 
@@ -270,6 +291,96 @@ def test_a_produce_over_its_quota_is_answered_with_throttle_time(cluster, admin)
     p.purge()
     p.flush(10)
     assert max(throttles) > 0.1  # seconds: librdkafka's ThrottleEvent
+
+
+def _throttle_of(bootstrap: str, client_id: str, request) -> int:
+    """One request on a connection of its own (a throttled connection is muted for the client's throttle time;
+    the answer itself goes out at once), encoded and its answer decoded by kafka-python's message classes."""
+    host, port = bootstrap.split(",")[0].rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=15) as s:
+        request.with_header(correlation_id=7, client_id=client_id)
+        s.sendall(request.encode(header=True, framed=True))
+        size = struct.unpack(">i", _recv(s, 4))[0]
+        response = request.header.get_response_class().decode(_recv(s, size), header=True)
+    assert response.header.correlation_id == 7
+    return response.throttle_time_ms
+
+
+def _recv(s: socket.socket, n: int) -> bytes:
+    buf = b""
+    while len(buf) < n:
+        chunk = s.recv(n - len(buf))
+        assert chunk, "the broker closed the connection"
+        buf += chunk
+    return buf
+
+
+def test_every_answer_with_the_field_carries_the_throttle(cluster, admin):
+    """A client over its request_percentage gets throttle_time_ms in every answer that has the field (KIP-219:
+    Kafka sets it in all of them), in flexible and non-flexible versions and wherever the field sits; at most the
+    windows' span (quota.window.num x quota.window.size.seconds). Another client id: 0 in the same answers."""
+    assert _alter(admin, 1, [(_entity(client="busy"), [("request_percentage", 1e-6, False)])])[0][0] == 0
+    ca = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    ca.create_topics([NewTopic("throttled", 1, 1)])["throttled"].result(30)
+    LT, OD = ListOffsetsRequest.ListOffsetsTopic, OffsetDeleteRequest.OffsetDeleteRequestTopic
+    requests = {
+        "Metadata v1 (no field)": lambda: MetadataRequest(topics=None, version=1),
+        "Metadata v8": lambda: MetadataRequest(topics=None, version=8),
+        "Metadata v12 (flexible)": lambda: MetadataRequest(topics=None, version=12),
+        "ListOffsets v7 (flexible)": lambda: ListOffsetsRequest(replica_id=-1, topics=[LT(name="throttled", partitions=[
+            LT.ListOffsetsPartition(partition_index=0, timestamp=-1)])], version=7),
+        "ListGroups v2": lambda: ListGroupsRequest(version=2),
+        "ListGroups v4 (flexible)": lambda: ListGroupsRequest(version=4),
+        "DescribeGroups v4": lambda: DescribeGroupsRequest(groups=["g"], version=4),
+        "FindCoordinator v2": lambda: FindCoordinatorRequest(key="g", key_type=0, version=2),
+        "Heartbeat v3": lambda: HeartbeatRequest(group_id="g", generation_id=1, member_id="m", version=3),
+        "OffsetFetch v5": lambda: OffsetFetchRequest(group_id="g", topics=None, version=5),
+        "OffsetDelete v0 (after the error code)": lambda: OffsetDeleteRequest(group_id="g", topics=[
+            OD(name="throttled", partitions=[OD.OffsetDeleteRequestPartition(partition_index=0)])], version=0),
+        "CreateTopics v4": lambda: CreateTopicsRequest(topics=[CreateTopicsRequest.CreatableTopic(
+            name="throttled", num_partitions=1, replication_factor=1)], timeout_ms=5000, version=4),
+        "DeleteTopics v3": lambda: DeleteTopicsRequest(topic_names=["no-such"], timeout_ms=5000, version=3),
+        "DescribeConfigs v2": lambda: DescribeConfigsRequest(resources=[DescribeConfigsRequest.DescribeConfigsResource(
+            resource_type=2, resource_name="throttled", configuration_keys=None)], version=2),
+        "DescribeLogDirs v1": lambda: DescribeLogDirsRequest(topics=None, version=1),
+        "DescribeAcls v1": lambda: DescribeAclsRequest(resource_type_filter=1, pattern_type_filter=1,
+                                                       permission_type=1, operation=1, version=1),
+        "InitProducerId v1": lambda: InitProducerIdRequest(transactional_id=None, transaction_timeout_ms=1000,
+                                                           version=1),
+        "ListTransactions v0 (flexible)": lambda: ListTransactionsRequest(version=0),
+    }
+    _throttle_of(cluster.bootstrap, "busy", MetadataRequest(topics=None, version=8))  # over its quota from here
+    for name, request in requests.items():
+        busy, calm = _throttle_of(cluster.bootstrap, "busy", request()), \
+            _throttle_of(cluster.bootstrap, "calm", request())
+        assert calm == 0, name
+        if "no field" in name:
+            assert busy == 0, name
+        else:
+            assert 0 < busy <= WINDOWS * 1000, (name, busy)
+
+
+def test_controller_mutation_rate_throttles_topic_changes(cluster, admin):
+    """KIP-599 for the versions ferry serves (before THROTTLING_QUOTA_EXCEEDED): a client creating or deleting
+    partitions faster than its controller_mutation_rate has the change made and is throttled; the partitions
+    counted are the ones created (CreateTopics, CreatePartitions) or deleted (DeleteTopics)."""
+    assert _alter(admin, 1, [(_entity(client="mutator"), [("controller_mutation_rate", 2.0, False)])])[0][0] == 0
+    ca = AdminClient({"bootstrap.servers": cluster.bootstrap})
+
+    def create(name: str, partitions: int) -> CreateTopicsRequest:
+        return CreateTopicsRequest(topics=[CreateTopicsRequest.CreatableTopic(
+            name=name, num_partitions=partitions, replication_factor=1)], timeout_ms=10000, version=4)
+    assert _throttle_of(cluster.bootstrap, "mutator", create("m-small", 1)) == 0  # 1 partition: within 2/s
+    big = _throttle_of(cluster.bootstrap, "mutator", create("m-big", 12))  # 13 in the first second: over
+    assert 1000 <= big <= WINDOWS * 1000
+    assert _throttle_of(cluster.bootstrap, "other", create("m-other", 12)) == 0  # no quota for this client id
+    topics = ca.list_topics(timeout=30).topics
+    assert len(topics["m-big"].partitions) == 12 and "m-small" in topics  # made, then throttled
+    deleted = _throttle_of(cluster.bootstrap, "mutator", DeleteTopicsRequest(topic_names=["m-big"], timeout_ms=10000,
+                                                                             version=3))
+    assert deleted > 0
+    code, _msg, found = _describe(admin, 1, [("client-id", 0, "mutator")], strict=True)
+    assert found == {(("client-id", "mutator"),): {"controller_mutation_rate": 2.0}}
 
 
 # ---------------------------------------------------------------------------------------------- ferry configs

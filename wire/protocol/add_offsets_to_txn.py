@@ -24,7 +24,7 @@ def parse_request(r: Reader, version: int) -> AddOffsetsToTxnRequest:
 
 
 def encode_response(version: int, error_code: int) -> bytes:
-    return bytes(Writer().int32(0).int16(error_code).buf)
+    return bytes(Writer().int32(0).error_code(error_code).buf)
 
 
 # ---------------------------------------------------------------------- client side (tests)

@@ -61,7 +61,7 @@ def parse_request(r: Reader, version: int) -> tuple[list[AlterEntry], bool]:
 def encode_response(version: int, results: list[tuple[int, str | None, Entity]]) -> bytes:
     """``results``: (error code, message, entity) per entry of the request."""
     def entry(w: Writer, e: tuple[int, str | None, Entity]) -> None:
-        w.int16(e[0])
+        w.error_code(e[0])
         put_string(w, e[1], version)
         put_entity(w, e[2], version)
         end_struct(w, version)

@@ -34,5 +34,5 @@ def encode_response(version: int, results: list[tuple[int, str | None, int, str]
     w = Writer().int32(0)  # throttle_time_ms
     w.array_len(len(results))
     for code, message, rtype, name in results:
-        w.int16(code).string(message).int8(rtype).string(name)
+        w.error_code(code).string(message).int8(rtype).string(name)
     return bytes(w.buf)

@@ -12,7 +12,7 @@ from ferry.wire.protocol.primitives import Writer
 
 
 def encode_response(version: int, error_code: int, ranges: Mapping[int, tuple[int, int]]) -> bytes:
-    w = Writer().int16(error_code).array_len(len(ranges))
+    w = Writer().error_code(error_code).array_len(len(ranges))
     for key in sorted(ranges):
         lo, hi = ranges[key]
         w.int16(key).int16(lo).int16(hi)

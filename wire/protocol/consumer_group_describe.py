@@ -73,7 +73,7 @@ def _write_member(w: Writer, m: ConsumerGroupMember) -> None:
 
 
 def _write_group(w: Writer, g: ConsumerGroupDescription) -> None:
-    w.int16(g.error_code)
+    w.error_code(g.error_code)
     flexible.put_compact_string(w, g.error_message)
     flexible.put_compact_string(w, g.group_id)
     flexible.put_compact_string(w, g.state)

@@ -69,7 +69,7 @@ def encode_response(error_code: int, error_message: str | None = None, member_id
                     member_epoch: int = -1, heartbeat_interval_ms: int = 0,
                     assignment: TopicPartitions | None = None) -> bytes:
     """The same body in v0 and v1; ``assignment`` None: unchanged (null)."""
-    w = flexible.response_writer().int32(0).int16(error_code)  # throttle_time_ms, error_code
+    w = flexible.response_writer().int32(0).error_code(error_code)  # throttle_time_ms, error_code
     flexible.put_compact_string(w, error_message)
     flexible.put_compact_string(w, member_id)
     w.int32(member_epoch).int32(heartbeat_interval_ms)

@@ -21,7 +21,7 @@ def parse_request(r: Reader, version: int) -> list[AclBinding]:
 def encode_response(version: int, results: list[tuple[int, str | None]]) -> bytes:
     w = Writer().int32(0).array_len(len(results))
     for code, message in results:
-        w.int16(code).string(message)
+        w.error_code(code).string(message)
     return bytes(w.buf)
 
 

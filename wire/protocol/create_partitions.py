@@ -33,5 +33,5 @@ def encode_response(version: int, results: list[tuple[str, int, str | None]]) ->
     w = Writer().int32(0)  # throttle_time_ms
     w.array_len(len(results))
     for name, code, message in results:
-        w.string(name).int16(code).string(message)
+        w.string(name).error_code(code).string(message)
     return bytes(w.buf)

@@ -45,7 +45,7 @@ def encode_response(version: int, results: list[tuple[str, int, str | None]]) ->
         w.int32(0)  # throttle_time_ms
     w.array_len(len(results))
     for name, code, message in results:
-        w.string(name).int16(code)
+        w.string(name).error_code(code)
         if version >= 1:
             w.string(message)
     return bytes(w.buf)

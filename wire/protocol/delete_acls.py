@@ -24,7 +24,7 @@ def parse_request(r: Reader, version: int) -> list[AclBindingFilter]:
 def encode_response(version: int, results: list[FilterResult]) -> bytes:
     w = Writer().int32(0).array_len(len(results))
     for code, message, deleted in results:
-        w.int16(code).string(message).array_len(len(deleted))
+        w.error_code(code).string(message).array_len(len(deleted))
         for b in deleted:
             w.int16(0).string(None)
             write_binding(w, b, version)

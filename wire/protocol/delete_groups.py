@@ -16,7 +16,7 @@ def encode_response(version: int, results: list[tuple[str, int]]) -> bytes:
     w = Writer().int32(0)  # throttle_time_ms (every version)
     w.array_len(len(results))
     for group_id, code in results:
-        w.string(group_id).int16(code)
+        w.string(group_id).error_code(code)
     return bytes(w.buf)
 
 

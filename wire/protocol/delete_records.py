@@ -29,4 +29,4 @@ def encode_response(version: int, topics: list[tuple[str, list[tuple[int, int, i
 
 def _low_watermark(w: Writer, result: tuple[int, int, int]) -> None:
     partition, low_watermark, error_code = result
-    w.int32(partition).int64(low_watermark).int16(error_code)
+    w.int32(partition).int64(low_watermark).error_code(error_code)

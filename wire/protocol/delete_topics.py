@@ -26,5 +26,5 @@ def encode_response(version: int, results: list[tuple[str, int]]) -> bytes:
         w.int32(0)  # throttle_time_ms
     w.array_len(len(results))
     for name, code in results:
-        w.string(name).int16(code)
+        w.string(name).error_code(code)
     return bytes(w.buf)

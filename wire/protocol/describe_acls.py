@@ -25,7 +25,7 @@ def encode_response(version: int, error_code: int, error_message: str | None, bi
     by_pattern: dict[ResourcePattern, list] = {}
     for b in bindings:
         by_pattern.setdefault(b.pattern, []).append(b.entry)
-    w = Writer().int32(0).int16(error_code).string(error_message)
+    w = Writer().int32(0).error_code(error_code).string(error_message)
     w.array_len(len(by_pattern))
     for pattern, entries in by_pattern.items():
         w.int8(pattern.resource_type).string(pattern.name)

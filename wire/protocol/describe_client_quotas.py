@@ -126,7 +126,7 @@ def encode_response(version: int, error_code: int, error_message: str | None,
         end_struct(w, version)
 
     w = flexible.response_writer() if version >= FLEXIBLE else Writer()
-    w.int32(0).int16(error_code)  # throttle_time_ms, error_code
+    w.int32(0).error_code(error_code)  # throttle_time_ms, error_code
     put_string(w, error_message, version)
     put_array(w, version, entries, entry)
     end_struct(w, version)

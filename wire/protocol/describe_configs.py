@@ -66,7 +66,7 @@ def encode_response(version: int, results: list[ConfigResult]) -> bytes:
     w = Writer().int32(0)  # throttle_time_ms
     w.array_len(len(results))
     for res in results:
-        w.int16(res.error_code).string(res.error_message).int8(res.resource_type).string(res.name)
+        w.error_code(res.error_code).string(res.error_message).int8(res.resource_type).string(res.name)
         w.array_len(len(res.entries))
         for e in res.entries:
             w.string(e.name).string(e.value).boolean(e.read_only)

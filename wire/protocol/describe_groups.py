@@ -51,7 +51,7 @@ def encode_response(version: int, groups: list[DescribedGroup]) -> bytes:
         w.int32(0)  # throttle_time_ms
     w.array_len(len(groups))
     for g in groups:
-        w.int16(g.error_code).string(g.group_id).string(g.state).string(g.protocol_type).string(g.protocol)
+        w.error_code(g.error_code).string(g.group_id).string(g.state).string(g.protocol_type).string(g.protocol)
         w.array_len(len(g.members))
         for m in g.members:
             w.string(m.member_id)

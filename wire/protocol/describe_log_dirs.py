@@ -24,7 +24,7 @@ def encode_response(version: int, dirs: list[LogDirResult]) -> bytes:
     w = Writer().int32(0)  # throttle_time_ms
     w.array_len(len(dirs))
     for d in dirs:
-        w.int16(d.error_code).string(d.path).topic_array(d.topics, _replica_size)
+        w.error_code(d.error_code).string(d.path).topic_array(d.topics, _replica_size)
     return bytes(w.buf)
 
 

@@ -47,7 +47,7 @@ def encode_response(topics: list[tuple[str, list[PartitionProducers]]]) -> bytes
         flexible.put_tagged_fields(w)
 
     def partition(w: Writer, p: PartitionProducers) -> None:
-        w.int32(p.partition).int16(p.error_code)
+        w.int32(p.partition).error_code(p.error_code)
         flexible.put_compact_string(w, p.error_message)
         flexible.put_compact_array(w, p.producers, producer)
         flexible.put_tagged_fields(w)

@@ -35,7 +35,7 @@ def encode_response(states: list[TransactionState]) -> bytes:
         flexible.put_tagged_fields(w)
 
     def state(w: Writer, s: TransactionState) -> None:
-        w.int16(s.error_code)
+        w.error_code(s.error_code)
         flexible.put_compact_string(w, s.transactional_id)
         flexible.put_compact_string(w, s.state)
         w.int32(s.timeout_ms).int64(s.start_time_ms).int64(s.producer_id).int16(s.producer_epoch)

@@ -33,10 +33,10 @@ PartitionResults = list[tuple[str, list[tuple[int, int, str | None]]]]
 def encode_response(version: int, error_code: int, results: PartitionResults) -> bytes:
     w = Writer().int32(0)  # throttle_time_ms
     if version >= 1:
-        w.int16(error_code)
+        w.error_code(error_code)
     w.array_len(len(results))
     for topic, parts in results:
         w.string(topic).array_len(len(parts))
         for p, code, message in parts:
-            w.int32(p).int16(code).string(message)
+            w.int32(p).error_code(code).string(message)
     return w.getvalue()

@@ -33,7 +33,7 @@ def encode_response(version: int, error_code: int, node_id: int = -1, host: str 
     w = Writer()
     if version >= 1:
         w.int32(0)  # throttle_time_ms
-    w.int16(error_code)
+    w.error_code(error_code)
     if version >= 1:
         w.string(error_message)
     return bytes(w.int32(node_id).string(host).int32(port).buf)

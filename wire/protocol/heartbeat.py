@@ -30,4 +30,4 @@ def encode_response(version: int, error_code: int) -> bytes:
     w = Writer()
     if version >= 1:
         w.int32(0)  # throttle_time_ms
-    return bytes(w.int16(error_code).buf)
+    return bytes(w.error_code(error_code).buf)

@@ -24,7 +24,7 @@ def parse_request(r: Reader, version: int) -> InitProducerIdRequest:
 
 
 def encode_response(version: int, error_code: int, producer_id: int, producer_epoch: int) -> bytes:
-    return bytes(Writer().int32(0).int16(error_code).int64(producer_id).int16(producer_epoch).buf)
+    return bytes(Writer().int32(0).error_code(error_code).int64(producer_id).int16(producer_epoch).buf)
 
 
 # ---------------------------------------------------------------------- client side

@@ -50,7 +50,7 @@ def encode_response(version: int, resp: JoinGroupResponse) -> bytes:
     w = Writer()
     if version >= 2:
         w.int32(0)  # throttle_time_ms
-    w.int16(resp.error_code).int32(resp.generation_id).string(resp.protocol_name).string(resp.leader)
+    w.error_code(resp.error_code).int32(resp.generation_id).string(resp.protocol_name).string(resp.leader)
     w.string(resp.member_id).array_len(len(resp.members))
     for member_id, instance_id, metadata in resp.members:
         w.string(member_id)

@@ -31,10 +31,10 @@ def encode_response(version: int, error_code: int,
     w = Writer()
     if version >= 1:
         w.int32(0)  # throttle_time_ms
-    w.int16(error_code)
+    w.error_code(error_code)
     if version >= 3:
         rows = members or []
         w.array_len(len(rows))
         for member_id, instance_id, code in rows:
-            w.string(member_id).string(instance_id).int16(code)
+            w.string(member_id).string(instance_id).error_code(code)
     return bytes(w.buf)

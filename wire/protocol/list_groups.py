@@ -43,7 +43,7 @@ def encode_response(version: int, error_code: int, groups: list[tuple[str, str, 
         w = Writer()
         if version >= 1:
             w.int32(0)  # throttle_time_ms
-        w.int16(error_code).array_len(len(groups))
+        w.error_code(error_code).array_len(len(groups))
         for group_id, protocol_type, _state in groups:
             w.string(group_id).string(protocol_type)
         return bytes(w.buf)
@@ -57,7 +57,7 @@ def encode_response(version: int, error_code: int, groups: list[tuple[str, str, 
             flexible.put_compact_string(w, "consumer" if g[0] in consumer_groups else "classic")
         flexible.put_tagged_fields(w)
 
-    w = flexible.response_writer().int32(0).int16(error_code)
+    w = flexible.response_writer().int32(0).error_code(error_code)
     flexible.put_compact_array(w, groups, group)
     return bytes(flexible.put_tagged_fields(w).buf)
 

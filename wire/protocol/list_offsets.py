@@ -77,7 +77,7 @@ class PartitionOffsetResult:
 
 def encode_response(version: int, topics: list[tuple[str, list[PartitionOffsetResult]]]) -> bytes:
     def partition(w: Writer, p: PartitionOffsetResult) -> None:
-        w.int32(p.partition).int16(p.error_code).int64(p.timestamp).int64(p.offset)
+        w.int32(p.partition).error_code(p.error_code).int64(p.timestamp).int64(p.offset)
         if version >= 4:
             w.int32(0 if p.offset >= 0 else -1)  # leader_epoch
 

@@ -32,7 +32,7 @@ def encode_response(error_code: int, unknown_states: list[str], txns: list[tuple
         flexible.put_compact_string(w, t[2])
         flexible.put_tagged_fields(w)
 
-    w = flexible.response_writer().int32(0).int16(error_code)
+    w = flexible.response_writer().int32(0).error_code(error_code)
     flexible.put_compact_array(w, unknown_states, flexible.put_compact_string)
     flexible.put_compact_array(w, txns, txn)
     return bytes(flexible.put_tagged_fields(w).buf)

@@ -110,12 +110,12 @@ def encode_response(version: int, brokers: list[BrokerMetadata], cluster_id: str
         w.int32(controller_id)
     w.array_len(len(topics))
     for t in topics:
-        w.int16(t.error_code).string(t.name)
+        w.error_code(t.error_code).string(t.name)
         if version >= 1:
             w.boolean(t.is_internal)
         w.array_len(len(t.partitions))
         for p in t.partitions:
-            w.int16(p.error_code).int32(p.partition).int32(p.leader)
+            w.error_code(p.error_code).int32(p.partition).int32(p.leader)
             if version >= 7:
                 w.int32(p.leader_epoch)
             w.int32_array(p.replicas).int32_array(p.isr)
@@ -140,13 +140,13 @@ def _encode_flexible(version: int, brokers: list[BrokerMetadata], cluster_id: st
         flexible.put_tagged_fields(w)
 
     def partition(w: Writer, p: PartitionMetadata) -> None:
-        w.int16(p.error_code).int32(p.partition).int32(p.leader).int32(p.leader_epoch)
+        w.error_code(p.error_code).int32(p.partition).int32(p.leader).int32(p.leader_epoch)
         for nodes in (p.replicas, p.isr, p.offline):
             flexible.put_compact_array(w, nodes, Writer.int32)
         flexible.put_tagged_fields(w)
 
     def topic(w: Writer, t: TopicMetadata) -> None:
-        w.int16(t.error_code)
+        w.error_code(t.error_code)
         flexible.put_compact_string(w, t.name if t.name_known or version < 12 else None)
         if version >= 10:
             w.raw(t.topic_id)

@@ -21,4 +21,4 @@ def parse_request(r: Reader, version: int) -> OffsetDeleteRequest:
 
 def encode_response(version: int, error_code: int, topics: list[tuple[str, list[tuple[int, int]]]]) -> bytes:
     """``error_code``: the group's; ``topics``: [(topic, [(partition, error_code)])]."""
-    return Writer().int16(error_code).int32(0).partition_errors(topics).getvalue()
+    return Writer().error_code(error_code).int32(0).partition_errors(topics).getvalue()

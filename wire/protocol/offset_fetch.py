@@ -39,12 +39,12 @@ def encode_response(version: int, topics: list[tuple[str, list[FetchedOffset]]],
         w.int32(p.partition).int64(p.offset)
         if version >= 5:
             w.int32(p.leader_epoch)
-        w.string(p.metadata).int16(p.error_code)
+        w.string(p.metadata).error_code(p.error_code)
 
     w = Writer()
     if version >= 3:
         w.int32(0)  # throttle_time_ms
     w.topic_array(topics, partition)
     if version >= 2:
-        w.int16(error_code)
+        w.error_code(error_code)
     return bytes(w.buf)

@@ -72,7 +72,7 @@ def encode_response(version: int, topics: list[tuple[str, list[EpochEndOffset]]]
     _check_version(version)
 
     def partition(w: Writer, p: EpochEndOffset) -> None:
-        w.int16(p.error_code).int32(p.partition)
+        w.error_code(p.error_code).int32(p.partition)
         if version >= 1:
             w.int32(p.leader_epoch)
         w.int64(p.end_offset)

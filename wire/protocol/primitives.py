@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Callable, Iterable, Sequence
+from contextvars import ContextVar
 from typing import TypeVar
 
 T = TypeVar("T")
@@ -20,6 +21,11 @@ _I64 = struct.Struct(">q")
 _U32 = struct.Struct(">I")
 
 MAX_ARRAY_LEN = 1 << 20  # a request listing more than a million topics/partitions is malformed
+
+
+# Where the error codes of the answer being encoded are counted: the broker sets a counter for the request's API
+# around its handler (Kafka's ErrorsPerSec for every API from one place); None (a client encoding): not counted.
+ERROR_SINK: ContextVar[Callable[[int], None] | None] = ContextVar("ferry_error_sink", default=None)
 
 
 class ProtocolError(ValueError):
@@ -167,6 +173,15 @@ class Writer:
         self.buf += _I32.pack(v)
         return self
 
+    def error_code(self, code: int) -> Writer:
+        """An answer's error code field (int16), counted in ERROR_SINK when it is not NONE."""
+        self.buf += _I16.pack(code)
+        if code:
+            sink = ERROR_SINK.get()
+            if sink is not None:
+                sink(code)
+        return self
+
     def int64(self, v: int) -> Writer:
         self.buf += _I64.pack(v)
         return self
@@ -254,4 +269,4 @@ def _partition_error(r: Reader) -> tuple[int, int]:
 
 
 def _write_partition_error(w: Writer, partition_error: tuple[int, int]) -> None:
-    w.int32(partition_error[0]).int16(partition_error[1])
+    w.int32(partition_error[0]).error_code(partition_error[1])

@@ -39,11 +39,11 @@ def encode_response(version: int, resp: SaslAuthenticateResponse) -> bytes:
     """The body after the correlation id (v2: the response header's empty tagged fields first)."""
     w = Writer()
     if version >= FLEXIBLE:
-        w.int8(0).int16(resp.error_code)
+        w.int8(0).error_code(resp.error_code)
         put_compact_bytes(w, resp.error_message.encode() if resp.error_message is not None else None)
         put_compact_bytes(w, resp.auth_bytes)
         return bytes(w.int64(resp.session_lifetime_ms).int8(0).buf)
-    w.int16(resp.error_code).string(resp.error_message).bytes_(resp.auth_bytes)
+    w.error_code(resp.error_code).string(resp.error_message).bytes_(resp.auth_bytes)
     if version >= 1:
         w.int64(resp.session_lifetime_ms)
     return bytes(w.buf)

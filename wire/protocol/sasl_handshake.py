@@ -17,7 +17,7 @@ def encode_request(mechanism: str) -> bytes:
 
 
 def encode_response(version: int, error_code: int, mechanisms: Iterable[str]) -> bytes:
-    w = Writer().int16(error_code)
+    w = Writer().error_code(error_code)
     names = list(mechanisms)
     w.array_len(len(names))
     for m in names:

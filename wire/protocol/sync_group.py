@@ -33,4 +33,4 @@ def encode_response(version: int, error_code: int, assignment: bytes = b"") -> b
     w = Writer()
     if version >= 1:
         w.int32(0)  # throttle_time_ms
-    return bytes(w.int16(error_code).bytes_(assignment).buf)
+    return bytes(w.error_code(error_code).bytes_(assignment).buf)
