@@ -127,3 +127,30 @@ def test_broker_registers_over_tls_and_topics_command_reads(tls_zk: ZooKeeperSer
         assert "Traceback" not in plain.stderr
     finally:
         broker.stop()
+
+
+@pytest.mark.slow
+def test_ferry_zookeeper_serves_tls_only(certs: Certs, tmp_path: Path) -> None:
+    ferry = [sys.executable, "-m", "ferry.cli", "zookeeper", "--data-dir", str(tmp_path / "zk")]
+    usage = subprocess.run([*ferry, "--secure-port", str(free_port()), "--ssl-truststore", str(certs.ca)],
+                           capture_output=True, text=True, timeout=60)
+    assert usage.returncode == 2 and usage.stderr.strip() == \
+        "ferry zookeeper: error: --secure-port needs --ssl-keystore FILE (PEM)"
+    assert not (tmp_path / "zk").exists()
+    port = free_port()
+    proc = subprocess.Popen([*ferry, "--port", "0", "--secure-port", str(port), "--ssl-keystore", str(certs.server),
+                             "--ssl-truststore", str(certs.ca)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    try:
+        tls = ZkTlsConfig.from_file(str(_client_file(tmp_path / "zk-tls.properties", certs.ca)))
+        client = connect(f"127.0.0.1:{port}", timeout=30, tls=tls)
+        try:
+            client.create("/over-tls", b"yes")
+            assert client.get("/over-tls")[0] == b"yes"
+        finally:
+            client.stop()
+            client.close()
+        cfg = (tmp_path / "zk" / "zoo.cfg").read_text()
+        assert f"secureClientPort={port}" in cfg and "clientPort=" not in cfg.replace("secureClientPort", "")
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
