@@ -70,6 +70,7 @@ variable "ports" {
   description = "Ports of the roles, the same in both datacenters (group_vars/all.yml must agree)."
   type = object({
     zookeeper          = number
+    zookeeper_tls      = number
     zookeeper_peer     = number
     zookeeper_election = number
     broker             = number
@@ -82,6 +83,7 @@ variable "ports" {
   })
   default = {
     zookeeper          = 2181
+    zookeeper_tls      = 2281
     zookeeper_peer     = 2888
     zookeeper_election = 3888
     broker             = 9092

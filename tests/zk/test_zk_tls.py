@@ -102,8 +102,8 @@ def test_broker_registers_over_tls_and_topics_command_reads(tls_zk: ZooKeeperSer
     props = _client_file(tmp_path / "broker.properties", certs.ca)
     broker = BrokerProcess(1, tmp_path / "broker-1", zk, "live", extra_args=("--config", str(props)),
                            zk_tls=ZkTlsConfig.from_file(str(props)))
-    broker.start()
     try:
+        broker.start()
         client = connect(zk, timeout=10, tls=ZkTlsConfig.from_file(str(props)))
         try:
             assert client.get_children("/brokers/ids") == ["1"]

@@ -94,6 +94,7 @@ variable "ports" {
   description = "Ports the roles listen on."
   type = object({
     zookeeper          = number
+    zookeeper_tls      = number
     zookeeper_peer     = number
     zookeeper_election = number
     broker             = number
@@ -106,6 +107,7 @@ variable "ports" {
   })
   default = {
     zookeeper          = 2181
+    zookeeper_tls      = 2281
     zookeeper_peer     = 2888
     zookeeper_election = 3888
     broker             = 9092
