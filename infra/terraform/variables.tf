@@ -137,3 +137,9 @@ variable "security" {
     error_message = "security must be sasl_ssl or plaintext."
   }
 }
+
+variable "zookeeper_tls" {
+  description = "true: ZooKeeper's clients (in each datacenter and across the link) reach it on ports.zookeeper_tls (its secureClientPort) and ports.zookeeper is not opened; needs security = sasl_ssl. Must agree with Ansible's ferry_zookeeper_tls."
+  type        = bool
+  default     = false
+}
