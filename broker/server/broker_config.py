@@ -13,16 +13,11 @@ from pathlib import Path
 
 from ferry.broker.log.log_cleaner import CLEANER_KEYS, CleanerConfig
 from ferry.broker.server.metrics_http import METRICS_HTTP_KEYS, MetricsHttpSettings
-from ferry.broker.server.security_config import (
-    SECURITY_KEYS,
-    Listener,
-    SecurityConfig,
-    SecurityConfigError,
-)
+from ferry.broker.server.security_config import SECURITY_KEYS, Listener, SecurityConfig, SecurityConfigError
 from ferry.wire.log_config import BOOL_SETTINGS, BROKER_CONFIG_NAMES, LogConfig, parse_setting
 from ferry.wire.properties_file import parse_properties
 from ferry.zk.cli_args import parse_listen
-from ferry.zk.zk_tls import ZK_TLS_KEYS, ZkTlsConfig, ZkTlsConfigError
+from ferry.zk.zk_tls import ZK_TLS_KEYS, ZkTlsConfig
 
 DEFAULT_MAX_REQUEST_BYTES = 100 * 1024 * 1024
 
@@ -257,7 +252,7 @@ class BrokerConfig:
             connections_max_idle_ms=_positive("connections.max.idle.ms", p.get("connections.max.idle.ms", "600000")),
             audit_topic_partitions=_parse_int("audit.topic.partitions", p.get("audit.topic.partitions", "0")),
             security=security,
-            zk_tls=_zk_tls(p),
+            zk_tls=ZkTlsConfig.from_properties(dict(p), source="zookeeper.ssl settings"),  # a ValueError: exit 2
             **_metrics_listen(p),
             metrics_http=_metrics_http(p),
             **_replication_settings(p),
@@ -335,20 +330,12 @@ def _authorizer_settings(p: Mapping[str, str]) -> dict[str, object]:
     return out
 
 
-def _zk_tls(p: Mapping[str, str]) -> ZkTlsConfig | None:
-    try:
-        return ZkTlsConfig.from_properties(dict(p), source="zookeeper.ssl settings")
-    except ZkTlsConfigError as e:
-        raise ConfigError(str(e)) from None
-
-
 KNOWN_KEYS = {
     "broker.id", "listeners", "advertised.listeners", "log.dirs", "log.dir", "zookeeper.connect", "datacenter",
     "broker.rack", "socket.request.max.bytes", "auto.create.topics.enable", "num.partitions",
     "zookeeper.session.timeout.ms", "log.retention.hours", "log.retention.check.interval.ms",
     "connections.max.idle.ms", "audit.topic.partitions", "replica.truncation", "metrics.port", "metrics.listen",
-    *METRICS_HTTP_KEYS, *CLEANER_KEYS, *BROKER_CONFIG_NAMES, *REPLICATION_KEYS, *AUTHORIZER_KEYS, *SECURITY_KEYS,
-    *ZK_TLS_KEYS,
+    *METRICS_HTTP_KEYS, *CLEANER_KEYS, *BROKER_CONFIG_NAMES, *REPLICATION_KEYS, *AUTHORIZER_KEYS, *SECURITY_KEYS, *ZK_TLS_KEYS,
 }
 
 
