@@ -1,7 +1,8 @@
 """ZooKeeper over TLS (KIP-515's settings): a real ZooKeeper serving only its secureClientPort with PEM stores
 from a test CA; kazoo through ferry's one connect() with the right CA reads, with a wrong CA or in plaintext it
 is refused within seconds in one line; a broker registers over TLS; `ferry topics --zookeeper` with
---zk-tls-config-file lists, and without it says why not."""
+--zk-tls-config-file lists, and without it says why not; an offline broker's mirror link reaches the live
+ZooKeeper over TLS with its --source-zk-tls-config-file and copies the live topic."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from ferry.zk.local_process import free_port
 from ferry.zk.zk_tls import ENV_TLS_CONFIG, ZkTlsConfig, ZkTlsConfigError, ZooKeeperTlsError
 from ferry.zk.zookeeper_server import ZkServerTls, ZooKeeperServer
 from tests.broker.tls_certs import Certs, _openssl, make_certs
+from tests.mirror.mirror_harness import produce, read_log, wait_for, wait_partitions
 
 
 @pytest.fixture(scope="module")
@@ -96,8 +98,8 @@ def test_tls_client_on_a_plaintext_port_and_bad_settings(zk_server: ZooKeeperSer
 
 
 @pytest.mark.slow
-def test_broker_registers_over_tls_and_topics_command_reads(tls_zk: ZooKeeperServer, certs: Certs,
-                                                            tmp_path: Path) -> None:
+def test_broker_registers_over_tls_and_topics_command_reads(tls_zk: ZooKeeperServer, zk_server: ZooKeeperServer,
+                                                            certs: Certs, tmp_path: Path) -> None:
     zk = _chroot(tls_zk)
     props = _client_file(tmp_path / "broker.properties", certs.ca)
     broker = BrokerProcess(1, tmp_path / "broker-1", zk, "live", extra_args=("--config", str(props)),
@@ -125,6 +127,28 @@ def test_broker_registers_over_tls_and_topics_command_reads(tls_zk: ZooKeeperSer
         assert plain.returncode == 1
         assert plain.stderr.strip().count("\n") == 0 and "speaks TLS and this client does not" in plain.stderr
         assert "Traceback" not in plain.stderr
+        # an offline broker on another (plaintext) ZooKeeper runs a mirror link whose live ZooKeeper is the TLS one
+        wait_partitions(broker.bootstrap, "events", 2)
+        expected = produce(broker.bootstrap, "events", 2, 200)
+        offline_zk = f"{zk_server.connect}/t/{uuid.uuid4().hex[:12]}"
+        offline = BrokerProcess(101, tmp_path / "broker-101", offline_zk, "offline")
+        try:
+            offline.start()
+            bad = subprocess.run([*ferry, "mirror", "link", "create", "dc1", "--zookeeper", offline_zk,
+                                  "--source-zookeeper", zk, "--include", "events", "--source-zk-tls-config-file",
+                                  str(tmp_path / "missing.properties")], capture_output=True, text=True, timeout=60,
+                                 env=env)
+            assert bad.returncode == 2 and "cannot read the ZooKeeper TLS config file" in bad.stderr, bad.stderr
+            made = subprocess.run([*ferry, "mirror", "link", "create", "dc1", "--zookeeper", offline_zk,
+                                   "--source-zookeeper", zk, "--include", "events", "--source-zk-tls-config-file",
+                                   str(tool)], capture_output=True, text=True, timeout=60, env=env)
+            assert made.returncode == 0, made.stderr
+            wait_partitions(offline.bootstrap, "events", 2, timeout=60)
+            wait_for(lambda: read_log(offline.bootstrap, {"events": 2}, timeout=20) ==
+                     read_log(broker.bootstrap, {"events": 2}, timeout=20), 90, "the offline copy over TLS")
+            assert sum(len(r) for r in read_log(offline.bootstrap, {"events": 2}).values()) == sum(expected.values()) == 200
+        finally:
+            offline.stop()
     finally:
         broker.stop()
 
