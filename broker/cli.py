@@ -18,6 +18,7 @@ from ferry.wire.protocol.api_keys import ADVERTISED, ApiKey
 from ferry.zk import ZkConnect
 from ferry.zk import cli_args as cli
 from ferry.zk import connect as zk_connect
+from ferry.zk.kazoo_client import use_tls
 
 # flag -> (Kafka-style property key, metavar, help[, default]): flags override the --config file. A flag whose metavar is a
 # number (N, BYTES, MS) takes an integer; the defaults are BrokerConfig's.
@@ -134,6 +135,8 @@ def build_config(args: argparse.Namespace) -> BrokerConfig:
 def run(args: argparse.Namespace, plugins: tuple[BrokerPlugin, ...] = ()) -> int:
     """``plugins``: components the broker embeds (ferry/broker_cmd.py composes the embedded mirror in)."""
     config = build_config(args)  # a bad setting: one line and exit 2 (ferry/cli_runner.py)
+    if config.zk_tls is not None:
+        use_tls(config.zk_tls)  # every ZooKeeper client of this process: registry, controller, embedded mirror
     preflight(config)
     cli.configure_logging(args, f"[broker-{config.broker_id}] %(name)s")
     log = logging.getLogger("ferry.broker")

@@ -27,7 +27,7 @@ from kazoo.handlers.threading import KazooTimeoutError
 from ferry.client.errors import ClientError, NoBrokersAvailableError
 from ferry.schemas.errors import SchemaError
 from ferry.zk import NoBrokersError, RegistryError
-from ferry.zk.cli_args import UsageError
+from ferry.zk.cli_args import UsageError, apply_zk_tls_argument
 
 USAGE = 2
 RUNTIME = 1
@@ -76,6 +76,7 @@ def describe(exc: BaseException) -> str:
 def run_command(label: str, func: Callable[[argparse.Namespace], int | None], args: argparse.Namespace) -> int:
     """Run a command's function under the rule; its return value is the exit status."""
     try:
+        apply_zk_tls_argument(args)
         return int(func(args) or 0)
     except KeyboardInterrupt:
         return INTERRUPTED

@@ -12,6 +12,11 @@ user gets the least its role needs:
 
 No one else: the loopback PLAINTEXT listener answers an anonymous client with authorization errors, the
 SASL_SSL one refuses a client without credentials. Passwords are random, written only into those files.
+
+ZooKeeper too: it serves TLS only (its secureClientPort, the brokers' certificate), and every ferry process
+of the demo reaches it with the demo's TLS settings and one digest identity, so its znodes are ACL'd
+(writable only with that identity, SCRAM credentials not even readable). Both files are named in the demo's
+environment ($FERRY_ZOOKEEPER_TLS_CONFIG, $FERRY_ZOOKEEPER_CREDENTIALS), which its children inherit.
 """
 
 from __future__ import annotations
@@ -35,6 +40,9 @@ from ferry.wire.scram import ScramCredential
 from ferry.zk import connect
 from ferry.zk.acl_store import add_acls
 from ferry.zk.scram_credentials import ScramCredentialStore
+from ferry.zk.zk_credentials import ENV_CREDENTIALS
+from ferry.zk.zk_tls import ENV_TLS_CONFIG
+from ferry.zk.zookeeper_server import ZkServerTls
 
 MECHANISM = "SCRAM-SHA-512"
 CLUSTER = "kafka-cluster"
@@ -124,6 +132,31 @@ class DemoSecurity:
 
     def broker_config(self, datacenter: str) -> Path:
         return self.folder / f"{datacenter}-broker.properties"
+
+    @property
+    def zookeeper_tls_file(self) -> Path:
+        return self.folder / "zookeeper-tls.properties"
+
+    @property
+    def zookeeper_credentials_file(self) -> Path:
+        return self.folder / "zookeeper-credentials"
+
+    def secure_zookeeper(self, tls_port: int) -> ZkServerTls:
+        """Before ZooKeeper starts: its TLS port's stores, the clients' TLS file and the digest identity (kept
+        across runs in one directory: the znodes of an earlier run carry its ACL), both named in this process's
+        environment for every ferry process the demo starts."""
+        self.certs.ensure()
+        if not self.zookeeper_credentials_file.exists():
+            _write_private(self.zookeeper_credentials_file,
+                           f"username=ferry\npassword={secrets.token_urlsafe(18)}\n".encode())
+        _write_private(self.zookeeper_tls_file, (
+            "zookeeper.clientCnxnSocket=org.apache.zookeeper.ClientCnxnSocketNetty\n"
+            "zookeeper.ssl.client.enable=true\n"
+            "zookeeper.ssl.truststore.type=PEM\n"
+            f"zookeeper.ssl.truststore.location={self.certs.ca}\n").encode())
+        os.environ[ENV_TLS_CONFIG] = str(self.zookeeper_tls_file)
+        os.environ[ENV_CREDENTIALS] = str(self.zookeeper_credentials_file)
+        return ZkServerTls(tls_port, self.certs.keystore, self.certs.ca)
 
     def prepare(self, zookeepers: dict[str, str]) -> None:
         """Before the brokers start: certificates, a fresh password per user, its SCRAM credential in the

@@ -102,6 +102,8 @@ class DemoCluster:
         for name in [n for n in ports if n.startswith(("live-", "offline-")) and not n.endswith("-sasl")]:
             if self.security is not None and f"{name}-sasl" not in ports:  # a plaintext demo's dir, now secured
                 ports[f"{name}-sasl"] = free_port()
+        if self.security is not None and "zookeeper-tls" not in ports:
+            ports["zookeeper-tls"] = free_port()
         self.ports_file.write_text(json.dumps(ports))
         return ports
 
@@ -124,8 +126,14 @@ class DemoCluster:
 
     def start(self) -> None:
         ports = self._ports()
-        self.zk = ZooKeeperServer(port=ports["zookeeper"], data_dir=self.root / "zookeeper").start()
-        self.progress.say(f"ZooKeeper on {self.zk.connect} (chroots /ferry/live, /ferry/offline)")
+        if self.security is not None:  # TLS only, digest ACLs on every znode (demo_secure.py)
+            tls = self.security.secure_zookeeper(ports["zookeeper-tls"])
+            self.zk = ZooKeeperServer(port=0, data_dir=self.root / "zookeeper", tls=tls).start()
+            self.progress.say(f"ZooKeeper on {self.zk.connect} over TLS only, znodes ACL'd to the demo's digest "
+                              "identity (chroots /ferry/live, /ferry/offline)")
+        else:
+            self.zk = ZooKeeperServer(port=ports["zookeeper"], data_dir=self.root / "zookeeper").start()
+            self.progress.say(f"ZooKeeper on {self.zk.connect} (chroots /ferry/live, /ferry/offline)")
         if self.security is not None:
             self.security.prepare({"live": self.live_zk, "offline": self.offline_zk})
             self.progress.say(f"secured: CA and broker certificate, SCRAM users and ACLs of least privilege "

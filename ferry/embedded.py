@@ -14,9 +14,9 @@ import sys
 import time
 from pathlib import Path
 
-from kazoo.client import KazooClient
-
+from ferry.zk.kazoo_client import connect as zk_connect
 from ferry.zk.local_process import EmbeddedError, ManagedProcess, free_port, tail_log, wait_for_port
+from ferry.zk.zk_tls import ZkTlsConfig
 from ferry.zk.zookeeper_server import ZOOKEEPER_JARS, ZooKeeperServer, zookeeper_classpath
 
 __all__ = ["ZOOKEEPER_JARS", "BrokerProcess", "EmbeddedError", "ManagedProcess", "ZooKeeperServer",
@@ -38,8 +38,11 @@ class BrokerProcess:
 
     def __init__(self, broker_id: int, data_dir: str | Path, zk_connect: str, datacenter: str = "local",
                  port: int | None = None, host: str = "127.0.0.1", extra_args: tuple[str, ...] | list[str] = (),
-                 python: str = sys.executable) -> None:
+                 python: str = sys.executable, zk_tls: ZkTlsConfig | None = None) -> None:
+        """``zk_tls``: how the harness reaches ZooKeeper to see the broker register (the broker's own settings
+        come from its flags or --config)."""
         self.broker_id = broker_id
+        self.zk_tls = zk_tls
         self.name = f"broker-{broker_id}"
         self.host = host
         self.port = port or free_port(host)
@@ -106,8 +109,7 @@ class BrokerProcess:
     def wait_registered(self, timeout: float = 30.0) -> None:
         """Wait until /brokers/ids/<id> exists in the cluster's chroot (the broker is usable by clients)."""
         hosts, _, chroot = self.zk_connect.partition("/")
-        zk = KazooClient(hosts=hosts, timeout=10)
-        zk.start(timeout=10)
+        zk = zk_connect(hosts, timeout=10, tls=self.zk_tls)
         try:
             path = f"/{chroot}/brokers/ids/{self.broker_id}" if chroot else f"/brokers/ids/{self.broker_id}"
             deadline = time.monotonic() + timeout

@@ -111,6 +111,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                                    "brokers)", flag="--source-config", dest="source_config")
     cli.add_client_config_argument(p, "the offline cluster's brokers (the mirror's user there: Read, Write and "
                                    "Create on the topics; Read: a resumed partition reads the offline log's end)", flag="--target-config", dest="target_config")
+    cli.add_zk_tls_argument(p)
+    p.add_argument("--source-zk-tls-config-file", metavar="FILE",
+                   help="`link create`: the live ZooKeeper's TLS settings (zookeeper.ssl.client.enable, "
+                        "zookeeper.ssl.truststore.location, ...; Kafka's --zk-tls-config-file), stored in the link "
+                        "and read on the offline brokers")
     p.add_argument("--include", metavar="REGEX",
                    help="mirror topics whose whole name matches REGEX (required to run; for status: also "
                         "list matching partitions nobody committed yet)")

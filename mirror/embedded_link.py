@@ -32,6 +32,7 @@ from ferry.wire.sasl_login import PLAINTEXT, ClientSecurity
 from ferry.zk.cluster_registry import ClusterRegistry
 from ferry.zk.mirror_links import RUNNING, MirrorLink, MirrorLinkStore
 from ferry.zk.topic_name import AUDIT_TOPIC
+from ferry.zk.zk_tls import ZkTlsConfig, ZkTlsConfigError
 
 log = logging.getLogger("ferry.mirror.embedded")
 
@@ -60,8 +61,9 @@ class LinkRunner:
         """Whether ``link`` is still what this runner copies (else it is stopped and started anew)."""
         old = self.link
         same_id = old.producer_id == link.producer_id or link.producer_id < 0 or old.producer_id < 0
-        return same_id and (old.source_zookeeper, old.include, old.exclude, old.source_config) == \
-            (link.source_zookeeper, link.include, link.exclude, link.source_config)
+        return same_id and (old.source_zookeeper, old.include, old.exclude, old.source_config,
+                            old.source_zookeeper_config) == \
+            (link.source_zookeeper, link.include, link.exclude, link.source_config, link.source_zookeeper_config)
 
     def settings_changed(self) -> bool:
         """Whether the --source-config file changed since this runner read it (a fixed password, a renewed
@@ -90,7 +92,15 @@ class LinkRunner:
                     log.warning("mirror link %s: failed: %s (%d times in a row; retrying)", link.name, e, attempt)
                 await self._report_failure(str(e))
                 return False
-        live = ClusterRegistry(link.source_zookeeper, timeout=10.0, create=False)
+        try:  # the live ZooKeeper's TLS settings: the link's own file, else this broker's
+            zk_tls = await self._blocking(ZkTlsConfig.from_file, link.source_zookeeper_config) \
+                if link.source_zookeeper_config else None
+        except ZkTlsConfigError as e:
+            if attempt in (1, 10) or attempt % 100 == 0:
+                log.warning("mirror link %s: failed: %s (%d times in a row; retrying)", link.name, e, attempt)
+            await self._report_failure(str(e))
+            return False
+        live = ClusterRegistry(link.source_zookeeper, timeout=10.0, create=False, tls=zk_tls)
         try:
             await self._blocking(live.start)
         except Exception as e:

@@ -19,6 +19,7 @@ from ferry.zk import connect as zk_connect
 from ferry.zk.cli_args import UsageError
 from ferry.zk.mirror_links import PAUSED, RUNNING, MirrorLink, MirrorLinkStore
 from ferry.zk.zk_connect import ZkConnect
+from ferry.zk.zk_tls import ZkTlsConfig
 
 LINK_ACTIONS = ("create", "list", "describe", "pause", "resume", "delete")
 
@@ -95,13 +96,19 @@ def _new_link(args: argparse.Namespace) -> MirrorLink:
         if not path.is_file():
             raise FileNotFoundError(f"--source-config {args.source_config}: no such file")
         source_config = str(path)
-    return MirrorLink(args.name, args.source_zookeeper, args.include, args.exclude, source_config).validate()
+    zk_config = None
+    if getattr(args, "source_zk_tls_config_file", None):
+        zk_path = Path(args.source_zk_tls_config_file).resolve()
+        ZkTlsConfig.from_file(str(zk_path))  # a bad file: one line now, not a link that fails on every broker
+        zk_config = str(zk_path)
+    return MirrorLink(args.name, args.source_zookeeper, args.include, args.exclude, source_config,
+                      source_zookeeper_config=zk_config).validate()
 
 
 def _doc(link: MirrorLink) -> dict:
     return {"name": link.name, "state": link.state, "source_zookeeper": link.source_zookeeper,
             "include": link.include, "exclude": link.exclude, "source_config": link.source_config,
-            "producer_id": link.producer_id}
+            "source_zookeeper_config": link.source_zookeeper_config, "producer_id": link.producer_id}
 
 
 def _status(client: KazooClient, link: MirrorLink) -> dict:
@@ -119,6 +126,8 @@ def _describe(doc: dict) -> str:
         lines.append(f"  exclude           {doc['exclude']}")
     if doc["source_config"]:
         lines.append(f"  source config     {doc['source_config']}")
+    if doc.get("source_zookeeper_config"):
+        lines.append(f"  source zk tls     {doc['source_zookeeper_config']}")
     for f in doc.get("failures", ()):
         lines.append(f"  broker {f['broker']:<10} failed: {f['error']}")
     pid = doc["producer_id"]

@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 from ferry.zk import cli_args as cli
-from ferry.zk.zookeeper_server import ZooKeeperServer
+from ferry.zk.zookeeper_server import CLIENT_AUTH, ZkServerTls, ZooKeeperServer
 
 DESCRIPTION = (
     "Run a standalone ZooKeeper server (Debian's `zookeeper` package, needs java) in the "
@@ -25,7 +25,19 @@ DESCRIPTION = (
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--port", type=int, default=2181, metavar="P", help="client port (default 2181)")
+    parser.add_argument("--port", type=int, default=2181, metavar="P",
+                        help="plaintext client port (default 2181; 0: none, with --secure-port)")
+    parser.add_argument("--secure-port", type=int, default=None, metavar="P",
+                        help="TLS client port (ZooKeeper's secureClientPort, e.g. 2281; needs --ssl-keystore and "
+                             "--ssl-truststore)")
+    parser.add_argument("--ssl-keystore", type=Path, metavar="FILE",
+                        help="the server's certificate and key in one PEM file (ssl.keyStore.location)")
+    parser.add_argument("--ssl-truststore", type=Path, metavar="FILE",
+                        help="the CA certificate(s), PEM (ssl.trustStore.location): client certificates must chain "
+                             "to it when --ssl-client-auth is need")
+    parser.add_argument("--ssl-client-auth", choices=CLIENT_AUTH, default="none",
+                        help="whether TLS clients must show a certificate (ssl.clientAuth; default none: the "
+                             "digest credentials say who a client is)")
     parser.add_argument("--data-dir", required=True, metavar="D", type=Path,
                         help="directory for zoo.cfg and the data (created if missing; reused on restart)")
     parser.add_argument("--host", default="127.0.0.1", metavar="ADDR",
@@ -37,21 +49,44 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Failures are raised: ferry/cli_runner.py prints them in one line (UsageError: 2; the rest, at run time: 1)."""
-    if not 1 <= args.port <= 65535:
-        raise cli.UsageError(f"--port {args.port} is out of range 1-65535")
+    tls = _server_tls(args)
+    if not (1 <= args.port <= 65535 or (args.port == 0 and tls is not None)):
+        raise cli.UsageError(f"--port {args.port} is out of range 1-65535 (0 only with --secure-port)")
     if args.heap_mb < 16 or args.tick_ms < 1:
         raise cli.UsageError("--heap-mb must be at least 16 and --tick-ms at least 1")
     data_dir = args.data_dir
     if data_dir.exists() and not data_dir.is_dir():
         raise cli.UsageError(f"--data-dir {data_dir} exists and is not a directory")
-    _check_port_free(args.host, args.port)
+    for port in (args.port, tls.port if tls else 0):
+        if port:
+            _check_port_free(args.host, port)
     server = ZooKeeperServer(port=args.port, data_dir=data_dir, host=args.host, heap_mb=args.heap_mb,
-                             tick_ms=args.tick_ms)
+                             tick_ms=args.tick_ms, tls=tls)
     argv = server.argv()  # writes zoo.cfg; raises if java or the zookeeper package is missing
-    print(f"ferry zookeeper: serving {server.connect} with data in {server.data_dir}", flush=True)
+    serving = [f"{args.host}:{args.port}"] if args.port else []
+    serving += [f"{server.secure_connect} (TLS)"] if tls else []
+    print(f"ferry zookeeper: serving {', '.join(serving)} with data in {server.data_dir}", flush=True)
     sys.stderr.flush()
     os.execvp(argv[0], argv)
     return 0  # not reached
+
+
+def _server_tls(args: argparse.Namespace) -> ZkServerTls | None:
+    """--secure-port's settings, checked before anything starts (a missing store is a usage error, exit 2)."""
+    stores = (args.ssl_keystore, args.ssl_truststore)
+    if args.secure_port is None:
+        if any(stores):
+            raise cli.UsageError("--ssl-keystore and --ssl-truststore go with --secure-port")
+        return None
+    if not 1 <= args.secure_port <= 65535 or args.secure_port == args.port:
+        raise cli.UsageError(f"--secure-port {args.secure_port} must be in 1-65535 and differ from --port")
+    for flag, path in (("--ssl-keystore", args.ssl_keystore), ("--ssl-truststore", args.ssl_truststore)):
+        if path is None:
+            raise cli.UsageError(f"--secure-port needs {flag} FILE (PEM)")
+        if not path.is_file() or not os.access(path, os.R_OK):
+            raise cli.UsageError(f"{flag} {path}: no such readable file")
+    return ZkServerTls(args.secure_port, args.ssl_keystore.resolve(), args.ssl_truststore.resolve(),
+                       args.ssl_client_auth)
 
 
 def _check_port_free(host: str, port: int) -> None:

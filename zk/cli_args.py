@@ -17,6 +17,7 @@ from pathlib import Path
 from ferry.wire.client_config import ENV_CLIENT_CONFIG, ClientConfig, ClientConfigError
 from ferry.wire.http_security import HttpSecurity, HttpSecurityError
 from ferry.zk.scram_credentials import ScramAuthenticator
+from ferry.zk.zk_tls import ENV_TLS_CONFIG, ZkTlsConfig
 
 ENV_ZOOKEEPER = "FERRY_ZOOKEEPER"  # default for --zookeeper in every subcommand that takes it
 ZK_METAVAR = "HOST:PORT/CHROOT"
@@ -40,14 +41,35 @@ def add_zookeeper_argument(parser: argparse.ArgumentParser | argparse._ArgumentG
     with ``with_timeout`` the `--timeout SECONDS` of the ZooKeeper connection."""
     parser.add_argument("--zookeeper", metavar=ZK_METAVAR, default=os.environ.get(ENV_ZOOKEEPER),
                         help=f"{what} (default: ${ENV_ZOOKEEPER})")
+    add_zk_tls_argument(parser)
     if with_timeout:
         add_timeout_argument(parser, "ZooKeeper connect timeout", default=10.0, dest="timeout")
+
+
+def add_zk_tls_argument(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
+    """`--zk-tls-config-file FILE` (Kafka's tools' flag, KIP-515), once per parser: ZooKeeper over TLS for every
+    ZooKeeper client of the command (apply_zk_tls_argument)."""
+    if "--zk-tls-config-file" in parser._option_string_actions:  # noqa: SLF001 - argparse has no public lookup
+        return
+    parser.add_argument("--zk-tls-config-file", metavar="FILE", default=None,
+                        help="ZooKeeper client TLS settings: zookeeper.ssl.client.enable=true, "
+                             "zookeeper.ssl.truststore.location=CA.pem, ... (default: $" + ENV_TLS_CONFIG + ")")
+
+
+def apply_zk_tls_argument(args: argparse.Namespace) -> None:
+    """A given --zk-tls-config-file becomes $FERRY_ZOOKEEPER_TLS_CONFIG for this process and its children (Spark
+    executors, tasks): every ZooKeeper client then takes it (kazoo_client.tls_settings). A bad file: one line."""
+    path = getattr(args, "zk_tls_config_file", None)
+    if path:
+        ZkTlsConfig.from_file(path)
+        os.environ[ENV_TLS_CONFIG] = os.path.abspath(path)
 
 
 def add_live_zookeeper_argument(parser: argparse.ArgumentParser | argparse._ArgumentGroup, what: str,
                                 dest: str = "live_zookeeper") -> None:
     """`--live-zookeeper HOST:PORT/CHROOT`, repeatable (a list): the live clusters whose producers' counts decide
     completeness (audit report, load, dashboard)."""
+    add_zk_tls_argument(parser)
     parser.add_argument("--live-zookeeper", dest=dest, metavar=ZK_METAVAR, action="append", default=[],
                         help=f"{what} (repeatable)")
 

@@ -20,15 +20,18 @@ from ferry.zk.registry_reads import live_brokers
 from ferry.zk.registry_session import RegistrySession
 from ferry.zk.topic_admin import TopicAdmin
 from ferry.zk.zk_connect import ZkConnect
+from ferry.zk.zk_tls import ZkTlsConfig
 from ferry.zk.znodes import BrokerInfo, Endpoint, PartitionState, TopicInfo, broker_path
 
 
 class ClusterRegistry:
     """Brokers and topics of the cluster rooted at ``zk_connect``'s chroot."""
 
-    def __init__(self, zk_connect: str | ZkConnect, timeout: float = 10.0, create: bool = True) -> None:
+    def __init__(self, zk_connect: str | ZkConnect, timeout: float = 10.0, create: bool = True,
+                 tls: ZkTlsConfig | None = None) -> None:
+        """``tls``: how to reach another cluster's ZooKeeper (a mirror link's); None: this process's settings."""
         zk = ZkConnect.parse(zk_connect) if isinstance(zk_connect, str) else zk_connect
-        self.session = RegistrySession(zk, timeout, create)
+        self.session = RegistrySession(zk, timeout, create, tls)
         self.topic_admin = TopicAdmin(self.session)
         self.broker_registration = BrokerRegistration(self.session)
         self.notifier = RegistryNotifier(self.session)

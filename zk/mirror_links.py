@@ -53,6 +53,8 @@ class MirrorLink:
     include: str
     exclude: str | None = None
     source_config: str | None = None  # a librdkafka properties file (path on the offline brokers)
+    # the live ZooKeeper's client TLS settings (a --zk-tls-config-file: zookeeper.ssl.*, on the offline brokers)
+    source_zookeeper_config: str | None = None
     state: str = RUNNING
     producer_id: int = -1  # -1: not allocated yet (the first broker running the link allocates it)
 
@@ -82,6 +84,7 @@ class MirrorLink:
             doc = json.loads(data.decode())
             return cls(name=name, source_zookeeper=doc["source_zookeeper"], include=doc["include"],
                        exclude=doc.get("exclude"), source_config=doc.get("source_config"),
+                       source_zookeeper_config=doc.get("source_zookeeper_config"),
                        state=doc.get("state", RUNNING), producer_id=int(doc.get("producer_id", -1)))
         except (ValueError, KeyError, TypeError, UnicodeDecodeError) as e:
             raise InvalidLinkError(f"mirror link {name}: unreadable znode ({e})") from None

@@ -14,6 +14,7 @@ from kazoo.client import KazooClient, KazooState
 from ferry.zk.errors import RegistryNotStartedError
 from ferry.zk.kazoo_client import connect
 from ferry.zk.zk_connect import ZkConnect
+from ferry.zk.zk_tls import ZkTlsConfig
 from ferry.zk.znodes import BROKER_IDS_PATH, BROKER_TOPICS_PATH
 
 log = logging.getLogger("ferry.zk.cluster_registry")  # one logger for the registry's parts
@@ -22,8 +23,9 @@ log = logging.getLogger("ferry.zk.cluster_registry")  # one logger for the regis
 class RegistrySession:
     """Opens and closes the kazoo session; tells listeners when a (new) connection is up."""
 
-    def __init__(self, zk: ZkConnect, timeout: float, create: bool) -> None:
+    def __init__(self, zk: ZkConnect, timeout: float, create: bool, tls: ZkTlsConfig | None = None) -> None:
         self.zk = zk
+        self.tls = tls  # None: the process's settings (kazoo_client.tls_settings)
         self.timeout = timeout  # connect timeout and ZooKeeper session timeout, seconds
         self.create = create  # False: a read-only look (a missing chroot is an error; nothing is created)
         self._client: KazooClient | None = None
@@ -39,7 +41,7 @@ class RegistrySession:
         return self._client is not None
 
     def start(self) -> None:
-        client = connect(self.zk, timeout=self.timeout, create_chroot=self.create)
+        client = connect(self.zk, timeout=self.timeout, create_chroot=self.create, tls=self.tls)
         try:
             if self.create:
                 client.ensure_path(BROKER_IDS_PATH)

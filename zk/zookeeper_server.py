@@ -1,18 +1,48 @@
-"""A ZooKeeper server from Debian's package as a local process bound to loopback (demo, tests, `ferry zookeeper`)."""
+"""A ZooKeeper server from Debian's package as a local process bound to loopback (demo, tests, `ferry zookeeper`).
+
+With ``ZkServerTls`` it also serves TLS on ``secureClientPort`` (Netty's connection factory, PEM key and trust
+stores made from the deployment CA's files; ZooKeeper 3.8 reads PEM itself), and the plaintext client port may
+be turned off (port 0)."""
 
 from __future__ import annotations
 
 import os
 import shutil
 import socket
+import ssl
 import subprocess
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from ferry.zk.local_process import EmbeddedError, ManagedProcess, free_port, tail_log, wait_for_port
 
+# zookeeper.jar's manifest names most of its dependencies; Netty's codec and resolver (the TLS port) it does not.
 ZOOKEEPER_JARS = ("/usr/share/java/zookeeper.jar", "/usr/share/java/zookeeper-jute.jar",
-                  "/usr/share/java/slf4j-simple.jar")
+                  "/usr/share/java/slf4j-simple.jar", "/usr/share/java/netty-codec.jar",
+                  "/usr/share/java/netty-resolver.jar")
+CLIENT_AUTH = ("none", "want", "need")
+
+
+@dataclass(frozen=True)
+class ZkServerTls:
+    """The TLS port's stores: ``keystore`` the server certificate + key (PEM, one file), ``truststore`` the CA
+    (PEM); ``client_auth``: whether clients must show a certificate signed by it (ZooKeeper's ssl.clientAuth)."""
+
+    port: int
+    keystore: Path
+    truststore: Path
+    client_auth: str = "none"
+
+    def config_lines(self, host: str) -> str:
+        return (f"secureClientPort={self.port}\n"
+                f"secureClientPortAddress={host}\n"
+                "serverCnxnFactory=org.apache.zookeeper.server.NettyServerCnxnFactory\n"
+                f"ssl.keyStore.location={Path(self.keystore).resolve()}\n"
+                "ssl.keyStore.type=PEM\n"
+                f"ssl.trustStore.location={Path(self.truststore).resolve()}\n"
+                "ssl.trustStore.type=PEM\n"
+                f"ssl.clientAuth={self.client_auth}\n")
 
 
 def zookeeper_classpath() -> str:
@@ -30,9 +60,11 @@ class ZooKeeperServer:
     Its child process (log file, stop/kill/pause) is a ManagedProcess it holds."""
 
     def __init__(self, port: int | None = None, data_dir: str | Path = "zookeeper", host: str = "127.0.0.1",
-                 heap_mb: int = 256, tick_ms: int = 2000) -> None:
+                 heap_mb: int = 256, tick_ms: int = 2000, tls: ZkServerTls | None = None) -> None:
         self.host = host
-        self.port = port or free_port(host)
+        self.tls = tls
+        # port 0 with TLS: no plaintext client port at all
+        self.port = port if (port or (tls is not None and port == 0)) else free_port(host)
         self.data_dir = Path(data_dir).resolve()
         self.heap_mb = heap_mb
         self.tick_ms = tick_ms
@@ -40,7 +72,14 @@ class ZooKeeperServer:
 
     @property
     def connect(self) -> str:
-        return f"{self.host}:{self.port}"
+        """The plaintext client address (the TLS one when the plaintext port is off)."""
+        return f"{self.host}:{self.port}" if self.port else self.secure_connect
+
+    @property
+    def secure_connect(self) -> str:
+        if self.tls is None:
+            raise EmbeddedError("this ZooKeeper serves no TLS port")
+        return f"{self.host}:{self.tls.port}"
 
     def write_config(self) -> Path:
         self.data_dir.mkdir(parents=True, exist_ok=True)
@@ -48,9 +87,9 @@ class ZooKeeperServer:
         cfg.write_text(
             f"tickTime={self.tick_ms}\n"
             f"dataDir={self.data_dir / 'data'}\n"
-            f"clientPort={self.port}\n"
-            f"clientPortAddress={self.host}\n"
-            "admin.enableServer=false\n"
+            + (f"clientPort={self.port}\nclientPortAddress={self.host}\n" if self.port else "")
+            + (self.tls.config_lines(self.host) if self.tls is not None else "")
+            + "admin.enableServer=false\n"
             "4lw.commands.whitelist=ruok,srvr,stat,mntr,cons,envi\n"
             "maxSessionTimeout=60000\n"
         )
@@ -79,7 +118,8 @@ class ZooKeeperServer:
 
     def start(self, timeout: float = 30.0) -> ZooKeeperServer:
         self.process.spawn(self.argv())
-        wait_for_port(self.host, self.port, timeout, self.process.proc, self.log_file)
+        port = self.port or self.tls.port  # type: ignore[union-attr]
+        wait_for_port(self.host, port, timeout, self.process.proc, self.log_file)
         self._wait_ruok(timeout)
         return self
 
@@ -108,21 +148,30 @@ class ZooKeeperServer:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             try:
-                with socket.create_connection((self.host, self.port), timeout=1) as s:
-                    s.sendall(b"ruok")
-                    ok = s.recv(16) == b"imok"
                 # `ruok` answers imok before the server takes sessions; `srvr` says when it serves.
-                if ok and self._serving():
+                if self._four_letters(b"ruok") == b"imok" and self._serving():
                     return
             except OSError:
                 pass
             time.sleep(0.05)
         raise EmbeddedError(f"ZooKeeper on {self.connect} never answered ruok" + tail_log(self.log_file))
 
-    def _serving(self) -> bool:
-        with socket.create_connection((self.host, self.port), timeout=1) as s:
-            s.sendall(b"srvr")
+    def _four_letters(self, word: bytes) -> bytes:
+        """A four-letter word on the plaintext port, or over TLS (trusting the server's CA) when that is off."""
+        raw = socket.create_connection((self.host, self.port or self.tls.port), timeout=1)  # type: ignore[union-attr]
+        try:
+            if not self.port:
+                ctx = ssl.create_default_context(cafile=str(self.tls.truststore))  # type: ignore[union-attr]
+                ctx.check_hostname = False
+                raw = ctx.wrap_socket(raw)
+            raw.sendall(word)
             reply = b""
-            while chunk := s.recv(4096):
+            while chunk := raw.recv(4096):
                 reply += chunk
+            return reply
+        finally:
+            raw.close()
+
+    def _serving(self) -> bool:
+        reply = self._four_letters(b"srvr")
         return reply.startswith(b"Zookeeper version") and b"not currently serving" not in reply

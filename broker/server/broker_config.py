@@ -13,15 +13,11 @@ from pathlib import Path
 
 from ferry.broker.log.log_cleaner import CLEANER_KEYS, CleanerConfig
 from ferry.broker.server.metrics_http import METRICS_HTTP_KEYS, MetricsHttpSettings
-from ferry.broker.server.security_config import (
-    SECURITY_KEYS,
-    Listener,
-    SecurityConfig,
-    SecurityConfigError,
-)
+from ferry.broker.server.security_config import SECURITY_KEYS, Listener, SecurityConfig, SecurityConfigError
 from ferry.wire.log_config import BOOL_SETTINGS, BROKER_CONFIG_NAMES, LogConfig, parse_setting
 from ferry.wire.properties_file import parse_properties
 from ferry.zk.cli_args import parse_listen
+from ferry.zk.zk_tls import ZK_TLS_KEYS, ZkTlsConfig
 
 DEFAULT_MAX_REQUEST_BYTES = 100 * 1024 * 1024
 
@@ -94,6 +90,7 @@ class BrokerConfig:
     allow_everyone_if_no_acl_found: bool = False
     # listeners, TLS and SASL (docs/security.md); None: one PLAINTEXT listener on listen_host:listen_port
     security: SecurityConfig | None = None
+    zk_tls: ZkTlsConfig | None = None  # zookeeper.ssl.* (KIP-515): how this broker reaches ZooKeeper
 
     def __post_init__(self) -> None:
         if self.broker_id < 0 or self.broker_id > 0x7FFFFFFF:
@@ -257,6 +254,7 @@ class BrokerConfig:
             connections_max_idle_ms=_positive("connections.max.idle.ms", p.get("connections.max.idle.ms", "600000")),
             audit_topic_partitions=_parse_int("audit.topic.partitions", p.get("audit.topic.partitions", "0")),
             security=security,
+            zk_tls=ZkTlsConfig.from_properties(dict(p), source="zookeeper.ssl settings"),  # a ValueError: exit 2
             **_metrics_listen(p),
             metrics_http=_metrics_http(p),
             **_replication_settings(p),
@@ -340,7 +338,7 @@ KNOWN_KEYS = {
     "broker.rack", "socket.request.max.bytes", "auto.create.topics.enable", "num.partitions",
     "zookeeper.session.timeout.ms", "log.retention.hours", "log.retention.check.interval.ms",
     "connections.max.idle.ms", "audit.topic.partitions", "replica.truncation", "metrics.port", "metrics.listen",
-    *METRICS_HTTP_KEYS, *CLEANER_KEYS, *BROKER_CONFIG_NAMES, *REPLICATION_KEYS, *AUTHORIZER_KEYS, *SECURITY_KEYS,
+    *METRICS_HTTP_KEYS, *CLEANER_KEYS, *BROKER_CONFIG_NAMES, *REPLICATION_KEYS, *AUTHORIZER_KEYS, *SECURITY_KEYS, *ZK_TLS_KEYS,
 }
 
 

@@ -16,6 +16,7 @@ module "live" {
   loader_count       = 0
   ports              = var.ports
   security           = var.security
+  zookeeper_tls      = var.zookeeper_tls
   tags               = var.tags
 }
 
@@ -35,6 +36,7 @@ module "offline" {
   ports              = var.ports
   spark_ports        = var.spark_ports
   security           = var.security
+  zookeeper_tls      = var.zookeeper_tls
   tags               = var.tags
 }
 
@@ -61,12 +63,14 @@ resource "aws_route" "live_to_offline" {
 locals {
   # The Kafka port across the link: SASL_SSL's (var.security); the plaintext port never crosses it.
   kafka_port = var.security == "plaintext" ? var.ports.broker : var.ports.broker_tls
+  # ZooKeeper across the link: its TLS port (secureClientPort, 2281) with var.zookeeper_tls; 2181 then stays on
+  # the ZooKeeper hosts' loopback.
+  zookeeper_port = var.zookeeper_tls && var.security != "plaintext" ? var.ports.zookeeper_tls : var.ports.zookeeper
 }
 
-# Across the link only the offline mirror and loaders talk, and only on TLS ports (SASL_SSL to the brokers,
-# HTTPS to their /metrics) except ZooKeeper's client port: the mirror's consumer group and the loaders' live
-# counts are in the live ZooKeeper, whose client port has no TLS in ferry yet (its znodes are locked with a
-# digest identity; docs/infra.md "Secure by default"). The mirror, to what it consumes from: the live
+# Across the link only the offline mirror and loaders talk: SASL_SSL to the brokers, HTTPS to their /metrics,
+# ZooKeeper's TLS port with var.zookeeper_tls, else its plaintext client port (its znodes are locked with a digest
+# identity either way; docs/infra.md "Secure by default"). The mirror, to what it consumes from: the live
 # brokers (fetch) and the live ZooKeeper (its consumer group: registrations, ownership, offsets).
 resource "aws_vpc_security_group_ingress_rule" "live_brokers_from_offline_mirror" {
   security_group_id            = module.live.security_group_ids["broker"]
@@ -82,8 +86,8 @@ resource "aws_vpc_security_group_ingress_rule" "live_zookeeper_from_offline_mirr
   security_group_id            = module.live.security_group_ids["zookeeper"]
   description                  = "ZooKeeper: the offline mirror's consumer group"
   ip_protocol                  = "tcp"
-  from_port                    = var.ports.zookeeper
-  to_port                      = var.ports.zookeeper
+  from_port                    = local.zookeeper_port
+  to_port                      = local.zookeeper_port
   referenced_security_group_id = module.offline.security_group_ids["mirror"]
   depends_on                   = [aws_vpc_peering_connection.live_offline]
 }
@@ -94,7 +98,7 @@ resource "aws_vpc_security_group_ingress_rule" "live_zookeeper_from_offline_mirr
 resource "aws_vpc_security_group_ingress_rule" "live_from_offline_loader" {
   for_each = var.offline.loader_count > 0 ? {
     broker         = { group = "broker", port = local.kafka_port, what = "Kafka protocol (live audit counts, log ends)" }
-    zookeeper      = { group = "zookeeper", port = var.ports.zookeeper, what = "ZooKeeper (live brokers and topics)" }
+    zookeeper      = { group = "zookeeper", port = local.zookeeper_port, what = "ZooKeeper (live brokers and topics)" }
     broker_metrics = { group = "broker", port = var.ports.broker_metrics, what = "Prometheus metrics" }
   } : {}
   security_group_id            = module.live.security_group_ids[each.value.group]

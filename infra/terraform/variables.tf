@@ -70,6 +70,7 @@ variable "ports" {
   description = "Ports of the roles, the same in both datacenters (group_vars/all.yml must agree)."
   type = object({
     zookeeper          = number
+    zookeeper_tls      = number
     zookeeper_peer     = number
     zookeeper_election = number
     broker             = number
@@ -82,6 +83,7 @@ variable "ports" {
   })
   default = {
     zookeeper          = 2181
+    zookeeper_tls      = 2281
     zookeeper_peer     = 2888
     zookeeper_election = 3888
     broker             = 9092
@@ -134,4 +136,10 @@ variable "security" {
     condition     = contains(["sasl_ssl", "plaintext"], var.security)
     error_message = "security must be sasl_ssl or plaintext."
   }
+}
+
+variable "zookeeper_tls" {
+  description = "true: ZooKeeper's clients (in each datacenter and across the link) reach it on ports.zookeeper_tls (its secureClientPort) and ports.zookeeper is not opened; needs security = sasl_ssl. Must agree with Ansible's ferry_zookeeper_tls."
+  type        = bool
+  default     = false
 }

@@ -177,12 +177,12 @@ def test_cross_datacenter_rules_are_only_the_mirrors_and_the_loaders() -> None:
         ('${module.live.security_group_ids["broker"]}', '${module.offline.security_group_ids["mirror"]}',
          "${local.kafka_port}"),
         ('${module.live.security_group_ids["zookeeper"]}', '${module.offline.security_group_ids["mirror"]}',
-         "${var.ports.zookeeper}"),
+         "${local.zookeeper_port}"),
     }
     loader = rules["live_from_offline_loader"]
     assert loader["referenced_security_group_id"] == '${module.offline.security_group_ids["loader"]}'
     opened = set(re.findall(r'group = "(\w+)", port = (?:var\.ports|local)\.(\w+)', loader["for_each"]))
-    assert opened == {("broker", "kafka_port"), ("zookeeper", "zookeeper"), ("broker", "broker_metrics")}
+    assert opened == {("broker", "kafka_port"), ("zookeeper", "zookeeper_port"), ("broker", "broker_metrics")}
 
 
 def test_kafka_ports_opened_are_the_tls_port_unless_plaintext() -> None:
@@ -199,6 +199,24 @@ def test_kafka_ports_opened_are_the_tls_port_unless_plaintext() -> None:
     module = parse_module(TF / "modules" / "datacenter")
     clients = [v for b in module.get("locals", []) for k, v in b.items() if k == "broker_clients"]
     assert clients and '["broker"]' in clients[0], clients
+
+
+def test_zookeeper_port_opened_is_the_tls_port_with_zookeeper_tls() -> None:
+    """ZooKeeper's clients (in each datacenter and across the link) get local.zookeeper_port: ports.zookeeper_tls
+    (2281, secureClientPort) with var.zookeeper_tls on a secured deployment, else 2181; no rule names 2181 but
+    through that choice, and the root passes its zookeeper_tls to both datacenters."""
+    for d in MODULE_DIRS:
+        mod = parse_module(d)
+        zk = [v for b in mod.get("locals", []) for k, v in b.items() if k == "zookeeper_port"]
+        assert zk == ['${var.zookeeper_tls && var.security != "plaintext" ? var.ports.zookeeper_tls : '
+                      'var.ports.zookeeper}'], (d, zk)
+        assert "bool" in str(variables(mod)["zookeeper_tls"]["type"]) and variables(mod)["zookeeper_tls"]["default"] is False
+        text = "\n".join(tf.read_text() for tf in d.glob("*.tf"))
+        assert len(re.findall(r"var\.ports\.zookeeper\b(?!_)", text)) == 1, f"{d}: 2181 opened beyond the choice"
+        assert variables(mod)["ports"]["default"]["zookeeper_tls"] == 2281
+    root = parse_module(TF)
+    passed = {unquote(n): spec.get("zookeeper_tls") for b in root.get("module", []) for n, spec in b.items()}
+    assert passed == {"live": "${var.zookeeper_tls}", "offline": "${var.zookeeper_tls}"}, passed
 
 
 def _terraform_with_provider() -> tuple[str, Path]:

@@ -13,6 +13,8 @@ locals {
   local.spark_clients)
   # The one Kafka port opened: SASL_SSL's unless the deployment is plaintext (var.security).
   kafka_port = var.security == "plaintext" ? var.ports.broker : var.ports.broker_tls
+  # ZooKeeper's: its TLS port (secureClientPort) with var.zookeeper_tls; the plaintext one then stays on loopback.
+  zookeeper_port = var.zookeeper_tls && var.security != "plaintext" ? var.ports.zookeeper_tls : var.ports.zookeeper
 }
 
 resource "aws_security_group" "admin" {
@@ -40,14 +42,14 @@ resource "aws_vpc_security_group_ingress_rule" "ssh" {
   cidr_ipv4         = each.key
 }
 
-# ZooKeeper: clients on 2181 from the roles that use it; quorum and election only among the servers.
+# ZooKeeper: clients on local.zookeeper_port (2281 with TLS, else 2181) from the roles that use it; quorum and election only among the servers.
 resource "aws_vpc_security_group_ingress_rule" "zookeeper_client" {
   for_each                     = toset(local.zookeeper_clients)
   security_group_id            = aws_security_group.role["zookeeper"].id
   description                  = "ZooKeeper clients: ${each.key}"
   ip_protocol                  = "tcp"
-  from_port                    = var.ports.zookeeper
-  to_port                      = var.ports.zookeeper
+  from_port                    = local.zookeeper_port
+  to_port                      = local.zookeeper_port
   referenced_security_group_id = aws_security_group.role[each.key].id
 }
 

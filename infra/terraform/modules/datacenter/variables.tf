@@ -94,6 +94,7 @@ variable "ports" {
   description = "Ports the roles listen on."
   type = object({
     zookeeper          = number
+    zookeeper_tls      = number
     zookeeper_peer     = number
     zookeeper_election = number
     broker             = number
@@ -106,6 +107,7 @@ variable "ports" {
   })
   default = {
     zookeeper          = 2181
+    zookeeper_tls      = 2281
     zookeeper_peer     = 2888
     zookeeper_election = 3888
     broker             = 9092
@@ -152,4 +154,10 @@ variable "security" {
     condition     = contains(["sasl_ssl", "plaintext"], var.security)
     error_message = "security must be sasl_ssl or plaintext."
   }
+}
+
+variable "zookeeper_tls" {
+  description = "true: ZooKeeper's clients (in each datacenter and across the link) reach it on ports.zookeeper_tls (its secureClientPort) and ports.zookeeper is not opened; needs security = sasl_ssl. Must agree with Ansible's ferry_zookeeper_tls."
+  type        = bool
+  default     = false
 }

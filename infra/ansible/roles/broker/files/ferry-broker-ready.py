@@ -6,7 +6,7 @@ that the next broker is restarted only when this one serves clients again.
     ferry-broker-ready --id N --zookeeper HOST:PORT/chroot --bootstrap HOST:PORT [--timeout S] [--command-config F]
 
 --command-config: librdkafka properties (security.protocol, sasl.*, ssl.*) for the Metadata request on a
-SASL_SSL listener; $FERRY_ZOOKEEPER_CREDENTIALS: the digest identity for ZooKeeper.
+SASL_SSL listener; $FERRY_ZOOKEEPER_CREDENTIALS and $FERRY_ZOOKEEPER_TLS_CONFIG: how to reach ZooKeeper.
 """
 
 from __future__ import annotations
@@ -19,19 +19,13 @@ import time
 
 
 def registered(zookeeper: str, broker_id: int, timeout: float) -> str | None:
-    """The registration as 'host:port', or None if the znode is missing."""
-    import os
+    """The registration as 'host:port', or None if the znode is missing. ferry's own ZooKeeper client: the digest
+    identity of $FERRY_ZOOKEEPER_CREDENTIALS and the TLS settings of $FERRY_ZOOKEEPER_TLS_CONFIG, as every ferry
+    process."""
+    from ferry.zk.kazoo_client import connect
 
-    from kazoo.client import KazooClient
-
-    auth = []
-    if os.environ.get("FERRY_ZOOKEEPER_CREDENTIALS"):
-        with open(os.environ["FERRY_ZOOKEEPER_CREDENTIALS"]) as f:
-            kv = dict(line.strip().split("=", 1) for line in f if "=" in line)
-        auth = [("digest", f"{kv['username']}:{kv['password']}")]
-    zk = KazooClient(hosts=zookeeper, timeout=timeout, auth_data=auth)
+    zk = connect(zookeeper, timeout=timeout, create_chroot=False)
     try:
-        zk.start(timeout=timeout)
         data, _ = zk.get(f"/brokers/ids/{broker_id}") if zk.exists(f"/brokers/ids/{broker_id}") else (None, None)
     finally:
         zk.stop()
