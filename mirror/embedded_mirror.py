@@ -1,7 +1,8 @@
 """EmbeddedMirror: the mirror links an offline broker runs (the paper's embedded consumers; docs/mirror.md).
 
 A broker plugin (broker/server/broker_plugin.py) composed into `ferry broker` (ferry/broker_cmd.py). Every
-second it reads the offline cluster's links (``/mirror/links``, zk/mirror_links.py) and brings its LinkRunners
+second, and at once when ZooKeeper says a link was created, changed or deleted (a watch on each read), it reads
+the offline cluster's links (``/mirror/links``, zk/mirror_links.py) and brings its LinkRunners
 in line: a new link starts, a deleted one stops (its copiers first), a changed one (or one whose --source-config
 file changed) restarts, a paused one keeps its runner but stops its copiers. With no link stored it costs one
 ZooKeeper read a second.
@@ -36,9 +37,11 @@ class EmbeddedMirror:
         self._starting: dict[str, asyncio.Task] = {}  # link -> its runner's start, under way
         self.services: BrokerServices | None = None
         self._task: asyncio.Task | None = None
+        self._changed: asyncio.Event | None = None  # set from a ZooKeeper watch: a link changed, pass now
 
     async def start(self, services: BrokerServices) -> None:
         self.services = services
+        self._changed = asyncio.Event()
         self._task = services.loop.create_task(self._run(), name="embedded-mirror")
 
     async def stop(self) -> None:
@@ -91,11 +94,28 @@ class EmbeddedMirror:
                 if failures in (1, 10) or failures % 100 == 0:
                     log.warning("embedded mirror: pass failed (%d times in a row; retrying): %s", failures,
                                 " ".join((str(e) or type(e).__name__).split()))
-            await asyncio.sleep(self.pass_interval_s)
+            changed = self._changed
+            assert changed is not None
+            try:
+                await asyncio.wait_for(changed.wait(), self.pass_interval_s)
+            except TimeoutError:
+                pass
+            changed.clear()
+
+    def _on_change(self, _event: object) -> None:
+        """A ZooKeeper watch fired (kazoo's thread): run the next pass now, not at the next second (a deleted or
+        paused link stops at once)."""
+        services, changed = self.services, self._changed
+        if services is None or changed is None:
+            return
+        try:
+            services.loop.call_soon_threadsafe(changed.set)
+        except RuntimeError:  # the loop closed: the broker is stopping
+            pass
 
     def _links(self) -> dict[str, MirrorLink]:
         assert self.services is not None
-        return {link.name: link for link in MirrorLinkStore(self.services.registry.client).all()}
+        return {link.name: link for link in MirrorLinkStore(self.services.registry.client).all(self._on_change)}
 
     async def _started(self, name: str, link: MirrorLink) -> LinkRunner | None:
         """The link's runner once its start (a task of its own: a live ZooKeeper that does not answer takes its

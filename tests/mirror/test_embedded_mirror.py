@@ -126,13 +126,24 @@ def test_pause_resume_delete(cluster_factory) -> None:
     wait_for(lambda: copied(live, offline, {"clicks": 2}), 90, "the copy after resume")
     listed = link(offline, "list")
     assert listed.returncode == 0 and listed.stdout.startswith("dc1\trunning\t"), listed.stdout
+    pid = json.loads(link(offline, "describe", "dc1", "--json").stdout)["producer_id"]
     assert link(offline, "delete", "dc1").returncode == 0
-    wait_for(lambda: 'ferry_mirror_link_paused{link="dc1"}' not in metrics(port), 30, "the broker to stop the link")
+    # the brokers watch the links: the deleted link stops at once (not at their next pass), its reports go with it
+    wait_for(lambda: 'ferry_mirror_link_paused{link="dc1"}' not in metrics(port), 5, "the broker to stop the link")
     produce(live.bootstrap, "clicks", 2, 100, start=600)
     time.sleep(4)
     assert sum(len(r) for r in read_log(offline.bootstrap, {"clicks": 2}).values()) == 600
     gone = link(offline, "describe", "dc1")
     assert gone.returncode == 2 and gone.stderr.count("\n") == 1 and "no mirror link 'dc1'" in gone.stderr
+    # created again from the same live cluster: the link takes its producer id back, so its leaders find their
+    # copy's end in the offline log and copy only what came since (nothing twice)
+    assert link(offline, "create", "dc1", "--source-zookeeper", live.zk_connect, "--include", "clicks"
+                ).returncode == 0
+    assert json.loads(link(offline, "describe", "dc1", "--json").stdout)["producer_id"] == pid
+    wait_for(lambda: copied(live, offline, {"clicks": 2}), 90, "the copy of the re-created link")
+    time.sleep(2)
+    rows = read_log(offline.bootstrap, {"clicks": 2})
+    assert sum(len(r) for r in rows.values()) == 700 and all(len(set(r)) == len(r) for r in rows.values())
 
 
 def _leader(offline, topic: str, partition: int) -> int:
