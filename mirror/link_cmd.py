@@ -14,6 +14,7 @@ from pathlib import Path
 
 from kazoo.client import KazooClient
 
+from ferry.mirror.copy_status import CopyRow, format_table
 from ferry.mirror.link_progress import link_state, read_failures, read_progress
 from ferry.zk import connect as zk_connect
 from ferry.zk.cli_args import UsageError
@@ -108,8 +109,11 @@ def _status(client: KazooClient, link: MirrorLink) -> dict:
     """The link as stored, its state as the brokers report it ("failed: <reason>" while one cannot run it:
     ``failures`` names them) and its partitions' last reports."""
     failures = read_failures(client, link.name)
+    progress = read_progress(client, link.name)
+    rows = [CopyRow.from_report(p) for p in progress]
     return {**_doc(link), "state": link_state(link.state, failures), "failures": failures,
-            "partitions": read_progress(client, link.name)}
+            "total_lag": sum(r.lag for r in rows if r.lag is not None),
+            "partitions": [{**r.to_dict(), **p, "owner": str(p["broker"])} for p, r in zip(progress, rows, strict=True)]}
 
 
 def _describe(doc: dict) -> str:
@@ -127,10 +131,6 @@ def _describe(doc: dict) -> str:
     if not progress:
         lines.append("  no partition copied yet")
         return "\n".join(lines)
-    lines.append(f"  {'TOPIC':<24}{'PART':>5}{'LIVE END':>12}{'COPIED TO':>12}{'LAG':>10}  {'LEADER':>6}  STATE")
-    for p in progress:
-        lag = p["live_end"] - p["copied_to"] if p["live_end"] >= 0 and p["copied_to"] >= 0 else -1
-        lines.append(f"  {p['topic']:<24}{p['partition']:>5}{p['live_end']:>12}{p['copied_to']:>12}"
-                     f"{lag if lag >= 0 else '-':>10}  {p['broker']:>6}  {p['state']}"
-                     + (f" ({p['error']})" if p.get("error") else ""))
-    return "\n".join(lines)
+    rows = [CopyRow.from_report(p) for p in progress]
+    lines.append(f"  total lag         {sum(r.lag for r in rows if r.lag is not None)} message(s)")
+    return "\n".join(lines + format_table(rows, "LEADER", "  "))
