@@ -4,10 +4,12 @@ themselves (real ZooKeeper, real brokers, the real `ferry mirror link` command, 
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import time
 import urllib.request
+from pathlib import Path
 
 import pytest
 from mirror_harness import (
@@ -25,6 +27,8 @@ from ferry.schemas.registry import SchemaRegistry
 from ferry.zk.cluster_registry import ClusterRegistry
 
 pytestmark = pytest.mark.slow
+
+GRAFANA = Path(__file__).resolve().parents[2] / "infra/ansible/roles/prometheus/files/ferry-brokers.grafana.json"
 
 
 def link(offline, *args: str) -> subprocess.CompletedProcess:
@@ -96,6 +100,13 @@ def metrics(port: int) -> dict[str, float]:
             if line.startswith("ferry_mirror_link_")}
 
 
+def link_panel_metrics() -> set[str]:
+    """The mirror links' metrics the shipped Grafana dashboard reads (the others: tests/broker/test_broker_metrics)."""
+    board = json.loads(GRAFANA.read_text())
+    exprs = " ".join(t["expr"] for panel in board["panels"] for t in panel["targets"])
+    return set(re.findall(r"\bferry_mirror_link_[a-z_]+\b", exprs))
+
+
 def test_pause_resume_delete(cluster_factory) -> None:
     port = free_port()
     live = cluster_factory(1, "live")
@@ -113,7 +124,21 @@ def test_pause_resume_delete(cluster_factory) -> None:
     wait_for(lambda: all(metrics(port).get(sample.format("copied_to", p)) == 200.0 and
                          metrics(port).get(sample.format("lag_messages", p)) == 0.0 for p in (0, 1)), 30,
              "the link's metrics at the live end")
-    assert metrics(port)['ferry_mirror_link_paused{link="dc1"}'] == 0.0
+    wait_for(lambda: all(metrics(port).get(sample.format("lag_seconds", p)) == 0.0 for p in (0, 1)), 30,
+             "the lag in seconds at the live end")
+    scraped = metrics(port)
+    assert scraped['ferry_mirror_link_paused{link="dc1"}'] == 0.0 and scraped['ferry_mirror_link_failed{link="dc1"}'] == 0
+    assert all(scraped[sample.format("bytes_total", p)] > 200 * 10 for p in (0, 1))  # each message is > 10 bytes
+    assert all(scraped[sample.format("messages_total", p)] == 200 for p in (0, 1))
+    served = {name.partition("{")[0] for name in scraped}
+    assert {"ferry_mirror_link_lag_seconds", "ferry_mirror_link_messages_total"} <= link_panel_metrics() <= served
+    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read()
+    lint = subprocess.run(["promtool", "check", "metrics"], input=text, capture_output=True, timeout=60)
+    assert lint.returncode == 0, lint.stdout + lint.stderr
+    # the one status table: lag in messages and seconds, rate, leader, state, per partition
+    as_json = json.loads(link(offline, "describe", "dc1", "--json").stdout)
+    assert as_json["total_lag"] == 0 and all(p["lag"] == 0 and p["lag_seconds"] == 0.0 and p["owner"] == "1" and
+                                             p["messages_per_s"] is not None for p in as_json["partitions"])
     out = link(offline, "pause", "dc1")
     assert out.returncode == 0 and "paused" in out.stdout, out.stderr
     wait_for(lambda: all(p["state"] == "paused" for p in progress(offline, "dc1")) and progress(offline, "dc1"),
