@@ -8,7 +8,8 @@ import logging
 import signal
 import threading
 
-from ferry.mirror.link_cmd import LINK_ACTIONS, format_links, links_status, run_link
+from ferry.mirror.link_cmd import LINK_ACTIONS, format_links, run_link
+from ferry.mirror.link_status import links_status
 from ferry.mirror.mirror_limits import COALESCE_BYTES, MAX_IN_FLIGHT
 from ferry.mirror.mirror_maker import (
     ASSIGNMENT_STRATEGIES,

@@ -12,10 +12,8 @@ import argparse
 import json
 from pathlib import Path
 
-from kazoo.client import KazooClient
-
 from ferry.mirror.copy_status import CopyRow, format_table
-from ferry.mirror.link_progress import link_state, read_failures, read_progress
+from ferry.mirror.link_status import link_doc, link_status
 from ferry.zk import connect as zk_connect
 from ferry.zk.cli_args import UsageError
 from ferry.zk.mirror_links import PAUSED, RUNNING, MirrorLink, MirrorLinkStore
@@ -46,14 +44,14 @@ def run_link(args: argparse.Namespace) -> int:
         elif action == "list":
             links = store.all()
             if args.json:
-                print(json.dumps([_doc(lk) for lk in links], indent=2))
+                print(json.dumps([link_doc(lk) for lk in links], indent=2))
             else:
                 for lk in links:
                     print(f"{lk.name}\t{lk.state}\t{lk.source_zookeeper}\t{lk.include}"
                           + (f"\texclude {lk.exclude}" if lk.exclude else ""))
         elif action == "describe":
             link, _ = store.get(args.name)
-            doc = _status(client, link)
+            doc = link_status(client, link)
             print(json.dumps(doc, indent=2) if args.json else _describe(doc))
         elif action in ("pause", "resume"):
             store.get(args.name)  # UnknownLinkError first
@@ -66,16 +64,6 @@ def run_link(args: argparse.Namespace) -> int:
         client.stop()
         client.close()
     return 0
-
-
-def links_status(offline_zookeeper: str) -> list[dict]:
-    """Every link of the offline cluster with its partitions' last reports (`ferry mirror status`)."""
-    client = zk_connect(ZkConnect.parse(offline_zookeeper), timeout=10.0, create_chroot=False)
-    try:
-        return [_status(client, lk) for lk in MirrorLinkStore(client).all()]
-    finally:
-        client.stop()
-        client.close()
 
 
 def format_links(links: list[dict]) -> str:
@@ -97,23 +85,6 @@ def _new_link(args: argparse.Namespace) -> MirrorLink:
             raise FileNotFoundError(f"--source-config {args.source_config}: no such file")
         source_config = str(path)
     return MirrorLink(args.name, args.source_zookeeper, args.include, args.exclude, source_config).validate()
-
-
-def _doc(link: MirrorLink) -> dict:
-    return {"name": link.name, "state": link.state, "source_zookeeper": link.source_zookeeper,
-            "include": link.include, "exclude": link.exclude, "source_config": link.source_config,
-            "producer_id": link.producer_id}
-
-
-def _status(client: KazooClient, link: MirrorLink) -> dict:
-    """The link as stored, its state as the brokers report it ("failed: <reason>" while one cannot run it:
-    ``failures`` names them) and its partitions' last reports."""
-    failures = read_failures(client, link.name)
-    progress = read_progress(client, link.name)
-    rows = [CopyRow.from_report(p) for p in progress]
-    return {**_doc(link), "state": link_state(link.state, failures), "failures": failures,
-            "total_lag": sum(r.lag for r in rows if r.lag is not None),
-            "partitions": [{**r.to_dict(), **p, "owner": str(p["broker"])} for p, r in zip(progress, rows, strict=True)]}
 
 
 def _describe(doc: dict) -> str:

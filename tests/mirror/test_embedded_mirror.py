@@ -12,6 +12,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from fastapi.testclient import TestClient
 from mirror_harness import (
     SteadyProducer,
     audit_counts,
@@ -22,6 +23,8 @@ from mirror_harness import (
     wait_partitions,
 )
 
+from ferry.dashboard.app import create_app
+from ferry.dashboard.sources import Sources
 from ferry.embedded import free_port
 from ferry.schemas.registry import SchemaRegistry
 from ferry.zk.cluster_registry import ClusterRegistry
@@ -91,6 +94,17 @@ def test_link_copies_live_topics_identically_in_order(cluster_factory) -> None:
     unreachable, running = json.loads(as_json.stdout)["links"]
     assert unreachable["name"] == "dc0" and unreachable["partitions"] == []
     assert running["name"] == "dc1" and {p["partition"] for p in running["partitions"]} == {0, 1, 2}
+    assert running["total_lag"] == 0 and all(p["lag_seconds"] == 0.0 and p["state"] == "copying"
+                                             for p in running["partitions"])
+    # the dashboard's flow page shows the links beside the standalone mirror (the same reads as the status)
+    client = TestClient(create_app(Sources(offline.zk_connect, [live.zk_connect])))
+    shown = client.get("/api/mirror").json()
+    assert shown["links_error"] is None and [lk["name"] for lk in shown["links"]] == ["dc0", "dc1"]
+    assert {(p["topic"], p["partition"], p["lag"]) for p in shown["links"][1]["partitions"]} == \
+        {("page-views", p, 0) for p in range(3)}
+    assert any(key.startswith("link dc1 page-views/") for key in shown["history"][-1]["lag"])
+    page = client.get("/flow")
+    assert page.status_code == 200 and "<div id=links>" in page.text and "g.links" in page.text
 
 
 def metrics(port: int) -> dict[str, float]:
