@@ -8,9 +8,9 @@ to the live brokers, whether it runs or is paused, and the producer id its copie
 and later, stamps the same id: the offline log then says where the copy of each live partition ends).
 
 The producer id outlives the link: ``/mirror/link_ids/<name>`` keeps it (with the live ZooKeeper it pulled from)
-once the link is deleted, and a link created again under that name from that live cluster takes it back. Its
-leaders then find their copy's end in the offline log as before and resume there: deleting and re-creating a
-link never copies anything a second time.
+once the link is deleted, and a link created again from that live cluster takes it back (under the same name,
+or under a new one when no other link uses it). Its leaders then find their copy's end in the offline log as
+before and resume there: deleting and re-creating a link never copies anything a second time.
 """
 
 from __future__ import annotations
@@ -175,15 +175,25 @@ class MirrorLinkStore:
         raise RuntimeError(f"mirror link {name!r} kept changing while its producer id was set")
 
     def kept_producer_id(self, name: str, source_zookeeper: str) -> int | None:
-        """The producer id a deleted link ``name`` copied from ``source_zookeeper`` with, if one did."""
+        """The producer id a deleted link copied from ``source_zookeeper`` with: the one named ``name`` first, else
+        one under another name (a link re-created under a new name) that no stored link uses now; None if none."""
+        kept = {}
         try:
-            data, _ = self.client.get(id_path(name))
-            doc = json.loads(data.decode())
-        except (NoNodeError, ValueError, UnicodeDecodeError):
+            names = self.client.get_children(IDS_PATH)
+        except NoNodeError:
             return None
-        if doc.get("source_zookeeper") != source_zookeeper:
-            return None  # another live cluster: another copy, with an id of its own
-        return int(doc["producer_id"])
+        for n in names:
+            try:
+                data, _ = self.client.get(id_path(n))
+                doc = json.loads(data.decode())
+                if doc.get("source_zookeeper") == source_zookeeper:  # another live cluster: another copy
+                    kept[n] = int(doc["producer_id"])
+            except (NoNodeError, ValueError, KeyError, TypeError, UnicodeDecodeError):
+                continue
+        in_use = {lk.producer_id for lk in self.all()}  # two links never share an id (two copies of a partition)
+        if name in kept and kept[name] not in in_use:
+            return kept[name]
+        return next((pid for _, pid in sorted(kept.items()) if pid not in in_use), None)
 
     def delete(self, name: str) -> None:
         """Remove the link (its brokers stop it within a second: they watch /mirror/links), keeping its producer
