@@ -8,7 +8,8 @@ import logging
 import signal
 import threading
 
-from ferry.mirror.link_cmd import LINK_ACTIONS, format_links, links_status, run_link
+from ferry.mirror.link_cmd import LINK_ACTIONS, format_links, run_link
+from ferry.mirror.link_status import links_status
 from ferry.mirror.mirror_limits import COALESCE_BYTES, MAX_IN_FLIGHT
 from ferry.mirror.mirror_maker import (
     ASSIGNMENT_STRATEGIES,
@@ -38,10 +39,12 @@ Mirror topics of a live cluster into the offline cluster (paper section 4).
       `_audit` is always mirrored (unless excluded), and the mirror publishes its own audit counts (tier
       "mirror", each message once) to the offline `_audit`.
 
-  ferry mirror status [--source-zookeeper ZK] --target-zookeeper ZK [--group NAME]
-      prints per partition: live end offset, committed offset, lag, offline end offset and owner (the
-      standalone mirror group, with --source-zookeeper), and the offline cluster's mirror links (the
-      embedded mirror) with each partition's live end, copied-to offset, lag, leader and state.
+  ferry mirror status [--source-zookeeper ZK] --target-zookeeper|--zookeeper ZK [--group NAME] [--json]
+      one table for both mirror kinds, per partition: live end, copied to (the standalone group's committed
+      offset), lag in messages and in seconds, messages per second, owner or leader, and state (copying,
+      paused, waiting for the live leader or an owner, failed with the error); for the standalone mirror
+      group with --source-zookeeper, and for each of the offline cluster's mirror links (the embedded
+      mirror) with the link's state.
 
   ferry mirror link create NAME --zookeeper OFFLINE_ZK --source-zookeeper LIVE_ZK --include REGEX
                     [--exclude REGEX] [--source-config FILE]
@@ -75,8 +78,9 @@ class _Help(argparse.Action):
 def _status_parser(full: argparse.ArgumentParser) -> argparse.ArgumentParser:
     """A parser for help only, holding the mirror parser's status flags (same help texts: one definition)."""
     p = argparse.ArgumentParser(prog=f"{full.prog} status", add_help=False,
-                                description="Print per partition: live end offset, committed offset, lag, "
-                                "offline end offset and owner; exit 0.")
+                                description="Print per partition of the standalone mirror group and of each "
+                                "mirror link: live end, copied to, lag in messages and seconds, messages per "
+                                "second, owner or leader, state; exit 0.")
     p.add_argument("-h", "--help", action="store_true", help="show this help and exit")
     for action in full._actions:
         if set(action.option_strings) & set(STATUS_FLAGS):

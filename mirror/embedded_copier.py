@@ -111,6 +111,7 @@ class CopyProgress:
     state: str = WAITING
     error: str | None = None
     messages: int = 0  # records appended by this copier
+    bytes: int = 0  # record batch bytes appended by this copier
     data_lost: int = 0  # live offsets deleted by live retention before they were copied
 
 
@@ -282,6 +283,7 @@ class PartitionCopier:
             except KafkaStorageError:
                 return position  # the log dir went offline: leadership moves (log_dir_failure.py)
             self.progress.messages += messages
+            self.progress.bytes += len(stamped)
             self._fresh = False
         self._set_state(COPYING)
         self.progress.copied_to = next_offset
@@ -327,7 +329,7 @@ class PartitionCopier:
         return {"link": self.link_name, "topic": self.topic, "partition": self.partition, "broker": broker_id,
                 "leader_epoch": self.epoch, "live_end": p.live_end, "copied_to": p.copied_to,
                 "offline_end": self.part.log.log_end_offset, "state": p.state, "error": p.error,
-                "messages": p.messages, "data_lost": p.data_lost, "updated_ms": int(time.time() * 1000)}
+                "messages": p.messages, "bytes": p.bytes, "data_lost": p.data_lost, "updated_ms": int(time.time() * 1000)}
 
 
 def _position_and_end(lg: Log, producer_id: int) -> tuple[int | None, int]:

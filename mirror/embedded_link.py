@@ -22,6 +22,7 @@ import time
 from ferry.broker.server.broker_plugin import BrokerServices
 from ferry.client.topic_selection import TopicFilter
 from ferry.mirror.audit_sender import AuditEventSender
+from ferry.mirror.copy_lag import CopyRates, lag_messages, lag_seconds
 from ferry.mirror.embedded_audit import APPLICATION, LinkAuditor
 from ferry.mirror.embedded_copier import BASELINE, LinkSettingsError, PartitionCopier, copy_position
 from ferry.mirror.link_progress import PAUSED, clear_failure, remove_progress, write_failure, write_progress
@@ -52,6 +53,8 @@ class LinkRunner:
         self.schema_sync: SchemaSync | None = None
         self._reported_at = 0.0
         self._paused_reported: set[TopicPartition] = set()
+        self.rates = CopyRates()
+        self.lag_s: dict[TopicPartition, float] = {}  # at the last report (read by /metrics)
         self.client_config = ClientConfig.plaintext()
         self.security: ClientSecurity = PLAINTEXT
         self._settings_stamp: tuple[int, int] | None = None  # the --source-config file as read: (mtime ns, size)
@@ -192,7 +195,7 @@ class LinkRunner:
         self._reported_at = now
         broker_id = self.services.config.broker_id
         await self._report_failure(next((c.link_error for c in self.copiers.values() if c.link_error), None))
-        reports = [c.report(broker_id) for c in self.copiers.values()]
+        reports = await self._blocking(self._copier_reports, broker_id)
         if not running:
             for tp, part in led.items():
                 position = await self._blocking(copy_position, part.log, self.link.producer_id)
@@ -200,7 +203,8 @@ class LinkRunner:
                                 "leader_epoch": part.leader_epoch, "live_end": -1,
                                 "copied_to": -1 if position is None else position,
                                 "offline_end": part.log.log_end_offset, "state": PAUSED, "error": None,
-                                "messages": 0, "data_lost": 0, "updated_ms": int(time.time() * 1000)})
+                                "lag": None, "lag_seconds": None, "messages_per_s": 0.0, "bytes_per_s": 0.0,
+                                "messages": 0, "bytes": 0, "data_lost": 0, "updated_ms": int(time.time() * 1000)})
         client = self.services.registry.client
 
         def write() -> None:
@@ -211,6 +215,29 @@ class LinkRunner:
             await self._blocking(write)
         except Exception as e:  # progress is for operators: never fatal to the copy
             log.debug("mirror link %s: progress not written: %s", self.link.name, e)
+
+    def _copier_reports(self, broker_id: int) -> list[dict]:
+        """Each copier's report with its lag (messages, seconds) and throughput. Blocking: the age of the last
+        copied message is read from the offline log's kept maximum timestamp."""
+        reports = []
+        for tp, c in list(self.copiers.items()):
+            r = c.report(broker_id)
+            lag = lag_messages(r["live_end"], r["copied_to"])
+            copied_ts = None
+            if lag:
+                found = c.part.log.max_timestamp_offset(c.part.log.log_end_offset)
+                copied_ts = found[1] if found is not None else None
+            r["lag"], r["lag_seconds"] = lag, lag_seconds(lag, copied_ts)
+            r["messages_per_s"], r["bytes_per_s"] = self.rates.rate(tp, r["messages"], r["bytes"])
+            reports.append(r)
+        self.rates.forget(set(self.copiers))
+        self.lag_s = {(r["topic"], r["partition"]): r["lag_seconds"] for r in reports if r["lag_seconds"] is not None}
+        return reports
+
+    @property
+    def failure(self) -> str | None:
+        """Why this broker cannot run the link (its settings, the live cluster refusing them), or None."""
+        return self._failure or None
 
     async def _report_failure(self, reason: str | None) -> None:
         """Say in the offline ZooKeeper that this broker cannot run the link (or no longer: None), on a change."""

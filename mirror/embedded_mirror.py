@@ -1,7 +1,8 @@
 """EmbeddedMirror: the mirror links an offline broker runs (the paper's embedded consumers; docs/mirror.md).
 
 A broker plugin (broker/server/broker_plugin.py) composed into `ferry broker` (ferry/broker_cmd.py). Every
-second it reads the offline cluster's links (``/mirror/links``, zk/mirror_links.py) and brings its LinkRunners
+second, and at once when ZooKeeper says a link was created, changed or deleted (a watch on each read), it reads
+the offline cluster's links (``/mirror/links``, zk/mirror_links.py) and brings its LinkRunners
 in line: a new link starts, a deleted one stops (its copiers first), a changed one (or one whose --source-config
 file changed) restarts, a paused one keeps its runner but stops its copiers. With no link stored it costs one
 ZooKeeper read a second.
@@ -19,7 +20,7 @@ from prometheus_client.metrics_core import Metric
 from ferry.broker.server.broker_plugin import BrokerServices
 from ferry.broker.server.task_cancel import cancel_and_wait
 from ferry.mirror.embedded_link import LinkRunner
-from ferry.mirror.link_progress import clear_failure
+from ferry.mirror.link_progress import FAILED, clear_failure
 from ferry.mirror.partition_mirror import backoff
 from ferry.zk.mirror_links import PAUSED, MirrorLink, MirrorLinkStore
 
@@ -34,11 +35,14 @@ class EmbeddedMirror:
         self.runners: dict[str, LinkRunner] = {}
         self._start_failures: dict[str, tuple[int, float]] = {}  # link -> (failed starts in a row, next try)
         self._starting: dict[str, asyncio.Task] = {}  # link -> its runner's start, under way
+        self._start_errors: dict[str, str | None] = {}  # link -> why its last start failed here (its settings)
         self.services: BrokerServices | None = None
         self._task: asyncio.Task | None = None
+        self._changed: asyncio.Event | None = None  # set from a ZooKeeper watch: a link changed, pass now
 
     async def start(self, services: BrokerServices) -> None:
         self.services = services
+        self._changed = asyncio.Event()
         self._task = services.loop.create_task(self._run(), name="embedded-mirror")
 
     async def stop(self) -> None:
@@ -50,33 +54,50 @@ class EmbeddedMirror:
         self.runners.clear()
 
     def collect(self) -> Iterator[Metric]:
-        """Per link and partition led here: live end, copied to, lag, messages, data lost, state (read from
-        the copiers at scrape time; nothing is counted on the copy path)."""
+        """Per link and partition led here: live end, copied to, lag (messages, seconds), messages, bytes, data
+        lost, state; per link: paused, failed (read from the copiers at scrape time; nothing is counted on the
+        copy path). docs/metrics.md lists them; the shipped alert rules read lag, failed and paused."""
         labels = ["link", "topic", "partition"]
         live_end = GaugeMetricFamily("ferry_mirror_link_live_end", "live last stable offset at the last fetch",
                                      labels=labels)
         copied = GaugeMetricFamily("ferry_mirror_link_copied_to", "live offset the copy reached", labels=labels)
         lag = GaugeMetricFamily("ferry_mirror_link_lag_messages", "live end minus copied-to", labels=labels)
+        lag_s = GaugeMetricFamily("ferry_mirror_link_lag_seconds", "age of the last copied message while messages "
+                                  "wait to be copied, 0 when caught up (at the link's last report)", labels=labels)
         messages = CounterMetricFamily("ferry_mirror_link_messages", "records appended by this leader's copier",
                                        labels=labels)
+        nbytes = CounterMetricFamily("ferry_mirror_link_bytes", "record batch bytes appended by this leader's "
+                                     "copier", labels=labels)
         lost = CounterMetricFamily("ferry_mirror_link_data_lost_messages",
                                    "live offsets deleted by live retention before they were copied; must stay 0",
                                    labels=labels)
         state = GaugeMetricFamily("ferry_mirror_link_state", "1 for the copier's state", labels=[*labels, "state"])
         paused = GaugeMetricFamily("ferry_mirror_link_paused", "1 while the link is paused", labels=["link"])
+        failed = GaugeMetricFamily("ferry_mirror_link_failed", "1 while this broker cannot run the link (its "
+                                   "settings, the live cluster refusing them, a batch it cannot copy)", labels=["link"])
+        for name, reason in list(self._start_errors.items()):
+            if name not in self.runners:
+                failed.add_metric([name], 1 if reason else 0)
         for name, runner in list(self.runners.items()):
             paused.add_metric([name], 1 if runner.link.state == PAUSED else 0)
-            for (topic, p), copier in list(runner.copiers.items()):
+            copiers = list(runner.copiers.items())
+            failed.add_metric([name], 1 if runner.failure or any(c.progress.state == FAILED for _, c in copiers)
+                              else 0)
+            for (topic, p), copier in copiers:
                 key = [name, topic, str(p)]
                 pr = copier.progress
                 live_end.add_metric(key, pr.live_end)
                 copied.add_metric(key, pr.copied_to)
                 if pr.live_end >= 0 and pr.copied_to >= 0:
                     lag.add_metric(key, max(pr.live_end - pr.copied_to, 0))
+                seconds = runner.lag_s.get((topic, p))
+                if seconds is not None:
+                    lag_s.add_metric(key, seconds)
                 messages.add_metric(key, pr.messages)
+                nbytes.add_metric(key, pr.bytes)
                 lost.add_metric(key, pr.data_lost)
                 state.add_metric([*key, pr.state], 1)
-        yield from (live_end, copied, lag, messages, lost, state, paused)
+        yield from (live_end, copied, lag, lag_s, messages, nbytes, lost, state, paused, failed)
 
     async def _run(self) -> None:
         failures = 0
@@ -91,11 +112,28 @@ class EmbeddedMirror:
                 if failures in (1, 10) or failures % 100 == 0:
                     log.warning("embedded mirror: pass failed (%d times in a row; retrying): %s", failures,
                                 " ".join((str(e) or type(e).__name__).split()))
-            await asyncio.sleep(self.pass_interval_s)
+            changed = self._changed
+            assert changed is not None
+            try:
+                await asyncio.wait_for(changed.wait(), self.pass_interval_s)
+            except TimeoutError:
+                pass
+            changed.clear()
+
+    def _on_change(self, _event: object) -> None:
+        """A ZooKeeper watch fired (kazoo's thread): run the next pass now, not at the next second (a deleted or
+        paused link stops at once)."""
+        services, changed = self.services, self._changed
+        if services is None or changed is None:
+            return
+        try:
+            services.loop.call_soon_threadsafe(changed.set)
+        except RuntimeError:  # the loop closed: the broker is stopping
+            pass
 
     def _links(self) -> dict[str, MirrorLink]:
         assert self.services is not None
-        return {link.name: link for link in MirrorLinkStore(self.services.registry.client).all()}
+        return {link.name: link for link in MirrorLinkStore(self.services.registry.client).all(self._on_change)}
 
     async def _started(self, name: str, link: MirrorLink) -> LinkRunner | None:
         """The link's runner once its start (a task of its own: a live ZooKeeper that does not answer takes its
@@ -113,6 +151,7 @@ class EmbeddedMirror:
                 self._failed_start(name)
                 return None
             runner, ok = starting.result()
+            self._start_errors[name] = None if ok else runner.failure
             if ok and runner.same_source(link):
                 self._start_failures.pop(name, None)
                 self.runners[name] = runner
@@ -148,6 +187,8 @@ class EmbeddedMirror:
         services = self.services
         assert services is not None
         links = await services.loop.run_in_executor(services.executor, self._links)
+        for name in set(self._start_errors) - set(links):
+            del self._start_errors[name]
         for name in set(self._start_failures) - set(links):  # deleted while it could not start
             del self._start_failures[name]
             await self._clear_failure(name)

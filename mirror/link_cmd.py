@@ -12,9 +12,8 @@ import argparse
 import json
 from pathlib import Path
 
-from kazoo.client import KazooClient
-
-from ferry.mirror.link_progress import link_state, read_failures, read_progress
+from ferry.mirror.copy_status import CopyRow, format_table
+from ferry.mirror.link_status import link_doc, link_status
 from ferry.zk import connect as zk_connect
 from ferry.zk.cli_args import UsageError
 from ferry.zk.mirror_links import PAUSED, RUNNING, MirrorLink, MirrorLinkStore
@@ -46,14 +45,14 @@ def run_link(args: argparse.Namespace) -> int:
         elif action == "list":
             links = store.all()
             if args.json:
-                print(json.dumps([_doc(lk) for lk in links], indent=2))
+                print(json.dumps([link_doc(lk) for lk in links], indent=2))
             else:
                 for lk in links:
                     print(f"{lk.name}\t{lk.state}\t{lk.source_zookeeper}\t{lk.include}"
                           + (f"\texclude {lk.exclude}" if lk.exclude else ""))
         elif action == "describe":
             link, _ = store.get(args.name)
-            doc = _status(client, link)
+            doc = link_status(client, link)
             print(json.dumps(doc, indent=2) if args.json else _describe(doc))
         elif action in ("pause", "resume"):
             store.get(args.name)  # UnknownLinkError first
@@ -66,16 +65,6 @@ def run_link(args: argparse.Namespace) -> int:
         client.stop()
         client.close()
     return 0
-
-
-def links_status(offline_zookeeper: str) -> list[dict]:
-    """Every link of the offline cluster with its partitions' last reports (`ferry mirror status`)."""
-    client = zk_connect(ZkConnect.parse(offline_zookeeper), timeout=10.0, create_chroot=False)
-    try:
-        return [_status(client, lk) for lk in MirrorLinkStore(client).all()]
-    finally:
-        client.stop()
-        client.close()
 
 
 def format_links(links: list[dict]) -> str:
@@ -105,20 +94,6 @@ def _new_link(args: argparse.Namespace) -> MirrorLink:
                       source_zookeeper_config=zk_config).validate()
 
 
-def _doc(link: MirrorLink) -> dict:
-    return {"name": link.name, "state": link.state, "source_zookeeper": link.source_zookeeper,
-            "include": link.include, "exclude": link.exclude, "source_config": link.source_config,
-            "source_zookeeper_config": link.source_zookeeper_config, "producer_id": link.producer_id}
-
-
-def _status(client: KazooClient, link: MirrorLink) -> dict:
-    """The link as stored, its state as the brokers report it ("failed: <reason>" while one cannot run it:
-    ``failures`` names them) and its partitions' last reports."""
-    failures = read_failures(client, link.name)
-    return {**_doc(link), "state": link_state(link.state, failures), "failures": failures,
-            "partitions": read_progress(client, link.name)}
-
-
 def _describe(doc: dict) -> str:
     lines = [f"link {doc['name']}: {doc['state']}", f"  source zookeeper  {doc['source_zookeeper']}",
              f"  include           {doc['include']}"]
@@ -136,10 +111,6 @@ def _describe(doc: dict) -> str:
     if not progress:
         lines.append("  no partition copied yet")
         return "\n".join(lines)
-    lines.append(f"  {'TOPIC':<24}{'PART':>5}{'LIVE END':>12}{'COPIED TO':>12}{'LAG':>10}  {'LEADER':>6}  STATE")
-    for p in progress:
-        lag = p["live_end"] - p["copied_to"] if p["live_end"] >= 0 and p["copied_to"] >= 0 else -1
-        lines.append(f"  {p['topic']:<24}{p['partition']:>5}{p['live_end']:>12}{p['copied_to']:>12}"
-                     f"{lag if lag >= 0 else '-':>10}  {p['broker']:>6}  {p['state']}"
-                     + (f" ({p['error']})" if p.get("error") else ""))
-    return "\n".join(lines)
+    rows = [CopyRow.from_report(p) for p in progress]
+    lines.append(f"  total lag         {sum(r.lag for r in rows if r.lag is not None)} message(s)")
+    return "\n".join(lines + format_table(rows, "LEADER", "  "))

@@ -1,4 +1,4 @@
-"""`ferry mirror status`: per-partition live end offset, committed offset, lag, offline end and owner.
+"""`ferry mirror status` of the standalone mirror: per partition live end, committed offset, lag, offline end, owner.
 
 Everything is read from the outside (the live ZooKeeper's group nodes, ListOffsets on both clusters), so
 it works whether or not a mirror process runs, and from any machine.
@@ -12,11 +12,15 @@ from ferry.client.bootstrap import broker_addresses
 from ferry.client.group_store import read_members, read_offsets, read_owners
 from ferry.client.topic_selection import TopicFilter
 from ferry.client.wire_client import WireClient
+from ferry.mirror.copy_status import CopyRow, format_table
+from ferry.mirror.link_progress import COPYING
 from ferry.mirror.mirror_maker import mirrored_include
 from ferry.wire.client_config import ClientConfig
 from ferry.wire.protocol.list_offsets import LATEST_TIMESTAMP
 from ferry.wire.sasl_login import AuthenticationError
 from ferry.zk.cluster_registry import ClusterRegistry
+
+WAITING_FOR_OWNER = "waiting for an owner"
 
 
 @dataclass
@@ -28,6 +32,17 @@ class PartitionStatus:
     lag: int | None
     offline_end: int | None
     owner: str | None
+
+    @property
+    def state(self) -> str:
+        """copying while a member owns the partition; else waiting for one (no mirror process runs it)."""
+        return COPYING if self.owner else WAITING_FOR_OWNER
+
+    def row(self) -> CopyRow:
+        """This partition in the table both mirror kinds share (no lag in seconds nor rate: the group's committed
+        offsets do not say them; the mirror's /metrics do)."""
+        return CopyRow(self.topic, self.partition, self.live_end, self.committed, self.lag, None, self.state, None,
+                       self.owner)
 
 
 @dataclass
@@ -42,7 +57,7 @@ class MirrorStatus:
 
     def to_dict(self) -> dict:
         return {"group": self.group, "members": self.members, "total_lag": self.total_lag,
-                "partitions": [asdict(p) for p in self.partitions]}
+                "partitions": [{**asdict(p), **p.row().to_dict()} for p in self.partitions]}
 
 
 def _end_offsets(registry: ClusterRegistry, wanted: list[tuple[str, int]], config: ClientConfig
@@ -103,18 +118,10 @@ def mirror_status(source_zookeeper: str, target_zookeeper: str | None, group: st
 
 
 def format_status(status: MirrorStatus) -> str:
-    def show(v: object) -> str:
-        return "-" if v is None else str(v)
-
-    header = ("TOPIC", "PARTITION", "LIVE-END", "COMMITTED", "LAG", "OFFLINE-END", "OWNER")
-    rows = [header] + [(p.topic, str(p.partition), show(p.live_end), show(p.committed), show(p.lag),
-                        show(p.offline_end), show(p.owner)) for p in status.partitions]
-    widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
     lines = [f"group {status.group}: {len(status.members)} member(s)"
              + (": " + ", ".join(status.members) if status.members else ""),
              f"total lag: {status.total_lag} message(s)"]
     if not status.partitions:
         lines.append("no partitions committed or owned by this group (yet)")
         return "\n".join(lines)
-    lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
-    return "\n".join(lines)
+    return "\n".join(lines + format_table([p.row() for p in status.partitions]))

@@ -6,21 +6,28 @@ offline broker (the embedded mirror host): a link names one live cluster (its Zo
 to the live brokers, whether it runs or is paused, and the producer id its copied batches carry offline
 (allocated once by the first broker that runs the link, so every leader of every partition of the link, now
 and later, stamps the same id: the offline log then says where the copy of each live partition ends).
+
+The producer id outlives the link: ``/mirror/link_ids/<name>`` keeps it (with the live ZooKeeper it pulled from)
+once the link is deleted, and a link created again from that live cluster takes it back (under the same name,
+or under a new one when no other link uses it). Its leaders then find their copy's end in the offline log as
+before and resume there: deleting and re-creating a link never copies anything a second time.
 """
 
 from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 
-from kazoo.client import KazooClient
+from kazoo.client import KazooClient, TransactionRequest
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
 from ferry.zk.errors import RegistryError
 from ferry.zk.zk_connect import ZkConnect
 
 LINKS_PATH = "/mirror/links"
+IDS_PATH = "/mirror/link_ids"
 RUNNING = "running"
 PAUSED = "paused"
 STATES = (RUNNING, PAUSED)
@@ -44,6 +51,10 @@ class InvalidLinkError(RegistryError, ValueError):
 
 def link_path(name: str) -> str:
     return f"{LINKS_PATH}/{name}"
+
+
+def id_path(name: str) -> str:
+    return f"{IDS_PATH}/{name}"
 
 
 @dataclass(frozen=True)
@@ -97,7 +108,13 @@ class MirrorLinkStore:
         self.client = client
 
     def create(self, link: MirrorLink) -> MirrorLink:
+        """Store ``link``; a link of that name deleted before, from the same live cluster, gets its producer id
+        back (its copy resumes where the offline log says it ended)."""
         link.validate()
+        if link.producer_id < 0:
+            kept = self.kept_producer_id(link.name, link.source_zookeeper)
+            if kept is not None:
+                link = replace(link, producer_id=kept)
         self.client.ensure_path(LINKS_PATH)
         try:
             self.client.create(link_path(link.name), link.encode())
@@ -105,25 +122,28 @@ class MirrorLinkStore:
             raise LinkExistsError(f"mirror link {link.name!r} already exists") from None
         return link
 
-    def get(self, name: str) -> tuple[MirrorLink, int]:
-        """(link, znode version); UnknownLinkError if there is none."""
+    def get(self, name: str, watch: Callable | None = None) -> tuple[MirrorLink, int]:
+        """(link, znode version); UnknownLinkError if there is none. ``watch``: kazoo's one-shot data watch."""
         try:
-            data, stat = self.client.get(link_path(name))
+            data, stat = self.client.get(link_path(name), watch=watch)
         except NoNodeError:
             raise UnknownLinkError(f"no mirror link {name!r}") from None
         return MirrorLink.decode(name, data), stat.version
 
-    def names(self) -> list[str]:
+    def names(self, watch: Callable | None = None) -> list[str]:
         try:
-            return sorted(self.client.get_children(LINKS_PATH))
+            return sorted(self.client.get_children(LINKS_PATH, watch=watch))
         except NoNodeError:
+            if watch is not None:  # no link yet: told when /mirror/links appears
+                self.client.exists(LINKS_PATH, watch=watch)
             return []
 
-    def all(self) -> list[MirrorLink]:
+    def all(self, watch: Callable | None = None) -> list[MirrorLink]:
+        """Every stored link; ``watch`` (one-shot, kazoo's thread) fires on the next create, change or delete."""
         out = []
-        for name in self.names():
+        for name in self.names(watch):
             try:
-                out.append(self.get(name)[0])
+                out.append(self.get(name, watch)[0])
             except (UnknownLinkError, InvalidLinkError):
                 continue  # deleted meanwhile, or written by hand wrongly (the brokers log it)
         return out
@@ -143,21 +163,70 @@ class MirrorLinkStore:
         raise RuntimeError(f"mirror link {name!r} kept changing under the update; try again")
 
     def set_producer_id_if_unset(self, name: str, producer_id: int) -> MirrorLink:
-        """The link's producer id: ``producer_id`` if none was stored yet, else the stored one (first wins)."""
+        """The link's producer id: ``producer_id`` if none was stored yet, else the stored one (first wins).
+        Kept under /mirror/link_ids in the same transaction (it outlives the link)."""
         for _ in range(10):
             link, version = self.get(name)
             if link.producer_id >= 0:
                 return link
-            try:
-                new = replace(link, producer_id=producer_id)
-                self.client.set(link_path(name), new.encode(), version=version)
+            new = replace(link, producer_id=producer_id)
+            tx = self.client.transaction()
+            tx.set_data(link_path(name), new.encode(), version=version)
+            self._keep_id(tx, new)
+            if _committed(tx.commit(), name):
                 return new
-            except BadVersionError:
-                continue
         raise RuntimeError(f"mirror link {name!r} kept changing while its producer id was set")
 
-    def delete(self, name: str) -> None:
+    def kept_producer_id(self, name: str, source_zookeeper: str) -> int | None:
+        """The producer id a deleted link copied from ``source_zookeeper`` with: the one named ``name`` first, else
+        one under another name (a link re-created under a new name) that no stored link uses now; None if none."""
+        kept = {}
         try:
-            self.client.delete(link_path(name))
+            names = self.client.get_children(IDS_PATH)
         except NoNodeError:
-            raise UnknownLinkError(f"no mirror link {name!r}") from None
+            return None
+        for n in names:
+            try:
+                data, _ = self.client.get(id_path(n))
+                doc = json.loads(data.decode())
+                if doc.get("source_zookeeper") == source_zookeeper:  # another live cluster: another copy
+                    kept[n] = int(doc["producer_id"])
+            except (NoNodeError, ValueError, KeyError, TypeError, UnicodeDecodeError):
+                continue
+        in_use = {lk.producer_id for lk in self.all()}  # two links never share an id (two copies of a partition)
+        if name in kept and kept[name] not in in_use:
+            return kept[name]
+        return next((pid for _, pid in sorted(kept.items()) if pid not in in_use), None)
+
+    def delete(self, name: str) -> None:
+        """Remove the link (its brokers stop it within a second: they watch /mirror/links), keeping its producer
+        id under /mirror/link_ids in the same transaction."""
+        for _ in range(10):
+            link, version = self.get(name)
+            tx = self.client.transaction()
+            tx.delete(link_path(name), version=version)
+            if link.producer_id >= 0:
+                self._keep_id(tx, link)
+            if _committed(tx.commit(), name):
+                return
+        raise RuntimeError(f"mirror link {name!r} kept changing while it was deleted; try again")
+
+    def _keep_id(self, tx: TransactionRequest, link: MirrorLink) -> None:
+        doc = json.dumps({"producer_id": link.producer_id, "source_zookeeper": link.source_zookeeper},
+                         sort_keys=True).encode()
+        self.client.ensure_path(IDS_PATH)
+        if self.client.exists(id_path(link.name)) is None:
+            tx.create(id_path(link.name), doc)
+        else:
+            tx.set_data(id_path(link.name), doc)
+
+
+def _committed(results: list, name: str) -> bool:
+    """Whether a transaction committed; False when a conditional step lost a race (the caller reads again)."""
+    if not any(isinstance(r, Exception) for r in results):
+        return True
+    if any(isinstance(r, NoNodeError) for r in results):
+        raise UnknownLinkError(f"no mirror link {name!r}") from None
+    if any(isinstance(r, BadVersionError | NodeExistsError) for r in results):
+        return False
+    raise next(r for r in results if isinstance(r, Exception))

@@ -116,6 +116,14 @@ async function refresh(){const d=await getJSON('/api/flow'+qs());const m=[];if(d
       '</td><td>'+esc(q.live_end)+'</td><td>'+esc(q.committed)+'</td><td'+(q.lag?' class=bad':'')+'>'+esc(q.lag)+'</td><td>'+esc(q.offline_end)+'</td><td class=name>'+esc(q.owner)+'</td></tr>';}
   document.getElementById('lag').innerHTML='<table><tr><th class=name>live cluster</th><th class=name>topic</th><th>partition</th><th>live end</th>'+
     '<th>committed</th><th>lag</th><th>offline end</th><th class=name>owner</th></tr>'+rows+'</table>';
+  if(g.links_error)m.push('mirror links: '+g.links_error);let lr='';
+  for(const k of (g.links||[])){const st='<td class="name'+(k.state.startsWith('failed')?' bad':'')+'">'+esc(k.state)+'</td>';
+    if(!k.partitions.length)lr+='<tr><td class=name>'+esc(k.name)+'</td>'+st+'<td class=name>-</td><td colspan=8></td></tr>';
+    for(const q of k.partitions)lr+='<tr><td class=name>'+esc(k.name)+'</td>'+st+'<td class=name>'+esc(q.topic)+'</td><td>'+q.partition+
+      '</td><td>'+esc(q.live_end)+'</td><td>'+esc(q.copied_to)+'</td><td'+(q.lag?' class=bad':'')+'>'+esc(q.lag)+'</td><td>'+esc(q.lag_seconds)+
+      '</td><td>'+esc(q.messages_per_s)+'</td><td>'+esc(q.owner)+'</td><td class=name>'+esc(q.state+(q.error?' ('+q.error+')':''))+'</td></tr>';}
+  document.getElementById('links').innerHTML=(g.links||[]).length?'<table><tr><th class=name>link</th><th class=name>link state</th><th class=name>topic</th>'+
+    '<th>partition</th><th>live end</th><th>copied to</th><th>lag</th><th>lag s</th><th>msg/s</th><th>leader</th><th class=name>state</th></tr>'+lr+'</table>':'<p>no mirror links</p>';
   document.getElementById('lagplot').src='/plot/lag.svg?_='+now;banner(m);}
 poll(refresh);
 """
@@ -124,7 +132,8 @@ poll(refresh);
 def flow_page(prometheus_url: str | None) -> str:
     body = ('<p class=muted>Messages per 10-minute bucket of event time, one line per tier (last 6 hours; '
             '<code>?from=&amp;to=</code>). A gap between the lines is a lag or a loss.</p><div id=plots></div>'
-            '<h3>Mirror lag</h3><img id=lagplot alt="mirror lag"><div id=lag></div>')
+            '<h3>Mirror lag</h3><img id=lagplot alt="mirror lag"><div id=lag></div>'
+            '<h3>Mirror links (embedded mirror)</h3><div id=links></div>')
     return layout("Flow", "/flow", body, FLOW_JS, prometheus_url)
 
 

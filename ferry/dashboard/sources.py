@@ -2,7 +2,7 @@
 
 Completeness is laid out by :mod:`ferry.dashboard.books` (decided by :mod:`ferry.audit.completeness`, as
 `ferry audit report` and the DAGs decide it); mirror lag comes from :func:`ferry.mirror.status.mirror_status`
-(`ferry mirror status`); topics and groups from :mod:`ferry.dashboard.clusters` (the public functions behind
+and the embedded mirror's links from :func:`ferry.mirror.link_status.links_status` (`ferry mirror status`); topics and groups from :mod:`ferry.dashboard.clusters` (the public functions behind
 `ferry topics describe` and `ferry groups describe`); loads from the ledger (:mod:`ferry.dashboard.loads`).
 Nothing here re-implements a rule.
 
@@ -26,6 +26,7 @@ from ferry.dashboard.books import AuditSnapshot
 from ferry.dashboard.clusters import cluster_view
 from ferry.dashboard.loads import loads_view
 from ferry.dashboard.reasons import why
+from ferry.mirror.link_status import links_status
 from ferry.mirror.status import mirror_status
 from ferry.wire.client_config import ClientConfig
 
@@ -129,6 +130,16 @@ class Sources:
             for p in st.partitions:
                 if p.lag is not None:
                     sample[f"{live} {p.topic}/{p.partition}"] = p.lag
+        # the embedded mirror: the offline cluster's links and their partitions, as `ferry mirror status` shows them
+        try:
+            out["links"] = links_status(self.zookeeper, self.timeout_s)
+            out["links_error"] = None
+        except Exception as e:  # noqa: BLE001 - shown on the page
+            out["links"], out["links_error"] = [], f"offline cluster {self.zookeeper}: {why(e)}"
+        for lk in out["links"]:
+            for p in lk["partitions"]:
+                if p["lag"] is not None:
+                    sample[f"link {lk['name']} {p['topic']}/{p['partition']}"] = p["lag"]
         self.lag_history.append((time.time(), sample))
         out["history"] = [{"time": t, "lag": s} for t, s in self.lag_history]
         return out

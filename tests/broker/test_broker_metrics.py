@@ -257,14 +257,18 @@ def test_bucket_histogram_is_cumulative_with_inclusive_bounds():
     assert h.sum == pytest.approx(7.5121)
 
 
-def dashboard_metrics() -> set[str]:
+def dashboard_metrics(prefix: str = "") -> set[str]:
+    """The metric names the Grafana dashboard's queries read (those starting with ``prefix``); without one, less
+    the mirror links' (ferry_mirror_link_*: served while a link runs, tests/mirror/test_embedded_mirror.py)."""
     board = json.loads(DASHBOARD.read_text())
     exprs = [t["expr"] for panel in board["panels"] for t in panel.get("targets", [])]
     assert len(exprs) >= 15
     names = set()
     for expr in exprs:
         names |= set(re.findall(r"\b((?:ferry|process)_[a-z_]+)\b", expr))
-    return names
+    if prefix:
+        return {n for n in names if n.startswith(prefix)}
+    return {n for n in names if not n.startswith("ferry_mirror_link_")}
 
 
 def test_every_metric_of_the_grafana_dashboard_is_served(traffic):

@@ -172,7 +172,8 @@ def test_unreachable_clusters_are_shown_not_fatal(tmp_path):
         1714557600000, 1714561200000]
     clusters = client.get("/api/clusters").json()["clusters"]
     assert all(c["error"] for c in clusters)
-    assert client.get("/api/mirror").json()["sources"][0]["error"]
+    mirror = client.get("/api/mirror").json()
+    assert mirror["sources"][0]["error"] and mirror["links"] == [] and "127.0.0.1:1/offline" in mirror["links_error"]
     assert client.get("/api/loads").json()["runs"] == []
     assert client.get("/").status_code == 200
     text = client.get("/metrics").text

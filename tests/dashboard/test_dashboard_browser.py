@@ -162,6 +162,10 @@ def test_demo_dashboard_in_a_real_browser(tmp_path):
         assert "page_view" in _text(browser, "runs")
         browser.get(url + "flow")
         wait_for(lambda: len(browser.find_elements("css selector", "img.flow")) >= 3, 20, "the flow page's plots")
+        # the embedded mirror's links beside the standalone mirror: a table of them, or the line saying there is none
+        wait_for(lambda: "no mirror links" in _text(browser, "links") or "link state" in _text(browser, "links"), 20,
+                 "the flow page's mirror links")
+        assert "mirror links:" not in _text(browser, "banner")
         browser.get(url + "clusters")
         wait_for(lambda: "live cluster" in _text(browser, "clusters"), 20, "the clusters page")
         assert _text(browser, "clusters").count("(live)") >= 2  # the demo's two live brokers

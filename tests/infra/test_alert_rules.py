@@ -26,7 +26,7 @@ def test_rules_are_valid(promtool):
     r = subprocess.run([promtool, "check", "rules", "ferry_alerts.yml"], cwd=RULES, capture_output=True, text=True,
                        timeout=60)
     assert r.returncode == 0, r.stdout + r.stderr
-    assert "SUCCESS: 14 rules found" in r.stdout + r.stderr
+    assert "SUCCESS: 18 rules found" in r.stdout + r.stderr
 
 
 def test_rules_fire_on_their_conditions(promtool):
@@ -41,7 +41,10 @@ def test_every_alert_the_issue_asks_for_exists():
                    "ferry_broker_under_replicated_partitions", 'up{job="ferry-broker"} == 0',
                    "ferry_load_oldest_unfinished_run_age_seconds", "ferry_load_last_run_failed == 1",
                    "ferry_broker_under_min_isr_partitions > 0", "ferry_controller_offline_partitions > 0",
-                   "ferry_request_total_time_seconds_bucket{api=\"Produce\"}"):
+                   "ferry_request_total_time_seconds_bucket{api=\"Produce\"}",
+                   # the embedded mirror's links (issue 39): failed, lagging, paused for long, data lost
+                   "ferry_mirror_link_failed", "ferry_mirror_link_lag_seconds) > 600", "ferry_mirror_link_paused",
+                   "ferry_mirror_link_data_lost_messages_total"):
         assert needle in text, needle
 
 

@@ -4,12 +4,15 @@ themselves (real ZooKeeper, real brokers, the real `ferry mirror link` command, 
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import time
 import urllib.request
+from pathlib import Path
 
 import pytest
+from fastapi.testclient import TestClient
 from mirror_harness import (
     SteadyProducer,
     audit_counts,
@@ -20,11 +23,15 @@ from mirror_harness import (
     wait_partitions,
 )
 
+from ferry.dashboard.app import create_app
+from ferry.dashboard.sources import Sources
 from ferry.embedded import free_port
 from ferry.schemas.registry import SchemaRegistry
 from ferry.zk.cluster_registry import ClusterRegistry
 
 pytestmark = pytest.mark.slow
+
+GRAFANA = Path(__file__).resolve().parents[2] / "infra/ansible/roles/prometheus/files/ferry-brokers.grafana.json"
 
 
 def link(offline, *args: str) -> subprocess.CompletedProcess:
@@ -87,6 +94,17 @@ def test_link_copies_live_topics_identically_in_order(cluster_factory) -> None:
     unreachable, running = json.loads(as_json.stdout)["links"]
     assert unreachable["name"] == "dc0" and unreachable["partitions"] == []
     assert running["name"] == "dc1" and {p["partition"] for p in running["partitions"]} == {0, 1, 2}
+    assert running["total_lag"] == 0 and all(p["lag_seconds"] == 0.0 and p["state"] == "copying"
+                                             for p in running["partitions"])
+    # the dashboard's flow page shows the links beside the standalone mirror (the same reads as the status)
+    client = TestClient(create_app(Sources(offline.zk_connect, [live.zk_connect])))
+    shown = client.get("/api/mirror").json()
+    assert shown["links_error"] is None and [lk["name"] for lk in shown["links"]] == ["dc0", "dc1"]
+    assert {(p["topic"], p["partition"], p["lag"]) for p in shown["links"][1]["partitions"]} == \
+        {("page-views", p, 0) for p in range(3)}
+    assert any(key.startswith("link dc1 page-views/") for key in shown["history"][-1]["lag"])
+    page = client.get("/flow")
+    assert page.status_code == 200 and "<div id=links>" in page.text and "g.links" in page.text
 
 
 def metrics(port: int) -> dict[str, float]:
@@ -94,6 +112,13 @@ def metrics(port: int) -> dict[str, float]:
     text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
     return {line.rpartition(" ")[0]: float(line.rpartition(" ")[2]) for line in text.splitlines()
             if line.startswith("ferry_mirror_link_")}
+
+
+def link_panel_metrics() -> set[str]:
+    """The mirror links' metrics the shipped Grafana dashboard reads (the others: tests/broker/test_broker_metrics)."""
+    board = json.loads(GRAFANA.read_text())
+    exprs = " ".join(t["expr"] for panel in board["panels"] for t in panel["targets"])
+    return set(re.findall(r"\bferry_mirror_link_[a-z_]+\b", exprs))
 
 
 def test_pause_resume_delete(cluster_factory) -> None:
@@ -113,7 +138,21 @@ def test_pause_resume_delete(cluster_factory) -> None:
     wait_for(lambda: all(metrics(port).get(sample.format("copied_to", p)) == 200.0 and
                          metrics(port).get(sample.format("lag_messages", p)) == 0.0 for p in (0, 1)), 30,
              "the link's metrics at the live end")
-    assert metrics(port)['ferry_mirror_link_paused{link="dc1"}'] == 0.0
+    wait_for(lambda: all(metrics(port).get(sample.format("lag_seconds", p)) == 0.0 for p in (0, 1)), 30,
+             "the lag in seconds at the live end")
+    scraped = metrics(port)
+    assert scraped['ferry_mirror_link_paused{link="dc1"}'] == 0.0 and scraped['ferry_mirror_link_failed{link="dc1"}'] == 0
+    assert all(scraped[sample.format("bytes_total", p)] > 200 * 10 for p in (0, 1))  # each message is > 10 bytes
+    assert all(scraped[sample.format("messages_total", p)] == 200 for p in (0, 1))
+    served = {name.partition("{")[0] for name in scraped}
+    assert {"ferry_mirror_link_lag_seconds", "ferry_mirror_link_messages_total"} <= link_panel_metrics() <= served
+    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read()
+    lint = subprocess.run(["promtool", "check", "metrics"], input=text, capture_output=True, timeout=60)
+    assert lint.returncode == 0, lint.stdout + lint.stderr
+    # the one status table: lag in messages and seconds, rate, leader, state, per partition
+    as_json = json.loads(link(offline, "describe", "dc1", "--json").stdout)
+    assert as_json["total_lag"] == 0 and all(p["lag"] == 0 and p["lag_seconds"] == 0.0 and p["owner"] == "1" and
+                                             p["messages_per_s"] is not None for p in as_json["partitions"])
     out = link(offline, "pause", "dc1")
     assert out.returncode == 0 and "paused" in out.stdout, out.stderr
     wait_for(lambda: all(p["state"] == "paused" for p in progress(offline, "dc1")) and progress(offline, "dc1"),
@@ -126,13 +165,24 @@ def test_pause_resume_delete(cluster_factory) -> None:
     wait_for(lambda: copied(live, offline, {"clicks": 2}), 90, "the copy after resume")
     listed = link(offline, "list")
     assert listed.returncode == 0 and listed.stdout.startswith("dc1\trunning\t"), listed.stdout
+    pid = json.loads(link(offline, "describe", "dc1", "--json").stdout)["producer_id"]
     assert link(offline, "delete", "dc1").returncode == 0
-    wait_for(lambda: 'ferry_mirror_link_paused{link="dc1"}' not in metrics(port), 30, "the broker to stop the link")
+    # the brokers watch the links: the deleted link stops at once (not at their next pass), its reports go with it
+    wait_for(lambda: 'ferry_mirror_link_paused{link="dc1"}' not in metrics(port), 5, "the broker to stop the link")
     produce(live.bootstrap, "clicks", 2, 100, start=600)
     time.sleep(4)
     assert sum(len(r) for r in read_log(offline.bootstrap, {"clicks": 2}).values()) == 600
     gone = link(offline, "describe", "dc1")
     assert gone.returncode == 2 and gone.stderr.count("\n") == 1 and "no mirror link 'dc1'" in gone.stderr
+    # created again from the same live cluster: the link takes its producer id back, so its leaders find their
+    # copy's end in the offline log and copy only what came since (nothing twice)
+    assert link(offline, "create", "dc1", "--source-zookeeper", live.zk_connect, "--include", "clicks"
+                ).returncode == 0
+    assert json.loads(link(offline, "describe", "dc1", "--json").stdout)["producer_id"] == pid
+    wait_for(lambda: copied(live, offline, {"clicks": 2}), 90, "the copy of the re-created link")
+    time.sleep(2)
+    rows = read_log(offline.bootstrap, {"clicks": 2})
+    assert sum(len(r) for r in rows.values()) == 700 and all(len(set(r)) == len(r) for r in rows.values())
 
 
 def _leader(offline, topic: str, partition: int) -> int:
