@@ -1,15 +1,20 @@
 """A/B of the embedded mirror's walk of fetched answers, in one process: forward_batches(source_positions=True)
-(a Python step per batch: copy, re-stamp, CRC-32C) against copy_positions (one native pass).
+(a Python step per batch: copy, re-stamp, CRC-32C) against copy_positions (one native pass, in place on the
+answer's own writable buffer, as the copier's answers are: the copy giving each round fresh answers is not
+timed). ``--baseline CHECKOUT``: a third arm, that checkout's built ``_forward_scan.stamp_positions`` called
+directly (before the walk was folded: it copied each answer into a new buffer).
 
 Answers like bench_embedded_mirror.py's backlog: 200-byte messages in batches of 50, 8 MiB per fetch.
-Alternating A and B rounds; the median per message of each.
+Alternating rounds; the median per message of each.
 
-    .venv/bin/python bench/ab_embedded_walk.py [--messages 500000] [--rounds 7]
+    .venv/bin/python bench/ab_embedded_walk.py [--messages 500000] [--rounds 7] [--baseline CHECKOUT]
 """
 
 from __future__ import annotations
 
 import argparse
+import glob
+import importlib.util
 import os
 import statistics
 import time
@@ -52,26 +57,42 @@ def run_a(data: list[tuple[bytes, int]]) -> int:
     return n
 
 
-def run_b(data: list[tuple[bytes, int]]) -> int:
+def run_b(data: list[tuple[bytearray, int]]) -> int:
     return sum(copy_positions(memoryview(records), offset, 7, ReadCommitted(None))[1] for records, offset in data)
+
+
+def baseline_scan(checkout: str):
+    """The ``_forward_scan`` extension built in another checkout, loaded beside this one's."""
+    path = glob.glob(os.path.join(checkout, "mirror", "_forward_scan*.so"))[0]
+    spec = importlib.util.spec_from_file_location("baseline._forward_scan", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--messages", type=int, default=500_000)
     ap.add_argument("--rounds", type=int, default=7)
+    ap.add_argument("--baseline", metavar="CHECKOUT")
     args = ap.parse_args()
     data = answers(args.messages)
-    times: dict[str, list[float]] = {"A forward_batches": [], "B copy_positions": []}
+    arms = [("A forward_batches", run_a, False), ("B copy_positions", run_b, True)]
+    if args.baseline:
+        old = baseline_scan(args.baseline)
+        arms.append(("C baseline stamp_positions", lambda d: sum(old.stamp_positions(memoryview(r), o, 7)[2]
+                                                                 for r, o in d), False))
+    times: dict[str, list[float]] = {name: [] for name, _, _ in arms}
     for _ in range(args.rounds):
-        for name, fn in (("A forward_batches", run_a), ("B copy_positions", run_b)):
+        for name, fn, writable in arms:
+            answers_now = [(bytearray(r), o) for r, o in data] if writable else data
             t0 = time.process_time()
-            n = fn(data)
+            n = fn(answers_now)
             times[name].append((time.process_time() - t0) / n * 1e6)
     for name, v in times.items():
         print(f"{name}: median {statistics.median(v):.3f} µs CPU per message ({args.rounds} rounds, {n:,} messages)")
-    a, b = (statistics.median(v) for v in times.values())
-    print(f"B/A {b / a:.2f}")
+    medians = [statistics.median(v) for v in times.values()]
+    print(f"B/A {medians[1] / medians[0]:.2f}" + (f", B/C {medians[1] / medians[2]:.2f}" if args.baseline else ""))
 
 
 if __name__ == "__main__":

@@ -4,7 +4,9 @@ Why not asyncio's StreamReader: each socket read there is a new bytes object (at
 reader's bytearray, then copied out again by ``readexactly``: an 8 MiB Fetch answer cost two copies beyond the
 kernel's and ~32 event-loop callbacks, a third of the embedded mirror's busy event loop (py-spy). As a
 ``BufferedProtocol`` the transport reads (``recv_into``) into the answer's own bytearray, sized from its length
-prefix: one copy, and a read takes whatever the socket holds.
+prefix: one copy, and a read takes whatever the socket holds. The buffers are kept and reused once nothing
+refers to an answer read into them any more: a fresh 8 MiB bytearray per answer cost its page faults and
+zeroing, as much as the socket reads themselves on a busy machine (py-spy).
 
 One answer at a time (the connection's callers wait for each answer before the next request).
 """
@@ -12,8 +14,12 @@ One answer at a time (the connection's callers wait for each answer before the n
 from __future__ import annotations
 
 import asyncio
+import sys
 
 _SIZE_BYTES = 4
+SPARE_BUFFERS = 3  # one being read, one in the caller's hands (a fetch ahead), one more
+# references to a kept buffer that nothing else holds: the spares list, the loop's name, getrefcount's argument
+_UNUSED_REFS = 3
 
 
 class AnswerReader(asyncio.BufferedProtocol):
@@ -23,9 +29,10 @@ class AnswerReader(asyncio.BufferedProtocol):
         self.max_frame = max_frame  # a larger size prefix means the stream is not what it should be
         self.transport: asyncio.Transport | None = None
         self._head = bytearray(_SIZE_BYTES)
-        self._frame: bytearray | None = None  # the frame being read, once its size is known
+        self._frame: memoryview | None = None  # the frame being read, once its size is known
         self._got = 0
-        self._ready: list[bytearray] = []
+        self._ready: list[memoryview] = []
+        self._spares: list[bytearray] = []  # buffers answers were read into, reused once no answer refers to them
         self._waiter: asyncio.Future | None = None
         self._error: BaseException | None = None
         self._drained: asyncio.Future | None = None  # set while the transport asks writers to pause
@@ -35,8 +42,9 @@ class AnswerReader(asyncio.BufferedProtocol):
         self.transport = transport  # type: ignore[assignment]
 
     def get_buffer(self, sizehint: int) -> memoryview:
-        target = self._head if self._frame is None else self._frame
-        return memoryview(target)[self._got:]
+        if self._frame is None:
+            return memoryview(self._head)[self._got:]
+        return self._frame[self._got:]
 
     def buffer_updated(self, nbytes: int) -> None:
         self._got += nbytes
@@ -46,10 +54,11 @@ class AnswerReader(asyncio.BufferedProtocol):
             size = int.from_bytes(self._head, "big", signed=True)
             if size < 4 or size > self.max_frame:
                 self._fail(ConnectionError(f"bad frame: response size {size}"))
+                self._got = 0  # whatever comes until the close is dropped
                 if self.transport is not None:
                     self.transport.close()
                 return
-            self._frame, self._got = bytearray(size), 0
+            self._frame, self._got = self._buffer(size), 0
             return
         if self._got == len(self._frame):
             frame, self._frame, self._got = self._frame, None, 0
@@ -57,6 +66,19 @@ class AnswerReader(asyncio.BufferedProtocol):
             waiter, self._waiter = self._waiter, None
             if waiter is not None and not waiter.done():
                 waiter.set_result(None)
+
+    def _buffer(self, size: int) -> memoryview:
+        """``size`` bytes to read a frame into: a kept buffer no answer refers to any more, else a new one."""
+        spares = self._spares
+        for i, spare in enumerate(spares):
+            if sys.getrefcount(spare) <= _UNUSED_REFS:
+                if len(spare) < size:
+                    spare = spares[i] = bytearray(size)
+                return memoryview(spare)[:size]
+        buf = bytearray(size)
+        if len(spares) < SPARE_BUFFERS:
+            spares.append(buf)
+        return memoryview(buf)
 
     def eof_received(self) -> bool:
         self._fail(EOFError("the broker closed the connection"))
@@ -92,8 +114,9 @@ class AnswerReader(asyncio.BufferedProtocol):
         if self._drained is not None:
             await self._drained
 
-    async def read(self) -> bytearray:
-        """The next whole frame (its size prefix taken off); EOFError/OSError when the connection ended first."""
+    async def read(self) -> memoryview:
+        """The next whole frame (its size prefix taken off; its buffer is reused once nothing refers to it any
+        more); EOFError/OSError when the connection ended first."""
         while not self._ready:
             if self._error is not None:
                 raise self._error

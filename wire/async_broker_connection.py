@@ -119,4 +119,4 @@ class AsyncBrokerConnection:
         problem = answer_problem(len(frame), _CORR.unpack_from(frame)[0], corr)
         if problem is not None:
             raise unavailable(self.node_id, self.address, *problem)
-        return memoryview(frame)[4:]
+        return frame[4:]
