@@ -70,7 +70,8 @@ class AnswerReader(asyncio.BufferedProtocol):
     def _buffer(self, size: int) -> memoryview:
         """``size`` bytes to read a frame into: a kept buffer no answer refers to any more, else a new one."""
         spares = self._spares
-        for i, spare in enumerate(spares):
+        for i in range(len(spares)):
+            spare = spares[i]  # (not enumerate: its cached tuple would hold one more reference)
             if sys.getrefcount(spare) <= _UNUSED_REFS:
                 if len(spare) < size:
                     spare = spares[i] = bytearray(size)

@@ -40,6 +40,7 @@ def test_a_buffer_is_reused_only_once_its_answer_is_gone() -> None:
         reader = AnswerReader(1 << 20)
         _feed(reader, _frame(b"1" * 5000), 1 << 20)
         first = await reader.read()
+        first_buffer = id(first.obj)
         held = first[4:10]  # the caller keeps a slice of the first answer
         del first
         _feed(reader, _frame(b"2" * 4000), 1 << 20)
@@ -50,6 +51,7 @@ def test_a_buffer_is_reused_only_once_its_answer_is_gone() -> None:
         _feed(reader, _frame(b"3" * 3000), 1 << 20)
         third = await reader.read()
         assert bytes(second) == b"2" * 4000 and bytes(third) == b"3" * 3000
+        assert id(third.obj) == first_buffer  # nothing refers to the first answer any more: its buffer again
         assert third.obj is not second_obj  # the second answer is still referred to
         del second, second_obj
         _feed(reader, _frame(b"4" * 4500), 1 << 20)
