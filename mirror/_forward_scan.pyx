@@ -16,10 +16,15 @@ CRC-32C stop the walk where the batch starts, and the Python loop raises there),
 below the wanted offset, control batches and empty ones; runs of dense CreateTime batches under
 ``max_source`` bytes, of one codec, up to ``coalesce_bytes`` together, become one item.
 
-The CRC is computed in C with the GIL held (wire/record/batch_bytes.h, called directly): the ``crc32c``
-package released the GIL for large buffers, letting the mirror's other threads take it while the stream
-waited to get it back (py-spy: ~15% of the stream's samples in the hand-over), and a Python call per
-fetched batch (a memoryview slice, argument parsing) cost more than the CRC of a producer's 12 KB batch.
+The CRC is computed in C (wire/record/batch_bytes.h, called directly): the ``crc32c`` package released the
+GIL for each large buffer, letting the mirror's other threads take it while the stream waited to get it back
+(py-spy: ~15% of the stream's samples in the hand-over), and a Python call per fetched batch (a memoryview
+slice, argument parsing) cost more than the CRC of a producer's 12 KB batch. ``_walk`` releases the GIL once
+per answer (one hand-over per 8 MiB, not one per batch).
+
+One walk serves both mirrors: ``scan`` (the standalone mirror: items to forward or coalesce) and
+``stamp_positions`` (the embedded mirror: the answer re-stamped in place) are ``_walk`` with its stamping flag
+off and on.
 """
 
 from libc.stdlib cimport free, malloc
