@@ -9,11 +9,12 @@ message visible offline to the last: the offline high watermark); then the stand
 (MirrorMaker, in this process) copies it once more. Each copy appends behind the earlier rounds' copies in the
 same offline topic. Machine CPU per message covers every process (both brokers, the mirror, the kernel).
 
-A/B in one run: a second offline cluster (its own broker, started with FERRY_EMBEDDED_COPY=baseline: the first
-slice's copy, a Python step per batch and no fetch ahead) copies the topic by a link of its own in each round,
-just before the current copy (B).
+A/B in one run: a second offline cluster whose broker runs another checkout (``--baseline``, first on its
+PYTHONPATH; a checkout's ``ferry/`` folder needs links to its package folders and its native parts built, as
+bench/ab_mirror.py explains) copies the topic by a link of its own in each round, just before this checkout's
+copy (B). Without ``--baseline`` the A arm runs this checkout too (an A/A run: the noise floor).
 
-    .venv/bin/python bench/bench_embedded_mirror.py [--messages 2000000] [--rounds 3]
+    .venv/bin/python bench/bench_embedded_mirror.py [--messages 2000000] [--rounds 3] [--baseline CHECKOUT]
 """
 
 from __future__ import annotations
@@ -91,7 +92,11 @@ def main() -> None:
     ap.add_argument("--messages", type=int, default=2_000_000)
     ap.add_argument("--partitions", type=int, default=4)
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--baseline", metavar="CHECKOUT", help="the A arm's checkout (default: this one)")
     args = ap.parse_args()
+    # `python -m` puts the working directory first on a broker's path: from inside a checkout its ferry/ would win
+    # over PYTHONPATH (bench_small_requests.py does the same)
+    os.chdir(tempfile.gettempdir())
     tmp = Path(tempfile.mkdtemp(prefix="ferry-bench-embedded-"))
     zk = ZooKeeperServer(data_dir=tmp / "zk").start()
     brokers: list[BrokerProcess] = []
@@ -105,11 +110,16 @@ def main() -> None:
         offline = BrokerProcess(1, tmp / "offline", offline_zk, "offline").start()
         brokers += [live, offline]
         base_zk = f"{zk.connect}/b/offline-a"
-        os.environ["FERRY_EMBEDDED_COPY"] = "baseline"
+        saved = os.environ.get("PYTHONPATH")
+        if args.baseline:
+            os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (args.baseline, saved) if p)
         try:
             baseline = BrokerProcess(1, tmp / "offline-a", base_zk, "offline").start()
         finally:
-            del os.environ["FERRY_EMBEDDED_COPY"]
+            if saved is None:
+                os.environ.pop("PYTHONPATH", None)
+            else:
+                os.environ["PYTHONPATH"] = saved
         brokers.append(baseline)
         with ClusterRegistry(live_zk) as reg:
             reg.create_topic("backlog", args.partitions)
@@ -123,7 +133,7 @@ def main() -> None:
             an, asecs, abusy, acpu = embedded_copy(live, baseline, live_zk, base_zk, "backlog", args.partitions)
             base_rate = an / asecs
             broker_us["A"].append(acpu / an * 1e6)
-            print(f"round {rnd}: A baseline link {an:,} msgs {base_rate:,.0f} msg/s -> {base_rate / rates[False]:.2f}x "
+            print(f"round {rnd}: A link {an:,} msgs {base_rate:,.0f} msg/s -> {base_rate / rates[False]:.2f}x "
                   f"of the lean reader; brokers {acpu / an * 1e6:.2f} us CPU/msg; {machine_line(abusy, asecs, an)}",
                   flush=True)
             settle()

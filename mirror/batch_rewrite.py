@@ -176,15 +176,20 @@ def copy_positions(data: bytes | bytearray | memoryview, fetch_offset: int, prod
     """The embedded mirror's walk of one fetched answer: (re-stamped batches, records in them, the live offset
     after everything walked), as forward_batches(..., source_positions=True) gives them.
 
-    One native pass (``_forward_scan.stamp_positions``: check, copy, re-stamp, CRC-32C) when the answer has no
-    aborted transactions and the module is built: the embedded copy keeps the live batches as they are (one
-    per producer batch, often 50 records), so a Python step per batch was a third of the copier's time. Else,
-    or from a batch that is not valid (raised there as CorruptBatchError), forward_batches decides."""
+    One native pass over the answer's own bytes (``_forward_scan.stamp_positions``: check, re-stamp, CRC-32C, in
+    place; a read-only ``data`` is copied first) when the answer has no aborted transactions and the module is
+    built: the embedded copy keeps the live batches as they are (one per producer batch, often 50 records), so a
+    Python step per batch was a third of the copier's time, and a second 8 MiB buffer per answer was another
+    copy. Else forward_batches decides; from a batch that is not valid (left as it came) it raises there."""
     mv = data if isinstance(data, memoryview) else memoryview(data)
     if _scan is not None and (committed is None or not committed.aborts):
-        out, used, messages, next_offset, pos, truncated = _scan.stamp_positions(mv, fetch_offset, producer_id)
+        if mv.readonly:
+            mv = memoryview(bytearray(mv))
+        used, messages, next_offset, pos, truncated = _scan.stamp_positions(mv, fetch_offset, producer_id)
         if truncated or pos >= len(mv):
-            return memoryview(out)[:used], messages, next_offset
+            return mv[:used], messages, next_offset
+        rest = forward_batches(mv[pos:], next_offset, producer_id, 0, 0, committed=committed, source_positions=True)
+        return memoryview(bytes(mv[:used]) + bytes(rest.records)), messages + rest.messages, rest.next_offset
     fwd = forward_batches(mv, fetch_offset, producer_id, 0, 0, committed=committed, source_positions=True)
     return memoryview(fwd.records), fwd.messages, fwd.next_offset
 

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -30,7 +29,7 @@ from ferry.broker.log.log import Log
 from ferry.broker.server.partition import Partition
 from ferry.broker.server.replica_manager import ReplicaManager
 from ferry.broker.server.task_cancel import cancel_and_wait
-from ferry.mirror.batch_rewrite import CorruptBatchError, copy_positions, forward_batches, live_offset_of
+from ferry.mirror.batch_rewrite import CorruptBatchError, copy_positions, live_offset_of
 from ferry.mirror.link_progress import COPYING, FAILED, WAITING
 from ferry.mirror.partition_mirror import backoff
 from ferry.wire.async_broker_connection import AsyncBrokerConnection
@@ -48,10 +47,7 @@ FETCH_MAX_BYTES = 8 << 20  # per live partition and fetch
 FETCH_WAIT_MS = 500  # long poll when the live partition has nothing new
 FETCH_TIMEOUT_S = 30.0
 SCAN_CHUNK_BYTES = 4 << 20
-
-# FERRY_EMBEDDED_COPY=baseline: the first slice's copy (the Python walk per batch, no fetch ahead), for the A/B
-# of bench/bench_embedded_mirror.py in one run
-BASELINE = os.environ.get("FERRY_EMBEDDED_COPY") == "baseline"
+RECEIVE_BUFFER_BYTES = 4 << 20  # SO_RCVBUF of the live connections (the kernel caps it at net.core.rmem_max)
 
 # what the live cluster answers when the link's user may not read: the link's settings must change, not the live side
 REFUSED = frozenset({ErrorCode.TOPIC_AUTHORIZATION_FAILED, ErrorCode.CLUSTER_AUTHORIZATION_FAILED})
@@ -223,9 +219,10 @@ class PartitionCopier:
             if leader is None:
                 raise BrokerUnavailableError(f"live {self.topic}-{self.partition} has no leader")
             node, host, port = leader
-            # a whole answer buffered without pausing the transport (one wake-up per socket read, not per 128 KiB)
+            # a window of a few MiB from the first answer on (as MessageSetConsumer's): on a busy machine each
+            # refill of a small socket buffer waits for both brokers to get a CPU
             self._conn = AsyncBrokerConnection(node, host, port, self.client_id, security=self.security,
-                                               read_buffer=(1 << 16) if BASELINE else FETCH_MAX_BYTES)
+                                               receive_buffer_bytes=RECEIVE_BUFFER_BYTES)
         return self._conn
 
     async def _fetch(self, position: int) -> fetch.PartitionFetchResult:
@@ -266,20 +263,16 @@ class PartitionCopier:
             self._set_state(COPYING)
             self.progress.copied_to = position
             return position
-        if BASELINE:
-            out = forward_batches(records, position, self.producer_id, 0, 0,
-                                  committed=ReadCommitted(res.aborted_transactions), source_positions=True)
-            stamped, messages, next_offset = out.records, out.messages, out.next_offset
-        else:
-            stamped, messages, next_offset = copy_positions(records, position, self.producer_id,
-                                                            ReadCommitted(res.aborted_transactions))
-            if next_offset > position and self.leads:
-                self._ahead = (next_offset, asyncio.get_running_loop().create_task(self._fetch(next_offset)))
+        stamped, messages, next_offset = copy_positions(records, position, self.producer_id,
+                                                        ReadCommitted(res.aborted_transactions))
+        if next_offset > position and self.leads:
+            self._ahead = (next_offset, asyncio.get_running_loop().create_task(self._fetch(next_offset)))
         if stamped:
             if not self.leads:  # the fetch was out while leadership moved: the new leader copies it
                 return position
             try:
-                self.replicas.append(self.part, stamped, check_sequences=False)
+                # the walk checked each live batch's CRC-32C and computed the re-stamped one's: not a third pass
+                self.replicas.append(self.part, stamped, check_sequences=False, crcs_fresh=True)
             except KafkaStorageError:
                 return position  # the log dir went offline: leadership moves (log_dir_failure.py)
             self.progress.messages += messages

@@ -24,7 +24,7 @@ from ferry.client.topic_selection import TopicFilter
 from ferry.mirror.audit_sender import AuditEventSender
 from ferry.mirror.copy_lag import CopyRates, lag_messages, lag_seconds
 from ferry.mirror.embedded_audit import APPLICATION, LinkAuditor
-from ferry.mirror.embedded_copier import BASELINE, LinkSettingsError, PartitionCopier, copy_position
+from ferry.mirror.embedded_copier import LinkSettingsError, PartitionCopier, copy_position
 from ferry.mirror.link_progress import PAUSED, clear_failure, remove_progress, write_failure, write_progress
 from ferry.mirror.schema_sync import SchemaSync
 from ferry.mirror.topic_sync import TopicSync
@@ -183,9 +183,7 @@ class LinkRunner:
                         f"ferry-embedded-mirror-{self.services.config.broker_id}", self.security).start()
         if self.auditor is not None:
             self.auditor.partitions = {tp: c.part for tp, c in self.copiers.items()}
-            if not BASELINE:  # the A/B's baseline audits from the log start, as the first slice did
-                self.auditor.starts = {tp: c.fresh_from for tp, c in self.copiers.items()
-                                       if c.fresh_from is not None}
+            self.auditor.starts = {tp: c.fresh_from for tp, c in self.copiers.items() if c.fresh_from is not None}
         await self._report(led, running)
 
     async def _report(self, led: dict, running: bool) -> None:

@@ -64,8 +64,8 @@ class LogAppender:
 
     # -- a leader's append -----------------------------------------------------------------------------
 
-    def append(self, records: Buffer, leader_epoch: int = -1, allow: int = 0, check_sequences: bool = True
-               ) -> AppendInfo:
+    def append(self, records: Buffer, leader_epoch: int = -1, allow: int = 0, check_sequences: bool = True,
+               crcs_fresh: bool = False) -> AppendInfo:
         """Validate, sequence-check, assign offsets and write one produce payload.
 
         ``leader_epoch`` >= 0 (a replicated partition's leader): every batch is written with it as
@@ -77,14 +77,16 @@ class LogAppender:
         transactional/control attribute bits accepted (a transactional produce, a marker).
         ``check_sequences`` False: the embedded mirror's batches, whose epoch and sequence spell the live offset
         they were copied from (gaps where the live log has markers or aborted data); a repeat of one of the
-        producer's last batches is still answered as a duplicate, nothing is refused for a gap.
+        producer's last batches is still answered as a duplicate, nothing is refused for a gap. ``crcs_fresh``:
+        the caller gave every batch its CRC-32C in this process (the embedded mirror's walk, after checking the
+        live batch's own): not computed a third time; every other check stays.
         """
         mv = records if isinstance(records, memoryview) else memoryview(records)
         if mv.format != "B" or mv.ndim != 1:
             mv = mv.cast("B")
         config = self._local.config
         try:
-            mv, headers = self._validated(mv, config, allow)
+            mv, headers = self._validated(mv, config, allow, not crcs_fresh)
         except RecordTooLargeError:
             written = self._written_before(mv)
             if written is None:
@@ -174,12 +176,13 @@ class LogAppender:
         return _new(AppendInfo, (first, next_offset - 1, False, append_time))  # a NamedTuple's own __new__ costs more
 
     @staticmethod
-    def _validated(mv: memoryview, config: LogConfig, allow: int = 0) -> tuple[memoryview, list[RecordBatchHeader]]:
+    def _validated(mv: memoryview, config: LogConfig, allow: int = 0, check_crcs: bool = True
+                   ) -> tuple[memoryview, list[RecordBatchHeader]]:
         """The payload as it will be written (converted to the topic's codec if it has one; never a marker)
         and its headers. A compacted topic refuses records without a key (InvalidRecordError)."""
         if len(mv) > config.segment_bytes:
             raise RecordTooLargeError(f"record set of {len(mv)} bytes exceeds segment.bytes {config.segment_bytes}")
-        headers = validate_batches(mv, config.max_message_bytes, allow)
+        headers = validate_batches(mv, config.max_message_bytes, allow, check_crcs)
         if config.compact and not allow & CONTROL_MASK and first_keyless_record(mv, headers) is not None:
             # Kafka's rule (and message): the cleaner keeps records by key, one without a key has no place
             raise InvalidRecordError("Compacted topic cannot accept message without key")

@@ -121,11 +121,12 @@ class Partition:
             log.info("%s-%d: %s", self.topic, self.partition, line)
 
     # ------------------------------------------------------------------ leader duties
-    def append(self, records: bytes | bytearray | memoryview, allow: int = 0, check_sequences: bool = True
-               ) -> AppendInfo:
+    def append(self, records: bytes | bytearray | memoryview, allow: int = 0, check_sequences: bool = True,
+               crcs_fresh: bool = False) -> AppendInfo:
         """Append as leader (stamping the leader epoch); AppendInfo as Log.append returns it. ``allow``:
-        transactional/control attribute bits accepted; ``check_sequences``: see Log.append."""
-        info = self.log.append(records, leader_epoch=self.leader_epoch, allow=allow, check_sequences=check_sequences)
+        transactional/control attribute bits accepted; ``check_sequences``, ``crcs_fresh``: see Log.append."""
+        info = self.log.append(records, leader_epoch=self.leader_epoch, allow=allow, check_sequences=check_sequences,
+                               crcs_fresh=crcs_fresh)
         if len(self.isr) <= 1:
             self.maybe_advance_hw()
         elif self.observe_commit is not None and len(self._uncommitted) < 10_000:

@@ -276,11 +276,11 @@ class ReplicaManager:
 
     # ------------------------------------------------------------------ produce
     def append(self, part: Partition, records: bytes | bytearray | memoryview, allow: int = 0,
-               check_sequences: bool = True) -> AppendInfo:
+               check_sequences: bool = True, crcs_fresh: bool = False) -> AppendInfo:
         """Append as leader. ``allow``: transactional/control attribute bits accepted (a transactional produce, a
         marker); ``check_sequences`` False: the embedded mirror's copy (Log.append). This, append_batch and
         append_batches are every leader append (produce, markers, the embedded mirror)."""
-        info = part.append(records, allow, check_sequences)
+        info = part.append(records, allow, check_sequences, crcs_fresh)
         self._appended(part)
         return info
 

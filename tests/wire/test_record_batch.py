@@ -56,6 +56,19 @@ def test_crc_failure_detected() -> None:
     assert errors.CorruptRecordError.kafka_error_code == 2
 
 
+def test_fresh_crcs_skip_only_the_crc() -> None:
+    """check_crcs=False (the embedded mirror's append of batches whose CRC its walk just computed): the CRC is not
+    recomputed, every other check still refuses."""
+    data = bytearray(build_batch(3))
+    data[-5] ^= 0xFF
+    assert [h.records_count for h in validate_batches(data, check_crcs=False)] == [3]
+    data[16] = 1  # magic
+    with pytest.raises(errors.InvalidRecordError, match="magic 1"):
+        validate_batches(data, check_crcs=False)
+    with pytest.raises(errors.CorruptRecordError):
+        validate_batches(bytes(build_batch(3))[:-1], check_crcs=False)
+
+
 def test_crc_ignores_base_offset_and_leader_epoch() -> None:
     data = bytearray(build_batch(3))
     struct.pack_into(">qii", data, 0, 12345, len(data) - 12, 99)

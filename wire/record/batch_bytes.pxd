@@ -11,5 +11,5 @@ cdef extern from "batch_bytes.h":
     uint32_t ferry_crc32c_combine(uint32_t crc_a, uint32_t crc_b, size_t n)
     uint32_t ferry_crc32c_table_update(uint32_t crc, const uint8_t *p, size_t n)
     int ferry_crc_hw
-    int32_t ferry_be32(const uint8_t *p)
-    int64_t ferry_be64(const uint8_t *p)
+    int32_t ferry_be32(const uint8_t *p) nogil
+    int64_t ferry_be64(const uint8_t *p) nogil
