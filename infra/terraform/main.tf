@@ -63,7 +63,8 @@ locals {
   kafka_port = var.security == "plaintext" ? var.ports.broker : var.ports.broker_tls
 }
 
-# Across the link only the offline mirror and loaders talk, and only on TLS ports (SASL_SSL to the brokers,
+# Across the link only the offline mirror (links on the offline brokers, or the standalone mirror hosts) and the
+# loaders talk, and only on TLS ports (SASL_SSL to the brokers,
 # HTTPS to their /metrics) except ZooKeeper's client port: the mirror's consumer group and the loaders' live
 # counts are in the live ZooKeeper, whose client port has no TLS in ferry yet (its znodes are locked with a
 # digest identity; docs/infra.md "Secure by default"). The mirror, to what it consumes from: the live
@@ -85,6 +86,29 @@ resource "aws_vpc_security_group_ingress_rule" "live_zookeeper_from_offline_mirr
   from_port                    = var.ports.zookeeper
   to_port                      = var.ports.zookeeper
   referenced_security_group_id = module.offline.security_group_ids["mirror"]
+  depends_on                   = [aws_vpc_peering_connection.live_offline]
+}
+
+# The offline brokers, the same two: they run the mirror links (the embedded mirror, Ansible's default
+# ferry_mirror_kind: link), whose partition leaders fetch from the live brokers and read the live ZooKeeper
+# (topics, partition leaders, the schema registry's copy).
+resource "aws_vpc_security_group_ingress_rule" "live_brokers_from_offline_brokers" {
+  security_group_id            = module.live.security_group_ids["broker"]
+  description                  = "Kafka protocol: the offline brokers' mirror links"
+  ip_protocol                  = "tcp"
+  from_port                    = local.kafka_port
+  to_port                      = local.kafka_port
+  referenced_security_group_id = module.offline.security_group_ids["broker"]
+  depends_on                   = [aws_vpc_peering_connection.live_offline]
+}
+
+resource "aws_vpc_security_group_ingress_rule" "live_zookeeper_from_offline_brokers" {
+  security_group_id            = module.live.security_group_ids["zookeeper"]
+  description                  = "ZooKeeper: the offline brokers' mirror links"
+  ip_protocol                  = "tcp"
+  from_port                    = var.ports.zookeeper
+  to_port                      = var.ports.zookeeper
+  referenced_security_group_id = module.offline.security_group_ids["broker"]
   depends_on                   = [aws_vpc_peering_connection.live_offline]
 }
 

@@ -164,7 +164,8 @@ def test_firewall_opens_nothing_to_the_world() -> None:
 
 
 def test_cross_datacenter_rules_are_only_the_mirrors_and_the_loaders() -> None:
-    """Across the link: the offline mirror to the live brokers and the live ZooKeeper; the offline loaders
+    """Across the link: the offline mirror and the offline brokers (mirror links) to the live brokers and the live
+    ZooKeeper; the offline loaders
     (Prometheus, the dashboard, the loads' books) to the live ZooKeeper, brokers and brokers' metrics. The
     Kafka port that crosses is SASL_SSL's (local.kafka_port: ports.broker_tls unless var.security is
     plaintext); the plaintext port never does."""
@@ -177,6 +178,11 @@ def test_cross_datacenter_rules_are_only_the_mirrors_and_the_loaders() -> None:
         ('${module.live.security_group_ids["broker"]}', '${module.offline.security_group_ids["mirror"]}',
          "${local.kafka_port}"),
         ('${module.live.security_group_ids["zookeeper"]}', '${module.offline.security_group_ids["mirror"]}',
+         "${var.ports.zookeeper}"),
+        # the offline brokers run the mirror links (the embedded mirror): the same two
+        ('${module.live.security_group_ids["broker"]}', '${module.offline.security_group_ids["broker"]}',
+         "${local.kafka_port}"),
+        ('${module.live.security_group_ids["zookeeper"]}', '${module.offline.security_group_ids["broker"]}',
          "${var.ports.zookeeper}"),
     }
     loader = rules["live_from_offline_loader"]
