@@ -23,6 +23,7 @@ RESUMED = {"link": r"chaos: the restarted offline broker's leaders resumed (\d+)
            "standalone": r"chaos: the restarted mirrors synced (\d+) partitions from the offline log; (\d+) had"}
 
 
+@pytest.mark.timeout(1500)  # one demo run (up to 1200 s: Spark and Airflow on a busy machine) and a refused one
 @pytest.mark.parametrize("kind", ["link", "standalone"])
 def test_demo_chaos_books_stay_exact(tmp_path: Path, kind: str) -> None:
     env = dict(os.environ, PYSPARK_PYTHON=sys.executable, SPARK_LOCAL_IP="127.0.0.1")

@@ -251,12 +251,15 @@ def test_terraform_validates_and_plans_the_metrics_rules(tmp_path: Path) -> None
     by_port: dict[int, list[dict]] = {}
     for r in rules:
         by_port.setdefault(r["change"]["after"]["from_port"], []).append(r)
-    # 9308 (broker metrics): the offline brokers in-module and the live brokers across the link; 9309: the mirror
+    # 9308 (broker metrics): the offline brokers in-module and the live brokers across the link; 9309 (the
+    # standalone mirror's): nothing, as the default deployment copies through mirror links (mirror_count 0)
     assert sorted(r["address"] for r in by_port[9308]) == [
         'aws_vpc_security_group_ingress_rule.live_from_offline_loader["broker_metrics"]',
         'module.offline.aws_vpc_security_group_ingress_rule.metrics_from_loader["broker"]']
-    assert [r["address"] for r in by_port[9309]] == [
-        'module.offline.aws_vpc_security_group_ingress_rule.metrics_from_loader["mirror"]']
+    assert 9309 not in by_port
+    # the offline brokers (their mirror links) reach the live brokers on SASL_SSL's port
+    assert 'aws_vpc_security_group_ingress_rule.live_brokers_from_offline_brokers' in \
+        {r["address"] for r in by_port[9093]}
     for port in (8500, 9090):  # the dashboard and Prometheus: the operators' networks only
         assert [r["change"]["after"]["cidr_ipv4"] for r in by_port[port]] == ["203.0.113.0/24"]
     assert all(r["change"]["after"].get("cidr_ipv4") != "0.0.0.0/0" for r in rules)
