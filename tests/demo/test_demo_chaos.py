@@ -39,7 +39,8 @@ def test_demo_chaos_books_stay_exact(tmp_path: Path, kind: str) -> None:
     assert all(b["mirrored"] == b["produced"] for b in books), books  # the mirror tier counted each once
     summary = [m for m in map(re.compile(RESUMED[kind]).search, run.stdout.splitlines()) if m]
     assert summary, run.stdout[-3000:]
-    assert int(summary[0].group(1)) > 0, summary[0].group(0)  # the restarts went on from the offline log
+    if kind == "link":  # the restarted broker's leaders went on from the offline log
+        assert int(summary[0].group(1)) > 0, summary[0].group(0)
     print(summary[0].group(0))
     if kind == "link":  # the directory keeps its kind: a switch would copy everything again
         switch = subprocess.run([sys.executable, "-m", "ferry.cli", "demo", "--short", "--mirror", "standalone",
