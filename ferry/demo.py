@@ -23,7 +23,7 @@ from ferry.dashboard.process import start_dashboard
 from ferry.demo_chaos import chaos_summary, publish_under_chaos
 from ferry.demo_dag import run_hourly_dag
 from ferry.demo_metastore import start_demo_metastore
-from ferry.demo_mirror import KINDS, LINK, demo_mirror, wait_mirrored
+from ferry.demo_mirror import KINDS, LINK, demo_mirror, keep_kind, wait_mirrored
 from ferry.demo_report import print_report
 from ferry.demo_secure import DemoSecurity
 from ferry.demo_steps import DemoCluster, DemoProgress
@@ -85,6 +85,7 @@ def run(args: argparse.Namespace) -> int:
     if args.clean and root.exists():
         shutil.rmtree(root)
     root.mkdir(parents=True, exist_ok=True)
+    keep_kind(root, args.mirror)  # before anything starts
     progress = DemoProgress()
     now_ms = int(time.time() * 1000)
     end_ms = now_ms // 3_600_000 * 3_600_000            # the last full hour ends at the top of this hour
@@ -94,7 +95,7 @@ def run(args: argparse.Namespace) -> int:
     with ExitStack() as stack:
         security = DemoSecurity(root, TOPICS) if args.secure else None
         cluster = stack.enter_context(DemoCluster(root, progress, partitions=args.partitions, security=security))
-        mirror = demo_mirror(args.mirror, cluster)  # a directory's kind checked before anything starts
+        mirror = demo_mirror(args.mirror, cluster)
         try:
             cluster.start()
             cluster.create_topics(TOPICS)

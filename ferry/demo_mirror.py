@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Protocol
 
 from ferry.demo_steps import DemoCluster
@@ -201,16 +202,19 @@ class LinkDemoMirror:
 
 
 def demo_mirror(kind: str, cluster: DemoCluster) -> DemoMirror:
-    """The mirror of ``kind`` for the demo's directory. A directory keeps the kind it was first run with: the two
-    kinds keep their positions apart (the group's offsets, the link's producer id in the offline log), so a
-    switch would copy everything once more."""
-    marker = cluster.root / "mirror-kind"
+    return LinkDemoMirror(cluster) if kind == LINK else StandaloneDemoMirror(cluster)
+
+
+def keep_kind(root: Path, kind: str) -> None:
+    """A demo directory keeps the mirror kind it was first run with: the two kinds keep their positions apart
+    (the group's offsets, the link's producer id in the offline log), so a switch would copy everything once
+    more. Checked before anything starts (UsageError: one line, exit 2)."""
+    marker = root / "mirror-kind"
     before = marker.read_text().strip() if marker.exists() else None
     if before is not None and before != kind:
-        raise UsageError(f"{cluster.root} was run with --mirror {before}: use --mirror {before}, or --clean to start "
+        raise UsageError(f"{root} was run with --mirror {before}: use --mirror {before}, or --clean to start "
                          f"over with --mirror {kind}")
     marker.write_text(kind + "\n")
-    return LinkDemoMirror(cluster) if kind == LINK else StandaloneDemoMirror(cluster)
 
 
 def wait_mirrored(mirror: DemoMirror, produced: dict[str, int], timeout_s: float = 120.0) -> None:
