@@ -1,7 +1,7 @@
 """`ferry demo`: the whole two-datacenter pipeline on one machine (paper section 4, Figure 3).
 
 One ZooKeeper with a chroot per datacenter, two live brokers (topics replicated on both), one offline
-broker, a mirror process, Avro schemas in the registry, a realistic stream from several frontend hosts
+broker that copies the live topics through a mirror link (or a standalone mirror process: --mirror standalone), Avro schemas in the registry, a realistic stream from several frontend hosts
 spread over the last hours, the hourly Airflow DAG run in-process for those hours (PySpark loads), then
 the books: the audit per topic and hour, the mirror's lag and an analyst's query over the warehouse.
 Everything stops on exit or Ctrl-C.
@@ -23,6 +23,7 @@ from ferry.dashboard.process import start_dashboard
 from ferry.demo_chaos import chaos_summary, publish_under_chaos
 from ferry.demo_dag import run_hourly_dag
 from ferry.demo_metastore import start_demo_metastore
+from ferry.demo_mirror import KINDS, LINK, demo_mirror, keep_kind, wait_mirrored
 from ferry.demo_report import print_report
 from ferry.demo_secure import DemoSecurity
 from ferry.demo_steps import DemoCluster, DemoProgress
@@ -35,7 +36,8 @@ TOPICS = ("page_view", "click", "search")
 DESCRIPTION = (
     "Start ZooKeeper (chroots /ferry/live and /ferry/offline), two live brokers (every live topic "
     "and _audit with replication factor 2, min.insync.replicas 1), one offline "
-    "broker and a mirror as local processes; register Avro schemas; publish a realistic activity "
+    "broker as local processes, a mirror link on the offline cluster (its broker pulls from the live one; "
+    "--mirror standalone: a `ferry mirror` process instead); register Avro schemas; publish a realistic activity "
     "stream from simulated frontend hosts over the last hours; run the hourly Airflow DAG for "
     "those hours (PySpark into Parquet/Hive tables); print the audit, mirror lag and an analyst "
     "query. The tables' metastore is a PostgreSQL the demo starts under --dir when PostgreSQL is "
@@ -56,9 +58,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--keep-running", action="store_true",
                    help="leave ZooKeeper, brokers and mirror running at the end until Ctrl-C")
     p.add_argument("--seed", type=int, default=None, help="seed of the event generator (default: time-based)")
+    p.add_argument("--mirror", choices=KINDS, default=LINK,
+                   help="how live is copied to offline: 'link' (default) a mirror link on the offline cluster, its "
+                        "broker pulling from the live brokers (the embedded mirror); 'standalone' a `ferry mirror` "
+                        "process (docs/mirror.md)")
     p.add_argument("--chaos", type=int, nargs="?", const=3, default=0, metavar="N",
-                   help="kill the mirror with -9 N times (default 3) while the events are published and copied, "
-                        "starting it again each time; the books must still be complete with 0 duplicates")
+                   help="kill what copies with -9 N times (default 3: the offline broker running the link, or the "
+                        "standalone mirror) while the events are published and copied, starting it again each "
+                        "time; the books must still be complete with 0 duplicates")
     p.add_argument("--secure", action="store_true",
                    help="TLS + SCRAM-SHA-512 + ACLs end to end: a CA and certificates under --dir/security, a user "
                         "per role with least privilege, the mirror, loads, books and dashboard over SASL_SSL "
@@ -78,6 +85,7 @@ def run(args: argparse.Namespace) -> int:
     if args.clean and root.exists():
         shutil.rmtree(root)
     root.mkdir(parents=True, exist_ok=True)
+    keep_kind(root, args.mirror)  # before anything starts
     progress = DemoProgress()
     now_ms = int(time.time() * 1000)
     end_ms = now_ms // 3_600_000 * 3_600_000            # the last full hour ends at the top of this hour
@@ -87,22 +95,23 @@ def run(args: argparse.Namespace) -> int:
     with ExitStack() as stack:
         security = DemoSecurity(root, TOPICS) if args.secure else None
         cluster = stack.enter_context(DemoCluster(root, progress, partitions=args.partitions, security=security))
+        mirror = demo_mirror(args.mirror, cluster)
         try:
             cluster.start()
             cluster.create_topics(TOPICS)
             cluster.register_schemas(TOPICS)
-            cluster.start_mirror()
+            mirror.start()
             if args.chaos:
-                produced = publish_under_chaos(cluster, args.chaos, args.events, start_ms, end_ms, hosts, seed)
+                produced = publish_under_chaos(mirror, args.chaos, args.events, start_ms, end_ms, hosts, seed)
             else:
                 produced = cluster.publish(args.events, start_ms, end_ms, hosts, seed)
-            cluster.wait_mirrored(produced)
+            wait_mirrored(mirror, produced)
             if args.chaos:
-                progress.say(chaos_summary(cluster))
+                progress.say(chaos_summary(mirror))
             hours = [start_ms + h * 3_600_000 for h in range(args.hours)]
             sql_opts = start_demo_metastore(root, root / "warehouse-state", stack, progress)
             run_hourly_dag(cluster, hours, short=args.short)
-            report = print_report(cluster, TOPICS, hours)
+            report = print_report(cluster, mirror, TOPICS, hours)
             (root / "last-report.json").write_text(json.dumps(report, indent=2, default=str))
             if args.keep_running:
                 url = _start_dashboard(stack, cluster, root, args.dashboard_listen)

@@ -9,12 +9,12 @@ from pathlib import Path
 from ferry.audit.live import read_live_counts
 from ferry.audit.reader import read_audit_events
 from ferry.audit.reconciler import reconcile
+from ferry.demo_mirror import DemoMirror
 from ferry.demo_steps import DemoCluster
 from ferry.loaders.session import build_session
-from ferry.mirror.status import mirror_status
 
 
-def print_report(cluster: DemoCluster, topics: tuple[str, ...], hours: list[int]) -> dict:
+def print_report(cluster: DemoCluster, mirror: DemoMirror, topics: tuple[str, ...], hours: list[int]) -> dict:
     """Print the books per topic and hour, the mirror's lag, and what an analyst would ask the warehouse;
     returns them (``complete``: every hour of every topic complete, every live cluster read)."""
     offline_monitor, live_monitor = cluster.client("offline", "monitor"), cluster.client("live", "monitor")
@@ -28,19 +28,10 @@ def print_report(cluster: DemoCluster, topics: tuple[str, ...], hours: list[int]
     print(_table(("topic", "hour (UTC)", "produced", "mirrored", "loaded", "missing", "dupes", "complete"),
                  [(h.topic, hour_label(h.hour_start), h.produced, h.mirrored, h.loaded, h.missing, h.duplicates,
                    "yes" if h.complete else "NO") for h in rows]))
-    status = mirror_status(cluster.live_zk, cluster.offline_zk, "ferry-mirror", include=".*",
-                           source_client=live_monitor, target_client=offline_monitor)
+    view = mirror.view()
     print()
-    print(f"== Mirror (group ferry-mirror, members {', '.join(status.members) or '-'}) ==")
-    per_topic: dict[str, list[int]] = {}
-    for r in status.partitions:
-        agg = per_topic.setdefault(r.topic, [0, 0, 0, 0])
-        agg[0] += 1
-        agg[1] += r.live_end or 0
-        agg[2] += r.offline_end or 0
-        agg[3] += r.lag or 0
-    print(_table(("topic", "partitions", "live end", "offline end", "lag"),
-                 [(t, *v) for t, v in sorted(per_topic.items())]))
+    print(f"== {view.title} ==")
+    print(_table(view.columns, [(t, *v) for t, v in sorted(view.per_topic.items())]))
     print()
     print("== Analyst: top pages per hour (SELECT ... FROM ferry.page_view) ==")
     top = analyst_query(cluster.root)
@@ -49,7 +40,7 @@ def print_report(cluster: DemoCluster, topics: tuple[str, ...], hours: list[int]
                 and not live.unreachable)
     print()
     print("every hour complete: " + ("yes" if complete else "NO (see the books above)"))
-    return {"complete": complete, "books": [h.to_dict() for h in rows], "mirror": status.to_dict(),
+    return {"complete": complete, "books": [h.to_dict() for h in rows], "mirror": {"kind": mirror.kind, **view.doc},
             "top_pages": top}
 
 def analyst_query(root: Path) -> list[tuple]:

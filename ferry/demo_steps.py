@@ -1,5 +1,5 @@
-"""The demo's cluster, as local processes: ZooKeeper, live and offline brokers and the mirror; its topics, schemas
-and published events. The hourly load (demo_dag.py) and the books (demo_report.py) are steps of their own."""
+"""The demo's cluster, as local processes: ZooKeeper, live and offline brokers (and the standalone mirror when
+asked: demo_mirror.py says which kind copies); its topics, schemas and published events. The hourly load (demo_dag.py) and the books (demo_report.py) are steps of their own."""
 
 from __future__ import annotations
 
@@ -22,7 +22,6 @@ from ferry.embedded import (
     spawn_ferry,
     wait_for_port,
 )
-from ferry.mirror.status import mirror_status
 from ferry.schemas.registry import SchemaRegistry, subject_for_topic
 from ferry.schemas.wire import AvroSerializer
 from ferry.wire.client_config import ClientConfig
@@ -185,6 +184,7 @@ class DemoCluster:
                 self.progress.say(f"schema {subject_for_topic(topic)} registered as id {schema_id}")
 
     def start_mirror(self) -> None:
+        """The standalone mirror process (`ferry demo --mirror standalone`; the default is a link: demo_mirror.py)."""
         ports = self._ports()
         self.mirror = spawn_ferry("mirror", self.root / "mirror.out", [
             "mirror", "--source-zookeeper", self.live_zk, "--target-zookeeper", self.offline_zk, "--include", ".*",
@@ -226,22 +226,6 @@ class DemoCluster:
         self.progress.say("published " + ", ".join(f"{t}={n}" for t, n in sorted(produced.items()))
                           + f" from {len(hosts)} hosts (audit counts published to {AUDIT_TOPIC})")
         return produced
-
-    def wait_mirrored(self, produced: dict[str, int], timeout_s: float = 120.0) -> None:
-        """Wait until the mirror's committed offsets reach the live end offsets (lag 0)."""
-        deadline = time.monotonic() + timeout_s
-        lag = -1
-        while time.monotonic() < deadline:
-            status = mirror_status(self.live_zk, self.offline_zk, "ferry-mirror", include=".*",
-                                   source_client=self.client("live", "monitor"),
-                                   target_client=self.client("offline", "monitor"))
-            lag = status.total_lag
-            if lag == 0 and {r.topic for r in status.partitions} >= set(produced):
-                self.progress.say("mirror caught up: lag 0 on every partition")
-                return
-            self.progress.say(f"mirror lag {lag} messages")
-            time.sleep(1.0)
-        raise RuntimeError(f"mirror still {lag} messages behind after {timeout_s:.0f}s (see {self.root}/mirror.out)")
 
     # -- shutdown ---------------------------------------------------------------------------------------------
     def __enter__(self) -> DemoCluster:

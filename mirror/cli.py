@@ -48,6 +48,8 @@ Mirror topics of a live cluster into the offline cluster (paper section 4).
 
   ferry mirror link create NAME --zookeeper OFFLINE_ZK --source-zookeeper LIVE_ZK --include REGEX
                     [--exclude REGEX] [--source-config FILE]
+  ferry mirror link alter NAME --zookeeper OFFLINE_ZK [--source-zookeeper LIVE_ZK] [--include REGEX]
+                    [--exclude REGEX|''] [--source-config FILE|'']
   ferry mirror link list|describe NAME|pause NAME|resume NAME|delete NAME --zookeeper OFFLINE_ZK
       the embedded mirror (no process to run): a link stored in the offline cluster's ZooKeeper makes
       the leader of each offline partition pull its live partition itself, exactly once; `describe`
@@ -95,7 +97,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("-h", "--help", action=_Help)
     p.add_argument("action", nargs="?", choices=["run", "status", "link"], default="run",
                    help="'run' (the default) mirrors; 'status' prints lag and owners and exits; 'link' manages "
-                        "the embedded mirror's links (`ferry mirror link create|list|describe|pause|resume|delete "
+                        "the embedded mirror's links (`ferry mirror link create|alter|list|describe|pause|resume|delete "
                         "[NAME] --zookeeper OFFLINE_ZK`)")
     p.add_argument("link_action", nargs="?", choices=LINK_ACTIONS, metavar="LINK_ACTION",
                    help=f"with 'link': {'|'.join(LINK_ACTIONS)}")

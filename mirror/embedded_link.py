@@ -135,8 +135,9 @@ class LinkRunner:
         await self._blocking(self.topic_sync.start)
         # mirrored Avro payloads keep their live schema ids: the offline registry must know them (ids preserved)
         self.schema_sync = await self._blocking(SchemaSync(live, registry).start)
+        # the offline brokers' inter-broker listener (their registration), as the broker's own principal
         sender = AuditEventSender(lambda: ",".join(b.address for b in registry.brokers().values()), APPLICATION,
-                                  self.services.config.datacenter)
+                                  self.services.config.datacenter, client_config=self.services.own_client)
         self.auditor = LinkAuditor(link.name, link.producer_id, lambda: registry.client, sender,
                                    self.services.config.datacenter).start()
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from dataclasses import replace
 from pathlib import Path
 
 from ferry.mirror.copy_status import CopyRow, format_table
@@ -20,7 +21,7 @@ from ferry.zk.mirror_links import PAUSED, RUNNING, MirrorLink, MirrorLinkStore
 from ferry.zk.zk_connect import ZkConnect
 from ferry.zk.zk_tls import ZkTlsConfig
 
-LINK_ACTIONS = ("create", "list", "describe", "pause", "resume", "delete")
+LINK_ACTIONS = ("create", "alter", "list", "describe", "pause", "resume", "delete")
 
 
 def run_link(args: argparse.Namespace) -> int:
@@ -34,6 +35,8 @@ def run_link(args: argparse.Namespace) -> int:
         raise UsageError(f"`ferry mirror link {action}` needs the link's NAME")
     if action == "create":
         link = _new_link(args)  # checked before connecting: a bad flag is exit 2 without ZooKeeper
+    elif action == "alter":
+        changes = _changes(args)
     # a chroot nobody registered under is a typo, not a cluster: refused, nothing created there
     client = zk_connect(ZkConnect.parse(args.zookeeper), timeout=10.0, create_chroot=False)
     try:
@@ -42,6 +45,15 @@ def run_link(args: argparse.Namespace) -> int:
             store.create(link)
             print(f"created mirror link {link.name}: {link.source_zookeeper} include {link.include!r}"
                   + (f" exclude {link.exclude!r}" if link.exclude else ""))
+        elif action == "alter":
+            old, _ = store.get(args.name)  # UnknownLinkError first
+            new = replace(old, **changes).validate()
+            if new == old:
+                print(f"mirror link {args.name}: unchanged")
+            else:
+                store.update(args.name, **changes)
+                print(f"altered mirror link {args.name}: " + ", ".join(
+                    f"{k} {v!r}" for k, v in changes.items() if getattr(old, k) != v))
         elif action == "list":
             links = store.all()
             if args.json:
@@ -79,19 +91,48 @@ def _new_link(args: argparse.Namespace) -> MirrorLink:
         raise UsageError("--source-zookeeper HOST:PORT/CHROOT (the live cluster's) is required to create a link")
     if not args.include:
         raise UsageError("--include REGEX is required to create a link")
-    source_config = None
-    if args.source_config:
-        path = Path(args.source_config).resolve()
-        if not path.is_file():
-            raise FileNotFoundError(f"--source-config {args.source_config}: no such file")
-        source_config = str(path)
-    zk_config = None
-    if getattr(args, "source_zk_tls_config_file", None):
-        zk_path = Path(args.source_zk_tls_config_file).resolve()
-        ZkTlsConfig.from_file(str(zk_path))  # a bad file: one line now, not a link that fails on every broker
-        zk_config = str(zk_path)
+    source_config = _source_config(args.source_config) if args.source_config else None
+    zk_file = getattr(args, "source_zk_tls_config_file", None)
+    zk_config = _zk_tls_file(zk_file) if zk_file else None
     return MirrorLink(args.name, args.source_zookeeper, args.include, args.exclude, source_config,
                       source_zookeeper_config=zk_config).validate()
+
+
+def _changes(args: argparse.Namespace) -> dict[str, str | None]:
+    """`alter`'s flags as the link's fields (``--exclude ''`` drops the exclusion). The link keeps its producer id,
+    so the copy goes on where the offline log says it ends (a new ZooKeeper address of the same live cluster,
+    a wider --include); a link to another live cluster is a new link."""
+    changes: dict[str, str | None] = {}
+    if args.source_zookeeper:
+        changes["source_zookeeper"] = args.source_zookeeper
+    if args.include:
+        changes["include"] = args.include
+    if args.exclude is not None:
+        changes["exclude"] = args.exclude or None
+    if args.source_config is not None:
+        changes["source_config"] = _source_config(args.source_config) if args.source_config else None
+    if getattr(args, "source_zk_tls_config_file", None):
+        changes["source_zookeeper_config"] = _zk_tls_file(args.source_zk_tls_config_file)
+    if not changes:
+        raise UsageError("`ferry mirror link alter` needs one of --source-zookeeper, --include, --exclude, "
+                         "--source-config, --source-zk-tls-config-file")
+    return changes
+
+
+def _source_config(flag: str) -> str:
+    """The --source-config file's absolute path (stored in the link; every offline broker reads it there)."""
+    path = Path(flag).resolve()
+    if not path.is_file():
+        raise FileNotFoundError(f"--source-config {flag}: no such file")
+    return str(path)
+
+
+def _zk_tls_file(flag: str) -> str:
+    """The live ZooKeeper's TLS settings file, read now: a bad file is one line here, not a link that fails on
+    every broker."""
+    path = Path(flag).resolve()
+    ZkTlsConfig.from_file(str(path))
+    return str(path)
 
 
 def _describe(doc: dict) -> str:

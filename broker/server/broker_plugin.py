@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Iterator
 from concurrent.futures import Executor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from prometheus_client.metrics_core import Metric
@@ -20,6 +20,7 @@ from prometheus_client.metrics_core import Metric
 from ferry.broker.server.broker_config import BrokerConfig
 from ferry.broker.server.producer_id_manager import ProducerIdManager
 from ferry.broker.server.replica_manager import ReplicaManager
+from ferry.wire.client_config import ClientConfig
 from ferry.zk.cluster_registry import ClusterRegistry
 
 
@@ -31,6 +32,9 @@ class BrokerServices:
     registry: ClusterRegistry  # this (offline) cluster's ZooKeeper
     replicas: ReplicaManager  # the partitions led here, and the leader append
     producer_ids: ProducerIdManager
+    # the broker's own login to this cluster (its inter-broker listener and user): a plugin producing here (the
+    # mirror links' audit counts) writes as the broker's principal, as replication does
+    own_client: ClientConfig = field(default_factory=ClientConfig.plaintext)
 
 
 class BrokerPlugin(Protocol):

@@ -39,6 +39,7 @@ from ferry.broker.server.topic_deletion import TopicDeletion
 from ferry.broker.server.transaction_coordinator import TransactionCoordinator, TxnSettings
 from ferry.broker.server.transaction_markers import TxnMarkerWriter
 from ferry.wire import native, release
+from ferry.wire.client_config import ClientConfig
 from ferry.wire.sasl_login import ClientSecurity, SaslLogin
 from ferry.zk.acl_store import AclCache
 from ferry.zk.client_quotas import QuotaConfigCache
@@ -239,7 +240,8 @@ class KafkaServer:
         if cfg.audit_topic_partitions > 0 and AUDIT_TOPIC not in metadata.topics:
             await loop.run_in_executor(self._executor, self._ensure_audit_topic)
         await loop.run_in_executor(self._executor, self.controller.start)
-        services = BrokerServices(cfg, loop, self._executor, self.registry, replicas, producer_ids)
+        own = cfg.security.inter_broker_client() if cfg.security is not None else ClientConfig.plaintext()
+        services = BrokerServices(cfg, loop, self._executor, self.registry, replicas, producer_ids, own)
         for plugin in self.plugins:
             await plugin.start(services)
         if cfg.metrics_port:

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from ferry.broker.server.ssl_principal import PrincipalMapper
+from ferry.wire.client_config import ClientConfig
 
 PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
@@ -87,6 +88,26 @@ class SecurityConfig:
             if lst.name == name:
                 return lst
         raise KeyError(name)
+
+    def inter_broker_client(self) -> ClientConfig:
+        """The inter-broker login as client settings (librdkafka's names), for what runs inside the broker and
+        produces into its own cluster as the broker's principal (the mirror links' audit counts,
+        broker_plugin.BrokerServices): the inter-broker listener's protocol, its SASL user, the truststore as
+        the CA, the broker's own certificate where the listener asks clients for one."""
+        inter = self.listener(self.inter_broker_listener)
+        props = {"security.protocol": inter.security_protocol}
+        if inter.uses_sasl:
+            props |= {"sasl.mechanism": self.sasl.inter_broker_mechanism,
+                      "sasl.username": self.sasl.inter_broker_username,
+                      "sasl.password": self.sasl.inter_broker_password}
+        if inter.uses_tls and self.ssl.truststore_location:
+            props["ssl.ca.location"] = self.ssl.truststore_location
+        if inter.uses_tls and self.ssl.client_auth != "none":
+            props |= {"ssl.certificate.location": self.ssl.keystore_location,
+                      "ssl.key.location": self.ssl.keystore_location}
+            if self.ssl.key_password:
+                props["ssl.key.password"] = self.ssl.key_password
+        return ClientConfig(props, "the broker's inter-broker login")
 
     @property
     def protocol_map(self) -> dict[str, str]:

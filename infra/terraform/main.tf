@@ -68,9 +68,10 @@ locals {
   zookeeper_port = var.zookeeper_tls && var.security != "plaintext" ? var.ports.zookeeper_tls : var.ports.zookeeper
 }
 
-# Across the link only the offline mirror and loaders talk: SASL_SSL to the brokers, HTTPS to their /metrics,
-# ZooKeeper's TLS port with var.zookeeper_tls, else its plaintext client port (its znodes are locked with a digest
-# identity either way; docs/infra.md "Secure by default"). The mirror, to what it consumes from: the live
+# Across the link only the offline mirror (links on the offline brokers, or the standalone mirror hosts) and the
+# loaders talk: SASL_SSL to the brokers, HTTPS to their /metrics, ZooKeeper's TLS port with var.zookeeper_tls,
+# else its plaintext client port (its znodes are locked with a digest identity either way; docs/infra.md
+# "Secure by default"). The mirror, to what it consumes from: the live
 # brokers (fetch) and the live ZooKeeper (its consumer group: registrations, ownership, offsets).
 resource "aws_vpc_security_group_ingress_rule" "live_brokers_from_offline_mirror" {
   security_group_id            = module.live.security_group_ids["broker"]
@@ -89,6 +90,29 @@ resource "aws_vpc_security_group_ingress_rule" "live_zookeeper_from_offline_mirr
   from_port                    = local.zookeeper_port
   to_port                      = local.zookeeper_port
   referenced_security_group_id = module.offline.security_group_ids["mirror"]
+  depends_on                   = [aws_vpc_peering_connection.live_offline]
+}
+
+# The offline brokers, the same two: they run the mirror links (the embedded mirror, Ansible's default
+# ferry_mirror_kind: link), whose partition leaders fetch from the live brokers and read the live ZooKeeper
+# (topics, partition leaders, the schema registry's copy).
+resource "aws_vpc_security_group_ingress_rule" "live_brokers_from_offline_brokers" {
+  security_group_id            = module.live.security_group_ids["broker"]
+  description                  = "Kafka protocol: the offline brokers' mirror links"
+  ip_protocol                  = "tcp"
+  from_port                    = local.kafka_port
+  to_port                      = local.kafka_port
+  referenced_security_group_id = module.offline.security_group_ids["broker"]
+  depends_on                   = [aws_vpc_peering_connection.live_offline]
+}
+
+resource "aws_vpc_security_group_ingress_rule" "live_zookeeper_from_offline_brokers" {
+  security_group_id            = module.live.security_group_ids["zookeeper"]
+  description                  = "ZooKeeper: the offline brokers' mirror links"
+  ip_protocol                  = "tcp"
+  from_port                    = local.zookeeper_port
+  to_port                      = local.zookeeper_port
+  referenced_security_group_id = module.offline.security_group_ids["broker"]
   depends_on                   = [aws_vpc_peering_connection.live_offline]
 }
 

@@ -60,7 +60,7 @@ variable "offline" {
     vpc_cidr           = "10.20.0.0/16"
     zookeeper_count    = 3
     broker_count       = 2
-    mirror_count       = 2
+    mirror_count       = 0 # standalone mirror hosts (Ansible's ferry_mirror_kind: standalone); links need none
     loader_count       = 1
     spark_worker_count = 0
   }

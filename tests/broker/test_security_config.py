@@ -26,6 +26,25 @@ def test_listeners_map_and_advertised():
     assert cfg.inter_broker_listener == "INTERNAL" and cfg.ssl.client_auth == "required"
 
 
+def test_inter_broker_client_is_the_brokers_own_login():
+    """What a plugin producing into the broker's own cluster uses (the mirror links' audit counts): the
+    inter-broker listener's protocol and user, the truststore as CA, the broker's certificate when asked for."""
+    cfg = SecurityConfig.from_properties({
+        "listeners": "PLAINTEXT://127.0.0.1:9092,SASL_SSL://0.0.0.0:9093",
+        "advertised.listeners": "SASL_SSL://b1.dc:9093", "inter.broker.listener.name": "SASL_SSL",
+        "ssl.keystore.location": "/k.pem", "ssl.truststore.location": "/ca.pem", "ssl.client.auth": "required",
+        "sasl.mechanism.inter.broker.protocol": "SCRAM-SHA-512", "inter.broker.sasl.username": "broker",
+        "inter.broker.sasl.password": "s3cret"})
+    own = cfg.inter_broker_client()
+    assert dict(own.properties) == {
+        "security.protocol": "SASL_SSL", "sasl.mechanism": "SCRAM-SHA-512", "sasl.username": "broker",
+        "sasl.password": "s3cret", "ssl.ca.location": "/ca.pem", "ssl.certificate.location": "/k.pem",
+        "ssl.key.location": "/k.pem"}
+    assert "s3cret" not in repr(own)
+    plain = SecurityConfig.from_properties({"listeners": "PLAINTEXT://127.0.0.1:9092"}).inter_broker_client()
+    assert plain.is_plaintext
+
+
 @pytest.mark.parametrize("props, message", [
     ({"listeners": "CUSTOM://h:1"}, "listener.security.protocol.map"),
     ({"listeners": "PLAINTEXT://h:1,PLAINTEXT://h:2"}, "given twice"),

@@ -1,4 +1,4 @@
-"""`ferry demo --short` runs the whole pipeline for real (ZooKeeper, 3 brokers, mirror, Airflow + Spark),
+"""`ferry demo --short` runs the whole pipeline for real (ZooKeeper, 3 brokers, a mirror link, Airflow + Spark),
 prints complete books, and a second run in the same directory works and stays complete; while that second run
 holds its metastore (--keep-running), `ferry sql` in another process answers with the committed count."""
 
@@ -28,7 +28,7 @@ def test_demo_short_twice(tmp_path: Path) -> None:
     first = _demo(tmp_path, "--seed", "7")
     assert first.returncode == 0, first.stdout[-4000:] + first.stderr[-4000:]
     out = first.stdout
-    for expected in ("The books", "Mirror (group ferry-mirror", "Analyst: top pages per hour",
+    for expected in ("The books", "Mirror (link live on offline broker(s) 101: running)", "Analyst: top pages per hour",
                      "every hour complete: yes", "stopped; data and logs kept"):
         assert expected in out, out[-3000:]
     report = json.loads((tmp_path / "demo" / "last-report.json").read_text())

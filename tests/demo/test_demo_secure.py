@@ -52,6 +52,9 @@ def test_demo_short_secure(tmp_path: Path) -> None:
         books = report["books"]
         assert len(books) == 3 * 2 and all(b["complete"] and b["duplicates"] == 0 for b in books)
         assert sum(b["produced"] for b in books) == 3000 == sum(b["loaded"] for b in books)
+        # the mirror link's counts reached the offline `_audit` over SASL_SSL as the offline broker's own user
+        assert all(b["mirrored"] == b["produced"] for b in books), books
+        assert report["mirror"]["kind"] == "link" and report["mirror"]["state"] == "running", report["mirror"]
 
         ports = json.loads((demo_dir / "ports.json").read_text())
         # anonymous on the loopback PLAINTEXT listener: the authorizer refuses it

@@ -1,19 +1,20 @@
 """Ansible provisions both datacenters on containers that play machines, for real.
 
 Hosts are systemd containers of ferry-base (the loader: ferry-warehouse-base, a "machine image" with
-PySpark and Airflow already installed) on two internal Docker networks, one per datacenter; the mirror
-host is on both. Ansible reaches them with ferry's `ferry_docker` connection plugin (docker exec).
+PySpark and Airflow already installed) on two internal Docker networks, one per datacenter; the offline
+broker is on both (the datacenters' peering: its mirror link pulls from the live brokers, group_vars'
+default ferry_mirror_kind: link). Ansible reaches them with ferry's `ferry_docker` connection plugin (docker exec).
 Checked: site.yml converges, a second run changes nothing, messages produced in live arrive in offline
-through the mirror, topics are replicated as the datacenter's broker count allows (live: 2 brokers, RF 2;
+through the mirror link, topics are replicated as the datacenter's broker count allows (live: 2 brokers, RF 2;
 offline: 1), and rolling_restart.yml restarts the brokers one at a time with each one ready and every ISR
 full again before the next, then gives the preferred replicas their leadership back. Prometheus on the
-loader host (site.yml's last play) scrapes every broker, the mirror and the dashboard: all targets up.
+loader host (site.yml's last play) scrapes every broker and the dashboard: all targets up.
 The loader's Hive metastore is PostgreSQL (pg_isready, unit active) and a `ferry load` there is counted through
 the ferry-sql-thrift unit (Spark's Thrift server) with beeline.
 The deployment is the secure default (ferry_security=sasl_ssl, docs/infra.md): every client here logs in over
 SASL_SSL with a user whose password the controller generated (the inventory's ferry-secrets/); checked besides:
 an allowed and a denied principal (TOPIC_AUTHORIZATION_FAILED), a client without credentials refused, anonymous
-ZooKeeper clients unable to read the SCRAM credentials or rewrite a registry znode, the mirror over SASL_SSL,
+ZooKeeper clients unable to read the SCRAM credentials or rewrite a registry znode, the mirror link over SASL_SSL,
 Prometheus scraping over HTTPS with basic authentication, the registry over HTTPS with authentication.
 """
 
@@ -44,8 +45,10 @@ HOSTS = {
     "live-broker-1": ("live_brokers", ["live"], {"ferry_broker_id": 1}),
     "live-broker-2": ("live_brokers", ["live"], {"ferry_broker_id": 2}),
     "offline-zk-1": ("offline_zookeeper", ["offline"], {}),
-    "offline-broker-1": ("offline_brokers", ["offline"], {"ferry_broker_id": 1}),
-    "offline-mirror-1": ("mirror", ["offline", "live"], {}),
+    # on both networks: its mirror link pulls from the live ZooKeeper and brokers (the datacenters' peering); its
+    # /metrics on every interface, as its name may resolve to either network's address
+    "offline-broker-1": ("offline_brokers", ["offline", "live"],
+                         {"ferry_broker_id": 1, "broker_metrics_listen_address": "0.0.0.0"}),
     # on both networks: Prometheus there scrapes the live brokers too (the datacenters' peering); its
     # machine image carries PostgreSQL (the metastore) and its JDBC driver, as the test hosts have no apt mirror
     "offline-loader-1": ("loader", ["offline", "live"], {}),
@@ -54,6 +57,24 @@ WITH_LOADER = os.environ.get("FERRY_ANSIBLE_LOADER", "1") != "0"
 TLS_PORT = 9093  # the brokers' SASL_SSL listener (group_vars/all.yml ferry_broker_tls_port); 9092 is not opened
 LIVE_BOOTSTRAP = f"live-broker-1:{TLS_PORT},live-broker-2:{TLS_PORT}"
 OFFLINE_BOOTSTRAP = f"offline-broker-1:{TLS_PORT}"
+OFFLINE_ZK = "offline-zk-1:2181/ferry/offline"
+
+
+def mirror_link(hosts: DockerHosts, *args: str) -> subprocess.CompletedProcess:
+    """`ferry mirror link ARGS --zookeeper OFFLINE_ZK` on the offline broker, with the deployment's ZooKeeper identity."""
+    return hosts.exec("offline-broker-1", "env", "FERRY_ZOOKEEPER_CREDENTIALS=/etc/ferry/zk-credentials",
+                      "/opt/ferry/venv/bin/ferry", "mirror", "link", *args, "--zookeeper", OFFLINE_ZK)
+
+
+def link_partitions_state(hosts: DockerHosts, name: str, state: str, timeout: float = 60) -> dict:
+    """Wait until every partition the offline leaders report for link `name` is in `state`; its describe --json."""
+    deadline = time.monotonic() + timeout
+    while True:
+        doc = json.loads(mirror_link(hosts, "describe", name, "--json").stdout.decode())
+        if doc["partitions"] and all(p["state"] == state for p in doc["partitions"]):
+            return doc
+        assert time.monotonic() < deadline, f"link {name} not {state} after {timeout:.0f}s: {doc}"
+        time.sleep(1)
 def client_config(hosts: DockerHosts, host: str, secrets: Path, user: str, owner: str = "root") -> str:
     """A 0600 file of `user`'s SASL_SSL client settings on `host` (its password from the controller's secrets),
     owned by `owner`."""
@@ -338,7 +359,7 @@ def test_services_run_under_systemd(deployment) -> None:
     hosts: DockerHosts = deployment["hosts"]
     units = {"live-zk-1": ["ferry-zookeeper"], "offline-zk-1": ["ferry-zookeeper"],
              "live-broker-1": ["ferry-broker", "ferry-schema-registry"], "live-broker-2": ["ferry-broker"],
-             "offline-broker-1": ["ferry-broker"], "offline-mirror-1": ["ferry-mirror"]}
+             "offline-broker-1": ["ferry-broker"]}
     if WITH_LOADER:
         units["offline-loader-1"] = ["ferry-airflow-api-server", "ferry-airflow-scheduler",
                                      "ferry-airflow-dag-processor", "prometheus", "ferry-dashboard",
@@ -374,9 +395,12 @@ def test_services_run_under_systemd(deployment) -> None:
     live = describe(hosts, "live-broker-1", "live-zk-1:2181/ferry/live")
     assert {t["topic"]: t["replication_factor"] for t in live} == {"_audit": 2, "page_view": 2, "click": 2,
                                                                    "search": 2}
-    unit = hosts.exec("offline-mirror-1", "cat", "/etc/systemd/system/ferry-mirror.service").stdout.decode()
-    assert "--target-replication-factor 1" in unit
-    assert '--metrics-listen "0.0.0.0:9309"' in unit  # on both networks: every interface
+    # the embedded mirror by default: no standalone mirror service anywhere, one link in the offline cluster
+    assert hosts.exec("offline-broker-1", "test", "-e", "/etc/systemd/system/ferry-mirror.service",
+                      check=False).returncode != 0
+    listed = json.loads(mirror_link(hosts, "list", "--json").stdout.decode())
+    assert [(lk["name"], lk["state"], lk["source_zookeeper"], lk["include"]) for lk in listed] == \
+        [("live", "running", LIVE_ZK, "(?:.*)|_audit")], listed
 
 
 def describe(hosts: DockerHosts, host: str, zookeeper: str) -> list[dict]:
@@ -386,8 +410,9 @@ def describe(hosts: DockerHosts, host: str, zookeeper: str) -> list[dict]:
 
 
 def test_live_to_offline_through_the_mirror(deployment) -> None:
-    """The app producers' user produces into live over SASL_SSL; the mirror (SASL_SSL on both sides, one user
-    per side, each file 0600 ferry) copies everything into offline, where the loader's user reads it."""
+    """The app producers' user produces into live over SASL_SSL; the offline broker's mirror link (SASL_SSL to
+    live as its own user, mirror-link, whose file is 0600 ferry; the copy written as the broker's own principal)
+    copies everything into offline, where the loader's user reads it."""
     hosts: DockerHosts = deployment["hosts"]
     producer = client_config(hosts, "live-broker-1", deployment["secrets"], "producer")
     loader = client_config(hosts, "offline-broker-1", deployment["secrets"], "loader")
@@ -398,17 +423,18 @@ def test_live_to_offline_through_the_mirror(deployment) -> None:
     got = probe(hosts, "offline-broker-1", "count", "--bootstrap", OFFLINE_BOOTSTRAP, "--config", loader,
                 "--topic", "page_view", "--prefix", "ansible1", "--expect", str(n), "--timeout", "120")
     assert got["distinct"] == n, got
-    unit = hosts.exec("offline-mirror-1", "cat", "/etc/systemd/system/ferry-mirror.service").stdout.decode()
-    assert '--source-config "/etc/ferry/mirror-live.properties"' in unit, unit
-    assert '--target-config "/etc/ferry/mirror-offline.properties"' in unit, unit
-    for side, user in (("live", "mirror-live"), ("offline", "mirror-offline")):
-        path = f"/etc/ferry/mirror-{side}.properties"
-        st = hosts.exec("offline-mirror-1", "stat", "-c", "%a %U", path).stdout.decode().split()
-        assert st == ["600", "ferry"], (path, st)
-        text = hosts.exec("offline-mirror-1", "cat", path).stdout.decode()
-        assert "security.protocol=SASL_SSL" in text and f"sasl.username={user}" in text
-    # the mirror logged in as its users: its ACLs are the only ones that let it read live and write offline
-    assert hosts.exec("offline-mirror-1", "systemctl", "is-active", "ferry-mirror").stdout.decode().strip() == "active"
+    path = "/etc/ferry/mirror-link-live.properties"
+    st = hosts.exec("offline-broker-1", "stat", "-c", "%a %U", path).stdout.decode().split()
+    assert st == ["600", "ferry"], (path, st)
+    text = hosts.exec("offline-broker-1", "cat", path).stdout.decode()
+    assert "security.protocol=SASL_SSL" in text and "sasl.username=mirror-link" in text
+    # the link logged in as its user (its ACLs the only ones that let it read live): running, no failure
+    doc = json.loads(mirror_link(hosts, "describe", "live", "--json").stdout.decode())
+    assert doc["state"] == "running" and not doc["failures"] and doc["source_config"] == path, doc
+    copied = {p["partition"]: p for p in doc["partitions"] if p["topic"] == "page_view"}
+    assert len(copied) == 4 and all(p["state"] == "copying" for p in copied.values()), doc
+    assert (secrets_password(deployment, "mirror-link") not in
+            mirror_link(hosts, "describe", "live").stdout.decode())  # never shown
 
 
 ZK_ANONYMOUS = """\
@@ -436,6 +462,10 @@ print(json.dumps(out))
 """
 
 
+def secrets_password(deployment: dict, user: str) -> str:
+    return (deployment["secrets"] / "passwords" / user).read_text().strip()
+
+
 def test_secure_setup_allows_and_denies_principals(deployment) -> None:
     """Least privilege, with real clients: the app producers' user may write live topics, the loader's user may
     not write offline (TOPIC_AUTHORIZATION_FAILED), the mirror's live user may not write live; a wrong password
@@ -445,6 +475,7 @@ def test_secure_setup_allows_and_denies_principals(deployment) -> None:
     secrets: Path = deployment["secrets"]
     producer = client_config(hosts, "live-broker-2", secrets, "producer")
     mirror_live = client_config(hosts, "live-broker-2", secrets, "mirror-live")
+    mirror_link_user = client_config(hosts, "live-broker-2", secrets, "mirror-link")
     loader = client_config(hosts, "offline-broker-1", secrets, "loader")
 
     def denied(host: str, bootstrap: str, config: str, topic: str = "page_view") -> str | None:
@@ -454,6 +485,7 @@ def test_secure_setup_allows_and_denies_principals(deployment) -> None:
     assert denied("live-broker-2", LIVE_BOOTSTRAP, producer) is None  # allowed: Write on page_view
     assert denied("offline-broker-1", OFFLINE_BOOTSTRAP, loader) == "TOPIC_AUTHORIZATION_FAILED"
     assert denied("live-broker-2", LIVE_BOOTSTRAP, mirror_live) == "TOPIC_AUTHORIZATION_FAILED"
+    assert denied("live-broker-2", LIVE_BOOTSTRAP, mirror_link_user) == "TOPIC_AUTHORIZATION_FAILED"
     # a wrong password, and a client that does not speak SASL_SSL at all: nothing delivered
     bad = "/tmp/probe-bad.properties"
     text = hosts.exec("live-broker-2", "cat", producer).stdout.decode().replace("sasl.password=", "sasl.password=x")
@@ -473,7 +505,7 @@ def test_secure_setup_allows_and_denies_principals(deployment) -> None:
         assert st == mode, (path, st)
     # no password in Ansible's output of the first run (no_log on every task that handles one)
     first, _ = deployment["first"]
-    for user in ("broker", "ops", "producer", "mirror-live", "loader", "monitor"):
+    for user in ("broker", "ops", "producer", "mirror-live", "mirror-link", "loader", "monitor"):
         assert (secrets / "passwords" / user).read_text().strip() not in first.stdout, user
 
 
@@ -495,8 +527,8 @@ print(json.dumps([{k: t.get(k) for k in ("scrapePool", "scrapeUrl", "health", "l
 
 def test_prometheus_scrapes_every_broker_mirror_and_the_dashboard(deployment) -> None:
     """Prometheus on the loader host (site.yml) finds every target up: the brokers of both datacenters
-    (metrics.listen on their ferry_address), the mirror (--metrics-listen), `ferry dashboard`'s /metrics,
-    itself; the installed alert rules pass promtool."""
+    (metrics.listen on their ferry_address; the offline broker's carry its mirror link's), `ferry dashboard`'s
+    /metrics, itself (no standalone mirror: the links are the default); the installed alert rules pass promtool."""
     if not WITH_LOADER:
         pytest.skip("FERRY_ANSIBLE_LOADER=0: no loader host, no Prometheus")
     hosts: DockerHosts = deployment["hosts"]
@@ -507,8 +539,7 @@ def test_prometheus_scrapes_every_broker_mirror_and_the_dashboard(deployment) ->
     urls = {t["scrapeUrl"]: t["health"] for t in targets}
     # over HTTPS with basic authentication (the monitor's user), Prometheus itself over HTTP on loopback
     expected = {f"https://{h}:9308/metrics" for h in ("live-broker-1", "live-broker-2", "offline-broker-1")}
-    expected |= {"https://offline-mirror-1:9309/metrics", "https://127.0.0.1:8500/metrics",
-                 "http://127.0.0.1:9090/metrics"}
+    expected |= {"https://127.0.0.1:8500/metrics", "http://127.0.0.1:9090/metrics"}
     assert set(urls) == expected, targets
     assert all(health == "up" for health in urls.values()), targets
     p = hosts.exec("offline-loader-1", "promtool", "check", "rules", "/etc/prometheus/rules/ferry_alerts.yml",
@@ -703,10 +734,10 @@ else:  # chain: the deployed DAG's tasks, in order, on the deployed configuratio
 
 
 def test_deployed_dag_does_not_publish_an_hour_the_stopped_mirror_left_partial(deployment) -> None:
-    """Issue 36: on the Ansible deployment, the mirror copies part of an hour and is stopped (systemctl) while the
+    """Issue 36: on the Ansible deployment, the mirror link copies part of an hour and is paused while the
     hour's producers go on; the deployed DAG's task chain (plan, load, reconcile, publish, check_complete), run on
     the loader host with the rendered ferry_dags.yaml, does not publish the hour: the live producers' counts say
-    what is missing. With the mirror started again the next run loads the rest and publishes the hour once."""
+    what is missing. With the link resumed the next run loads the rest and publishes the hour once."""
     if not WITH_LOADER:
         pytest.skip("FERRY_ANSIBLE_LOADER=0: no loader host")
     hosts: DockerHosts = deployment["hosts"]
@@ -733,12 +764,13 @@ def test_deployed_dag_does_not_publish_an_hour_the_stopped_mirror_left_partial(d
     t0 = time.monotonic()
     assert on_loader("produce", LIVE_ZK, topic, "300", "0", str(hour_ms), ops) == {"undelivered": 0}
     assert on_loader("offline-count", OFFLINE_BOOTSTRAP, topic, "300", "120", ops) == {"offline": 300}
-    hosts.exec("offline-mirror-1", "systemctl", "stop", "ferry-mirror")
+    assert mirror_link(hosts, "pause", "live").returncode == 0
+    link_partitions_state(hosts, "live", "paused")  # every offline leader saw it before more is produced
     try:
         assert on_loader("produce", LIVE_ZK, topic, "200", "300", str(hour_ms), ops) == {"undelivered": 0}
         first = on_loader("chain", topic, database, "/tmp/stopmid-state", str(hour_ms), timeout=900)
     finally:
-        hosts.exec("offline-mirror-1", "systemctl", "start", "ferry-mirror")
+        mirror_link(hosts, "resume", "live")
     day, hr = label.split("T")
 
     def book_of_the_hour(run: dict) -> dict:
@@ -765,7 +797,7 @@ def test_deployed_dag_does_not_publish_an_hour_the_stopped_mirror_left_partial(d
 def test_deployed_hosts_run_the_native_parts(deployment) -> None:
     """The wheelhouse's ferry wheel carries its compiled parts and the hosts run them (no compiler on a host)."""
     hosts: DockerHosts = deployment["hosts"]
-    roles = ["live-broker-1", "offline-broker-1", "offline-mirror-1"] + (["offline-loader-1"] if WITH_LOADER else [])
+    roles = ["live-broker-1", "offline-broker-1"] + (["offline-loader-1"] if WITH_LOADER else [])
     for host in roles:
         out = hosts.exec(host, "/opt/ferry/venv/bin/ferry", "version").stdout.decode()
         parts = {ln.split()[1]: " ".join(ln.split()[2:]) for ln in out.splitlines() if ln.startswith("native ")}

@@ -164,7 +164,8 @@ def test_firewall_opens_nothing_to_the_world() -> None:
 
 
 def test_cross_datacenter_rules_are_only_the_mirrors_and_the_loaders() -> None:
-    """Across the link: the offline mirror to the live brokers and the live ZooKeeper; the offline loaders
+    """Across the link: the offline mirror and the offline brokers (mirror links) to the live brokers and the live
+    ZooKeeper; the offline loaders
     (Prometheus, the dashboard, the loads' books) to the live ZooKeeper, brokers and brokers' metrics. The
     Kafka port that crosses is SASL_SSL's (local.kafka_port: ports.broker_tls unless var.security is
     plaintext); the plaintext port never does."""
@@ -177,6 +178,11 @@ def test_cross_datacenter_rules_are_only_the_mirrors_and_the_loaders() -> None:
         ('${module.live.security_group_ids["broker"]}', '${module.offline.security_group_ids["mirror"]}',
          "${local.kafka_port}"),
         ('${module.live.security_group_ids["zookeeper"]}', '${module.offline.security_group_ids["mirror"]}',
+         "${local.zookeeper_port}"),
+        # the offline brokers run the mirror links (the embedded mirror): the same two
+        ('${module.live.security_group_ids["broker"]}', '${module.offline.security_group_ids["broker"]}',
+         "${local.kafka_port}"),
+        ('${module.live.security_group_ids["zookeeper"]}', '${module.offline.security_group_ids["broker"]}',
          "${local.zookeeper_port}"),
     }
     loader = rules["live_from_offline_loader"]
@@ -263,12 +269,15 @@ def test_terraform_validates_and_plans_the_metrics_rules(tmp_path: Path) -> None
     by_port: dict[int, list[dict]] = {}
     for r in rules:
         by_port.setdefault(r["change"]["after"]["from_port"], []).append(r)
-    # 9308 (broker metrics): the offline brokers in-module and the live brokers across the link; 9309: the mirror
+    # 9308 (broker metrics): the offline brokers in-module and the live brokers across the link; 9309 (the
+    # standalone mirror's): nothing, as the default deployment copies through mirror links (mirror_count 0)
     assert sorted(r["address"] for r in by_port[9308]) == [
         'aws_vpc_security_group_ingress_rule.live_from_offline_loader["broker_metrics"]',
         'module.offline.aws_vpc_security_group_ingress_rule.metrics_from_loader["broker"]']
-    assert [r["address"] for r in by_port[9309]] == [
-        'module.offline.aws_vpc_security_group_ingress_rule.metrics_from_loader["mirror"]']
+    assert 9309 not in by_port
+    # the offline brokers (their mirror links) reach the live brokers on SASL_SSL's port
+    assert 'aws_vpc_security_group_ingress_rule.live_brokers_from_offline_brokers' in \
+        {r["address"] for r in by_port[9093]}
     for port in (8500, 9090):  # the dashboard and Prometheus: the operators' networks only
         assert [r["change"]["after"]["cidr_ipv4"] for r in by_port[port]] == ["203.0.113.0/24"]
     assert all(r["change"]["after"].get("cidr_ipv4") != "0.0.0.0/0" for r in rules)

@@ -13,9 +13,10 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "infra"))
 from ferry_datacenters import (  # noqa: E402
+    LINK,
+    LINK_CREATE,
     LIVE_CLIENT,
     LIVE_ZK,
-    MIRROR_COMMAND,
     OFFLINE_ZK,
     OPS_CLIENT,
     Datacenters,
@@ -40,12 +41,12 @@ def datacenters(tmp_path_factory: pytest.TempPathFactory):
     """The two datacenters, secured (issue 38; who may do what: secured_datacenters.py): SASL_SSL listeners with
     SCRAM-SHA-512 and a certificate per broker for its network name, the brokers among themselves over SASL_SSL
     as a super user, the authorizer with least-privilege ACLs per role, ZooKeeper znodes locked with a digest
-    identity, and the mirror over SASL_SSL across the two networks with a user on each side."""
+    identity, and the mirror link on the offline broker (on both networks) reading live over SASL_SSL as its user."""
     docker_or_skip()
     t0 = time.monotonic()
     images = build_images("ferry", "loader")
     run_id = uuid.uuid4().hex[:6]
-    roles = ["live-zk", "live-broker-1", "live-broker-2", "offline-zk", "offline-broker-1", "mirror", "loader"]
+    roles = ["live-zk", "live-broker-1", "live-broker-2", "offline-zk", "offline-broker-1", "loader"]
     dcs = Datacenters(run_id=run_id, names={r: f"ferry-{run_id}-{r}" for r in roles}, networks={}, images=images,
                       publish_config=LIVE_CLIENT, count_config=OPS_CLIENT)
     dcs.timings["images"] = time.monotonic() - t0
@@ -69,15 +70,15 @@ def datacenters(tmp_path_factory: pytest.TempPathFactory):
                    secrets.dir("live-broker-1"))
         start_role(dcs, "live-broker-2", ferry, secured_broker_command(2, LIVE_ZK, "live"), ["live"],
                    secrets.dir("live-broker-2"))
-        start_role(dcs, "offline-broker-1", ferry, secured_broker_command(1, OFFLINE_ZK, "offline"), ["offline"],
-                   secrets.dir("offline-broker-1"))
+        start_role(dcs, "offline-broker-1", ferry, secured_broker_command(1, OFFLINE_ZK, "offline"),
+                   ["offline", "live"], secrets.dir("offline-broker-1"))
         wait_registered(dcs, "live-broker-1", LIVE_ZK, 1)
         wait_registered(dcs, "live-broker-1", LIVE_ZK, 2)
         wait_registered(dcs, "offline-broker-1", OFFLINE_ZK, 1)
         setup = dcs.workload("live-broker-1", "setup", "--zookeeper", LIVE_ZK)
         assert setup["_rc"] == 0, setup
-        start_role(dcs, "mirror", ferry, MIRROR_COMMAND, ["offline", "live"], secrets.dir("mirror"))
-        wait_log(dcs, "mirror", " owns ")
+        ferry_cli(dcs, "offline-broker-1", *LINK_CREATE)
+        wait_log(dcs, "offline-broker-1", f"mirror link {LINK}: running from")
         dcs.timings["start"] = time.monotonic() - t1
         print(f"\n[integration] images {dcs.timings['images']:.1f}s, datacenters up in {dcs.timings['start']:.1f}s")
         yield dcs

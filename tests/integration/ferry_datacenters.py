@@ -1,11 +1,13 @@
 """Helpers of the integration tests: the two datacenters' containers and what runs inside them.
 
 Two datacenters in containers (testcontainers): live ZooKeeper + 2 brokers on ferry-live-<id>,
-offline ZooKeeper + 1 broker on ferry-offline-<id>, a mirror on both networks, and a loader host; secured
+offline ZooKeeper + 1 broker on ferry-offline-<id> and on the live network too (its mirror link pulls from the
+live brokers: the embedded mirror, docs/mirror.md), and a loader host; secured
 (SASL_SSL, ACLs, ZooKeeper digest ACLs) with the secrets of secured_datacenters.py mounted at /etc/ferry.
 
 The images come from infra/images/build.sh (built here, reused when nothing changed). Every container
-runs one ferry command as in production (`ferry zookeeper`, `ferry broker`, `ferry mirror`); the tests
+runs one ferry command as in production (`ferry zookeeper`, `ferry broker`; the link is made with
+`ferry mirror link create` in the offline broker's container); the tests
 drive the workload with `docker exec` inside the datacenters (tests/integration/workload.py), because
 the networks are internal: nothing outside them, this process included, can reach the brokers.
 """
@@ -92,7 +94,7 @@ class Datacenters:
                 return got
             time.sleep(2)
         raise AssertionError(f"offline never caught up in {timeout:.0f}s: produced {self.produced}, offline {got}\n"
-                             + self.logs("mirror", 60))
+                             + self.logs("offline-broker-1", 60))
 
     def logs(self, role: str, tail: int = 80) -> str:
         p = docker("logs", "--tail", str(tail), self.names[role], check=False, timeout=30)
@@ -193,11 +195,13 @@ def secured_broker_command(broker_id: int, zk: str, dc: str) -> list[str]:
             "--zk-session-timeout-ms", "6000"]
 
 
-# The mirror's two client files: a different user on each side, both over SASL_SSL across the two networks.
-MIRROR_CONFIGS = ["--source-config", "/etc/ferry/live.properties", "--target-config", "/etc/ferry/offline.properties"]
-MIRROR_COMMAND = ["ferry", "mirror", "--source-zookeeper", LIVE_ZK, "--target-zookeeper", OFFLINE_ZK,
-                  "--include", ".*", "--streams", "2", "--datacenter", "offline", "--commit-interval", "1",
-                  *MIRROR_CONFIGS]
+# The mirror link: stored in the offline ZooKeeper, run by the offline broker, which logs in to live over SASL_SSL
+# as the link's own user (its client file in the offline broker's /etc/ferry) and writes offline as itself.
+# `_audit` named: the live producers' counts travel too (the standalone mirror's mirrored_include does the same).
+LINK = "live"
+LINK_CLIENT = "/etc/ferry/mirror-link.properties"
+LINK_CREATE = ["mirror", "link", "create", LINK, "--zookeeper", OFFLINE_ZK, "--source-zookeeper", LIVE_ZK,
+               "--include", ".*|_audit", "--source-config", LINK_CLIENT]
 LIVE_CLIENT = "/etc/ferry/frontend.properties"  # in live-broker-1: the app producers' user
 OPS_CLIENT = "/etc/ferry/ops.properties"  # in live-broker-1 and offline-broker-1: the counts
 LOADER_CLIENT = "/etc/ferry/loader.properties"  # in loader: `ferry load` and the audit report

@@ -9,8 +9,7 @@ Who is who (least privilege, docs/acls.md):
 | both | `broker` | super user: the brokers among themselves over SASL_SSL |
 | both | `ops` | super user: the tests' counts (the operators' account) |
 | live | `frontend` | Write, Describe, Create on the activity topics and `_audit`; IdempotentWrite on the cluster |
-| live | `mirror-live` | Read on every topic and the group `ferry-mirror` |
-| offline | `mirror-offline` | Write, Create, Describe, Read on every topic (Read: see acl_commands) |
+| live | `mirror-link` | Read, Describe on every topic (the offline broker's mirror link; it writes offline as `broker`) |
 | offline | `loader` | Read, Describe on every topic; Write on `_audit` (the warehouse tier's counts) |
 
 `ferry load` (its plan, its split readers, the counts it sends to `_audit`) and `ferry audit report` run in the
@@ -76,8 +75,8 @@ def issue_host_certificate(ca_dir: Path, host: str, into: Path) -> None:
 
 def make_secrets(root: Path, roles: list[str]) -> Secrets:
     """Every role's directory: the CA certificate and the ZooKeeper identity for all; a keystore and
-    broker.properties for the brokers; the client files of the mirror (one per side), the producer, ops and
-    the loader."""
+    broker.properties for the brokers; the client files of the mirror link (in the offline broker's), the
+    producer, ops and the loader."""
     s = Secrets(root)
     ca = make_certs(root / "ca")
     zk_identity = f"username=ferry\npassword={secrets.token_urlsafe(18)}\n"
@@ -109,29 +108,23 @@ def make_secrets(root: Path, roles: list[str]) -> Secrets:
     s.client_file("live-broker-1", "frontend.properties", "live", "frontend")
     s.client_file("live-broker-1", "ops.properties", "live", "ops")
     s.client_file("offline-broker-1", "ops.properties", "offline", "ops")
-    s.client_file("mirror", "live.properties", "live", "mirror-live")
-    s.client_file("mirror", "offline.properties", "offline", "mirror-offline")
+    s.client_file("offline-broker-1", "mirror-link.properties", "live", "mirror-link")
     s.client_file("loader", "loader.properties", "offline", "loader")
     return s
 
 
 def users(dc: str) -> list[str]:
-    return ["broker", "ops", "frontend", "mirror-live"] if dc == "live" else \
-        ["broker", "ops", "mirror-offline", "loader"]
+    return ["broker", "ops", "frontend", "mirror-link"] if dc == "live" else ["broker", "ops", "loader"]
 
 
 def acl_commands(dc: str) -> list[list[str]]:
     """`ferry acls add` argument lists of the least-privilege grants (the table in the module docstring). The
-    mirror's offline user needs Read as well as Write: a partition the mirror takes over (a restart, a
-    rebalance) resumes where the offline log ends, and it reads the end of that log back (docs/mirror.md). The
-    loader's idempotent `_audit` producer needs no IdempotentWrite on the cluster: Write on a topic is enough
+    mirror link's user reads live only (its copy position is in the offline log, no group). The loader's idempotent `_audit` producer needs no IdempotentWrite on the cluster: Write on a topic is enough
     (KIP-679)."""
     topics = [a for t in (*TOPICS, "_audit") for a in ("--topic", t)]
     if dc == "live":
         return [["--allow-principal", "User:frontend", "--producer", "--idempotent", *topics],
-                ["--allow-principal", "User:mirror-live", "--operation", "Read", "--operation", "Describe",
-                 "--topic", "*", "--group", "ferry-mirror"]]
-    return [["--allow-principal", "User:mirror-offline", "--operation", "Write", "--operation", "Create",
-             "--operation", "Describe", "--operation", "Read", "--topic", "*"],
-            ["--allow-principal", "User:loader", "--operation", "Read", "--operation", "Describe", "--topic", "*"],
+                ["--allow-principal", "User:mirror-link", "--operation", "Read", "--operation", "Describe",
+                 "--topic", "*"]]
+    return [["--allow-principal", "User:loader", "--operation", "Read", "--operation", "Describe", "--topic", "*"],
             ["--allow-principal", "User:loader", "--operation", "Write", "--topic", "_audit"]]

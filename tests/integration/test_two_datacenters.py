@@ -5,7 +5,8 @@ publishing its own batch of audited Avro events into the live cluster; after eac
 cluster must hold every event published so far exactly once (counted by event guid). The last one runs
 the loader for the hour and checks the warehouse and the audit books. The datacenters are secured (SASL_SSL,
 SCRAM users per role, ACLs, ZooKeeper digest ACLs; tests/integration/secured_datacenters.py): the producers,
-the mirror (a user per side, across the two networks), the loader and the counts go through their client files, and
+the mirror link (the embedded mirror: the offline broker, on both networks, pulls from live as the link's user),
+the loader and the counts go through their client files, and
 test_strangers_on_the_network_are_refused checks what a process without the right credentials gets.
 """
 
@@ -17,7 +18,15 @@ import time
 from pathlib import Path
 
 import pytest
-from ferry_datacenters import LIVE_ZK, LOADER_CLIENT, MIRROR_CONFIGS, OFFLINE_ZK, Datacenters, wait_registered
+from ferry_datacenters import (
+    LINK,
+    LINK_CLIENT,
+    LIVE_ZK,
+    LOADER_CLIENT,
+    OFFLINE_ZK,
+    Datacenters,
+    wait_registered,
+)
 from ferry_docker_helpers import docker
 
 # Fixture setup may build images from scratch (minutes) before the first test: beyond the default 600 s.
@@ -30,18 +39,23 @@ def assert_exactly_once(dcs: Datacenters, got: dict) -> None:
 
 
 def mirror_lag(dcs: Datacenters) -> int:
-    p = docker("exec", dcs.names["mirror"], "ferry", "mirror", "status", "--source-zookeeper", LIVE_ZK,
-               "--target-zookeeper", OFFLINE_ZK, *MIRROR_CONFIGS, "--json", timeout=60, check=False)
+    """The link's lag as its leaders last reported it (`ferry mirror link describe --json`: live end - copied to,
+    per partition); -1 while a partition has no report yet or is not copying."""
     import json
 
+    p = docker("exec", dcs.names["offline-broker-1"], "ferry", "mirror", "link", "describe", LINK, "--zookeeper",
+               OFFLINE_ZK, "--json", timeout=60, check=False)
     try:
-        return int(json.loads(p.stdout)["total_lag"])
+        parts = json.loads(p.stdout)["partitions"]
     except (ValueError, KeyError):
         return -1
+    if not parts or any(r["state"] != "copying" or r["live_end"] < 0 or r["copied_to"] < 0 for r in parts):
+        return -1
+    return sum(r["live_end"] - r["copied_to"] for r in parts)
 
 
 def wait_mirror_idle(dcs: Datacenters, timeout: float = 60) -> None:
-    """Lag 0: every live offset the mirror copied is committed in the live ZooKeeper."""
+    """Lag 0: every live partition the link selects is copied up to its live end."""
     deadline = time.monotonic() + timeout
     lag = -1
     while time.monotonic() < deadline:
@@ -49,7 +63,7 @@ def wait_mirror_idle(dcs: Datacenters, timeout: float = 60) -> None:
         if lag == 0:
             return
         time.sleep(1)
-    raise AssertionError(f"mirror lag still {lag} after {timeout:.0f}s\n{dcs.logs('mirror')}")
+    raise AssertionError(f"mirror lag still {lag} after {timeout:.0f}s\n{dcs.logs('offline-broker-1')}")
 
 
 def native_parts(dcs: Datacenters, role: str) -> dict[str, str]:
@@ -59,9 +73,9 @@ def native_parts(dcs: Datacenters, role: str) -> dict[str, str]:
 
 
 def test_every_container_runs_the_native_parts(datacenters: Datacenters) -> None:
-    """The images install the wheel with its compiled parts: the brokers, the mirror and the loader run what the
-    benchmarks measure, not the pure-Python twins."""
-    for role in ("live-broker-1", "offline-broker-1", "mirror", "loader"):
+    """The images install the wheel with its compiled parts: the brokers (the offline one copying through its
+    mirror link) and the loader run what the benchmarks measure, not the pure-Python twins."""
+    for role in ("live-broker-1", "offline-broker-1", "loader"):
         parts = native_parts(datacenters, role)
         assert len(parts) == 7 and all(state == "on" for state in parts.values()), f"{role}: {parts}"
     assert "native parts: " in datacenters.logs("live-broker-1", 400), "the broker did not say which parts run"
@@ -100,14 +114,14 @@ def refused_logins(dcs: Datacenters, brokers: tuple[str, ...], user: str) -> lis
 
 def test_strangers_on_the_network_are_refused(datacenters: Datacenters) -> None:
     """In each datacenter, with real clients: an anonymous client (plaintext, or TLS without SASL) and a wrong
-    password get no metadata; a reading user (the mirror's live user from the mirror's container, the loader's
-    user from the loader's) cannot write a topic; a ZooKeeper client without the digest identity can neither
+    password get no metadata; a reading user (the mirror link's live user from the offline broker's container,
+    the loader's user from the loader's) cannot write a topic; a ZooKeeper client without the digest identity can neither
     read that user's SCRAM credentials nor change or create a znode. The positive control: the user does get the
     metadata. The offline broker has no PLAINTEXT listener left (the loader's old one): an anonymous consumer
     there reads nothing."""
     dcs = datacenters
-    refusals(dcs, "mirror", "/etc/ferry/live.properties", "live-broker-1:9093", LIVE_ZK)
-    assert refused_logins(dcs, ("live-broker-1", "live-broker-2"), "mirror-live"), \
+    refusals(dcs, "offline-broker-1", LINK_CLIENT, "live-broker-1:9093", LIVE_ZK)
+    assert refused_logins(dcs, ("live-broker-1", "live-broker-2"), "mirror-link"), \
         "the wrong password was not refused and logged by the live brokers"
     refusals(dcs, "loader", LOADER_CLIENT, "offline-broker-1:9093", OFFLINE_ZK)
     assert refused_logins(dcs, ("offline-broker-1",), "loader"), \
@@ -118,10 +132,11 @@ def test_strangers_on_the_network_are_refused(datacenters: Datacenters) -> None:
 
 
 def test_datacenter_link_cut_then_restored(datacenters: Datacenters) -> None:
-    """The mirror loses the live network (its ZooKeeper session expires), live keeps taking traffic."""
+    """The offline broker loses the live network (its link's live ZooKeeper session expires, its fetches fail),
+    live keeps taking traffic; the link resumes from the offline log once the network is back."""
     dcs = datacenters
     before = dcs.count("offline")
-    docker("network", "disconnect", dcs.networks["live"], dcs.names["mirror"])
+    docker("network", "disconnect", dcs.networks["live"], dcs.names["offline-broker-1"])
     cut_at = time.monotonic()
     try:
         dcs.publish(1000, seed=2, app="frontend-2")
@@ -130,7 +145,8 @@ def test_datacenter_link_cut_then_restored(datacenters: Datacenters) -> None:
             "data crossed a cut link"
         time.sleep(max(0.0, 20 - (time.monotonic() - cut_at)))  # longer than the ZooKeeper session timeout
     finally:
-        docker("network", "connect", "--alias", "mirror", dcs.networks["live"], dcs.names["mirror"])
+        docker("network", "connect", "--alias", "offline-broker-1", dcs.networks["live"],
+               dcs.names["offline-broker-1"])
     assert_exactly_once(dcs, dcs.wait_offline_has_everything(timeout=240))
 
 
@@ -157,10 +173,11 @@ def test_live_broker_stopped_and_restarted(datacenters: Datacenters) -> None:
     assert_exactly_once(dcs, dcs.wait_offline_has_everything(timeout=240))
 
 
-def test_mirror_killed_and_restarted(datacenters: Datacenters) -> None:
-    """kill -9 of the mirror twice while events are being published and copied: each restart resumes where
-    the offline log ends, so every event arrives exactly once (no duplicates; the loader's books check the
-    mirror tier's counts later)."""
+def test_offline_broker_killed_and_restarted(datacenters: Datacenters) -> None:
+    """kill -9 of the offline broker (which runs the mirror link's copy: the standalone mirror's kill, now)
+    twice while events are being published and copied: each restart's leaders resume where the offline log
+    says the copy ends, so every event arrives exactly once (no duplicates; the loader's books check the mirror
+    tier's counts later)."""
     dcs = datacenters
     dcs.wait_offline_has_everything()
     result: dict = {}
@@ -176,14 +193,17 @@ def test_mirror_killed_and_restarted(datacenters: Datacenters) -> None:
     t.start()
     for _kill in range(2):
         time.sleep(4)
-        docker("kill", dcs.names["mirror"], timeout=60)
-        docker("start", dcs.names["mirror"], timeout=60)
+        docker("kill", dcs.names["offline-broker-1"], timeout=60)
+        docker("start", dcs.names["offline-broker-1"], timeout=60)
+        # registered again (it waits out its killed session) before the next kill
+        wait_registered(dcs, "offline-broker-1", OFFLINE_ZK, 1, timeout=90)
     t.join(timeout=600)
     assert not t.is_alive(), "publish never finished"
     assert "error" not in result, result.get("error")
     assert_exactly_once(dcs, dcs.wait_offline_has_everything(timeout=240))
-    synced = [ln for ln in dcs.logs("mirror", 400).splitlines() if "copied after the checkpoint" in ln]
-    print("\n".join(synced[-12:]))  # what the restarts found in the offline log
+    resumed = [ln for ln in dcs.logs("offline-broker-1", 2000).splitlines() if "copies from live offset" in ln]
+    assert resumed, dcs.logs("offline-broker-1")  # the restarted leaders went on from the offline log
+    print("\n".join(resumed[-12:]))
 
 
 def test_loader_completes_the_hour(datacenters: Datacenters) -> None:

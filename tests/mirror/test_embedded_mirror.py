@@ -163,6 +163,20 @@ def test_pause_resume_delete(cluster_factory) -> None:
     assert sum(len(r) for r in read_log(offline.bootstrap, {"clicks": 2}).values()) == 400
     assert link(offline, "resume", "dc1").returncode == 0
     wait_for(lambda: copied(live, offline, {"clicks": 2}), 90, "the copy after resume")
+    # alter (what a playbook re-run does when the link's settings changed): the link keeps its producer id, so a
+    # wider --include adds the new topic and the copied one goes on from its offline log (nothing copied twice)
+    with ClusterRegistry(live.zk_connect) as reg:
+        reg.create_topic("views", 1)
+    wait_partitions(live.bootstrap, "views", 1)
+    produce(live.bootstrap, "views", 1, 50)
+    same = link(offline, "alter", "dc1", "--include", "clicks")
+    assert same.returncode == 0 and "unchanged" in same.stdout, same.stderr
+    altered = link(offline, "alter", "dc1", "--include", "clicks|views")
+    assert altered.returncode == 0 and "include 'clicks|views'" in altered.stdout, altered.stderr
+    wait_partitions(offline.bootstrap, "views", 1, timeout=60)
+    wait_for(lambda: copied(live, offline, {"views": 1}), 90, "the topic the altered link added")
+    time.sleep(3)  # the restarted link's leaders had their passes over clicks
+    assert sum(len(r) for r in read_log(offline.bootstrap, {"clicks": 2}).values()) == 600
     listed = link(offline, "list")
     assert listed.returncode == 0 and listed.stdout.startswith("dc1\trunning\t"), listed.stdout
     pid = json.loads(link(offline, "describe", "dc1", "--json").stdout)["producer_id"]
