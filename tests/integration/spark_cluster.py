@@ -101,12 +101,12 @@ def wait_workers(dcs: Datacenters, n: int, timeout: float = 240) -> list[dict]:
                          + "".join(dcs.logs(r, 40) for r in SPARK_ROLES))
 
 
-def wait_postgres(dcs: Datacenters, timeout: float = 120) -> None:
+def wait_postgres(dcs: Datacenters, timeout: float = 240) -> None:
     """Until the server answers, then the metastore's database (its Hive schema is made by the first load)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        p = docker("exec", dcs.names["metastore"], "sh", "-c", "pg_isready -h 127.0.0.1 -U ferry || "
-                   "$(ls -d /usr/lib/postgresql/*/bin | tail -1)/pg_isready -h 127.0.0.1 -U ferry", check=False)
+        p = docker("exec", dcs.names["metastore"], "pg_isready", "-h", "127.0.0.1", "-U", "ferry", "-d", "postgres",
+                   check=False)
         if p.returncode == 0:
             run(dcs, "metastore", "sh", "-c", "$(ls -d /usr/lib/postgresql/*/bin | tail -1)/createdb -h 127.0.0.1 "
                 "-U ferry metastore", timeout=60)

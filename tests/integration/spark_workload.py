@@ -96,7 +96,7 @@ def dag(args: argparse.Namespace) -> dict:
 def _get(url: str):
     import urllib.request
 
-    with urllib.request.urlopen(url, timeout=3) as r:
+    with urllib.request.urlopen(url, timeout=10) as r:
         return json.load(r)
 
 
@@ -109,9 +109,10 @@ def watch(args: argparse.Namespace) -> dict:
             apps = _get(base)
             app = apps[0]["id"]
             execs = _get(f"{base}/{app}/allexecutors")
-        except (OSError, ValueError, IndexError, KeyError):
-            if seen_app:
-                break  # the load's driver is gone
+        except (OSError, ValueError, IndexError, KeyError) as e:
+            refused = isinstance(getattr(e, "reason", e), ConnectionRefusedError)
+            if seen_app and refused:
+                break  # the load's driver is gone (a busy one that answers slowly is not)
             time.sleep(0.3)
             continue
         seen_app = app
