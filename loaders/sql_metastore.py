@@ -177,7 +177,12 @@ def _has_schema(conn) -> bool:
 
 
 def spark_home() -> Path:
-    """The pyspark distribution (its bin/ and jars/)."""
+    """The pyspark distribution (its bin/ and jars/). Under spark-submit (the DAG's SparkSubmitOperator) the
+    driver imports pyspark from ``python/lib/pyspark.zip``, where no jars sit beside it: $SPARK_HOME, which
+    spark-submit sets, is the distribution then."""
+    env = os.environ.get("SPARK_HOME")
+    if env and (Path(env) / "jars").is_dir():
+        return Path(env)
     import pyspark  # ~0.5 s: only where Spark's own programs or jars are needed, not for parsing a spec
 
     return Path(pyspark.__file__).resolve().parent
