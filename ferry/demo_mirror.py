@@ -17,7 +17,7 @@ from typing import Protocol
 
 from ferry.demo_steps import DemoCluster
 from ferry.embedded import BrokerProcess
-from ferry.mirror.link_cmd import links_status
+from ferry.mirror.link_status import links_status
 from ferry.mirror.status import mirror_status
 from ferry.zk import connect as zk_connect
 from ferry.zk.cli_args import UsageError
@@ -121,7 +121,9 @@ class LinkDemoMirror:
     def link(self) -> MirrorLink:
         c = self.cluster
         source_config = str(c.security.client_file("live", "mirror")) if c.security is not None else None
-        return MirrorLink(LINK_NAME, c.live_zk, LINK_INCLUDE, None, source_config).validate()
+        zk_tls = str(c.security.zookeeper_tls_file) if c.security is not None else None
+        return MirrorLink(LINK_NAME, c.live_zk, LINK_INCLUDE, None, source_config,
+                          source_zookeeper_config=zk_tls).validate()
 
     def start(self) -> None:
         """Create the link (or bring a previous run's up to date: same name, the copy goes on where it ended)."""
@@ -134,7 +136,8 @@ class LinkDemoMirror:
                 verb = "created"
             except LinkExistsError:
                 store.update(link.name, source_zookeeper=link.source_zookeeper, include=link.include,
-                             exclude=link.exclude, source_config=link.source_config, state=link.state)
+                             exclude=link.exclude, source_config=link.source_config,
+                             source_zookeeper_config=link.source_zookeeper_config, state=link.state)
                 verb = "kept"
         finally:
             client.stop()
