@@ -30,9 +30,11 @@ ruff check .
 # Two pytest workers (pytest-xdist), each taking whole test files (a file's module fixtures, such as the Ansible
 # deployment, are set up once): in the first 11 minutes of a serial run (vmstat) ~44% of the CPU was idle,
 # waiting on processes, containers and timeouts. FERRY_TEST_WORKERS=0 runs everything in this one process.
+# Files are handed out in collection order, long files first (tests/conftest.py LONG_FILES), not xdist's
+# most-tests-first order, which started the few-test files of minutes (Ansible, demos, Spark faults) last.
 workers="${FERRY_TEST_WORKERS:-2}"
 xdist=()
-if [[ "$workers" != 0 ]]; then xdist=(-n "$workers" --dist loadfile); fi
+if [[ "$workers" != 0 ]]; then xdist=(-n "$workers" --dist loadfile --no-loadscope-reorder); fi
 echo "== pytest (${workers} workers)"
 set +e
 pytest -q -rs --durations=15 "${xdist[@]}" "$@"

@@ -76,3 +76,28 @@ def cluster_factory(tmp_path: Path, zk_server: ZooKeeperServer) -> Iterator[Call
     yield make
     for c in clusters:
         c.stop()
+
+
+# Test files that take minutes, roughly longest first (measured: docs/testing.md). With pytest-xdist's
+# `--dist loadfile` each file stays on one worker, and a long file that starts last is the whole run's tail;
+# xdist's own order (most tests first, turned off by scripts/test.sh's --no-loadscope-reorder) would start
+# these few-test files last. The Spark faults and the first demo lead so that the Ansible deployment, which
+# waits for the container images built in the background, starts once they are (nearly) built.
+LONG_FILES = (
+    "tests/loaders/test_spark_faults.py",
+    "tests/demo/test_demo.py",
+    "tests/infra/test_ansible.py",
+    "tests/integration/test_two_datacenters.py",
+    "tests/demo/test_demo_secure.py",
+    "tests/demo/test_demo_chaos.py",
+    "tests/integration/test_replicated_datacenter.py",
+    "tests/integration/test_partitions.py",
+    "tests/loaders/test_spark_cluster.py",
+    "tests/dags/test_dag_run.py",
+)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The long files first (a stable sort: every other file keeps its place, every test its place in its file)."""
+    rank = {name: i for i, name in enumerate(LONG_FILES)}
+    items.sort(key=lambda item: rank.get(item.nodeid.split("::", 1)[0], len(rank)))

@@ -15,12 +15,10 @@ from __future__ import annotations
 
 import json
 import logging
-import time
 from collections.abc import Callable, Iterable
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
-from kazoo.protocol.states import KazooState
 
 from ferry.wire.acl_binding import (
     AccessControlEntry,
@@ -38,8 +36,6 @@ from ferry.wire.protocol.acl_types import (
 )
 from ferry.zk import change_notifications
 from ferry.zk.errors import RegistryError
-from ferry.zk.kazoo_client import TRANSIENT_ERRORS
-from ferry.zk.wakeable_thread import WakeableThread
 
 log = logging.getLogger(__name__)
 
@@ -228,57 +224,21 @@ class AclCache:
     (the authorizer drops its memoised decisions when it moves)."""
 
     def __init__(self, client: Callable[[], KazooClient]) -> None:
-        self._client = client
-        self._thread = WakeableThread("acl-cache")
+        self._follower = change_notifications.ChangeFollower("acl-cache", client,
+                                                             (LITERAL_CHANGES, EXTENDED_CHANGES), self._reload)
         self.snapshot: AclSnapshot = EMPTY
         self.generation = 0
-        self._listening: KazooClient | None = None
 
     def start(self) -> None:
         """Read every ACL now (the broker serves with them loaded), then follow changes on a thread."""
-        client = self._client()
-        for path in (LITERAL_CHANGES, EXTENDED_CHANGES):
-            client.ensure_path(path)
-        self._reload(client)
-        client.add_listener(self._on_state)
-        self._listening = client
-        self._thread.start(self._loop)
+        self._follower.start()
 
     def stop(self, timeout: float = 2.0) -> None:
-        if self._listening is not None:
-            self._listening.remove_listener(self._on_state)
-            self._listening = None
-        self._thread.stop(timeout)
-
-    def _on_state(self, state: str) -> None:
-        if state == KazooState.CONNECTED:  # the watches may be gone: read again
-            self._thread.wake()
-
-    def _watch(self, _event: object) -> None:
-        self._thread.wake()
+        self._follower.stop(timeout)
 
     def _reload(self, client: KazooClient) -> None:
-        for path in (LITERAL_CHANGES, EXTENDED_CHANGES):
-            client.get_children(path, watch=self._watch)  # armed before the read: no change is missed
         acls = read_all(client)
         if acls != self.snapshot.acls:
             self.snapshot = AclSnapshot(acls)
             self.generation += 1
             log.info("ACLs loaded: %d binding(s) on %d resource pattern(s)", sum(map(len, acls.values())), len(acls))
-
-    def _loop(self) -> None:
-        last_purge = 0.0
-        while self._thread.next_round():
-            try:
-                client = self._client()
-                self._reload(client)
-                if time.monotonic() - last_purge > 60:
-                    last_purge = time.monotonic()
-                    purge_old_changes(client)
-            except TRANSIENT_ERRORS:
-                self._thread.pause(0.2)  # the reconnection wakes us
-            except Exception:
-                log.exception("reading the ACLs from ZooKeeper failed; retrying")
-                self._thread.pause(1.0)
-                self._thread.wake()
-

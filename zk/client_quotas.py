@@ -12,20 +12,16 @@ from __future__ import annotations
 
 import json
 import logging
-import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from urllib.parse import quote, unquote
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, NotEmptyError
-from kazoo.protocol.states import KazooState
 
 from ferry.zk import change_notifications
 from ferry.zk.change_notifications import entity_config
 from ferry.zk.errors import RegistryError
-from ferry.zk.kazoo_client import TRANSIENT_ERRORS
-from ferry.zk.wakeable_thread import WakeableThread
 from ferry.zk.zk_credentials import private_acl_of
 
 log = logging.getLogger(__name__)
@@ -203,54 +199,20 @@ class QuotaConfigCache:
 
     def __init__(self, client: Callable[[], KazooClient],
                  on_change: Callable[[dict[QuotaEntity, dict[str, float]]], None]) -> None:
-        self._client = client
         self._on_change = on_change
-        self._thread = WakeableThread("quota-config")
+        self._follower = change_notifications.ChangeFollower("quota-config", client, (CHANGES_PATH,), self._reload)
         self.quotas: dict[QuotaEntity, dict[str, float]] = {}
-        self._listening: KazooClient | None = None
 
     def start(self) -> None:
         """Read every quota now (the broker serves with them loaded), then follow changes on a thread."""
-        client = self._client()
-        client.ensure_path(CHANGES_PATH)
-        self._reload(client)
-        client.add_listener(self._on_state)
-        self._listening = client
-        self._thread.start(self._loop)
+        self._follower.start()
 
     def stop(self, timeout: float = 2.0) -> None:
-        if self._listening is not None:
-            self._listening.remove_listener(self._on_state)
-            self._listening = None
-        self._thread.stop(timeout)
-
-    def _on_state(self, state: str) -> None:
-        if state == KazooState.CONNECTED:
-            self._thread.wake()
-
-    def _watch(self, _event: object) -> None:
-        self._thread.wake()
+        self._follower.stop(timeout)
 
     def _reload(self, client: KazooClient) -> None:
-        client.get_children(CHANGES_PATH, watch=self._watch)  # armed before the read: no change is missed
         quotas = read_all(client)
         if quotas != self.quotas:
             self.quotas = quotas
             self._on_change(quotas)
             log.info("client quotas loaded: %d entit%s", len(quotas), "y" if len(quotas) == 1 else "ies")
-
-    def _loop(self) -> None:
-        last_purge = 0.0
-        while self._thread.next_round():
-            try:
-                client = self._client()
-                self._reload(client)
-                if time.monotonic() - last_purge > 60:
-                    last_purge = time.monotonic()
-                    purge_old_changes(client)
-            except TRANSIENT_ERRORS:
-                self._thread.pause(0.2)
-            except Exception:
-                log.exception("reading the client quotas from ZooKeeper failed; retrying")
-                self._thread.pause(1.0)
-                self._thread.wake()

@@ -35,6 +35,7 @@ def _start(root: Path, zk: str, broker_id: int, props: Path, listeners: list[str
     return b
 
 
+@pytest.mark.slow
 def test_replication_over_ssl_inter_broker_listener(zk_server, tmp_path):
     certs = make_certs(tmp_path / "certs")
     props = tmp_path / "broker.properties"

@@ -47,6 +47,7 @@ def test_every_dag_imports_without_errors():
     assert interval.end - interval.start == dt.timedelta(hours=1)
 
 
+@pytest.mark.slow
 def test_spark_connection_switches_load_to_spark_submit(tmp_path):
     cfg = tmp_path / "dags.yaml"
     cfg.write_text("defaults: {zookeeper: '127.0.0.1:2181/x', state_dir: /tmp/x, spark_conn_id: spark_yarn,\n"

@@ -8,22 +8,16 @@ from __future__ import annotations
 import datetime as dt
 import json
 import stat
-import sys
 import uuid
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "broker"))
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "client"))
-from acl_helpers import binding, grant  # noqa: E402
-from secure_cluster import add_user, start_secure_cluster  # noqa: E402
-
-from tests.loaders.conftest import PAGE_VIEW, label, past_hour, spread  # noqa: E402
+from tests.loaders.conftest import PAGE_VIEW, label, past_hour, spread
+from tests.loaders.secured_offline import start_loader_cluster
 
 LOADER_PW = "Dag-loader-secret-9"
 OPS_PW = "Dag-ops-secret-10"
-AUTHZ = "authorizer.class.name=ferry\nsuper.users=User:ops\n"
 
 
 def _kafka_connection(cluster, user: str, password: str) -> str:
@@ -80,22 +74,12 @@ def test_dag_loads_a_secured_cluster_with_the_connection_settings(airflow_db, zk
     from ferry.schemas.registry import SchemaRegistry
     from ferry.schemas.wire import AvroSerializer
     from ferry.wire.client_config import ClientConfig
-    from ferry.wire.protocol.acl_types import AclOperation, PatternType, ResourceType
     from ferry.zk import ClusterRegistry
 
-    cluster = start_secure_cluster(zk_server.connect, tmp_path / "offline", "offline", extra_props=AUTHZ)
+    cluster = start_loader_cluster(zk_server.connect, tmp_path / "offline", "sdv_", OPS_PW, LOADER_PW)
     try:
-        add_user(cluster.zk, "ops", OPS_PW)
-        add_user(cluster.zk, "loader", LOADER_PW)
-        user = "User:loader"
-        grant(cluster.zk, binding(ResourceType.TOPIC, "sdv_", AclOperation.READ, principal=user,
-                                  pattern=PatternType.PREFIXED),
-              binding(ResourceType.TOPIC, "_audit", AclOperation.READ, principal=user),
-              binding(ResourceType.TOPIC, "_audit", AclOperation.WRITE, principal=user),
-              binding(ResourceType.CLUSTER, "kafka-cluster", AclOperation.IDEMPOTENT_WRITE, principal=user))
         topic = f"sdv_{uuid.uuid4().hex[:8]}"
         with ClusterRegistry(cluster.zk) as reg:
-            reg.create_topic("_audit", 1)
             reg.create_topic(topic, 2)
         hour = past_hour(3)
         ops = ClientConfig.from_file(cluster.sasl_ssl_config("ops", OPS_PW))

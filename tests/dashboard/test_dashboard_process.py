@@ -9,6 +9,8 @@ import sys
 import urllib.error
 import urllib.request
 
+import pytest
+
 from ferry.dashboard.cli import parse_listen
 from ferry.dashboard.process import start_dashboard
 from ferry.embedded import free_port
@@ -47,6 +49,7 @@ def test_parse_listen():
             pass
 
 
+@pytest.mark.slow
 def test_no_live_cluster_is_refused_unless_offline_only():
     """Completeness from the live counts is the only default: no --live-zookeeper and no --offline-only is one
     line and exit 2 before anything listens (the dashboard never silently judges from the offline counts)."""

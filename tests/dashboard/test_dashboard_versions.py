@@ -31,6 +31,7 @@ def mixed_cluster(cluster_factory, tmp_path, monkeypatch):
     return cluster
 
 
+@pytest.mark.slow
 def test_clusters_endpoint_says_each_brokers_version_and_the_mismatch(mixed_cluster) -> None:
     sources = Sources(mixed_cluster.zk_connect, [UNREACHABLE_LIVE], None, timeout_s=2, ttl_s=0)
     client = TestClient(create_app(sources))
@@ -53,6 +54,7 @@ def test_clusters_endpoint_says_each_brokers_version_and_the_mismatch(mixed_clus
     assert f"{metric} 1.0" in client.get("/metrics").text
 
 
+@pytest.mark.slow
 def test_clusters_page_marks_the_mismatch_in_a_real_browser(mixed_cluster, tmp_path) -> None:
     browser = _browser()
     port = free_port()

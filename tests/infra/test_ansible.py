@@ -30,7 +30,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from ferry_docker_helpers import ROOT, DockerHosts, build_images, docker_or_skip
+from ferry_docker_helpers import ROOT, DockerHosts, build_images, docker, docker_or_skip
 
 # Fixture setup may build images from scratch (minutes) before the first test: beyond the default 600 s.
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(2400)]
@@ -52,7 +52,12 @@ HOSTS = {
     # on both networks: Prometheus there scrapes the live brokers too (the datacenters' peering); its
     # machine image carries PostgreSQL (the metastore) and its JDBC driver, as the test hosts have no apt mirror
     "offline-loader-1": ("loader", ["offline", "live"], {}),
+    # the second worker of the loads' Spark cluster (the loader host runs the master and the first: SPARK_WORKERS)
+    "offline-spark-1": ("spark_workers", ["offline"], {}),
 }
+# spark.yml's workers: these hosts mount one warehouse volume at the loader's warehouse path
+SPARK_WORKERS = ("offline-loader-1", "offline-spark-1")
+WAREHOUSE = "/var/lib/ferry/warehouse"  # the loader role's loader_warehouse_dir
 WITH_LOADER = os.environ.get("FERRY_ANSIBLE_LOADER", "1") != "0"
 TLS_PORT = 9093  # the brokers' SASL_SSL listener (group_vars/all.yml ferry_broker_tls_port); 9092 is not opened
 LIVE_BOOTSTRAP = f"live-broker-1:{TLS_PORT},live-broker-2:{TLS_PORT}"
@@ -90,18 +95,25 @@ def write_inventory(path: Path, hosts: DockerHosts, layout: dict | None = None) 
     """The inventory of `layout` (HOSTS unless given) as the containers of `hosts` play it."""
     groups: dict[str, dict] = {}
     for host, (group, _, hostvars) in (HOSTS if layout is None else layout).items():
-        if group == "loader" and not WITH_LOADER:
+        if group in ("loader", "spark_workers") and not WITH_LOADER:
             continue
         groups.setdefault(group, {"hosts": {}})["hosts"][host] = {
             "ansible_host": hosts.name(host), **hostvars}
-    for group in ("live_zookeeper", "live_brokers", "offline_zookeeper", "offline_brokers", "mirror", "loader"):
+    for group in ("live_zookeeper", "live_brokers", "offline_zookeeper", "offline_brokers", "mirror", "loader",
+                  "spark_workers"):
         groups.setdefault(group, {"hosts": {}})
+    if "offline-loader-1" in groups["loader"]["hosts"] and groups["spark_workers"]["hosts"]:
+        # the loader host (spark_master_host) runs a worker too: a second group of one host in HOSTS' terms
+        groups["spark_workers"]["hosts"]["offline-loader-1"] = {"ansible_host": hosts.name("offline-loader-1")}
     inventory = {"all": {
-        "vars": {"ansible_connection": "ferry_docker", "ansible_python_interpreter": "/usr/bin/python3"},
+        "vars": {"ansible_connection": "ferry_docker", "ansible_python_interpreter": "/usr/bin/python3",
+                 # small Spark workers; the DAGs' loads stay in local mode as without spark_workers (the cluster
+                 # is checked by an explicit --master load)
+                 "spark_worker_cores": 1, "spark_worker_memory": "1g", "loader_spark_master": "local[*]"},
         "children": {
             "live": {"children": {g: groups[g] for g in ("live_zookeeper", "live_brokers")}},
             "offline": {"children": {g: groups[g] for g in ("offline_zookeeper", "offline_brokers", "mirror",
-                                                             "loader")}},
+                                                             "loader", "spark_workers")}},
             "zookeeper": {"children": {"live_zookeeper": {}, "offline_zookeeper": {}}},
             "brokers": {"children": {"live_brokers": {}, "offline_brokers": {}}},
             "schema_registry": {"hosts": {"live-broker-1": {}}},
@@ -160,16 +172,19 @@ def deployment(tmp_path_factory: pytest.TempPathFactory):
     images = build_images("base", "wheels", *(["warehouse"] if WITH_LOADER else []))
     t_images = time.monotonic() - t0
     hosts = DockerHosts()
+    warehouse = f"ferry-warehouse-{hosts.run_id}"  # the Spark workers' shared storage (labelled: cleanup removes it)
     try:
         nets = {"live": hosts.network("ferry-live"), "offline": hosts.network("ferry-offline")}
+        docker("volume", "create", "--label", hosts.label, warehouse)
         for host, (group, dcs, _) in HOSTS.items():
-            if group == "loader":
+            if group in ("loader", "spark_workers"):
                 if not WITH_LOADER:
                     continue
                 image = images["FERRY_WAREHOUSE_BASE_IMAGE"]
             else:
                 image = images["FERRY_BASE_IMAGE"]
-            hosts.run(host, image, [nets[dc] for dc in dcs], systemd=True)
+            extra = ["-v", f"{warehouse}:{WAREHOUSE}"] if host in SPARK_WORKERS else []
+            hosts.run(host, image, [nets[dc] for dc in dcs], systemd=True, extra=extra)
         for host in hosts.containers:
             hosts.wait_systemd(host.removeprefix(f"ferry-{hosts.run_id}-"))
         tmp = tmp_path_factory.mktemp("ansible")
@@ -185,6 +200,7 @@ def deployment(tmp_path_factory: pytest.TempPathFactory):
         yield {"hosts": hosts, "play": play, "first": first, "secrets": tmp / "ferry-secrets"}
     finally:
         hosts.cleanup()
+        docker("volume", "rm", "-f", warehouse, check=False)
 
 
 def probe(hosts: DockerHosts, host: str, *args: str, timeout: float = 120) -> dict:
@@ -351,7 +367,7 @@ def test_site_converges(deployment) -> None:
     p, totals = deployment["first"]
     assert p.returncode == 0, p.stdout[-6000:] + p.stderr[-3000:]
     assert totals and all(c.get("failed", 0) == 0 and c.get("unreachable", 0) == 0 for c in totals.values()), totals
-    expected = {h for h, (g, _, _) in HOSTS.items() if WITH_LOADER or g != "loader"}
+    expected = {h for h, (g, _, _) in HOSTS.items() if WITH_LOADER or g not in ("loader", "spark_workers")}
     assert set(totals) == expected
 
 
@@ -804,6 +820,78 @@ def test_deployed_hosts_run_the_native_parts(deployment) -> None:
         assert len(parts) == 7 and all(state == "on" for state in parts.values()), f"{host}: {out}"
     assert hosts.exec("live-broker-1", "sh", "-c", "command -v gcc cc", check=False).returncode != 0, \
         "the test hosts have a C compiler: the check would not show that the wheel brought the parts"
+
+
+SPARK_COUNT = b"""\
+import json, sys
+from ferry.loaders.session import build_session
+spark = build_session(sys.argv[1], master="local[1]", warehouse=sys.argv[2])
+r = spark.sql(f"SELECT count(*) AS n, count(DISTINCT _partition, _offset) AS d FROM {sys.argv[3]}").collect()[0]
+print("RESULT " + json.dumps({"rows": r.n, "distinct": r.d}))
+"""
+
+
+def test_spark_role_runs_a_load_on_both_workers(deployment) -> None:
+    """spark.yml (in site.yml) on the deployment: a Spark standalone master on the loader host and a worker on each
+    spark_workers host (the loader and offline-spark-1), systemd units running the PySpark of ferry's virtualenv.
+    Checked: the units are active, the master lists both workers ALIVE with the inventory's cores and memory, its
+    recovery directory holds them (FILESYSTEM recovery), the REST submission port is closed, and a `ferry load
+    --master spark://...` over SASL_SSL runs its splits on both workers' executors, which write into the warehouse
+    volume both hosts mount: every row once (counted again through the PostgreSQL metastore). site.yml's second run
+    (test_second_run_changes_nothing) checks the role's idempotence."""
+    if not WITH_LOADER:
+        pytest.skip("FERRY_ANSIBLE_LOADER=0: no loader host")
+    hosts: DockerHosts = deployment["hosts"]
+    loader, worker = SPARK_WORKERS
+    for host, unit in ((loader, "ferry-spark-master"), (loader, "ferry-spark-worker"), (worker, "ferry-spark-worker")):
+        state = hosts.exec(host, "systemctl", "is-active", unit, check=False).stdout.decode().strip()
+        assert state == "active", f"{unit} on {host}: {state}"
+
+    def python(code: str) -> str:
+        p = hosts.exec(loader, "/opt/ferry/venv/bin/python", "-c", code, check=False)
+        assert p.returncode == 0, (p.stdout + p.stderr).decode(errors="replace")[-3000:]
+        return p.stdout.decode()
+
+    master = json.loads(python(f"import urllib.request, sys; sys.stdout.write(urllib.request.urlopen("
+                               f"'http://{loader}:8090/json/', timeout=10).read().decode())"))
+    alive = [w for w in master["workers"] if w["state"] == "ALIVE"]
+    assert sorted(w["host"] for w in alive) == sorted(SPARK_WORKERS), master["workers"]
+    assert all(w["cores"] == 1 and w["memory"] == 1024 for w in alive), alive
+    recovery = hosts.exec(loader, "ls", "/var/lib/ferry/spark/recovery").stdout.decode().split()
+    assert sum(f.startswith("worker_") for f in recovery) == 2, recovery
+    refused = python(f"import socket\ntry:\n    socket.create_connection(('{loader}', 6066), 5)\n"
+                     "except ConnectionRefusedError:\n    print('refused')")
+    assert refused.strip() == "refused", "the REST submission server must be off"
+
+    def as_ferry(command: str, timeout: float = 300, stdin: bytes | None = None) -> str:
+        # the loads' environment (airflow.env): the offline ZooKeeper, the loader's client file, the metastore
+        p = hosts.exec(loader, "su", "-s", "/bin/sh", "ferry", "-c",
+                       "set -a; . /etc/ferry/airflow.env; set +a; cd /tmp; " + command, timeout=timeout,
+                       check=False, input=stdin)
+        out = (p.stdout + p.stderr).decode(errors="replace")
+        assert p.returncode == 0, f"{command}: rc={p.returncode}\n{out[-4000:]}"
+        return out
+
+    n = 4000
+    ops = client_config(hosts, loader, deployment["secrets"], "ops", owner="ferry")  # a super user: a new topic
+    assert f"produced {n}" in as_ferry(f"python - \"$FERRY_ZOOKEEPER\" sparkcheck {n} {ops}",
+                                       stdin=SQL_CHECK_PRODUCE)
+    out = as_ferry("ferry load --topics sparkcheck --state-dir /tmp/sc-state --warehouse \"$FERRY_WAREHOUSE\" "
+                   f"--database sc --max-per-split 250 --no-audit --master spark://{loader}:7077 "
+                   f"--json /tmp/sc.json --conf spark.driver.host={loader} --conf spark.executor.memory=512m "
+                   "--conf spark.driver.memory=512m --conf spark.scheduler.minRegisteredResourcesRatio=1.0 "
+                   "--conf spark.ui.showConsoleProgress=false", timeout=900)
+    result = json.loads(hosts.exec(loader, "cat", "/tmp/sc.json").stdout)
+    assert result["committed"] and result["rows"] == n, out[-3000:]
+    assert "tasks ran on 2 worker(s)" in out, out[-3000:]
+    ran = {e["host"] for e in result["executors"] if e["tasks"]}
+    assert len(ran) == 2, result["executors"]
+    count = as_ferry("python - /tmp/sc-state \"$FERRY_WAREHOUSE\" sc.sparkcheck", stdin=SPARK_COUNT)
+    line = next(x for x in count.splitlines() if x.startswith("RESULT "))
+    assert json.loads(line[len("RESULT "):]) == {"rows": n, "distinct": n}
+    # the worker host wrote into the same volume: its view of the table has the run's files
+    files = hosts.exec(worker, "sh", "-c", f"find {WAREHOUSE}/sc* -name '*.parquet' | wc -l").stdout.decode()
+    assert int(files.strip()) > 0
 
 
 def test_second_run_changes_nothing(deployment) -> None:

@@ -20,6 +20,7 @@ def test_ansible_lint_is_clean() -> None:
     assert p.returncode == 0, p.stdout[-6000:] + p.stderr[-6000:]
 
 
+@pytest.mark.slow
 def test_playbooks_pass_syntax_check() -> None:
     env = dict(os.environ, ANSIBLE_CONFIG=str(ROOT / "infra" / "ansible" / "ansible.cfg"))
     for playbook in ("site.yml", "rolling_restart.yml", "rolling_upgrade.yml"):

@@ -30,6 +30,7 @@ def _render(template: str, dest: Path, *extra: str) -> str:
     return dest.read_text()
 
 
+@pytest.mark.slow
 def test_scrape_config_covers_every_component(tmp_path):
     promtool = shutil.which("promtool")
     if promtool is None:
@@ -49,6 +50,7 @@ def test_scrape_config_covers_every_component(tmp_path):
     assert p.returncode == 0, p.stdout + p.stderr
 
 
+@pytest.mark.slow
 def test_dashboard_unit(tmp_path):
     unit = _render("ferry-dashboard.service", tmp_path / "ferry-dashboard.service")
     start = next(line for line in unit.splitlines() if line.startswith("ExecStart="))

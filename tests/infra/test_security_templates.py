@@ -10,6 +10,8 @@ import os
 import subprocess
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 ANSIBLE = ROOT / "infra" / "ansible"
 VENV_BIN = Path(os.environ.get("VIRTUAL_ENV", ROOT / ".venv")) / "bin"
@@ -28,6 +30,7 @@ def render(host: str, template: str, dest: Path, secrets: Path, *extra: str) -> 
     return dest.read_text()
 
 
+@pytest.mark.slow
 def test_broker_properties_secure_by_default_and_plaintext_on_request(tmp_path: Path) -> None:
     secrets = tmp_path / "secrets"
     (secrets / "passwords").mkdir(parents=True)
@@ -49,6 +52,7 @@ def test_broker_properties_secure_by_default_and_plaintext_on_request(tmp_path: 
         assert word not in plain, word
 
 
+@pytest.mark.slow
 def test_prometheus_scrapes_over_https_only_in_the_secure_setup(tmp_path: Path) -> None:
     extra = ("-e", "@group_vars/offline.yml", "-e", "@roles/prometheus/defaults/main.yml")
     template = "roles/prometheus/templates/prometheus.yml.j2"

@@ -129,6 +129,7 @@ def test_resource_references_exist(module) -> None:
     assert used <= declared, f"{path}: references to undeclared resources {used - declared}"
 
 
+@pytest.mark.slow
 def test_module_inputs_and_outputs_exist() -> None:
     root = parse_module(TF)
     calls = module_calls(root)
@@ -384,6 +385,7 @@ def test_template_call_passes_what_the_template_uses() -> None:
     assert used - loop_vars <= passed, f"template uses {used - loop_vars - passed} not passed by templatefile()"
 
 
+@pytest.mark.slow
 def test_inventory_template_renders_an_ansible_inventory(tmp_path: Path) -> None:
     live = sample_hosts("live", "10.10", {"zookeeper": 3, "broker": 2})
     offline = sample_hosts("offline", "10.20", {"zookeeper": 3, "broker": 2, "mirror": 2, "loader": 1,

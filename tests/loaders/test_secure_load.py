@@ -10,41 +10,22 @@ import os
 import subprocess
 import sys
 import uuid
-from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "broker"))
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "client"))
-from acl_helpers import binding, grant  # noqa: E402
-from secure_cluster import add_user, start_secure_cluster  # noqa: E402
-
-from ferry.wire.protocol.acl_types import AclOperation, PatternType, ResourceType  # noqa: E402
-from ferry.zk import ClusterRegistry  # noqa: E402
+from ferry.zk import ClusterRegistry
+from tests.loaders.secured_offline import start_loader_cluster
 
 pytestmark = pytest.mark.slow
 
 LOADER_PW = "Loader-secret-pw-7"
 OPS_PW = "Ops-secret-pw-8"
-# the super user is `ops` only: an anonymous (PLAINTEXT) client may do nothing
-AUTHZ = "authorizer.class.name=ferry\nsuper.users=User:ops\n"
 
 
 @pytest.fixture(scope="module")
 def secured(zk_server, tmp_path_factory):
-    cluster = start_secure_cluster(zk_server.connect, tmp_path_factory.mktemp("secload"), "offline",
-                                   extra_props=AUTHZ)
+    cluster = start_loader_cluster(zk_server.connect, tmp_path_factory.mktemp("secload"), "spv_", OPS_PW, LOADER_PW)
     try:
-        add_user(cluster.zk, "ops", OPS_PW)
-        add_user(cluster.zk, "loader", LOADER_PW)
-        user = "User:loader"
-        grant(cluster.zk, binding(ResourceType.TOPIC, "spv_", AclOperation.READ, principal=user,
-                                  pattern=PatternType.PREFIXED),
-              binding(ResourceType.TOPIC, "_audit", AclOperation.READ, principal=user),
-              binding(ResourceType.TOPIC, "_audit", AclOperation.WRITE, principal=user),
-              binding(ResourceType.CLUSTER, "kafka-cluster", AclOperation.IDEMPOTENT_WRITE, principal=user))
-        with ClusterRegistry(cluster.zk) as reg:
-            reg.create_topic("_audit", 1)
         yield cluster
     finally:
         cluster.stop()

@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 
 def ferry(*args: str, cwd: Path, home: Path, **env: str) -> subprocess.CompletedProcess:
     environ = {k: v for k, v in os.environ.items() if k not in ("FERRY_STATE_DIR", "FERRY_METASTORE",
@@ -26,6 +28,7 @@ def test_sql_without_a_warehouse_is_one_line_and_creates_nothing(tmp_path: Path)
     assert not any(work.iterdir()) and not (home / ".local/state/ferry").exists()
 
 
+@pytest.mark.slow
 def test_a_failed_load_leaves_nothing_in_the_working_directory(tmp_path: Path) -> None:
     work, home, state = tmp_path / "work", tmp_path / "home", tmp_path / "state"
     work.mkdir()

@@ -41,6 +41,7 @@ def _stutter(broker, stop: threading.Event, frozen_s: float = 0.25, running_s: f
         time.sleep(running_s)
 
 
+@pytest.mark.slow
 def test_rounds_overlap_against_a_slowed_offline_broker_and_copies_stay_exact(cluster_factory) -> None:
     live = cluster_factory(1, "live")
     offline = cluster_factory(1, "offline")

@@ -145,6 +145,7 @@ def test_metrics_with_client_certificates(tmp_path: Path) -> None:
         urllib.request.urlopen(url, context=stranger, timeout=10).read()
 
 
+@pytest.mark.slow
 def test_bad_https_settings_are_one_line_usage_errors(tmp_path: Path, zk_connect: str) -> None:
     (tmp_path / "c.pem").write_text("not checked before the settings are\n")
     for extra, message in ((["--https-keyfile", str(tmp_path / "k.pem")], "without its certificate"),

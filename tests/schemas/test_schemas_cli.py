@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from ferry.schemas import AvroDeserializer, AvroSerializer, SchemaRegistry
 from ferry.schemas.events import load, schema_path
 
@@ -17,6 +19,7 @@ def ferry(*argv: str, stdin: str | None = None) -> tuple[int, str, str]:
     return proc.returncode, proc.stdout, proc.stderr
 
 
+@pytest.mark.slow
 def test_round_trip(zk_connect: str, tmp_path: Path) -> None:
     zk = ["--zookeeper", zk_connect]
     rc, out, err = ferry("register", "page_view", "--schema-file", str(schema_path("page_view")), *zk)
@@ -68,6 +71,7 @@ def test_round_trip(zk_connect: str, tmp_path: Path) -> None:
         reg.close()
 
 
+@pytest.mark.slow
 def test_errors(zk_connect: str, zk_server, tmp_path: Path) -> None:
     zk = ["--zookeeper", zk_connect]
     rc, _, err = ferry("register", "x", "--schema-file", str(tmp_path / "missing.avsc"), *zk)
@@ -105,6 +109,7 @@ def test_copy(zk_connect: str) -> None:
     assert rc == 2 and "has no" in err
 
 
+@pytest.mark.slow
 def test_json_and_protobuf_subjects(zk_connect: str, tmp_path: Path) -> None:
     zk = ["--zookeeper", zk_connect]
     proto = tmp_path / "order.proto"

@@ -11,6 +11,7 @@ import subprocess
 import sys
 import time
 
+import pytest
 from kazoo.client import KazooClient
 
 from ferry.wire.scram import ScramCredential
@@ -43,6 +44,7 @@ def _expect(fd: int, text: bytes, timeout: float = 20.0) -> bytes:
     return seen
 
 
+@pytest.mark.slow
 def test_add_from_a_prompt_list_and_remove(zk_connect, tmp_path):
     master, slave = pty.openpty()
     proc = subprocess.Popen([sys.executable, "-m", "ferry.cli", "users", "add", "alice", "--mechanism",
@@ -79,6 +81,7 @@ def test_add_from_a_prompt_list_and_remove(zk_connect, tmp_path):
     assert json.loads(r.stdout) == {"bob": ["SCRAM-SHA-512"]}
 
 
+@pytest.mark.slow
 def test_bad_input_exits_2_and_writes_nothing(zk_connect, tmp_path):
     for args, stdin, message in (
         (("add", "x y", "--password-stdin"), "pw\n", "user name"),

@@ -9,6 +9,7 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 from kazoo.client import KazooClient
 
 from ferry.embedded import free_port
@@ -47,6 +48,7 @@ def _start(port: int, data_dir: Path, log: Path) -> subprocess.Popen:
         out.close()
 
 
+@pytest.mark.slow
 def test_foreground_server_persists_data(tmp_path: Path) -> None:
     port = free_port()
     log = tmp_path / "zk.log"

@@ -34,6 +34,7 @@ def stored(zk: str) -> dict:
         c.close()
 
 
+@pytest.mark.slow
 def test_add_list_remove_in_zookeeper(zk_connect):
     rc, out, err = ferry("add", "--allow-principal", "User:mirror", "--operation", "Read", "--operation", "Describe",
                          "--topic", "*", "--group", "mirror", "--zookeeper", zk_connect)
@@ -88,6 +89,7 @@ def test_unreachable_zookeeper_is_exit_1():
     assert rc == 1 and err.strip() == "ferry acls list: error: cannot connect to ZooKeeper at 127.0.0.1:1 within 1 s"
 
 
+@pytest.mark.slow
 def test_through_a_brokers_acl_apis(zk_server, tmp_path):
     zk = f"{zk_server.connect}/t/{uuid.uuid4().hex[:12]}"
     secured = BrokerProcess(1, tmp_path / "s" / "data", zk, "live", extra_args=(

@@ -140,6 +140,7 @@ def test_bad_input_gets_a_clear_error_and_exit_2(live):
     assert r.returncode == 2 and "ISO" in r.stderr
 
 
+@pytest.mark.slow
 def test_every_flag_is_documented_in_help():
     for cmd, flags in [
         (["produce"], ["--topic", "--bootstrap-server", "--bootstrap", "--zookeeper", "--key-separator", "--acks", "--compression",

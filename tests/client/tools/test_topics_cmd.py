@@ -31,6 +31,7 @@ def ferry(*argv: str) -> tuple[int, str, str]:
     return proc.returncode, proc.stdout, proc.stderr
 
 
+@pytest.mark.slow
 def test_round_trip_subprocess(cluster) -> None:
     zk, b1, _ = cluster
     rc, out, err = ferry("topics", "create", "page_view", "--partitions", "3", "--zookeeper", zk,
@@ -109,6 +110,7 @@ def test_no_brokers_and_bad_zookeeper(zk_connect: str, zk_server, capsys) -> Non
     assert "cannot connect to ZooKeeper" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_help_documents_every_flag() -> None:
     for action, flags in {
         "create": ["--partitions", "--replication-factor", "--replica-assignment", "--zookeeper", "--config",
@@ -228,6 +230,7 @@ def test_legacy_topic_without_partition_states(cluster, capsys) -> None:
     assert capsys.readouterr().out.splitlines()[1] == _line("old", 0, "none", [1], [], "Broker: none\tAlive: NO (no leader)")
 
 
+@pytest.mark.slow
 def test_configs_and_delete_over_zookeeper(cluster) -> None:
     """`ferry configs --zookeeper` reads and writes a topic's config in its znode; `ferry topics delete
     --zookeeper` removes the topic and the groups' offsets of it (as DeleteTopics does)."""
