@@ -210,7 +210,7 @@ def test_zookeeper_port_opened_is_the_tls_port_with_zookeeper_tls() -> None:
         zk = [v for b in mod.get("locals", []) for k, v in b.items() if k == "zookeeper_port"]
         assert zk == ['${var.zookeeper_tls && var.security != "plaintext" ? var.ports.zookeeper_tls : '
                       'var.ports.zookeeper}'], (d, zk)
-        assert "bool" in str(variables(mod)["zookeeper_tls"]["type"]) and variables(mod)["zookeeper_tls"]["default"] is False
+        assert "bool" in str(variables(mod)["zookeeper_tls"]["type"]) and variables(mod)["zookeeper_tls"]["default"] is True
         text = "\n".join(tf.read_text() for tf in d.glob("*.tf"))
         assert len(re.findall(r"var\.ports\.zookeeper\b(?!_)", text)) == 1, f"{d}: 2181 opened beyond the choice"
         assert variables(mod)["ports"]["default"]["zookeeper_tls"] == 2281
