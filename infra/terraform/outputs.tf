@@ -14,7 +14,9 @@ output "ansible_inventory" {
   value = templatefile("${path.module}/templates/inventory.yml.tftpl", {
     ansible_user = var.ansible_user
     security     = var.security
-    live         = module.live.hosts
-    offline      = module.offline.hosts
+    # the ZooKeeper port the security groups open is the one the playbooks make every client use
+    zookeeper_tls = var.zookeeper_tls && var.security != "plaintext"
+    live          = module.live.hosts
+    offline       = module.offline.hosts
   })
 }

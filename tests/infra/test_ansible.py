@@ -218,7 +218,9 @@ THREE_BROKERS = {
     "live-zk-1": ("live_zookeeper", ["live"], {}),
     **{f"live-broker-{i}": ("live_brokers", ["live"], {"ferry_broker_id": i}) for i in (1, 2, 3)},
 }
-LIVE_ZK = "live-zk-1:2181/ferry/live"
+# ZooKeeper over TLS (secureClientPort) with the deployment's CA: the secure default (ferry_zookeeper_tls)
+LIVE_ZK = "live-zk-1:2281/ferry/live"
+ZK_TLS_CONFIG = "/etc/ferry/zk-tls.properties"  # zookeeper.ssl.* of every ferry process on a host
 THREE_BOOTSTRAP = f"live-broker-1:{TLS_PORT},live-broker-2:{TLS_PORT},live-broker-3:{TLS_PORT}"
 UPGRADE_VERSION = "0.1.0.post1"  # the same code under another version: what rolling_upgrade.yml rolls out
 
@@ -399,7 +401,7 @@ def test_services_run_under_systemd(deployment) -> None:
                             airflow + "list-import-errors -o json 2>/dev/null", timeout=180).stdout.decode()
         assert "ferry_dag" not in errors, errors
     props = hosts.exec("live-broker-2", "cat", "/etc/ferry/broker.properties").stdout.decode()
-    assert "broker.id=2" in props and "zookeeper.connect=live-zk-1:2181/ferry/live" in props
+    assert "broker.id=2" in props and f"zookeeper.connect={LIVE_ZK}" in props
     assert f"advertised.listeners=SASL_SSL://live-broker-2:{TLS_PORT}" in props and "PLAINTEXT://" not in props
     assert "inter.broker.listener.name=SASL_SSL" in props and "authorizer.class.name=ferry" in props
     assert "super.users=User:broker;User:ops" in props
@@ -408,7 +410,7 @@ def test_services_run_under_systemd(deployment) -> None:
     assert "default.replication.factor=2" in props and "min.insync.replicas=1" in props
     offline_props = hosts.exec("offline-broker-1", "cat", "/etc/ferry/broker.properties").stdout.decode()
     assert "default.replication.factor=1" in offline_props and "min.insync.replicas=1" in offline_props
-    live = describe(hosts, "live-broker-1", "live-zk-1:2181/ferry/live")
+    live = describe(hosts, "live-broker-1", LIVE_ZK)
     assert {t["topic"]: t["replication_factor"] for t in live} == {"_audit": 2, "page_view": 2, "click": 2,
                                                                    "search": 2}
     # the embedded mirror by default: no standalone mirror service anywhere, one link in the offline cluster
@@ -421,7 +423,8 @@ def test_services_run_under_systemd(deployment) -> None:
 
 def describe(hosts: DockerHosts, host: str, zookeeper: str) -> list[dict]:
     """`ferry topics describe --json` of a cluster, run on one of its hosts."""
-    out = hosts.exec(host, "/opt/ferry/venv/bin/ferry", "topics", "describe", "--json", "--zookeeper", zookeeper)
+    out = hosts.exec(host, "env", f"FERRY_ZOOKEEPER_TLS_CONFIG={ZK_TLS_CONFIG}", "/opt/ferry/venv/bin/ferry", "topics",
+                     "describe", "--json", "--zookeeper", zookeeper)
     return json.loads(out.stdout.decode())
 
 
@@ -457,7 +460,8 @@ ZK_ANONYMOUS = """\
 import json, sys
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoAuthError
-zk = KazooClient(hosts=sys.argv[1]); zk.start(15)
+from ferry.zk.zk_tls import ZkTlsConfig
+zk = KazooClient(hosts=sys.argv[1], **ZkTlsConfig.from_file(sys.argv[2]).kazoo_arguments()); zk.start(15)
 out = {}
 try:
     zk.get("/config/users/ops"); out["read_users"] = "allowed"
@@ -512,7 +516,8 @@ def test_secure_setup_allows_and_denies_principals(deployment) -> None:
     assert denied("live-broker-2", LIVE_BOOTSTRAP, plain) is not None
     assert hosts.exec("live-broker-2", "python3", "-c", "import socket; socket.create_connection(('live-broker-2', "
                       "9092), 3)", check=False).returncode != 0, "a PLAINTEXT listener is open"
-    out = hosts.exec("live-broker-2", "/opt/ferry/venv/bin/python", "-c", ZK_ANONYMOUS, LIVE_ZK).stdout.decode()
+    out = hosts.exec("live-broker-2", "/opt/ferry/venv/bin/python", "-c", ZK_ANONYMOUS, LIVE_ZK,
+                     ZK_TLS_CONFIG).stdout.decode()
     assert json.loads(out.strip().splitlines()[-1]) == {"read_users": "NoAuth", "read_topic": True,
                                                         "write_topic": "NoAuth", "delete_topic": "NoAuth"}, out
     for path, mode in (("/etc/ferry/tls/host.pem", "600 ferry"), ("/etc/ferry/zk-credentials", "600 ferry"),
@@ -679,7 +684,7 @@ def test_deployed_dags_judge_completeness_from_the_live_counts(deployment) -> No
     out = (p.stdout + p.stderr).decode(errors="replace")
     assert p.returncode == 0, out[-3000:]
     groups = json.loads(out.strip().splitlines()[-1])
-    assert groups and all(live == ["live-zk-1:2181/ferry/live"] for live in groups), groups
+    assert groups and all(live == [LIVE_ZK] for live in groups), groups
 
 
 STOP_MID_HOUR = b"""\
@@ -912,7 +917,9 @@ def test_rolling_restart_one_broker_at_a_time(deployment) -> None:
 
     def registered_at() -> dict[int, int]:
         """ctime (ms) of each live broker's ephemeral /brokers/ids/<id> znode."""
-        code = ("import json,kazoo.client as k; z=k.KazooClient('live-zk-1:2181/ferry/live'); z.start(10); "
+        code = ("import json,kazoo.client as k; from ferry.zk.zk_tls import ZkTlsConfig; "
+                f"z=k.KazooClient('{LIVE_ZK}', **ZkTlsConfig.from_file('{ZK_TLS_CONFIG}').kazoo_arguments()); "
+                "z.start(10); "
                 "print(json.dumps({i: z.get('/brokers/ids/'+i)[1].ctime for i in z.get_children('/brokers/ids')}))")
         out = hosts.exec("live-zk-1", "/opt/ferry/venv/bin/python", "-c", code).stdout.decode()
         return {int(k): v for k, v in json.loads(out.strip().splitlines()[-1]).items()}
@@ -931,7 +938,7 @@ def test_rolling_restart_one_broker_at_a_time(deployment) -> None:
     # live-broker-2: its restart
     assert totals["live-broker-1"]["changed"] in (1, 2) and totals["live-broker-2"]["changed"] == 1, totals
     assert p.stdout.count("TASK [broker : Wait until no partition of the datacenter is under-replicated]") == 4
-    for topic in describe(hosts, "live-broker-1", "live-zk-1:2181/ferry/live"):
+    for topic in describe(hosts, "live-broker-1", LIVE_ZK):
         for part in topic["partitions"]:
             assert sorted(part["isr"]) == sorted(part["replicas"]), topic
             assert part["leader"] == part["replicas"][0], topic  # preferred leaders again
@@ -979,3 +986,52 @@ def test_new_ferry_build_restarts_the_broker(deployment, tmp_path: Path) -> None
     assert started("live-broker-1") > before["live-broker-1"]
     assert started("live-broker-2") == before["live-broker-2"], "only the targeted host was touched"
     assert hosts.exec("live-broker-1", "test", "-f", "/opt/ferry/wheels/BUILD-NOTE", check=False).returncode == 0
+
+
+ZK_OVER_TLS = """\
+import json, sys
+from kazoo.client import KazooClient
+from kazoo.handlers.threading import KazooTimeoutError
+hosts, ca, password = sys.argv[1], sys.argv[2], sys.stdin.read().strip()
+out = {}
+plain = KazooClient(hosts=hosts)  # no TLS on the TLS port: the server's handshake never completes a session
+try:
+    plain.start(5); out["plain"] = "session"
+except KazooTimeoutError:
+    out["plain"] = "refused"
+finally:
+    plain.stop(); plain.close()
+zk = KazooClient(hosts=hosts, use_ssl=True, verify_certs=True, ca=ca, auth_data=[("digest", "ferry:" + password)])
+zk.start(15)
+data, _ = zk.get("/config/users/ops")  # digest-locked: readable only by ferry's identity
+out["read_users"] = "SCRAM-SHA-512" in data.decode()
+zk.stop(); zk.close()
+print(json.dumps(out))
+"""
+
+
+def test_zookeeper_serves_other_hosts_only_over_tls(deployment) -> None:
+    """ZooKeeper over TLS by default (ferry_security sasl_ssl): from another host, a client without TLS on 2281 gets
+    no session and ferry's tools say why (one line, non-zero exit); kazoo with the controller's CA (beside the
+    inventory) and ferry's digest credentials reads a locked znode; the plaintext port answers only on the
+    ZooKeeper host's loopback."""
+    hosts: DockerHosts = deployment["hosts"]
+    secrets: Path = deployment["secrets"]
+    hosts.exec("live-broker-2", "sh", "-c", "cat > /tmp/deployment-ca.pem",
+               input=(secrets / "tls" / "ca.pem").read_bytes())
+    password = (secrets / "passwords" / "zookeeper-ferry").read_text().strip()
+    out = hosts.exec("live-broker-2", "/opt/ferry/venv/bin/python", "-c", ZK_OVER_TLS, LIVE_ZK,
+                     "/tmp/deployment-ca.pem", input=password.encode(), timeout=120).stdout.decode()
+    assert json.loads(out.strip().splitlines()[-1]) == {"plain": "refused", "read_users": True}, out
+    tool = hosts.exec("live-broker-2", "env", "-u", "FERRY_ZOOKEEPER_TLS_CONFIG", "/opt/ferry/venv/bin/ferry",
+                      "topics", "list", "--zookeeper", LIVE_ZK, check=False, timeout=120)
+    err = tool.stderr.decode(errors="replace").strip()
+    assert tool.returncode != 0 and "speaks TLS" in err and "Traceback" not in err and len(err.splitlines()) == 1, err
+    reach = "import socket, sys; socket.create_connection((sys.argv[1], 2181), 3).close()"
+    for zk_host, other in (("live-zk-1", "live-broker-2"), ("offline-zk-1", "offline-mirror-1")):
+        assert hosts.exec(other, "python3", "-c", reach, zk_host, check=False).returncode != 0, \
+            f"{zk_host}:2181 (plaintext) is reachable from {other}"
+        assert hosts.exec(zk_host, "python3", "-c", reach, "127.0.0.1", check=False).returncode == 0, \
+            f"{zk_host}'s plaintext port does not answer on its loopback"
+        assert hosts.exec(other, "python3", "-c", reach.replace("2181", "2281"), zk_host,
+                          check=False).returncode == 0, f"{zk_host}:2281 (TLS) is not reachable from {other}"

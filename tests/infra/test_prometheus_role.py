@@ -54,7 +54,9 @@ def test_scrape_config_covers_every_component(tmp_path):
 def test_dashboard_unit(tmp_path):
     unit = _render("ferry-dashboard.service", tmp_path / "ferry-dashboard.service")
     start = next(line for line in unit.splitlines() if line.startswith("ExecStart="))
-    assert "ferry dashboard --zookeeper offline-zk-1:2181/ferry/offline" in start
-    assert "--live-zookeeper live-zk-1:2181,live-zk-2:2181,live-zk-3:2181/ferry/live" in start
+    # ZooKeeper over TLS (the secure default): its TLS port, and the client TLS settings in the unit's environment
+    assert "ferry dashboard --zookeeper offline-zk-1:2281/ferry/offline" in start
+    assert "--live-zookeeper live-zk-1:2281,live-zk-2:2281,live-zk-3:2281/ferry/live" in start
+    assert "Environment=FERRY_ZOOKEEPER_TLS_CONFIG=/etc/ferry/zk-tls.properties" in unit.splitlines()
     assert "--state-dir /var/lib/ferry/load --listen 0.0.0.0:8500" in start
     assert start.endswith("--prometheus-url http://offline-loader-1:9090/")  # the pages link to Prometheus

@@ -217,7 +217,7 @@ def test_zookeeper_port_opened_is_the_tls_port_with_zookeeper_tls() -> None:
         zk = [v for b in mod.get("locals", []) for k, v in b.items() if k == "zookeeper_port"]
         assert zk == ['${var.zookeeper_tls && var.security != "plaintext" ? var.ports.zookeeper_tls : '
                       'var.ports.zookeeper}'], (d, zk)
-        assert "bool" in str(variables(mod)["zookeeper_tls"]["type"]) and variables(mod)["zookeeper_tls"]["default"] is False
+        assert "bool" in str(variables(mod)["zookeeper_tls"]["type"]) and variables(mod)["zookeeper_tls"]["default"] is True
         text = "\n".join(tf.read_text() for tf in d.glob("*.tf"))
         assert len(re.findall(r"var\.ports\.zookeeper\b(?!_)", text)) == 1, f"{d}: 2181 opened beyond the choice"
         assert variables(mod)["ports"]["default"]["zookeeper_tls"] == 2281
@@ -391,8 +391,10 @@ def test_inventory_template_renders_an_ansible_inventory(tmp_path: Path) -> None
     offline = sample_hosts("offline", "10.20", {"zookeeper": 3, "broker": 2, "mirror": 2, "loader": 1,
                                                 "spark_worker": 2})
     text = render_tftpl((TF / "templates" / "inventory.yml.tftpl").read_text(),
-                        {"ansible_user": "admin", "security": "sasl_ssl", "live": live, "offline": offline})
-    yaml.safe_load(text)  # plain YAML first: a clearer error than Ansible's
+                        {"ansible_user": "admin", "security": "sasl_ssl", "zookeeper_tls": "true", "live": live,
+                         "offline": offline})
+    # plain YAML first: a clearer error than Ansible's; the ZooKeeper port opened is the one the playbooks use
+    assert yaml.safe_load(text)["all"]["vars"]["ferry_zookeeper_tls"] is True
     inv = tmp_path / "hosts.yml"
     inv.write_text(text)
     p = subprocess.run([str(VENV_BIN / "ansible-inventory"), "-i", str(inv), "--list"], capture_output=True,
@@ -421,8 +423,8 @@ def test_inventory_template_renders_an_ansible_inventory(tmp_path: Path) -> None
                        capture_output=True, text=True, timeout=120, cwd=ANSIBLE_DIR,
                        env=dict(os.environ, ANSIBLE_CONFIG=str(ANSIBLE_DIR / "ansible.cfg"), ANSIBLE_NOCOLOR="1"))
     assert p.returncode == 0, p.stdout + p.stderr
-    live_zk = "10.10.1.11:2181,10.10.1.12:2181,10.10.1.13:2181/ferry/live"
-    offline_zk = "10.20.1.11:2181,10.20.1.12:2181,10.20.1.13:2181/ferry/offline"
+    live_zk = "10.10.1.11:2281,10.10.1.12:2281,10.10.1.13:2281/ferry/live"  # ZooKeeper over TLS by default
+    offline_zk = "10.20.1.11:2281,10.20.1.12:2281,10.20.1.13:2281/ferry/offline"
     assert f'"msg": "{live_zk}|{live_zk}"' in p.stdout
     assert f'"msg": "{offline_zk}|{live_zk}"' in p.stdout
 

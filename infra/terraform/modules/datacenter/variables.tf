@@ -157,7 +157,7 @@ variable "security" {
 }
 
 variable "zookeeper_tls" {
-  description = "true: ZooKeeper's clients (in each datacenter and across the link) reach it on ports.zookeeper_tls (its secureClientPort) and ports.zookeeper is not opened; needs security = sasl_ssl. Must agree with Ansible's ferry_zookeeper_tls."
+  description = "true (default): ZooKeeper's clients (in each datacenter and across the link) reach it on ports.zookeeper_tls (its secureClientPort) and ports.zookeeper is not opened; only with security = sasl_ssl (plaintext keeps ports.zookeeper). Must agree with Ansible's ferry_zookeeper_tls."
   type        = bool
-  default     = false
+  default     = true
 }
