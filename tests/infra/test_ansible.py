@@ -62,13 +62,13 @@ WITH_LOADER = os.environ.get("FERRY_ANSIBLE_LOADER", "1") != "0"
 TLS_PORT = 9093  # the brokers' SASL_SSL listener (group_vars/all.yml ferry_broker_tls_port); 9092 is not opened
 LIVE_BOOTSTRAP = f"live-broker-1:{TLS_PORT},live-broker-2:{TLS_PORT}"
 OFFLINE_BOOTSTRAP = f"offline-broker-1:{TLS_PORT}"
-OFFLINE_ZK = "offline-zk-1:2181/ferry/offline"
+OFFLINE_ZK = "offline-zk-1:2281/ferry/offline"  # ZooKeeper over TLS (ZK_TLS_CONFIG)
 
 
 def mirror_link(hosts: DockerHosts, *args: str) -> subprocess.CompletedProcess:
     """`ferry mirror link ARGS --zookeeper OFFLINE_ZK` on the offline broker, with the deployment's ZooKeeper identity."""
     return hosts.exec("offline-broker-1", "env", "FERRY_ZOOKEEPER_CREDENTIALS=/etc/ferry/zk-credentials",
-                      "/opt/ferry/venv/bin/ferry", "mirror", "link", *args, "--zookeeper", OFFLINE_ZK)
+                      f"FERRY_ZOOKEEPER_TLS_CONFIG={ZK_TLS_CONFIG}", "/opt/ferry/venv/bin/ferry", "mirror", "link", *args, "--zookeeper", OFFLINE_ZK)
 
 
 def link_partitions_state(hosts: DockerHosts, name: str, state: str, timeout: float = 60) -> dict:
@@ -1028,7 +1028,7 @@ def test_zookeeper_serves_other_hosts_only_over_tls(deployment) -> None:
     err = tool.stderr.decode(errors="replace").strip()
     assert tool.returncode != 0 and "speaks TLS" in err and "Traceback" not in err and len(err.splitlines()) == 1, err
     reach = "import socket, sys; socket.create_connection((sys.argv[1], 2181), 3).close()"
-    for zk_host, other in (("live-zk-1", "live-broker-2"), ("offline-zk-1", "offline-mirror-1")):
+    for zk_host, other in (("live-zk-1", "live-broker-2"), ("offline-zk-1", "offline-loader-1")):
         assert hosts.exec(other, "python3", "-c", reach, zk_host, check=False).returncode != 0, \
             f"{zk_host}:2181 (plaintext) is reachable from {other}"
         assert hosts.exec(zk_host, "python3", "-c", reach, "127.0.0.1", check=False).returncode == 0, \
