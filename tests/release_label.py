@@ -14,12 +14,13 @@ from pathlib import Path
 
 
 def relabelled_release(where: Path, version: str) -> Path:
-    """A directory to put first on PYTHONPATH: ferry's installed metadata with ``version`` instead."""
+    """A directory to put first on PYTHONPATH: ferry's installed metadata with ``version`` instead (from an
+    egg-info's PKG-INFO when the checkout's ferry.egg-info is what the test process finds first)."""
     installed = importlib.metadata.distribution("ferry")
     dist_info = where / f"ferry-{version}.dist-info"
     dist_info.mkdir(parents=True)
     lines = [f"Version: {version}" if line.startswith("Version:") else line
-             for line in (installed.read_text("METADATA") or "").splitlines()]
+             for line in (installed.read_text("METADATA") or installed.read_text("PKG-INFO") or "").splitlines()]
     (dist_info / "METADATA").write_text("\n".join(lines) + "\n")
     return where
 

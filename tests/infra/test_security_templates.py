@@ -57,9 +57,10 @@ def test_prometheus_scrapes_over_https_only_in_the_secure_setup(tmp_path: Path) 
     extra = ("-e", "@group_vars/offline.yml", "-e", "@roles/prometheus/defaults/main.yml")
     template = "roles/prometheus/templates/prometheus.yml.j2"
     secure = render("offline-loader-1", template, tmp_path / "secure.yml", tmp_path, *extra)
-    assert secure.count("scheme: https") == 3, secure  # brokers, mirror, dashboard (not Prometheus itself)
-    assert secure.count("password_file: /etc/prometheus/ferry-monitor.password") == 3
-    assert secure.count("ca_file: /etc/prometheus/ferry-ca.pem") == 3
+    # brokers and dashboard (not Prometheus itself; no standalone mirror job: mirror links are the default)
+    assert secure.count("scheme: https") == 2, secure
+    assert secure.count("password_file: /etc/prometheus/ferry-monitor.password") == 2
+    assert secure.count("ca_file: /etc/prometheus/ferry-ca.pem") == 2
     plain = render("offline-loader-1", template, tmp_path / "plain.yml", tmp_path, *extra,
                    "-e", "ferry_security=plaintext")
     for word in ("https", "basic_auth", "tls_config", "ferry-ca.pem", "password"):
