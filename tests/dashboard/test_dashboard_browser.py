@@ -105,7 +105,7 @@ def test_demo_dashboard_in_a_real_browser(tmp_path):
         wait_for(running, 1200, "ferry demo --keep-running to load its hours and start the dashboard")
         url = f"http://127.0.0.1:{port}/"
         assert f"dashboard: {url}" in said(), said()[-3000:]  # the demo prints the dashboard's URL
-        live_zk = re.search(r"live ZooKeeper (\S+), offline", said()).group(1)
+        live_zk, offline_zk = re.search(r"live ZooKeeper (\S+), offline (\S+)", said()).groups()
         children = _children(demo.pid)
         report = json.loads((tmp_path / "demo" / "last-report.json").read_text())
         demo_hours = {(b["topic"], b["hour_start"]) for b in report["books"]}
@@ -136,11 +136,12 @@ def test_demo_dashboard_in_a_real_browser(tmp_path):
         wait_for(lambda: browser.find_elements("css selector", "#buckets tr"), 15, "the drill-down table")
         assert len(browser.find_elements("css selector", "#buckets tr")) == 7  # header + six buckets
 
-        # the demo's mirror stops; more is published live: the current hour turns incomplete in place
+        # the demo's mirror link is paused (the operator's command); more is published live: the current hour
+        # turns incomplete in place
         marker = browser.execute_script("window.__noReload = 1; return window.__noReload;")
-        mirrors = [pid for pid, cmd in children.items() if " mirror " in cmd and "--source-zookeeper" in cmd]
-        assert len(mirrors) == 1, children
-        os.kill(mirrors[0], signal.SIGTERM)
+        paused = subprocess.run([sys.executable, "-m", "ferry.cli", "mirror", "link", "pause", "live",
+                                 "--zookeeper", offline_zk], capture_output=True, text=True, env=env, timeout=60)
+        assert paused.returncode == 0 and "mirror link live: paused" in paused.stdout, paused.stdout + paused.stderr
         from ferry.client.producer import Producer
 
         now_hour = hour_start(int(time.time() * 1000))
@@ -162,9 +163,9 @@ def test_demo_dashboard_in_a_real_browser(tmp_path):
         assert "page_view" in _text(browser, "runs")
         browser.get(url + "flow")
         wait_for(lambda: len(browser.find_elements("css selector", "img.flow")) >= 3, 20, "the flow page's plots")
-        # the embedded mirror's links beside the standalone mirror: a table of them, or the line saying there is none
-        wait_for(lambda: "no mirror links" in _text(browser, "links") or "link state" in _text(browser, "links"), 20,
-                 "the flow page's mirror links")
+        # the demo's mirror link in the flow page's links table, shown paused
+        wait_for(lambda: "paused" in _text(browser, "links"), 20, "the flow page's mirror links to show the pause")
+        assert "live" in _text(browser, "links")
         assert "mirror links:" not in _text(browser, "banner")
         browser.get(url + "clusters")
         wait_for(lambda: "live cluster" in _text(browser, "clusters"), 20, "the clusters page")
