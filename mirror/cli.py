@@ -58,7 +58,7 @@ Mirror topics of a live cluster into the offline cluster (paper section 4).
 
 
 STATUS_FLAGS = ("--source-zookeeper", "--target-zookeeper", "--zookeeper", "--source-config", "--target-config",
-                "--include", "--exclude", "--group", "--json", "--log-level")
+                "--include", "--exclude", "--group", "--json", "--log-level", "--rate-interval")
 
 
 class _Help(argparse.Action):
@@ -90,6 +90,7 @@ def _status_parser(full: argparse.ArgumentParser) -> argparse.ArgumentParser:
     return p
 
 
+RATE_INTERVAL_S = 2.0  # status: twice the mirror's default commit interval
 ADD_HELP = False  # its own -h/--help (_Help): `ferry mirror status --help` shows the status flags
 
 
@@ -162,6 +163,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--no-schemas": "do not copy the live schema registry into the offline one (copied by default: mirrored "
                         "messages keep their live schema ids)",
     })
+    p.add_argument("--rate-interval", type=float, default=RATE_INTERVAL_S, metavar="SECONDS",
+                   help=f"status: read the standalone group's committed offsets twice this far apart for its "
+                        f"messages per second (default {RATE_INTERVAL_S}; above the mirror's --commit-interval; "
+                        f"0: no rate, '-')")
     cli.add_json_argument(p, "status: print JSON instead of a table")
     cli.add_log_level_argument(p)
 
@@ -196,9 +201,12 @@ def _status(args: argparse.Namespace) -> int:
                          "`ferry mirror status`")
     if args.target_zookeeper and args.zookeeper and args.target_zookeeper != args.zookeeper:
         raise UsageError("--zookeeper and --target-zookeeper name two different offline clusters")
+    if args.rate_interval < 0:
+        raise UsageError(f"--rate-interval {args.rate_interval}: must be 0 or more seconds")
     source_client, target_client = _client_configs(args)
     status = mirror_status(args.source_zookeeper, offline, args.group, args.include, args.exclude,
-                           source_client=source_client, target_client=target_client) \
+                           source_client=source_client, target_client=target_client,
+                           rate_interval_s=args.rate_interval) \
         if args.source_zookeeper else None
     links = links_status(offline)
     if args.json:
