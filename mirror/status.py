@@ -25,6 +25,7 @@ from ferry.wire.sasl_login import AuthenticationError
 from ferry.zk.cluster_registry import ClusterRegistry
 
 WAITING_FOR_OWNER = "waiting for an owner"
+OWNER_UNKNOWN = "owner not known (--source-zookeeper shows it)"
 
 
 @dataclass
@@ -38,10 +39,13 @@ class PartitionStatus:
     owner: str | None
     lag_seconds: float | None = None  # the age of the last copied message while messages wait, 0 caught up
     messages_per_s: float | None = None  # committed offsets' movement between two readings (None: not measured)
+    owners_known: bool = True  # False over --bootstrap-server: the owners are in the live ZooKeeper only
 
     @property
     def state(self) -> str:
         """copying while a member owns the partition; else waiting for one (no mirror process runs it)."""
+        if not self.owners_known:
+            return OWNER_UNKNOWN
         return COPYING if self.owner else WAITING_FOR_OWNER
 
     def row(self) -> CopyRow:
@@ -53,7 +57,7 @@ class PartitionStatus:
 @dataclass
 class MirrorStatus:
     group: str
-    members: list[str]
+    members: list[str] | None  # None: not known (read over --bootstrap-server)
     partitions: list[PartitionStatus]
 
     @property
@@ -134,9 +138,10 @@ def mirror_status(source_zookeeper: str, target_zookeeper: str | None, group: st
 
 
 def format_status(status: MirrorStatus) -> str:
-    lines = [f"group {status.group}: {len(status.members)} member(s)"
-             + (": " + ", ".join(status.members) if status.members else ""),
-             f"total lag: {status.total_lag} message(s)"]
+    members = "members not known over --bootstrap-server (--source-zookeeper lists them)" \
+        if status.members is None else f"{len(status.members)} member(s)" + \
+        (": " + ", ".join(status.members) if status.members else "")
+    lines = [f"group {status.group}: {members}", f"total lag: {status.total_lag} message(s)"]
     if not status.partitions:
         lines.append("no partitions committed or owned by this group (yet)")
         return "\n".join(lines)
