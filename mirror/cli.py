@@ -87,7 +87,9 @@ def _status_parser(full: argparse.ArgumentParser) -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog=f"{full.prog} status", add_help=False,
                                 description="Print per partition of the standalone mirror group and of each "
                                 "mirror link: live end, copied to, lag in messages and seconds, messages per "
-                                "second, owner or leader, state; exit 0.")
+                                "second, owner or leader, state; exit 0. Give --zookeeper OFFLINE_ZK (the links; with "
+                                "--source-zookeeper LIVE_ZK the standalone group too) or --bootstrap-server LIVE "
+                                "(the standalone group over the Kafka protocol; its owners are in ZooKeeper only).")
     p.add_argument("-h", "--help", action="store_true", help="show this help and exit")
     for action in full._actions:
         if set(action.option_strings) & set(STATUS_FLAGS):
@@ -116,7 +118,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "standalone group's lag (without it, status shows the mirror links only)")
     p.add_argument("--target-zookeeper", metavar="HOST:PORT/CHROOT",
                    help="ZooKeeper of the offline cluster (topics are created here; the mirror links are read "
-                        "here for status); required to run and for status")
+                        "here for status); required to run, and for status unless --bootstrap-server is given")
     p.add_argument("--zookeeper", metavar="HOST:PORT/CHROOT",
                    help="`ferry mirror link` (and status): ZooKeeper of the offline cluster, where the links are "
                         "stored")
