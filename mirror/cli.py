@@ -19,6 +19,7 @@ from ferry.mirror.mirror_maker import (
     MirrorMaker,
 )
 from ferry.mirror.status import format_status, mirror_status
+from ferry.mirror.status_kafka import mirror_status_over_kafka
 from ferry.wire.client_config import ClientConfig
 from ferry.zk import cli_args as cli
 from ferry.zk.cli_args import UsageError
@@ -40,11 +41,14 @@ Mirror topics of a live cluster into the offline cluster (paper section 4).
       "mirror", each message once) to the offline `_audit`.
 
   ferry mirror status [--source-zookeeper ZK] --target-zookeeper|--zookeeper ZK [--group NAME] [--json]
+  ferry mirror status --bootstrap-server LIVE_HOST:PORT [--command-config FILE] [--zookeeper ZK] [--json]
       one table for both mirror kinds, per partition: live end, copied to (the standalone group's committed
       offset), lag in messages and in seconds, messages per second, owner or leader, and state (copying,
       paused, waiting for the live leader or an owner, failed with the error); for the standalone mirror
       group with --source-zookeeper, and for each of the offline cluster's mirror links (the embedded
-      mirror) with the link's state.
+      mirror) with the link's state. With --bootstrap-server (the live cluster) the standalone group's rows are
+      read over the Kafka protocol (its owners and members are in the live ZooKeeper only); the links are in
+      the offline ZooKeeper: --zookeeper.
 
   ferry mirror link create NAME --zookeeper OFFLINE_ZK --source-zookeeper LIVE_ZK --include REGEX
                     [--exclude REGEX] [--source-config FILE]
@@ -57,8 +61,9 @@ Mirror topics of a live cluster into the offline cluster (paper section 4).
 """
 
 
-STATUS_FLAGS = ("--source-zookeeper", "--target-zookeeper", "--zookeeper", "--source-config", "--target-config",
-                "--include", "--exclude", "--group", "--json", "--log-level")
+STATUS_FLAGS = ("--source-zookeeper", "--bootstrap-server", "--target-zookeeper", "--zookeeper", "--source-config",
+                "--target-config",
+                "--include", "--exclude", "--group", "--json", "--log-level", "--rate-interval")
 
 
 class _Help(argparse.Action):
@@ -82,7 +87,9 @@ def _status_parser(full: argparse.ArgumentParser) -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog=f"{full.prog} status", add_help=False,
                                 description="Print per partition of the standalone mirror group and of each "
                                 "mirror link: live end, copied to, lag in messages and seconds, messages per "
-                                "second, owner or leader, state; exit 0.")
+                                "second, owner or leader, state; exit 0. Give --zookeeper OFFLINE_ZK (the links; with "
+                                "--source-zookeeper LIVE_ZK the standalone group too) or --bootstrap-server LIVE "
+                                "(the standalone group over the Kafka protocol; its owners are in ZooKeeper only).")
     p.add_argument("-h", "--help", action="store_true", help="show this help and exit")
     for action in full._actions:
         if set(action.option_strings) & set(STATUS_FLAGS):
@@ -90,6 +97,9 @@ def _status_parser(full: argparse.ArgumentParser) -> argparse.ArgumentParser:
     return p
 
 
+LINKS_NEED_ZOOKEEPER = ("mirror links not shown: they, their state and their progress are in the offline "
+                        "cluster's ZooKeeper (add --zookeeper OFFLINE_ZK)")
+RATE_INTERVAL_S = 2.0  # status: twice the mirror's default commit interval
 ADD_HELP = False  # its own -h/--help (_Help): `ferry mirror status --help` shows the status flags
 
 
@@ -108,13 +118,18 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "standalone group's lag (without it, status shows the mirror links only)")
     p.add_argument("--target-zookeeper", metavar="HOST:PORT/CHROOT",
                    help="ZooKeeper of the offline cluster (topics are created here; the mirror links are read "
-                        "here for status); required to run and for status")
+                        "here for status); required to run, and for status unless --bootstrap-server is given")
     p.add_argument("--zookeeper", metavar="HOST:PORT/CHROOT",
                    help="`ferry mirror link` (and status): ZooKeeper of the offline cluster, where the links are "
                         "stored")
+    cli.add_bootstrap_argument(p, "status: a broker of the LIVE cluster: the standalone mirror group's rows over "
+                               "the Kafka protocol (OffsetFetch, ListOffsets, Fetch; TLS/SASL from --command-config), "
+                               "instead of --source-zookeeper (owners and members then unknown); the mirror links "
+                               "still need --zookeeper OFFLINE_ZK")
     cli.add_client_config_argument(p, "the live cluster's brokers (the mirror's user there: Read on the topics "
                                    "and the group; for `link create`: stored in the link and read on the offline "
-                                   "brokers)", flag="--source-config", dest="source_config")
+                                   "brokers; --command-config: the same, Kafka's tools' spelling)",
+                                   flag="--source-config", dest="source_config", aliases=("--command-config",))
     cli.add_client_config_argument(p, "the offline cluster's brokers (the mirror's user there: Read, Write and "
                                    "Create on the topics; Read: a resumed partition reads the offline log's end)", flag="--target-config", dest="target_config")
     cli.add_zk_tls_argument(p)
@@ -162,6 +177,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--no-schemas": "do not copy the live schema registry into the offline one (copied by default: mirrored "
                         "messages keep their live schema ids)",
     })
+    p.add_argument("--rate-interval", type=float, default=RATE_INTERVAL_S, metavar="SECONDS",
+                   help=f"status: read the standalone group's committed offsets twice this far apart for its "
+                        f"messages per second (default {RATE_INTERVAL_S}; above the mirror's --commit-interval; "
+                        f"0: no rate, '-')")
     cli.add_json_argument(p, "status: print JSON instead of a table")
     cli.add_log_level_argument(p)
 
@@ -191,22 +210,37 @@ def _status(args: argparse.Namespace) -> int:
     """The standalone mirror group's status (with --source-zookeeper) and the offline cluster's mirror links
     (the embedded mirror), one report for both kinds."""
     offline = args.target_zookeeper or args.zookeeper
-    if not offline:
-        raise UsageError("--target-zookeeper HOST:PORT/CHROOT (the offline cluster's) is required for "
-                         "`ferry mirror status`")
+    if args.bootstrap and args.source_zookeeper:
+        raise UsageError("give --bootstrap-server or --source-zookeeper (the live cluster), not both")
+    if not offline and not args.bootstrap:
+        raise UsageError("`ferry mirror status` needs --bootstrap-server LIVE_HOST:PORT (the standalone mirror over "
+                         "the Kafka protocol) or --zookeeper OFFLINE_ZK (the mirror links; with --source-zookeeper "
+                         "LIVE_ZK the standalone mirror too)")
     if args.target_zookeeper and args.zookeeper and args.target_zookeeper != args.zookeeper:
         raise UsageError("--zookeeper and --target-zookeeper name two different offline clusters")
+    if args.rate_interval < 0:
+        raise UsageError(f"--rate-interval {args.rate_interval}: must be 0 or more seconds")
     source_client, target_client = _client_configs(args)
-    status = mirror_status(args.source_zookeeper, offline, args.group, args.include, args.exclude,
-                           source_client=source_client, target_client=target_client) \
-        if args.source_zookeeper else None
-    links = links_status(offline)
+    status = None
+    if args.bootstrap:
+        status = mirror_status_over_kafka(args.bootstrap, args.group, args.include, args.exclude,
+                                          client=source_client, rate_interval_s=args.rate_interval)
+    elif args.source_zookeeper:
+        status = mirror_status(args.source_zookeeper, offline, args.group, args.include, args.exclude,
+                               source_client=source_client, target_client=target_client,
+                               rate_interval_s=args.rate_interval)
+    links = links_status(offline) if offline else None
     if args.json:
-        print(json.dumps({**(status.to_dict() if status is not None else {}), "links": links}, indent=2))
+        doc = {**(status.to_dict() if status is not None else {}), "links": links}
+        if links is None:
+            doc["links_note"] = LINKS_NEED_ZOOKEEPER
+        print(json.dumps(doc, indent=2))
         return 0
     if status is not None:
         print(format_status(status))
-    if links or status is None:
+    if links is None:
+        print(f"\nembedded mirror: {LINKS_NEED_ZOOKEEPER}")
+    elif links or status is None:
         print(("\nembedded mirror:\n" if status is not None else "") + format_links(links))
     return 0
 

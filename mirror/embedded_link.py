@@ -18,6 +18,7 @@ from __future__ import annotations
 import logging
 import os
 import time
+from dataclasses import replace
 
 from ferry.broker.server.broker_plugin import BrokerServices
 from ferry.client.topic_selection import TopicFilter
@@ -25,6 +26,7 @@ from ferry.mirror.audit_sender import AuditEventSender
 from ferry.mirror.copy_lag import CopyRates, lag_messages, lag_seconds
 from ferry.mirror.embedded_audit import APPLICATION, LinkAuditor
 from ferry.mirror.embedded_copier import LinkSettingsError, PartitionCopier, copy_position
+from ferry.mirror.link_overlap import LinkOverlap, live_cluster_identity, overlap_reason
 from ferry.mirror.link_progress import PAUSED, clear_failure, remove_progress, write_failure, write_progress
 from ferry.mirror.schema_sync import SchemaSync
 from ferry.mirror.topic_sync import TopicSync
@@ -59,6 +61,9 @@ class LinkRunner:
         self.security: ClientSecurity = PLAINTEXT
         self._settings_stamp: tuple[int, int] | None = None  # the --source-config file as read: (mtime ns, size)
         self._failure: str | None = ""  # the failure this broker last reported for the link ("": not known yet)
+        self.source_cluster: str | None = None  # the live cluster's identity, read at start (link_overlap.py)
+        self.overlap: str | None = None  # why a selected topic is left to another link of the same live cluster
+        self._overlap_logged: str | None = None
 
     def same_source(self, link: MirrorLink) -> bool:
         """Whether ``link`` is still what this runner copies (else it is stopped and started anew)."""
@@ -115,6 +120,7 @@ class LinkRunner:
             return False
         self.live = live
         try:
+            await self._learn_source_cluster()
             await self._start_syncs(link)
         except Exception as e:  # e.g. the live ZooKeeper refuses a write of the schema copy's watch path
             log.warning("mirror link %s: cannot start (%s); retrying", link.name,
@@ -125,6 +131,16 @@ class LinkRunner:
                  link.source_zookeeper, link.include, f", exclude {link.exclude!r}" if link.exclude else "",
                  link.producer_id)
         return True
+
+    async def _learn_source_cluster(self) -> None:
+        """Read the live cluster's identity and store it in the link if it differs (every broker then knows which
+        links pull from one cluster, even one that cannot reach it)."""
+        live = self.live
+        assert live is not None
+        self.source_cluster = await self._blocking(live_cluster_identity, live.client)
+        if self.link.source_cluster != self.source_cluster:
+            store, name, cluster = MirrorLinkStore(self.services.registry.client), self.link.name, self.source_cluster
+            self.link = await self._blocking(lambda: store.update(name, source_cluster=cluster))
 
     async def _start_syncs(self, link: MirrorLink) -> None:
         """What runs beside the copiers: the topic and schema copies, the audit publisher."""
@@ -164,13 +180,25 @@ class LinkRunner:
 
         return await self._blocking(lookup)
 
-    async def reconcile(self, link: MirrorLink) -> None:
-        """Run a copier for each selected partition led here while the link runs; stop the others."""
-        self.link = link
+    async def reconcile(self, link: MirrorLink, overlap: LinkOverlap | None = None) -> None:
+        """Run a copier for each selected partition led here while the link runs; stop the others. A topic that
+        ``overlap`` gives to another link of the same live cluster is left to it (and the link says so)."""
+        self.link = link = replace(link, source_cluster=link.source_cluster or self.source_cluster)
         replicas = self.services.replicas
         running = link.state == RUNNING
-        led = {tp: part for tp, part in list(replicas.partitions.items())
-               if part.is_leader and not part.log.offline and self.filter.matches(tp[0])}
+        led, left = {}, {}
+        for tp, part in list(replicas.partitions.items()):
+            if part.is_leader and not part.log.offline and self.filter.matches(tp[0]):
+                other = overlap.copier_of(link, tp[0]) if overlap is not None else None
+                if other is None:
+                    led[tp] = part
+                else:
+                    left[tp[0]] = other
+        self.overlap = overlap_reason(*min(left.items())) if left else None
+        if self.overlap and self.overlap != self._overlap_logged:
+            log.error("mirror link %s: %s (one link per live cluster): not copied by this link", link.name,
+                      self.overlap)
+        self._overlap_logged = self.overlap
         for tp, copier in list(self.copiers.items()):
             if not running or tp not in led or not copier.leads or copier.done:
                 del self.copiers[tp]
@@ -193,7 +221,7 @@ class LinkRunner:
             return
         self._reported_at = now
         broker_id = self.services.config.broker_id
-        await self._report_failure(next((c.link_error for c in self.copiers.values() if c.link_error), None))
+        await self._report_failure(next((c.link_error for c in self.copiers.values() if c.link_error), self.overlap))
         reports = await self._blocking(self._copier_reports, broker_id)
         if not running:
             for tp, part in led.items():

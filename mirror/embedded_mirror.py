@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Iterator
+from dataclasses import replace
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.metrics_core import Metric
@@ -20,6 +21,7 @@ from prometheus_client.metrics_core import Metric
 from ferry.broker.server.broker_plugin import BrokerServices
 from ferry.broker.server.task_cancel import cancel_and_wait
 from ferry.mirror.embedded_link import LinkRunner
+from ferry.mirror.link_overlap import LinkOverlap
 from ferry.mirror.link_progress import FAILED, clear_failure
 from ferry.mirror.partition_mirror import backoff
 from ferry.zk.mirror_links import PAUSED, MirrorLink, MirrorLinkStore
@@ -131,9 +133,12 @@ class EmbeddedMirror:
         except RuntimeError:  # the loop closed: the broker is stopping
             pass
 
-    def _links(self) -> dict[str, MirrorLink]:
+    def _links(self) -> tuple[dict[str, MirrorLink], dict[str, int]]:
+        """The stored links by name, and their creation order (link_overlap.py)."""
         assert self.services is not None
-        return {link.name: link for link in MirrorLinkStore(self.services.registry.client).all(self._on_change)}
+        store = MirrorLinkStore(self.services.registry.client)
+        links = {link.name: link for link in store.all(self._on_change)}
+        return links, store.creation_order(list(links))
 
     async def _started(self, name: str, link: MirrorLink) -> LinkRunner | None:
         """The link's runner once its start (a task of its own: a live ZooKeeper that does not answer takes its
@@ -186,7 +191,7 @@ class EmbeddedMirror:
     async def run_pass(self) -> None:
         services = self.services
         assert services is not None
-        links = await services.loop.run_in_executor(services.executor, self._links)
+        links, created = await services.loop.run_in_executor(services.executor, self._links)
         for name in set(self._start_errors) - set(links):
             del self._start_errors[name]
         for name in set(self._start_failures) - set(links):  # deleted while it could not start
@@ -205,11 +210,17 @@ class EmbeddedMirror:
                     await services.loop.run_in_executor(services.executor, runner.settings_changed):
                 del self.runners[name]
                 await runner.stop()
+        started: dict[str, LinkRunner] = {}
         for name, link in sorted(links.items()):
             runner = self.runners.get(name)
             if runner is None:
                 runner = await self._started(name, link)
                 if runner is None:
                     continue
-                link = runner.link  # with its producer id
-            await runner.reconcile(link)
+                links[name] = runner.link  # with its producer id and live cluster
+            started[name] = runner
+        known = [replace(lk, source_cluster=lk.source_cluster or started[n].source_cluster) if n in started else lk
+                 for n, lk in links.items()]  # the live cluster as stored, or as a runner here just read it
+        overlap = LinkOverlap(known, created)
+        for name, runner in started.items():
+            await runner.reconcile(links[name], overlap)

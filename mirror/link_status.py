@@ -28,7 +28,7 @@ def link_doc(link: MirrorLink) -> dict:
     """The link as stored (no secret: the --source-config is a path on the brokers)."""
     return {"name": link.name, "state": link.state, "source_zookeeper": link.source_zookeeper,
             "include": link.include, "exclude": link.exclude, "source_config": link.source_config,
-            "source_zookeeper_config": link.source_zookeeper_config,
+            "source_zookeeper_config": link.source_zookeeper_config, "source_cluster": link.source_cluster,
             "producer_id": link.producer_id}
 
 

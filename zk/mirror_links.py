@@ -11,6 +11,12 @@ The producer id outlives the link: ``/mirror/link_ids/<name>`` keeps it (with th
 once the link is deleted, and a link created again from that live cluster takes it back (under the same name,
 or under a new one when no other link uses it). Its leaders then find their copy's end in the offline log as
 before and resume there: deleting and re-creating a link never copies anything a second time.
+
+One link per live cluster: a second link whose --source-zookeeper names the same ZooKeeper (a host in common,
+the same chroot) is refused at create and alter, since two links would copy the same records twice into one
+offline partition (each has its own producer id, so its own position). A live cluster reached under two
+addresses is caught when the links run (mirror/link_overlap.py), by the identity the first broker running a
+link stores in it (``source_cluster``).
 """
 
 from __future__ import annotations
@@ -49,6 +55,16 @@ class InvalidLinkError(RegistryError, ValueError):
     """A link definition that cannot work (a bad name, regex or ZooKeeper connect string)."""
 
 
+class OverlappingLinkError(InvalidLinkError):
+    """A second link from a live cluster that a stored link already copies (it would copy everything twice)."""
+
+
+def same_zookeeper(a: str, b: str) -> bool:
+    """Whether two connect strings reach one cluster: the same chroot on a ZooKeeper host they share."""
+    x, y = ZkConnect.parse(a), ZkConnect.parse(b)
+    return x.chroot.rstrip("/") == y.chroot.rstrip("/") and bool(set(x.hosts.split(",")) & set(y.hosts.split(",")))
+
+
 def link_path(name: str) -> str:
     return f"{LINKS_PATH}/{name}"
 
@@ -68,6 +84,8 @@ class MirrorLink:
     source_zookeeper_config: str | None = None
     state: str = RUNNING
     producer_id: int = -1  # -1: not allocated yet (the first broker running the link allocates it)
+    # the live cluster's identity as a broker running the link read it (link_overlap.live_cluster_identity)
+    source_cluster: str | None = None
 
     def validate(self) -> MirrorLink:
         if not _NAME.fullmatch(self.name):
@@ -96,7 +114,8 @@ class MirrorLink:
             return cls(name=name, source_zookeeper=doc["source_zookeeper"], include=doc["include"],
                        exclude=doc.get("exclude"), source_config=doc.get("source_config"),
                        source_zookeeper_config=doc.get("source_zookeeper_config"),
-                       state=doc.get("state", RUNNING), producer_id=int(doc.get("producer_id", -1)))
+                       state=doc.get("state", RUNNING), producer_id=int(doc.get("producer_id", -1)),
+                       source_cluster=doc.get("source_cluster"))
         except (ValueError, KeyError, TypeError, UnicodeDecodeError) as e:
             raise InvalidLinkError(f"mirror link {name}: unreadable znode ({e})") from None
 
@@ -111,6 +130,7 @@ class MirrorLinkStore:
         """Store ``link``; a link of that name deleted before, from the same live cluster, gets its producer id
         back (its copy resumes where the offline log says it ended)."""
         link.validate()
+        self.refuse_overlap(link.name, link.source_zookeeper)
         if link.producer_id < 0:
             kept = self.kept_producer_id(link.name, link.source_zookeeper)
             if kept is not None:
@@ -121,6 +141,24 @@ class MirrorLinkStore:
         except NodeExistsError:
             raise LinkExistsError(f"mirror link {link.name!r} already exists") from None
         return link
+
+    def refuse_overlap(self, name: str, source_zookeeper: str) -> None:
+        """OverlappingLinkError if another stored link pulls from the same live ZooKeeper (one link per cluster)."""
+        for other in self.all():
+            if other.name != name and same_zookeeper(other.source_zookeeper, source_zookeeper):
+                raise OverlappingLinkError(
+                    f"mirror link {other.name!r} already copies from {other.source_zookeeper}: a second link from "
+                    f"that live cluster would copy its records twice (widen {other.name!r}'s --include instead)")
+
+    def creation_order(self, names: list[str]) -> dict[str, int]:
+        """{name: the link znode's creation zxid}: which of two links came first (the older keeps a topic both
+        would copy from one live cluster, link_overlap.py)."""
+        out = {}
+        for name, request in [(n, self.client.exists_async(link_path(n))) for n in names]:
+            stat = request.get()
+            if stat is not None:
+                out[name] = stat.czxid
+        return out
 
     def get(self, name: str, watch: Callable | None = None) -> tuple[MirrorLink, int]:
         """(link, znode version); UnknownLinkError if there is none. ``watch``: kazoo's one-shot data watch."""
@@ -149,7 +187,11 @@ class MirrorLinkStore:
         return out
 
     def update(self, name: str, **changes: object) -> MirrorLink:
-        """Change fields of a stored link (read, then write conditionally on the version; retried on a race)."""
+        """Change fields of a stored link (read, then write conditionally on the version; retried on a race); a new
+        --source-zookeeper that another link pulls from is refused (OverlappingLinkError)."""
+        source = changes.get("source_zookeeper")
+        if isinstance(source, str):
+            self.refuse_overlap(name, source)
         for _ in range(10):
             link, version = self.get(name)
             new = replace(link, **changes)

@@ -181,7 +181,9 @@ class GroupApis:
         coordinator = self._coordinator()
         if coordinator is None:
             return _offset_fetch_error(version, req, ErrorCode.COORDINATOR_NOT_AVAILABLE)
-        result = coordinator.fetch(req.group_id, req.topics)
+        # v0 is Kafka 0.8.1's: the group's offsets in ZooKeeper (the paper's groups, the standalone mirror's)
+        result = coordinator.fetch_zookeeper_group(req.group_id, req.topics or []) if version == 0 else \
+            coordinator.fetch(req.group_id, req.topics)
         if self._authz.enabled:  # and Describe on each topic: the others are left out (all asked) or refused
             def visible(res: tuple[int, list]) -> bytes:
                 authz, listed = self._authz, req.topics is not None

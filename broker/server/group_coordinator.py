@@ -121,6 +121,11 @@ class GroupCoordinator:
                ) -> CommitResults | Awaitable[CommitResults]:
         return self._offsets.commit(req, protocol_type)
 
+    def fetch_zookeeper_group(self, group_id: str, topics: list[tuple[str, list[int]]]
+                              ) -> Awaitable[tuple[int, list[tuple[str, list[FetchedOffset]]]]]:
+        """OffsetFetch v0: the paper's ZooKeeper group's offsets (GroupOffsetStore.fetch_zookeeper_group)."""
+        return self._offsets.fetch_zookeeper_group(group_id, topics)
+
     def fetch(self, group_id: str, topics: list[tuple[str, list[int]]] | None
               ) -> OffsetFetchResult | Awaitable[OffsetFetchResult]:
         return self._offsets.fetch(group_id, topics)

@@ -26,6 +26,7 @@ from ferry.wire.protocol.errors import ErrorCode
 from ferry.wire.protocol.offset_commit import OffsetCommitRequest
 from ferry.wire.protocol.offset_fetch import FetchedOffset
 from ferry.zk.group_offsets import CommittedOffset, commit_offsets, fetch_offsets, now_ms
+from ferry.zk.zookeeper_group_offsets import fetch_zookeeper_offsets
 
 log = logging.getLogger("ferry.broker.server.group_coordinator")
 
@@ -140,6 +141,23 @@ class GroupOffsetStore:
         if code:
             return code, [(t, [FetchedOffset(p, error_code=code) for p in parts]) for t, parts in topics or []]
         return self._read_offsets(group_id, topics)
+
+    async def fetch_zookeeper_group(self, group_id: str, topics: list[tuple[str, list[int]]]
+                                    ) -> tuple[int, list[tuple[str, list[FetchedOffset]]]]:
+        """OffsetFetch v0 (Kafka 0.8.1): the ZooKeeper group's committed offsets (/consumers/<group>/offsets), which
+        any broker can read (no coordinator: nothing of it is held here)."""
+        if not group_id:
+            return ErrorCode.INVALID_GROUP_ID, [(t, [FetchedOffset(p, error_code=ErrorCode.INVALID_GROUP_ID)
+                                                     for p in parts]) for t, parts in topics]
+        wanted = [(t, p) for t, parts in topics for p in parts]
+        try:
+            found = await self._groups.run_in_executor(self._executor, fetch_zookeeper_offsets, self._zk_client(),
+                                                       group_id, wanted)
+        except Exception as e:
+            log.warning("group %s: reading its ZooKeeper offsets failed: %s", group_id, e or type(e).__name__)
+            code = ErrorCode.COORDINATOR_NOT_AVAILABLE
+            return code, [(t, [FetchedOffset(p, error_code=code) for p in parts]) for t, parts in topics]
+        return ErrorCode.NONE, [(t, [FetchedOffset(p, found.get((t, p), -1)) for p in parts]) for t, parts in topics]
 
     async def _read_offsets(self, group_id: str, topics: list[tuple[str, list[int]]] | None
                             ) -> tuple[int, list[tuple[str, list[FetchedOffset]]]]:

@@ -113,9 +113,10 @@ async function refresh(){const d=await getJSON('/api/flow'+qs());const m=[];if(d
   const g=await getJSON('/api/mirror');let rows='';
   for(const s of g.sources){if(s.error){m.push('mirror status of '+s.live_zookeeper+': '+s.error);continue;}
     for(const q of s.partitions)rows+='<tr><td class=name>'+esc(s.live_zookeeper)+'</td><td class=name>'+esc(q.topic)+'</td><td>'+q.partition+
-      '</td><td>'+esc(q.live_end)+'</td><td>'+esc(q.committed)+'</td><td'+(q.lag?' class=bad':'')+'>'+esc(q.lag)+'</td><td>'+esc(q.offline_end)+'</td><td class=name>'+esc(q.owner)+'</td></tr>';}
+      '</td><td>'+esc(q.live_end)+'</td><td>'+esc(q.committed)+'</td><td'+(q.lag?' class=bad':'')+'>'+esc(q.lag)+'</td><td>'+esc(q.lag_seconds)+
+      '</td><td>'+esc(q.messages_per_s)+'</td><td>'+esc(q.offline_end)+'</td><td class=name>'+esc(q.owner)+'</td></tr>';}
   document.getElementById('lag').innerHTML='<table><tr><th class=name>live cluster</th><th class=name>topic</th><th>partition</th><th>live end</th>'+
-    '<th>committed</th><th>lag</th><th>offline end</th><th class=name>owner</th></tr>'+rows+'</table>';
+    '<th>committed</th><th>lag</th><th>lag s</th><th>msg/s</th><th>offline end</th><th class=name>owner</th></tr>'+rows+'</table>';
   if(g.links_error)m.push('mirror links: '+g.links_error);let lr='';
   for(const k of (g.links||[])){const st='<td class="name'+(k.state.startsWith('failed')?' bad':'')+'">'+esc(k.state)+'</td>';
     if(!k.partitions.length)lr+='<tr><td class=name>'+esc(k.name)+'</td>'+st+'<td class=name>-</td><td colspan=8></td></tr>';

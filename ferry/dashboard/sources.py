@@ -32,6 +32,7 @@ from ferry.wire.client_config import ClientConfig
 
 T = TypeVar("T")
 MIRROR_GROUP = "ferry-mirror"
+MIRROR_RATE_INTERVAL_S = 2.0  # the mirror group's commits read twice this far apart: its rate (commit interval 1 s)
 
 
 class NoLiveClusterError(ValueError):
@@ -119,7 +120,7 @@ class Sources:
         for live in self.live_zookeepers:
             try:
                 st = mirror_status(live, self.zookeeper, self.mirror_group, source_client=self.live_client,
-                                   target_client=self.offline_client)
+                                   target_client=self.offline_client, rate_interval_s=MIRROR_RATE_INTERVAL_S)
             except Exception as e:  # noqa: BLE001 - shown on the page
                 out["sources"].append({"live_zookeeper": live, "error": why(e)})
                 continue

@@ -70,58 +70,50 @@ def test_link_with_source_config_copies_from_a_sasl_ssl_live_cluster(zk_server, 
         produce(live.plaintext, "sec-views", 2, 1200, compression="zstd")
 
         wrong = live.sasl_ssl_config("mirror-live", WRONG, name="wrong.properties")
-        # a broker may read the file before the unlink below: with a refused password it copies nothing even then
-        gone = live.sasl_ssl_config("mirror-live", WRONG, name="gone.properties")
-        good = live.sasl_ssl_config("mirror-live", PW, name="good.properties")
-        for name, cfg in (("wrong-pw", wrong), ("gone", gone)):
-            r = link(offline, "create", name, "--source-zookeeper", live.zk, "--include", "sec-.*",
-                     "--source-config", str(cfg))
-            assert r.returncode == 0, r.stderr
-        gone.unlink()  # the broker reads the file when the link starts there: now missing
+        # one link per live cluster (docs/mirror.md): the failures are shown one after the other on one link
         r = link(offline, "create", "dc1", "--source-zookeeper", live.zk, "--include", "sec-.*",
-                 "--source-config", str(good))
+                 "--source-config", str(wrong))
         assert r.returncode == 0, r.stderr
+        wait_for(lambda: described(offline, "dc1")["state"].startswith("failed: "), 60,
+                 "the wrong password to fail the link")
+        failed = described(offline, "dc1")
+        assert "\n" not in failed["state"] and "refused the link's login" in failed["state"], failed["state"]
+        assert all(p["copied_to"] == -1 for p in failed["partitions"])
+        status = subprocess.run([sys.executable, "-m", "ferry.cli", "mirror", "status", "--target-zookeeper",
+                                 offline.zk_connect], capture_output=True, text=True, timeout=60)
+        assert status.returncode == 0, status.stderr
+        assert "link dc1: failed: " in status.stdout
+        assert PW not in status.stdout and WRONG not in status.stdout
+        zk_text = znodes_text(offline.zk_connect)
+        assert "refused the link's login" in zk_text  # the failure is reported in the offline ZooKeeper
+        assert PW not in zk_text and WRONG not in zk_text
 
+        # the password fixed in the file: the brokers read it again and the link runs, copying every message once
+        live.write_config("wrong.properties", {"security.protocol": "SASL_SSL", "sasl.mechanism": "SCRAM-SHA-512",
+                                               "sasl.username": "mirror-live", "sasl.password": PW,
+                                               "ssl.ca.location": str(live.certs.ca)})
         wait_partitions(offline.bootstrap, "sec-views", 2, timeout=60)
         names = {"sec-views": 2}
         wait_for(lambda: read_log(offline.bootstrap, names, timeout=20) == read_log(live.plaintext, names, timeout=20),
                  120, "the copy over SASL_SSL", interval=1.0)
         rows = read_log(offline.bootstrap, names)
-        assert sum(len(r) for r in rows.values()) == 1200  # byte-identical, nothing twice (only dc1 copies)
+        assert sum(len(r) for r in rows.values()) == 1200  # byte-identical, nothing twice
+        wait_for(lambda: (d := described(offline, "dc1"))["state"] == "running" and len(d["partitions"]) == 2
+                 and all(p["copied_to"] == 600 for p in d["partitions"]) and d["failures"] == [], 90,
+                 "the fixed link to report its copy")
 
-        wait_for(lambda: described(offline, "wrong-pw")["state"].startswith("failed: "), 60,
-                 "the wrong password to fail the link")
-        failed = described(offline, "wrong-pw")
-        assert "\n" not in failed["state"] and "refused the link's login" in failed["state"], failed["state"]
-        assert all(p["copied_to"] == -1 for p in failed["partitions"])
-        wait_for(lambda: "gone.properties" in described(offline, "gone")["state"], 60, "the missing file")
-        assert described(offline, "gone")["state"].startswith("failed: ")
-        assert described(offline, "dc1")["state"] == "running" and described(offline, "dc1")["failures"] == []
-
-        status = subprocess.run([sys.executable, "-m", "ferry.cli", "mirror", "status", "--target-zookeeper",
-                                 offline.zk_connect], capture_output=True, text=True, timeout=60)
-        assert status.returncode == 0, status.stderr
-        assert "link wrong-pw: failed: " in status.stdout and "link gone: failed: " in status.stdout
-        assert "link dc1: running" in status.stdout
-        assert PW not in status.stdout and WRONG not in status.stdout
+        # a --source-config file missing on the broker: failed, naming it; deleting the failed link clears it
+        gone = live.sasl_ssl_config("mirror-live", PW, name="gone.properties")
+        assert link(offline, "alter", "dc1", "--source-config", str(gone)).returncode == 0
+        gone.unlink()  # the broker reads the file when the link (re)starts there: now missing
+        wait_for(lambda: "gone.properties" in described(offline, "dc1")["state"], 60, "the missing file")
+        assert described(offline, "dc1")["state"].startswith("failed: ")
         (broker,) = offline.brokers.values()
         assert broker.running
         text = broker.log_file.read_text(errors="replace")
         assert "Traceback" not in text and PW not in text and WRONG not in text
         assert "not applied" not in text  # the old PLAINTEXT warning is gone
-        zk_text = znodes_text(offline.zk_connect)
-        assert "refused the link's login" in zk_text  # the failure is reported in the offline ZooKeeper
-        assert PW not in zk_text and WRONG not in zk_text
-
-        # the password fixed in the file: the brokers read it again and the link runs (copying the live data once
-        # more, as a second datacenter would: its own producer id)
-        live.write_config("wrong.properties", {"security.protocol": "SASL_SSL", "sasl.mechanism": "SCRAM-SHA-512",
-                                               "sasl.username": "mirror-live", "sasl.password": PW,
-                                               "ssl.ca.location": str(live.certs.ca)})
-        wait_for(lambda: (d := described(offline, "wrong-pw"))["state"] == "running" and len(d["partitions"]) == 2
-                 and all(p["copied_to"] == 600 for p in d["partitions"]), 90, "the fixed link to copy")
-        # deleting a failed link clears its failure
-        assert link(offline, "delete", "gone").returncode == 0
+        assert link(offline, "delete", "dc1").returncode == 0
         wait_for(lambda: "gone.properties" not in znodes_text(offline.zk_connect), 30, "the failure to go")
     finally:
         live.stop()

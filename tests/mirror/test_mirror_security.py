@@ -91,6 +91,17 @@ def test_mirror_between_two_secured_clusters_with_separate_users(secured_pair, t
                             str(target), "--json"], capture_output=True, text=True, timeout=60)
         assert r.returncode == 0, r.stderr
         assert '"total_lag": 0' in r.stdout and LIVE_PW not in r.stdout + r.stderr
+        # the same rows over the Kafka protocol alone: the live SASL_SSL listener, the mirror's user (Read on the
+        # group and the topics), --command-config
+        k = subprocess.run([sys.executable, "-m", "ferry.cli", "mirror", "status", "--bootstrap-server",
+                            live.bootstrap("SASL_SSL"), "--command-config", str(source), "--include", "sec-.*",
+                            "--json"], capture_output=True, text=True, timeout=60)
+        assert k.returncode == 0, k.stderr
+        rows = {(p["topic"], p["partition"]): (p["copied_to"], p["lag"], p["lag_seconds"])
+                for p in json.loads(k.stdout)["partitions"]}
+        assert rows == {("sec-views", 0): (1000, 0, 0.0), ("sec-views", 1): (1000, 0, 0.0),
+                        ("sec-clicks", 0): (700, 0, 0.0), ("_audit", 0): rows[("_audit", 0)]}
+        assert LIVE_PW not in k.stdout + k.stderr
     finally:
         mirror.stop()
     log = mirror.log_text()

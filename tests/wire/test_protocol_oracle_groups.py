@@ -309,3 +309,16 @@ def test_describe_log_dirs():
     res = [describe_log_dirs.LogDirResult(0, "/data", [("t", [(0, 100, 0)])])]
     d = _same_after_roundtrip(DescribeLogDirsResponse, describe_log_dirs.encode_response(1, res), 1)
     assert d.results[0].topics[0].partitions[0].partition_size == 100
+
+
+def test_offset_fetch_v0_client_side():
+    """The client's OffsetFetch v0 (a ZooKeeper group's offsets: `ferry mirror status --bootstrap-server`) is what
+    the oracle encodes, and its answer parses back."""
+    T = OffsetFetchRequest.OffsetFetchRequestTopic
+    key, version, parts = offset_fetch.encode_zookeeper_group_request("ferry-mirror", [("t", [0, 3])])
+    assert (key, version) == (9, 0)
+    assert b"".join(bytes(p) for p in parts) == bytes(OffsetFetchRequest(
+        version=0, group_id="ferry-mirror", topics=[T(name="t", partition_indexes=[0, 3])]).encode(version=0))
+    rows = [offset_fetch.FetchedOffset(0, 42, -1, ""), offset_fetch.FetchedOffset(3, error_code=16)]
+    got = offset_fetch.parse_response(memoryview(offset_fetch.encode_response(0, [("t", rows)])), 0)
+    assert [(r.partition, r.offset, r.error_code) for r in got["t"]] == [(0, 42, 0), (3, -1, 16)]

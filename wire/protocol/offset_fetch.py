@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ferry.wire.protocol.api_keys import ApiKey
+from ferry.wire.protocol.header import Buffers
 from ferry.wire.protocol.primitives import Reader, Writer
 
 
@@ -48,3 +50,27 @@ def encode_response(version: int, topics: list[tuple[str, list[FetchedOffset]]],
     if version >= 2:
         w.error_code(error_code)
     return bytes(w.buf)
+
+
+# ---------------------------------------------------------------------- client side
+
+
+def encode_zookeeper_group_request(group: str, topics: list[tuple[str, list[int]]]) -> tuple[int, int, Buffers]:
+    """OffsetFetch v0: Kafka 0.8.1's read of a group's offsets kept in ZooKeeper (the paper's groups)."""
+    w = Writer().string(group).array_len(len(topics))
+    for name, parts in topics:
+        w.string(name).array_len(len(parts))
+        for p in parts:
+            w.int32(p)
+    return ApiKey.OFFSET_FETCH, 0, [w.buf]
+
+
+def parse_response(body: memoryview, version: int = 0) -> dict[str, list[FetchedOffset]]:
+    """An OffsetFetch answer (after the correlation id), versions 0-1: {topic: [FetchedOffset]}."""
+    def partition(r: Reader) -> FetchedOffset:
+        p, offset = r.int32(), r.int64()
+        return FetchedOffset(p, offset, metadata=r.nullable_string(), error_code=r.int16())
+
+    if version > 1:
+        raise ValueError(f"OffsetFetch v{version} answers are not parsed here")
+    return Reader(body).topic_map(partition)
