@@ -4,10 +4,10 @@ Neither terraform nor tofu can be installed here (not in Debian's archive; the P
 the binary and `terraform init` would download the AWS provider, neither reachable), so this parses
 every .tf file with python-hcl2 and checks what `terraform validate` would catch in our own code:
 declared-and-used variables and locals, module inputs and outputs that exist, references to declared
-resources, and firewall rules that open nothing to the world. The inventory template is rendered with
-sample module outputs and read back by `ansible-inventory`, then the group_vars' connect strings are
-checked against it. Where a terraform binary and a local copy of the AWS provider are on the machine, the
-configuration is also validated and planned for real (fake credentials, no API call).
+resources, and firewall rules that open nothing to the world; the inventory template gets what it uses
+(rendered and read back by Ansible: test_terraform_inventory.py). Where a terraform binary and a local copy of
+the AWS provider are on the machine, the configuration is also validated and planned for real (fake
+credentials, no API call).
 """
 
 from __future__ import annotations
@@ -21,7 +21,6 @@ from typing import Any
 
 import hcl2
 import pytest
-import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
 TF = ROOT / "infra" / "terraform"
@@ -284,94 +283,7 @@ def test_terraform_validates_and_plans_the_metrics_rules(tmp_path: Path) -> None
     assert all(r["change"]["after"].get("cidr_ipv4") != "0.0.0.0/0" for r in rules)
 
 
-# --- the inventory template -------------------------------------------------------------------------
-
-class _Obj:
-    """Attribute access over parsed values, as Terraform's object/list syntax reads them."""
-
-    def __init__(self, value: Any) -> None:
-        self.value = value
-
-    def __getattr__(self, name: str) -> Any:
-        return _wrap(self.value[name])
-
-    def __getitem__(self, key: Any) -> Any:
-        return _wrap(self.value[key])
-
-
-def _wrap(v: Any) -> Any:
-    return _Obj(v) if isinstance(v, (dict, list)) else v
-
-
-_EXPR = re.compile(r'^[\w\s.+\-*\[\]"]+$')
-
-
-def _eval(expr: str, scope: dict[str, Any]) -> Any:
-    if not _EXPR.match(expr):
-        raise ValueError(f"template expression outside the supported subset: {expr!r}")
-    return eval(expr, {"__builtins__": {}}, {k: _wrap(v) for k, v in scope.items()})  # noqa: S307 - own file
-
-
-_TOKEN = re.compile(r"(%\{~?\s*(.*?)\s*~?\}|\$\{\s*(.*?)\s*\})", re.S)
-
-
-def render_tftpl(text: str, scope: dict[str, Any]) -> str:
-    """Terraform's templatefile() for the subset the inventory template uses:
-    ${expr} (names, .attr, [i], + - *), %{ for [i,] x in expr } ... %{ endfor } and ~ strip markers."""
-    # Apply strip markers first: "~}" eats the whitespace after, "%{~" the whitespace before.
-    text = re.sub(r"~\}[ \t]*\n?", "}", text)
-    text = re.sub(r"[ \t]*%\{~", "%{", text)
-    pos = 0
-    out: list[Any] = []
-    stack: list[list] = [out]
-    for m in _TOKEN.finditer(text):
-        stack[-1].append(text[pos:m.start()])
-        pos = m.end()
-        directive, expr = m.group(2), m.group(3)
-        if directive is None:
-            stack[-1].append(("expr", expr))
-        elif directive.startswith("for "):
-            fm = re.match(r"for\s+(?:(\w+)\s*,\s*)?(\w+)\s+in\s+(.+)$", directive)
-            if not fm:
-                raise ValueError(f"unsupported directive {directive!r}")
-            node = ["for", fm.group(1), fm.group(2), fm.group(3)]
-            stack[-1].append(node)
-            stack.append(node)
-        elif directive == "endfor":
-            stack.pop()
-        else:
-            raise ValueError(f"unsupported directive {directive!r}")
-    stack[-1].append(text[pos:])
-    assert len(stack) == 1, "unclosed %{ for }"
-
-    def emit(nodes: list, env: dict[str, Any]) -> str:
-        parts = []
-        for n in nodes:
-            if isinstance(n, str):
-                parts.append(n)
-            elif isinstance(n, tuple):
-                parts.append(str(_eval(n[1], env)))
-            else:
-                _, idx, var, coll = n[:4]
-                items = _eval(coll, env)
-                items = items.value if isinstance(items, _Obj) else items
-                for i, item in enumerate(items):
-                    inner = dict(env, **{var: item})
-                    if idx:
-                        inner[idx] = i
-                    parts.append(emit(n[4:], inner))
-        return "".join(parts)
-
-    return emit(out, scope)
-
-
-def sample_hosts(dc: str, base: str, counts: dict[str, int]) -> dict[str, list[dict]]:
-    """What module.<dc>.hosts looks like after an apply."""
-    short = {"zookeeper": "zk", "broker": "broker", "mirror": "mirror", "loader": "loader", "spark_worker": "spark"}
-    subnet = {"zookeeper": 1, "broker": 2, "mirror": 3, "loader": 4, "spark_worker": 5}
-    return {role: [{"name": f"{dc}-{short[role]}-{i + 1}", "private_ip": f"{base}.{subnet[role]}.{11 + i}",
-                    "id": f"i-{dc}{role}{i}"} for i in range(counts.get(role, 0))] for role in short}
-
+# --- the inventory template (rendered and read by Ansible: test_terraform_inventory.py) ------------
 
 def test_template_call_passes_what_the_template_uses() -> None:
     root = parse_module(TF)
@@ -383,62 +295,3 @@ def test_template_call_passes_what_the_template_uses() -> None:
     loop_vars = set(re.findall(r"%\{\s*for\s+(?:(\w+)\s*,\s*)?", tpl)) | set(
         re.findall(r"%\{\s*for\s+(?:\w+\s*,\s*)?(\w+)\s+in", tpl))
     assert used - loop_vars <= passed, f"template uses {used - loop_vars - passed} not passed by templatefile()"
-
-
-@pytest.mark.slow
-def test_inventory_template_renders_an_ansible_inventory(tmp_path: Path) -> None:
-    live = sample_hosts("live", "10.10", {"zookeeper": 3, "broker": 2})
-    offline = sample_hosts("offline", "10.20", {"zookeeper": 3, "broker": 2, "mirror": 2, "loader": 1,
-                                                "spark_worker": 2})
-    text = render_tftpl((TF / "templates" / "inventory.yml.tftpl").read_text(),
-                        {"ansible_user": "admin", "security": "sasl_ssl", "zookeeper_tls": "true", "live": live,
-                         "offline": offline})
-    # plain YAML first: a clearer error than Ansible's; the ZooKeeper port opened is the one the playbooks use
-    assert yaml.safe_load(text)["all"]["vars"]["ferry_zookeeper_tls"] is True
-    inv = tmp_path / "hosts.yml"
-    inv.write_text(text)
-    p = subprocess.run([str(VENV_BIN / "ansible-inventory"), "-i", str(inv), "--list"], capture_output=True,
-                       text=True, timeout=120, cwd=ANSIBLE_DIR,
-                       env=dict(os.environ, ANSIBLE_CONFIG=str(ANSIBLE_DIR / "ansible.cfg")))
-    assert p.returncode == 0, p.stderr
-    listing = json.loads(p.stdout)
-    hosts = lambda g: set(listing.get(g, {}).get("hosts", []))  # noqa: E731
-    assert hosts("live_zookeeper") == {"live-zk-1", "live-zk-2", "live-zk-3"}
-    assert hosts("live_brokers") == {"live-broker-1", "live-broker-2"}
-    assert hosts("offline_brokers") == {"offline-broker-1", "offline-broker-2"}
-    assert hosts("mirror") == {"offline-mirror-1", "offline-mirror-2"}
-    assert hosts("loader") == {"offline-loader-1"}
-    assert hosts("spark_workers") == {"offline-spark-1", "offline-spark-2"}
-    assert set(listing["live"]["children"]) == {"live_zookeeper", "live_brokers"}
-    assert set(listing["zookeeper"]["children"]) == {"live_zookeeper", "offline_zookeeper"}
-    hv = listing["_meta"]["hostvars"]
-    assert [hv[f"live-broker-{i}"]["ferry_broker_id"] for i in (1, 2)] == [1, 2]
-    assert hv["offline-zk-3"]["ferry_zookeeper_myid"] == 3
-    assert hv["offline-loader-1"]["ansible_host"] == "10.20.4.11"
-    assert hv["offline-loader-1"]["ferry_security"] == "sasl_ssl"  # Ansible's and Terraform's settings agree
-
-    # The playbooks' group_vars turn it into the right connect strings for each datacenter.
-    p = subprocess.run([str(VENV_BIN / "ansible"), "-i", str(inv), "live-broker-2:offline-mirror-1", "-m",
-                        "ansible.builtin.debug", "-a", "msg={{ ferry_zookeeper_connect }}|{{ ferry_live_zookeeper_connect }}"],
-                       capture_output=True, text=True, timeout=120, cwd=ANSIBLE_DIR,
-                       env=dict(os.environ, ANSIBLE_CONFIG=str(ANSIBLE_DIR / "ansible.cfg"), ANSIBLE_NOCOLOR="1"))
-    assert p.returncode == 0, p.stdout + p.stderr
-    live_zk = "10.10.1.11:2281,10.10.1.12:2281,10.10.1.13:2281/ferry/live"  # ZooKeeper over TLS by default
-    offline_zk = "10.20.1.11:2281,10.20.1.12:2281,10.20.1.13:2281/ferry/offline"
-    assert f'"msg": "{live_zk}|{live_zk}"' in p.stdout
-    assert f'"msg": "{offline_zk}|{live_zk}"' in p.stdout
-
-    # With spark_workers the loads' master is the Spark cluster on the first loader (roles/spark).
-    p = subprocess.run([str(VENV_BIN / "ansible"), "-i", str(inv), "offline-loader-1:offline-spark-2", "-m",
-                        "ansible.builtin.debug", "-a", "msg={{ spark_master_url | trim }}"],
-                       capture_output=True, text=True, timeout=120, cwd=ANSIBLE_DIR,
-                       env=dict(os.environ, ANSIBLE_CONFIG=str(ANSIBLE_DIR / "ansible.cfg"), ANSIBLE_NOCOLOR="1"))
-    assert p.returncode == 0, p.stdout + p.stderr
-    assert p.stdout.count('"msg": "spark://10.20.4.11:7077"') == 2, p.stdout
-
-
-def test_renderer_rejects_what_it_does_not_understand() -> None:
-    with pytest.raises(ValueError):
-        render_tftpl("%{ if x }a%{ endif }", {"x": True})
-    assert render_tftpl("%{ for i, h in hs ~}\n${h.n}=${i + 1}\n%{ endfor ~}\n", {"hs": [{"n": "a"}, {"n": "b"}]}) \
-        == "a=1\nb=2\n"

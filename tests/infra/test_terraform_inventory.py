@@ -1,0 +1,136 @@
+"""The inventory infra/terraform renders, read by Ansible where the playbooks run (their ansible.cfg and
+group_vars/): its groups and host variables, the connect strings the group_vars compute from it, and that every
+setting Terraform passes in its all:vars is the value the playbooks see (the playbooks' group_vars/all.yml sets
+the same names as defaults: ansible.cfg's precedence lets the inventory win)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+from terraform_template import render_tftpl, sample_hosts
+
+ROOT = Path(__file__).resolve().parents[2]
+TF = ROOT / "infra" / "terraform"
+ANSIBLE_DIR = ROOT / "infra" / "ansible"
+VENV_BIN = Path(os.environ.get("VIRTUAL_ENV", ROOT / ".venv")) / "bin"
+
+
+def render_inventory(tmp_path: Path, security: str, zookeeper_tls: str) -> Path:
+    """hosts.yml as `terraform output -raw ansible_inventory` writes it for these settings (a small layout)."""
+    live = sample_hosts("live", "10.10", {"zookeeper": 3, "broker": 2})
+    offline = sample_hosts("offline", "10.20", {"zookeeper": 1, "broker": 2, "loader": 1})
+    text = render_tftpl((TF / "templates" / "inventory.yml.tftpl").read_text(),
+                        {"ansible_user": "admin", "security": security, "zookeeper_tls": zookeeper_tls,
+                         "live": live, "offline": offline})
+    inv = tmp_path / "hosts.yml"
+    inv.write_text(text)
+    return inv
+
+
+def ansible_sees(inventory: Path, hosts: str, expr: str) -> dict[str, object]:
+    """{host: the value of the Jinja expression `expr`} as the playbooks would see it (ad hoc, with the playbook
+    directory's ansible.cfg and group_vars/; debug runs on the controller, no host is reached)."""
+    p = subprocess.run([str(VENV_BIN / "ansible"), "-i", str(inventory), hosts, "--playbook-dir", str(ANSIBLE_DIR),
+                        "-o", "-m", "ansible.builtin.debug", "-a", f"msg={{{{ {expr} }}}}"],
+                       capture_output=True, text=True, timeout=120, cwd=ANSIBLE_DIR,
+                       env=dict(os.environ, ANSIBLE_CONFIG=str(ANSIBLE_DIR / "ansible.cfg"), ANSIBLE_NOCOLOR="1"))
+    assert p.returncode == 0, p.stdout + p.stderr
+    seen = {m.group(1): json.loads(m.group(2))["msg"] for m in re.finditer(r"^(\S+) \| SUCCESS => (\{.*\})$",
+                                                                            p.stdout, re.M)}
+    assert seen, p.stdout
+    return seen
+
+
+@pytest.mark.slow
+def test_inventory_template_renders_an_ansible_inventory(tmp_path: Path) -> None:
+    live = sample_hosts("live", "10.10", {"zookeeper": 3, "broker": 2})
+    offline = sample_hosts("offline", "10.20", {"zookeeper": 3, "broker": 2, "mirror": 2, "loader": 1,
+                                                "spark_worker": 2})
+    text = render_tftpl((TF / "templates" / "inventory.yml.tftpl").read_text(),
+                        {"ansible_user": "admin", "security": "sasl_ssl", "zookeeper_tls": "true", "live": live,
+                         "offline": offline})
+    # plain YAML first: a clearer error than Ansible's; the ZooKeeper port opened is the one the playbooks use
+    assert yaml.safe_load(text)["all"]["vars"]["ferry_zookeeper_tls"] is True
+    inv = tmp_path / "hosts.yml"
+    inv.write_text(text)
+    p = subprocess.run([str(VENV_BIN / "ansible-inventory"), "-i", str(inv), "--list"], capture_output=True,
+                       text=True, timeout=120, cwd=ANSIBLE_DIR,
+                       env=dict(os.environ, ANSIBLE_CONFIG=str(ANSIBLE_DIR / "ansible.cfg")))
+    assert p.returncode == 0, p.stderr
+    listing = json.loads(p.stdout)
+    hosts = lambda g: set(listing.get(g, {}).get("hosts", []))  # noqa: E731
+    assert hosts("live_zookeeper") == {"live-zk-1", "live-zk-2", "live-zk-3"}
+    assert hosts("live_brokers") == {"live-broker-1", "live-broker-2"}
+    assert hosts("offline_brokers") == {"offline-broker-1", "offline-broker-2"}
+    assert hosts("mirror") == {"offline-mirror-1", "offline-mirror-2"}
+    assert hosts("loader") == {"offline-loader-1"}
+    assert hosts("spark_workers") == {"offline-spark-1", "offline-spark-2"}
+    assert set(listing["live"]["children"]) == {"live_zookeeper", "live_brokers"}
+    assert set(listing["zookeeper"]["children"]) == {"live_zookeeper", "offline_zookeeper"}
+    hv = listing["_meta"]["hostvars"]
+    assert [hv[f"live-broker-{i}"]["ferry_broker_id"] for i in (1, 2)] == [1, 2]
+    assert hv["offline-zk-3"]["ferry_zookeeper_myid"] == 3
+    assert hv["offline-loader-1"]["ansible_host"] == "10.20.4.11"
+    assert hv["offline-loader-1"]["ferry_security"] == "sasl_ssl"  # Ansible's and Terraform's settings agree
+
+    # The playbooks' group_vars turn it into the right connect strings for each datacenter.
+    p = subprocess.run([str(VENV_BIN / "ansible"), "-i", str(inv), "live-broker-2:offline-mirror-1", "-m",
+                        "ansible.builtin.debug", "-a", "msg={{ ferry_zookeeper_connect }}|{{ ferry_live_zookeeper_connect }}"],
+                       capture_output=True, text=True, timeout=120, cwd=ANSIBLE_DIR,
+                       env=dict(os.environ, ANSIBLE_CONFIG=str(ANSIBLE_DIR / "ansible.cfg"), ANSIBLE_NOCOLOR="1"))
+    assert p.returncode == 0, p.stdout + p.stderr
+    live_zk = "10.10.1.11:2281,10.10.1.12:2281,10.10.1.13:2281/ferry/live"  # ZooKeeper over TLS by default
+    offline_zk = "10.20.1.11:2281,10.20.1.12:2281,10.20.1.13:2281/ferry/offline"
+    assert f'"msg": "{live_zk}|{live_zk}"' in p.stdout
+    assert f'"msg": "{offline_zk}|{live_zk}"' in p.stdout
+
+    # With spark_workers the loads' master is the Spark cluster on the first loader (roles/spark).
+    p = subprocess.run([str(VENV_BIN / "ansible"), "-i", str(inv), "offline-loader-1:offline-spark-2", "-m",
+                        "ansible.builtin.debug", "-a", "msg={{ spark_master_url | trim }}"],
+                       capture_output=True, text=True, timeout=120, cwd=ANSIBLE_DIR,
+                       env=dict(os.environ, ANSIBLE_CONFIG=str(ANSIBLE_DIR / "ansible.cfg"), ANSIBLE_NOCOLOR="1"))
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert p.stdout.count('"msg": "spark://10.20.4.11:7077"') == 2, p.stdout
+
+
+def test_renderer_rejects_what_it_does_not_understand() -> None:
+    with pytest.raises(ValueError):
+        render_tftpl("%{ if x }a%{ endif }", {"x": True})
+    assert render_tftpl("%{ for i, h in hs ~}\n${h.n}=${i + 1}\n%{ endfor ~}\n", {"hs": [{"n": "a"}, {"n": "b"}]}) \
+        == "a=1\nb=2\n"
+
+
+# (var.security, the template's zookeeper_tls as outputs.tf computes it, what follows from them in the playbooks)
+TERRAFORM_SETTINGS = {
+    "zookeeper_tls=false": ("sasl_ssl", "false", {"ferry_zookeeper_client_port": 2181, "ferry_broker_client_port": 9093}),
+    "security=plaintext": ("plaintext", "false", {"ferry_zookeeper_client_port": 2181, "ferry_broker_client_port": 9092}),
+    "defaults": ("sasl_ssl", "true", {"ferry_zookeeper_client_port": 2281, "ferry_broker_client_port": 9093}),
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", TERRAFORM_SETTINGS)
+def test_every_setting_terraform_passes_is_what_the_playbooks_see(tmp_path: Path, case: str) -> None:
+    """`terraform apply -var zookeeper_tls=false` (or -var security=plaintext) must reach the plays although
+    group_vars/all.yml sets ferry_zookeeper_tls and ferry_security too: each all:vars of the rendered inventory
+    is the value Ansible resolves on every kind of host, and the ports the playbooks derive follow it."""
+    security, zookeeper_tls, derived = TERRAFORM_SETTINGS[case]
+    inv = render_inventory(tmp_path, security, zookeeper_tls)
+    passed = yaml.safe_load(inv.read_text())["all"]["vars"]
+    assert {"ferry_security", "ferry_zookeeper_tls"} <= set(passed), passed
+    names = sorted(passed) + sorted(derived)
+    seen = ansible_sees(inv, "live-zk-1:live-broker-2:offline-broker-1:offline-loader-1",
+                        "{" + ", ".join(f"'{n}': {n}" for n in names) + "}")
+    assert set(seen) == {"live-zk-1", "live-broker-2", "offline-broker-1", "offline-loader-1"}, seen
+    for host, values in seen.items():
+        assert {n: values[n] for n in passed} == passed, f"{host}: the playbooks override Terraform's settings"
+        assert {n: int(values[n]) for n in derived} == derived, host
+    connect = ansible_sees(inv, "offline-loader-1", "ferry_live_zookeeper_connect | trim")["offline-loader-1"]
+    port = derived["ferry_zookeeper_client_port"]
+    assert connect == f"10.10.1.11:{port},10.10.1.12:{port},10.10.1.13:{port}/ferry/live"
