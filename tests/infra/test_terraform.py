@@ -124,7 +124,8 @@ def test_locals_declared_and_used(module) -> None:
 def test_resource_references_exist(module) -> None:
     path, mod = module
     declared = resources(mod)
-    used = {f"{t}.{n}" for t, n in refs(mod, r"\b(aws_[a-z0-9_]+)\.([A-Za-z_][\w-]*)")}
+    code = {kind: blocks for kind, blocks in mod.items() if kind != "moved"}  # moved.tf names former addresses
+    used = {f"{t}.{n}" for t, n in refs(code, r"\b(aws_[a-z0-9_]+)\.([A-Za-z_][\w-]*)")}
     assert used <= declared, f"{path}: references to undeclared resources {used - declared}"
 
 
@@ -163,32 +164,53 @@ def test_firewall_opens_nothing_to_the_world() -> None:
                     assert rtype != "aws_security_group_rule", "use the per-rule resources (ingress/egress_rule)"
 
 
+def live_ingress(root: dict) -> tuple[dict[str, tuple[str, str, str]], str]:
+    """local.live_ingress of the root, {key: (offline group, live group, port expression)}, and its text."""
+    text = next(v for b in root["locals"] for k, v in b.items() if k == "live_ingress")
+    entry = r'(\w+) = \{from = "(\w+)", to = "(\w+)", port = ([\w.]+)'
+    return {k: (f, t, p) for k, f, t, p in re.findall(entry, text)}, text
+
+
 def test_cross_datacenter_rules_are_only_the_mirrors_and_the_loaders() -> None:
-    """Across the link: the offline mirror and the offline brokers (mirror links) to the live brokers and the live
-    ZooKeeper; the offline loaders
-    (Prometheus, the dashboard, the loads' books) to the live ZooKeeper, brokers and brokers' metrics. The
-    Kafka port that crosses is SASL_SSL's (local.kafka_port: ports.broker_tls unless var.security is
-    plaintext); the plaintext port never does."""
+    """Across the link: the offline brokers (mirror links) and the offline mirror to the live brokers and the live
+    ZooKeeper; the offline loaders (Prometheus, the dashboard, the loads' books), when there are any, to the live
+    ZooKeeper, brokers and brokers' metrics. One rule resource serves them all (local.live_ingress). The Kafka port
+    that crosses is SASL_SSL's (local.kafka_port: ports.broker_tls unless var.security is plaintext); the
+    plaintext port never does."""
     root = parse_module(TF)
     rules = {unquote(n): spec for b in root.get("resource", []) for t, body in b.items()
              if unquote(t) == "aws_vpc_security_group_ingress_rule" for n, spec in body.items()}
-    targets = {(spec["security_group_id"], spec["referenced_security_group_id"], spec["from_port"])
-               for name, spec in rules.items() if name != "live_from_offline_loader"}
-    assert targets == {
-        ('${module.live.security_group_ids["broker"]}', '${module.offline.security_group_ids["mirror"]}',
-         "${local.kafka_port}"),
-        ('${module.live.security_group_ids["zookeeper"]}', '${module.offline.security_group_ids["mirror"]}',
-         "${local.zookeeper_port}"),
-        # the offline brokers run the mirror links (the embedded mirror): the same two
-        ('${module.live.security_group_ids["broker"]}', '${module.offline.security_group_ids["broker"]}',
-         "${local.kafka_port}"),
-        ('${module.live.security_group_ids["zookeeper"]}', '${module.offline.security_group_ids["broker"]}',
-         "${local.zookeeper_port}"),
+    assert set(rules) == {"live_from_offline"}, rules
+    rule = rules["live_from_offline"]
+    assert rule["for_each"] == "${local.live_ingress}"
+    assert rule["security_group_id"] == "${module.live.security_group_ids[each.value.to]}"
+    assert rule["referenced_security_group_id"] == "${module.offline.security_group_ids[each.value.from]}"
+    assert rule["from_port"] == rule["to_port"] == "${each.value.port}"
+    entries, text = live_ingress(root)
+    assert entries == {
+        "mirror_links_kafka": ("broker", "broker", "local.kafka_port"),
+        "mirror_links_zookeeper": ("broker", "zookeeper", "local.zookeeper_port"),
+        "mirror_kafka": ("mirror", "broker", "local.kafka_port"),
+        "mirror_zookeeper": ("mirror", "zookeeper", "local.zookeeper_port"),
+        "loader_kafka": ("loader", "broker", "local.kafka_port"),
+        "loader_zookeeper": ("loader", "zookeeper", "local.zookeeper_port"),
+        "loader_metrics": ("loader", "broker", "var.ports.broker_metrics"),
     }
-    loader = rules["live_from_offline_loader"]
-    assert loader["referenced_security_group_id"] == '${module.offline.security_group_ids["loader"]}'
-    opened = set(re.findall(r'group = "(\w+)", port = (?:var\.ports|local)\.(\w+)', loader["for_each"]))
-    assert opened == {("broker", "kafka_port"), ("zookeeper", "zookeeper_port"), ("broker", "broker_metrics")}
+    _, only_with_loaders = text.split("var.offline.loader_count > 0 ?")
+    assert set(re.findall(r"(\w+) = \{from", only_with_loaders)) == {k for k in entries if k.startswith("loader_")}
+
+
+def test_moved_blocks_keep_the_rules_of_earlier_releases() -> None:
+    """Each address the cross-datacenter rules had before live_from_offline moves to one of its entries, so that
+    an apply over an existing deployment keeps its rules instead of replacing them."""
+    root = parse_module(TF)
+    moves = {unquote(m["from"]): unquote(m["to"]) for m in root.get("moved", [])}
+    assert len(moves) == 7, moves
+    keys = set(live_ingress(root)[0])
+    targets = [re.fullmatch(r'\$\{aws_vpc_security_group_ingress_rule\.live_from_offline\["(\w+)"\]\}', t) for t in
+               moves.values()]
+    assert all(targets) and sorted(t.group(1) for t in targets) == sorted(keys), moves
+    assert not any("live_from_offline[" in f or f.endswith(".live_from_offline}") for f in moves), moves
 
 
 def test_kafka_ports_opened_are_the_tls_port_unless_plaintext() -> None:
@@ -272,12 +294,18 @@ def test_terraform_validates_and_plans_the_metrics_rules(tmp_path: Path) -> None
     # 9308 (broker metrics): the offline brokers in-module and the live brokers across the link; 9309 (the
     # standalone mirror's): nothing, as the default deployment copies through mirror links (mirror_count 0)
     assert sorted(r["address"] for r in by_port[9308]) == [
-        'aws_vpc_security_group_ingress_rule.live_from_offline_loader["broker_metrics"]',
+        'aws_vpc_security_group_ingress_rule.live_from_offline["loader_metrics"]',
         'module.offline.aws_vpc_security_group_ingress_rule.metrics_from_loader["broker"]']
     assert 9309 not in by_port
-    # the offline brokers (their mirror links) reach the live brokers on SASL_SSL's port
-    assert 'aws_vpc_security_group_ingress_rule.live_brokers_from_offline_brokers' in \
-        {r["address"] for r in by_port[9093]}
+    # across the link: the mirror links (offline brokers), the standalone mirror's group and the loaders reach the
+    # live brokers on SASL_SSL's port and the live ZooKeeper on its TLS port, each rule described
+    across = {r["index"]: r["change"]["after"] for r in rules if r["address"].startswith(
+        "aws_vpc_security_group_ingress_rule.live_from_offline[")}
+    assert {k: (a["from_port"], a["to_port"]) for k, a in across.items()} == {
+        "mirror_links_kafka": (9093, 9093), "mirror_links_zookeeper": (2281, 2281), "mirror_kafka": (9093, 9093),
+        "mirror_zookeeper": (2281, 2281), "loader_kafka": (9093, 9093), "loader_zookeeper": (2281, 2281),
+        "loader_metrics": (9308, 9308)}
+    assert all(a["description"] and a["ip_protocol"] == "tcp" for a in across.values()), across
     for port in (8500, 9090):  # the dashboard and Prometheus: the operators' networks only
         assert [r["change"]["after"]["cidr_ipv4"] for r in by_port[port]] == ["203.0.113.0/24"]
     assert all(r["change"]["after"].get("cidr_ipv4") != "0.0.0.0/0" for r in rules)
