@@ -12,15 +12,14 @@ credentials, no API call).
 
 from __future__ import annotations
 
-import json
 import os
 import re
-import subprocess
 from pathlib import Path
 from typing import Any
 
 import hcl2
 import pytest
+from terraform_copy import TerraformCopy
 
 ROOT = Path(__file__).resolve().parents[2]
 TF = ROOT / "infra" / "terraform"
@@ -247,46 +246,13 @@ def test_zookeeper_port_opened_is_the_tls_port_with_zookeeper_tls() -> None:
     assert passed == {"live": "${var.zookeeper_tls}", "offline": "${var.zookeeper_tls}"}, passed
 
 
-def _terraform_with_provider() -> tuple[str, Path]:
-    """The terraform binary and a directory holding the AWS provider (a filesystem mirror), or a skip."""
-    import shutil
-
-    binary = shutil.which("terraform") or shutil.which("tofu")
-    if binary is None:
-        pytest.skip("no terraform or tofu binary here (see the module's docstring)")
-    for d in (os.environ.get("FERRY_TF_PLUGIN_DIR"), "/opt/tf-plugins", str(Path.home() / ".terraform.d" / "plugins")):
-        if d and list(Path(d).glob("registry.terraform.io/hashicorp/aws/*/*/terraform-provider-aws*")):
-            return binary, Path(d)
-    pytest.skip("terraform is here but no local copy of the AWS provider (FERRY_TF_PLUGIN_DIR) to init with")
-
-
 @pytest.mark.slow
 def test_terraform_validates_and_plans_the_metrics_rules(tmp_path: Path) -> None:
     """Where terraform and the AWS provider are on the machine: `terraform validate`, then a plan with the
     example variables (fake credentials, no API call) that opens every metrics port to the loaders only."""
-    import shutil
-
-    binary, plugins = _terraform_with_provider()
-    work = tmp_path / "tf"
-    shutil.copytree(TF, work, ignore=shutil.ignore_patterns(".terraform*", "*.tfstate*"))
-    shutil.copy(work / "terraform.tfvars.example", work / "terraform.tfvars")
-    (work / "override.tf").write_text(
-        'provider "aws" {\n  region = var.region\n  access_key = "AKIAEXAMPLE"\n  secret_key = "example"\n'
-        "  skip_credentials_validation = true\n  skip_requesting_account_id = true\n"
-        "  skip_metadata_api_check = true\n  skip_region_validation = true\n}\n")
-    rc = tmp_path / "terraformrc"
-    rc.write_text(f'provider_installation {{\n  filesystem_mirror {{ path = "{plugins}" }}\n}}\n')
-    env = dict(os.environ, TF_CLI_CONFIG_FILE=str(rc), TF_IN_AUTOMATION="1", CHECKPOINT_DISABLE="1")
-
-    def tf(*args: str) -> str:
-        p = subprocess.run([binary, *args], cwd=work, env=env, capture_output=True, text=True, timeout=600)
-        assert p.returncode == 0, f"terraform {args[0]}: {p.stdout[-3000:]}{p.stderr[-3000:]}"
-        return p.stdout
-
-    tf("init", "-backend=false", "-input=false", "-no-color")
-    tf("validate", "-no-color")
-    tf("plan", "-refresh=false", "-input=false", "-no-color", "-out=plan.out")
-    plan = json.loads(tf("show", "-json", "plan.out"))
+    terraform = TerraformCopy(tmp_path / "tf")
+    terraform.run("validate", "-no-color")
+    plan = terraform.plan()
     rules = [r for r in plan["resource_changes"] if r["type"] == "aws_vpc_security_group_ingress_rule"]
     by_port: dict[int, list[dict]] = {}
     for r in rules:
