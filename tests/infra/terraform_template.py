@@ -5,7 +5,12 @@ account (the template's hosts come from instances that only an apply creates).""
 from __future__ import annotations
 
 import re
+from pathlib import Path
 from typing import Any
+
+import hcl2
+
+TF = Path(__file__).resolve().parents[2] / "infra" / "terraform"
 
 
 class _Obj:
@@ -95,3 +100,19 @@ def sample_hosts(dc: str, base: str, counts: dict[str, int]) -> dict[str, list[d
                     "id": f"i-{dc}{role}{i}"} for i in range(counts.get(role, 0))] for role in short}
 
 
+
+
+def variable_default(name: str) -> Any:
+    """The default of the root's variable `name` (variables.tf), as the template would be given it."""
+    with (TF / "variables.tf").open() as f:
+        blocks = hcl2.load(f)["variable"]
+    return next(body["default"] for b in blocks for k, body in b.items() if k.strip('"') == name)
+
+
+def inventory_scope(live: dict, offline: dict, **variables: Any) -> dict[str, Any]:
+    """What outputs.tf passes the inventory template, for the root's `variables` (defaults where not given)."""
+    v = {name: variables.get(name, variable_default(name)) for name in ("ansible_user", "security", "zookeeper_tls",
+                                                                        "ports", "spark_ports")}
+    return {"ansible_user": v["ansible_user"], "security": v["security"],
+            "zookeeper_tls": str(v["zookeeper_tls"] and v["security"] != "plaintext").lower(),
+            "ports": v["ports"], "spark_ports": v["spark_ports"], "live": live, "offline": offline}

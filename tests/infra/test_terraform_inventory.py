@@ -10,27 +10,26 @@ import os
 import re
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
 from terraform_copy import TerraformCopy
-from terraform_template import render_tftpl, sample_hosts
+from terraform_template import inventory_scope, render_tftpl, sample_hosts, variable_default
 
 ROOT = Path(__file__).resolve().parents[2]
-TF = ROOT / "infra" / "terraform"
+TEMPLATE = ROOT / "infra" / "terraform" / "templates" / "inventory.yml.tftpl"
 ANSIBLE_DIR = ROOT / "infra" / "ansible"
 VENV_BIN = Path(os.environ.get("VIRTUAL_ENV", ROOT / ".venv")) / "bin"
 
 
-def render_inventory(tmp_path: Path, security: str, zookeeper_tls: str) -> Path:
-    """hosts.yml as `terraform output -raw ansible_inventory` writes it for these settings (a small layout)."""
+def render_inventory(tmp_path: Path, **variables: Any) -> Path:
+    """hosts.yml as `terraform output -raw ansible_inventory` writes it for the root's `variables` (a small
+    layout)."""
     live = sample_hosts("live", "10.10", {"zookeeper": 3, "broker": 2})
     offline = sample_hosts("offline", "10.20", {"zookeeper": 1, "broker": 2, "loader": 1})
-    text = render_tftpl((TF / "templates" / "inventory.yml.tftpl").read_text(),
-                        {"ansible_user": "admin", "security": security, "zookeeper_tls": zookeeper_tls,
-                         "live": live, "offline": offline})
     inv = tmp_path / "hosts.yml"
-    inv.write_text(text)
+    inv.write_text(render_tftpl(TEMPLATE.read_text(), inventory_scope(live, offline, **variables)))
     return inv
 
 
@@ -53,9 +52,7 @@ def test_inventory_template_renders_an_ansible_inventory(tmp_path: Path) -> None
     live = sample_hosts("live", "10.10", {"zookeeper": 3, "broker": 2})
     offline = sample_hosts("offline", "10.20", {"zookeeper": 3, "broker": 2, "mirror": 2, "loader": 1,
                                                 "spark_worker": 2})
-    text = render_tftpl((TF / "templates" / "inventory.yml.tftpl").read_text(),
-                        {"ansible_user": "admin", "security": "sasl_ssl", "zookeeper_tls": "true", "live": live,
-                         "offline": offline})
+    text = render_tftpl(TEMPLATE.read_text(), inventory_scope(live, offline))
     # plain YAML first: a clearer error than Ansible's; the ZooKeeper port opened is the one the playbooks use
     assert yaml.safe_load(text)["all"]["vars"]["ferry_zookeeper_tls"] is True
     inv = tmp_path / "hosts.yml"
@@ -107,30 +104,38 @@ def test_renderer_rejects_what_it_does_not_understand() -> None:
         == "a=1\nb=2\n"
 
 
-# `terraform apply -var ...` -> the all:vars its inventory must carry, and the ports the playbooks derive from them
-TERRAFORM_SETTINGS = {
-    "zookeeper_tls=false": ({"ferry_security": "sasl_ssl", "ferry_zookeeper_tls": False},
-                            {"ferry_zookeeper_client_port": 2181, "ferry_broker_client_port": 9093}),
-    "security=plaintext": ({"ferry_security": "plaintext", "ferry_zookeeper_tls": False},
-                           {"ferry_zookeeper_client_port": 2181, "ferry_broker_client_port": 9092}),
-    "": ({"ferry_security": "sasl_ssl", "ferry_zookeeper_tls": True},  # the defaults
-         {"ferry_zookeeper_client_port": 2281, "ferry_broker_client_port": 9093}),
+# `terraform apply -var NAME=VALUE ...` -> some all:vars its inventory must carry, and the ports the playbooks
+# derive from them (ZooKeeper's clients', the brokers' clients')
+MOVED_PORTS = {**variable_default("ports"), "zookeeper_tls": 2282, "broker_tls": 9094}
+TERRAFORM_SETTINGS: dict[str, tuple[dict[str, Any], dict[str, Any], tuple[int, int]]] = {
+    "zookeeper_tls=false": ({"zookeeper_tls": False}, {"ferry_security": "sasl_ssl", "ferry_zookeeper_tls": False},
+                            (2181, 9093)),
+    "security=plaintext": ({"security": "plaintext"}, {"ferry_security": "plaintext", "ferry_zookeeper_tls": False},
+                           (2181, 9092)),
+    # spark_master_webui_port: group_vars/offline.yml sets it too (a group's group_vars, not all.yml)
+    "ports": ({"ports": MOVED_PORTS, "spark_ports": {**variable_default("spark_ports"), "master_ui": 8092}},
+              {"ferry_zookeeper_tls_port": 2282, "ferry_broker_tls_port": 9094, "ferry_zookeeper_port": 2181,
+               "spark_master_webui_port": 8092}, (2282, 9094)),
+    "defaults": ({}, {"ferry_security": "sasl_ssl", "ferry_zookeeper_tls": True, "spark_master_webui_port": 8090,
+                      "loader_airflow_api_port": 8080}, (2281, 9093)),
 }
 
 
-def assert_the_playbooks_see(inv: Path, derived: dict[str, int]) -> None:
-    """Each all:vars of the inventory is the value Ansible resolves on every kind of host (group_vars/all.yml sets
-    the same names: the inventory must win), and the ports the playbooks derive follow from it."""
-    passed = yaml.safe_load(inv.read_text())["all"]["vars"]
-    names = sorted(passed) + sorted(derived)
+def assert_the_playbooks_see(inv: Path, passed: dict[str, Any], client_ports: tuple[int, int]) -> None:
+    """The inventory carries `passed` in all:vars, Ansible resolves each of its all:vars to the inventory's value on
+    every kind of host (the playbooks' group_vars set the same names: the inventory must win), and the ZooKeeper
+    and broker ports clients use follow from them."""
+    all_vars = yaml.safe_load(inv.read_text())["all"]["vars"]
+    assert {k: all_vars.get(k) for k in passed} == passed
+    derived = dict(zip(("ferry_zookeeper_client_port", "ferry_broker_client_port"), client_ports, strict=True))
     seen = ansible_sees(inv, "live-zk-1:live-broker-2:offline-broker-1:offline-loader-1",
-                        "{" + ", ".join(f"'{n}': {n}" for n in names) + "}")
+                        "{" + ", ".join(f"'{n}': {n}" for n in [*all_vars, *derived]) + "}")
     assert set(seen) == {"live-zk-1", "live-broker-2", "offline-broker-1", "offline-loader-1"}, seen
     for host, values in seen.items():
-        assert {n: values[n] for n in passed} == passed, f"{host}: the playbooks override Terraform's settings"
+        assert {n: values[n] for n in all_vars} == all_vars, f"{host}: the playbooks override Terraform's settings"
         assert {n: int(values[n]) for n in derived} == derived, host
     connect = ansible_sees(inv, "offline-loader-1", "ferry_live_zookeeper_connect | trim")["offline-loader-1"]
-    port = derived["ferry_zookeeper_client_port"]
+    port = client_ports[0]
     assert connect == f"10.10.1.11:{port},10.10.1.12:{port},10.10.1.13:{port}/ferry/live"
 
 
@@ -140,25 +145,22 @@ def terraform(tmp_path_factory: pytest.TempPathFactory) -> TerraformCopy:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("setting", TERRAFORM_SETTINGS, ids=lambda s: s or "defaults")
+@pytest.mark.parametrize("setting", TERRAFORM_SETTINGS)
 def test_terraform_settings_reach_the_playbooks(terraform: TerraformCopy, tmp_path: Path, setting: str) -> None:
-    """`terraform apply -var zookeeper_tls=false` (or -var security=plaintext) must reach the plays: the inventory
-    real Terraform renders (its modules' hosts known at plan time, the root's code as it is) carries the setting in
-    all:vars, and Ansible resolves it there. Where terraform or the provider is missing: a skip saying so, and the
-    test below still checks the template and Ansible's side."""
-    passed, derived = TERRAFORM_SETTINGS[setting]
-    plan = terraform.plan(*([setting] if setting else []))
+    """`terraform apply -var zookeeper_tls=false` (or -var security=plaintext, or other ports) must reach the plays:
+    the inventory real Terraform renders (its modules' hosts known at plan time, the root's code as it is) carries
+    the setting in all:vars, and Ansible resolves it there. Where terraform or the provider is missing: a skip
+    saying so, and the test below still checks the template and Ansible's side."""
+    variables, passed, client_ports = TERRAFORM_SETTINGS[setting]
+    plan = terraform.plan(*(f"{k}={v if isinstance(v, str) else json.dumps(v)}" for k, v in variables.items()))
     inv = tmp_path / "hosts.yml"
     inv.write_text(plan["planned_values"]["outputs"]["ansible_inventory"]["value"])
-    assert {k: v for k, v in yaml.safe_load(inv.read_text())["all"]["vars"].items() if k.startswith("ferry_")} == passed
-    assert_the_playbooks_see(inv, derived)
+    assert_the_playbooks_see(inv, passed, client_ports)
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("setting", TERRAFORM_SETTINGS, ids=lambda s: s or "defaults")
+@pytest.mark.parametrize("setting", TERRAFORM_SETTINGS)
 def test_the_templates_settings_are_what_the_playbooks_see(tmp_path: Path, setting: str) -> None:
-    """The same through this module's renderer of the template (no terraform binary needed): whatever
-    ferry_security and ferry_zookeeper_tls the template is given, Ansible resolves them."""
-    passed, derived = TERRAFORM_SETTINGS[setting]
-    inv = render_inventory(tmp_path, passed["ferry_security"], str(passed["ferry_zookeeper_tls"]).lower())
-    assert_the_playbooks_see(inv, derived)
+    """The same through this module's renderer of the template (no terraform binary needed)."""
+    variables, passed, client_ports = TERRAFORM_SETTINGS[setting]
+    assert_the_playbooks_see(render_inventory(tmp_path, **variables), passed, client_ports)
