@@ -1,6 +1,7 @@
 """Terraform's templatefile() in Python, for the subset infra/terraform/templates/inventory.yml.tftpl uses, so
 that the inventory Terraform renders can be read back by Ansible here without a terraform binary or an AWS
-account (the template's hosts come from instances that only an apply creates)."""
+account (the template's hosts come from instances that only an apply creates); and what outputs.tf gives the
+template, from the root's variables."""
 
 from __future__ import annotations
 
@@ -98,8 +99,6 @@ def sample_hosts(dc: str, base: str, counts: dict[str, int]) -> dict[str, list[d
     subnet = {"zookeeper": 1, "broker": 2, "mirror": 3, "loader": 4, "spark_worker": 5}
     return {role: [{"name": f"{dc}-{short[role]}-{i + 1}", "private_ip": f"{base}.{subnet[role]}.{11 + i}",
                     "id": f"i-{dc}{role}{i}"} for i in range(counts.get(role, 0))] for role in short}
-
-
 
 
 def variable_default(name: str) -> Any:
