@@ -12,6 +12,7 @@ credentials, no API call).
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from pathlib import Path
@@ -210,6 +211,52 @@ def test_moved_blocks_keep_the_rules_of_earlier_releases() -> None:
                moves.values()]
     assert all(targets) and sorted(t.group(1) for t in targets) == sorted(keys), moves
     assert not any("live_from_offline[" in f or f.endswith(".live_from_offline}") for f in moves), moves
+
+
+RULE = "aws_vpc_security_group_ingress_rule"
+# The cross-datacenter rules of the earlier release, by their addresses then: (offline group, live group, port)
+EARLIER_RULES = {
+    f"{RULE}.live_brokers_from_offline_brokers": ("broker", "broker", 9093),
+    f"{RULE}.live_zookeeper_from_offline_brokers": ("broker", "zookeeper", 2281),
+    f"{RULE}.live_brokers_from_offline_mirror": ("mirror", "broker", 9093),
+    f"{RULE}.live_zookeeper_from_offline_mirror": ("mirror", "zookeeper", 2281),
+    f'{RULE}.live_from_offline_loader["broker"]': ("loader", "broker", 9093),
+    f'{RULE}.live_from_offline_loader["zookeeper"]': ("loader", "zookeeper", 2281),
+    f'{RULE}.live_from_offline_loader["broker_metrics"]': ("loader", "broker", 9308),
+}
+
+
+@pytest.mark.slow
+def test_an_existing_deployments_rules_are_moved_not_replaced(tmp_path: Path) -> None:
+    """A state of the earlier release (the cross-datacenter rules one resource each, the loaders' a for_each)
+    plans as each rule moved to the live_from_offline entry that opens the same port between the same groups,
+    with nothing to do: an apply keeps the rules instead of deleting and re-creating them."""
+    terraform = TerraformCopy(tmp_path / "tf", known_hosts=True)  # security groups "sg-<dc>-<group>"
+    fresh = {r["address"]: r["change"]["after"] for r in terraform.plan()["resource_changes"]
+             if r["address"].startswith(f"{RULE}.live_from_offline[")}
+    now = {(v["referenced_security_group_id"], v["security_group_id"], v["from_port"]): a for a, v in fresh.items()}
+    resources: dict[str, dict] = {}
+    expected = {}
+    for i, (old, (source, target, port)) in enumerate(EARLIER_RULES.items()):
+        address = now[(f"sg-offline-{source}", f"sg-live-{target}", port)]
+        expected[address] = (old, ["no-op"])
+        name, key = re.fullmatch(rf'{RULE}\.(\w+)(?:\["(\w+)"\])?', old).groups()
+        rule_id = f"sgr-{i:017x}"
+        instance = {"schema_version": 0, "sensitive_attributes": [], "attributes": {
+            **fresh[address], "id": rule_id, "security_group_rule_id": rule_id, "tags_all": {},
+            "arn": f"arn:aws:ec2:us-east-1:123456789012:security-group-rule/{rule_id}"}}
+        resource = resources.setdefault(name, {"mode": "managed", "type": RULE, "name": name, "instances": [],
+                                               "provider": 'provider["registry.terraform.io/hashicorp/aws"]'})
+        if key is not None:
+            resource["each"], instance["index_key"] = "map", key
+        resource["instances"].append(instance)
+    assert set(expected) == set(fresh), "a rule of this release has no earlier one, or two earlier rules one"
+    (terraform.work / "terraform.tfstate").write_text(json.dumps(
+        {"version": 4, "terraform_version": "1.5.0", "serial": 1, "lineage": "earlier-release", "outputs": {},
+         "resources": list(resources.values())}))
+    planned = {r["address"]: (r.get("previous_address"), r["change"]["actions"])
+               for r in terraform.plan()["resource_changes"] if r["type"] == RULE and r["address"] in fresh}
+    assert planned == expected
 
 
 def test_kafka_ports_opened_are_the_tls_port_unless_plaintext() -> None:
