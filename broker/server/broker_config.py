@@ -12,6 +12,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ferry.broker.log.log_cleaner import CLEANER_KEYS, CleanerConfig
+from ferry.broker.server.authorizer_config import AUTHORIZER_KEYS, AuthorizerConfig
+from ferry.broker.server.config_values import (
+    ConfigError,
+    check_port,
+    parse_bool,
+    parse_int,
+    parse_positive_ms,
+)
 from ferry.broker.server.metrics_http import METRICS_HTTP_KEYS, MetricsHttpSettings
 from ferry.broker.server.security_config import SECURITY_KEYS, Listener, SecurityConfig, SecurityConfigError
 from ferry.wire.log_config import BOOL_SETTINGS, BROKER_CONFIG_NAMES, LogConfig, parse_setting
@@ -20,10 +28,6 @@ from ferry.zk.cli_args import parse_listen
 from ferry.zk.zk_tls import ZK_TLS_KEYS, ZkTlsConfig
 
 DEFAULT_MAX_REQUEST_BYTES = 100 * 1024 * 1024
-
-
-class ConfigError(ValueError):
-    """A missing or bad broker setting; the message names it."""
 
 
 @dataclass(frozen=True)
@@ -84,10 +88,7 @@ class BrokerConfig:
     # the transaction coordinator (docs/transactions.md; Kafka's names and defaults)
     transaction_max_timeout_ms: int = 900_000  # the largest transaction.timeout.ms a producer may ask for
     transaction_abort_timed_out_transaction_cleanup_interval_ms: int = 10_000  # how often timeouts are checked
-    # ACLs (docs/acls.md): authorizer.class.name turns them on; super.users bypass them
-    authorizer_class_name: str = ""
-    super_users: tuple[str, ...] = ()
-    allow_everyone_if_no_acl_found: bool = False
+    authorizer: AuthorizerConfig = AuthorizerConfig()  # ACLs (docs/acls.md): authorizer.class.name, super.users
     # listeners, TLS and SASL (docs/security.md); None: one PLAINTEXT listener on listen_host:listen_port
     security: SecurityConfig | None = None
     zk_tls: ZkTlsConfig | None = None  # zookeeper.ssl.* (KIP-515): how this broker reaches ZooKeeper
@@ -95,7 +96,7 @@ class BrokerConfig:
     def __post_init__(self) -> None:
         if self.broker_id < 0 or self.broker_id > 0x7FFFFFFF:
             raise ConfigError(f"broker.id: {self.broker_id} is out of range (0..2147483647)")
-        _check_port("listeners", self.listen_port, allow_zero=True)
+        check_port("listeners", self.listen_port, allow_zero=True)
         if not self.advertised_host:
             host = self.listen_host
             if host in ("", "0.0.0.0", "::"):
@@ -103,7 +104,7 @@ class BrokerConfig:
             object.__setattr__(self, "advertised_host", host)
         if not self.advertised_port:
             object.__setattr__(self, "advertised_port", self.listen_port)
-        _check_port("advertised.listeners", self.advertised_port, allow_zero=True)
+        check_port("advertised.listeners", self.advertised_port, allow_zero=True)
         if self.security is None:
             object.__setattr__(self, "security", SecurityConfig((Listener(
                 "PLAINTEXT", "PLAINTEXT", self.listen_host, self.listen_port, self.advertised_host,
@@ -118,7 +119,6 @@ class BrokerConfig:
         if self.num_partitions < 1:
             raise ConfigError(f"num.partitions: {self.num_partitions} must be at least 1")
         self._check_replication()
-        self._check_authorizer()
         if not self.zookeeper:
             raise ConfigError("zookeeper.connect: required")
         if not self.datacenter:
@@ -167,19 +167,6 @@ class BrokerConfig:
             raise ConfigError(f"replica.fetch.wait.max.ms ({self.replica_fetch_wait_max_ms}) must be at most "
                               f"replica.lag.time.max.ms ({self.replica_lag_time_max_ms})")
 
-    def _check_authorizer(self) -> None:
-        if self.authorizer_class_name and self.authorizer_class_name not in AUTHORIZER_NAMES:
-            raise ConfigError(f"authorizer.class.name: {self.authorizer_class_name!r} is not an authorizer ferry has "
-                              f"(use {' or '.join(AUTHORIZER_NAMES)}; empty: no authorization)")
-        for principal in self.super_users:
-            kind, sep, name = principal.partition(":")
-            if not sep or not kind or not name:
-                raise ConfigError(f"super.users: {principal!r} is not TYPE:NAME (e.g. User:admin;User:broker)")
-
-    @property
-    def authorizer_enabled(self) -> bool:
-        return bool(self.authorizer_class_name)
-
     @property
     def min_insync_replicas(self) -> int:
         """The broker's min.insync.replicas (a topic's config may override it: LogConfig.from_topic_config)."""
@@ -220,7 +207,7 @@ class BrokerConfig:
             if key in p:
                 log_changes[attr] = _parse_log_setting(attr, key, p[key])
         if "log.retention.hours" in p and "log.retention.ms" not in p:
-            log_changes["retention_ms"] = _parse_int("log.retention.hours", p["log.retention.hours"]) * 3600_000
+            log_changes["retention_ms"] = parse_int("log.retention.hours", p["log.retention.hours"]) * 3600_000
         try:
             log_config = dataclasses.replace(LogConfig(), **log_changes)
         except ValueError as e:
@@ -233,7 +220,7 @@ class BrokerConfig:
         if "," in data_dir:
             raise ConfigError(f"log.dirs: one directory only, got {data_dir!r}")
         return cls(
-            broker_id=_parse_int("broker.id", p["broker.id"]),
+            broker_id=parse_int("broker.id", p["broker.id"]),
             listen_host=host,
             listen_port=port,
             data_dir=Path(data_dir),
@@ -243,29 +230,29 @@ class BrokerConfig:
             advertised_port=adv_port,
             log=log_config,
             cleaner=cleaner,
-            max_request_bytes=_parse_int("socket.request.max.bytes",
+            max_request_bytes=parse_int("socket.request.max.bytes",
                                          p.get("socket.request.max.bytes", str(DEFAULT_MAX_REQUEST_BYTES))),
-            auto_create_topics=_parse_bool("auto.create.topics.enable", p.get("auto.create.topics.enable", "false")),
-            num_partitions=_parse_int("num.partitions", p.get("num.partitions", "1")),
-            zk_session_timeout_s=_parse_int("zookeeper.session.timeout.ms",
+            auto_create_topics=parse_bool("auto.create.topics.enable", p.get("auto.create.topics.enable", "false")),
+            num_partitions=parse_int("num.partitions", p.get("num.partitions", "1")),
+            zk_session_timeout_s=parse_int("zookeeper.session.timeout.ms",
                                             p.get("zookeeper.session.timeout.ms", "10000")) / 1000.0,
-            retention_check_interval_ms=_positive("log.retention.check.interval.ms",
+            retention_check_interval_ms=parse_positive_ms("log.retention.check.interval.ms",
                                                   p.get("log.retention.check.interval.ms", "300000")),
-            connections_max_idle_ms=_positive("connections.max.idle.ms", p.get("connections.max.idle.ms", "600000")),
-            audit_topic_partitions=_parse_int("audit.topic.partitions", p.get("audit.topic.partitions", "0")),
+            connections_max_idle_ms=parse_positive_ms("connections.max.idle.ms", p.get("connections.max.idle.ms", "600000")),
+            audit_topic_partitions=parse_int("audit.topic.partitions", p.get("audit.topic.partitions", "0")),
             security=security,
             zk_tls=ZkTlsConfig.from_properties(dict(p), source="zookeeper.ssl settings"),  # a ValueError: exit 2
             **_metrics_listen(p),
             metrics_http=_metrics_http(p),
             **_replication_settings(p),
-            **_authorizer_settings(p),
+            authorizer=AuthorizerConfig.from_properties(p),
         )
 
 
 def _parse_log_setting(attr: str, key: str, text: str) -> object:
     """A log setting from the properties (booleans also as 1/0, yes/no, like the broker's other switches)."""
     if attr in BOOL_SETTINGS:
-        return _parse_bool(key, text)
+        return parse_bool(key, text)
     try:
         return parse_setting(attr, key, text)
     except ValueError as e:
@@ -311,25 +298,9 @@ def _replication_settings(p: Mapping[str, str]) -> dict[str, object]:
     out: dict[str, object] = {}
     for key, attr in REPLICATION_KEYS.items():
         if key in p:
-            out[attr] = _parse_bool(key, p[key]) if key in _BOOL_KEYS else _parse_int(key, p[key])
+            out[attr] = parse_bool(key, p[key]) if key in _BOOL_KEYS else parse_int(key, p[key])
     if "replica.truncation" in p:
         out["replica_truncation"] = p["replica.truncation"]
-    return out
-
-# authorizer.class.name values that turn on ferry's authorizer (Kafka's names are accepted for familiarity)
-AUTHORIZER_NAMES = ("ferry", "kafka.security.authorizer.AclAuthorizer", "kafka.security.auth.SimpleAclAuthorizer")
-AUTHORIZER_KEYS = ("authorizer.class.name", "super.users", "allow.everyone.if.no.acl.found")
-
-
-def _authorizer_settings(p: Mapping[str, str]) -> dict[str, object]:
-    out: dict[str, object] = {}
-    if "authorizer.class.name" in p:
-        out["authorizer_class_name"] = p["authorizer.class.name"]
-    if "super.users" in p:
-        out["super_users"] = tuple(u.strip() for u in p["super.users"].split(";") if u.strip())
-    if "allow.everyone.if.no.acl.found" in p:
-        out["allow_everyone_if_no_acl_found"] = _parse_bool("allow.everyone.if.no.acl.found",
-                                                            p["allow.everyone.if.no.acl.found"])
     return out
 
 
@@ -353,32 +324,6 @@ def read_properties(path: str | Path) -> dict[str, str]:
     return props
 
 
-def _check_port(what: str, port: int, allow_zero: bool) -> None:
-    if port < (0 if allow_zero else 1) or port > 65535:
-        raise ConfigError(f"{what}: port {port} is out of range")
-
-
-def _parse_int(key: str, text: str) -> int:
-    try:
-        return int(str(text).strip())
-    except ValueError:
-        raise ConfigError(f"{key}: expected an integer, got {text!r}") from None
-
-
-def _parse_bool(key: str, text: str) -> bool:
-    t = str(text).strip().lower()
-    if t in ("true", "1", "yes", "false", "0", "no"):
-        return t in ("true", "1", "yes")
-    raise ConfigError(f"{key}: expected true or false, got {text!r}")
-
-
-def _positive(key: str, text: str) -> int:
-    value = _parse_int(key, text)
-    if value <= 0:
-        raise ConfigError(f"{key} must be a positive number of milliseconds, got {text!r}")
-    return value
-
-
 def _metrics_http(p: dict[str, str]) -> MetricsHttpSettings:
     try:
         return MetricsHttpSettings.from_properties(p)
@@ -390,7 +335,7 @@ def _metrics_listen(p: dict[str, str]) -> dict[str, object]:
     """metrics.listen HOST:PORT (ferry's) wins over metrics.port (loopback) when both are set."""
     listen = p.get("metrics.listen")
     if not listen:
-        return {"metrics_port": _parse_int("metrics.port", p.get("metrics.port", "0"))}
+        return {"metrics_port": parse_int("metrics.port", p.get("metrics.port", "0"))}
     try:
         host, port = parse_listen(listen, "metrics.listen")
     except ValueError as e:

@@ -257,13 +257,13 @@ class KafkaServer:
     async def _authorizer(self) -> Authorizer:
         """ACLs (docs/acls.md): with authorizer.class.name set, every ACL is read before serving and followed
         through ZooKeeper's change notifications; without it, an authorizer that allows everything at once."""
-        cfg = self.config
-        if not cfg.authorizer_enabled:
+        cfg = self.config.authorizer
+        if not cfg.enabled:
             return Authorizer()
         self.acl_cache = AclCache(lambda: self.registry.client)
         await asyncio.get_running_loop().run_in_executor(self._executor, self.acl_cache.start)
         log.info("authorizer on (%s): %d ACL binding(s), super users %s, allow.everyone.if.no.acl.found=%s",
-                 cfg.authorizer_class_name, sum(map(len, self.acl_cache.snapshot.acls.values())),
+                 cfg.class_name, sum(map(len, self.acl_cache.snapshot.acls.values())),
                  ";".join(cfg.super_users) or "(none)", str(cfg.allow_everyone_if_no_acl_found).lower())
         return Authorizer(self.acl_cache, cfg.super_users, cfg.allow_everyone_if_no_acl_found)
 

@@ -67,69 +67,39 @@ locals {
   # the ZooKeeper hosts' loopback.
   zookeeper_port = var.zookeeper_tls && var.security != "plaintext" ? var.ports.zookeeper_tls : var.ports.zookeeper
 }
-
-# Across the link only the offline mirror (links on the offline brokers, or the standalone mirror hosts) and the
-# loaders talk: SASL_SSL to the brokers, HTTPS to their /metrics, ZooKeeper's TLS port with var.zookeeper_tls,
-# else its plaintext client port (its znodes are locked with a digest identity either way; docs/infra.md
-# "Secure by default"). The mirror, to what it consumes from: the live
-# brokers (fetch) and the live ZooKeeper (its consumer group: registrations, ownership, offsets).
-resource "aws_vpc_security_group_ingress_rule" "live_brokers_from_offline_mirror" {
-  security_group_id            = module.live.security_group_ids["broker"]
-  description                  = "Kafka protocol: the offline mirror"
-  ip_protocol                  = "tcp"
-  from_port                    = local.kafka_port
-  to_port                      = local.kafka_port
-  referenced_security_group_id = module.offline.security_group_ids["mirror"]
-  depends_on                   = [aws_vpc_peering_connection.live_offline]
+# Across the link only the mirror and the loaders of the offline datacenter talk, each to what it reads of the live
+# one: SASL_SSL to the brokers, HTTPS to their /metrics, ZooKeeper's TLS port with var.zookeeper_tls, else its
+# plaintext client port (its znodes are locked with a digest identity either way; docs/infra.md "Secure by
+# default"). One rule per entry: the offline group that connects (from), the live group it reaches (to), the port,
+# and the rule's description. (Each was a resource of its own before: moved.tf keeps deployed rules in place.)
+locals {
+  live_ingress = merge({
+    # The offline brokers run the mirror links (the embedded mirror, Ansible's default ferry_mirror_kind: link),
+    # whose partition leaders fetch from the live brokers and read the live ZooKeeper (topics, partition
+    # leaders, the schema registry's copy).
+    mirror_links_kafka     = { from = "broker", to = "broker", port = local.kafka_port, what = "Kafka protocol: the offline brokers' mirror links" }
+    mirror_links_zookeeper = { from = "broker", to = "zookeeper", port = local.zookeeper_port, what = "ZooKeeper: the offline brokers' mirror links" }
+    # The standalone mirror hosts (mirror_count): fetch, and their consumer group in the live ZooKeeper
+    # (registrations, ownership, offsets).
+    mirror_kafka     = { from = "mirror", to = "broker", port = local.kafka_port, what = "Kafka protocol: the offline mirror" }
+    mirror_zookeeper = { from = "mirror", to = "zookeeper", port = local.zookeeper_port, what = "ZooKeeper: the offline mirror's consumer group" }
+    }, var.offline.loader_count > 0 ? {
+    # The loaders: the producers' counts as the live datacenter knows them decide completeness (the loads' books
+    # and `ferry dashboard --live-zookeeper`: the live ZooKeeper, then the live brokers' `_audit` and log ends for
+    # the mirror's lag), and their Prometheus scrapes the live brokers' metrics.
+    loader_kafka     = { from = "loader", to = "broker", port = local.kafka_port, what = "Kafka protocol (live audit counts, log ends): the offline loaders" }
+    loader_zookeeper = { from = "loader", to = "zookeeper", port = local.zookeeper_port, what = "ZooKeeper (live brokers and topics): the offline loaders" }
+    loader_metrics   = { from = "loader", to = "broker", port = var.ports.broker_metrics, what = "Prometheus metrics: the offline loaders" }
+  } : {})
 }
 
-resource "aws_vpc_security_group_ingress_rule" "live_zookeeper_from_offline_mirror" {
-  security_group_id            = module.live.security_group_ids["zookeeper"]
-  description                  = "ZooKeeper: the offline mirror's consumer group"
-  ip_protocol                  = "tcp"
-  from_port                    = local.zookeeper_port
-  to_port                      = local.zookeeper_port
-  referenced_security_group_id = module.offline.security_group_ids["mirror"]
-  depends_on                   = [aws_vpc_peering_connection.live_offline]
-}
-
-# The offline brokers, the same two: they run the mirror links (the embedded mirror, Ansible's default
-# ferry_mirror_kind: link), whose partition leaders fetch from the live brokers and read the live ZooKeeper
-# (topics, partition leaders, the schema registry's copy).
-resource "aws_vpc_security_group_ingress_rule" "live_brokers_from_offline_brokers" {
-  security_group_id            = module.live.security_group_ids["broker"]
-  description                  = "Kafka protocol: the offline brokers' mirror links"
-  ip_protocol                  = "tcp"
-  from_port                    = local.kafka_port
-  to_port                      = local.kafka_port
-  referenced_security_group_id = module.offline.security_group_ids["broker"]
-  depends_on                   = [aws_vpc_peering_connection.live_offline]
-}
-
-resource "aws_vpc_security_group_ingress_rule" "live_zookeeper_from_offline_brokers" {
-  security_group_id            = module.live.security_group_ids["zookeeper"]
-  description                  = "ZooKeeper: the offline brokers' mirror links"
-  ip_protocol                  = "tcp"
-  from_port                    = local.zookeeper_port
-  to_port                      = local.zookeeper_port
-  referenced_security_group_id = module.offline.security_group_ids["broker"]
-  depends_on                   = [aws_vpc_peering_connection.live_offline]
-}
-
-# The offline loaders: the producers' counts as the live datacenter knows them decide completeness (the
-# loads' books and `ferry dashboard --live-zookeeper`: the live ZooKeeper, then the live brokers' `_audit`
-# and log ends for the mirror's lag), and their Prometheus scrapes the live brokers' metrics.
-resource "aws_vpc_security_group_ingress_rule" "live_from_offline_loader" {
-  for_each = var.offline.loader_count > 0 ? {
-    broker         = { group = "broker", port = local.kafka_port, what = "Kafka protocol (live audit counts, log ends)" }
-    zookeeper      = { group = "zookeeper", port = local.zookeeper_port, what = "ZooKeeper (live brokers and topics)" }
-    broker_metrics = { group = "broker", port = var.ports.broker_metrics, what = "Prometheus metrics" }
-  } : {}
-  security_group_id            = module.live.security_group_ids[each.value.group]
-  description                  = "${each.value.what}: the offline loaders"
+resource "aws_vpc_security_group_ingress_rule" "live_from_offline" {
+  for_each                     = local.live_ingress
+  security_group_id            = module.live.security_group_ids[each.value.to]
+  description                  = each.value.what
   ip_protocol                  = "tcp"
   from_port                    = each.value.port
   to_port                      = each.value.port
-  referenced_security_group_id = module.offline.security_group_ids["loader"]
+  referenced_security_group_id = module.offline.security_group_ids[each.value.from]
   depends_on                   = [aws_vpc_peering_connection.live_offline]
 }

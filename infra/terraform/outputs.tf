@@ -16,6 +16,8 @@ output "ansible_inventory" {
     security     = var.security
     # the ZooKeeper port the security groups open is the one the playbooks make every client use
     zookeeper_tls = var.zookeeper_tls && var.security != "plaintext"
+    ports         = var.ports
+    spark_ports   = var.spark_ports
     live          = module.live.hosts
     offline       = module.offline.hosts
   })

@@ -67,7 +67,7 @@ variable "offline" {
 }
 
 variable "ports" {
-  description = "Ports of the roles, the same in both datacenters (group_vars/all.yml must agree)."
+  description = "Ports of the roles, the same in both datacenters; the inventory output passes them to Ansible (ferry_*_port, loader_airflow_api_port)."
   type = object({
     zookeeper          = number
     zookeeper_tls      = number
@@ -97,7 +97,7 @@ variable "ports" {
 }
 
 variable "spark_ports" {
-  description = "Ports of the Spark standalone cluster (roles/spark and the loader's spark-defaults.conf must agree)."
+  description = "Ports of the Spark standalone cluster; the inventory output passes them to Ansible (spark_master_*port, spark_worker_webui_port, loader_spark_driver_*port)."
   type = object({
     master        = number
     master_ui     = number

@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
+from kazoo.client import KazooClient
 
 from ferry.broker.server.consumer_group_coordinator import ConsumerGroupCoordinator, ConsumerGroupSettings
 from ferry.broker.server.consumer_group_persistence import ConsumerGroupPersistence
@@ -58,18 +59,24 @@ class Member:
         return {(names[t], p) for t, ps in self.owned for p in ps}
 
 
+class SuccessiveCoordinators:
+    """Coordinators (a ConsumerGroupCoordinator with its persistence) over one real ZooKeeper chroot, as brokers
+    that coordinate the same group one after the other; `client` is the kazoo client they share, to read what
+    they stored."""
+
+    def __init__(self, client: KazooClient, executor: ThreadPoolExecutor) -> None:
+        self.client, self.executor = client, executor
+
+    def __call__(self, metadata: MetadataCache) -> ConsumerGroupPersistence:
+        return ConsumerGroupPersistence(ConsumerGroupCoordinator(metadata),
+                                        ConsumerGroupStore(lambda: self.client, self.executor))
+
+
 @pytest.fixture
-def coordinators(zk_connect: str) -> Iterator[Callable[[MetadataCache], ConsumerGroupPersistence]]:
-    """Makes coordinators (a ConsumerGroupCoordinator with its persistence) over one real ZooKeeper chroot, as
-    brokers that coordinate the same group one after the other; and the kazoo client they share."""
+def coordinators(zk_connect: str) -> Iterator[SuccessiveCoordinators]:
     client = connect(zk_connect)
     executor = ThreadPoolExecutor(2)
-
-    def make(metadata: MetadataCache) -> ConsumerGroupPersistence:
-        return ConsumerGroupPersistence(ConsumerGroupCoordinator(metadata), ConsumerGroupStore(lambda: client, executor))
-
-    make.client = client  # type: ignore[attr-defined]
-    yield make
+    yield SuccessiveCoordinators(client, executor)
     executor.shutdown()
     client.stop()
     client.close()
@@ -79,6 +86,14 @@ async def _settle(*members: Member, rounds: int = 6) -> None:
     for _ in range(rounds):
         for m in members:
             assert await m.beat() == E.NONE
+
+
+async def joined(target, *member_ids: str, static: dict[str, str] | None = None) -> list[Member]:
+    """Members of group g subscribed to topic t through `target`, settled: each holds its share. `static`:
+    member id -> group.instance.id."""
+    members = [Member(target, m, ["t"], (static or {}).get(m)) for m in member_ids]
+    await _settle(*members)
+    return members
 
 
 def test_state_document_round_trip():
@@ -99,16 +114,13 @@ def test_state_document_round_trip():
 
 
 def test_a_new_coordinator_loads_the_group_and_members_keep_epochs_and_partitions(coordinators):
-    client = coordinators.client
-
     async def main() -> None:
         metadata = cache(t=6)
         first = coordinators(metadata)
-        a, b = Member(first, "a", ["t"]), Member(first, "b", ["t"])
-        await _settle(a, b)
+        a, b = await joined(first, "a", "b")
         owned_a, owned_b = a.partitions(metadata), b.partitions(metadata)
         assert len(owned_a) == len(owned_b) == 3 and not owned_a & owned_b
-        stored, _ = read_group_state(client, "g")
+        stored, _ = read_group_state(coordinators.client, "g")
         assert stored is not None and set(stored["members"]) == {"a", "b"}
         first.unload(lambda gid: False)  # the broker stops
 
@@ -131,21 +143,18 @@ def test_a_new_coordinator_loads_the_group_and_members_keep_epochs_and_partition
 
 
 def test_a_coordinator_that_lost_the_group_cannot_overwrite_it(coordinators):
-    client = coordinators.client
-
     async def main() -> None:
         metadata = cache(t=2)
         old = coordinators(metadata)
-        a = Member(old, "a", ["t"])
-        await _settle(a)
+        await joined(old, "a")
         new = coordinators(metadata)
         b = Member(new, "b", ["t"])
         await b.beat()  # the new coordinator loaded the group (with a) and wrote b's join
-        stored_before, _ = read_group_state(client, "g")
+        stored_before, _ = read_group_state(coordinators.client, "g")
         late = Member(old, f"late-{uuid.uuid4().hex[:4]}", ["t"])
         assert await late.beat() == E.NOT_COORDINATOR  # the old coordinator's write is refused...
         assert "g" not in old._groups.groups  # ...and it dropped the group
-        assert read_group_state(client, "g")[0] == stored_before
+        assert read_group_state(coordinators.client, "g")[0] == stored_before
 
     asyncio.run(main())
 
@@ -154,8 +163,7 @@ def test_static_member_leaves_with_minus_two_and_takes_its_partitions_back():
     async def main() -> None:
         metadata = cache(t=4)
         coord = ConsumerGroupCoordinator(metadata, ConsumerGroupSettings(session_timeout_ms=5_000))
-        a, b = Member(coord, "a1", ["t"], instance_id="A"), Member(coord, "b", ["t"])
-        await _settle(a, b)
+        a, b = await joined(coord, "a1", "b", static={"a1": "A"})
         mine, group_epoch = a.partitions(metadata), coord.describe("g").group_epoch
         assert len(mine) == 2
         imposter = Member(coord, "a-imposter", ["t"], instance_id="A")

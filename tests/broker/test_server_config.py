@@ -12,6 +12,7 @@ import sys
 import pytest
 
 from ferry.broker.cli import build_config
+from ferry.broker.server.authorizer_config import AuthorizerConfig
 from ferry.broker.server.broker_config import BrokerConfig, ConfigError
 from ferry.cli import build_parser
 from ferry.embedded import free_port, wait_for_port
@@ -204,8 +205,13 @@ def test_replication_settings_from_a_file(tmp_path):
     ("leader.imbalance.check.interval.seconds", "0", "leader.imbalance.check.interval.seconds"),
     ("controlled.shutdown.max.retries", "-1", "controlled.shutdown.max.retries"),
     ("request.timeout.ms", "0", "request.timeout.ms: 0 must be at least 1"),
+    # the ACL settings (AuthorizerConfig)
+    ("authorizer.class.name", "com.example.Nope", "authorizer.class.name: 'com.example.Nope' is not an authorizer"),
+    ("super.users", "User:admin;broker", "super.users: 'broker' is not TYPE:NAME"),
+    ("super.users", "User:", "super.users: 'User:' is not TYPE:NAME"),
+    ("allow.everyone.if.no.acl.found", "sometimes", "allow.everyone.if.no.acl.found: expected true or false"),
 ])
-def test_bad_replication_settings_name_the_setting(key, value, message):
+def test_bad_settings_name_the_setting(key, value, message):
     with pytest.raises(ConfigError, match=re.escape(message)):
         BrokerConfig.from_properties({**REQUIRED, key: value})
 
@@ -241,3 +247,19 @@ def test_metrics_listen_and_the_older_metrics_port():
     assert (cfg.metrics_host, cfg.metrics_port) == ("0.0.0.0", 9404)
     cfg = build_config(parser.parse_args([*base, "--metrics-port", "9405"]))
     assert (cfg.metrics_host, cfg.metrics_port) == ("127.0.0.1", 9405)
+
+
+def test_acl_settings_are_off_unless_asked():
+    cfg = BrokerConfig.from_properties(REQUIRED).authorizer
+    assert cfg == AuthorizerConfig() and not cfg.enabled
+    assert (cfg.super_users, cfg.allow_everyone_if_no_acl_found) == ((), False)
+
+
+@pytest.mark.parametrize("name", ["ferry", "kafka.security.authorizer.AclAuthorizer",
+                                  "kafka.security.auth.SimpleAclAuthorizer"])
+def test_acl_settings_from_a_brokers_properties(name):
+    cfg = BrokerConfig.from_properties({**REQUIRED, "authorizer.class.name": name,
+                                        "super.users": " User:admin; User:broker ;",
+                                        "allow.everyone.if.no.acl.found": "yes"}).authorizer
+    assert cfg.enabled and cfg.class_name == name
+    assert cfg.super_users == ("User:admin", "User:broker") and cfg.allow_everyone_if_no_acl_found is True

@@ -4,10 +4,10 @@ Neither terraform nor tofu can be installed here (not in Debian's archive; the P
 the binary and `terraform init` would download the AWS provider, neither reachable), so this parses
 every .tf file with python-hcl2 and checks what `terraform validate` would catch in our own code:
 declared-and-used variables and locals, module inputs and outputs that exist, references to declared
-resources, and firewall rules that open nothing to the world. The inventory template is rendered with
-sample module outputs and read back by `ansible-inventory`, then the group_vars' connect strings are
-checked against it. Where a terraform binary and a local copy of the AWS provider are on the machine, the
-configuration is also validated and planned for real (fake credentials, no API call).
+resources, and firewall rules that open nothing to the world; the inventory template gets what it uses
+(rendered and read back by Ansible: test_terraform_inventory.py). Where a terraform binary and a local copy of
+the AWS provider are on the machine, the configuration is also validated and planned for real (fake
+credentials, no API call).
 """
 
 from __future__ import annotations
@@ -15,13 +15,12 @@ from __future__ import annotations
 import json
 import os
 import re
-import subprocess
 from pathlib import Path
 from typing import Any
 
 import hcl2
 import pytest
-import yaml
+from terraform_copy import TerraformCopy
 
 ROOT = Path(__file__).resolve().parents[2]
 TF = ROOT / "infra" / "terraform"
@@ -125,7 +124,8 @@ def test_locals_declared_and_used(module) -> None:
 def test_resource_references_exist(module) -> None:
     path, mod = module
     declared = resources(mod)
-    used = {f"{t}.{n}" for t, n in refs(mod, r"\b(aws_[a-z0-9_]+)\.([A-Za-z_][\w-]*)")}
+    code = {kind: blocks for kind, blocks in mod.items() if kind != "moved"}  # moved.tf names former addresses
+    used = {f"{t}.{n}" for t, n in refs(code, r"\b(aws_[a-z0-9_]+)\.([A-Za-z_][\w-]*)")}
     assert used <= declared, f"{path}: references to undeclared resources {used - declared}"
 
 
@@ -164,32 +164,99 @@ def test_firewall_opens_nothing_to_the_world() -> None:
                     assert rtype != "aws_security_group_rule", "use the per-rule resources (ingress/egress_rule)"
 
 
+def live_ingress(root: dict) -> tuple[dict[str, tuple[str, str, str]], str]:
+    """local.live_ingress of the root, {key: (offline group, live group, port expression)}, and its text."""
+    text = next(v for b in root["locals"] for k, v in b.items() if k == "live_ingress")
+    entry = r'(\w+) = \{from = "(\w+)", to = "(\w+)", port = ([\w.]+)'
+    return {k: (f, t, p) for k, f, t, p in re.findall(entry, text)}, text
+
+
 def test_cross_datacenter_rules_are_only_the_mirrors_and_the_loaders() -> None:
-    """Across the link: the offline mirror and the offline brokers (mirror links) to the live brokers and the live
-    ZooKeeper; the offline loaders
-    (Prometheus, the dashboard, the loads' books) to the live ZooKeeper, brokers and brokers' metrics. The
-    Kafka port that crosses is SASL_SSL's (local.kafka_port: ports.broker_tls unless var.security is
-    plaintext); the plaintext port never does."""
+    """Across the link: the offline brokers (mirror links) and the offline mirror to the live brokers and the live
+    ZooKeeper; the offline loaders (Prometheus, the dashboard, the loads' books), when there are any, to the live
+    ZooKeeper, brokers and brokers' metrics. One rule resource serves them all (local.live_ingress). The Kafka port
+    that crosses is SASL_SSL's (local.kafka_port: ports.broker_tls unless var.security is plaintext); the
+    plaintext port never does."""
     root = parse_module(TF)
     rules = {unquote(n): spec for b in root.get("resource", []) for t, body in b.items()
              if unquote(t) == "aws_vpc_security_group_ingress_rule" for n, spec in body.items()}
-    targets = {(spec["security_group_id"], spec["referenced_security_group_id"], spec["from_port"])
-               for name, spec in rules.items() if name != "live_from_offline_loader"}
-    assert targets == {
-        ('${module.live.security_group_ids["broker"]}', '${module.offline.security_group_ids["mirror"]}',
-         "${local.kafka_port}"),
-        ('${module.live.security_group_ids["zookeeper"]}', '${module.offline.security_group_ids["mirror"]}',
-         "${local.zookeeper_port}"),
-        # the offline brokers run the mirror links (the embedded mirror): the same two
-        ('${module.live.security_group_ids["broker"]}', '${module.offline.security_group_ids["broker"]}',
-         "${local.kafka_port}"),
-        ('${module.live.security_group_ids["zookeeper"]}', '${module.offline.security_group_ids["broker"]}',
-         "${local.zookeeper_port}"),
+    assert set(rules) == {"live_from_offline"}, rules
+    rule = rules["live_from_offline"]
+    assert rule["for_each"] == "${local.live_ingress}"
+    assert rule["security_group_id"] == "${module.live.security_group_ids[each.value.to]}"
+    assert rule["referenced_security_group_id"] == "${module.offline.security_group_ids[each.value.from]}"
+    assert rule["from_port"] == rule["to_port"] == "${each.value.port}"
+    entries, text = live_ingress(root)
+    assert entries == {
+        "mirror_links_kafka": ("broker", "broker", "local.kafka_port"),
+        "mirror_links_zookeeper": ("broker", "zookeeper", "local.zookeeper_port"),
+        "mirror_kafka": ("mirror", "broker", "local.kafka_port"),
+        "mirror_zookeeper": ("mirror", "zookeeper", "local.zookeeper_port"),
+        "loader_kafka": ("loader", "broker", "local.kafka_port"),
+        "loader_zookeeper": ("loader", "zookeeper", "local.zookeeper_port"),
+        "loader_metrics": ("loader", "broker", "var.ports.broker_metrics"),
     }
-    loader = rules["live_from_offline_loader"]
-    assert loader["referenced_security_group_id"] == '${module.offline.security_group_ids["loader"]}'
-    opened = set(re.findall(r'group = "(\w+)", port = (?:var\.ports|local)\.(\w+)', loader["for_each"]))
-    assert opened == {("broker", "kafka_port"), ("zookeeper", "zookeeper_port"), ("broker", "broker_metrics")}
+    _, only_with_loaders = text.split("var.offline.loader_count > 0 ?")
+    assert set(re.findall(r"(\w+) = \{from", only_with_loaders)) == {k for k in entries if k.startswith("loader_")}
+
+
+def test_moved_blocks_keep_the_rules_of_earlier_releases() -> None:
+    """Each address the cross-datacenter rules had before live_from_offline moves to one of its entries, so that
+    an apply over an existing deployment keeps its rules instead of replacing them."""
+    root = parse_module(TF)
+    moves = {unquote(m["from"]): unquote(m["to"]) for m in root.get("moved", [])}
+    assert len(moves) == 7, moves
+    keys = set(live_ingress(root)[0])
+    targets = [re.fullmatch(r'\$\{aws_vpc_security_group_ingress_rule\.live_from_offline\["(\w+)"\]\}', t) for t in
+               moves.values()]
+    assert all(targets) and sorted(t.group(1) for t in targets) == sorted(keys), moves
+    assert not any("live_from_offline[" in f or f.endswith(".live_from_offline}") for f in moves), moves
+
+
+RULE = "aws_vpc_security_group_ingress_rule"
+# The cross-datacenter rules of the earlier release, by their addresses then: (offline group, live group, port)
+EARLIER_RULES = {
+    f"{RULE}.live_brokers_from_offline_brokers": ("broker", "broker", 9093),
+    f"{RULE}.live_zookeeper_from_offline_brokers": ("broker", "zookeeper", 2281),
+    f"{RULE}.live_brokers_from_offline_mirror": ("mirror", "broker", 9093),
+    f"{RULE}.live_zookeeper_from_offline_mirror": ("mirror", "zookeeper", 2281),
+    f'{RULE}.live_from_offline_loader["broker"]': ("loader", "broker", 9093),
+    f'{RULE}.live_from_offline_loader["zookeeper"]': ("loader", "zookeeper", 2281),
+    f'{RULE}.live_from_offline_loader["broker_metrics"]': ("loader", "broker", 9308),
+}
+
+
+@pytest.mark.slow
+def test_an_existing_deployments_rules_are_moved_not_replaced(tmp_path: Path) -> None:
+    """A state of the earlier release (the cross-datacenter rules one resource each, the loaders' a for_each)
+    plans as each rule moved to the live_from_offline entry that opens the same port between the same groups,
+    with nothing to do: an apply keeps the rules instead of deleting and re-creating them."""
+    terraform = TerraformCopy(tmp_path / "tf", known_hosts=True)  # security groups "sg-<dc>-<group>"
+    fresh = {r["address"]: r["change"]["after"] for r in terraform.plan()["resource_changes"]
+             if r["address"].startswith(f"{RULE}.live_from_offline[")}
+    now = {(v["referenced_security_group_id"], v["security_group_id"], v["from_port"]): a for a, v in fresh.items()}
+    resources: dict[str, dict] = {}
+    expected = {}
+    for i, (old, (source, target, port)) in enumerate(EARLIER_RULES.items()):
+        address = now[(f"sg-offline-{source}", f"sg-live-{target}", port)]
+        expected[address] = (old, ["no-op"])
+        name, key = re.fullmatch(rf'{RULE}\.(\w+)(?:\["(\w+)"\])?', old).groups()
+        rule_id = f"sgr-{i:017x}"
+        instance = {"schema_version": 0, "sensitive_attributes": [], "attributes": {
+            **fresh[address], "id": rule_id, "security_group_rule_id": rule_id, "tags_all": {},
+            "arn": f"arn:aws:ec2:us-east-1:123456789012:security-group-rule/{rule_id}"}}
+        resource = resources.setdefault(name, {"mode": "managed", "type": RULE, "name": name, "instances": [],
+                                               "provider": 'provider["registry.terraform.io/hashicorp/aws"]'})
+        if key is not None:
+            resource["each"], instance["index_key"] = "map", key
+        resource["instances"].append(instance)
+    assert set(expected) == set(fresh), "a rule of this release has no earlier one, or two earlier rules one"
+    (terraform.work / "terraform.tfstate").write_text(json.dumps(
+        {"version": 4, "terraform_version": "1.5.0", "serial": 1, "lineage": "earlier-release", "outputs": {},
+         "resources": list(resources.values())}))
+    planned = {r["address"]: (r.get("previous_address"), r["change"]["actions"])
+               for r in terraform.plan()["resource_changes"] if r["type"] == RULE and r["address"] in fresh}
+    assert planned == expected
 
 
 def test_kafka_ports_opened_are_the_tls_port_unless_plaintext() -> None:
@@ -226,46 +293,13 @@ def test_zookeeper_port_opened_is_the_tls_port_with_zookeeper_tls() -> None:
     assert passed == {"live": "${var.zookeeper_tls}", "offline": "${var.zookeeper_tls}"}, passed
 
 
-def _terraform_with_provider() -> tuple[str, Path]:
-    """The terraform binary and a directory holding the AWS provider (a filesystem mirror), or a skip."""
-    import shutil
-
-    binary = shutil.which("terraform") or shutil.which("tofu")
-    if binary is None:
-        pytest.skip("no terraform or tofu binary here (see the module's docstring)")
-    for d in (os.environ.get("FERRY_TF_PLUGIN_DIR"), "/opt/tf-plugins", str(Path.home() / ".terraform.d" / "plugins")):
-        if d and list(Path(d).glob("registry.terraform.io/hashicorp/aws/*/*/terraform-provider-aws*")):
-            return binary, Path(d)
-    pytest.skip("terraform is here but no local copy of the AWS provider (FERRY_TF_PLUGIN_DIR) to init with")
-
-
 @pytest.mark.slow
 def test_terraform_validates_and_plans_the_metrics_rules(tmp_path: Path) -> None:
     """Where terraform and the AWS provider are on the machine: `terraform validate`, then a plan with the
     example variables (fake credentials, no API call) that opens every metrics port to the loaders only."""
-    import shutil
-
-    binary, plugins = _terraform_with_provider()
-    work = tmp_path / "tf"
-    shutil.copytree(TF, work, ignore=shutil.ignore_patterns(".terraform*", "*.tfstate*"))
-    shutil.copy(work / "terraform.tfvars.example", work / "terraform.tfvars")
-    (work / "override.tf").write_text(
-        'provider "aws" {\n  region = var.region\n  access_key = "AKIAEXAMPLE"\n  secret_key = "example"\n'
-        "  skip_credentials_validation = true\n  skip_requesting_account_id = true\n"
-        "  skip_metadata_api_check = true\n  skip_region_validation = true\n}\n")
-    rc = tmp_path / "terraformrc"
-    rc.write_text(f'provider_installation {{\n  filesystem_mirror {{ path = "{plugins}" }}\n}}\n')
-    env = dict(os.environ, TF_CLI_CONFIG_FILE=str(rc), TF_IN_AUTOMATION="1", CHECKPOINT_DISABLE="1")
-
-    def tf(*args: str) -> str:
-        p = subprocess.run([binary, *args], cwd=work, env=env, capture_output=True, text=True, timeout=600)
-        assert p.returncode == 0, f"terraform {args[0]}: {p.stdout[-3000:]}{p.stderr[-3000:]}"
-        return p.stdout
-
-    tf("init", "-backend=false", "-input=false", "-no-color")
-    tf("validate", "-no-color")
-    tf("plan", "-refresh=false", "-input=false", "-no-color", "-out=plan.out")
-    plan = json.loads(tf("show", "-json", "plan.out"))
+    terraform = TerraformCopy(tmp_path / "tf")
+    terraform.run("validate", "-no-color")
+    plan = terraform.plan()
     rules = [r for r in plan["resource_changes"] if r["type"] == "aws_vpc_security_group_ingress_rule"]
     by_port: dict[int, list[dict]] = {}
     for r in rules:
@@ -273,105 +307,24 @@ def test_terraform_validates_and_plans_the_metrics_rules(tmp_path: Path) -> None
     # 9308 (broker metrics): the offline brokers in-module and the live brokers across the link; 9309 (the
     # standalone mirror's): nothing, as the default deployment copies through mirror links (mirror_count 0)
     assert sorted(r["address"] for r in by_port[9308]) == [
-        'aws_vpc_security_group_ingress_rule.live_from_offline_loader["broker_metrics"]',
+        'aws_vpc_security_group_ingress_rule.live_from_offline["loader_metrics"]',
         'module.offline.aws_vpc_security_group_ingress_rule.metrics_from_loader["broker"]']
     assert 9309 not in by_port
-    # the offline brokers (their mirror links) reach the live brokers on SASL_SSL's port
-    assert 'aws_vpc_security_group_ingress_rule.live_brokers_from_offline_brokers' in \
-        {r["address"] for r in by_port[9093]}
+    # across the link: the mirror links (offline brokers), the standalone mirror's group and the loaders reach the
+    # live brokers on SASL_SSL's port and the live ZooKeeper on its TLS port, each rule described
+    across = {r["index"]: r["change"]["after"] for r in rules if r["address"].startswith(
+        "aws_vpc_security_group_ingress_rule.live_from_offline[")}
+    assert {k: (a["from_port"], a["to_port"]) for k, a in across.items()} == {
+        "mirror_links_kafka": (9093, 9093), "mirror_links_zookeeper": (2281, 2281), "mirror_kafka": (9093, 9093),
+        "mirror_zookeeper": (2281, 2281), "loader_kafka": (9093, 9093), "loader_zookeeper": (2281, 2281),
+        "loader_metrics": (9308, 9308)}
+    assert all(a["description"] and a["ip_protocol"] == "tcp" for a in across.values()), across
     for port in (8500, 9090):  # the dashboard and Prometheus: the operators' networks only
         assert [r["change"]["after"]["cidr_ipv4"] for r in by_port[port]] == ["203.0.113.0/24"]
     assert all(r["change"]["after"].get("cidr_ipv4") != "0.0.0.0/0" for r in rules)
 
 
-# --- the inventory template -------------------------------------------------------------------------
-
-class _Obj:
-    """Attribute access over parsed values, as Terraform's object/list syntax reads them."""
-
-    def __init__(self, value: Any) -> None:
-        self.value = value
-
-    def __getattr__(self, name: str) -> Any:
-        return _wrap(self.value[name])
-
-    def __getitem__(self, key: Any) -> Any:
-        return _wrap(self.value[key])
-
-
-def _wrap(v: Any) -> Any:
-    return _Obj(v) if isinstance(v, (dict, list)) else v
-
-
-_EXPR = re.compile(r'^[\w\s.+\-*\[\]"]+$')
-
-
-def _eval(expr: str, scope: dict[str, Any]) -> Any:
-    if not _EXPR.match(expr):
-        raise ValueError(f"template expression outside the supported subset: {expr!r}")
-    return eval(expr, {"__builtins__": {}}, {k: _wrap(v) for k, v in scope.items()})  # noqa: S307 - own file
-
-
-_TOKEN = re.compile(r"(%\{~?\s*(.*?)\s*~?\}|\$\{\s*(.*?)\s*\})", re.S)
-
-
-def render_tftpl(text: str, scope: dict[str, Any]) -> str:
-    """Terraform's templatefile() for the subset the inventory template uses:
-    ${expr} (names, .attr, [i], + - *), %{ for [i,] x in expr } ... %{ endfor } and ~ strip markers."""
-    # Apply strip markers first: "~}" eats the whitespace after, "%{~" the whitespace before.
-    text = re.sub(r"~\}[ \t]*\n?", "}", text)
-    text = re.sub(r"[ \t]*%\{~", "%{", text)
-    pos = 0
-    out: list[Any] = []
-    stack: list[list] = [out]
-    for m in _TOKEN.finditer(text):
-        stack[-1].append(text[pos:m.start()])
-        pos = m.end()
-        directive, expr = m.group(2), m.group(3)
-        if directive is None:
-            stack[-1].append(("expr", expr))
-        elif directive.startswith("for "):
-            fm = re.match(r"for\s+(?:(\w+)\s*,\s*)?(\w+)\s+in\s+(.+)$", directive)
-            if not fm:
-                raise ValueError(f"unsupported directive {directive!r}")
-            node = ["for", fm.group(1), fm.group(2), fm.group(3)]
-            stack[-1].append(node)
-            stack.append(node)
-        elif directive == "endfor":
-            stack.pop()
-        else:
-            raise ValueError(f"unsupported directive {directive!r}")
-    stack[-1].append(text[pos:])
-    assert len(stack) == 1, "unclosed %{ for }"
-
-    def emit(nodes: list, env: dict[str, Any]) -> str:
-        parts = []
-        for n in nodes:
-            if isinstance(n, str):
-                parts.append(n)
-            elif isinstance(n, tuple):
-                parts.append(str(_eval(n[1], env)))
-            else:
-                _, idx, var, coll = n[:4]
-                items = _eval(coll, env)
-                items = items.value if isinstance(items, _Obj) else items
-                for i, item in enumerate(items):
-                    inner = dict(env, **{var: item})
-                    if idx:
-                        inner[idx] = i
-                    parts.append(emit(n[4:], inner))
-        return "".join(parts)
-
-    return emit(out, scope)
-
-
-def sample_hosts(dc: str, base: str, counts: dict[str, int]) -> dict[str, list[dict]]:
-    """What module.<dc>.hosts looks like after an apply."""
-    short = {"zookeeper": "zk", "broker": "broker", "mirror": "mirror", "loader": "loader", "spark_worker": "spark"}
-    subnet = {"zookeeper": 1, "broker": 2, "mirror": 3, "loader": 4, "spark_worker": 5}
-    return {role: [{"name": f"{dc}-{short[role]}-{i + 1}", "private_ip": f"{base}.{subnet[role]}.{11 + i}",
-                    "id": f"i-{dc}{role}{i}"} for i in range(counts.get(role, 0))] for role in short}
-
+# --- the inventory template (rendered and read by Ansible: test_terraform_inventory.py) ------------
 
 def test_template_call_passes_what_the_template_uses() -> None:
     root = parse_module(TF)
@@ -383,62 +336,3 @@ def test_template_call_passes_what_the_template_uses() -> None:
     loop_vars = set(re.findall(r"%\{\s*for\s+(?:(\w+)\s*,\s*)?", tpl)) | set(
         re.findall(r"%\{\s*for\s+(?:\w+\s*,\s*)?(\w+)\s+in", tpl))
     assert used - loop_vars <= passed, f"template uses {used - loop_vars - passed} not passed by templatefile()"
-
-
-@pytest.mark.slow
-def test_inventory_template_renders_an_ansible_inventory(tmp_path: Path) -> None:
-    live = sample_hosts("live", "10.10", {"zookeeper": 3, "broker": 2})
-    offline = sample_hosts("offline", "10.20", {"zookeeper": 3, "broker": 2, "mirror": 2, "loader": 1,
-                                                "spark_worker": 2})
-    text = render_tftpl((TF / "templates" / "inventory.yml.tftpl").read_text(),
-                        {"ansible_user": "admin", "security": "sasl_ssl", "zookeeper_tls": "true", "live": live,
-                         "offline": offline})
-    # plain YAML first: a clearer error than Ansible's; the ZooKeeper port opened is the one the playbooks use
-    assert yaml.safe_load(text)["all"]["vars"]["ferry_zookeeper_tls"] is True
-    inv = tmp_path / "hosts.yml"
-    inv.write_text(text)
-    p = subprocess.run([str(VENV_BIN / "ansible-inventory"), "-i", str(inv), "--list"], capture_output=True,
-                       text=True, timeout=120, cwd=ANSIBLE_DIR,
-                       env=dict(os.environ, ANSIBLE_CONFIG=str(ANSIBLE_DIR / "ansible.cfg")))
-    assert p.returncode == 0, p.stderr
-    listing = json.loads(p.stdout)
-    hosts = lambda g: set(listing.get(g, {}).get("hosts", []))  # noqa: E731
-    assert hosts("live_zookeeper") == {"live-zk-1", "live-zk-2", "live-zk-3"}
-    assert hosts("live_brokers") == {"live-broker-1", "live-broker-2"}
-    assert hosts("offline_brokers") == {"offline-broker-1", "offline-broker-2"}
-    assert hosts("mirror") == {"offline-mirror-1", "offline-mirror-2"}
-    assert hosts("loader") == {"offline-loader-1"}
-    assert hosts("spark_workers") == {"offline-spark-1", "offline-spark-2"}
-    assert set(listing["live"]["children"]) == {"live_zookeeper", "live_brokers"}
-    assert set(listing["zookeeper"]["children"]) == {"live_zookeeper", "offline_zookeeper"}
-    hv = listing["_meta"]["hostvars"]
-    assert [hv[f"live-broker-{i}"]["ferry_broker_id"] for i in (1, 2)] == [1, 2]
-    assert hv["offline-zk-3"]["ferry_zookeeper_myid"] == 3
-    assert hv["offline-loader-1"]["ansible_host"] == "10.20.4.11"
-    assert hv["offline-loader-1"]["ferry_security"] == "sasl_ssl"  # Ansible's and Terraform's settings agree
-
-    # The playbooks' group_vars turn it into the right connect strings for each datacenter.
-    p = subprocess.run([str(VENV_BIN / "ansible"), "-i", str(inv), "live-broker-2:offline-mirror-1", "-m",
-                        "ansible.builtin.debug", "-a", "msg={{ ferry_zookeeper_connect }}|{{ ferry_live_zookeeper_connect }}"],
-                       capture_output=True, text=True, timeout=120, cwd=ANSIBLE_DIR,
-                       env=dict(os.environ, ANSIBLE_CONFIG=str(ANSIBLE_DIR / "ansible.cfg"), ANSIBLE_NOCOLOR="1"))
-    assert p.returncode == 0, p.stdout + p.stderr
-    live_zk = "10.10.1.11:2281,10.10.1.12:2281,10.10.1.13:2281/ferry/live"  # ZooKeeper over TLS by default
-    offline_zk = "10.20.1.11:2281,10.20.1.12:2281,10.20.1.13:2281/ferry/offline"
-    assert f'"msg": "{live_zk}|{live_zk}"' in p.stdout
-    assert f'"msg": "{offline_zk}|{live_zk}"' in p.stdout
-
-    # With spark_workers the loads' master is the Spark cluster on the first loader (roles/spark).
-    p = subprocess.run([str(VENV_BIN / "ansible"), "-i", str(inv), "offline-loader-1:offline-spark-2", "-m",
-                        "ansible.builtin.debug", "-a", "msg={{ spark_master_url | trim }}"],
-                       capture_output=True, text=True, timeout=120, cwd=ANSIBLE_DIR,
-                       env=dict(os.environ, ANSIBLE_CONFIG=str(ANSIBLE_DIR / "ansible.cfg"), ANSIBLE_NOCOLOR="1"))
-    assert p.returncode == 0, p.stdout + p.stderr
-    assert p.stdout.count('"msg": "spark://10.20.4.11:7077"') == 2, p.stdout
-
-
-def test_renderer_rejects_what_it_does_not_understand() -> None:
-    with pytest.raises(ValueError):
-        render_tftpl("%{ if x }a%{ endif }", {"x": True})
-    assert render_tftpl("%{ for i, h in hs ~}\n${h.n}=${i + 1}\n%{ endfor ~}\n", {"hs": [{"n": "a"}, {"n": "b"}]}) \
-        == "a=1\nb=2\n"
