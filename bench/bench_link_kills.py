@@ -52,7 +52,8 @@ def compare(live: list, offline: list) -> tuple[int, int, bool]:
     wanted = set(live)
     seen: set = set()
     kept = [r for r in offline if r in wanted and not (r in seen or seen.add(r))]
-    return missing, duplicated, kept == [r for r in live if r in set(kept)]
+    kept_set = set(kept)
+    return missing, duplicated, kept == [r for r in live if r in kept_set]
 
 
 def main() -> int:
