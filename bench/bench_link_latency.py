@@ -6,9 +6,12 @@ producer (confluent-kafka, acks=all, linger 1 ms) in this process writes ``--rat
 each in a process of its own (no interpreter lock shared with the producer or each other). Per message: the
 arrival time at each consumer minus the send time. After ``--warmup`` s (not counted), ``--seconds`` s are
 measured: p50/p99/p99.9 of both, and the difference (what the copy adds). Every measured message must arrive at
-both consumers (exit 1 otherwise).
+both consumers (exit 1 otherwise). By default a broker's consumers see only flushed messages (the paper's
+rule, docs/broker.md: every 200 ms or 10,000 messages), on each side of the copy; ``--broker-arg`` passes flags
+to both brokers (``--broker-arg=--consumers-see-unflushed``, ``--broker-arg=--flush-ms=10``).
 
     .venv/bin/python bench/bench_link_latency.py [--rate 10000] [--seconds 60] [--warmup 10] [--partitions 4]
+        [--broker-arg=--consumers-see-unflushed]
 """
 
 from __future__ import annotations
@@ -76,6 +79,8 @@ def main() -> int:
     ap.add_argument("--seconds", type=float, default=60.0, help="measured seconds")
     ap.add_argument("--warmup", type=float, default=10.0, help="seconds produced before the measured ones")
     ap.add_argument("--partitions", type=int, default=4)
+    ap.add_argument("--broker-arg", action="append", default=[], metavar="ARG",
+                    help="passed to both brokers (repeatable), e.g. --broker-arg=--consumers-see-unflushed")
     ap.add_argument("--dir", help="parent of the bench's temporary directory (default: the system's)")
     args = ap.parse_args()
     if not 1 <= args.rate <= 100_000 or not 1 <= args.seconds <= 600 or not 0 <= args.warmup <= 120 \
@@ -89,8 +94,8 @@ def main() -> int:
     readers: dict[str, subprocess.Popen] = {}
     try:
         live_zk, off_zk = f"{zk.connect}/b/live", f"{zk.connect}/b/offline"
-        live = BrokerProcess(1, tmp / "live", live_zk, "live").start()
-        offline = BrokerProcess(1, tmp / "offline", off_zk, "offline").start()
+        live = BrokerProcess(1, tmp / "live", live_zk, "live", extra_args=args.broker_arg).start()
+        offline = BrokerProcess(1, tmp / "offline", off_zk, "offline", extra_args=args.broker_arg).start()
         brokers += [live, offline]
         with ClusterRegistry(live_zk) as reg:
             reg.create_topic(TOPIC, args.partitions)
@@ -134,7 +139,8 @@ def main() -> int:
         print(f"{time.strftime('%Y-%m-%d %H:%M:%S', time.gmtime())} UTC, load average "
               f"{' '.join(f'{x:.1f}' for x in os.getloadavg())}; {sent:,} produced ({measured:,} measured over "
               f"{args.seconds:.0f} s after {args.warmup:.0f} s warm-up, {measured / args.seconds:,.0f} msg/s), "
-              f"{left} undelivered; both brokers {brokers_cpu:.2f} cores busy", flush=True)
+              f"{left} undelivered; both brokers {brokers_cpu:.2f} cores busy; broker args {args.broker_arg or 'none'}",
+              flush=True)
         qs = (0.5, 0.99, 0.999)
         for name, xs in lat.items():
             print(f"{name:8} {len(xs):,} received: " + ", ".join(f"p{q * 100:g} {percentile(xs, q) * 1000:.1f} ms"
