@@ -127,6 +127,8 @@ def main() -> None:
     ap.add_argument("--baseline", metavar="CHECKOUT", help="run an A arm: the link of this checkout's broker")
     ap.add_argument("--until", metavar="HH:MM", help="start no round after this time (UTC); at least one runs")
     args = ap.parse_args()
+    if not 50 <= args.messages <= 50_000_000 or not 1 <= args.rounds <= 100 or not 1 <= args.partitions <= 64:
+        ap.error("--messages 50-50000000, --rounds 1-100, --partitions 1-64")
     if args.until and not re.fullmatch(r"([01]\d|2[0-3]):[0-5]\d", args.until):
         ap.error(f"--until {args.until!r}: expected HH:MM (UTC)")
     # a terminated bench still stops its servers and removes its directory
