@@ -163,7 +163,7 @@ class LogAppender:
                     next_offset = seg.append(buf, headers, first, now, leader_epoch)
             except OSError as e:  # nothing counted; a partial write was cut off (LogSegment)
                 raise status.storage_failure("append", e) from e
-            if idempotent:
+            if idempotent and (len(headers) == 1 or not state.update_run(headers, first, now)):
                 offset = first
                 for h in headers:
                     if h.producer_id >= 0:
