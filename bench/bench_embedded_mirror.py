@@ -4,7 +4,8 @@
 ZooKeeper, one live and one offline `ferry broker` (the offline one runs the embedded mirror). Backlog:
 ``--messages`` 200-byte messages in sets of 50 over ``--partitions`` partitions (bench_mirror_pipeline.py's
 fill). Each round: the MessageSetConsumer reads the whole live topic in a process of its own (lean, then
-checking CRCs); a new mirror link copies the whole topic into the offline cluster (clock from the first copied
+checking CRCs); a new mirror link (with a new producer id: the deleted links' kept ids are forgotten) copies the
+whole topic into the offline cluster (clock from the first copied
 message visible offline to the last: the offline high watermark); then the standalone `ferry mirror`
 (MirrorMaker, in this process) copies it once more. Each copy appends behind the earlier rounds' copies in the
 same offline topic. Machine CPU per message covers every process (both brokers, the mirror, the kernel).
@@ -30,6 +31,8 @@ import time
 import uuid
 from pathlib import Path
 
+from kazoo.exceptions import NoNodeError
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_mirror_pipeline import (  # noqa: E402
@@ -47,6 +50,7 @@ from bench_mirror_pipeline import (  # noqa: E402
 from ferry.client.wire_client import WireClient  # noqa: E402
 from ferry.embedded import BrokerProcess, ZooKeeperServer  # noqa: E402
 from ferry.zk.cluster_registry import ClusterRegistry  # noqa: E402
+from ferry.zk.mirror_links import id_path  # noqa: E402
 
 
 def link(offline_zk: str, *args: str) -> None:
@@ -79,7 +83,18 @@ def embedded_copy(live: BrokerProcess, offline: BrokerProcess, live_zk: str, off
         raise RuntimeError("the link did not finish in 600 s")
     finally:
         link(offline_zk, "delete", name)
+        _forget_producer_id(offline_zk, name)
         watch.close()
+
+
+def _forget_producer_id(zk: str, name: str) -> None:
+    """A deleted link's kept producer id (zk/mirror_links.py) would go to the next round's new link, which would
+    then resume at the live end and copy nothing: each round forgets it, so each round copies the whole topic."""
+    with ClusterRegistry(zk) as reg:
+        try:
+            reg.client.delete(id_path(name))
+        except NoNodeError:
+            pass
 
 
 def _has_topic(zk: str, topic: str) -> bool:
