@@ -16,6 +16,7 @@ bench/ab_mirror.py explains) copies the topic by a link of its own in each round
 copy (B). Without ``--baseline`` the A arm runs this checkout too (an A/A run: the noise floor).
 
     .venv/bin/python bench/bench_embedded_mirror.py [--messages 2000000] [--rounds 3] [--baseline CHECKOUT]
+        [--offline-override KEY=VALUE ...]
 """
 
 from __future__ import annotations
@@ -108,6 +109,10 @@ def main() -> None:
     ap.add_argument("--partitions", type=int, default=4)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--baseline", metavar="CHECKOUT", help="the A arm's checkout (default: this one)")
+    ap.add_argument("--offline-override", action="append", default=[], metavar="KEY=VALUE",
+                    help="a broker setting of both offline brokers (their --override), e.g. "
+                         "log.consumers.see.unflushed=true: the copy's clock then stops at the appended end, not the "
+                         "flushed one (with the default log.flush.interval.messages, an fsync per answer)")
     args = ap.parse_args()
     # `python -m` puts the working directory first on a broker's path: from inside a checkout its ferry/ would win
     # over PYTHONPATH (bench_small_requests.py does the same)
@@ -122,14 +127,15 @@ def main() -> None:
     try:
         live_zk, offline_zk = f"{zk.connect}/b/live", f"{zk.connect}/b/offline"
         live = BrokerProcess(1, tmp / "live", live_zk, "live").start()
-        offline = BrokerProcess(1, tmp / "offline", offline_zk, "offline").start()
+        overrides = [a for kv in args.offline_override for a in ("--override", kv)]
+        offline = BrokerProcess(1, tmp / "offline", offline_zk, "offline", extra_args=overrides).start()
         brokers += [live, offline]
         base_zk = f"{zk.connect}/b/offline-a"
         saved = os.environ.get("PYTHONPATH")
         if args.baseline:
             os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (args.baseline, saved) if p)
         try:
-            baseline = BrokerProcess(1, tmp / "offline-a", base_zk, "offline").start()
+            baseline = BrokerProcess(1, tmp / "offline-a", base_zk, "offline", extra_args=overrides).start()
         finally:
             if saved is None:
                 os.environ.pop("PYTHONPATH", None)
