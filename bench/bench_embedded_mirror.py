@@ -98,6 +98,12 @@ def _forget_producer_id(zk: str, name: str) -> None:
             pass
 
 
+def _own_log(broker: BrokerProcess) -> BrokerProcess:
+    """The three brokers all have id 1: each writes its own log file (``<data dir>.out``), not one shared."""
+    broker.log_file = broker.data_dir.with_name(broker.data_dir.name + ".out")
+    return broker
+
+
 def _has_topic(zk: str, topic: str) -> bool:
     with ClusterRegistry(zk) as reg:
         return reg.topic(topic) is not None
@@ -126,16 +132,16 @@ def main() -> None:
     broker_us: dict[str, list[float]] = {"A": [], "B": []}
     try:
         live_zk, offline_zk = f"{zk.connect}/b/live", f"{zk.connect}/b/offline"
-        live = BrokerProcess(1, tmp / "live", live_zk, "live").start()
+        live = _own_log(BrokerProcess(1, tmp / "live", live_zk, "live")).start()
         overrides = [a for kv in args.offline_override for a in ("--override", kv)]
-        offline = BrokerProcess(1, tmp / "offline", offline_zk, "offline", extra_args=overrides).start()
+        offline = _own_log(BrokerProcess(1, tmp / "offline", offline_zk, "offline", extra_args=overrides)).start()
         brokers += [live, offline]
         base_zk = f"{zk.connect}/b/offline-a"
         saved = os.environ.get("PYTHONPATH")
         if args.baseline:
             os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (args.baseline, saved) if p)
         try:
-            baseline = BrokerProcess(1, tmp / "offline-a", base_zk, "offline", extra_args=overrides).start()
+            baseline = _own_log(BrokerProcess(1, tmp / "offline-a", base_zk, "offline", extra_args=overrides)).start()
         finally:
             if saved is None:
                 os.environ.pop("PYTHONPATH", None)
