@@ -18,7 +18,7 @@ native parts built, as bench/ab_mirror.py explains) copies the topic by a link o
 ``--until HH:MM`` starts no round after that time (UTC) and prints the medians of the rounds run.
 
     .venv/bin/python bench/bench_embedded_mirror.py [--messages 2000000] [--rounds 3] [--baseline CHECKOUT]
-        [--until HH:MM]
+        [--until HH:MM] [--offline-override KEY=VALUE ...]
 """
 
 from __future__ import annotations
@@ -93,7 +93,8 @@ def _has_topic(zk: str, topic: str) -> bool:
         return reg.topic(topic) is not None
 
 
-def start_offline(zk: ZooKeeperServer, tmp: Path, name: str, checkout: str | None) -> BrokerProcess:
+def start_offline(zk: ZooKeeperServer, tmp: Path, name: str, checkout: str | None,
+                  overrides: list[str]) -> BrokerProcess:
     """A fresh one-broker offline cluster (chroot /b/NAME); ``checkout`` first on its PYTHONPATH (the A arm).
 
     Fresh each round: a link created again from the same live cluster takes back the deleted link's producer id
@@ -102,12 +103,19 @@ def start_offline(zk: ZooKeeperServer, tmp: Path, name: str, checkout: str | Non
     if checkout:
         os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (checkout, saved) if p)
     try:
-        return BrokerProcess(1, tmp / name, f"{zk.connect}/b/{name}", "offline").start()
+        return _own_log(BrokerProcess(1, tmp / name, f"{zk.connect}/b/{name}", "offline",
+                                      extra_args=overrides)).start()
     finally:
         if saved is None:
             os.environ.pop("PYTHONPATH", None)
         else:
             os.environ["PYTHONPATH"] = saved
+
+
+def _own_log(broker: BrokerProcess) -> BrokerProcess:
+    """The brokers all have id 1: each writes its own log file (``<data dir>.out``), not one shared."""
+    broker.log_file = broker.data_dir.with_name(broker.data_dir.name + ".out")
+    return broker
 
 
 def drop(broker: BrokerProcess) -> None:
@@ -126,6 +134,10 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--baseline", metavar="CHECKOUT", help="run an A arm: the link of this checkout's broker")
     ap.add_argument("--until", metavar="HH:MM", help="start no round after this time (UTC); at least one runs")
+    ap.add_argument("--offline-override", action="append", default=[], metavar="KEY=VALUE",
+                    help="a broker setting of the offline brokers (their --override), e.g. "
+                         "log.consumers.see.unflushed=true: the copy's clock then stops at the appended end, not the "
+                         "flushed one (with the default log.flush.interval.messages, an fsync per answer)")
     args = ap.parse_args()
     if not 50 <= args.messages <= 50_000_000 or not 1 <= args.rounds <= 100 or not 1 <= args.partitions <= 64:
         ap.error("--messages 50-50000000, --rounds 1-100, --partitions 1-64")
@@ -148,7 +160,8 @@ def main() -> None:
     us: dict[str, list[float]] = {"A brokers": [], "B brokers": [], "standalone mirror+brokers": []}
     try:
         live_zk = f"{zk.connect}/b/live"
-        live = BrokerProcess(1, tmp / "live", live_zk, "live").start()
+        live = _own_log(BrokerProcess(1, tmp / "live", live_zk, "live")).start()
+        overrides = [a for kv in args.offline_override for a in ("--override", kv)]
         brokers.append(live)
         with ClusterRegistry(live_zk) as reg:
             reg.create_topic("backlog", args.partitions)
@@ -164,7 +177,7 @@ def main() -> None:
             rates = {check: read_phase(live.bootstrap, "backlog", args.partitions, check, f"round {rnd}")
                      for check in (False, True)}
             if args.baseline:
-                baseline = start_offline(zk, tmp, f"offline-a-{rnd}", args.baseline)
+                baseline = start_offline(zk, tmp, f"offline-a-{rnd}", args.baseline, overrides)
                 brokers.append(baseline)
                 settle()
                 an, asecs, abusy, acpu = embedded_copy(live, baseline, live_zk, baseline.zk_connect, "backlog",
@@ -175,7 +188,7 @@ def main() -> None:
                 print(f"round {rnd}: A link {an:,} msgs {base_rate:,.0f} msg/s -> {base_rate / rates[False]:.2f}x "
                       f"of the lean reader; brokers {acpu / an * 1e6:.2f} us CPU/msg; "
                       f"{machine_line(abusy, asecs, an)}", flush=True)
-            offline = start_offline(zk, tmp, f"offline-{rnd}", None)
+            offline = start_offline(zk, tmp, f"offline-{rnd}", None, overrides)
             brokers.append(offline)
             settle()
             n, secs, busy, bcpu = embedded_copy(live, offline, live_zk, offline.zk_connect, "backlog",

@@ -25,6 +25,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
+from ferry.broker.log.append_info import AppendInfo
 from ferry.broker.log.log import Log
 from ferry.broker.server.partition import Partition
 from ferry.broker.server.replica_manager import ReplicaManager
@@ -36,7 +37,7 @@ from ferry.wire.async_broker_connection import AsyncBrokerConnection
 from ferry.wire.connection_errors import BrokerUnavailableError
 from ferry.wire.protocol import fetch, list_offsets
 from ferry.wire.protocol.errors import ErrorCode
-from ferry.wire.record.errors import KafkaStorageError, RecordTooLargeError
+from ferry.wire.record.errors import FencedLeaderEpochError, KafkaStorageError, RecordTooLargeError
 from ferry.wire.record.read_committed import ReadCommitted
 from ferry.wire.record.record_batch import BATCH_HEADER_SIZE, RecordBatchHeader, read_header
 from ferry.wire.sasl_login import PLAINTEXT, AuthenticationError, ClientSecurity
@@ -132,6 +133,7 @@ class PartitionCopier:
         # the next fetch, sent before this round's append: (live offset it asks for, its task)
         self._ahead: tuple[int, asyncio.Task] | None = None
         self._task: asyncio.Task | None = None
+        self._writing: asyncio.Future | None = None  # the append on the writer thread, while it runs
         self._fresh = False
         # the offline log end when the copy began with nothing of the link's in the log: its batches all come
         # after it, so the audit counts from there rather than reading the whole offline log once
@@ -163,6 +165,9 @@ class PartitionCopier:
         task, self._task = self._task, None
         ahead, self._ahead = self._ahead, None
         await cancel_and_wait([task] + ([ahead[1]] if ahead is not None else []))
+        writing, self._writing = self._writing, None
+        if writing is not None:  # a write on the writer thread cannot be called back: it ends first
+            await asyncio.wait([writing])
         self._close()
 
     def _close(self) -> None:
@@ -271,16 +276,38 @@ class PartitionCopier:
             if not self.leads:  # the fetch was out while leadership moved: the new leader copies it
                 return position
             try:
-                # the walk checked each live batch's CRC-32C and computed the re-stamped one's: not a third pass
-                self.replicas.append(self.part, stamped, check_sequences=False, crcs_fresh=True)
-            except KafkaStorageError:
-                return position  # the log dir went offline: leadership moves (log_dir_failure.py)
+                await self._write(stamped)
+            except (KafkaStorageError, FencedLeaderEpochError):
+                return position  # the log dir went offline, or leadership moved meanwhile (the new leader copies)
             self.progress.messages += messages
             self.progress.bytes += len(stamped)
             self._fresh = False
         self._set_state(COPYING)
         self.progress.copied_to = next_offset
         return next_offset
+
+    async def _write(self, stamped: memoryview) -> AppendInfo:
+        """The leader append of a walked answer on a writer thread: its kernel copy into the page cache releases
+        the GIL, so the event loop reads the next answers meanwhile. The log's lock orders it with every other
+        append; the high watermark and the parked follower fetches move after it, on the loop (a follower or a
+        consumer never sees an offset before its data is written). A task of its own: a stopped copier waits
+        for it (stop), so a successor reads the producer state with the write in it."""
+        writing = asyncio.ensure_future(self.run_blocking(self._append, stamped))
+        writing.add_done_callback(_retrieve)
+        self._writing = writing
+        try:
+            info = await asyncio.shield(writing)
+        finally:
+            if writing.done():
+                self._writing = None
+        self.replicas.leader_appended(self.part, info)
+        return info
+
+    def _append(self, stamped: memoryview) -> AppendInfo:
+        """On the writer thread. The walk checked each live batch's CRC-32C and computed the re-stamped one's:
+        not a third pass; refused under the log's lock if this copier's leadership ended meanwhile."""
+        return self.part.log.append(stamped, leader_epoch=self.epoch, check_sequences=False, crcs_fresh=True,
+                                    still_leader=lambda: self.leads)
 
     async def _out_of_range(self, position: int) -> int:
         """The live log no longer (or not yet) has ``position``: ask where it starts and ends."""

@@ -90,6 +90,11 @@ class AbstractIndex:
         self._mem += self.ENTRY.pack(*values)
         self.entries += 1
 
+    def _extend(self, packed: bytes, count: int) -> None:
+        """``count`` entries packed in order, which the subclass checked and fitted to the room left."""
+        self._mem += packed
+        self.entries += count
+
     def reset(self) -> None:
         """Drop every entry (recovery rebuilds the index); the file is emptied now."""
         os.truncate(self.path, 0)

@@ -18,7 +18,7 @@ import crc32c
 from aiokafka.record._crecords.default_records import DefaultRecordBatch
 
 from ferry.broker.log import segment_recovery
-from ferry.broker.log.log_append import pwrite_all, write_batches
+from ferry.broker.log.log_append import pwrite_all, write_batches, write_run
 from ferry.broker.log.offset_index import MAX_RELATIVE_OFFSET
 from ferry.broker.log.segment_indexes import (
     DELETED_SUFFIX,
@@ -123,6 +123,10 @@ class LogSegment:
                 pieces = [EPOCH_PREFIX_STRUCT.pack(first_offset, h.batch_length, leader_epoch), buf[16:size]]
             else:
                 pieces = [BASE_OFFSET_STRUCT.pack(first_offset), buf[8:size]]
+        elif append_time is None:  # hundreds of batches (a copied answer): no Python object per batch
+            start = self._write_run(buf, first_offset, leader_epoch)
+            self.size, self.next_offset = self.indexes.appended(headers, start, first_offset, None)
+            return self.next_offset
         else:
             pieces = []
             offset = first_offset
@@ -180,6 +184,18 @@ class LogSegment:
         start = self.size
         try:
             pwrite_all(self.fd, pieces, start)
+        except OSError:
+            self._cut_back(start)
+            raise
+        return start
+
+    def _write_run(self, buf: memoryview, first_offset: int, leader_epoch: int) -> int:
+        """_write of the batches in ``buf`` with offsets from ``first_offset`` (log_append.write_run)."""
+        if self.indexes.backlog:
+            self.indexes.write_pending()
+        start = self.size
+        try:
+            write_run(self.fd, buf, first_offset, leader_epoch, start)
         except OSError:
             self._cut_back(start)
             raise

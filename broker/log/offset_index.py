@@ -27,6 +27,27 @@ class OffsetIndex(AbstractIndex):
                 )
         self._append_raw(rel, position)
 
+    def append_many(self, due: list[tuple[int, ...]]) -> None:
+        """append() of each (offset, position, ...) in ``due`` (ascending), packed together; what does not fit
+        a full index is left out (as SegmentIndexes leaves out an entry of a full index). Checked like
+        append(), before any of them is added."""
+        room = self.max_entries - self.entries
+        if room <= 0:
+            return
+        base = self.base_offset
+        last_rel, last_pos = self.entry(self.entries - 1) if self.entries else (-1, -1)
+        pack = self.ENTRY.pack
+        packed = []
+        for entry in due[:room]:
+            offset, position = entry[0], entry[1]
+            rel = offset - base
+            if rel <= last_rel or position < last_pos:
+                raise ValueError(f"offset index {self.path}: entry ({offset}, {position}) does not follow "
+                                 f"({base + last_rel}, {last_pos})")
+            packed.append(pack(rel, position))
+            last_rel, last_pos = rel, position
+        self._extend(b"".join(packed), len(packed))
+
     def lookup(self, offset: int) -> tuple[int, int]:
         """(offset, position) of the last entry at or before ``offset``; (base, 0) if none."""
         i = self._search(0, offset - self.base_offset)

@@ -37,6 +37,27 @@ class TimeIndex(AbstractIndex):
         self._append_raw(timestamp, offset - self.base_offset)
         return True
 
+    def maybe_append_many(self, due: list[tuple[int, ...]]) -> None:
+        """maybe_append() of each (..., timestamp, offset) in ``due`` (the last two fields), in order, packed
+        together: the same entries, the same checks, before any of them is added."""
+        base = self.base_offset
+        last_ts, last_rel = self.entry(self.entries - 1) if self.entries else (None, -1)
+        room = self.max_entries - self.entries
+        pack = self.ENTRY.pack
+        packed = []
+        for entry in due:
+            timestamp, rel = entry[-2], entry[-1] - base
+            if last_ts is not None and timestamp <= last_ts:
+                continue
+            if rel < last_rel:
+                raise ValueError(f"time index {self.path}: offset {entry[-1]} goes backwards")
+            if len(packed) >= room:
+                break
+            packed.append(pack(timestamp, rel))
+            last_ts, last_rel = timestamp, rel
+        if packed:
+            self._extend(b"".join(packed), len(packed))
+
     def lookup(self, timestamp: int) -> tuple[int, int]:
         """(timestamp, offset) of the last entry with timestamp <= ``timestamp``; (-1, base) if none.
 
