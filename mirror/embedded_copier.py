@@ -27,6 +27,7 @@ from dataclasses import dataclass
 
 from ferry.broker.log.append_info import AppendInfo
 from ferry.broker.log.log import Log
+from ferry.broker.server.log_flusher import LogFlusher
 from ferry.broker.server.partition import Partition
 from ferry.broker.server.replica_manager import ReplicaManager
 from ferry.broker.server.task_cancel import cancel_and_wait
@@ -117,7 +118,7 @@ class PartitionCopier:
 
     def __init__(self, link_name: str, producer_id: int, part: Partition, replicas: ReplicaManager,
                  leader_of: LeaderLookup, run_blocking: Callable, client_id: str,
-                 security: ClientSecurity = PLAINTEXT) -> None:
+                 security: ClientSecurity = PLAINTEXT, flusher: LogFlusher | None = None) -> None:
         self.link_name = link_name
         self.producer_id = producer_id
         self.part = part
@@ -126,6 +127,8 @@ class PartitionCopier:
         self.run_blocking = run_blocking  # loop.run_in_executor(executor, fn, *args)
         self.client_id = client_id
         self.security = security  # the link's --source-config: TLS and SASL towards the live brokers
+        self.flusher = flusher  # the broker's group commit: a caught-up copy is flushed as an acks=all produce is
+        self._flushing: set[asyncio.Task] = set()  # flushes asked for and not yet done
         self.link_error: str | None = None  # why the link's settings fail here (LinkSettingsError), if they do
         self.epoch = part.leader_epoch
         self.progress = CopyProgress()
@@ -164,7 +167,7 @@ class PartitionCopier:
     async def stop(self) -> None:
         task, self._task = self._task, None
         ahead, self._ahead = self._ahead, None
-        await cancel_and_wait([task] + ([ahead[1]] if ahead is not None else []))
+        await cancel_and_wait([task, *self._flushing] + ([ahead[1]] if ahead is not None else []))
         writing, self._writing = self._writing, None
         if writing is not None:  # a write on the writer thread cannot be called back: it ends first
             await asyncio.wait([writing])
@@ -276,15 +279,36 @@ class PartitionCopier:
             if not self.leads:  # the fetch was out while leadership moved: the new leader copies it
                 return position
             try:
-                await self._write(stamped)
+                info = await self._write(stamped)
             except (KafkaStorageError, FencedLeaderEpochError):
                 return position  # the log dir went offline, or leadership moved meanwhile (the new leader copies)
+            if next_offset >= res.last_stable_offset:
+                self._flush_to(info.last_offset + 1)
             self.progress.messages += messages
             self.progress.bytes += len(stamped)
             self._fresh = False
         self._set_state(COPYING)
         self.progress.copied_to = next_offset
         return next_offset
+
+    def _flush_to(self, end: int) -> None:
+        """The copy reached the live end: flush now, as an acks=all produce would, rather than at the next
+        log.flush.interval.ms, since consumers of a default broker see only flushed messages (the standalone
+        mirror's acks=all produces flush the same way). A backlog's answers are flushed by the message count
+        rule instead. The broker's LogFlusher joins concurrent flushes of one log (group commit); not awaited:
+        the next fetch need not wait for the disk."""
+        log_ = self.part.log
+        if self.flusher is None or log_.offsets.see_unflushed or log_.flushed_offset >= end:
+            return
+        flushing = asyncio.get_running_loop().create_task(self.flusher.flushed_to(log_, end))
+        self._flushing.add(flushing)
+        flushing.add_done_callback(self._flushed)
+
+    def _flushed(self, task: asyncio.Task) -> None:
+        self._flushing.discard(task)
+        if not task.cancelled() and task.exception() is not None:  # the periodic flush is left to try again
+            log.warning("mirror link %s: %s-%d: flush failed: %s", self.link_name, self.topic, self.partition,
+                        task.exception())
 
     async def _write(self, stamped: memoryview) -> AppendInfo:
         """The leader append of a walked answer on a writer thread: its kernel copy into the page cache releases

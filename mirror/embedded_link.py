@@ -209,7 +209,8 @@ class LinkRunner:
                 if tp not in self.copiers:
                     self.copiers[tp] = PartitionCopier(
                         link.name, link.producer_id, part, replicas, self.leader_of, self._blocking,
-                        f"ferry-embedded-mirror-{self.services.config.broker_id}", self.security).start()
+                        f"ferry-embedded-mirror-{self.services.config.broker_id}", self.security,
+                        flusher=self.services.flusher).start()
         if self.auditor is not None:
             self.auditor.partitions = {tp: c.part for tp, c in self.copiers.items()}
             self.auditor.starts = {tp: c.fresh_from for tp, c in self.copiers.items() if c.fresh_from is not None}

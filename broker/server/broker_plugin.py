@@ -18,6 +18,7 @@ from typing import Protocol
 from prometheus_client.metrics_core import Metric
 
 from ferry.broker.server.broker_config import BrokerConfig
+from ferry.broker.server.log_flusher import LogFlusher
 from ferry.broker.server.producer_id_manager import ProducerIdManager
 from ferry.broker.server.replica_manager import ReplicaManager
 from ferry.wire.client_config import ClientConfig
@@ -35,6 +36,8 @@ class BrokerServices:
     # the broker's own login to this cluster (its inter-broker listener and user): a plugin producing here (the
     # mirror links' audit counts) writes as the broker's principal, as replication does
     own_client: ClientConfig = field(default_factory=ClientConfig.plaintext)
+    # the broker's group commit (acks=all's fsync): the mirror links flush a caught-up copy through it
+    flusher: LogFlusher | None = None
 
 
 class BrokerPlugin(Protocol):

@@ -241,7 +241,7 @@ class KafkaServer:
             await loop.run_in_executor(self._executor, self._ensure_audit_topic)
         await loop.run_in_executor(self._executor, self.controller.start)
         own = cfg.security.inter_broker_client() if cfg.security is not None else ClientConfig.plaintext()
-        services = BrokerServices(cfg, loop, self._executor, self.registry, replicas, producer_ids, own)
+        services = BrokerServices(cfg, loop, self._executor, self.registry, replicas, producer_ids, own, flusher)
         for plugin in self.plugins:
             await plugin.start(services)
         if cfg.metrics_port:
