@@ -27,11 +27,9 @@ import argparse
 import os
 import re
 import shutil
-import signal
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 import uuid
 from pathlib import Path
@@ -49,6 +47,7 @@ from bench_mirror_pipeline import (  # noqa: E402
     read_phase,
     settle,
 )
+from servers import scratch_zookeeper  # noqa: E402
 
 from ferry.client.wire_client import WireClient  # noqa: E402
 from ferry.embedded import BrokerProcess, ZooKeeperServer  # noqa: E402
@@ -143,13 +142,7 @@ def main() -> None:
         ap.error("--messages 50-50000000, --rounds 1-100, --partitions 1-64")
     if args.until and not re.fullmatch(r"([01]\d|2[0-3]):[0-5]\d", args.until):
         ap.error(f"--until {args.until!r}: expected HH:MM (UTC)")
-    # a terminated bench still stops its servers and removes its directory
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
-    # `python -m` puts the working directory first on a broker's path: from inside a checkout its ferry/ would win
-    # over PYTHONPATH (bench_small_requests.py does the same)
-    os.chdir(tempfile.gettempdir())
-    tmp = Path(tempfile.mkdtemp(prefix="ferry-bench-embedded-"))
-    zk = ZooKeeperServer(data_dir=tmp / "zk").start()
+    tmp, zk = scratch_zookeeper("ferry-bench-embedded-")
     brokers: list[BrokerProcess] = []
     ratios: dict[str, list[float]] = {"embedded/lean": [], "embedded/checking": [], "standalone/lean": [],
                                       "embedded/standalone": []}

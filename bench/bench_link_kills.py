@@ -17,12 +17,9 @@ in the offline `_audit` against the producer's acknowledged counts (the books). 
 from __future__ import annotations
 
 import argparse
-import os
 import shutil
-import signal
 import subprocess
 import sys
-import tempfile
 import time
 from collections import Counter
 from pathlib import Path
@@ -31,8 +28,9 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "tests" / "mirror"))
 
 from mirror_harness import SteadyProducer, audit_counts, read_log, wait_for, wait_partitions  # noqa: E402
+from servers import scratch_zookeeper  # noqa: E402
 
-from ferry.embedded import BrokerProcess, ZooKeeperServer  # noqa: E402
+from ferry.embedded import BrokerProcess  # noqa: E402
 from ferry.zk.cluster_registry import ClusterRegistry  # noqa: E402
 
 TOPIC = "events"
@@ -68,10 +66,7 @@ def main() -> int:
     if not 1 <= args.kills <= 100 or not 1 <= args.partitions <= 64 or not 2 <= args.offline_brokers <= 5 \
             or not 1 <= args.rate <= 50_000:
         ap.error("--kills 1-100, --partitions 1-64, --offline-brokers 2-5, --rate 1-50000")
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
-    os.chdir(tempfile.gettempdir())  # `python -m` puts the working directory first on a broker's path
-    tmp = Path(tempfile.mkdtemp(prefix="ferry-bench-kills-", dir=args.dir))
-    zk = ZooKeeperServer(data_dir=tmp / "zk").start()
+    tmp, zk = scratch_zookeeper("ferry-bench-kills-", args.dir)
     brokers: list[BrokerProcess] = []
     steady = None
     try:

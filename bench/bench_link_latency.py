@@ -20,11 +20,9 @@ import argparse
 import array
 import os
 import shutil
-import signal
 import struct
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -32,8 +30,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_mirror_pipeline import percentile, proc_cpu  # noqa: E402
 from confluent_kafka import Consumer, Producer, TopicPartition  # noqa: E402
+from servers import scratch_zookeeper  # noqa: E402
 
-from ferry.embedded import BrokerProcess, ZooKeeperServer  # noqa: E402
+from ferry.embedded import BrokerProcess  # noqa: E402
 from ferry.zk.cluster_registry import ClusterRegistry  # noqa: E402
 
 TOPIC = "lat"
@@ -86,10 +85,7 @@ def main() -> int:
     if not 1 <= args.rate <= 100_000 or not 1 <= args.seconds <= 600 or not 0 <= args.warmup <= 120 \
             or not 1 <= args.partitions <= 64:
         ap.error("--rate 1-100000, --seconds 1-600, --warmup 0-120, --partitions 1-64")
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
-    os.chdir(tempfile.gettempdir())  # `python -m` puts the working directory first on a broker's path
-    tmp = Path(tempfile.mkdtemp(prefix="ferry-bench-latency-", dir=args.dir))
-    zk = ZooKeeperServer(data_dir=tmp / "zk").start()
+    tmp, zk = scratch_zookeeper("ferry-bench-latency-", args.dir)
     brokers: list[BrokerProcess] = []
     readers: dict[str, subprocess.Popen] = {}
     try:

@@ -43,6 +43,20 @@ from ferry.embedded import (  # noqa: E402
 HOST = "127.0.0.1"
 
 
+
+def scratch_zookeeper(prefix: str, parent: str | None = None) -> tuple[Path, ZooKeeperServer]:
+    """A bench's temporary directory and a ZooKeeper started in it. SIGTERM becomes SystemExit, so a terminated
+    bench still runs its finally blocks (servers stopped, directory removed); the working directory moves to the
+    system's temporary one, since `python -m` puts it first on a broker's path (a checkout's ferry/ would win
+    over PYTHONPATH)."""
+    import tempfile
+
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    os.chdir(tempfile.gettempdir())
+    tmp = Path(tempfile.mkdtemp(prefix=prefix, dir=parent))
+    return tmp, ZooKeeperServer(data_dir=tmp / "zk").start()
+
+
 class ServerError(RuntimeError):
     """A peer broker is missing or did not start."""
 
