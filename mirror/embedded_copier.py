@@ -25,7 +25,6 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-from ferry.broker.log.append_info import AppendInfo
 from ferry.broker.log.log import Log
 from ferry.broker.server.log_flusher import LogFlusher
 from ferry.broker.server.partition import Partition
@@ -38,7 +37,7 @@ from ferry.wire.async_broker_connection import AsyncBrokerConnection
 from ferry.wire.connection_errors import BrokerUnavailableError
 from ferry.wire.protocol import fetch, list_offsets
 from ferry.wire.protocol.errors import ErrorCode
-from ferry.wire.record.errors import FencedLeaderEpochError, KafkaStorageError, RecordTooLargeError
+from ferry.wire.record.errors import KafkaStorageError, RecordTooLargeError
 from ferry.wire.record.read_committed import ReadCommitted
 from ferry.wire.record.record_batch import BATCH_HEADER_SIZE, RecordBatchHeader, read_header
 from ferry.wire.sasl_login import PLAINTEXT, AuthenticationError, ClientSecurity
@@ -136,7 +135,6 @@ class PartitionCopier:
         # the next fetch, sent before this round's append: (live offset it asks for, its task)
         self._ahead: tuple[int, asyncio.Task] | None = None
         self._task: asyncio.Task | None = None
-        self._writing: asyncio.Future | None = None  # the append on the writer thread, while it runs
         self._fresh = False
         # the offline log end when the copy began with nothing of the link's in the log: its batches all come
         # after it, so the audit counts from there rather than reading the whole offline log once
@@ -168,9 +166,6 @@ class PartitionCopier:
         task, self._task = self._task, None
         ahead, self._ahead = self._ahead, None
         await cancel_and_wait([task, *self._flushing] + ([ahead[1]] if ahead is not None else []))
-        writing, self._writing = self._writing, None
-        if writing is not None:  # a write on the writer thread cannot be called back: it ends first
-            await asyncio.wait([writing])
         self._close()
 
     def _close(self) -> None:
@@ -279,9 +274,10 @@ class PartitionCopier:
             if not self.leads:  # the fetch was out while leadership moved: the new leader copies it
                 return position
             try:
-                info = await self._write(stamped)
-            except (KafkaStorageError, FencedLeaderEpochError):
-                return position  # the log dir went offline, or leadership moved meanwhile (the new leader copies)
+                # the walk checked each live batch's CRC-32C and computed the re-stamped one's: not a third pass
+                info = self.replicas.append(self.part, stamped, check_sequences=False, crcs_fresh=True)
+            except KafkaStorageError:
+                return position  # the log dir went offline: leadership moves (log_dir_failure.py)
             if next_offset >= res.last_stable_offset:
                 self._flush_to(info.last_offset + 1)
             self.progress.messages += messages
@@ -309,29 +305,6 @@ class PartitionCopier:
         if not task.cancelled() and task.exception() is not None:  # the periodic flush is left to try again
             log.warning("mirror link %s: %s-%d: flush failed: %s", self.link_name, self.topic, self.partition,
                         task.exception())
-
-    async def _write(self, stamped: memoryview) -> AppendInfo:
-        """The leader append of a walked answer on a writer thread: its kernel copy into the page cache releases
-        the GIL, so the event loop reads the next answers meanwhile. The log's lock orders it with every other
-        append; the high watermark and the parked follower fetches move after it, on the loop (a follower or a
-        consumer never sees an offset before its data is written). A task of its own: a stopped copier waits
-        for it (stop), so a successor reads the producer state with the write in it."""
-        writing = asyncio.ensure_future(self.run_blocking(self._append, stamped))
-        writing.add_done_callback(_retrieve)
-        self._writing = writing
-        try:
-            info = await asyncio.shield(writing)
-        finally:
-            if writing.done():
-                self._writing = None
-        self.replicas.leader_appended(self.part, info)
-        return info
-
-    def _append(self, stamped: memoryview) -> AppendInfo:
-        """On the writer thread. The walk checked each live batch's CRC-32C and computed the re-stamped one's:
-        not a third pass; refused under the log's lock if this copier's leadership ended meanwhile."""
-        return self.part.log.append(stamped, leader_epoch=self.epoch, check_sequences=False, crcs_fresh=True,
-                                    still_leader=lambda: self.leads)
 
     async def _out_of_range(self, position: int) -> int:
         """The live log no longer (or not yet) has ``position``: ask where it starts and ends."""

@@ -65,7 +65,7 @@ class LogAppender:
     # -- a leader's append -----------------------------------------------------------------------------
 
     def append(self, records: Buffer, leader_epoch: int = -1, allow: int = 0, check_sequences: bool = True,
-               crcs_fresh: bool = False, still_leader: Callable[[], bool] | None = None) -> AppendInfo:
+               crcs_fresh: bool = False) -> AppendInfo:
         """Validate, sequence-check, assign offsets and write one produce payload.
 
         ``leader_epoch`` >= 0 (a replicated partition's leader): every batch is written with it as
@@ -79,9 +79,7 @@ class LogAppender:
         they were copied from (gaps where the live log has markers or aborted data); a repeat of one of the
         producer's last batches is still answered as a duplicate, nothing is refused for a gap. ``crcs_fresh``:
         the caller gave every batch its CRC-32C in this process (the embedded mirror's walk, after checking the
-        live batch's own): not computed a third time; every other check stays. ``still_leader``: asked under the
-        log's lock, just before anything is written, by an append made off the event loop (the embedded mirror's
-        writer thread), where leadership may move meanwhile: False refuses it (FencedLeaderEpochError).
+        live batch's own): not computed a third time; every other check stays.
         """
         mv = records if isinstance(records, memoryview) else memoryview(records)
         if mv.format != "B" or mv.ndim != 1:
@@ -108,7 +106,7 @@ class LogAppender:
                 if h.producer_id >= 0:
                     idempotent = True
         return self._append(mv, 0, headers, len(mv), span, count, idempotent, leader_epoch,
-                            STAMPED if config.log_append_time else PAYLOAD, check_sequences, still_leader)
+                            STAMPED if config.log_append_time else PAYLOAD, check_sequences)
 
     def append_batch(self, buf: Buffer, pos: int, h: RecordBatchHeader, leader_epoch: int = -1) -> AppendInfo:
         """append() of the one batch at ``pos`` in ``buf`` whose header ``h`` produce_parse read and checked
@@ -124,8 +122,7 @@ class LogAppender:
                             leader_epoch, IN_PLACE)
 
     def _append(self, buf: Buffer, pos: int, headers: list[RecordBatchHeader], size: int, span: int, count: int,
-                idempotent: bool, leader_epoch: int, mode: int, check_sequences: bool = True,
-                still_leader: Callable[[], bool] | None = None) -> AppendInfo:
+                idempotent: bool, leader_epoch: int, mode: int, check_sequences: bool = True) -> AppendInfo:
         """The append core: ``headers`` (validated) of the batches from ``pos`` in ``buf`` (``size`` bytes,
         ``span`` offsets, ``count`` records) written at the log end as ``mode`` says, unless they repeat an append
         already made."""
@@ -133,8 +130,6 @@ class LogAppender:
             status = self._status
             if status.closed or status.offline:
                 status.check_open()
-            if still_leader is not None and not still_leader():
-                raise FencedLeaderEpochError(f"{status.name}: no longer the leader of epoch {leader_epoch}")
             epochs = self._epochs
             latest = epochs.latest_epoch
             new_epoch = leader_epoch != latest and leader_epoch >= 0

@@ -127,16 +127,11 @@ class Partition:
         transactional/control attribute bits accepted; ``check_sequences``, ``crcs_fresh``: see Log.append."""
         info = self.log.append(records, leader_epoch=self.leader_epoch, allow=allow, check_sequences=check_sequences,
                                crcs_fresh=crcs_fresh)
-        self.leader_appended(info)
-        return info
-
-    def leader_appended(self, info: AppendInfo) -> None:
-        """What follows a leader's append, on the event loop (also after one written off it: the embedded
-        mirror's writer thread): a leader alone moves the high watermark, else the commit clock starts."""
         if len(self.isr) <= 1:
             self.maybe_advance_hw()
         elif self.observe_commit is not None and len(self._uncommitted) < 10_000:
             self._uncommitted.append((info.last_offset + 1, time.monotonic()))
+        return info
 
     def append_batch(self, buf: bytes | bytearray, pos: int, h: RecordBatchHeader) -> AppendInfo:
         """append() of the one batch at ``pos`` in ``buf`` that produce_parse checked (Log.append_batch)."""

@@ -284,12 +284,6 @@ class ReplicaManager:
         self._appended(part)
         return info
 
-    def leader_appended(self, part: Partition, info: AppendInfo) -> None:
-        """After ``part``'s log took a leader append made off the event loop (the embedded mirror's writer
-        thread): what append() does after the write, here on the loop (high watermark, parked follower fetches)."""
-        part.leader_appended(info)
-        self._appended(part)
-
     def append_batch(self, part: Partition, buf: bytes | bytearray, pos: int, header: RecordBatchHeader
                      ) -> AppendInfo:
         """append() of the one batch at ``pos`` in ``buf`` that produce_parse checked (the produce fast path)."""

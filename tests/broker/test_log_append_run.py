@@ -185,20 +185,3 @@ def test_native_run_write_fails_as_the_python_one_does(tmp_path):
                 assert path.stat().st_size == 0  # nothing written
         finally:
             os.close(fd)
-
-
-def test_an_append_whose_leadership_ended_meanwhile_is_refused_with_nothing_written(tmp_path):
-    from ferry.wire.record.errors import FencedLeaderEpochError
-    batches = one_producer(4)
-    lg = Log(tmp_path / "t-0", LogConfig(**CONFIG))
-    asked = []
-    try:
-        info = lg.append(b"".join(batches[:2]), leader_epoch=1, check_sequences=False,
-                         still_leader=lambda: asked.append(1) or True)
-        assert asked == [1] and info.first_offset == 0
-        end, size = lg.log_end_offset, lg.segments[-1].size
-        with pytest.raises(FencedLeaderEpochError, match="no longer the leader of epoch 1"):
-            lg.append(b"".join(batches[2:]), leader_epoch=1, check_sequences=False, still_leader=lambda: False)
-        assert (lg.log_end_offset, lg.segments[-1].size, len(state(lg)[PID][1])) == (end, size, 2)
-    finally:
-        lg.close()
