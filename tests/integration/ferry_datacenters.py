@@ -85,15 +85,23 @@ class Datacenters:
         return {t: v for t, v in r.items() if not t.startswith("_")}
 
     def wait_offline_has_everything(self, timeout: float = 180) -> dict:
-        """Until the offline cluster holds every published event (by count), bounded in time."""
+        """Until the offline cluster holds every published event (by count), bounded in time. A count that fails
+        is tried again until then: right after a kill -9 the restarted broker waits out its killed session's
+        registration (up to the session timeout), and a count in between finds no broker registered."""
         deadline = time.monotonic() + timeout
         got: dict = {}
+        failed: DockerError | None = None
         while time.monotonic() < deadline:
-            got = self.count("offline")
-            if all(got.get(t, {}).get("total", 0) >= n for t, n in self.produced.items()):
-                return got
+            try:
+                got, failed = self.count("offline"), None
+            except DockerError as e:
+                failed = e
+            else:
+                if all(got.get(t, {}).get("total", 0) >= n for t, n in self.produced.items()):
+                    return got
             time.sleep(2)
-        raise AssertionError(f"offline never caught up in {timeout:.0f}s: produced {self.produced}, offline {got}\n"
+        raise AssertionError(f"offline never caught up in {timeout:.0f}s: produced {self.produced}, offline {got}"
+                             + (f", last count: {failed}" if failed else "") + "\n"
                              + self.logs("offline-broker-1", 60))
 
     def logs(self, role: str, tail: int = 80) -> str:
