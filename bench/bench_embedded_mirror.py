@@ -47,7 +47,7 @@ from bench_mirror_pipeline import (  # noqa: E402
     read_phase,
     settle,
 )
-from servers import scratch_zookeeper  # noqa: E402
+from servers import drop_scratch, scratch_zookeeper  # noqa: E402
 
 from ferry.client.wire_client import WireClient  # noqa: E402
 from ferry.embedded import BrokerProcess, ZooKeeperServer  # noqa: E402
@@ -218,10 +218,7 @@ def main() -> None:
               f"{statistics.median(proc_ratio):.2f}, machine embedded/standalone {statistics.median(cpu_ratio):.2f}; "
               + ", ".join(f"{k} {statistics.median(v):.2f} us" for k, v in us.items() if v), flush=True)
     finally:
-        for b in brokers:
-            b.stop()
-        zk.stop()
-        shutil.rmtree(tmp, ignore_errors=True)
+        drop_scratch(tmp, zk, brokers)
 
 
 if __name__ == "__main__":

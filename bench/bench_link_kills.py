@@ -17,7 +17,6 @@ in the offline `_audit` against the producer's acknowledged counts (the books). 
 from __future__ import annotations
 
 import argparse
-import shutil
 import subprocess
 import sys
 import time
@@ -28,7 +27,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "tests" / "mirror"))
 
 from mirror_harness import SteadyProducer, audit_counts, read_log, wait_for, wait_partitions  # noqa: E402
-from servers import scratch_zookeeper  # noqa: E402
+from servers import drop_scratch, scratch_zookeeper  # noqa: E402
 
 from ferry.embedded import BrokerProcess  # noqa: E402
 from ferry.zk.cluster_registry import ClusterRegistry  # noqa: E402
@@ -139,10 +138,7 @@ def main() -> int:
     finally:
         if steady is not None:
             steady.close()
-        for b in brokers:
-            b.stop()
-        zk.stop()
-        shutil.rmtree(tmp, ignore_errors=True)
+        drop_scratch(tmp, zk, brokers)
 
 
 if __name__ == "__main__":

@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import array
 import os
-import shutil
 import struct
 import subprocess
 import sys
@@ -30,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_mirror_pipeline import percentile, proc_cpu  # noqa: E402
 from confluent_kafka import Consumer, Producer, TopicPartition  # noqa: E402
-from servers import scratch_zookeeper  # noqa: E402
+from servers import drop_scratch, scratch_zookeeper  # noqa: E402
 
 from ferry.embedded import BrokerProcess  # noqa: E402
 from ferry.zk.cluster_registry import ClusterRegistry  # noqa: E402
@@ -153,10 +152,7 @@ def main() -> int:
             if r.poll() is None:
                 r.kill()
                 r.wait(10)
-        for b in brokers:
-            b.stop()
-        zk.stop()
-        shutil.rmtree(tmp, ignore_errors=True)
+        drop_scratch(tmp, zk, brokers)
 
 
 if __name__ == "__main__":

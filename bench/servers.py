@@ -57,6 +57,15 @@ def scratch_zookeeper(prefix: str, parent: str | None = None) -> tuple[Path, Zoo
     return tmp, ZooKeeperServer(data_dir=tmp / "zk").start()
 
 
+
+def drop_scratch(tmp: Path, zk: ZooKeeperServer, brokers: list[BrokerProcess]) -> None:
+    """scratch_zookeeper's end: the brokers, then ZooKeeper stopped, the directory removed."""
+    for b in brokers:
+        b.stop()
+    zk.stop()
+    shutil.rmtree(tmp, ignore_errors=True)
+
+
 class ServerError(RuntimeError):
     """A peer broker is missing or did not start."""
 
