@@ -7,7 +7,9 @@
 
 from __future__ import annotations
 
-CONSUMERS_PATH = "/consumers"
+from ferry.zk.zookeeper_group_offsets import CONSUMERS_PATH, zookeeper_offset_path
+
+__all__ = ["CONSUMERS_PATH"]
 
 
 def group_dir(group: str) -> str:
@@ -35,7 +37,7 @@ def offsets_dir(group: str) -> str:
 
 
 def offset_path(group: str, topic: str, partition: int) -> str:
-    return f"{CONSUMERS_PATH}/{group}/offsets/{topic}/{partition}"
+    return zookeeper_offset_path(group, topic, partition)
 
 
 def validate_group(group: object) -> str:

@@ -10,23 +10,18 @@ by the znodes' own modification times (the commits', not this command's).
 
 from __future__ import annotations
 
-import struct
 import time
 
 from kazoo.client import KazooClient
-from kazoo.exceptions import NoNodeError
 
-from ferry.client import group_dirs
 from ferry.client.errors import BrokerUnavailableError, ClientError
 from ferry.client.wire_client import WireClient
 from ferry.wire.protocol import fetch
 from ferry.wire.protocol.errors import ErrorCode
+from ferry.wire.record.record_batch import BATCH_HEADER_SIZE, read_header
+from ferry.zk.zookeeper_group_offsets import fetch_zookeeper_commits
 
 TopicPartition = tuple[str, int]
-_BATCH = struct.Struct(">qi")  # base offset, batch length
-_LAST_DELTA = struct.Struct(">i")  # at byte 23
-_MAX_TS = struct.Struct(">q")  # at byte 35
-_HEADER = 61
 FETCH_BYTES = 64 * 1024  # the first batch comes back whole even when larger (KIP-74)
 
 
@@ -70,25 +65,12 @@ def last_copied_timestamps(client: WireClient, copied_to: dict[TopicPartition, i
 def batch_timestamp(records: memoryview | bytes, offset: int) -> int | None:
     """The largest timestamp of the batch holding ``offset`` among ``records`` (None if none holds it)."""
     pos = 0
-    while pos + _HEADER <= len(records):
-        base, length = _BATCH.unpack_from(records, pos)
-        last = base + _LAST_DELTA.unpack_from(records, pos + 23)[0]
-        if base <= offset <= last:
-            return _MAX_TS.unpack_from(records, pos + 35)[0]
-        pos += 12 + length
+    while pos + BATCH_HEADER_SIZE <= len(records):
+        h = read_header(records, pos)
+        if h.base_offset <= offset <= h.last_offset:
+            return h.max_timestamp
+        pos += h.size
     return None
-
-
-def read_commits(zk: KazooClient, group: str, keys: list[TopicPartition]) -> dict[TopicPartition, tuple[int, int]]:
-    """{partition: (committed offset, the znode's modification time in ms)} for the keys with a commit."""
-    out: dict[TopicPartition, tuple[int, int]] = {}
-    for tp, request in [(k, zk.get_async(group_dirs.offset_path(group, *k))) for k in keys]:
-        try:
-            data, stat = request.get()
-            out[tp] = (int(data.decode("ascii").strip()), stat.mtime)
-        except (NoNodeError, ValueError, UnicodeDecodeError):
-            continue
-    return out
 
 
 def commit_rates(zk: KazooClient, group: str, keys: list[TopicPartition], interval_s: float
@@ -96,9 +78,9 @@ def commit_rates(zk: KazooClient, group: str, keys: list[TopicPartition], interv
     """(messages per second, the committed offsets at the second reading) per partition: the committed offsets
     read now and after ``interval_s``, their movement divided by the time between the two commits (the
     znodes' modification times); 0 where no commit moved meanwhile (the copy stands still)."""
-    before = read_commits(zk, group, keys)
+    before = fetch_zookeeper_commits(zk, group, keys)
     time.sleep(interval_s)
-    after = read_commits(zk, group, keys)
+    after = fetch_zookeeper_commits(zk, group, keys)
     rates: dict[TopicPartition, float] = {}
     for tp, (offset, mtime) in after.items():
         old = before.get(tp)

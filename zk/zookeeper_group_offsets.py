@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 
-CONSUMERS_PATH = "/consumers"  # the same tree as client/group_dirs.py (a layer above: not imported here)
+CONSUMERS_PATH = "/consumers"  # client/group_dirs.py builds the rest of the tree on it
 
 TopicPartition = tuple[str, int]
 
@@ -26,12 +26,19 @@ def fetch_zookeeper_offsets(client: KazooClient, group: str, partitions: Iterabl
                             timeout: float = 10.0) -> dict[TopicPartition, int]:
     """The committed offsets of ``partitions`` in the ZooKeeper group ``group``; partitions without one (or an
     unreadable one) are absent."""
+    return {tp: offset for tp, (offset, _) in fetch_zookeeper_commits(client, group, partitions, timeout).items()}
+
+
+def fetch_zookeeper_commits(client: KazooClient, group: str, partitions: Iterable[TopicPartition],
+                            timeout: float = 10.0) -> dict[TopicPartition, tuple[int, int]]:
+    """{partition: (committed offset, the offset znode's modification time in ms)}, read in one round of
+    asynchronous gets; partitions without a commit (or an unreadable one) are absent."""
     pending = {tp: client.get_async(zookeeper_offset_path(group, tp[0], int(tp[1]))) for tp in partitions}
-    out: dict[TopicPartition, int] = {}
+    out: dict[TopicPartition, tuple[int, int]] = {}
     for tp, result in pending.items():
         try:
-            data, _ = result.get(timeout=timeout)
-            out[tp] = int(data.decode("ascii").strip())
+            data, stat = result.get(timeout=timeout)
+            out[tp] = (int(data.decode("ascii").strip()), stat.mtime)
         except (NoNodeError, ValueError, UnicodeDecodeError):
             continue
     return out
